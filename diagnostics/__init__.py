@@ -1,0 +1,1 @@
+"""Ingest engine logs and run directories, and decide engine age versus context (no torch)."""

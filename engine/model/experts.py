@@ -1,0 +1,45 @@
+"""Where a MoE layer gets its expert weights: the seam the expert cache sits behind.
+
+A sparse MoE layer asks its `ExpertProvider` for the weights of each expert the router
+picked, once per expert per forward. `ResidentExperts` keeps every expert in place;
+the offload tier (`engine.moe`) keeps them in host memory and copies them into a fixed
+number of slots on a miss.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+
+class ExpertWeights(NamedTuple):
+    gate_up: torch.Tensor  # [2 * I, H]: gate_proj rows, then up_proj rows
+    down: torch.Tensor  # [H, I]
+
+
+class ExpertProvider:
+    """Gives the weights of expert `expert` of MoE layer `layer` (layer = decoder layer index)."""
+
+    def begin_step(self) -> None:
+        """Called once per engine step, before the forward; a cache may protect this step's experts."""
+
+    def get(self, layer: int, expert: int) -> ExpertWeights:
+        raise NotImplementedError
+
+    def load(self, layer: int, expert: int, weights: ExpertWeights) -> None:
+        """Take ownership of one expert's weights at load time."""
+        raise NotImplementedError
+
+
+class ResidentExperts(ExpertProvider):
+    """Every expert stays where it was loaded (`moe_backend='resident'`)."""
+
+    def __init__(self) -> None:
+        self._weights: dict[tuple[int, int], ExpertWeights] = {}
+
+    def load(self, layer: int, expert: int, weights: ExpertWeights) -> None:
+        self._weights[(layer, expert)] = weights
+
+    def get(self, layer: int, expert: int) -> ExpertWeights:
+        return self._weights[(layer, expert)]
