@@ -1,0 +1,101 @@
+"""Attention over the slot-indexed KV pool: `torch` everywhere, `triton` decode on CUDA.
+
+A backend gets the new tokens' queries and the layer's whole K/V buffers and reads each
+request's context through `batch.kv_slots`; the new tokens' K/V are already written.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+import torch.nn.functional as F
+
+from engine.errors import EngineError
+from engine.model.forward_batch import ForwardBatch
+
+logger = logging.getLogger(__name__)
+
+BACKENDS = ("auto", "torch", "triton")
+
+
+class TorchAttention:
+    name = "torch"
+
+    def forward(self, q: torch.Tensor, k_buf: torch.Tensor, v_buf: torch.Tensor, batch: ForwardBatch,
+                scale: float) -> torch.Tensor:
+        """q [T, Hq, D]; k_buf, v_buf [S, Hkv, D] -> [T, Hq, D]."""
+        if batch.is_decode:
+            return self.decode(q, k_buf, v_buf, batch, scale)
+        return self.extend(q, k_buf, v_buf, batch, scale)
+
+    def extend(self, q, k_buf, v_buf, batch: ForwardBatch, scale: float) -> torch.Tensor:
+        out = torch.empty_like(q)  # [T, Hq, D]
+        indptr = batch.kv_indptr.tolist()
+        for b, (start, end) in enumerate(batch.token_ranges()):
+            slots = batch.kv_slots[indptr[b]:indptr[b + 1]]  # [L]
+            qb = q[start:end].transpose(0, 1)[None]  # [1, Hq, n, D]
+            kb = k_buf[slots].transpose(0, 1)[None]  # [1, Hkv, L, D]
+            vb = v_buf[slots].transpose(0, 1)[None]  # [1, Hkv, L, D]
+            n, prefix = end - start, batch.prefix_lens[b]
+            if prefix == 0:
+                ob = F.scaled_dot_product_attention(qb, kb, vb, is_causal=True, scale=scale, enable_gqa=True)
+            else:
+                # query i sits at position prefix + i and sees keys 0 .. prefix + i
+                key_pos = torch.arange(prefix + n, device=q.device)  # [L]
+                query_pos = torch.arange(n, device=q.device) + prefix  # [n]
+                mask = key_pos[None, :] <= query_pos[:, None]  # [n, L]
+                ob = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, scale=scale, enable_gqa=True)
+            out[start:end] = ob[0].transpose(0, 1)  # [n, Hq, D]
+        return out
+
+    def decode(self, q, k_buf, v_buf, batch: ForwardBatch, scale: float) -> torch.Tensor:
+        # Pad every context to the longest one and mask:
+        #   idx[b, j] = kv_indptr[b] + j (clamped to the request's last slot), valid while j < len[b]
+        lens = batch.kv_indptr[1:] - batch.kv_indptr[:-1]  # [B]
+        max_len = int(lens.max())
+        j = torch.arange(max_len, device=q.device)  # [L]
+        idx = torch.minimum(batch.kv_indptr[:-1, None] + j[None, :], batch.kv_indptr[1:, None] - 1)  # [B, L]
+        slots = batch.kv_slots[idx]  # [B, L]
+        kb = k_buf[slots].transpose(1, 2)  # [B, Hkv, L, D]
+        vb = v_buf[slots].transpose(1, 2)  # [B, Hkv, L, D]
+        qb = q[:, :, None, :]  # [B, Hq, 1, D]
+        if batch.num_requests == 1:
+            ob = F.scaled_dot_product_attention(qb, kb, vb, scale=scale, enable_gqa=True)  # [1, Hq, 1, D]
+        else:
+            mask = (j[None, :] < lens[:, None])[:, None, None, :]  # [B, 1, 1, L]
+            ob = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, scale=scale, enable_gqa=True)
+        return ob[:, :, 0, :]  # [B, Hq, D]
+
+
+class TritonAttention(TorchAttention):
+    """Decode through the Triton kernel; extend (prefill) through torch."""
+
+    name = "triton"
+
+    def __init__(self) -> None:
+        from engine.kernels.decode_attention import decode_attention
+
+        self._decode = decode_attention
+
+    def decode(self, q, k_buf, v_buf, batch: ForwardBatch, scale: float) -> torch.Tensor:
+        return self._decode(q, k_buf, v_buf, batch.kv_slots, batch.kv_indptr, scale)
+
+
+def make_attention_backend(name: str, device: torch.device) -> TorchAttention:
+    """`auto` is triton on CUDA when triton imports, torch otherwise."""
+    if name not in BACKENDS:
+        raise EngineError(f"attention backend: expected one of {list(BACKENDS)}, found {name!r}")
+    if name == "auto":
+        if device.type == "cuda":
+            try:
+                return TritonAttention()
+            except ImportError:
+                logger.info("triton is not importable; using the torch attention backend")
+        return TorchAttention()
+    if name == "triton":
+        try:
+            return TritonAttention()
+        except ImportError as exc:
+            raise EngineError(f"attention backend 'triton': triton is not importable ({exc})") from None
+    return TorchAttention()

@@ -1,0 +1,110 @@
+"""The gated delta rule of Gated DeltaNet, in its two forms, plus the short causal conv.
+
+State S [Hv, Dk, Dv] per request. Per token t, with decay g_t <= 0 (log space) and
+learning rate beta_t:
+
+    S <- exp(g_t) * S
+    S <- S + k_t (beta_t * (v_t - S^T k_t))^T        (the delta rule: write the correction)
+    o_t = S^T q_t
+
+`recurrent_step` runs it for one token of B requests at once (decode). `chunked` runs a
+whole extend of one request in chunks of 64 with the UT transform (prefill), in float32.
+q and k are l2-normalised and q scaled by Dk^-0.5 here, as the reference does in-kernel.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+CHUNK_SIZE = 64
+
+
+def _l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + eps)  # [..., D]
+
+
+def _prepare(q: torch.Tensor, k: torch.Tensor, num_value_heads: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Repeat q/k heads up to the value heads, l2-normalise in float32, scale q."""
+    repeat = num_value_heads // q.shape[-2]
+    if repeat > 1:
+        q = q.repeat_interleave(repeat, dim=-2)  # [..., Hv, Dk]
+        k = k.repeat_interleave(repeat, dim=-2)  # [..., Hv, Dk]
+    q = _l2norm(q.float())  # [..., Hv, Dk]
+    k = _l2norm(k.float())  # [..., Hv, Dk]
+    return q * q.shape[-1] ** -0.5, k
+
+
+def recurrent_step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
+                   state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token per request. q, k [B, Hk, Dk]; v [B, Hv, Dv]; g, beta [B, Hv]; state [B, Hv, Dk, Dv].
+
+    Returns o [B, Hv, Dv] (v's dtype) and the new state [B, Hv, Dk, Dv] float32.
+    """
+    dtype = v.dtype
+    q, k = _prepare(q, k, v.shape[-2])  # [B, Hv, Dk] each
+    v, g, beta = v.float(), g.float(), beta.float()
+    state = state.float() * g.exp()[..., None, None]  # [B, Hv, Dk, Dv]
+    kv_mem = (state * k[..., None]).sum(dim=-2)  # [B, Hv, Dv]
+    delta = (v - kv_mem) * beta[..., None]  # [B, Hv, Dv]
+    state = state + k[..., None] * delta[..., None, :]  # [B, Hv, Dk, Dv]
+    out = (state * q[..., None]).sum(dim=-2)  # [B, Hv, Dv]
+    return out.to(dtype), state
+
+
+def chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
+            state: torch.Tensor | None, chunk_size: int = CHUNK_SIZE) -> tuple[torch.Tensor, torch.Tensor]:
+    """A run of L tokens of one request. q, k [L, Hk, Dk]; v [L, Hv, Dv]; g, beta [L, Hv]; state [Hv, Dk, Dv] or None.
+
+    Returns o [L, Hv, Dv] (v's dtype) and the final state [Hv, Dk, Dv] float32.
+    """
+    dtype = v.dtype
+    length, num_heads, value_dim = v.shape
+    q, k = _prepare(q, k, num_heads)  # [L, Hv, Dk] each
+    q, k, v = (x.transpose(0, 1) for x in (q, k, v.float()))  # [Hv, L, D]
+    g, beta = g.float().transpose(0, 1), beta.float().transpose(0, 1)  # [Hv, L]
+    pad = (chunk_size - length % chunk_size) % chunk_size
+    q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))  # [Hv, Lp, D]
+    g, beta = F.pad(g, (0, pad)), F.pad(beta, (0, pad))  # [Hv, Lp]
+    num_chunks = (length + pad) // chunk_size
+    v_beta = v * beta[..., None]  # [Hv, Lp, Dv]
+    k_beta = k * beta[..., None]  # [Hv, Lp, Dk]
+    q, k, k_beta, v_beta = (x.reshape(num_heads, num_chunks, chunk_size, -1) for x in (q, k, k_beta, v_beta))
+    g = g.reshape(num_heads, num_chunks, chunk_size).cumsum(dim=-1)  # [Hv, N, C] decay from chunk start
+    upper = torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=q.device).triu(1)  # [C, C]
+    # decay[i, j] = exp(g_i - g_j) for j <= i, 0 above the diagonal
+    decay = (g[..., :, None] - g[..., None, :]).masked_fill(upper, float("-inf")).exp()  # [Hv, N, C, C]
+    ut = (k_beta @ k.transpose(-1, -2)) * decay  # [Hv, N, C, C]; its strict lower part is the UT system
+    intra = (q @ k.transpose(-1, -2)) * decay  # [Hv, N, C, C]
+    # Solve (I + strict_lower(ut)) X = RHS: the values to write (u) and decayed keys reading the old state (w).
+    u = torch.linalg.solve_triangular(ut, v_beta, upper=False, unitriangular=True)  # [Hv, N, C, Dv]
+    w = torch.linalg.solve_triangular(ut, k_beta * g.exp()[..., None], upper=False, unitriangular=True)  # [Hv, N, C, Dk]
+    q = q * g.exp()[..., None]  # [Hv, N, C, Dk]
+    k = k * (g[..., -1:] - g).exp()[..., None]  # [Hv, N, C, Dk] decayed to the chunk end
+    chunk_decay = g[..., -1].exp()[..., None, None]  # [Hv, N, 1, 1]
+    s = torch.zeros(num_heads, q.shape[-1], value_dim, device=q.device) if state is None else state.float()  # [Hv, Dk, Dv]
+    out = torch.empty_like(u)  # [Hv, N, C, Dv]
+    for i in range(num_chunks):
+        v_new = u[:, i] - w[:, i] @ s  # [Hv, C, Dv]
+        out[:, i] = q[:, i] @ s + intra[:, i] @ v_new  # [Hv, C, Dv]
+        s = s * chunk_decay[:, i] + k[:, i].transpose(-1, -2) @ v_new  # [Hv, Dk, Dv]
+    out = out.reshape(num_heads, -1, value_dim)[:, :length]  # [Hv, L, Dv]
+    return out.transpose(0, 1).to(dtype), s
+
+
+def causal_conv(x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Depthwise causal conv + silu over one request's run. x [L, C]; conv_state [C, K-1]; weight [C, K].
+
+    Returns y [L, C] (x's dtype) and the new conv state [C, K-1] (the last K-1 inputs).
+    """
+    window = torch.cat((conv_state.to(weight.dtype), x.t().to(weight.dtype)), dim=-1)  # [C, K-1+L]
+    y = F.conv1d(window[None], weight[:, None, :], groups=weight.shape[0])[0]  # [C, L]
+    new_state = window[:, window.shape[-1] - (weight.shape[-1] - 1):]  # [C, K-1]
+    return F.silu(y).t().to(x.dtype), new_state
+
+
+def causal_conv_step(x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token per request. x [B, C]; conv_state [B, C, K-1]; weight [C, K] -> y [B, C], state [B, C, K-1]."""
+    window = torch.cat((conv_state.to(weight.dtype), x[..., None].to(weight.dtype)), dim=-1)  # [B, C, K]
+    y = (window * weight[None]).sum(dim=-1)  # [B, C]
+    return F.silu(y).to(x.dtype), window[..., 1:]

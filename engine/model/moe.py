@@ -1,0 +1,62 @@
+"""Sparse MoE feed-forward: softmax router, top-k, routed experts, gated shared expert.
+
+Expert weights are not parameters of this module: each forward asks the layer's
+`ExpertProvider` for the experts the router picked, and only for those, so an expert
+cache can sit behind the provider.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from engine.model.experts import ExpertProvider
+from engine.model.mlp import MLP
+
+
+class Router(nn.Module):
+    def __init__(self, hidden_size: int, num_experts: int, top_k: int, norm_topk_prob: bool) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(num_experts, hidden_size))  # [E, H]
+        self.top_k = top_k
+        self.norm_topk_prob = norm_topk_prob
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Routing weights [T, k] (in x's dtype) and expert ids [T, k]."""
+        logits = F.linear(x, self.weight)  # [T, E]
+        probs = torch.softmax(logits, dim=-1, dtype=torch.float32)  # [T, E]
+        top_w, top_ids = torch.topk(probs, self.top_k, dim=-1)  # [T, k], [T, k]
+        if self.norm_topk_prob:
+            top_w = top_w / top_w.sum(dim=-1, keepdim=True)  # [T, k]
+        return top_w.to(logits.dtype), top_ids
+
+
+class SparseMoE(nn.Module):
+    def __init__(self, layer: int, hidden_size: int, num_experts: int, top_k: int, norm_topk_prob: bool,
+                 shared_intermediate_size: int, experts: ExpertProvider) -> None:
+        super().__init__()
+        self.layer = layer
+        self.gate = Router(hidden_size, num_experts, top_k, norm_topk_prob)
+        self.has_shared = shared_intermediate_size > 0
+        if self.has_shared:
+            self.shared_expert = MLP(hidden_size, shared_intermediate_size)
+            self.shared_expert_gate = nn.Linear(hidden_size, 1, bias=False)
+        self.experts = experts
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        top_w, top_ids = self.gate(x)  # [T, k], [T, k]
+        out = torch.zeros_like(x)  # [T, H]
+        # Loop over the experts picked by at least one token, in ascending id as the reference adds them.
+        for expert in torch.unique(top_ids).tolist():
+            token_idx, k_idx = torch.where(top_ids == expert)  # [n], [n]
+            w = self.experts.get(self.layer, expert)
+            h = F.linear(x[token_idx], w.gate_up)  # [n, 2I]
+            gate, up = h.chunk(2, dim=-1)  # [n, I], [n, I]
+            h = F.linear(F.silu(gate) * up, w.down)  # [n, H]
+            h = h * top_w[token_idx, k_idx, None]  # [n, H]
+            out.index_add_(0, token_idx, h.to(out.dtype))
+        if self.has_shared:
+            shared = self.shared_expert(x)  # [T, H]
+            out = out + torch.sigmoid(self.shared_expert_gate(x)) * shared  # [T, H]
+        return out

@@ -1,0 +1,40 @@
+"""The two RMSNorms of Qwen3-Next.
+
+`RMSNorm` is zero-centred: the weight is stored as an offset from 1 (checkpoints hold zeros
+for an identity norm), so the scale is `1 + weight`, applied in float32 before the cast
+back. `GatedRMSNorm` (inside linear attention) scales by `weight` itself and then gates the
+result with silu(z).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))  # [D], offset from 1
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()  # [..., D]
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)  # [..., D]
+        return (xf * (1.0 + self.weight.float())).type_as(x)  # [..., D]
+
+
+class GatedRMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))  # [D]
+
+    def forward(self, x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        xf = x.float()  # [..., D]
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)  # [..., D]
+        out = self.weight * xf.to(dtype)  # [..., D]; the reference scales in the input dtype
+        out = out * F.silu(gate.float())  # [..., D] float32
+        return out.to(dtype)
