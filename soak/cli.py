@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from replay.cli import trace_app
 from tokdrift import configure_logging, run_app
 
 app = typer.Typer(
@@ -14,6 +15,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+app.add_typer(trace_app, name="trace", help="Make and inspect replay traces: import, synth, record, stats.")
 
 
 @app.callback()

@@ -1,0 +1,222 @@
+"""Turn a trace call into a prompt a target can serve: token ids or chat text.
+
+Every hash id becomes the same block of content wherever it appears, so calls that share
+ids share a real prefix and the target's prefix cache sees what the original server saw.
+Content is derived from SHAKE-256 of the id (no RNG library), so it is the same on every
+machine and every version.
+
+The probe namespace: trace content never uses `probe_token_id` (token prompts) and never
+contains "[" (text prompts), and probe prompts start with that token / with "[tokdrift-probe".
+A probe therefore shares nothing, not even its first token, with replayed traffic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Literal
+
+import numpy as np
+
+from replay.errors import TraceError
+from replay.trace import Call
+
+OVER_LIMIT_POLICIES = ("drop", "trim", "keep")
+MODES = ("tokens", "text")
+PROBE_TEXT_MARKER = "[tokdrift-probe"
+
+# Common English words: one BPE token each (with the leading space) in most tokenizers.
+_WORDS = tuple(
+    """the of and to in is was that for on with as by at from his her they this are be have had not
+    but what all were when we there can an your which their said if do will each about how up out them
+    then she many some so these would other into has more two like him see time could no make than first
+    been its who now people my made over did down only way find use may water long little very after
+    words called just where most know get through back much before go good new write our used me man
+    too any day same right look think also around another came come work three word must because does
+    part even place well such here take why things help put years different away again off went old
+    number great tell men say small every found still between name should home big give air line set
+    own under read last never us left end along while might next sound below saw something thought both
+    few those always looked show large often together asked house world going want school important
+    until form food keep children feet land side without boy once animals life enough took sometimes
+    four head above kind began almost live page got earth need far hand high year mother light parts
+    country father let night following picture being study second eyes soon times story boys since white
+    days ever paper hard near sentence better best across during today others however sure means knew
+    try told young miles sun ways thing whole hear example heard several change answer room sea against
+    top turned learn point city play toward five using himself usually""".split()
+)
+
+
+@dataclass(frozen=True)
+class MaterializeConfig:
+    """How calls of one trace become prompts."""
+
+    block_size: int  # the trace's block size (header.block_size)
+    scale: float = 1.0  # every length times this; 1/16 replays a 200K-token session as 12.5K
+    max_context: int | None = None  # prompt + output tokens the target allows
+    over_limit: Literal["drop", "trim", "keep"] = "trim"  # what to do with a call above max_context
+    mode: Literal["tokens", "text"] = "tokens"
+    vocab_size: int = 256  # token ids are drawn from [0, vocab_size); 256 = the built-in byte-level model
+    reserved_ids: frozenset[int] = field(default_factory=frozenset)  # specials never put in a prompt
+    probe_token_id: int | None = None  # kept for probes; None = the highest id not reserved
+    min_output_tokens: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.block_size, int) or self.block_size < 1:
+            raise TraceError(f"block_size: expected an integer >= 1, found {self.block_size!r}")
+        if not (0 < self.scale <= 1e6) or not math.isfinite(self.scale):
+            raise TraceError(f"scale: expected a number > 0, found {self.scale!r}")
+        if self.max_context is not None and self.max_context < 2:
+            raise TraceError(f"max_context: expected an integer >= 2 or None, found {self.max_context!r}")
+        if self.over_limit not in OVER_LIMIT_POLICIES:
+            raise TraceError(f"over_limit: expected one of {', '.join(OVER_LIMIT_POLICIES)}, found {self.over_limit!r}")
+        if self.mode not in MODES:
+            raise TraceError(f"mode: expected one of {', '.join(MODES)}, found {self.mode!r}")
+        object.__setattr__(self, "reserved_ids", frozenset(self.reserved_ids))
+        if len(self.content_ids) < 2:
+            raise TraceError(
+                f"vocab_size: expected room for at least 3 usable ids after {len(self.reserved_ids)} reserved, "
+                f"found vocab_size={self.vocab_size}"
+            )
+        if self.probe_token_id is not None and not (
+            0 <= self.probe_token_id < self.vocab_size and self.probe_token_id not in self.reserved_ids
+        ):
+            raise TraceError(f"probe_token_id: expected an unreserved id below vocab_size, found {self.probe_token_id!r}")
+        if self.min_output_tokens < 1:
+            raise TraceError(f"min_output_tokens: expected an integer >= 1, found {self.min_output_tokens!r}")
+
+    @property
+    def block_tokens(self) -> int:
+        """Tokens per hash id after scaling."""
+        return max(1, round(self.block_size * self.scale))
+
+    @property
+    def effective_scale(self) -> float:
+        """The scale actually applied: whole tokens per block keep the prefix structure exact."""
+        return self.block_tokens / self.block_size
+
+    @property
+    def probe_id(self) -> int:
+        if self.probe_token_id is not None:
+            return self.probe_token_id
+        return max(i for i in range(self.vocab_size) if i not in self.reserved_ids)
+
+    @property
+    def content_ids(self) -> np.ndarray:
+        return _content_ids(self.vocab_size, self.reserved_ids, self.probe_token_id)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """What to send for one call: token ids or chat messages, and how much to generate."""
+
+    token_ids: list[int] | None  # mode "tokens"
+    messages: list[dict[str, Any]] | None  # mode "text": one user message
+    num_input_tokens: int  # exact for token ids; the intended length (about one token a word) for text
+    max_output_tokens: int
+    num_reasoning_tokens: int | None  # expected share of max_output_tokens, scaled
+    num_trimmed_tokens: int = 0  # input cut to fit max_context
+    over_limit: bool = False  # kept above max_context on purpose (policy "keep")
+    session: str | None = None
+    turn: int | None = None
+
+
+class Materializer:
+    """Materialises calls under one config and counts what max_context did to them."""
+
+    def __init__(self, config: MaterializeConfig) -> None:
+        self.config = config
+        self.num_calls = 0
+        self.num_dropped = 0
+        self.num_trimmed = 0
+        self.num_over_limit = 0  # kept above the limit (policy "keep")
+
+    def __call__(self, call: Call) -> Prompt | None:
+        self.num_calls += 1
+        prompt = materialize(call, self.config)
+        if prompt is None:
+            self.num_dropped += 1
+        elif prompt.num_trimmed_tokens:
+            self.num_trimmed += 1
+        elif prompt.over_limit:
+            self.num_over_limit += 1
+        return prompt
+
+
+def materialize(call: Call, config: MaterializeConfig) -> Prompt | None:
+    """The prompt for `call`, or None when it exceeds max_context under policy "drop"."""
+    scale = config.effective_scale
+    num_in = max(1, round(call.input_tokens * scale))
+    num_out = max(config.min_output_tokens, round(call.output_tokens * scale))
+    num_reasoning = None if call.reasoning_tokens is None else min(num_out, round(call.reasoning_tokens * scale))
+    trimmed = 0
+    over = False
+    limit = config.max_context
+    if limit is not None and num_in + num_out > limit:
+        if config.over_limit == "drop":
+            return None
+        if config.over_limit == "trim":
+            num_out = min(num_out, max(1, limit // 2))
+            trimmed = num_in - (limit - num_out)
+            num_in = limit - num_out
+            if num_reasoning is not None:
+                num_reasoning = min(num_reasoning, num_out)
+        else:
+            over = True
+    tail_key = f"tail:{call.session}:{call.turn}:{call.t!r}"
+    if config.mode == "tokens":
+        values = _values(call.hash_ids, num_in, config.block_tokens, tail_key)
+        ids = config.content_ids
+        token_ids = ids[values % len(ids)].tolist()
+        return Prompt(token_ids, None, num_in, num_out, num_reasoning, trimmed, over, call.session, call.turn)
+    values = _values(call.hash_ids, num_in, config.block_tokens, tail_key)
+    text = " ".join(_WORDS[v % len(_WORDS)] for v in values.tolist())
+    messages = [{"role": "user", "content": text}]
+    return Prompt(None, messages, num_in, num_out, num_reasoning, trimmed, over, call.session, call.turn)
+
+
+def probe_prompt(config: MaterializeConfig, num_input_tokens: int, max_output_tokens: int, variant: int = 0) -> Prompt:
+    """A fixed prompt from the reserved probe namespace: the same every time for the same arguments.
+
+    It shares no prefix with any materialised trace call, so the target's prefix cache
+    cannot serve it from replayed traffic; it can only hit an earlier identical probe.
+    """
+    if num_input_tokens < 1 or max_output_tokens < 1:
+        raise TraceError(f"probe: expected input and output lengths >= 1, found {num_input_tokens}, {max_output_tokens}")
+    values = _stream(f"probe:{variant}", num_input_tokens)
+    if config.mode == "tokens":
+        ids = config.content_ids
+        token_ids = [config.probe_id] + ids[values[1:] % len(ids)].tolist()
+        return Prompt(token_ids, None, num_input_tokens, max_output_tokens, None)
+    words = [f"{PROBE_TEXT_MARKER}-{variant}]"] + [_WORDS[v % len(_WORDS)] for v in values[1:].tolist()]
+    return Prompt(None, [{"role": "user", "content": " ".join(words)}], num_input_tokens, max_output_tokens, None)
+
+
+def _values(hash_ids: tuple[int, ...], num_tokens: int, block_tokens: int, tail_key: str) -> np.ndarray:
+    """`num_tokens` pseudo-random uint32 values: block by block from the ids, then a call-unique tail."""
+    num_blocks = min(len(hash_ids), -(-num_tokens // block_tokens))
+    parts = [_block(h, block_tokens) for h in hash_ids[:num_blocks]]
+    covered = num_blocks * block_tokens
+    if covered < num_tokens:
+        parts.append(_stream(tail_key, num_tokens - covered))
+    if not parts:
+        return np.zeros(0, dtype=np.uint32)
+    return np.concatenate(parts)[:num_tokens]
+
+
+@lru_cache(maxsize=1 << 16)
+def _block(hash_id: int, n: int) -> np.ndarray:
+    return _stream(f"block:{hash_id}", n)
+
+
+def _stream(key: str, n: int) -> np.ndarray:
+    digest = hashlib.shake_256(key.encode()).digest(4 * n)
+    return np.frombuffer(digest, dtype="<u4")
+
+
+@lru_cache(maxsize=32)
+def _content_ids(vocab_size: int, reserved: frozenset[int], probe_token_id: int | None) -> np.ndarray:
+    usable = [i for i in range(vocab_size) if i not in reserved]
+    probe = probe_token_id if probe_token_id is not None else (usable[-1] if usable else None)
+    return np.array([i for i in usable if i != probe], dtype=np.int64)
