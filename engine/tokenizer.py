@@ -30,14 +30,15 @@ class Tokenizer:
 
 class ByteTokenizer(Tokenizer):
     def __init__(self, vocab_size: int, eos_token_ids: Sequence[int] = (256,)) -> None:
-        if vocab_size < 256 + len(BYTE_SPECIALS):
-            raise EngineError(f"byte tokenizer: expected vocab_size >= {256 + len(BYTE_SPECIALS)}, found {vocab_size}")
         self.vocab_size = vocab_size
         self.eos_token_ids = tuple(eos_token_ids)
-        self.special_ids = {name: 256 + i for i, name in enumerate(BYTE_SPECIALS)}
+        self.special_ids = {name: 256 + i for i, name in enumerate(BYTE_SPECIALS) if 256 + i < vocab_size}
 
     def encode(self, text: str) -> list[int]:
-        return list(text.encode("utf-8"))
+        ids = list(text.encode("utf-8"))
+        if ids and max(ids) >= self.vocab_size:
+            raise EngineError(f"byte tokenizer: the text needs byte {max(ids)}, past vocab_size {self.vocab_size}")
+        return ids
 
     def decode(self, ids: Sequence[int]) -> str:
         # ids past the bytes are special or unused: they have no text
@@ -71,7 +72,7 @@ def load_tokenizer(checkpoint: str | Path, vocab_size: int, eos_token_ids: Seque
             return HFTokenizer(path, eos)
         except ImportError:
             logger.warning("%s exists but the tokenizers library is not installed; using bytes", path)
-    return ByteTokenizer(vocab_size, eos or (256,))
+    return ByteTokenizer(vocab_size, eos or ((256,) if vocab_size > 256 else ()))
 
 
 def _generation_eos(checkpoint: Path) -> tuple[int, ...]:

@@ -1,0 +1,95 @@
+"""The engine's model gives transformers' Qwen3NextForCausalLM logits, however the work is split."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine import LLM, SamplingParams
+from engine.model.attention_backend import TorchAttention
+from engine.model.forward_batch import ForwardBatch, RequestSlice
+from engine.model.loader import load_model
+from tests.engine._reference import CONFIGS, make_pools, write_reference
+
+ATOL = 1e-4
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGS))
+def pair(request, tmp_path_factory):
+    """(transformers model, our model, checkpoint dir, token ids) for one config."""
+    path = tmp_path_factory.mktemp(request.param)
+    reference = write_reference(request.param, path)
+    ours = load_model(path)
+    ids = torch.randint(0, CONFIGS[request.param]["vocab_size"], (150,), generator=torch.Generator().manual_seed(1))
+    return reference, ours, path, ids.tolist()
+
+
+@pytest.fixture(scope="module")
+def reference_logits(pair):
+    reference, _, _, ids = pair
+    with torch.no_grad():
+        return reference(torch.tensor([ids])).logits[0]  # [150, V]
+
+
+def _run(model, pools, slices, all_logits=True):
+    return model(ForwardBatch.build(slices, return_all_logits=all_logits), *pools, TorchAttention())
+
+
+def test_full_prefill_matches(pair, reference_logits):
+    _, ours, _, ids = pair
+    logits = _run(ours, make_pools(ours.config), [RequestSlice(ids, 0, range(len(ids)), 0)])
+    assert logits.shape == reference_logits.shape
+    torch.testing.assert_close(logits, reference_logits, atol=ATOL, rtol=0)
+
+
+def test_chunked_prefill_carries_kv_and_state(pair, reference_logits):
+    _, ours, _, ids = pair
+    pools = make_pools(ours.config)
+    # uneven chunks: one token, one past the 64-token delta-rule chunk, scattered KV slots
+    bounds = [0, 37, 38, 110, 150]
+    slots = torch.randperm(400)[:150]
+    parts = [_run(ours, pools, [RequestSlice(ids[s:e], s, slots[:e], 2)]) for s, e in zip(bounds, bounds[1:])]
+    torch.testing.assert_close(torch.cat(parts), reference_logits, atol=ATOL, rtol=0)
+
+
+def test_token_by_token_decode_after_prefill(pair, reference_logits):
+    _, ours, _, ids = pair
+    pools = make_pools(ours.config)
+    out = [_run(ours, pools, [RequestSlice(ids[:90], 0, range(90), 1)], all_logits=False)]
+    for t in range(90, 120):
+        out.append(_run(ours, pools, [RequestSlice(ids[t:t + 1], t, range(t + 1), 1)], all_logits=False))
+    torch.testing.assert_close(torch.cat(out), reference_logits[89:120], atol=ATOL, rtol=0)
+
+
+def test_batched_requests_match_one_at_a_time(pair):
+    """Three requests of different lengths share each forward (extend, then batched decode)."""
+    reference, ours, _, ids = pair
+    prompts = [ids[:20], ids[30:95], ids[100:101]]
+    total = [p + ids[140:146] for p in prompts]  # each continues with the same 6 tokens
+    pools = make_pools(ours.config)
+    base = [0, 150, 300]  # request b's token p lives in slot base[b] + p
+    last = _run(ours, pools, [RequestSlice(p, 0, range(base[b], base[b] + len(p)), b)
+                              for b, p in enumerate(prompts)], all_logits=False)
+    steps = [last]
+    for t in range(6):
+        slices = [RequestSlice([ids[140 + t]], len(p) + t, range(base[b], base[b] + len(p) + t + 1), b)
+                  for b, p in enumerate(prompts)]
+        steps.append(_run(ours, pools, slices, all_logits=False))
+    got = torch.stack(steps, dim=1)  # [B, 7, V]
+    for b, seq in enumerate(total):
+        with torch.no_grad():
+            want = reference(torch.tensor([seq])).logits[0, len(prompts[b]) - 1:]  # [7, V]
+        torch.testing.assert_close(got[b], want, atol=ATOL, rtol=0)
+
+
+def test_greedy_generation_gives_the_same_tokens(pair):
+    reference, _, path, ids = pair
+    prompt = ids[:20]
+    llm = LLM(str(path), attention_backend="torch", max_model_len=64)
+    out = llm.generate([prompt], SamplingParams(max_tokens=12, temperature=0, ignore_eos=True))[0]
+    with torch.no_grad():
+        want = reference.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False,
+                                  eos_token_id=None, pad_token_id=0)[0, 20:].tolist()
+    assert out.token_ids == want
+    assert out.finish_reason == "length"
+    assert out.prompt_token_ids == prompt
