@@ -1,0 +1,27 @@
+"""Prefix caches: `hybrid_radix` (default), `radix`, `none`. Build one with `make_prefix_cache`."""
+
+from __future__ import annotations
+
+from engine.cache.base import (CacheReport, InsertResult, MambaCacheStats, MatchResult,
+                               NoPrefixCache, PrefixCache)
+from engine.cache.eviction import EVICTION_POLICIES
+from engine.cache.radix import HybridRadixCache, RadixCache
+from engine.errors import EngineError
+from engine.memory.allocator import SlotAllocator
+
+CACHE_TYPES = {c.cache_type: c for c in (HybridRadixCache, RadixCache, NoPrefixCache)}
+
+__all__ = ["CACHE_TYPES", "EVICTION_POLICIES", "CacheReport", "HybridRadixCache", "InsertResult",
+           "MambaCacheStats", "MatchResult", "NoPrefixCache", "PrefixCache", "RadixCache",
+           "make_prefix_cache"]
+
+
+def make_prefix_cache(cache_type: str, kv_allocator: SlotAllocator,
+                      state_allocator: SlotAllocator | None = None,
+                      eviction_policy: str = "lru") -> PrefixCache:
+    """The cache named by `cache_type`, freeing what it evicts through the given allocators."""
+    if cache_type == "none":
+        return NoPrefixCache(kv_allocator.page_size)
+    if cache_type not in CACHE_TYPES:
+        raise EngineError(f"cache_type must be one of {', '.join(CACHE_TYPES)}; got {cache_type!r}")
+    return CACHE_TYPES[cache_type](kv_allocator, state_allocator, eviction_policy)

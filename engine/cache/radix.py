@@ -1,0 +1,392 @@
+"""Radix prefix cache over token ids (`radix`), and its hybrid form with state snapshots
+(`hybrid_radix`), after SGLang's radix and mamba radix caches.
+
+Keys are compared in whole pages. A node's edge holds a run of pages of tokens and the KV slot
+of each token; the path root..node spells a cached prefix:
+
+    root ─[a b c d]─ n1 ─[e f]─ n2        prefix "abcdef" ends at n2
+                      └─[x y]─ n3        prefix "abcdxy" ends at n3
+
+Linear-attention state cannot be rebuilt from KV, so the hybrid cache keeps state snapshots
+(state slots) anchored at node ends, and a match stops at the deepest matched node that holds
+one. Counters behind `cache_report()` and `mamba_stats()` move with every change, so the hooks
+cost O(1); only `max_depth` walks the tree, once per structural change, when it is read.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from engine.cache.base import (CacheReport, InsertResult, MambaCacheStats, MatchResult,
+                               PrefixCache, _EMPTY)
+from engine.cache.eviction import make_eviction_policy
+from engine.cache.tree import TreeNode
+from engine.errors import EngineError
+from engine.memory.allocator import IntegrityError, SlotAllocator
+
+
+class RadixCache(PrefixCache):
+    """`cache_type='radix'`: KV prefix reuse only. Suits models without linear-attention layers."""
+
+    cache_type = "radix"
+    keeps_snapshots = False
+
+    def __init__(self, kv_allocator: SlotAllocator, state_allocator: SlotAllocator | None = None,
+                 eviction_policy: str = "lru") -> None:
+        self.kv_allocator = kv_allocator
+        self.state_allocator = state_allocator
+        self.page_size = kv_allocator.page_size
+        self.eviction_policy = eviction_policy
+        if self.keeps_snapshots and state_allocator is None:
+            raise EngineError(f"{self.cache_type} cache needs a state-slot allocator, got None")
+        self.root = TreeNode(np.empty(0, np.int64), _EMPTY, None)
+        self.root.lock_ref = 1  # never evicted, never counted
+        self._kv_policy = make_eviction_policy(eviction_policy, self._is_evictable_leaf, self.root)
+        self._snapshot_policy = make_eviction_policy(eviction_policy, self._is_evictable_snapshot,
+                                                     self.root)
+        self._clock = 0
+        self._num_nodes = 0
+        self._num_leaves = 0
+        self._evictable = 0
+        self._locked = 0
+        self._num_snapshots = 0
+        self._num_pinned = 0
+        self._anchored = self._unused = self._snap_evicted = self._snap_with_kv = 0
+        self._evicted_tokens = self._queried = self._matched = 0
+        self._max_depth: int | None = 0  # None = recompute on the next read
+
+    # --- public API -------------------------------------------------------------------------
+
+    def match_prefix(self, token_ids) -> MatchResult:
+        key = self._key(token_ids)
+        self._queried += len(token_ids)
+        path, partial = self._walk(key)
+        path = self._use(path, partial)
+        if not path:
+            return MatchResult(0, _EMPTY, None, None)
+        self._clock += 1
+        for node in path:
+            self._touch(node)
+        cached_len = sum(len(n.key) for n in path)
+        self._matched += cached_len
+        return MatchResult(cached_len, torch.cat([n.value for n in path]), path[-1], path[-1].snapshot)
+
+    def insert(self, token_ids, kv_slot_ids, snapshot_slot: int | None = None) -> InsertResult:
+        key = self._key(token_ids)
+        n_key = len(key)
+        value = torch.as_tensor(kv_slot_ids, dtype=torch.int64).reshape(-1)  # [>= n_key]
+        if len(value) < n_key:
+            raise EngineError(f"insert: {n_key} page-aligned tokens but only {len(value)} KV slots")
+        self._clock += 1
+        node, pos, dups = self.root, 0, []
+        prefix_len = n_key
+        while pos < n_key:
+            child = node.children.get(key[pos:pos + self.page_size].tobytes())
+            if child is None:
+                prefix_len = pos
+                node = self._add_leaf(node, key[pos:], value[pos:n_key].clone())
+                break
+            n = self._common_len(child.key, key[pos:])
+            if n < len(child.key):
+                child = self._split(child, n)
+            mine = value[pos:pos + n]  # [n]
+            differ = mine != child.value  # [n]
+            if bool(differ.any()):
+                dups.append(mine[differ])
+            self._touch(child)
+            node, pos = child, pos + n
+        unused = self._adopt_snapshot(node, snapshot_slot, aligned=n_key == len(token_ids))
+        return InsertResult(prefix_len, n_key, torch.cat(dups) if dups else _EMPTY,
+                            node if node is not self.root else None, unused)
+
+    def inc_lock(self, node: TreeNode | None) -> None:
+        if node is None or node is self.root:
+            return
+        node.direct_locks += 1
+        if node.direct_locks == 1 and node.snapshot is not None:
+            self._num_pinned += 1
+        while node is not self.root:
+            if node.lock_ref == 0:
+                self._evictable -= len(node.key)
+                self._locked += len(node.key)
+            node.lock_ref += 1
+            node = node.parent
+
+    def dec_lock(self, node: TreeNode | None) -> None:
+        if node is None or node is self.root:
+            return
+        if node.direct_locks <= 0 or not node.alive:
+            raise IntegrityError(f"dec_lock on {node} without a matching inc_lock")
+        node.direct_locks -= 1
+        if node.direct_locks == 0 and node.snapshot is not None:
+            self._num_pinned -= 1
+            self._snapshot_policy.touch(node)
+        while node is not self.root:
+            node.lock_ref -= 1
+            if node.lock_ref == 0:
+                self._evictable += len(node.key)
+                self._locked -= len(node.key)
+                if node.is_leaf:
+                    self._kv_policy.touch(node)
+            node = node.parent
+
+    def evict(self, num_tokens: int) -> int:
+        freed: list[torch.Tensor] = []
+        num_freed = 0
+        while num_freed < num_tokens:
+            leaf = self._kv_policy.pop()
+            if leaf is None:
+                break
+            freed.append(leaf.value)
+            num_freed += len(leaf.key)
+            self._remove_leaf(leaf)
+        if freed:
+            self.kv_allocator.free(torch.cat(freed))
+            self._evicted_tokens += num_freed
+        return num_freed
+
+    def evict_snapshots(self, num: int) -> int:
+        slots = []
+        while len(slots) < num:
+            node = self._snapshot_policy.pop()
+            if node is None:
+                break
+            slots.append(node.snapshot)
+            node.snapshot = None
+        if slots:
+            assert self.state_allocator is not None
+            self.state_allocator.free(slots)
+            self._num_snapshots -= len(slots)
+            self._snap_evicted += len(slots)
+        return len(slots)
+
+    def path_kv_slot_ids(self, node: TreeNode | None) -> torch.Tensor:
+        parts = []
+        while node is not None and node is not self.root:
+            parts.append(node.value)
+            node = node.parent
+        return torch.cat(parts[::-1]) if parts else _EMPTY
+
+    @property
+    def evictable_tokens(self) -> int:
+        return self._evictable
+
+    @property
+    def num_evictable_snapshots(self) -> int:
+        return self._num_snapshots - self._num_pinned
+
+    def cache_report(self) -> CacheReport:
+        if self._max_depth is None:
+            self._max_depth = self._compute_max_depth()
+        return CacheReport(self._num_nodes, self._num_leaves, self._max_depth,
+                           self._evictable + self._locked, self._evictable, self._locked,
+                           self._num_snapshots, self._evicted_tokens, self._queried, self._matched)
+
+    def mamba_stats(self) -> MambaCacheStats:
+        return MambaCacheStats(self._num_snapshots, self._num_pinned, self._anchored, self._unused,
+                               self._snap_evicted, self._snap_with_kv)
+
+    def check_integrity(self, kv_in_use: int | None = None, state_in_use: int | None = None) -> None:
+        nodes, leaves, kv_cand, snap_cand = [], 0, [], []
+        evictable = locked = pinned = 0
+        snapshots: list[int] = []
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            children_locks = 0
+            for first, child in node.children.items():
+                if child.parent is not node or not child.alive:
+                    raise IntegrityError(f"{child}: parent link or alive flag broken under {node}")
+                if first != child.key[:self.page_size].tobytes():
+                    raise IntegrityError(f"{child}: filed under a first page its key does not start with")
+                children_locks += child.lock_ref
+                stack.append(child)
+            if node is self.root:
+                if node.snapshot is not None or node.lock_ref != 1:
+                    raise IntegrityError(f"root holds snapshot {node.snapshot}, lock_ref {node.lock_ref}")
+                continue
+            nodes.append(node)
+            n = len(node.key)
+            if n == 0 or n % self.page_size or len(node.value) != n:
+                raise IntegrityError(f"{node}: key of {n} tokens, {len(node.value)} slots, "
+                                     f"page_size {self.page_size}")
+            if node.direct_locks < 0 or node.lock_ref != node.direct_locks + children_locks:
+                raise IntegrityError(f"{node}: lock_ref {node.lock_ref} != direct {node.direct_locks} "
+                                     f"+ children {children_locks}")
+            leaves += node.is_leaf
+            if node.lock_ref:
+                locked += n
+            else:
+                evictable += n
+            if self._is_evictable_leaf(node):
+                kv_cand.append(node)
+            if node.snapshot is not None:
+                if not self.keeps_snapshots:
+                    raise IntegrityError(f"{node}: a {self.cache_type} cache holds a snapshot")
+                snapshots.append(node.snapshot)
+                pinned += node.direct_locks > 0
+                if self._is_evictable_snapshot(node):
+                    snap_cand.append(node)
+        counted = (self._num_nodes, self._num_leaves, self._evictable, self._locked,
+                   self._num_snapshots, self._num_pinned)
+        found = (len(nodes), leaves, evictable, locked, len(snapshots), pinned)
+        if counted != found:
+            raise IntegrityError("counters (nodes, leaves, evictable, locked, snapshots, pinned) "
+                                 f"{counted} != tree {found}")
+        self._kv_policy.check(kv_cand)
+        self._snapshot_policy.check(snap_cand)
+        kv = torch.cat([n.value for n in nodes]) if nodes else _EMPTY
+        self._check_slots("KV", self.kv_allocator, kv.numpy(), kv_in_use)
+        if self.state_allocator is not None:
+            self._check_slots("state", self.state_allocator, np.array(snapshots, np.int64), state_in_use)
+
+    # --- private: walking and matching ------------------------------------------------------
+
+    def _key(self, token_ids) -> np.ndarray:
+        if isinstance(token_ids, torch.Tensor):
+            ids = token_ids.detach().to("cpu", torch.int64).numpy().reshape(-1)
+        else:
+            ids = np.asarray(token_ids, dtype=np.int64).reshape(-1)
+        return ids[:len(ids) - len(ids) % self.page_size]  # [whole pages]
+
+    def _common_len(self, a: np.ndarray, b: np.ndarray) -> int:
+        """Tokens of whole pages that a and b share at their start."""
+        m = min(len(a), len(b))
+        differ = np.flatnonzero(a[:m] != b[:m])  # [mismatches]
+        n = int(differ[0]) if len(differ) else m
+        return n - n % self.page_size
+
+    def _walk(self, key: np.ndarray) -> tuple[list[TreeNode], tuple[TreeNode, int] | None]:
+        """Nodes whose whole key matches along `key`, then (next node, tokens matched into it)."""
+        node, pos, path = self.root, 0, []
+        while pos < len(key):
+            child = node.children.get(key[pos:pos + self.page_size].tobytes())
+            if child is None:
+                break
+            n = self._common_len(child.key, key[pos:])
+            if n < len(child.key):
+                return path, (child, n)
+            path.append(child)
+            node, pos = child, pos + n
+        return path, None
+
+    def _use(self, path: list[TreeNode], partial: tuple[TreeNode, int] | None) -> list[TreeNode]:
+        """The matched nodes to serve: radix splits a partly matched node and serves it too."""
+        if partial is not None:
+            path.append(self._split(*partial))
+        return path
+
+    def _touch(self, node: TreeNode) -> None:
+        node.last_access = self._clock
+        self._kv_policy.touch(node)
+        if node.snapshot is not None:
+            self._snapshot_policy.touch(node)
+
+    # --- private: changing the tree ---------------------------------------------------------
+
+    def _split(self, node: TreeNode, n: int) -> TreeNode:
+        """Cut `node`'s edge after n tokens; the new upper node is returned. A snapshot stays
+        with `node`, whose end does not move."""
+        parent = node.parent
+        upper = TreeNode(node.key[:n], node.value[:n], parent, node.last_access)
+        upper.lock_ref = node.lock_ref  # the locks through node pass through upper
+        parent.children[node.key[:self.page_size].tobytes()] = upper
+        node.key, node.value, node.parent = node.key[n:], node.value[n:], upper
+        upper.children[node.key[:self.page_size].tobytes()] = node
+        self._num_nodes += 1
+        self._max_depth = None
+        return upper
+
+    def _add_leaf(self, parent: TreeNode, key: np.ndarray, value: torch.Tensor) -> TreeNode:
+        leaf = TreeNode(key.copy(), value, parent, self._clock)
+        if parent is self.root or not parent.is_leaf:
+            self._num_leaves += 1
+        parent.children[key[:self.page_size].tobytes()] = leaf
+        self._num_nodes += 1
+        self._evictable += len(key)
+        self._max_depth = None
+        self._kv_policy.touch(leaf)
+        return leaf
+
+    def _remove_leaf(self, leaf: TreeNode) -> None:
+        parent = leaf.parent
+        del parent.children[leaf.key[:self.page_size].tobytes()]
+        leaf.alive = False
+        self._num_nodes -= 1
+        self._evictable -= len(leaf.key)
+        self._max_depth = None
+        if leaf.snapshot is not None:
+            assert self.state_allocator is not None
+            self.state_allocator.free([leaf.snapshot])
+            leaf.snapshot = None
+            self._num_snapshots -= 1
+            self._snap_with_kv += 1
+        if parent is self.root or not parent.is_leaf:
+            self._num_leaves -= 1
+        else:
+            self._kv_policy.touch(parent)
+
+    def _adopt_snapshot(self, node: TreeNode, slot: int | None, aligned: bool) -> int | None:
+        if slot is None:
+            return None
+        if not self.keeps_snapshots or node is self.root or not aligned or node.snapshot is not None:
+            self._unused += 1
+            return slot
+        node.snapshot = slot
+        self._num_snapshots += 1
+        self._anchored += 1
+        if node.direct_locks > 0:
+            self._num_pinned += 1
+        self._snapshot_policy.touch(node)
+        return None
+
+    # --- private: predicates and checks -----------------------------------------------------
+
+    def _is_evictable_leaf(self, node: TreeNode) -> bool:
+        return node.alive and node.lock_ref == 0 and not node.children
+
+    def _is_evictable_snapshot(self, node: TreeNode) -> bool:
+        return node.alive and node.snapshot is not None and node.direct_locks == 0
+
+    def _compute_max_depth(self) -> int:
+        """Longest root-to-leaf path in nodes: O(nodes), run only after the shape changed."""
+        deepest, stack = 0, [(self.root, 0)]
+        while stack:
+            node, depth = stack.pop()
+            deepest = max(deepest, depth)
+            stack.extend((c, depth + 1) for c in node.children.values())
+        return deepest
+
+    def _check_slots(self, what: str, allocator: SlotAllocator, held: np.ndarray,
+                     in_use: int | None) -> None:
+        if len(np.unique(held)) != len(held):
+            raise IntegrityError(f"{what}: the cache holds {len(held) - len(np.unique(held))} "
+                                 "slot(s) twice")
+        if len(held) and allocator.is_free(held).any():
+            raise IntegrityError(f"{what}: {int(allocator.is_free(held).sum())} cached slot(s) "
+                                 "are marked free in the allocator")
+        free, total = allocator.num_free, allocator.num_slots
+        if in_use is None:
+            if free + len(held) > total:
+                raise IntegrityError(f"{what}: free({free}) + cached({len(held)}) > total({total})")
+        elif free + len(held) + in_use != total:
+            raise IntegrityError(f"{what}: free({free}) + cached({len(held)}) + in_use({in_use}) "
+                                 f"!= total({total})")
+
+
+class HybridRadixCache(RadixCache):
+    """`cache_type='hybrid_radix'`: KV prefixes plus linear-attention state snapshots.
+
+    A match ends at the deepest matched node holding a snapshot: the KV past it is useless
+    without the state at its end. Nodes are not split on match (a snapshot sits at a node end).
+    """
+
+    cache_type = "hybrid_radix"
+    keeps_snapshots = True
+
+    def _use(self, path: list[TreeNode], partial: tuple[TreeNode, int] | None) -> list[TreeNode]:
+        for i in range(len(path) - 1, -1, -1):
+            if path[i].snapshot is not None:
+                return path[:i + 1]
+        return []
