@@ -36,7 +36,7 @@ def import_azure(src: Path, options: ImportOptions) -> ImportResult:
     base = min((r[0] for r in rows), default=0.0)
     alloc = IdAllocator()
     calls = [
-        Call(t=ts - base, session=f"r{lineno}", turn=0, hash_ids=tuple(alloc.take(-(-num_in // block_size))),
+        Call(t=round(ts - base, 6), session=f"r{lineno}", turn=0, hash_ids=tuple(alloc.take(-(-num_in // block_size))),
              input_tokens=num_in, output_tokens=num_out)
         for ts, num_in, num_out, lineno in rows
     ]
