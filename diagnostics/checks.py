@@ -1,0 +1,122 @@
+"""Checks: what could mislead a reading of the data, each ok / warn / fail with the numbers."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+
+from diagnostics.result import Check
+from diagnostics.source import Source
+
+AGREEMENT = 0.05  # client versus engine decode rate
+FULL = 0.95  # KV usage at or above this reads as exhausted
+QUEUE_GROWTH = 2.0
+
+
+def source_checks(source: Source, samples: pd.DataFrame) -> Iterator[Check]:
+    info = source.log_info
+    if info is not None:
+        skipped = info.num_unknown_lines
+        yield Check("log_lines", "ok" if skipped == 0 and info.num_bad_values == 0 else "warn",
+                    f"{info.format} log, {info.num_lines} lines: {info.num_step_lines} step lines, "
+                    f"{info.num_event_lines} events, {skipped} lines with no known prefix skipped, "
+                    f"{info.num_bad_values} malformed numbers left empty")
+        if not info.age_known:
+            yield Check("engine_age", "warn", "no engine startup line before the first step: engine age is counted "
+                                              "from the log's first line")
+    kept_out = samples[samples["excluded"] != ""]
+    if len(samples):
+        valid = samples[samples["excluded"] == ""]
+        detail = (f"{len(kept_out)} of {len(samples)} decode lines follow a prefill or an idle gap, so their "
+                  f"throughput includes that time; excluded from the fit and the comparisons")
+        if len(kept_out) and len(valid):
+            detail += (f" (median {kept_out['gen_tps'].median():.1f} tok/s against {valid['gen_tps'].median():.1f} "
+                       f"for the rest)")
+        yield Check("decode_after_prefill_or_idle", "warn" if len(kept_out) > 0.5 * len(samples) else "ok", detail)
+
+
+def engine_checks(source: Source, samples: pd.DataFrame) -> Iterator[Check]:
+    steps, events = source.steps, source.events
+    n_pre = int(events["kind"].eq("preemption").sum())
+    pre_count = float(events.loc[events["kind"].eq("preemption"), "count"].fillna(1).sum())
+    yield Check("preemptions", "ok" if n_pre == 0 else "warn",
+                "no preemptions or retractions" if n_pre == 0 else
+                f"{pre_count:.0f} requests preempted or retracted in {n_pre} episodes (first at "
+                f"{pd.Timestamp(events.loc[events['kind'].eq('preemption'), 't'].iloc[0]).isoformat()}); "
+                f"their recompute time lands in decode throughput")
+    yield _queue(steps)
+    yield _usage(steps, "token_usage", "kv_exhaustion", "KV cache")
+    yield _usage(steps, "mamba_usage", "state_slot_exhaustion", "state slots")
+    dropped = events[events["kind"].eq("dropped_request")]
+    refused = 0
+    if not source.requests.empty and "status" in source.requests:
+        refused = int(source.requests["status"].eq("refused").sum())
+    total = len(dropped) + refused
+    yield Check("dropped_requests", "ok" if total == 0 else "warn",
+                "no dropped requests" if total == 0 else
+                f"{len(dropped)} dropped by the engine, {refused} refused to the client (over-long prompts)")
+    yield _agreement(source, samples)
+    yield _ttft(source.requests)
+
+
+def _queue(steps: pd.DataFrame) -> Check:
+    q = steps["num_queue_reqs"].dropna()
+    if q.empty:
+        return Check("queue_buildup", "ok", "no queue figures in the data")
+    k = max(1, len(q) // 4)
+    early, late = float(q.head(k).mean()), float(q.tail(k).mean())
+    grew = late >= 1 and late > QUEUE_GROWTH * max(early, 0.5)
+    return Check("queue_buildup", "warn" if grew else "ok",
+                 f"mean queue {early:.1f} in the first quarter, {late:.1f} in the last (max {q.max():.0f})"
+                 + ("; requests wait longer as the run goes on" if grew else ""))
+
+
+def _usage(steps: pd.DataFrame, column: str, name: str, what: str) -> Check:
+    u = steps[column].dropna()
+    if u.empty:
+        return Check(name, "ok", f"no {what} usage figures in the data")
+    frac = float((u >= FULL).mean())
+    return Check(name, "warn" if frac > 0.01 else "ok",
+                 f"{what} usage peaked at {u.max():.2f}; at or above {FULL} in {100 * frac:.1f}% of samples")
+
+
+def _agreement(source: Source, samples: pd.DataFrame) -> Check:
+    req = source.requests
+    needed = {"t_first_token", "t_last_token", "output_tokens"}
+    if req.empty or not needed <= set(req.columns) or samples.empty:
+        return Check("client_engine_agreement", "ok", "not checked: no client-side request timings in this source")
+    r = req[req.get("status", "ok") == "ok"].dropna(subset=list(needed))
+    span = (r["t_last_token"] - r["t_first_token"]).dt.total_seconds()
+    r = r[(span > 0) & (r["output_tokens"] > 1)]
+    if r.empty:
+        return Check("client_engine_agreement", "ok", "not checked: no streamed request with two or more tokens")
+    client = float(((r["output_tokens"] - 1) / span[r.index]).median())
+    lo, hi = r["t_first_token"].min(), r["t_last_token"].max()
+    eng = samples[(samples["t"] >= lo) & (samples["t"] <= hi) & (samples["excluded"] == "")]
+    if eng.empty:
+        return Check("client_engine_agreement", "ok", "not checked: no engine samples while requests streamed")
+    engine = float((1.0 / eng["step_time_s"]).median())
+    gap = abs(client - engine) / engine
+    return Check("client_engine_agreement", "warn" if gap > AGREEMENT else "ok",
+                 f"client-side decode {client:.1f} tok/s per request, engine {engine:.1f} ({100 * gap:.1f}% apart; "
+                 f"limit {100 * AGREEMENT:.0f}%)")
+
+
+def _ttft(req: pd.DataFrame) -> Check:
+    if req.empty or "t_send" not in req:
+        return Check("ttft_content_only", "ok", "not checked: no client-side requests in this source")
+    has_any = req["t_first_token"].notna().sum() if "t_first_token" in req else 0
+    has_content = req["t_first_content"].notna().sum() if "t_first_content" in req else 0
+    if has_any == 0 and has_content > 0:
+        return Check("ttft_content_only", "warn", "TTFT is known only to the first content delta: reasoning "
+                                                  "time is counted as prefill")
+    if has_any == 0:
+        return Check("ttft_content_only", "ok", "no TTFT figures in the requests")
+    both = req.dropna(subset=["t_first_token", "t_first_content"]) if has_content else req.iloc[:0]
+    lag = (both["t_first_content"] - both["t_first_token"]).dt.total_seconds() if len(both) else pd.Series(dtype=float)
+    detail = f"TTFT taken at the first delta of any kind for {has_any} requests"
+    if len(lag) and float(np.median(lag)) > 0:
+        detail += f"; content came a median {float(np.median(lag)):.2f} s later (reasoning), reported apart"
+    return Check("ttft_content_only", "ok", detail)

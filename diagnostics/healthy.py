@@ -1,0 +1,169 @@
+"""Decode samples and the healthy model: what a young engine's decode step costs.
+
+A decode sample is one step row with a throughput: its step time is `batch / gen_tps` (the
+time of one decode step, which every running request shares), or the engine's own
+`step_time_s` where it reports one. The healthy model is
+
+    step_time = a + b * batch + c * context_tokens        (a, b, c >= 0)
+
+fitted by non-negative least squares on relative error over the first part of the engine's
+life: `a` reads the weights, `b` is the per-sequence overhead, `c` is what attention over
+the KV cache costs per token. A term is fitted only when the healthy window can identify it
+(its feature known everywhere in the window and varying there); otherwise it is left out and
+the model says so (`terms`). Residuals are log(observed / predicted): positive is slower.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import nnls
+
+HEALTHY_FRACTION = 0.25  # of an engine life's decode samples: its early life
+MIN_HEALTHY = 2  # samples; fewer and there is no healthy reference at all
+MIN_SPREAD = 0.2  # (max - min) / max of a feature before its slope is fitted
+GAP_FLOOR_S = 30.0  # a decode line this long after the previous one spans an idle gap...
+GAP_FACTOR = 10.0  # ...or this many times the usual interval
+
+
+class HealthyModel(NamedTuple):
+    terms: tuple[str, ...]  # of "intercept", "batch", "context"
+    coef: tuple[float, ...]  # seconds, s per sequence, s per context token
+    engine_life: int
+    num_points: int
+    t_end: np.datetime64  # last sample of the window
+    batch_values: tuple[float, ...]  # batch sizes seen in the window
+    context_range: Optional[tuple[float, float]]
+    r2: Optional[float]
+
+    @property
+    def context_identified(self) -> bool:
+        return "context" in self.terms
+
+    def predict(self, batch: np.ndarray, context: np.ndarray) -> np.ndarray:
+        """Healthy step time (s) at the given batch sizes and context tokens."""
+        out = np.zeros(len(batch))
+        for term, k in zip(self.terms, self.coef):
+            out = out + k * (1.0 if term == "intercept" else batch if term == "batch" else context)
+        return out
+
+    def describe(self) -> str:
+        parts = {"intercept": "{:.4g} s", "batch": "{:.3g} s/seq", "context": "{:.3g} s/token"}
+        return " + ".join(parts[t].format(k) for t, k in zip(self.terms, self.coef))
+
+
+def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
+    """One row per decode step row with a throughput, and why a row is kept out of the fit.
+
+    Columns: t, engine_life, engine_age_s, batch, context, step_time_s, gen_tps, excluded
+    ('' when usable; 'after_prefill', 'after_idle' for lines whose window holds other work),
+    step_index (row in `steps`).
+    """
+    df = steps.reset_index(drop=True)
+    life = df["engine_life"]
+    batch = df["num_running_reqs"].groupby(life).ffill()
+    context_col = "num_tokens" if df["num_tokens"].notna().any() else "token_usage"
+    context = df[context_col].groupby(life).ffill()
+    phase = df["phase"].to_numpy()
+    is_decode = np.isin(phase, ("decode", "mixed"))
+    own_time = df["step_time_s"].to_numpy(dtype=float)
+    gen = df["gen_tps"].to_numpy(dtype=float)
+    usable = is_decode & ((gen > 0) | (own_time > 0))
+    # Previous step row of the same life: a decode line's window covers everything since the
+    # previous decode line, so a prefill or idle row between them lands inside it.
+    prev_phase = pd.Series(phase).groupby(life).shift(1).to_numpy()
+    idx = np.flatnonzero(usable)
+    t = df["t"].to_numpy(dtype="datetime64[ns]")
+    out = pd.DataFrame({
+        "t": t[idx], "engine_life": life.to_numpy()[idx], "engine_age_s": df["engine_age_s"].to_numpy()[idx],
+        "batch": batch.to_numpy(dtype=float)[idx], "context": context.to_numpy(dtype=float)[idx],
+        "gen_tps": gen[idx], "own_time": own_time[idx], "prev_phase": prev_phase[idx], "step_index": idx,
+    })
+    b = out["batch"].fillna(1.0).clip(lower=1.0).to_numpy()
+    measured = np.isfinite(out["own_time"].to_numpy()) & (out["own_time"].to_numpy() > 0)
+    out["step_time_s"] = np.where(measured, out["own_time"], b / out["gen_tps"].to_numpy())
+    out.loc[~measured & ~np.isfinite(out["gen_tps"]), "step_time_s"] = np.nan
+    excluded = np.full(len(out), "", dtype=object)
+    from_log = ~measured  # only interval-averaged throughput carries other work inside it
+    excluded[from_log & np.isin(out["prev_phase"].to_numpy(), ("prefill",))] = "after_prefill"
+    excluded[from_log & np.isin(out["prev_phase"].to_numpy(), ("idle",))] = "after_idle"
+    gap = out.groupby("engine_life")["t"].diff().dt.total_seconds().to_numpy()
+    usual = np.nanmedian(gap) if np.isfinite(gap).any() else np.nan
+    limit = max(GAP_FLOOR_S, GAP_FACTOR * usual) if np.isfinite(usual) else np.inf
+    excluded[from_log & (excluded == "") & (gap > limit)] = "after_idle"
+    out["excluded"] = excluded
+    out = out[np.isfinite(out["step_time_s"]) & (out["step_time_s"] > 0)]
+    return out.drop(columns=["own_time", "prev_phase"]).reset_index(drop=True)
+
+
+def healthy_window(samples: pd.DataFrame) -> Optional[pd.DataFrame]:
+    """The early-life samples of the first engine life that has enough of them."""
+    valid = samples[samples["excluded"] == ""]
+    for _, life in valid.groupby("engine_life", sort=True):
+        if len(life) >= MIN_HEALTHY + 1:
+            n = max(MIN_HEALTHY, math.ceil(HEALTHY_FRACTION * len(life)))
+            return life.iloc[:n]
+    return None
+
+
+def fit_healthy(window: pd.DataFrame) -> HealthyModel:
+    n = len(window)
+    y = window["step_time_s"].to_numpy(dtype=float)
+    batch = window["batch"].to_numpy(dtype=float)
+    context = window["context"].to_numpy(dtype=float)
+    columns, terms = [np.ones(n)], ["intercept"]
+    if n >= 4 and _identifiable(batch):
+        columns.append(batch)
+        terms.append("batch")
+    if n >= 4 and _identifiable(context):
+        columns.append(context)
+        terms.append("context")
+    x = np.column_stack(columns)
+    w = 1.0 / y  # relative error: a 10 ms miss on a 20 ms step matters more than on a 200 ms one
+    coef, _ = nnls(x * w[:, None], y * w)
+    pred = x @ coef
+    ss = float(np.sum((y - y.mean()) ** 2))
+    r2 = 1.0 - float(np.sum((y - pred) ** 2)) / ss if ss > 0 and n > len(terms) > 1 else None
+    ctx = context[np.isfinite(context)]
+    return HealthyModel(tuple(terms), tuple(float(k) for k in coef), int(window["engine_life"].iloc[0]), n,
+                        window["t"].iloc[-1].to_datetime64(),
+                        tuple(sorted({float(v) for v in batch[np.isfinite(batch)]})),
+                        (float(ctx.min()), float(ctx.max())) if len(ctx) else None, r2)
+
+
+def residuals(model: HealthyModel, samples: pd.DataFrame) -> np.ndarray:
+    """log(observed / healthy) step time per sample; NaN where the model cannot predict."""
+    batch = samples["batch"].fillna(1.0).to_numpy(dtype=float)
+    context = samples["context"].to_numpy(dtype=float)
+    if not model.context_identified:
+        context = np.zeros(len(samples))
+    pred = model.predict(batch, context)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.log(samples["step_time_s"].to_numpy(dtype=float) / pred)
+    return np.where(np.isfinite(r), r, np.nan)
+
+
+def matched(model: HealthyModel, samples: pd.DataFrame) -> np.ndarray:
+    """Samples whose batch the model covers: its batch term, or a batch seen in the window."""
+    if "batch" in model.terms or not model.batch_values:
+        return np.ones(len(samples), dtype=bool)
+    return samples["batch"].isin(model.batch_values).to_numpy() | samples["batch"].isna().to_numpy()
+
+
+def robust_sigma(r: np.ndarray) -> float:
+    """Noise of a series that may hold level shifts: MAD of first differences / sqrt(2)."""
+    r = r[np.isfinite(r)]
+    if len(r) < 3:
+        return float("nan")
+    d = np.diff(r)
+    return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
+
+
+def _identifiable(values: np.ndarray) -> bool:
+    if not np.isfinite(values).all():
+        return False
+    hi, lo = float(values.max()), float(values.min())
+    return hi > 0 and (hi - lo) / hi >= MIN_SPREAD and len(np.unique(values)) >= 3

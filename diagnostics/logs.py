@@ -1,0 +1,322 @@
+"""Engine logs -> a steps table and an events table.
+
+Reads FreeToken (`ft serve`, full prefix or the pasted time-only excerpt), tokdrift's own
+engine (which writes FreeToken's format), SGLang (old and new batch lines, hybrid and SWA
+fields) and vLLM (periodic stats lines, with or without a process prefix). The format is
+detected from the first lines. A line whose prefix no format knows is counted and skipped;
+a field whose number does not parse is warned about with its line number and left empty;
+one bad line never fails the file.
+
+One regex match per line for the prefix, then `str.split` for the fields: fast enough for a
+million-line log in a few seconds (benchmarks/analyze_scale.py).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+from pathlib import Path
+from typing import NamedTuple, Optional
+
+import numpy as np
+import pandas as pd
+
+from diagnostics.errors import DiagnosticsError
+from diagnostics.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, assign_engine_lives
+
+logger = logging.getLogger(__name__)
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_LEVEL = r"(?:(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+)?"
+FREETOKEN = re.compile(r"\[(\d{4}-\d{2}-\d{2})\|(\d{2}:\d{2}:\d{2})(?:\|[^\]]*)?\]\s+" + _LEVEL + r"(.*)")
+FREETOKEN_EXCERPT = re.compile(r"()(\d{2}:\d{2}:\d{2})\s+" + _LEVEL + r"(.*)")
+SGLANG = re.compile(r"\[(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2})(?:[.,]\d+)?(?: [^\]]*)?\]\s*" + _LEVEL + r"(.*)")
+VLLM = re.compile(r"(?:\(\w+ pid=\d+\)\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2}-\d{2}) "
+                  r"(\d{2}:\d{2}:\d{2})(?:\.\d+)? \[[^\]]*\] (.*)")
+
+BATCH_HEADER = re.compile(r"(Prefill|Decode) batch\s*\.?\s*(?:\[\d+\])?\s*[.,]?\s*")
+DROPPED = re.compile(r"Input sequence length (\d+) exceeds (\d+), request (\S+?) is dropped")
+RETRACTED = re.compile(r"#retracted_reqs: (\d+)")
+CAPACITY = (re.compile(r"Cache rebuilt: KV \d+ pages \((\d+) tokens"),
+            re.compile(r"Allocating (\d+) tokens for KV cache"),
+            re.compile(r"max_total_num_tokens=(\d+)"),
+            re.compile(r"GPU KV cache size: ([\d,]+) tokens"))
+STARTUP_PREFIXES = ("Parsed arguments", "Resolved config", "Cache rebuilt", "server_args=",
+                    "Load weight begin", "vLLM API server version", "Starting vLLM API server",
+                    "Initializing a V1 LLM engine", "Initializing an LLM engine", "tokdrift engine")
+IDLE_PREFIXES = ("Scheduler is idle",)
+
+# Field name as printed -> steps column. FreeToken, SGLang and vLLM spellings together.
+FIELDS: dict[str, str] = {
+    "#new-seq": "num_new_seqs", "#new-token": "new_tokens", "#cached-token": "cached_tokens",
+    "token usage": "token_usage", "#mamba-slot": "num_mamba_used", "mamba usage": "mamba_usage",
+    "#running-req": "num_running_reqs", "#queue-req": "num_queue_reqs",
+    "input throughput (token/s)": "input_tps", "#token": "num_tokens",
+    "gen throughput (token/s)": "gen_tps", "cache hit rate": "cache_hit_rate",
+    "full token usage": "full_token_usage", "mamba num": "num_mamba_used",
+    "#full token": "num_tokens", "#swa token": "num_swa_tokens", "swa token usage": "swa_token_usage",
+    "cuda graph": "cuda_graph", "accept len": "accept_len", "accept rate": "accept_rate",
+    "#retracted-req": "num_preemptions",
+    # vLLM
+    "Avg prompt throughput": "input_tps", "Avg generation throughput": "gen_tps",
+    "Running": "num_running_reqs", "Waiting": "num_queue_reqs", "Pending": "num_queue_reqs",
+    "Preemptions": "num_preemptions", "Deferred": "num_deferred",
+    "GPU KV cache usage": "token_usage", "Prefix cache hit rate": "cache_hit_rate",
+}
+
+
+class LogInfo(NamedTuple):
+    """What reading the file found, beside the tables."""
+
+    path: str
+    format: str  # freetoken, freetoken-excerpt, tokdrift, sglang, vllm
+    num_lines: int
+    num_step_lines: int
+    num_event_lines: int
+    num_other_lines: int  # known prefix, message of no interest
+    num_unknown_lines: int  # no known prefix
+    num_bad_values: int
+    kv_capacity: Optional[int]
+    age_known: bool  # False when no startup line precedes the first step
+
+
+class ParsedLog(NamedTuple):
+    steps: pd.DataFrame
+    events: pd.DataFrame
+    info: LogInfo
+
+
+def looks_like_log(path: Path, num_lines: int = 200) -> Optional[str]:
+    """The log format of `path`, or None when no format matches its first lines."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        head = [ANSI.sub("", line) for _, line in zip(range(num_lines), f)]
+    return _detect(head)
+
+
+def parse_log(path: Path, date: Optional[dt.date] = None, year: Optional[int] = None) -> ParsedLog:
+    """Read an engine log. `date` is needed for time-only excerpts, `year` for vLLM."""
+    path = Path(path)
+    with open(path, encoding="utf-8", errors="replace") as f:
+        head = [ANSI.sub("", line) for _, line in zip(range(200), f)]
+    fmt = _detect(head)
+    if fmt is None:
+        raise DiagnosticsError(
+            f"{path}: expected an engine log (FreeToken, SGLang, vLLM or tokdrift), "
+            f"but none of the first {len(head)} lines has a known prefix")
+    pattern = {"freetoken": FREETOKEN, "freetoken-excerpt": FREETOKEN_EXCERPT,
+               "sglang": SGLANG, "vllm": VLLM}[fmt]
+    builder = _Builder()
+    num_lines = num_unknown = 0
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for lineno, line in enumerate(f, 1):
+            num_lines += 1
+            if "\x1b" in line:
+                line = ANSI.sub("", line)
+            m = pattern.match(line)
+            if m is None:
+                if line.strip():
+                    num_unknown += 1
+                continue
+            builder.add(lineno, m.group(1), m.group(2), m.group(3).rstrip(), path)
+    if fmt == "freetoken" and builder.saw_tokdrift:
+        fmt = "tokdrift"
+    times = _times(fmt, builder, path, date, year)
+    steps, events, age_known = builder.frames(times)
+    info = LogInfo(str(path), fmt, num_lines, builder.num_steps, builder.num_events, builder.num_other,
+                   num_unknown, builder.num_bad, builder.kv_capacity, age_known)
+    if num_unknown:
+        logger.info("%s: skipped %d lines with no known prefix", path, num_unknown)
+    return ParsedLog(steps, events, info)
+
+
+def _detect(head: list[str]) -> Optional[str]:
+    counts = {name: sum(1 for line in head if pattern.match(line))
+              for name, pattern in (("freetoken", FREETOKEN), ("sglang", SGLANG), ("vllm", VLLM),
+                                    ("freetoken-excerpt", FREETOKEN_EXCERPT))}
+    best = max(counts, key=counts.get)
+    return best if counts[best] else None
+
+
+class _Builder:
+    """Collects records column-wise: for each column, the record indices that have it and values."""
+
+    def __init__(self) -> None:
+        self.dates: list[str] = []
+        self.clock: list[str] = []
+        self.kinds: list[str] = []
+        self.linenos: list[int] = []
+        self.idx: dict[str, list[int]] = {}
+        self.val: dict[str, list] = {}
+        self.num_steps = self.num_events = self.num_other = self.num_bad = 0
+        self.kv_capacity: Optional[int] = None
+        self.saw_tokdrift = False
+
+    def add(self, lineno: int, date: str, clock: str, msg: str, path: Path) -> None:
+        if msg.startswith("Decode batch") or msg.startswith("Prefill batch"):
+            self._batch(lineno, date, clock, msg, path)
+        elif msg.startswith("Engine ") and "throughput" in msg:
+            self._vllm_stats(lineno, date, clock, msg, path)
+        elif msg.startswith("Avg prompt throughput"):
+            self._vllm_stats(lineno, date, clock, "Engine: " + msg, path)
+        elif msg.startswith(IDLE_PREFIXES):
+            self._record(lineno, date, clock, "idle")
+            self.num_steps += 1
+        elif msg.startswith(STARTUP_PREFIXES):
+            self._startup(lineno, date, clock, msg)
+        elif "is dropped" in msg and (m := DROPPED.search(msg)):
+            i = self._record(lineno, date, clock, "dropped_request")
+            self._put(i, "new_tokens", float(m.group(1)))
+            self._put(i, "limit", float(m.group(2)))
+            self._put(i, "detail", f"request {m.group(3)}: {m.group(1)} tokens > limit {m.group(2)}")
+            self.num_events += 1
+        elif "retract" in msg.lower() or "is preempted" in msg:
+            m = RETRACTED.search(msg)
+            i = self._record(lineno, date, clock, "preemption")
+            self._put(i, "count", float(m.group(1)) if m else 1.0)
+            self._put(i, "detail", msg[:200])
+            self.num_events += 1
+        else:
+            for pattern in CAPACITY:
+                if m := pattern.search(msg):
+                    self.kv_capacity = int(m.group(1).replace(",", ""))
+                    break
+            else:
+                self.num_other += 1
+
+    def _record(self, lineno: int, date: str, clock: str, kind: str) -> int:
+        self.dates.append(date)
+        self.clock.append(clock)
+        self.kinds.append(kind)
+        self.linenos.append(lineno)
+        return len(self.kinds) - 1
+
+    def _put(self, i: int, column: str, value) -> None:
+        if column not in self.idx:
+            self.idx[column], self.val[column] = [], []
+        self.idx[column].append(i)
+        self.val[column].append(value)
+
+    def _startup(self, lineno: int, date: str, clock: str, msg: str) -> None:
+        i = self._record(lineno, date, clock, "engine_start")
+        self._put(i, "detail", msg[:200])
+        if "tokdrift" in msg.lower():
+            self.saw_tokdrift = True
+        for pattern in CAPACITY:
+            if m := pattern.search(msg):
+                self.kv_capacity = int(m.group(1).replace(",", ""))
+        self.num_events += 1
+
+    def _batch(self, lineno: int, date: str, clock: str, msg: str, path: Path) -> None:
+        header = BATCH_HEADER.match(msg)
+        phase = "prefill" if msg[0] == "P" else "decode"
+        i = self._record(lineno, date, clock, phase)
+        self.num_steps += 1
+        body = msg[header.end():] if header else ""
+        for part in body.split(", "):
+            key, sep, value = part.rpartition(": ")
+            if not sep:
+                continue
+            column = FIELDS.get(key.strip())
+            if column is None:
+                continue
+            self._value(i, column, value.strip().rstrip(".,"), lineno, key, path)
+
+    def _vllm_stats(self, lineno: int, date: str, clock: str, msg: str, path: Path) -> None:
+        i = self._record(lineno, date, clock, "decode")
+        self.num_steps += 1
+        body = msg.split(": ", 1)[1]
+        for part in body.split(", "):
+            key, sep, value = part.partition(": ")
+            column = FIELDS.get(key.strip())
+            if not sep or column is None:
+                continue
+            self._value(i, column, value.split(" ", 1)[0].rstrip(".,"), lineno, key, path)
+
+    def _value(self, i: int, column: str, text: str, lineno: int, key: str, path: Path) -> None:
+        try:
+            if column == "num_mamba_used" and "/" in text:
+                used, total = text.split("/")
+                self._put(i, "num_mamba_used", float(used))
+                self._put(i, "num_mamba_total", float(total))
+                return
+            if column == "cuda_graph":
+                value = 1.0 if text == "True" else 0.0 if text == "False" else float(text)
+            elif text.endswith("%"):
+                value = float(text[:-1]) / 100.0
+            else:
+                value = float(text)
+        except ValueError:
+            self.num_bad += 1
+            logger.warning("%s:%d: expected a number for %r, found %r; field left empty",
+                           path, lineno, key.strip(), text)
+            return
+        self._put(i, column, value)
+
+    def frames(self, times: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
+        n = len(self.kinds)
+        kinds = np.array(self.kinds, dtype=object)
+        columns: dict[str, np.ndarray] = {}
+        for column, idx in self.idx.items():
+            if column == "detail":
+                arr = np.full(n, None, dtype=object)
+            else:
+                arr = np.full(n, np.nan)
+            arr[np.asarray(idx, dtype=np.int64)] = self.val[column]
+            columns[column] = arr
+        table = pd.DataFrame({"t": times, "kind": kinds, "line": np.asarray(self.linenos, dtype=np.int64),
+                              **columns})
+        # Stable sort: a log is almost always in order; equal seconds keep file order.
+        table = table.sort_values("t", kind="stable", ignore_index=True)
+        is_step = table["kind"].isin(["prefill", "decode", "idle"]).to_numpy()
+        lives, ages, age_known = assign_engine_lives(table["t"].to_numpy(),
+                                                     (table["kind"] == "engine_start").to_numpy(), is_step)
+        table["engine_life"] = lives
+        table["engine_age_s"] = ages
+        steps = table[is_step].rename(columns={"kind": "phase"})
+        steps = steps.reindex(columns=STEP_FRAME_COLUMNS)
+        if "full_token_usage" in steps and steps["token_usage"].isna().all():
+            steps["token_usage"] = steps["full_token_usage"]
+        events = table[~is_step].reindex(columns=EVENT_FRAME_COLUMNS)
+        return steps.reset_index(drop=True), events.reset_index(drop=True), age_known
+
+
+def _times(fmt: str, b: _Builder, path: Path, date: Optional[dt.date], year: Optional[int]) -> np.ndarray:
+    if not b.kinds:
+        return np.array([], dtype="datetime64[ns]")
+    clock = pd.to_timedelta(pd.Series(b.clock, dtype=object)).to_numpy()
+    if fmt == "freetoken-excerpt":
+        start = date or _date_from_name(path)
+        if start is None:
+            raise DiagnosticsError(
+                f"{path}: lines carry only a time of day (a pasted excerpt); expected --date YYYY-MM-DD "
+                f"(or a date in the file name), found neither")
+        # Past midnight the clock goes back: a step back of more than 12 h is the next day.
+        sod = clock.astype("timedelta64[s]").astype(np.int64)
+        day = np.concatenate([[0], np.cumsum(np.diff(sod) < -12 * 3600)])
+        return np.datetime64(start, "ns") + day.astype("timedelta64[D]") + clock
+    if fmt == "vllm":
+        if year is None:
+            year = dt.datetime.fromtimestamp(path.stat().st_mtime).year
+            logger.warning("%s: vLLM dates have no year; assuming %d (the file's modification year); "
+                           "pass --year to set it", path, year)
+        month_day = pd.Series(b.dates, dtype=object)
+        month = month_day.str.slice(0, 2).astype(int).to_numpy()
+        roll = np.concatenate([[0], np.cumsum(np.diff(month) < -6)])  # December -> January
+        stamps = (pd.Series(year + roll).astype(str) + "-" + month_day).to_numpy()
+        days = pd.to_datetime(stamps, format="%Y-%m-%d").to_numpy()
+        return days + clock
+    days = pd.to_datetime(pd.Series(b.dates, dtype=object), format="%Y-%m-%d").to_numpy()
+    return days + clock
+
+
+def _date_from_name(path: Path) -> Optional[dt.date]:
+    m = re.search(r"(\d{4})-(\d{2})-(\d{2})", path.name)
+    if not m:
+        return None
+    try:
+        return dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+    except ValueError:
+        return None
+
+

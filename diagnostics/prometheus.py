@@ -1,0 +1,185 @@
+"""Saved Prometheus scrapes -> steps and events.
+
+The saved form (docs/diagnostics.md, "Prometheus scrape series"): text exposition blocks,
+each preceded by one line `# scrape_time: T` where T is ISO-8601 (the server's clock, no time
+zone invented) or Unix seconds. Either one file holding many blocks, or a directory of
+`*.prom` files holding one or more blocks each. Each block is parsed with
+prometheus_client's own parser; one unparsable block is warned about and skipped.
+
+Metric names of vLLM, SGLang, FreeToken and tokdrift's engine are all read; a scrape
+becomes one steps row whose rates are deltas against the previous scrape. A counter that
+goes down means the engine restarted: an `engine_start` event.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import NamedTuple, Optional
+
+import numpy as np
+import pandas as pd
+
+from diagnostics.errors import DiagnosticsError
+from diagnostics.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, assign_engine_lives
+
+logger = logging.getLogger(__name__)
+
+HEADER = "# scrape_time:"
+PREFIXES = ("vllm:", "sglang:", "freetoken:", "tokdrift:")
+
+# Canonical name -> metric names (without engine prefix) that carry it, first found wins.
+GAUGES = {
+    "num_running_reqs": ("num_requests_running", "num_running_reqs"),
+    "num_queue_reqs": ("num_requests_waiting", "num_queue_reqs"),
+    "num_tokens": ("num_used_tokens",),
+    "token_usage": ("kv_cache_usage_perc", "gpu_cache_usage_perc", "token_usage"),
+    "mamba_usage": ("mamba_usage",),
+    "cache_hit_rate_gauge": ("cache_hit_rate",),
+}
+COUNTERS = {
+    "generation_tokens": ("generation_tokens_total", "generation_tokens"),
+    "prompt_tokens": ("prompt_tokens_total", "prompt_tokens"),
+    "preemptions": ("num_preemptions_total", "num_preemptions", "num_retracted_requests_total"),
+    "prefix_queries": ("prefix_cache_queries_total", "prefix_cache_queries"),
+    "prefix_hits": ("prefix_cache_hits_total", "prefix_cache_hits"),
+    "itl_sum": ("inter_token_latency_seconds_sum", "time_per_output_token_seconds_sum"),
+    "itl_count": ("inter_token_latency_seconds_count", "time_per_output_token_seconds_count"),
+    "decode_time_sum": ("request_decode_time_seconds_sum",),
+    "request_gen_sum": ("request_generation_tokens_sum",),
+}
+
+
+class Scrape(NamedTuple):
+    t: np.datetime64
+    values: dict[str, float]  # sample name without engine prefix -> value summed over labels
+    engine: str
+
+
+def looks_like_scrapes(path: Path) -> bool:
+    if path.is_dir():
+        return any(path.glob("*.prom"))
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.strip():
+                return line.startswith(HEADER)
+    return False
+
+
+def read_scrapes(path: Path) -> list[Scrape]:
+    """Every scrape under `path`, in time order."""
+    path = Path(path)
+    files = sorted(path.glob("*.prom")) if path.is_dir() else [path]
+    scrapes: list[Scrape] = []
+    for file in files:
+        scrapes.extend(_read_file(file))
+    if not scrapes:
+        raise DiagnosticsError(f"{path}: expected Prometheus scrapes each headed '{HEADER} T', found none")
+    scrapes.sort(key=lambda s: s.t)
+    return scrapes
+
+
+def parse_scrapes(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """Steps and events from a scrape series, and the engine the metric names belong to."""
+    scrapes = read_scrapes(path)
+    engine = max({s.engine for s in scrapes}, key=lambda e: sum(s.engine == e for s in scrapes))
+    t = np.array([s.t for s in scrapes], dtype="datetime64[ns]")
+    n = len(scrapes)
+    raw = {name: np.array([_first(s.values, names) for s in scrapes]) for name, names in {**GAUGES, **COUNTERS}.items()}
+    dt_s = np.concatenate([[np.nan], np.diff(t) / np.timedelta64(1, "s")])
+
+    def delta(name: str) -> np.ndarray:
+        return np.concatenate([[np.nan], np.diff(raw[name])])
+
+    # Any cumulative counter going down: the engine process restarted.
+    restarted = np.zeros(n, dtype=bool)
+    for name in ("generation_tokens", "prompt_tokens", "itl_count"):
+        d = delta(name)
+        restarted |= np.nan_to_num(d, nan=0.0) < 0
+    d_gen, d_prompt = delta("generation_tokens"), delta("prompt_tokens")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        itl = delta("itl_sum") / delta("itl_count")
+        per_req_rate = delta("request_gen_sum") / delta("decode_time_sum")
+        step_time = np.where(np.isfinite(itl) & (itl > 0), itl, 1.0 / per_req_rate)
+        step_time = np.where(np.isfinite(step_time) & (step_time > 0), step_time, np.nan)
+        gen_tps = d_gen / dt_s
+        running = raw["num_running_reqs"]
+        # Where the engine reports its per-token time, throughput follows from it and the batch.
+        gen_tps = np.where(np.isfinite(step_time) & (running > 0), running / step_time, gen_tps)
+        hit_rate = np.where(np.isfinite(delta("prefix_queries")),
+                            delta("prefix_hits") / delta("prefix_queries"), raw["cache_hit_rate_gauge"])
+    for arr in (d_gen, d_prompt, step_time, gen_tps):
+        arr[restarted] = np.nan
+    phase = np.where(np.nan_to_num(d_gen) > 0, np.where(np.nan_to_num(d_prompt) > 0, "mixed", "decode"), "idle")
+    phase[0] = "idle"  # no window before the first scrape
+    lives, ages, _ = assign_engine_lives(t, restarted, np.ones(n, dtype=bool))
+    steps = pd.DataFrame({
+        "t": t, "engine_life": lives, "engine_age_s": ages, "phase": phase.astype(object),
+        "num_running_reqs": running, "num_queue_reqs": raw["num_queue_reqs"], "num_tokens": raw["num_tokens"],
+        "gen_tps": gen_tps, "input_tps": d_prompt / dt_s, "step_time_s": step_time,
+        "token_usage": raw["token_usage"], "mamba_usage": raw["mamba_usage"], "cache_hit_rate": hit_rate,
+        "num_preemptions": np.where(restarted, np.nan, delta("preemptions")),
+        "line": np.arange(1, n + 1),
+    }).reindex(columns=STEP_FRAME_COLUMNS)
+    ev_rows = [{"t": t[i], "engine_life": lives[i], "engine_age_s": 0.0, "kind": "engine_start",
+                "detail": "counters reset", "line": i + 1} for i in np.flatnonzero(restarted)]
+    pre = steps["num_preemptions"].to_numpy()
+    ev_rows += [{"t": t[i], "engine_life": lives[i], "engine_age_s": ages[i], "kind": "preemption",
+                 "count": pre[i], "detail": f"{pre[i]:.0f} preempted or retracted", "line": i + 1}
+                for i in np.flatnonzero(np.nan_to_num(pre) > 0)]
+    events = pd.DataFrame(ev_rows).reindex(columns=EVENT_FRAME_COLUMNS)
+    if not events.empty:
+        events = events.sort_values("t", kind="stable", ignore_index=True)
+    return steps, events, engine
+
+
+def _first(values: dict[str, float], names: tuple[str, ...]) -> float:
+    for name in names:
+        if name in values:
+            return values[name]
+    return np.nan
+
+
+def _read_file(path: Path) -> list[Scrape]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = path.read_text(encoding="utf-8", errors="replace")
+    blocks = re.split(r"^" + re.escape(HEADER), text, flags=re.M)
+    out: list[Scrape] = []
+    lineno = 1 + blocks[0].count("\n")
+    for block in blocks[1:]:
+        stamp, _, body = block.partition("\n")
+        where = f"{path}:{lineno}"
+        lineno += 1 + body.count("\n")
+        t = _parse_time(stamp.strip(), where)
+        if t is None:
+            continue
+        values: dict[str, float] = {}
+        engines: dict[str, int] = {}
+        try:
+            for family in text_string_to_metric_families(body):
+                for sample in family.samples:
+                    for prefix in PREFIXES:
+                        if sample.name.startswith(prefix):
+                            name = sample.name[len(prefix):]
+                            values[name] = values.get(name, 0.0) + float(sample.value)
+                            engines[prefix[:-1]] = engines.get(prefix[:-1], 0) + 1
+                            break
+        except ValueError as exc:
+            logger.warning("%s: scrape does not parse as Prometheus text (%s); skipped", where, exc)
+            continue
+        engine = max(engines, key=engines.get) if engines else "unknown"
+        out.append(Scrape(t, values, engine))
+    return out
+
+
+def _parse_time(stamp: str, where: str) -> Optional[np.datetime64]:
+    try:
+        if re.fullmatch(r"\d+(\.\d+)?", stamp):
+            return np.datetime64(int(float(stamp) * 1e9), "ns")
+        return np.datetime64(pd.Timestamp(stamp).tz_localize(None), "ns")
+    except (ValueError, TypeError):
+        logger.warning("%s: expected an ISO-8601 time or Unix seconds after '%s', found %r; scrape skipped",
+                       where, HEADER, stamp)
+        return None

@@ -1,0 +1,126 @@
+"""The analysis result as typed objects; `Analysis.to_dict()` is the JSON of shared/DESIGN.md."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple, Optional
+
+import numpy as np
+import pandas as pd
+
+from diagnostics.changepoint import ChangePoints
+from diagnostics.healthy import HealthyModel
+
+RESULT_SCHEMA_VERSION = 1
+VERDICTS = ("engine_age_degradation", "context_growth_only", "no_degradation", "insufficient_data")
+STATUSES = ("ok", "warn", "fail")
+
+
+class Slowdown(NamedTuple):
+    ratio: float  # degraded over healthy throughput at matched conditions
+    healthy_tps: float  # median gen throughput the engine printed while healthy
+    degraded_tps: float  # ... and after the onset (or late in the run when there is none)
+
+
+class Trigger(NamedTuple):
+    kind: str  # prefill_append, prefill, dropped_request, preemption, fault_on, ...
+    t: np.datetime64
+    new_tokens: Optional[int]
+    cached_tokens: Optional[int]
+    detail: str
+
+
+class Onset(NamedTuple):
+    t: np.datetime64
+    engine_age_s: float
+    engine_life: int
+    trigger: Optional[Trigger]
+
+
+class Suspect(NamedTuple):
+    name: str
+    score: float  # 0..1, |rank correlation| with the residual
+    evidence: str
+
+
+class Check(NamedTuple):
+    name: str
+    status: str  # ok, warn, fail
+    detail: str
+
+
+class Matched(NamedTuple):
+    """Throughput late in an engine life over early, at matched conditions."""
+
+    basis: str  # probes, bins (batch x context band), model (healthy-model residuals)
+    ratio: Optional[float]
+    num_early: int
+    num_late: int
+    detail: str
+
+
+@dataclass(frozen=True)
+class Analysis:
+    verdict: str
+    slowdown: Optional[Slowdown]
+    onset: Optional[Onset]
+    recovered_by_restart: Optional[bool]
+    suspects: tuple[Suspect, ...]
+    checks: tuple[Check, ...]
+    # What the report plots: every decode sample with its residual, the model, the segments.
+    samples: pd.DataFrame
+    model: Optional[HealthyModel]
+    changepoints: Optional[ChangePoints]
+    matched: tuple[Matched, ...]
+    source_path: str
+    source_kind: str
+    engine: str
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+        for check in self.checks:
+            if check.status not in STATUSES:
+                raise ValueError(f"check {check.name} status must be one of {STATUSES}, got {check.status!r}")
+
+    def to_dict(self) -> dict:
+        """The JSON of `diag analyze --json` (shared/DESIGN.md, "Analysis result")."""
+        onset = None
+        if self.onset is not None:
+            trig = self.onset.trigger
+            onset = {
+                "t": iso(self.onset.t),
+                "engine_age_s": _num(self.onset.engine_age_s),
+                "trigger": None if trig is None else {
+                    "kind": trig.kind, "t": iso(trig.t),
+                    "new_tokens": trig.new_tokens, "cached_tokens": trig.cached_tokens,
+                },
+            }
+        return {
+            "schema_version": RESULT_SCHEMA_VERSION,
+            "verdict": self.verdict,
+            "slowdown": None if self.slowdown is None else {
+                "ratio": _num(self.slowdown.ratio, 3),
+                "healthy_tps": _num(self.slowdown.healthy_tps, 2),
+                "degraded_tps": _num(self.slowdown.degraded_tps, 2),
+            },
+            "onset": onset,
+            "recovered_by_restart": self.recovered_by_restart,
+            "suspects": [{"name": s.name, "score": _num(s.score, 3), "evidence": s.evidence} for s in self.suspects],
+            "checks": [{"name": c.name, "status": c.status, "detail": c.detail} for c in self.checks],
+        }
+
+
+def iso(t) -> Optional[str]:
+    """ISO-8601 in the source's own clock; whole seconds print without a fraction."""
+    if t is None or pd.isna(t):
+        return None
+    return pd.Timestamp(t).isoformat()
+
+
+def _num(x: Optional[float], digits: int = 1):
+    if x is None or not math.isfinite(x):
+        return None
+    value = round(float(x), digits)
+    return int(value) if digits <= 1 and value == int(value) else value

@@ -1,0 +1,160 @@
+"""The run directory's schema: the one place its column names and version live.
+
+The soak writer imports these constants; the diagnostics reader checks against them.
+Documented in docs/run-directory.md. Bump SCHEMA_VERSION when a column changes meaning or a
+required column is added; adding an optional column does not need a bump.
+
+Times in parts are float Unix seconds (UTC); engine age is seconds since the engine process
+the row belongs to started; `engine_life` counts engine starts from 0.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+# Versions this reader understands. Older ones are read with missing columns filled with nulls.
+READABLE_VERSIONS = (1,)
+
+MANIFEST = "manifest.json"
+EVENTS = "events.jsonl"
+ENGINE_LOG = "engine.log"
+PROFILES = "profiles"
+ANALYSIS = "analysis.json"
+REPORT = "report.html"
+PART_GLOB = "part-*.parquet"
+
+# Run status in the manifest.
+STATUSES = ("running", "completed", "interrupted", "crashed")
+
+# manifest.json: required fields first, then optional ones.
+MANIFEST_REQUIRED = ("schema_version", "run_id", "status", "started_at")
+MANIFEST_OPTIONAL = ("ended_at", "command", "configs", "trace", "target", "host", "engine")
+
+# One table per folder: column -> (pyarrow-ish type name, required, meaning).
+REQUEST_COLUMNS: dict[str, tuple[str, bool, str]] = {
+    "request_id": ("string", True, "the soak's id of the call"),
+    "session": ("string", False, "trace session (fresh id per trace loop)"),
+    "turn": ("int64", False, "turn within the session"),
+    "kind": ("string", False, "turn, compaction, subagent or probe"),
+    "t_send": ("float64", True, "send time, Unix s"),
+    "t_first_token": ("float64", False, "first streamed delta of any kind (reasoning, content, tool call)"),
+    "t_first_content": ("float64", False, "first non-empty content delta"),
+    "t_last_token": ("float64", False, "last streamed delta"),
+    "prompt_tokens": ("int64", False, "usage.prompt_tokens"),
+    "cached_tokens": ("int64", False, "usage.prompt_tokens_details.cached_tokens"),
+    "output_tokens": ("int64", False, "usage.completion_tokens (includes reasoning)"),
+    "reasoning_tokens": ("int64", False, "reasoning tokens where reported"),
+    "status": ("string", True, "ok, error, refused (over-long), aborted"),
+    "error": ("string", False, "error text when status is not ok"),
+    "engine_age_s": ("float64", False, "engine age at send time"),
+    "engine_life": ("int64", False, "engine start counter at send time"),
+}
+
+STEP_COLUMNS: dict[str, tuple[str, bool, str]] = {
+    "t": ("float64", True, "end of the step or sample, Unix s"),
+    "engine_age_s": ("float64", False, "engine age at t"),
+    "engine_life": ("int64", False, "engine start counter"),
+    "phase": ("string", True, "prefill, decode, mixed or idle"),
+    "num_running_reqs": ("float64", False, "requests in the batch"),
+    "num_queue_reqs": ("float64", False, "requests waiting"),
+    "num_tokens": ("float64", False, "KV tokens in use (context attended by the batch)"),
+    "num_new_seqs": ("float64", False, "prefill: sequences started"),
+    "new_tokens": ("float64", False, "prefill: tokens computed"),
+    "cached_tokens": ("float64", False, "prefill: tokens reused from the prefix cache"),
+    "gen_tps": ("float64", False, "generation throughput, tokens/s over the step or sample"),
+    "input_tps": ("float64", False, "prefill throughput, tokens/s"),
+    "step_time_s": ("float64", False, "wall time of one decode step (built-in engine)"),
+    "num_decode_tokens": ("float64", False, "tokens generated in the step"),
+    "schedule_s": ("float64", False, "time in the scheduler"),
+    "forward_s": ("float64", False, "time in the forward pass"),
+    "sample_s": ("float64", False, "time in sampling"),
+    "token_usage": ("float64", False, "KV usage, 0..1 (evictable counts as free)"),
+    "full_token_usage": ("float64", False, "hybrid: full-attention KV usage, 0..1"),
+    "swa_token_usage": ("float64", False, "SWA usage, 0..1"),
+    "mamba_usage": ("float64", False, "state-slot usage, 0..1"),
+    "num_mamba_used": ("float64", False, "state slots in use"),
+    "num_mamba_total": ("float64", False, "state slots in all"),
+    "cache_hit_rate": ("float64", False, "prefix cache hit rate, 0..1"),
+    "accept_len": ("float64", False, "speculative: accepted length"),
+    "accept_rate": ("float64", False, "speculative: acceptance rate"),
+    "num_preemptions": ("float64", False, "preemptions/retractions in the step or sample"),
+    "num_deferred": ("float64", False, "vLLM: deferred requests"),
+    "num_swa_tokens": ("float64", False, "SWA: sliding-window tokens in use"),
+    "cuda_graph": ("float64", False, "1 when the step ran as a CUDA graph"),
+}
+
+SNAPSHOT_COLUMNS: dict[str, tuple[str, bool, str]] = {
+    "t": ("float64", True, "sample time, Unix s"),
+    "engine_age_s": ("float64", False, "engine age at t"),
+    "engine_life": ("int64", False, "engine start counter"),
+    "radix_nodes": ("float64", False, "nodes in the radix tree"),
+    "radix_cached_tokens": ("float64", False, "tokens held by the prefix cache"),
+    "radix_evictable_tokens": ("float64", False, "cached tokens that could be evicted"),
+    "radix_locked_tokens": ("float64", False, "cached tokens locked by running requests"),
+    "mamba_slots_used": ("float64", False, "state slots in use (live + snapshots)"),
+    "mamba_snapshots": ("float64", False, "state snapshots anchored in the tree"),
+    "kv_free_tokens": ("float64", False, "free KV slots"),
+    "kv_free_runs": ("float64", False, "runs of contiguous free KV slots"),
+    "kv_largest_free_run": ("float64", False, "largest run of free KV slots"),
+    "kv_fragmentation": ("float64", False, "1 - largest free run / free slots"),
+    "expert_hits": ("float64", False, "expert cache hits, cumulative"),
+    "expert_misses": ("float64", False, "expert cache misses, cumulative"),
+    "expert_evictions": ("float64", False, "expert cache evictions, cumulative"),
+    "expert_miss_rate": ("float64", False, "misses / (hits + misses) since the previous sample"),
+    "rss_bytes": ("float64", False, "engine process resident memory"),
+    "cpu_percent": ("float64", False, "engine process CPU"),
+    "num_threads": ("float64", False, "engine process threads"),
+    "num_fds": ("float64", False, "engine process open files"),
+    "gc_gen2_collections": ("float64", False, "Python full collections, cumulative"),
+    "gc_pause_s": ("float64", False, "Python GC pause time since the previous sample"),
+    "gpu_mem_bytes": ("float64", False, "GPU memory used"),
+    "gpu_util": ("float64", False, "GPU utilisation, 0..1"),
+}
+# Snapshot columns that are bookkeeping, not engine internals, and are never suspects.
+SNAPSHOT_META = ("t", "engine_age_s", "engine_life")
+
+PROBE_COLUMNS: dict[str, tuple[str, bool, str]] = {
+    "t": ("float64", True, "probe send time, Unix s"),
+    "engine_age_s": ("float64", False, "engine age at t"),
+    "engine_life": ("int64", False, "engine start counter"),
+    "probe_id": ("string", False, "digest of the probe request (identical probes share it)"),
+    "prompt_tokens": ("int64", False, "probe prompt length"),
+    "output_tokens": ("int64", False, "probe output length"),
+    "ttft_s": ("float64", False, "time to first token"),
+    "decode_tps": ("float64", True, "decode tokens/s after the first token"),
+    "status": ("string", False, "ok or why the probe failed"),
+}
+
+TABLES: dict[str, dict[str, tuple[str, bool, str]]] = {
+    "requests": REQUEST_COLUMNS,
+    "steps": STEP_COLUMNS,
+    "snapshots": SNAPSHOT_COLUMNS,
+    "probes": PROBE_COLUMNS,
+}
+
+# events.jsonl: one JSON object per line, {"t": Unix s, "kind": ..., ...fields}.
+EVENT_KINDS: dict[str, str] = {
+    "start": "the soak started (fields: run_id)",
+    "resume": "the soak resumed after an interruption",
+    "stop": "the soak ended (fields: status)",
+    "engine_start": "an engine process started; engine age restarts at 0 (fields: pid, engine_life)",
+    "engine_exit": "the engine exited (fields: exit_code, log_tail)",
+    "engine_restart": "a deliberate restart (fields: reason); an engine_start follows",
+    "fault_on": "a degradation mechanism was switched on (fields: fault)",
+    "probe": "a probe was sent (fields: probe_id)",
+    "profile": "a profile was taken (fields: path, reason)",
+    "dropped_request": "the engine refused a request (fields: request_id, input_tokens, limit)",
+    "preemption": "requests were preempted or retracted (fields: count)",
+    "prefill_append": "a notable prefill (fields: new_tokens, cached_tokens)",
+    "changepoint": "a change point found during the run (fields: series)",
+}
+# Event kinds that start a new engine life.
+STARTUP_KINDS = ("engine_start",)
+
+
+def column_names(table: str) -> list[str]:
+    """The columns of one table, in documented order."""
+    return list(TABLES[table])
+
+
+def required_columns(table: str) -> list[str]:
+    return [name for name, (_, required, _) in TABLES[table].items() if required]

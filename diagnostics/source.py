@@ -1,0 +1,80 @@
+"""One entry point for every kind of source: `load_source(path) -> Source`.
+
+A source is a run directory (manifest.json inside), a saved Prometheus scrape series, or an
+engine log; which one is decided from what the path holds, not from its name.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from pathlib import Path
+from typing import NamedTuple, Optional
+
+import pandas as pd
+
+from diagnostics import rundir, rundir_schema as schema
+from diagnostics.errors import DiagnosticsError
+from diagnostics.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, empty_events
+from diagnostics.logs import LogInfo, looks_like_log, parse_log
+from diagnostics.prometheus import looks_like_scrapes, parse_scrapes
+
+logger = logging.getLogger(__name__)
+
+
+class Source(NamedTuple):
+    """Everything analysis needs, as tables. Empty tables where the source has none."""
+
+    path: str
+    kind: str  # run_dir, log, prometheus
+    engine: str  # freetoken, tokdrift, sglang, vllm, unknown
+    steps: pd.DataFrame  # diagnostics.frames.STEP_FRAME_COLUMNS
+    events: pd.DataFrame  # diagnostics.frames.EVENT_FRAME_COLUMNS
+    requests: pd.DataFrame  # rundir_schema.REQUEST_COLUMNS (run directories only)
+    probes: pd.DataFrame  # rundir_schema.PROBE_COLUMNS
+    snapshots: pd.DataFrame  # rundir_schema.SNAPSHOT_COLUMNS (+ any extra numeric columns)
+    manifest: Optional[rundir.Manifest]
+    log_info: Optional[LogInfo]
+
+
+def load_source(path: Path | str, date: Optional[dt.date] = None, year: Optional[int] = None) -> Source:
+    """Read a run directory, a Prometheus scrape series or an engine log."""
+    path = Path(path)
+    if not path.exists():
+        raise DiagnosticsError(f"{path}: expected a run directory, engine log or scrape series; nothing is there")
+    if rundir.is_run_dir(path):
+        return _load_run_dir(path, date, year)
+    if looks_like_scrapes(path):
+        steps, events, engine = parse_scrapes(path)
+        return Source(str(path), "prometheus", engine, steps, events, *_empty_run_tables(), None, None)
+    if path.is_dir():
+        raise DiagnosticsError(f"{path}: expected a run directory (with {schema.MANIFEST}) or a folder of "
+                               f"*.prom scrapes, found neither")
+    parsed = parse_log(path, date=date, year=year)
+    engine = "freetoken" if parsed.info.format.startswith("freetoken") else parsed.info.format
+    return Source(str(path), "log", engine, parsed.steps, parsed.events, *_empty_run_tables(), None, parsed.info)
+
+
+def _load_run_dir(path: Path, date: Optional[dt.date], year: Optional[int]) -> Source:
+    manifest = rundir.read_manifest(path)
+    events = rundir.read_events(path)
+    steps = rundir.read_table(path, "steps")
+    log_info = None
+    log = path / schema.ENGINE_LOG
+    if steps.empty and log.is_file() and looks_like_log(log):
+        parsed = parse_log(log, date=date, year=year)
+        steps, log_info = parsed.steps, parsed.info
+        events = pd.concat([e for e in (events, parsed.events) if not e.empty] or [empty_events()],
+                           ignore_index=True).sort_values("t", kind="stable", ignore_index=True)
+    steps = rundir.attach_lives(steps, events).reindex(columns=STEP_FRAME_COLUMNS)
+    tables = {name: rundir.attach_lives(rundir.read_table(path, name), events)
+              for name in ("requests", "probes", "snapshots")}
+    target = manifest.target if isinstance(manifest.target, str) else "builtin"
+    engine = "tokdrift" if target == "builtin" else (log_info.format if log_info else "unknown")
+    return Source(str(path), "run_dir", engine, steps, events.reindex(columns=EVENT_FRAME_COLUMNS),
+                  tables["requests"], tables["probes"], tables["snapshots"], manifest, log_info)
+
+
+def _empty_run_tables() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    return tuple(pd.DataFrame({name: pd.Series(dtype="float64") for name in schema.TABLES[table]})
+                 for table in ("requests", "probes", "snapshots"))

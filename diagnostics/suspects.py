@@ -1,0 +1,83 @@
+"""Suspects: the engine internals that track the slowdown best.
+
+Every numeric snapshot column of a run directory (and, for any source, the usage figures
+of the steps table) is aligned to the decode samples (the last value at or before each
+sample) and ranked by the absolute Spearman rank correlation with the residual. A column
+that only ever grows (a cumulative counter) is first turned into a rate per second, or it
+would track anything that grows with time.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+from scipy.stats import spearmanr
+
+from diagnostics.result import Onset, Suspect
+from diagnostics.rundir_schema import SNAPSHOT_META
+from diagnostics.source import Source
+
+MIN_POINTS = 8
+MIN_SCORE = 0.3
+MAX_SUSPECTS = 10
+STEP_FIGURES = ("token_usage", "mamba_usage", "num_mamba_used", "cache_hit_rate", "num_queue_reqs",
+                "num_preemptions", "schedule_s", "sample_s")
+
+
+def rank(source: Source, samples: pd.DataFrame, onset: Optional[Onset]) -> tuple[Suspect, ...]:
+    samples = samples[samples["excluded"] == ""].sort_values("t")
+    if len(samples) < MIN_POINTS:
+        return ()
+    candidates = []
+    snaps = source.snapshots
+    if not snaps.empty and "t" in snaps:
+        snaps = snaps.dropna(subset=["t"]).sort_values("t")
+        for name in snaps.columns:
+            if name in SNAPSHOT_META or not pd.api.types.is_numeric_dtype(snaps[name]):
+                continue
+            candidates.append((name, _as_rate(snaps, name)))
+    steps = source.steps
+    for name in STEP_FIGURES:
+        if name in steps and steps[name].notna().sum() >= MIN_POINTS:
+            candidates.append((name, steps[["t", name]].dropna()))
+    out = []
+    for name, series in candidates:
+        s = _suspect(name, series, samples, onset)
+        if s is not None:
+            out.append(s)
+    out.sort(key=lambda s: -s.score)
+    return tuple(out[:MAX_SUSPECTS])
+
+
+def _as_rate(snaps: pd.DataFrame, name: str) -> pd.DataFrame:
+    df = snaps[["t", "engine_life", name]].dropna() if "engine_life" in snaps else snaps[["t", name]].dropna()
+    v = df[name].to_numpy(dtype=float)
+    if len(v) > 2 and np.all(np.diff(v) >= 0) and v[-1] > v[0]:
+        dt = df["t"].diff().dt.total_seconds().to_numpy()
+        rate = np.diff(v, prepend=np.nan) / dt
+        return pd.DataFrame({"t": df["t"].to_numpy(), name: rate}).dropna()
+    return df[["t", name]]
+
+
+def _suspect(name: str, series: pd.DataFrame, samples: pd.DataFrame, onset: Optional[Onset]) -> Optional[Suspect]:
+    aligned = pd.merge_asof(samples[["t", "residual"]], series.sort_values("t"), on="t", direction="backward")
+    aligned = aligned.dropna()
+    if len(aligned) < MIN_POINTS or aligned[name].nunique() < 2:
+        return None
+    rho = spearmanr(aligned[name], aligned["residual"]).statistic
+    if not np.isfinite(rho) or abs(rho) < MIN_SCORE:
+        return None
+    if onset is not None:
+        before = aligned.loc[aligned["t"] < onset.t, name]
+        after = aligned.loc[aligned["t"] >= onset.t, name]
+        move = (f"median {before.median():.4g} before the onset, {after.median():.4g} after"
+                if len(before) and len(after) else "")
+    else:
+        k = max(1, len(aligned) // 4)
+        move = f"median {aligned[name].head(k).median():.4g} early, {aligned[name].tail(k).median():.4g} late"
+    direction = "rises" if rho > 0 else "falls"
+    return Suspect(name, float(abs(rho)),
+                   f"{direction} as decode slows: Spearman rho {rho:+.2f} with the residual over {len(aligned)} samples; "
+                   f"{move}")
