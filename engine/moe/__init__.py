@@ -1,0 +1,26 @@
+"""Where MoE expert weights live: `resident` (in place) or `offload` (host tier + device slots)."""
+
+from __future__ import annotations
+
+import torch
+
+from engine.errors import EngineError
+from engine.model.experts import ExpertProvider, ResidentExperts
+from engine.moe.expert_cache import ExpertCacheStats, LayerExpertStats, OffloadExperts
+
+MOE_BACKENDS = ("resident", "offload")
+
+__all__ = ["MOE_BACKENDS", "ExpertCacheStats", "LayerExpertStats", "OffloadExperts",
+           "make_expert_provider"]
+
+
+def make_expert_provider(moe_backend: str, moe_cache_size: int | None = None,
+                         device: torch.device | str = "cpu") -> ExpertProvider:
+    """The provider a MoE model loads its experts into. `offload` needs `moe_cache_size` slots."""
+    if moe_backend == "resident":
+        return ResidentExperts()
+    if moe_backend == "offload":
+        if moe_cache_size is None:
+            raise EngineError("moe_backend='offload' needs moe_cache_size (expert slots), got None")
+        return OffloadExperts(moe_cache_size, device)
+    raise EngineError(f"moe_backend must be one of {', '.join(MOE_BACKENDS)}; got {moe_backend!r}")
