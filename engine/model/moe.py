@@ -46,17 +46,30 @@ class SparseMoE(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         top_w, top_ids = self.gate(x)  # [T, k], [T, k]
+        out = self._one_token(x, top_w, top_ids) if x.shape[0] == 1 else self._many_tokens(x, top_w, top_ids)
+        if self.has_shared:
+            shared = self.shared_expert(x)  # [T, H]
+            out = out + torch.sigmoid(self.shared_expert_gate(x)) * shared  # [T, H]
+        return out
+
+    def _expert(self, expert: int, x: torch.Tensor) -> torch.Tensor:
+        w = self.experts.get(self.layer, expert)
+        gate, up = F.linear(x, w.gate_up).chunk(2, dim=-1)  # [n, I], [n, I]
+        return F.linear(F.silu(gate) * up, w.down)  # [n, H]
+
+    def _one_token(self, x: torch.Tensor, top_w: torch.Tensor, top_ids: torch.Tensor) -> torch.Tensor:
+        """Decode at batch 1: no index bookkeeping, experts added in ascending id like the general path."""
+        picks = sorted(zip(top_ids[0].tolist(), range(top_ids.shape[1])))
+        out = torch.zeros_like(x)  # [1, H]
+        for expert, k in picks:
+            out = out + self._expert(expert, x) * top_w[:, k:k + 1]  # [1, H]
+        return out
+
+    def _many_tokens(self, x: torch.Tensor, top_w: torch.Tensor, top_ids: torch.Tensor) -> torch.Tensor:
         out = torch.zeros_like(x)  # [T, H]
         # Loop over the experts picked by at least one token, in ascending id as the reference adds them.
         for expert in torch.unique(top_ids).tolist():
             token_idx, k_idx = torch.where(top_ids == expert)  # [n], [n]
-            w = self.experts.get(self.layer, expert)
-            h = F.linear(x[token_idx], w.gate_up)  # [n, 2I]
-            gate, up = h.chunk(2, dim=-1)  # [n, I], [n, I]
-            h = F.linear(F.silu(gate) * up, w.down)  # [n, H]
-            h = h * top_w[token_idx, k_idx, None]  # [n, H]
+            h = self._expert(expert, x[token_idx]) * top_w[token_idx, k_idx, None]  # [n, H]
             out.index_add_(0, token_idx, h.to(out.dtype))
-        if self.has_shared:
-            shared = self.shared_expert(x)  # [T, H]
-            out = out + torch.sigmoid(self.shared_expert_gate(x)) * shared  # [T, H]
         return out

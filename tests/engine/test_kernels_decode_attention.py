@@ -1,6 +1,7 @@
 """The Triton decode-attention kernel agrees with the torch path (run on the CPU through TRITON_INTERPRET=1)."""
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -46,3 +47,32 @@ def test_triton_decode_attention_matches_torch_in_interpreter():
     assert proc.returncode == 0, proc.stderr[-3000:]
     worst = float(proc.stdout.split("MAXDIFF")[1])
     assert worst < 1e-5
+
+
+LLM_SCRIPT = textwrap.dedent("""
+    import json
+    import sys
+    from engine import LLM, SamplingParams
+
+    params = SamplingParams(max_tokens=6, temperature=0, ignore_eos=True)
+    runs = {}
+    for backend in ("torch", "triton"):
+        llm = LLM(sys.argv[1], attention_backend=backend, max_model_len=64)
+        assert llm.attention.name == backend
+        runs[backend] = llm.generate([[3, 1, 4, 1, 5, 9, 2, 6]], params)[0].token_ids
+    print("TOKENS" + json.dumps(runs))
+""")
+
+
+def test_llm_decodes_through_the_triton_backend(tmp_path):
+    from tests.engine._reference import write_reference
+
+    write_reference("hybrid_moe_shared_gqa", tmp_path)
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.run([sys.executable, "-c", LLM_SCRIPT, str(tmp_path)], capture_output=True, text=True,
+                          env=env, cwd=root, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout.split("TOKENS")[1])
+    assert len(runs["torch"]) == 6
+    assert runs["triton"] == runs["torch"]
