@@ -245,7 +245,9 @@ def _onset(source: Source, samples: pd.DataFrame, life_use: pd.DataFrame, onset_
     else:
         lo = int(first_bad["step_index"])
     hi = int(first_bad["step_index"])
-    row = steps.iloc[lo] if lo <= hi else steps.iloc[hi]
+    # An idle line is not where a slowdown starts: the first prefill or decode row after it is.
+    busy = [i for i in range(lo, hi + 1) if steps.iloc[i]["phase"] != "idle"] or [hi]
+    row = steps.iloc[busy[0]]
     trigger = _trigger(source, steps.iloc[lo:hi + 1], life, row["t"], first_bad["t"])
     return Onset(row["t"].to_datetime64(), float(row["engine_age_s"]), life, trigger)
 

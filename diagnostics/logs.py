@@ -264,7 +264,7 @@ class _Builder:
                 arr = np.full(n, np.nan)
             arr[np.asarray(idx, dtype=np.int64)] = self.val[column]
             columns[column] = arr
-        table = pd.DataFrame({"t": times, "kind": kinds, "line": np.asarray(self.linenos, dtype=np.int64),
+        table = pd.DataFrame({"t": np.asarray(times).astype("datetime64[ns]"), "kind": kinds, "line": np.asarray(self.linenos, dtype=np.int64),
                               **columns})
         # Stable sort: a log is almost always in order; equal seconds keep file order.
         table = table.sort_values("t", kind="stable", ignore_index=True)

@@ -147,5 +147,7 @@ def attach_lives(df: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
 
 def _to_time(col: pd.Series) -> pd.Series:
     if pd.api.types.is_datetime64_any_dtype(col):
-        return col.dt.tz_localize(None) if getattr(col.dt, "tz", None) is not None else col
-    return pd.to_datetime(pd.to_numeric(col, errors="coerce"), unit="s")
+        col = col.dt.tz_localize(None) if getattr(col.dt, "tz", None) is not None else col
+    else:
+        col = pd.to_datetime(pd.to_numeric(col, errors="coerce"), unit="s")
+    return col.astype("datetime64[ns]")

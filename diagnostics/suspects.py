@@ -62,7 +62,9 @@ def _as_rate(snaps: pd.DataFrame, name: str) -> pd.DataFrame:
 
 
 def _suspect(name: str, series: pd.DataFrame, samples: pd.DataFrame, onset: Optional[Onset]) -> Optional[Suspect]:
-    aligned = pd.merge_asof(samples[["t", "residual"]], series.sort_values("t"), on="t", direction="backward")
+    left = samples[["t", "residual"]].astype({"t": "datetime64[ns]"})
+    right = series.astype({"t": "datetime64[ns]"}).sort_values("t")
+    aligned = pd.merge_asof(left, right, on="t", direction="backward")
     aligned = aligned.dropna()
     if len(aligned) < MIN_POINTS or aligned[name].nunique() < 2:
         return None
