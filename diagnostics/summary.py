@@ -1,0 +1,55 @@
+"""The human summary of an analysis as rich renderables; the CLI prints them."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from diagnostics.result import Analysis, iso
+
+VERDICT_TEXT = {
+    "engine_age_degradation": ("bold red", "the engine slowed down with age, beyond what context explains"),
+    "context_growth_only": ("bold yellow", "throughput fell, but only as much as the longer context explains"),
+    "no_degradation": ("bold green", "no slowdown at matched conditions"),
+    "insufficient_data": ("bold magenta", "the data cannot tell (see the failed check)"),
+}
+STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "red"}
+
+
+def render(a: Analysis) -> Group:
+    style, meaning = VERDICT_TEXT[a.verdict]
+    head = Text.assemble(("verdict: ", "bold"), (a.verdict, style), f" - {meaning}")
+    parts: list = [Text(f"{a.source_kind} {a.source_path} ({a.engine})", style="dim"), head]
+    if a.slowdown is not None:
+        s = a.slowdown
+        parts.append(Text(f"matched throughput ratio {s.ratio:.2f} (late / healthy); the engine printed "
+                          f"{s.healthy_tps:.1f} tok/s healthy, {s.degraded_tps:.1f} tok/s "
+                          f"{'after the onset' if a.onset else 'late in the run'}"))
+    if a.onset is not None:
+        line = f"onset {iso(a.onset.t)} at engine age {a.onset.engine_age_s:.0f} s"
+        if a.onset.trigger is not None:
+            line += f"; trigger {a.onset.trigger.kind} at {iso(a.onset.trigger.t)}: {a.onset.trigger.detail}"
+        parts.append(Text(line))
+    if a.recovered_by_restart is not None:
+        parts.append(Text("a restart brought it back" if a.recovered_by_restart
+                          else "a restart did not bring it back"))
+    if a.model is not None:
+        parts.append(Text(f"healthy model: step time = {a.model.describe()} ({a.model.num_points} samples)", style="dim"))
+    if a.suspects:
+        table = Table(title="suspects", show_header=True, header_style="bold")
+        table.add_column("name")
+        table.add_column("score", justify="right")
+        table.add_column("evidence")
+        for s in a.suspects:
+            table.add_row(escape(s.name), f"{s.score:.2f}", escape(s.evidence))
+        parts.append(table)
+    table = Table(title="checks", show_header=True, header_style="bold")
+    table.add_column("check")
+    table.add_column("status")
+    table.add_column("detail")
+    for c in a.checks:
+        table.add_row(escape(c.name), f"[{STATUS_STYLE[c.status]}]{c.status}[/]", escape(c.detail))
+    parts.append(table)
+    return Group(*parts)
