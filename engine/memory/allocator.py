@@ -77,7 +77,9 @@ class SlotAllocator:
         self._released: list[np.ndarray] = []
         self._num_free_pages = self.num_pages
         self._offsets = np.arange(page_size, dtype=np.int64)  # [page_size]
-        self._events: deque[AllocEvent] | None = None  # None = tracing off: one branch per call
+        # None = tracing off: one branch per call. Entries are (seq, kind, pages, num_free); runs
+        # are computed when drained, off the hot path (`pages` arrays are never mutated later).
+        self._events: deque[tuple[int, str, np.ndarray, int]] | None = None
         self._seq = 0
         self.num_events_dropped = 0
 
@@ -135,7 +137,8 @@ class SlotAllocator:
             raise IntegrityError(f"{self.name} allocator: double free of {int(already.sum())} "
                                  f"page(s), first slots {bad}")
         self._is_free[pages] = True
-        self._released.append(pages.copy())  # the caller's tensor may share this memory
+        pages = pages.copy()  # the caller's tensor may share this memory
+        self._released.append(pages)
         self._num_free_pages += len(pages)
         if self._events is not None:
             self._record("free", pages)
@@ -175,7 +178,8 @@ class SlotAllocator:
         """Drain the queued events, oldest first ([] when events are off)."""
         if not self._events:
             return []
-        out = list(self._events)
+        out = [AllocEvent(seq, kind, len(pages) * self.page_size, _runs(pages, self.page_size), num_free)
+               for seq, kind, pages, num_free in self._events]
         self._events.clear()
         return out
 
@@ -218,8 +222,7 @@ class SlotAllocator:
         if len(self._events) == self._events.maxlen:
             self.num_events_dropped += 1
         self._seq += 1
-        self._events.append(AllocEvent(self._seq, kind, len(pages) * self.page_size,
-                                       _runs(pages, self.page_size), self.num_free))
+        self._events.append((self._seq, kind, pages, self.num_free))
 
 
 def _as_numpy(slot_ids: SlotIds) -> np.ndarray:
