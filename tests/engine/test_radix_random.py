@@ -103,6 +103,10 @@ class World:
         assert (rep.cached_tokens, rep.locked_tokens, rep.num_snapshots) == (
             len(self.ref_kv), len(locked), len(self.ref_snap))
         assert self.cache.mamba_stats().num_pinned == len(self.pinned())
+        assert rep.max_depth == self.depth(self.cache.root)
+
+    def depth(self, node):
+        return max((1 + self.depth(c) for c in node.children.values()), default=0)
 
     # --- operations, each returning what a caller would see ----------------------------------
 
@@ -265,7 +269,7 @@ def drive(worlds, seed, steps, alphabet=3, max_len=20):
 def test_random_operations_match_the_reference(cache_type, page_size):
     worlds = [World(cache_type, page_size, policy, kv_slots=80 * page_size, state_slots=10)
               for policy in ("lru", "lru_scan")]
-    drive(worlds, seed=page_size * 7 + len(cache_type), steps=1500)
+    drive(worlds, seed=page_size * 7 + len(cache_type), steps=3000)
     # the run exercised what it is meant to
     w = worlds[0]
     if cache_type != "none":
