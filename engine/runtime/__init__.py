@@ -1,0 +1,1 @@
+"""The serving runtime: engine config, requests, scheduler, engine loop and its log."""

@@ -1,0 +1,338 @@
+"""The engine loop: requests in, one batched forward per `step()`, tokens out, hooks on the side.
+
+    engine = Engine(EngineConfig())
+    engine.add_request([1, 2, 3], SamplingParams(max_tokens=8, temperature=0))
+    while engine.has_work():
+        stats = engine.step()          # StepStats, or None when nothing ran
+        for update in engine.take_updates():
+            ...                        # new token ids per request, and which finished
+
+Not thread-safe: one thread drives `step()`; the server hands requests over through it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from typing import Optional, Sequence, Union
+
+import torch
+
+from engine.cache import make_prefix_cache
+from engine.errors import EngineError
+from engine.memory.allocator import AllocatorSummary, SlotAllocator, available_memory_bytes, kv_tokens_for_memory
+from engine.memory.kv_pool import KVPool
+from engine.memory.state_pool import StatePool
+from engine.model.attention_backend import make_attention_backend
+from engine.model.checkpoint import default_checkpoint
+from engine.model.experts import ExpertProvider, ResidentExperts
+from engine.model.forward_batch import ForwardBatch, RequestSlice
+from engine.model.loader import load_model
+from engine.runtime import logfmt
+from engine.runtime.config import EngineConfig, EngineConfigError
+from engine.runtime.request import Request, RequestStatus, RequestUpdate
+from engine.runtime.scheduler import ScheduledBatch, Scheduler
+from engine.runtime.stats import StepStats
+from engine.sampling import SamplingParams, make_generator, sample, stop_ids
+from engine.tokenizer import load_tokenizer
+
+logger = logging.getLogger("engine")
+
+
+class RequestRejected(EngineError):
+    """A request the engine can never serve (longer than the KV pool, bad token ids)."""
+
+
+class Engine:
+    def __init__(self, config: EngineConfig = EngineConfig()) -> None:
+        self.config = config
+        self.start_time = time.time()
+        self.device = torch.device(config.device if config.device != "auto"
+                                   else "cuda" if torch.cuda.is_available() else "cpu")
+        self.checkpoint = config.model or str(default_checkpoint())
+        self.experts = self._make_experts()
+        self.model = load_model(self.checkpoint, dtype=config.dtype, device=self.device, experts=self.experts)
+        mc = self.model_config = self.model.config
+        self.tokenizer = load_tokenizer(self.checkpoint, mc.vocab_size, mc.eos_token_ids)
+        self.has_linear_layers = bool(mc.linear_attention_layers)
+        if config.cache_type == "radix" and self.has_linear_layers:
+            raise EngineConfigError(
+                "cache_type 'radix' reuses KV only, but this model has linear-attention layers whose "
+                "state cannot be rebuilt from KV; use 'hybrid_radix' or 'none'")
+        dtype = self.model.model.embed_tokens.weight.dtype
+        self.state_pool = StatePool(config.mamba_slots, mc.linear_attention_layers, mc.linear_conv_dim,
+                                    mc.linear_conv_kernel_dim, mc.linear_num_value_heads,
+                                    mc.linear_key_head_dim, mc.linear_value_head_dim, device=self.device)
+        kv_tokens = config.kv_tokens or self._kv_tokens_from_memory(dtype)
+        self.kv_pool = KVPool(kv_tokens, mc.full_attention_layers, mc.num_key_value_heads, mc.head_dim,
+                              dtype=dtype, device=self.device)
+        self.kv_allocator = SlotAllocator(kv_tokens, config.page_size, name="kv")
+        self.state_allocator = SlotAllocator(config.mamba_slots, 1, name="state")
+        self.cache = make_prefix_cache(config.cache_type, self.kv_allocator, self.state_allocator)
+        self.scheduler = Scheduler(self.kv_allocator, self.state_allocator, self.state_pool, self.cache,
+                                   config.max_running_requests, config.chunked_prefill_size,
+                                   self.has_linear_layers, mixed_chunk=config.mixed_chunk)
+        self.attention = make_attention_backend(config.attention_backend, self.device)
+        self.max_context = min(kv_tokens, mc.max_position_embeddings)
+        self._requests: dict[str, Request] = {}
+        self._updates: list[Request] = []
+        self._ids = itertools.count()
+        self._step = 0
+        self._num_decode_steps = 0
+        self._gen_meter = logfmt.GenThroughputMeter()
+        self._idle_logged = False
+        self.num_dropped = 0
+        self._log_startup(kv_tokens)
+
+    # --- requests ---------------------------------------------------------------------------
+
+    def add_request(self, prompt: Union[str, Sequence[int]], params: SamplingParams,
+                    request_id: Optional[str] = None) -> Request:
+        """Queue a request; raises RequestRejected (and logs FreeToken's drop warning) when it
+        can never fit. A request whose prompt fits but whose max_tokens would not gets its
+        max_tokens lowered, as FreeToken does."""
+        request_id = request_id if request_id is not None else str(next(self._ids))
+        if request_id in self._requests:
+            raise RequestRejected(f"request {request_id}: a request with this id is already running")
+        ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else [int(t) for t in prompt]
+        vocab = self.model_config.vocab_size
+        if not ids:
+            raise RequestRejected(f"request {request_id}: expected a non-empty prompt, found no tokens")
+        bad = next((t for t in ids if not 0 <= t < vocab), None)
+        if bad is not None:
+            raise RequestRejected(f"request {request_id}: token ids must be in [0, {vocab}), found {bad}")
+        if len(ids) >= self.max_context:
+            self.num_dropped += 1
+            logger.warning(logfmt.dropped_line(len(ids), self.max_context, request_id))
+            raise RequestRejected(f"request {request_id}: input of {len(ids)} tokens exceeds the engine's "
+                                  f"context of {self.max_context} tokens")
+        if len(ids) + params.max_tokens > self.max_context:
+            params = _replace_max_tokens(params, self.max_context - len(ids))
+            logger.info("Adjust max_tokens to %d for request %s.", params.max_tokens, request_id)
+        request = Request(request_id, ids, params, stop_ids(params, self.tokenizer.eos_token_ids),
+                          arrival=time.time(), generator=make_generator(params, self.device))
+        self._requests[request_id] = request
+        self.scheduler.add(request)
+        return request
+
+    def abort(self, request_id: str) -> bool:
+        """Stop a request and free its memory; False when no such request is live."""
+        request = self._requests.get(request_id)
+        if request is None or request.is_finished:
+            return False
+        request.finish_reason = "abort"
+        self._finish(request)
+        return True
+
+    def has_work(self) -> bool:
+        return self.scheduler.has_work()
+
+    def take_updates(self) -> list[RequestUpdate]:
+        """New tokens of every request since the last call, and which requests finished."""
+        out = []
+        for request in self._updates:
+            new = request.output_ids[request.num_sent:]
+            request.num_sent = len(request.output_ids)
+            out.append(RequestUpdate(request.request_id, new, request.is_finished, request.finish_reason,
+                                     len(request.prompt_ids), request.num_cached_tokens or 0,
+                                     len(request.output_ids)))
+        self._updates = []
+        return out
+
+    def output_text(self, request: Request) -> str:
+        """The request's output text, without stop ids and cut before a matched stop string."""
+        text = self.tokenizer.decode([t for t in request.output_ids if t not in request.stop_ids])
+        return text if request.stop_text_len is None else text[:request.stop_text_len]
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    def step(self) -> Optional[StepStats]:
+        """Run one scheduled batch; None when there was nothing to run."""
+        t0 = time.perf_counter()
+        batch = self.scheduler.schedule()
+        if batch is None:
+            if not self._idle_logged:
+                logger.info(logfmt.IDLE_LINE)
+                self._idle_logged = True
+            return None
+        self._idle_logged = False
+        for request in batch.retracted:
+            self._updates.append(request)
+        num_decode = sum(1 for s in batch.items if s.is_decode)
+        num_prefill = sum(s.num_new_tokens for s in batch.items if not s.is_decode)
+        logits = None
+        t1 = time.perf_counter()
+        if batch.items:
+            slices = [RequestSlice(s.request.token_ids(s.request.num_computed,
+                                                       s.request.num_computed + s.num_new_tokens),
+                                   s.request.num_computed,
+                                   s.request.kv_slots[:s.request.num_computed + s.num_new_tokens],
+                                   s.request.state_slot) for s in batch.items]
+            forward_batch = ForwardBatch.build(slices, device=self.device)
+            t1 = time.perf_counter()
+            logits = self.model(forward_batch, self.kv_pool, self.state_pool, self.attention)  # [B, V]
+        t2 = time.perf_counter()
+        num_finished = self._after_forward(batch, logits)
+        t3 = time.perf_counter()
+        self._step += 1
+        stats = self._stats(batch, num_prefill, num_decode, t1 - t0, t2 - t1, t3 - t2, num_finished)
+        self._log_step(batch, stats)
+        return stats
+
+    def _after_forward(self, batch: ScheduledBatch, logits: Optional[torch.Tensor]) -> int:
+        num_finished = 0
+        now = time.time()
+        for i, item in enumerate(batch.items):
+            request = item.request
+            samples = item.samples
+            request.num_computed += item.num_new_tokens
+            if not samples:
+                self.scheduler.chunk_done(request)
+                continue
+            token = sample(logits[i], request.params, request.generator)  # logits[i]: [V]
+            request.output_ids.append(token)
+            if request.first_token_time is None:
+                request.first_token_time = now
+            self._updates.append(request)
+            reason = self._stop_reason(request, token)
+            if reason is not None:
+                request.finish_reason = reason
+                self._finish(request)
+                num_finished += 1
+        return num_finished
+
+    def _stop_reason(self, request: Request, token: int) -> Optional[str]:
+        if token in request.stop_ids:
+            return "stop"
+        if request.params.stop:
+            text = self.tokenizer.decode([t for t in request.output_ids if t not in request.stop_ids])
+            hits = [text.find(s) for s in request.params.stop if s in text]
+            if hits:
+                request.stop_text_len = min(hits)
+                return "stop"
+        if len(request.output_ids) >= request.params.max_tokens:
+            return "length"
+        return None
+
+    def _finish(self, request: Request) -> None:
+        self.scheduler.finish(request)
+        request.finish_time = time.time()
+        self._requests.pop(request.request_id, None)
+        if request not in self._updates:
+            self._updates.append(request)
+
+    # --- hooks ------------------------------------------------------------------------------
+
+    @property
+    def engine_age_s(self) -> float:
+        return time.time() - self.start_time
+
+    def cache_report(self):
+        """Radix tree shape and cached / evictable / locked tokens (engine.cache.CacheReport)."""
+        return self.cache.cache_report()
+
+    def mamba_stats(self):
+        """State slots: used by live requests and by snapshots, snapshots anchored and evicted."""
+        from engine.runtime.hooks import MambaStats
+
+        snap = self.cache.mamba_stats()
+        live = sum(1 for r in self.scheduler.running if r.state_slot is not None)
+        return MambaStats(num_slots=self.state_allocator.num_slots, num_free=self.state_allocator.num_free,
+                          num_live=live, num_snapshots=snap.num_snapshots, num_pinned=snap.num_pinned,
+                          num_anchored=snap.num_anchored, num_evicted=snap.num_evicted)
+
+    def allocator_summary(self) -> AllocatorSummary:
+        return self.kv_allocator.summary()
+
+    def enable_allocator_events(self, maxlen: Optional[int] = None) -> None:
+        self.kv_allocator.enable_events(maxlen or self.config.max_events)
+
+    def take_allocator_events(self):
+        return self.kv_allocator.take_events()
+
+    def expert_cache_stats(self):
+        """Expert cache hits, misses, evictions per layer; None with the resident backend."""
+        stats = getattr(self.experts, "stats", None)
+        return stats() if stats is not None else None
+
+    def check_integrity(self) -> None:
+        self.scheduler.check_integrity()
+        check = getattr(self.experts, "check_integrity", None)
+        if check is not None:
+            check()
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _make_experts(self) -> ExpertProvider:
+        if self.config.moe_backend == "resident":
+            return ResidentExperts()
+        from engine.moe.expert_cache import OffloadExperts
+
+        if self.config.moe_cache_size is None:
+            raise EngineConfigError("moe_cache_size must be set with moe_backend='offload'")
+        return OffloadExperts(self.config.moe_cache_size, device=self.device)
+
+    def _kv_tokens_from_memory(self, dtype: torch.dtype) -> int:
+        mc = self.model_config
+        bytes_per_token = (2 * len(mc.full_attention_layers) * mc.num_key_value_heads * mc.head_dim
+                           * torch.tensor([], dtype=dtype).element_size())
+        return kv_tokens_for_memory(available_memory_bytes(self.device), self.config.memory_ratio,
+                                    max(bytes_per_token, 1), self.config.page_size, self.config.max_kv_tokens)
+
+    def _stats(self, batch: ScheduledBatch, num_prefill: int, num_decode: int, schedule_s: float,
+               forward_s: float, sample_s: float, num_finished: int) -> StepStats:
+        contexts = [s.request.num_computed for s in batch.items]
+        kv_total = self.kv_allocator.num_slots
+        kv_used = self.kv_allocator.num_used
+        evictable = self.cache.evictable_tokens
+        misses = None
+        stats = self.expert_cache_stats()
+        if stats is not None:
+            misses = stats.misses - getattr(self, "_last_misses", 0)
+            self._last_misses = stats.misses
+        return StepStats(
+            step=self._step, t=time.time(), engine_age_s=self.engine_age_s, phase=batch.phase,
+            batch_size=len(batch.items),
+            num_prefill_tokens=num_prefill, num_decode_tokens=num_decode,
+            num_cached_tokens=batch.num_cached_tokens,
+            num_context_tokens=sum(contexts), max_context_tokens=max(contexts, default=0),
+            num_running=len(self.scheduler.running), num_waiting=len(self.scheduler.waiting),
+            kv_used_tokens=kv_used, kv_total_tokens=kv_total,
+            kv_usage=(kv_used - evictable) / kv_total,
+            state_slots_used=self.state_allocator.num_used, state_slots_total=self.state_allocator.num_slots,
+            schedule_s=schedule_s, forward_s=forward_s, sample_s=sample_s,
+            num_retracted=len(batch.retracted), num_finished=num_finished, expert_misses=misses)
+
+    def _log_startup(self, kv_tokens: int) -> None:
+        logger.info("Resolved config: %s", self.config.resolved_line())
+        moe_total = moe_slots = None
+        moe_bytes = 0
+        if hasattr(self.experts, "allocate"):
+            self.experts.allocate()
+            moe_total, moe_slots, moe_bytes = self.experts.num_experts, self.experts.num_slots, self.experts.slot_bytes
+        logger.info(logfmt.cache_geometry_line(
+            kv_tokens // self.config.page_size, self.config.page_size, self.kv_pool.nbytes,
+            self.state_pool.num_slots, self.state_pool.num_slots * self.state_pool.bytes_per_slot,
+            moe_slots, moe_total, moe_bytes))
+
+    def _log_step(self, batch: ScheduledBatch, stats: StepStats) -> None:
+        self._gen_meter.add(sum(1 for s in batch.items if s.samples))
+        if batch.phase in ("prefill", "mixed") and batch.items:
+            elapsed = stats.duration_s
+            logger.info(logfmt.prefill_line(
+                batch.num_new_seqs, stats.num_prefill_tokens, batch.num_cached_tokens, stats.kv_usage,
+                stats.state_slots_used, stats.state_slots_total, stats.num_running, stats.num_waiting,
+                stats.num_prefill_tokens / elapsed if elapsed > 0 else 0.0))
+        if batch.phase in ("decode", "mixed") and batch.items:
+            self._num_decode_steps += 1
+            if self._num_decode_steps % self.config.decode_log_interval == 0:
+                logger.info(logfmt.decode_line(
+                    stats.num_running, self.kv_allocator.num_used, stats.kv_usage, stats.state_slots_used,
+                    stats.state_slots_total, self._gen_meter.take(), stats.num_waiting))
+
+
+def _replace_max_tokens(params: SamplingParams, max_tokens: int) -> SamplingParams:
+    import dataclasses
+
+    return dataclasses.replace(params, max_tokens=max_tokens)
