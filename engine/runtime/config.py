@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Optional
 
+from engine.cache import CACHE_TYPES
 from engine.errors import EngineError
+from engine.moe import MOE_BACKENDS
 
-CACHE_TYPES = ("hybrid_radix", "radix", "none")
-MOE_BACKENDS = ("resident", "offload")
 ATTENTION_BACKENDS = ("auto", "torch", "triton")
 
 
@@ -53,6 +53,8 @@ class EngineConfig:
         _check_choice("cache_type", self.cache_type, CACHE_TYPES)
         _check_choice("moe_backend", self.moe_backend, MOE_BACKENDS)
         _check_choice("attention_backend", self.attention_backend, ATTENTION_BACKENDS)
+        if self.moe_backend == "offload" and self.moe_cache_size is None:
+            raise EngineConfigError("moe_cache_size must be set (expert slots) with moe_backend='offload'")
         if self.mamba_slots < self.max_running_requests:
             raise EngineConfigError(
                 f"mamba_slots must be at least max_running_requests ({self.max_running_requests}), "
@@ -70,6 +72,6 @@ class EngineConfig:
         return ", ".join(f"{name}={getattr(self, name)!r}" for name in order + rest)
 
 
-def _check_choice(name: str, value: str, known: tuple[str, ...]) -> None:
+def _check_choice(name: str, value: str, known) -> None:
     if value not in known:
         raise EngineConfigError(f"{name} must be one of {', '.join(known)}; got {value!r}")

@@ -26,9 +26,10 @@ from engine.memory.kv_pool import KVPool
 from engine.memory.state_pool import StatePool
 from engine.model.attention_backend import make_attention_backend
 from engine.model.checkpoint import default_checkpoint
-from engine.model.experts import ExpertProvider, ResidentExperts
+from engine.model.experts import ExpertProvider
 from engine.model.forward_batch import ForwardBatch, RequestSlice
 from engine.model.loader import load_model
+from engine.moe import make_expert_provider
 from engine.runtime import logfmt
 from engine.runtime.config import EngineConfig, EngineConfigError
 from engine.runtime.request import Request, RequestStatus, RequestUpdate
@@ -265,13 +266,7 @@ class Engine:
     # --- internals --------------------------------------------------------------------------
 
     def _make_experts(self) -> ExpertProvider:
-        if self.config.moe_backend == "resident":
-            return ResidentExperts()
-        from engine.moe.expert_cache import OffloadExperts
-
-        if self.config.moe_cache_size is None:
-            raise EngineConfigError("moe_cache_size must be set with moe_backend='offload'")
-        return OffloadExperts(self.config.moe_cache_size, device=self.device)
+        return make_expert_provider(self.config.moe_backend, self.config.moe_cache_size, self.device)
 
     def _kv_tokens_from_memory(self, dtype: torch.dtype) -> int:
         mc = self.model_config

@@ -165,3 +165,16 @@ def test_step_stats_and_hooks(make):
     assert summary.num_free + engine.cache_report().cached_tokens == 2048
     with pytest.raises(EngineError):
         engine.add_request([], GREEDY)
+
+
+def test_offloaded_experts_give_the_same_tokens_and_count_misses(make):
+    ps = prompts(3, seed=13)
+    _, resident = run(make(), ps)
+    engine = make(moe_backend="offload", moe_cache_size=6)  # 3 MoE layers x 8 experts = 24
+    _, offloaded = run(engine, ps)
+    assert offloaded == resident
+    stats = engine.expert_cache_stats()
+    assert stats.num_slots == 6 and stats.misses > 0 and stats.evictions > 0
+    assert stats.bytes_copied == stats.misses * engine.experts.slot_bytes // stats.num_slots
+    with pytest.raises(EngineConfigError, match="moe_cache_size"):
+        EngineConfig(moe_backend="offload")
