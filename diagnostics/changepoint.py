@@ -22,6 +22,26 @@ MAX_POINTS = 400
 SIGMA_FLOOR = 0.01  # log units: a perfectly quiet synthetic series still needs a finite penalty
 
 
+class _CostL2(ruptures.base.BaseCost):
+    """ruptures' L2 cost (sum of squared deviations from the segment mean) from cumulative sums,
+    O(1) per segment instead of O(length): the same numbers, PELT an order of magnitude faster."""
+
+    model = "l2_cumsum"
+    min_size = 1
+
+    def fit(self, signal: np.ndarray) -> "_CostL2":
+        self.signal = np.asarray(signal, dtype=float).reshape(-1, 1)
+        x = self.signal[:, 0]
+        self._s1 = np.concatenate([[0.0], np.cumsum(x)])
+        self._s2 = np.concatenate([[0.0], np.cumsum(x * x)])
+        return self
+
+    def error(self, start: int, end: int) -> float:
+        n = end - start
+        s1 = self._s1[end] - self._s1[start]
+        return float(self._s2[end] - self._s2[start] - s1 * s1 / n)
+
+
 class Segment(NamedTuple):
     start: int  # index into the series, inclusive
     end: int  # exclusive
@@ -59,7 +79,7 @@ def detect(r: np.ndarray) -> ChangePoints:
     bkps = []
     if len(series) >= 3:
         min_size = 2 if len(series) >= 4 else 1
-        algo = ruptures.Pelt(model="l2", min_size=min_size, jump=1).fit(series.reshape(-1, 1))
+        algo = ruptures.Pelt(custom_cost=_CostL2(), min_size=min_size, jump=1).fit(series.reshape(-1, 1))
         bkps = [b for b in algo.predict(pen=penalty) if b < len(series)]
     cuts = [_refine(r, b * block, block) for b in bkps] if block > 1 else bkps
     edges = [0, *sorted(set(cuts)), n]

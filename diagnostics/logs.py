@@ -35,6 +35,8 @@ SGLANG = re.compile(r"\[(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2})(?:[.,]\d+)?(?: [
 VLLM = re.compile(r"(?:\(\w+ pid=\d+\)\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2}-\d{2}) "
                   r"(\d{2}:\d{2}:\d{2})(?:\.\d+)? \[[^\]]*\] (.*)")
 
+NUMBER = re.compile(r"(\d+(?:\.\d+)?)")
+KEY_SPLIT = re.compile(r", |\. |\] |: ")
 BATCH_HEADER = re.compile(r"(Prefill|Decode) batch\s*\.?\s*(?:\[\d+\])?\s*[.,]?\s*")
 DROPPED = re.compile(r"Input sequence length (\d+) exceeds (\d+), request (\S+?) is dropped")
 RETRACTED = re.compile(r"#retracted_reqs: (\d+)")
@@ -118,7 +120,7 @@ def parse_log(path: Path, date: Optional[dt.date] = None, year: Optional[int] = 
                 if line.strip():
                     num_unknown += 1
                 continue
-            builder.add(lineno, m.group(1), m.group(2), m.group(3).rstrip(), path)
+            builder.add_fast(lineno, m.group(1), m.group(2), m.group(3).rstrip(), path)
     if fmt == "freetoken" and builder.saw_tokdrift:
         fmt = "tokdrift"
     times = _times(fmt, builder, path, date, year)
@@ -138,6 +140,25 @@ def _detect(head: list[str]) -> Optional[str]:
     return best if counts[best] else None
 
 
+class _Plan:
+    """How to read every line of one shape: the text between its numbers is identical, so the
+    n-th number always lands in the same column. Built from the first line of that shape and
+    used only if it reads that line exactly as the field-by-field parser does."""
+
+    __slots__ = ("regex", "phase", "positions", "constants", "rows", "values")
+
+    def __init__(self, texts: list[str], phase: str, positions: list, constants: dict) -> None:
+        self.regex = re.compile(NUMBER.pattern.join(re.escape(t) for t in texts))
+        self.phase = phase
+        self.positions = positions  # per number: (column, scale) or None
+        self.constants = constants  # columns fixed by the shape itself (cuda graph: True)
+        self.rows: list[int] = []
+        self.values: list[list[str]] = []
+
+
+SLOW = object()  # a shape the plan cannot read exactly: every such line takes the careful path
+
+
 class _Builder:
     """Collects records column-wise: for each column, the record indices that have it and values."""
 
@@ -151,6 +172,70 @@ class _Builder:
         self.num_steps = self.num_events = self.num_other = self.num_bad = 0
         self.kv_capacity: Optional[int] = None
         self.saw_tokdrift = False
+        self.plans: dict[str, object] = {}
+        self.recent: list[_Plan] = []  # plans that matched lately, most recent first
+
+    def add_fast(self, lineno: int, date: str, clock: str, msg: str, path: Path) -> None:
+        """A batch or stats line by its shape's plan; anything else by `add`."""
+        if not self._is_stats(msg):
+            self.add(lineno, date, clock, msg, path)
+            return
+        for k, plan in enumerate(self.recent):
+            m = plan.regex.fullmatch(msg)
+            if m is not None:
+                if k:
+                    self.recent.insert(0, self.recent.pop(k))
+                values = m.groups()
+                break
+        else:
+            parts = NUMBER.split(msg)
+            shape = "\x00".join(parts[0::2])
+            plan = self.plans.get(shape)
+            if plan is None:
+                plan = self.plans[shape] = self._plan(parts, msg)
+            if plan is SLOW:
+                self.add(lineno, date, clock, msg, path)
+                return
+            self.recent.insert(0, plan)
+            del self.recent[4:]
+            values = parts[1::2]
+        self.dates.append(date)
+        self.clock.append(clock)
+        self.kinds.append(plan.phase)
+        self.linenos.append(lineno)
+        plan.rows.append(len(self.kinds) - 1)
+        plan.values.append(values)
+        self.num_steps += 1
+
+    @staticmethod
+    def _is_stats(msg: str) -> bool:
+        return msg.startswith(("Decode batch", "Prefill batch")) or (msg.startswith("Engine ") and "throughput" in msg)
+
+    def _plan(self, parts: list[str], msg: str):
+        texts = parts[0::2]
+        positions: list = []
+        for j in range(len(texts) - 1):
+            before, after = texts[j], texts[j + 1]
+            column = None
+            if before.endswith(": "):
+                column = FIELDS.get(KEY_SPLIT.split(before[:-2])[-1].strip())
+            elif before == "/" and positions and positions[-1] and positions[-1][0] == "num_mamba_used":
+                column = "num_mamba_total"
+            positions.append((column, 0.01 if after.startswith("%") else 1.0) if column else None)
+        # The careful parser's reading of this very line is the reference.
+        probe = _Builder()
+        probe.add(0, "", "", msg, Path("-"))
+        if probe.num_bad or len(probe.kinds) != 1:
+            return SLOW
+        expected = {col: vals[0] for col, vals in probe.val.items()}
+        got = {}
+        for (column_scale, text) in zip(positions, parts[1::2]):
+            if column_scale:
+                got[column_scale[0]] = float(text) * column_scale[1]
+        constants = {col: v for col, v in expected.items() if col not in got}
+        if any(col not in expected or abs(expected[col] - v) > 1e-9 * max(1.0, abs(v)) for col, v in got.items()):
+            return SLOW
+        return _Plan(texts, probe.kinds[0], positions, constants)
 
     def add(self, lineno: int, date: str, clock: str, msg: str, path: Path) -> None:
         if msg.startswith("Decode batch") or msg.startswith("Prefill batch"):
@@ -264,6 +349,17 @@ class _Builder:
                 arr = np.full(n, np.nan)
             arr[np.asarray(idx, dtype=np.int64)] = self.val[column]
             columns[column] = arr
+        for plan in self.plans.values():
+            if plan is SLOW or not plan.rows:
+                continue
+            rows = np.asarray(plan.rows, dtype=np.int64)
+            values = np.array(plan.values, dtype=np.float64)  # [rows, numbers]
+            for j, column_scale in enumerate(plan.positions):
+                if column_scale:
+                    column, scale = column_scale
+                    columns.setdefault(column, np.full(n, np.nan))[rows] = values[:, j] * scale
+            for column, value in plan.constants.items():
+                columns.setdefault(column, np.full(n, np.nan))[rows] = value
         table = pd.DataFrame({"t": np.asarray(times).astype("datetime64[ns]"), "kind": kinds, "line": np.asarray(self.linenos, dtype=np.int64),
                               **columns})
         # Stable sort: a log is almost always in order; equal seconds keep file order.
@@ -284,13 +380,13 @@ class _Builder:
 def _times(fmt: str, b: _Builder, path: Path, date: Optional[dt.date], year: Optional[int]) -> np.ndarray:
     if not b.kinds:
         return np.array([], dtype="datetime64[ns]")
-    clock = pd.to_timedelta(pd.Series(b.clock, dtype=object)).to_numpy()
     if fmt == "freetoken-excerpt":
         start = date or _date_from_name(path)
         if start is None:
             raise DiagnosticsError(
                 f"{path}: lines carry only a time of day (a pasted excerpt); expected --date YYYY-MM-DD "
                 f"(or a date in the file name), found neither")
+        clock = _stamps(["1970-01-01"] * len(b.clock), b.clock) - np.datetime64("1970-01-01", "ns")
         # Past midnight the clock goes back: a step back of more than 12 h is the next day.
         sod = clock.astype("timedelta64[s]").astype(np.int64)
         day = np.concatenate([[0], np.cumsum(np.diff(sod) < -12 * 3600)])
@@ -300,14 +396,15 @@ def _times(fmt: str, b: _Builder, path: Path, date: Optional[dt.date], year: Opt
             year = dt.datetime.fromtimestamp(path.stat().st_mtime).year
             logger.warning("%s: vLLM dates have no year; assuming %d (the file's modification year); "
                            "pass --year to set it", path, year)
-        month_day = pd.Series(b.dates, dtype=object)
-        month = month_day.str.slice(0, 2).astype(int).to_numpy()
+        month = np.array([int(d[:2]) for d in b.dates])
         roll = np.concatenate([[0], np.cumsum(np.diff(month) < -6)])  # December -> January
-        stamps = (pd.Series(year + roll).astype(str) + "-" + month_day).to_numpy()
-        days = pd.to_datetime(stamps, format="%Y-%m-%d").to_numpy()
-        return days + clock
-    days = pd.to_datetime(pd.Series(b.dates, dtype=object), format="%Y-%m-%d").to_numpy()
-    return days + clock
+        return _stamps([f"{year + k}-{d}" for k, d in zip(roll.tolist(), b.dates)], b.clock)
+    return _stamps(b.dates, b.clock)
+
+
+def _stamps(dates: list[str], clock: list[str]) -> np.ndarray:
+    text = [f"{d} {c}" for d, c in zip(dates, clock)]
+    return pd.to_datetime(text, format="%Y-%m-%d %H:%M:%S").to_numpy(dtype="datetime64[ns]")
 
 
 def _date_from_name(path: Path) -> Optional[dt.date]:
