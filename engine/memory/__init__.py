@@ -1,0 +1,1 @@
+"""Memory pools and slot allocation of the engine."""

@@ -1,0 +1,1 @@
+"""The Qwen3-Next model: config, layers, loader, default checkpoint."""
