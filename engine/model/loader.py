@@ -55,7 +55,11 @@ def load_model(path: str | Path, dtype: str | torch.dtype = "float32", device: s
 
     for file, names in files.items():
         with safe_open(str(file), framework="pt", device="cpu") as f:
+            held = set(f.keys())
             for name in names:
+                if name not in held:
+                    raise CheckpointError(f"{path}: the index puts tensor '{name}' in {file.name}, "
+                                          f"which does not hold it")
                 if _IGNORED.match(name):
                     continue
                 if config.shared_expert_intermediate_size == 0 and _SHARED.match(name):
