@@ -4,7 +4,7 @@ Generates the log (diagnostics.synthetic: a coding agent, an engine-age slowdown
 a restart at hour 10), then analyses it in a fresh child process so that the peak memory
 reported is the analysis's own (ru_maxrss of that process). Targets: <= 20 s, <= 2 GB.
 
-    .venv/bin/python benchmarks/analyze_scale.py [--hours 12] [--forwards-per-line 2]
+    .venv/bin/python benchmarks/analyze_scale.py [--hours 12] [--forwards-per-line 1]
 
 The last line is the headline figure.
 """
@@ -45,8 +45,8 @@ def _analyze_child(path: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hours", type=float, default=12.0, help="simulated hours of serving")
-    parser.add_argument("--forwards-per-line", type=int, default=2,
-                        help="decode forwards per decode line; 2 gives about a million lines in 12 hours")
+    parser.add_argument("--forwards-per-line", type=int, default=1,
+                        help="decode forwards per decode line; 1 gives about a million lines in 12 hours")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

@@ -145,7 +145,8 @@ class _Plan:
     n-th number always lands in the same column. Built from the first line of that shape and
     used only if it reads that line exactly as the field-by-field parser does."""
 
-    __slots__ = ("regex", "phase", "positions", "constants", "rows", "values")
+    __slots__ = ("regex", "phase", "positions", "constants", "rows", "values", "chunks")
+    CHUNK = 65536  # rows of number strings held before they become one float array
 
     def __init__(self, texts: list[str], phase: str, positions: list, constants: dict) -> None:
         self.regex = re.compile(NUMBER.pattern.join(re.escape(t) for t in texts))
@@ -153,7 +154,13 @@ class _Plan:
         self.positions = positions  # per number: (column, scale) or None
         self.constants = constants  # columns fixed by the shape itself (cuda graph: True)
         self.rows: list[int] = []
-        self.values: list[list[str]] = []
+        self.values: list = []
+        self.chunks: list[np.ndarray] = []
+
+    def flush(self) -> None:
+        if self.values:
+            self.chunks.append(np.array(self.values, dtype=np.float64))  # [rows, numbers]
+            self.values = []
 
 
 SLOW = object()  # a shape the plan cannot read exactly: every such line takes the careful path
@@ -174,6 +181,7 @@ class _Builder:
         self.saw_tokdrift = False
         self.plans: dict[str, object] = {}
         self.recent: list[_Plan] = []  # plans that matched lately, most recent first
+        self.interned: dict[str, str] = {}
 
     def add_fast(self, lineno: int, date: str, clock: str, msg: str, path: Path) -> None:
         """A batch or stats line by its shape's plan; anything else by `add`."""
@@ -199,12 +207,15 @@ class _Builder:
             self.recent.insert(0, plan)
             del self.recent[4:]
             values = parts[1::2]
-        self.dates.append(date)
-        self.clock.append(clock)
+        # Shared string objects: a million lines hold a few thousand distinct dates and seconds.
+        self.dates.append(self.interned.setdefault(date, date))
+        self.clock.append(self.interned.setdefault(clock, clock))
         self.kinds.append(plan.phase)
         self.linenos.append(lineno)
         plan.rows.append(len(self.kinds) - 1)
         plan.values.append(values)
+        if len(plan.values) >= _Plan.CHUNK:
+            plan.flush()
         self.num_steps += 1
 
     @staticmethod
@@ -353,7 +364,9 @@ class _Builder:
             if plan is SLOW or not plan.rows:
                 continue
             rows = np.asarray(plan.rows, dtype=np.int64)
-            values = np.array(plan.values, dtype=np.float64)  # [rows, numbers]
+            plan.flush()
+            values = np.concatenate(plan.chunks)  # [rows, numbers]
+            plan.chunks = []
             for j, column_scale in enumerate(plan.positions):
                 if column_scale:
                     column, scale = column_scale
