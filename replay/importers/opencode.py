@@ -10,6 +10,8 @@ cache write; its output is output + reasoning. Tool parts carry `state.time.star
 opencode does not store prefix hashes, so they are rebuilt: each session's calls append
 onto the previous call's context (prompt + output) and a call shorter than that context
 (after compaction) keeps only the fixed prefix (system prompt + tools) every session shares.
+A compaction call (opencode sends it with its own short system prompt and no tools) shares
+nothing.
 """
 
 from __future__ import annotations
@@ -44,7 +46,6 @@ class _Session:
 class _Step:
     t_ms: float
     think_ms: float | None
-    end_ms: float | None
     tokens: dict
     kind: str
     where: str
@@ -72,7 +73,14 @@ def import_opencode(src: Path, options: ImportOptions) -> ImportResult:
         chain = shared.copy()
         for turn, step in enumerate(steps_by_session[session.id]):
             num_in = _input(step)
-            chain.advance_to(num_in, reset_to=prefix)
+            if step.kind == "compaction":
+                # opencode summarises with its own system prompt and no tools: nothing is shared.
+                fresh = BlockChain(block_size, alloc)
+                fresh.extend(num_in)
+                hash_ids = tuple(fresh.ids)
+            else:
+                chain.advance_to(num_in, reset_to=prefix)
+                hash_ids = tuple(chain.ids)
             tokens = step.tokens
             reasoning = int(tokens.get("reasoning") or 0)
             output = int(tokens.get("output") or 0) + reasoning
@@ -81,7 +89,7 @@ def import_opencode(src: Path, options: ImportOptions) -> ImportResult:
                 t=max(0.0, (step.t_ms - base_ms) / 1000),
                 session=session.id,
                 turn=turn,
-                hash_ids=tuple(chain.ids),
+                hash_ids=hash_ids,
                 input_tokens=num_in,
                 output_tokens=output,
                 reasoning_tokens=reasoning,
@@ -90,7 +98,8 @@ def import_opencode(src: Path, options: ImportOptions) -> ImportResult:
                 parent=session.parent_id,
                 cached_tokens=int(_cache(tokens).get("read") or 0),
             ))
-            chain.extend(output)
+            if step.kind != "compaction":
+                chain.extend(output)
     created = datetime.fromtimestamp(base_ms / 1000, timezone.utc).isoformat(timespec="milliseconds")
     header = TraceHeader(block_size=block_size, source="opencode", created=created,
                          meta={"prefix_tokens": prefix, "sessions": len(sessions), "imported_from": str(src)})
@@ -98,10 +107,17 @@ def import_opencode(src: Path, options: ImportOptions) -> ImportResult:
 
 
 def _steps(session: _Session) -> list[_Step]:
-    """One step per step-finish, with its send time and the client time before it."""
+    """One step per step-finish, with its send time and the client time before it.
+
+    opencode writes one assistant message per model call (newer builds) or several calls
+    into one message (older builds); both read the same way. A call's think time runs from
+    the end of the previous call's generation (its first tool starting, or its message
+    completing) to this call's send (its message's creation, or its previous step's tools
+    ending), so it holds tool execution and the user's pauses.
+    """
     steps: list[_Step] = []
     user_parts: dict[str, list[dict]] = {}
-    prev_end: float | None = None
+    gen_end: float | None = None
     for info, parts in session.messages:
         mid = info.get("id", "?")
         if info.get("role") == "user":
@@ -121,29 +137,30 @@ def _steps(session: _Session) -> list[_Step]:
         groups = _split_steps(parts)
         if not groups and isinstance(info.get("tokens"), dict) and _input_of(info["tokens"]) > 0:
             groups = [([], {"tokens": info["tokens"]})]  # an older build without step parts
-        prev_tools: list[dict] = []
+        tools_end: float | None = None
+        t = created
         for j, (step_parts, finish) in enumerate(groups):
             tokens = finish.get("tokens")
             if not isinstance(tokens, dict):
                 raise TraceError(f"{where}: step-finish without a tokens object")
-            if j == 0:
-                t = created
-                think = None if prev_end is None else created - prev_end
-            elif prev_tools:
-                t = max(_tool_time(p, "end", where) for p in prev_tools)
-                think = t - min(_tool_time(p, "start", where) for p in prev_tools)
-            else:
-                t = _first_time(step_parts) or steps[-1].t_ms
-                think = None
+            if j > 0:
+                t = tools_end if tools_end is not None else (_first_time(step_parts) or t)
+            think = None if gen_end is None else max(0.0, t - gen_end)
             if _input_of(tokens) > 0:
-                steps.append(_Step(t, think, None, tokens, kind, where))
+                steps.append(_Step(t, think, tokens, kind, where))
             else:
                 log.info("%s: step %d reports no prompt tokens; skipped", where, j)
-            prev_tools = [p for p in step_parts if p.get("type") == "tool" and isinstance((p.get("state") or {}).get("time"), dict)
-                          and "end" in p["state"]["time"]]
+            tools = [p for p in step_parts if p.get("type") == "tool"
+                     and isinstance((p.get("state") or {}).get("time"), dict) and "end" in p["state"]["time"]]
+            if tools:
+                gen_end = min(_tool_time(p, "start", where) for p in tools)
+                tools_end = max(_tool_time(p, "end", where) for p in tools)
+            else:
+                gen_end = _last_time(step_parts) or t
+                tools_end = None
         completed = time.get("completed")
-        if isinstance(completed, (int, float)):
-            prev_end = float(completed)
+        if tools_end is None and isinstance(completed, (int, float)):
+            gen_end = float(completed)
     return steps
 
 
@@ -166,6 +183,12 @@ def _first_time(parts: list[dict]) -> float | None:
         if isinstance(time, dict) and isinstance(time.get("start"), (int, float)):
             times.append(float(time["start"]))
     return min(times) if times else None
+
+
+def _last_time(parts: list[dict]) -> float | None:
+    times = [float(p["time"]["end"]) for p in parts if p.get("type") in ("text", "reasoning")
+             and isinstance(p.get("time"), dict) and isinstance(p["time"].get("end"), (int, float))]
+    return max(times) if times else None
 
 
 def _tool_time(part: dict, key: str, where: str) -> float:

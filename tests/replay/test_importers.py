@@ -27,16 +27,19 @@ def _check_opencode_calls(calls, prefix_tokens, session="ses_4f2a9c1d7ffeA1"):
     assert [c.cached_tokens for c in main] == [0, 9900, 12200, 12600, 12900, 0]
     # Send times: the first step at the message's creation, later steps when their tools ended.
     assert [c.t for c in main] == [0.0, 3.4, 9.0, 59.7, 70.6, 94.6]
-    # Think gaps: tool execution inside a message, the user's pause between messages.
-    assert [c.think_time for c in main] == [None, 0.8, 1.5, 39.2, 1.1, 5.1]
+    # Think gaps: from the end of the previous call's generation (its tools starting, or its
+    # message completing) to this send: tool execution and the user's pauses.
+    assert [c.think_time for c in main] == [None, 0.8, 1.5, 39.2, 9.1, 5.1]
     # Each call extends the previous context (all its full blocks are a prefix) ...
-    for prev, cur in zip(main[:4], main[1:5]):
+    for prev, cur in zip(main[:3], main[1:4]):
         full = prev.input_tokens // 64
         assert cur.hash_ids[:full] == prev.hash_ids[:full]
-    # ... until compaction replaced the history: the next call keeps only the fixed prefix.
+    # ... the compaction call (own system prompt, no tools) shares nothing ...
+    assert not set(main[4].hash_ids) & {h for c in calls if c is not main[4] for h in c.hash_ids}
+    # ... and after it the history is gone: the next call keeps only the fixed prefix.
     prefix_blocks = prefix_tokens // 64
-    assert main[5].hash_ids[:prefix_blocks] == main[4].hash_ids[:prefix_blocks]
-    assert main[5].hash_ids[prefix_blocks] != main[4].hash_ids[prefix_blocks]
+    assert main[5].hash_ids[:prefix_blocks] == main[3].hash_ids[:prefix_blocks]
+    assert main[5].hash_ids[prefix_blocks] != main[3].hash_ids[prefix_blocks]
 
 
 def test_opencode_export():
@@ -217,3 +220,47 @@ def test_unknown_format_lists_known_ones(tmp_path):
 def test_block_size_option_overrides_the_formats_own():
     header, _ = import_trace("azure", FIXTURES / "azure.csv", ImportOptions(block_size=16))
     assert header.block_size == 16
+
+
+# Made with opencode 1.18.33 (npm opencode-ai), `opencode run` against a small local
+# OpenAI-compatible server that answers with a read tool call, a task (subagent) call and
+# text, with the model's context limit set low enough to trigger one automatic compaction;
+# then `opencode export <session>` and a dump of the opencode.db it wrote (the rows of
+# session, message, part and project, and the whole schema).
+REAL_SESSION = "ses_dd5847435ffeXYYCCOiK54NwZj"
+REAL_CHILD = "ses_dd5846873ffek42432S5kwjtJi"
+
+
+def _check_real(calls):
+    main = [c for c in calls if c.session == REAL_SESSION]
+    assert [c.kind for c in main] == ["turn", "turn", "turn", "compaction", "turn"]
+    # every prompt token: uncached + cache read (+ cache write); output includes reasoning
+    assert [c.input_tokens for c in main] == [7733, 7837, 7955, 699, 7779]
+    assert [(c.output_tokens, c.reasoning_tokens) for c in main] == [(12, 4)] * 5
+    assert [c.cached_tokens for c in main] == [7433, 7537, 7655, 399, 7479]
+    assert [c.t for c in main] == [0.0, 1.12, 1.813, 2.047, 2.285]
+    # The second call waited for the read tool; the third for the subagent.
+    assert main[1].think_time == 0.351 and main[2].think_time == 0.538
+    full = main[0].input_tokens // 64
+    assert main[1].hash_ids[:full] == main[0].hash_ids[:full]
+
+
+def test_opencode_real_export():
+    header, calls = import_trace("opencode", FIXTURES / "opencode_real_export.json")
+    assert header.meta["sessions"] == 1
+    _check_real(calls)
+
+
+def test_opencode_real_database(tmp_path):
+    db = tmp_path / "opencode.db"
+    con = sqlite3.connect(db)
+    con.executescript((FIXTURES / "opencode_real_db.sql").read_text())
+    con.close()
+    header, calls = import_trace("opencode", db)
+    _check_real(calls)
+    child = [c for c in calls if c.session == REAL_CHILD]
+    assert [(c.kind, c.parent, c.input_tokens) for c in child] == [("subagent", REAL_SESSION, 6066),
+                                                                  ("subagent", REAL_SESSION, 6168)]
+    # The subagent ran while its parent waited on the task tool.
+    main = [c for c in calls if c.session == REAL_SESSION]
+    assert main[1].t < child[0].t < child[1].t < main[2].t
