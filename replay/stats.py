@@ -74,8 +74,8 @@ def trace_stats(trace: Trace, max_context: int | None = None) -> TraceStats:
         prev = last_in_session.get(call.session)
         if prev is not None and call.kind != "compaction":
             shared = _common_prefix(prev.hash_ids, call.hash_ids)
-            # An append keeps every full block of the previous prompt and adds to it.
-            if shared >= prev.input_tokens // block and call.input_tokens > prev.input_tokens:
+            # An append keeps every block of the previous prompt but its last (maybe partial) one.
+            if shared >= max(len(prev.hash_ids) - 1, 1) and call.input_tokens > prev.input_tokens:
                 appends.append(call.input_tokens - min(shared * block, call.input_tokens))
         last_in_session[call.session] = call
         peak[call.session] = max(peak.get(call.session, 0), call.input_tokens)
