@@ -203,8 +203,7 @@ def create_app(config: RecordConfig) -> Starlette:
             content = await upstream.aread()
             await upstream.aclose()
             if exchange is not None and upstream.status_code < 400:
-                exchange.finished = time.time()
-                exchange.first_token = exchange.finished
+                exchange.finished = time.time()  # no first-token time without a stream: ttft stays unknown
                 exchange.usage = (_json_or_none(content) or {}).get("usage") if content else None
                 _record(recorder, exchange)
             elif exchange is not None:

@@ -128,6 +128,7 @@ def test_non_streaming_call_passes_through_and_is_recorded(servers):
     # Text blocks of block_size (16) x chars_per_token (4) = 64 characters of the canonical prompt text.
     assert len(call.hash_ids) == -(-len(f"<system>{SYSTEM}\n<user>Fix the bug in app.py") // 64)
     assert call.duration >= 0 and call.think_time is None
+    assert call.ttft is None  # not observable without a stream
 
 
 def test_streaming_is_transparent_and_usage_comes_from_the_server(servers):
@@ -207,3 +208,19 @@ def test_unreachable_upstream_is_a_502_and_not_recorded(tmp_path):
         assert read_trace(out).calls == []
     finally:
         proxy.stop()
+
+
+def test_a_client_that_hangs_up_mid_stream_still_gets_its_call_recorded(servers):
+    upstream, start_proxy, _ = servers
+    proxy, out = start_proxy()
+    body = {"model": "tiny", "messages": _messages("hang up"), "stream": True}
+    with httpx.stream("POST", proxy.url + "/v1/chat/completions", json=body) as reply:
+        for line in reply.iter_lines():
+            if "reasoning_content" in line:
+                break  # leave after the first token
+    deadline = time.monotonic() + 10
+    while not read_trace(out).calls:
+        assert time.monotonic() < deadline, "the cut call was never recorded"
+        time.sleep(0.05)
+    (call,) = read_trace(out).calls
+    assert call.ttft is not None and call.output_tokens < 8  # counted from what streamed before the cut
