@@ -69,6 +69,7 @@ class LLM:
         self._next_id = 0
         logger.info("LLM ready: %s on %s, attention %s", self.checkpoint, self.device, self.attention.name)
 
+    @torch.inference_mode()
     def generate(self, prompts: Prompt | Sequence[Prompt],
                  params: SamplingParams | Sequence[SamplingParams] | None = None) -> list[RequestOutput]:
         """Generate for each prompt (a string or a list of token ids); one output per prompt, in order."""
