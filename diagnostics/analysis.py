@@ -242,17 +242,30 @@ def _onset(source: Source, samples: pd.DataFrame, life_use: pd.DataFrame, onset_
     if pos > 0:
         last_good = life_use.iloc[pos - 1]
         lo = int(last_good["step_index"]) + 1
+        t0 = last_good["t"]
     else:
         lo = int(first_bad["step_index"])
+        t0 = first_bad["t"]
     hi = int(first_bad["step_index"])
     # An idle line is not where a slowdown starts: the first prefill or decode row after it is.
     busy = [i for i in range(lo, hi + 1) if steps.iloc[i]["phase"] != "idle"] or [hi]
     row = steps.iloc[busy[0]]
-    trigger = _trigger(source, steps.iloc[lo:hi + 1], life, row["t"], first_bad["t"])
+    trigger = _trigger(source, steps.iloc[lo:hi + 1], life, t0, first_bad["t"])
     return Onset(row["t"].to_datetime64(), float(row["engine_age_s"]), life, trigger)
 
 
 def _trigger(source: Source, window: pd.DataFrame, life: int, t0, t1) -> Optional[Trigger]:
+    """What happened between the last healthy sample (t0) and the first degraded one (t1).
+
+    A recorded fault switch first; then a prefill that stands out (the largest in the window,
+    above the TRIGGER_QUANTILE of the life's earlier prefills, or any when there were fewer
+    than five); then a dropped request or a preemption. None when nothing stands out.
+    """
+    ev = source.events
+    ev = ev[(ev["t"] >= t0) & (ev["t"] <= t1)]
+    faults = ev[ev["kind"] == "fault_on"]
+    if not faults.empty:
+        return _event_trigger(faults.iloc[-1])
     prefills = window[(window["phase"] == "prefill") & window["new_tokens"].notna()]
     if not prefills.empty:
         total = prefills["new_tokens"] + prefills["cached_tokens"].fillna(0)
@@ -260,19 +273,20 @@ def _trigger(source: Source, window: pd.DataFrame, life: int, t0, t1) -> Optiona
         steps = source.steps
         before = steps[(steps["engine_life"] == life) & (steps["phase"] == "prefill") & (steps["t"] < best["t"])]
         earlier = (before["new_tokens"] + before["cached_tokens"].fillna(0)).dropna()
-        if len(earlier) < 5 or total.max() >= earlier.quantile(TRIGGER_QUANTILE):
+        if len(earlier) < 5 or total.max() > earlier.quantile(TRIGGER_QUANTILE):
             cached = best["cached_tokens"]
             kind = "prefill_append" if pd.notna(cached) and cached > 0 else "prefill"
             return Trigger(kind, best["t"].to_datetime64(), int(best["new_tokens"]),
                            None if pd.isna(cached) else int(cached),
                            f"{int(best['new_tokens'])} new tokens onto {0 if pd.isna(cached) else int(cached)} cached")
-    ev = source.events
-    ev = ev[(ev["t"] >= t0) & (ev["t"] <= t1) & ev["kind"].isin(("fault_on", "dropped_request", "preemption"))]
-    if not ev.empty:
-        e = ev.iloc[-1]
-        new = None if pd.isna(e["new_tokens"]) else int(e["new_tokens"])
-        return Trigger(str(e["kind"]), e["t"].to_datetime64(), new, None, str(e["detail"] or ""))
-    return None
+    other = ev[ev["kind"].isin(("dropped_request", "preemption"))]
+    return _event_trigger(other.iloc[-1]) if not other.empty else None
+
+
+def _event_trigger(e: pd.Series) -> Trigger:
+    new = None if pd.isna(e["new_tokens"]) else int(e["new_tokens"])
+    cached = None if pd.isna(e["cached_tokens"]) else int(e["cached_tokens"])
+    return Trigger(str(e["kind"]), e["t"].to_datetime64(), new, cached, "" if pd.isna(e["detail"]) else str(e["detail"]))
 
 
 def _slowdown(use, model, onset_idx, life_use, age: bool, probes: Optional[Matched]) -> Slowdown:

@@ -121,7 +121,7 @@ def read_events(run_dir: Path) -> pd.DataFrame:
     return df.reindex(columns=EVENT_FRAME_COLUMNS).sort_values("t", kind="stable", ignore_index=True)
 
 
-def attach_lives(df: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
+def attach_lives(df: pd.DataFrame, events: pd.DataFrame, time_col: str = "t") -> pd.DataFrame:
     """Fill `engine_life` and `engine_age_s` where a table lacks them, from engine_start events."""
     df = df.copy()
     for name in ("engine_life", "engine_age_s"):
@@ -132,7 +132,7 @@ def attach_lives(df: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
         return df
     if df["engine_life"].isna().any() or df["engine_age_s"].isna().any():
         starts = events.loc[events["kind"].isin(schema.STARTUP_KINDS), "t"].to_numpy(dtype="datetime64[ns]")
-        t = np.concatenate([starts, df["t"].to_numpy(dtype="datetime64[ns]")])
+        t = np.concatenate([starts, df[time_col].to_numpy(dtype="datetime64[ns]")])
         is_start = np.r_[np.ones(len(starts), bool), np.zeros(len(df), bool)]
         order = np.argsort(t, kind="stable")
         lives, ages, _ = assign_engine_lives(t[order], is_start[order], ~is_start[order])

@@ -67,7 +67,8 @@ def _load_run_dir(path: Path, date: Optional[dt.date], year: Optional[int]) -> S
         events = pd.concat([e for e in (events, parsed.events) if not e.empty] or [empty_events()],
                            ignore_index=True).sort_values("t", kind="stable", ignore_index=True)
     steps = rundir.attach_lives(steps, events).reindex(columns=STEP_FRAME_COLUMNS)
-    tables = {name: rundir.attach_lives(rundir.read_table(path, name), events)
+    tables = {name: rundir.attach_lives(rundir.read_table(path, name), events,
+                                        "t_send" if name == "requests" else "t")
               for name in ("requests", "probes", "snapshots")}
     target = manifest.target if isinstance(manifest.target, str) else "builtin"
     engine = "tokdrift" if target == "builtin" else (log_info.format if log_info else "unknown")

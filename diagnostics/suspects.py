@@ -5,6 +5,11 @@ of the steps table) is aligned to the decode samples (the last value at or befor
 sample) and ranked by the absolute Spearman rank correlation with the residual. A column
 that only ever grows (a cumulative counter) is first turned into a rate per second, or it
 would track anything that grows with time.
+
+Rank correlation alone cannot tell a figure that steps up at the onset from one that merely
+grows with engine age (both rank the same way against a step in the residual), so the score
+is |rho| * (1 + |partial rho given engine age|) / 2: a figure that tracks the slowdown beyond
+what engine age alone predicts ranks first.
 """
 
 from __future__ import annotations
@@ -62,7 +67,7 @@ def _as_rate(snaps: pd.DataFrame, name: str) -> pd.DataFrame:
 
 
 def _suspect(name: str, series: pd.DataFrame, samples: pd.DataFrame, onset: Optional[Onset]) -> Optional[Suspect]:
-    left = samples[["t", "residual"]].astype({"t": "datetime64[ns]"})
+    left = samples[["t", "residual", "engine_age_s"]].astype({"t": "datetime64[ns]"})
     right = series.astype({"t": "datetime64[ns]"}).sort_values("t")
     aligned = pd.merge_asof(left, right, on="t", direction="backward")
     aligned = aligned.dropna()
@@ -71,6 +76,8 @@ def _suspect(name: str, series: pd.DataFrame, samples: pd.DataFrame, onset: Opti
     rho = spearmanr(aligned[name], aligned["residual"]).statistic
     if not np.isfinite(rho) or abs(rho) < MIN_SCORE:
         return None
+    partial = _partial_rank(aligned[name], aligned["residual"], aligned["engine_age_s"])
+    score = abs(rho) * (1 + abs(partial)) / 2
     if onset is not None:
         before = aligned.loc[aligned["t"] < onset.t, name]
         after = aligned.loc[aligned["t"] >= onset.t, name]
@@ -80,6 +87,16 @@ def _suspect(name: str, series: pd.DataFrame, samples: pd.DataFrame, onset: Opti
         k = max(1, len(aligned) // 4)
         move = f"median {aligned[name].head(k).median():.4g} early, {aligned[name].tail(k).median():.4g} late"
     direction = "rises" if rho > 0 else "falls"
-    return Suspect(name, float(abs(rho)),
-                   f"{direction} as decode slows: Spearman rho {rho:+.2f} with the residual over {len(aligned)} samples; "
-                   f"{move}")
+    return Suspect(name, float(score),
+                   f"{direction} as decode slows: Spearman rho {rho:+.2f} with the residual over {len(aligned)} samples "
+                   f"({partial:+.2f} beyond engine age); {move}")
+
+
+def _partial_rank(x: pd.Series, y: pd.Series, z: pd.Series) -> float:
+    """Spearman correlation of x and y with the rank-linear effect of z removed."""
+    r = np.corrcoef(np.vstack([x.rank(), y.rank(), z.rank()]))
+    rxy, rxz, ryz = r[0, 1], r[0, 2], r[1, 2]
+    denom = (1 - rxz**2) * (1 - ryz**2)
+    if not np.isfinite(denom) or denom < 1e-9:
+        return 0.0
+    return float((rxy - rxz * ryz) / np.sqrt(denom))

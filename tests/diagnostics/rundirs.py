@@ -1,0 +1,103 @@
+"""Small synthetic run directories, written with pandas the way the soak writer will."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from diagnostics import rundir_schema as schema
+
+T0 = 1_790_000_000.0  # Unix seconds
+
+
+def make_run_dir(root: Path, minutes: int = 60, fault_at_min: Optional[float] = 30, restart_at_min: Optional[float] = 45,
+                 slowdown: float = 3.0, client_bias: float = 1.0, drop_life_columns: bool = False,
+                 schema_version: int = schema.SCHEMA_VERSION, seed: int = 0) -> Path:
+    """A built-in engine run: per-step rows every second, snapshots every 10 s, probes every 3 min.
+
+    With a fault, step time is multiplied by `slowdown` from `fault_at_min` until the restart;
+    `kv_fragmentation` jumps at the fault (the true suspect), `radix_nodes` only grows with
+    engine age, `rss_bytes` is noise. `client_bias` scales the client's decode rate.
+    """
+    rng = np.random.default_rng(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    t = T0 + np.arange(0, minutes * 60, 1.0)
+    restart = T0 + restart_at_min * 60 if restart_at_min is not None else np.inf
+    fault = T0 + fault_at_min * 60 if fault_at_min is not None else np.inf
+    life = (t >= restart).astype(np.int64)
+    age = np.where(life == 1, t - restart, t - T0)
+    degraded = (t >= fault) & (t < restart)
+    ctx = rng.integers(20_000, 40_000, len(t)).astype(float)
+    step = (0.012 + 0.002 + 1.5e-7 * ctx) * np.where(degraded, slowdown, 1.0) * (1 + rng.normal(0, 0.02, len(t)))
+    steps = pd.DataFrame({
+        "t": t, "engine_age_s": age, "engine_life": life, "phase": "decode", "num_running_reqs": 2.0,
+        "num_queue_reqs": 0.0, "num_tokens": ctx, "step_time_s": step, "num_decode_tokens": 2.0,
+        "gen_tps": 2.0 / step, "token_usage": ctx / 262_144, "forward_s": step * 0.9,
+    })
+    prefill = np.arange(len(t)) % 30 == 0
+    steps.loc[prefill, ["phase", "new_tokens", "cached_tokens", "step_time_s", "gen_tps"]] = ["prefill", 2000.0, 20_000.0,
+                                                                                               np.nan, np.nan]
+    if drop_life_columns:
+        steps = steps.drop(columns=["engine_age_s", "engine_life"])
+    _parts(root / "steps", steps, 2)
+    (root / "steps" / "part-000009.parquet.tmp").write_bytes(b"half-written")
+
+    ts = T0 + np.arange(0, minutes * 60, 10.0)
+    s_life = (ts >= restart).astype(np.int64)
+    s_deg = (ts >= fault) & (ts < restart)
+    s_age = np.where(s_life == 1, ts - restart, ts - T0)
+    snaps = pd.DataFrame({
+        "t": ts, "engine_age_s": s_age, "engine_life": s_life,
+        "radix_nodes": 100 + s_age * 2.0,
+        "kv_fragmentation": np.where(s_deg, 0.6, 0.1) + rng.normal(0, 0.02, len(ts)),
+        "rss_bytes": 4e9 + rng.normal(0, 1e7, len(ts)),
+        "expert_hits": np.cumsum(rng.integers(100, 110, len(ts))).astype(float),
+    })
+    _parts(root / "snapshots", snaps, 1)
+
+    tp = T0 + np.arange(60, minutes * 60, 180.0)
+    p_deg = (tp >= fault) & (tp < restart)
+    probes = pd.DataFrame({
+        "t": tp, "engine_life": (tp >= restart).astype(np.int64),
+        "engine_age_s": np.where(tp >= restart, tp - restart, tp - T0),
+        "probe_id": "probe-1", "prompt_tokens": 1024, "output_tokens": 128, "ttft_s": 0.2,
+        "decode_tps": np.where(p_deg, 60.0 / slowdown, 60.0) * (1 + rng.normal(0, 0.01, len(tp))), "status": "ok",
+    })
+    _parts(root / "probes", probes, 1)
+
+    tr = T0 + np.arange(30, minutes * 60 - 30, 120.0)
+    r_deg = (tr >= fault) & (tr < restart)
+    per_req = 1.0 / ((0.014 + 1.5e-7 * 30_000) * np.where(r_deg, slowdown, 1.0))
+    out_tokens = 200
+    decode_s = (out_tokens - 1) / (per_req * client_bias)
+    requests = pd.DataFrame({
+        "request_id": [f"r{i}" for i in range(len(tr))], "session": "s0", "turn": np.arange(len(tr)), "kind": "turn",
+        "t_send": tr, "t_first_token": tr + 0.5, "t_first_content": tr + 1.5, "t_last_token": tr + 0.5 + decode_s,
+        "prompt_tokens": 30_000, "cached_tokens": 28_000, "output_tokens": out_tokens, "reasoning_tokens": 40,
+        "status": "ok", "error": None,
+    })
+    _parts(root / "requests", requests, 1)
+
+    events = [{"t": T0 - 5, "kind": "start", "run_id": "test"}, {"t": T0, "kind": "engine_start", "pid": 1}]
+    if fault_at_min is not None:
+        events.append({"t": fault - 1, "kind": "fault_on", "fault": "kv-scatter"})
+    if restart_at_min is not None:
+        events += [{"t": restart - 1, "kind": "engine_restart", "reason": "scheduled"},
+                   {"t": restart, "kind": "engine_start", "pid": 2}]
+    lines = [json.dumps(e) for e in events]
+    (root / schema.EVENTS).write_text("\n".join(lines) + '\n{"t": 17900', encoding="utf-8")  # torn last line
+    manifest = {"schema_version": schema_version, "run_id": "test", "status": "completed",
+                "started_at": "2026-09-23T09:00:00Z", "ended_at": "2026-09-23T10:00:00Z", "target": "builtin",
+                "command": ["soak", "run"], "configs": {}, "host": {"cpu": "test"}}
+    (root / schema.MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    return root
+
+
+def _parts(folder: Path, df: pd.DataFrame, n: int) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, chunk in enumerate(np.array_split(np.arange(len(df)), n)):
+        df.iloc[chunk].to_parquet(folder / f"part-{i:06d}.parquet", index=False)
