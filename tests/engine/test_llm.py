@@ -109,3 +109,11 @@ def test_soak_generate_and_checkpoint_commands(home, tmp_path):
     result = runner.invoke(app, ["checkpoint", str(tmp_path / "ck")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "ck" / "config.json").exists() and (tmp_path / "ck" / "model.safetensors").exists()
+
+
+def test_soak_generate_with_a_missing_model_is_a_user_error(tmp_path):
+    from soak.cli import app
+
+    result = CliRunner().invoke(app, ["generate", "hi", "--model", str(tmp_path / "nope")])
+    assert isinstance(result.exception, TokdriftError)
+    assert "nope" in str(result.exception)

@@ -93,3 +93,32 @@ def test_greedy_generation_gives_the_same_tokens(pair):
     assert out.token_ids == want
     assert out.finish_reason == "length"
     assert out.prompt_token_ids == prompt
+
+
+def test_state_slot_snapshot_forks_a_shared_prefix(pair):
+    """What the radix cache does: keep a prefix's KV slots, copy its state slot, continue two ways."""
+    reference, ours, _, ids = pair
+    prefix, left, right = ids[:50], ids[50:60], ids[60:75]
+    kv, states = make_pools(ours.config)
+    _run(ours, (kv, states), [RequestSlice(prefix, 0, range(50), 0)], all_logits=False)
+    states.copy_slot(0, 3)
+    # slot 0 continues with `left` in KV slots 50..59; slot 3 with `right` in 200..214, same prefix slots
+    got = _run(ours, (kv, states), [RequestSlice(left, 50, list(range(60)), 0),
+                                   RequestSlice(right, 50, list(range(50)) + list(range(200, 215)), 3)])
+    with torch.no_grad():
+        want_left = reference(torch.tensor([prefix + left])).logits[0, 50:]  # [10, V]
+        want_right = reference(torch.tensor([prefix + right])).logits[0, 50:]  # [15, V]
+    torch.testing.assert_close(got, torch.cat((want_left, want_right)), atol=ATOL, rtol=0)
+
+
+def test_state_pool_reset_and_copy_touch_only_their_slot(pair):
+    _, ours, _, ids = pair
+    kv, states = make_pools(ours.config)
+    _run(ours, (kv, states), [RequestSlice(ids[:10], 0, range(10), 1)])
+    assert all(rec[1].abs().sum() > 0 for rec in states.recurrent)
+    states.copy_slot(1, 2)
+    assert all(torch.equal(rec[1], rec[2]) for rec in states.recurrent)
+    assert all(torch.equal(conv[1], conv[2]) for conv in states.conv)
+    states.reset(1)
+    assert all(rec[1].abs().sum() == 0 and conv[1].abs().sum() == 0 for rec, conv in zip(states.recurrent, states.conv))
+    assert all(rec[2].abs().sum() > 0 for rec in states.recurrent)
