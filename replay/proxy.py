@@ -156,14 +156,13 @@ class Recorder:
 
 
 def create_app(config: RecordConfig) -> Starlette:
-    """The proxy as an ASGI app; the trace file is opened on startup and closed on shutdown."""
-    state: dict[str, Any] = {}
+    """The proxy as an ASGI app; the trace file is opened here and closed on shutdown."""
+    state: dict[str, Any] = {"recorder": Recorder(config)}  # opened now, so a bad path fails before serving
     base = config.upstream.rstrip("/")
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
         state["client"] = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0))
-        state["recorder"] = Recorder(config)
         try:
             yield
         finally:

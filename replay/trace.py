@@ -235,6 +235,12 @@ class TraceWriter:
     def __init__(self, path: str | os.PathLike, header: TraceHeader, *, append: bool = False) -> None:
         self.path = Path(path)
         self.num_written = 0
+        try:
+            self._open(header, append)
+        except OSError as exc:
+            raise TraceError(f"{self.path}: cannot write trace ({exc.strerror})") from None
+
+    def _open(self, header: TraceHeader, append: bool) -> None:
         if append and self.path.exists() and self.path.stat().st_size > 0:
             existing = read_header(self.path)
             if existing.block_size != header.block_size:

@@ -128,3 +128,14 @@ def test_importing_replay_does_not_import_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_writer_refuses_a_bad_path_and_a_file_that_is_not_a_trace(tmp_path):
+    header = TraceHeader(block_size=16, source="record")
+    with pytest.raises(TraceError, match="cannot write trace"):
+        TraceWriter(tmp_path / "no" / "such" / "dir.jsonl", header)
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text('{"hello": 1}\n')
+    with pytest.raises(TraceError, match="expected a header"):
+        TraceWriter(notes, header, append=True)
+    assert notes.read_text() == '{"hello": 1}\n'  # left alone
