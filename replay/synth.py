@@ -211,7 +211,8 @@ def _session(config: SynthConfig, index: int, start: float, shared: BlockChain) 
             s.compact()
         s.wait(think)
         s.append(num_append)
-    return s.calls, s.t
+    calls = [c for c in s.calls if cfg.duration is None or c.t <= cfg.duration]  # a session's tail only
+    return calls, s.t
 
 
 def _lognormal(rng: np.random.Generator, median: float, sigma: float, low: int, high: int) -> int:
