@@ -117,3 +117,29 @@ def test_soak_generate_with_a_missing_model_is_a_user_error(tmp_path):
     result = CliRunner().invoke(app, ["generate", "hi", "--model", str(tmp_path / "nope")])
     assert isinstance(result.exception, TokdriftError)
     assert "nope" in str(result.exception)
+
+
+def test_checkpoint_tokenizer_json_is_used(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from tests.engine._reference import write_reference
+
+    write_reference("hybrid_moe_shared_gqa", tmp_path)
+    vocab = {"[UNK]": 0, "hello": 5, "world": 7, "again": 9}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    llm = LLM(tmp_path, max_model_len=32)
+    out = llm.generate("hello world", SamplingParams(max_tokens=3, temperature=0, ignore_eos=True))[0]
+    assert out.prompt_token_ids == [5, 7]
+    assert llm.tokenizer.decode([5, 9]) == "hello again"
+
+
+def test_byte_tokenizer_round_trips_utf8_and_drops_specials():
+    from engine.tokenizer import ByteTokenizer
+
+    tok = ByteTokenizer(272)
+    ids = tok.encode("héllo ✓")
+    assert len(ids) == len("héllo ✓".encode())
+    assert tok.decode(ids + [256, 258]) == "héllo ✓"
+    assert tok.special_ids == {"<|endoftext|>": 256, "<|im_start|>": 257, "<|im_end|>": 258}
