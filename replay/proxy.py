@@ -73,7 +73,6 @@ class Exchange:
     finished: float | None = None
     usage: dict[str, Any] | None = None
     num_deltas: int = 0
-    status: int = 0
 
 
 @dataclass
@@ -113,7 +112,7 @@ class Recorder:
             text = _prompt_text(body)
             ids = text_block_hashes(text, max(1, round(cfg.block_size * cfg.chars_per_token)))
             estimate = math.ceil(len(text) / cfg.chars_per_token)
-        usage = ex.usage or {}
+        usage = ex.usage if isinstance(ex.usage, dict) else {}
         num_in = _int(usage.get("prompt_tokens"), estimate)
         num_out = _int(usage.get("completion_tokens"), ex.num_deltas)
         reasoning = _int((usage.get("completion_tokens_details") or {}).get("reasoning_tokens"), None)
@@ -203,7 +202,8 @@ def create_app(config: RecordConfig) -> Starlette:
             await upstream.aclose()
             if exchange is not None and upstream.status_code < 400:
                 exchange.finished = time.time()  # no first-token time without a stream: ttft stays unknown
-                exchange.usage = (_json_or_none(content) or {}).get("usage") if content else None
+                reply = _json_or_none(content)
+                exchange.usage = reply.get("usage") if isinstance(reply, dict) else None
                 _record(recorder, exchange)
             elif exchange is not None:
                 log.warning("upstream answered %d to %s; not recorded", upstream.status_code, path)
