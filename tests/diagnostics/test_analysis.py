@@ -1,0 +1,114 @@
+"""Analysis truths: the seed excerpt, each format with a known slowdown, context growth, flat, too little."""
+
+import datetime as dt
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from diagnostics.analysis import analyze
+from diagnostics.source import load_source
+from diagnostics.synthetic import FORMATS, Scenario, write
+
+DESIGN_KEYS = ["schema_version", "verdict", "slowdown", "onset", "recovered_by_restart", "suspects", "checks"]
+AGE = Scenario(hours=2, onset_h=1.0, restart_h=1.6)
+CONTEXT = Scenario(hours=2, batch=1, context_reset=None, context_start=10_000, append=(1000, 4000), per_token_s=2e-7)
+FLAT = Scenario(hours=1.5)
+
+
+def _analyze(tmp_path, sc, fmt):
+    path = write(sc, fmt, tmp_path / f"{fmt}.log")
+    return analyze(load_source(path, year=2026)).to_dict()
+
+
+def test_seed_excerpt_is_engine_age_with_onset_and_trigger(excerpt):
+    doc = analyze(load_source(excerpt, date=dt.date(2026, 9, 23))).to_dict()
+    assert list(doc) == DESIGN_KEYS and doc["schema_version"] == 1
+    assert doc["verdict"] == "engine_age_degradation"
+    assert doc["onset"]["t"] == "2026-09-23T21:18:50"
+    assert doc["onset"]["engine_age_s"] == 938
+    assert doc["onset"]["trigger"] == {"kind": "prefill_append", "t": "2026-09-23T21:18:50",
+                                       "new_tokens": 5792, "cached_tokens": 121712}
+    assert doc["recovered_by_restart"] is None  # the excerpt holds no restart
+    assert doc["slowdown"]["ratio"] < 0.2
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert checks["decode_after_prefill_or_idle"]["detail"].startswith("2 of 7")  # the 3.63 and the 1.80
+    assert checks["context_only_model"]["detail"].startswith("context cannot explain it")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_known_slowdown_is_found_in_every_format(tmp_path, fmt):
+    doc = _analyze(tmp_path, AGE, fmt)
+    assert doc["verdict"] == "engine_age_degradation"
+    onset = pd.Timestamp(doc["onset"]["t"])
+    assert abs(onset - pd.Timestamp("2026-09-23 10:00:00")) < pd.Timedelta(minutes=2)
+    assert doc["slowdown"]["ratio"] == pytest.approx(0.25, abs=0.03)
+    assert doc["recovered_by_restart"] is True
+    if fmt not in ("vllm", "prometheus"):  # their samples hold no single prefill
+        assert doc["onset"]["trigger"]["new_tokens"] == 5792
+        assert doc["onset"]["trigger"]["cached_tokens"] == 121712
+
+
+@pytest.mark.parametrize("fmt", ["freetoken", "sglang-old", "vllm", "prometheus"])
+def test_context_growth_alone_is_not_called_engine_age(tmp_path, fmt):
+    doc = _analyze(tmp_path, CONTEXT, fmt)
+    assert doc["verdict"] == "context_growth_only"
+    assert doc["slowdown"]["degraded_tps"] < 0.5 * doc["slowdown"]["healthy_tps"]  # raw throughput did fall
+    assert doc["slowdown"]["ratio"] == pytest.approx(1.0, abs=0.05)  # matched: no loss
+    assert doc["onset"] is None
+
+
+@pytest.mark.parametrize("fmt", ["freetoken", "sglang"])
+def test_flat_log_is_no_degradation(tmp_path, fmt):
+    doc = _analyze(tmp_path, FLAT, fmt)
+    assert doc["verdict"] == "no_degradation"
+    assert doc["onset"] is None
+
+
+def test_excerpt_style_log_where_context_explains_it(tmp_path):
+    """Few points, no context in the healthy lines: the generous context-only model explains it."""
+    path = tmp_path / "ctx-2026-09-23.log"
+    path.write_text("\n".join([
+        "10:00:00  Resolved config: moe_backend='offload'",
+        "10:01:00  Decode batch, #running-req: 1, gen throughput (token/s): 60.00",
+        "10:01:30  Decode batch, #running-req: 1, gen throughput (token/s): 62.00",
+        "10:10:00  Decode batch, #token: 100000, gen throughput (token/s): 30.00",
+        "10:10:10  Decode batch, #token: 150000, gen throughput (token/s): 22.00",
+        "10:10:20  Decode batch, #token: 200000, gen throughput (token/s): 17.50",
+    ]) + "\n")
+    doc = analyze(load_source(path)).to_dict()
+    assert doc["verdict"] == "context_growth_only"
+    detail = {c["name"]: c for c in doc["checks"]}["context_only_model"]["detail"]
+    assert detail.startswith("context explains the slowdown")
+
+
+def test_too_little_data_is_insufficient(tmp_path):
+    path = tmp_path / "short-2026-09-23.log"
+    path.write_text("10:00:00  Decode batch, #running-req: 1, gen throughput (token/s): 60.00\n"
+                    "10:00:10  Decode batch, #running-req: 1, gen throughput (token/s): 20.00\n")
+    doc = analyze(load_source(path)).to_dict()
+    assert doc["verdict"] == "insufficient_data"
+    assert doc["slowdown"] is None and doc["onset"] is None
+    data = {c["name"]: c for c in doc["checks"]}["data"]
+    assert data["status"] == "fail" and "usable decode samples" in data["detail"]
+
+
+def test_analysis_keeps_the_series_a_report_plots(tmp_path):
+    path = write(AGE, "freetoken", tmp_path / "ft.log")
+    result = analyze(load_source(path))
+    assert result.model is not None and result.model.context_identified
+    assert {"t", "residual", "excluded", "healthy", "step_time_s"} <= set(result.samples.columns)
+    assert len(result.changepoints.segments) >= 2
+
+
+def test_diagnostics_never_imports_torch(excerpt):
+    code = ("import sys, datetime\n"
+            "from diagnostics.source import load_source\n"
+            "from diagnostics.analysis import analyze\n"
+            "import diagnostics.cli, diagnostics.summary, diagnostics.synthetic\n"
+            f"analyze(load_source({str(excerpt)!r}, date=datetime.date(2026, 9, 23)))\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'engine', 'soak'))\n"
+            "assert not bad, bad\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

@@ -1,0 +1,60 @@
+"""Saved Prometheus scrape series: the file and folder forms, rates, restarts, bad blocks."""
+
+import logging
+
+import pandas as pd
+import pytest
+
+from diagnostics.errors import DiagnosticsError
+from diagnostics.prometheus import parse_scrapes
+from diagnostics.source import load_source
+
+
+def _scrape(t, running, gen_total, itl_sum, itl_count, usage=0.2, engine="vllm"):
+    return (f"# scrape_time: {t}\n"
+            f"# TYPE {engine}:num_requests_running gauge\n{engine}:num_requests_running{{model_name=\"m\"}} {running}\n"
+            f"# TYPE {engine}:kv_cache_usage_perc gauge\n{engine}:kv_cache_usage_perc{{model_name=\"m\"}} {usage}\n"
+            f"# TYPE {engine}:generation_tokens counter\n{engine}:generation_tokens_total{{model_name=\"m\"}} {gen_total}\n"
+            f"# TYPE {engine}:inter_token_latency_seconds histogram\n"
+            f"{engine}:inter_token_latency_seconds_bucket{{le=\"+Inf\"}} {itl_count}\n"
+            f"{engine}:inter_token_latency_seconds_sum {itl_sum}\n"
+            f"{engine}:inter_token_latency_seconds_count {itl_count}\n")
+
+
+def test_file_of_scrapes_gives_rates_from_deltas(tmp_path):
+    path = tmp_path / "metrics.prom"
+    path.write_text(_scrape("2026-09-23T09:00:00", 2, 0, 0.0, 0)
+                    + _scrape("2026-09-23T09:00:10", 2, 1000, 10.0, 500)  # 20 ms per token
+                    + _scrape("2026-09-23T09:00:20", 2, 1500, 20.0, 750), encoding="utf-8")  # 40 ms
+    steps, events, engine = parse_scrapes(path)
+    assert engine == "vllm"
+    assert steps["t"].tolist() == [pd.Timestamp("2026-09-23 09:00:0%d" % 0), pd.Timestamp("2026-09-23 09:00:10"),
+                                   pd.Timestamp("2026-09-23 09:00:20")]
+    assert steps["step_time_s"].iloc[1:].tolist() == pytest.approx([0.02, 0.04])
+    assert steps["gen_tps"].iloc[1:].tolist() == pytest.approx([100.0, 50.0])  # batch / step time
+    assert steps["phase"].tolist() == ["idle", "decode", "decode"]
+    assert events.empty
+
+
+def test_folder_of_scrapes_with_unix_times_and_a_restart(tmp_path, caplog):
+    folder = tmp_path / "scrapes"
+    folder.mkdir()
+    (folder / "a.prom").write_text(_scrape("1790000000", 1, 100, 1.0, 100, engine="sglang").replace(
+        "num_requests_running", "num_running_reqs"), encoding="utf-8")
+    (folder / "b.prom").write_text(_scrape("1790000010", 1, 600, 6.0, 600, engine="sglang").replace(
+        "num_requests_running", "num_running_reqs")
+        + "# scrape_time: 1790000015\nthis is { not prometheus\n"
+        + _scrape("1790000020", 1, 50, 0.5, 50, engine="sglang"), encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="diagnostics.prometheus"):
+        steps, events, engine = parse_scrapes(folder)
+    assert engine == "sglang"
+    assert len(steps) == 3  # the bad block is skipped, the rest kept
+    assert any("b.prom" in r.getMessage() for r in caplog.records)
+    assert steps["engine_life"].tolist() == [0, 0, 1]  # counters went down: a restart
+    assert events["kind"].tolist() == ["engine_start"]
+    assert steps["num_running_reqs"].iloc[0] == 1
+
+
+def test_a_folder_with_neither_manifest_nor_scrapes_is_refused(tmp_path):
+    with pytest.raises(DiagnosticsError, match="run directory"):
+        load_source(tmp_path)
