@@ -43,3 +43,8 @@ class ResidentExperts(ExpertProvider):
 
     def get(self, layer: int, expert: int) -> ExpertWeights:
         return self._weights[(layer, expert)]
+
+    @property
+    def num_parameters(self) -> int:
+        """Parameters held across every layer's experts."""
+        return sum(w.gate_up.numel() + w.down.numel() for w in self._weights.values())

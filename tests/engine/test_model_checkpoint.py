@@ -31,8 +31,7 @@ def test_same_seed_writes_same_bytes_and_other_seed_differs(tmp_path):
 def test_default_checkpoint_is_small_hybrid_moe_with_gqa(tmp_path):
     model = load_model(ckpt.write_default_checkpoint(tmp_path))
     config = model.config
-    num_params = sum(p.numel() for p in model.parameters()) + sum(
-        w.gate_up.numel() + w.down.numel() for w in model.experts._weights.values())
+    num_params = sum(p.numel() for p in model.parameters()) + model.experts.num_parameters
     assert 10_000_000 < num_params < 50_000_000
     assert config.full_attention_layers and config.linear_attention_layers
     assert config.num_key_value_heads < config.num_attention_heads
