@@ -27,7 +27,7 @@ def run_app(app) -> None:
         from rich.console import Console
         from rich.markup import escape
 
-        Console(stderr=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        Console(stderr=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
 
 
