@@ -125,6 +125,11 @@ def parse_log(path: Path, date: Optional[dt.date] = None, year: Optional[int] = 
         fmt = "tokdrift"
     times = _times(fmt, builder, path, date, year)
     steps, events, age_known = builder.frames(times)
+    if fmt == "vllm":
+        # A stats line averages its whole window: name what the window held.
+        gen, prompt = steps["gen_tps"].fillna(0) > 0, steps["input_tps"].fillna(0) > 0
+        steps["phase"] = np.where(gen & prompt, "mixed", np.where(gen, "decode", np.where(prompt, "prefill", "idle")))
+        steps["phase"] = steps["phase"].astype(object)
     info = LogInfo(str(path), fmt, num_lines, builder.num_steps, builder.num_events, builder.num_other,
                    num_unknown, builder.num_bad, builder.kv_capacity, age_known)
     if num_unknown:

@@ -134,6 +134,7 @@ def test_vllm_with_and_without_prefixes_and_a_new_year(tmp_path):
                                pd.Timestamp("2027-01-01 00:00:10")]
     assert s["gen_tps"].tolist() == [101.3, 98.7, 97.0]
     assert s["input_tps"].tolist() == [5120.3, 0.0, 0.0]
+    assert s["phase"].tolist() == ["mixed", "decode", "decode"]  # the first window also held prefill
     assert s["token_usage"].tolist() == pytest.approx([0.121, 0.97, 0.975])
     assert s["num_preemptions"].iloc[1] == 3 and pd.isna(s["num_preemptions"].iloc[0])
     assert s["num_deferred"].iloc[2] == 4 and s["num_queue_reqs"].iloc[2] == 1
