@@ -58,3 +58,14 @@ def test_folder_of_scrapes_with_unix_times_and_a_restart(tmp_path, caplog):
 def test_a_folder_with_neither_manifest_nor_scrapes_is_refused(tmp_path):
     with pytest.raises(DiagnosticsError, match="run directory"):
         load_source(tmp_path)
+
+
+def test_freetoken_names_and_time_per_output_token(tmp_path):
+    text = "".join(_scrape(f"2026-09-23T09:00:{s:02d}", 1, 100 * s, 0.05 * s, 5 * s, engine="freetoken")
+                   .replace("inter_token_latency_seconds", "time_per_output_token_seconds") for s in (0, 10, 20))
+    path = tmp_path / "ft.prom"
+    path.write_text(text, encoding="utf-8")
+    steps, _, engine = parse_scrapes(path)
+    assert engine == "freetoken"
+    assert steps["step_time_s"].iloc[1:].tolist() == pytest.approx([0.01, 0.01])
+    assert steps["token_usage"].tolist() == pytest.approx([0.2, 0.2, 0.2])
