@@ -95,7 +95,7 @@ def test_bad_requests_are_refused_with_numbers(llm):
         llm.generate([[1, 999]], GREEDY)
     with pytest.raises(EngineError, match=r"exceeds max_model_len \(8192\)"):
         llm.generate([[1, 2]], SamplingParams(max_tokens=8191))
-    with pytest.raises(EngineError, match="attention backend"):
+    with pytest.raises(EngineError, match="attention.backend"):
         LLM(llm.checkpoint, attention_backend="flash")
 
 

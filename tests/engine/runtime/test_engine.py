@@ -178,3 +178,17 @@ def test_offloaded_experts_give_the_same_tokens_and_count_misses(make):
     assert stats.bytes_copied == stats.misses * engine.experts.slot_bytes // stats.num_slots
     with pytest.raises(EngineConfigError, match="moe_cache_size"):
         EngineConfig(moe_backend="offload")
+
+
+def test_llm_batches_and_reports_cached_tokens(tiny_checkpoint):
+    from engine import LLM
+
+    llm = LLM(tiny_checkpoint, max_model_len=512)
+    ps = prompts(3, seed=14)
+    together = llm.generate(ps, GREEDY)
+    alone = [LLM(tiny_checkpoint, max_model_len=512, cache_type="none").generate([p], GREEDY)[0] for p in ps]
+    assert [o.token_ids for o in together] == [o.token_ids for o in alone]
+    assert all(o.finish_reason == "length" and o.num_cached_tokens == 0 for o in alone)
+    follow = ps[0] + together[0].token_ids + [7, 8, 9]
+    (turn2,) = llm.generate([follow], GREEDY)
+    assert turn2.num_cached_tokens == len(ps[0]) + len(together[0].token_ids) - 1
