@@ -17,6 +17,7 @@ READABLE_VERSIONS = (1,)
 MANIFEST = "manifest.json"
 EVENTS = "events.jsonl"
 ENGINE_LOG = "engine.log"
+METRICS = "metrics.prom"  # URL targets: every /metrics scrape, a scrape series diag reads
 PROFILES = "profiles"
 ANALYSIS = "analysis.json"
 REPORT = "report.html"
@@ -27,7 +28,8 @@ STATUSES = ("running", "completed", "interrupted", "crashed")
 
 # manifest.json: required fields first, then optional ones.
 MANIFEST_REQUIRED = ("schema_version", "run_id", "status", "started_at")
-MANIFEST_OPTIONAL = ("ended_at", "command", "configs", "trace", "target", "host", "engine")
+MANIFEST_OPTIONAL = ("ended_at", "command", "configs", "trace", "target", "host", "engine",
+                     "model", "steps_source", "elapsed_s", "num_requests", "resumes", "materialized")
 
 # One table per folder: column -> (pyarrow-ish type name, required, meaning).
 REQUEST_COLUMNS: dict[str, tuple[str, bool, str]] = {
@@ -122,6 +124,7 @@ PROBE_COLUMNS: dict[str, tuple[str, bool, str]] = {
     "ttft_s": ("float64", False, "time to first token"),
     "decode_tps": ("float64", True, "decode tokens/s after the first token"),
     "status": ("string", False, "ok or why the probe failed"),
+    "reason": ("string", False, "start, periodic, end or after_restart"),
 }
 
 TABLES: dict[str, dict[str, tuple[str, bool, str]]] = {

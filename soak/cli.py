@@ -17,6 +17,10 @@ app = typer.Typer(
 )
 app.add_typer(trace_app, name="trace", help="Make and inspect replay traces: import, synth, record, stats.")
 
+from soak.run_cli import register as _register_soak_commands  # noqa: E402  run, resume, status
+
+_register_soak_commands(app)
+
 
 @app.callback()
 def _callback(

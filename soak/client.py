@@ -1,0 +1,197 @@
+"""One streamed call to an OpenAI-compatible server, timed the way DESIGN.md measures.
+
+Time to first token is the first chunk carrying anything generated — reasoning, content or
+a tool call — not the opening frame that carries only the role; first content is kept
+beside it. Usage comes from the final chunk (`stream_options.include_usage`); a target
+that sends none gets its output counted from the chunks that carried tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any, NamedTuple, Optional
+
+import httpx
+
+logger = logging.getLogger(__name__)
+
+# Words a server uses when it refuses a prompt for its length (vLLM, SGLang, FreeToken, tokdrift).
+_REFUSAL_WORDS = ("context length", "context window", "too long", "exceeds", "maximum context", "max_model_len",
+                  "longer than", "is dropped")
+
+
+class CallResult(NamedTuple):
+    t_send: float
+    t_first_token: Optional[float]
+    t_first_content: Optional[float]
+    t_last_token: Optional[float]
+    prompt_tokens: Optional[int]
+    cached_tokens: Optional[int]
+    output_tokens: Optional[int]
+    reasoning_tokens: Optional[int]
+    status: str  # ok, error, refused, aborted
+    error: Optional[str]
+    num_token_chunks: int  # chunks that carried generated output
+
+    @property
+    def decode_tps(self) -> Optional[float]:
+        """Output tokens after the first, over the time from first to last token."""
+        n = self.output_tokens if self.output_tokens is not None else self.num_token_chunks
+        if self.t_first_token is None or self.t_last_token is None or n < 2:
+            return None
+        span = self.t_last_token - self.t_first_token
+        return (n - 1) / span if span > 0 else None
+
+    @property
+    def ttft_s(self) -> Optional[float]:
+        return None if self.t_first_token is None else self.t_first_token - self.t_send
+
+
+class Client:
+    """Streams calls to one base URL; remembers which optional fields the target refused."""
+
+    def __init__(self, http: httpx.AsyncClient, base_url: str, api: str, model: Optional[str],
+                 api_key: Optional[str] = None, timeout_s: float = 600.0) -> None:
+        self.http = http
+        self.base_url = base_url.rstrip("/")
+        self.api = api  # completions or chat
+        self.model = model
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.timeout_s = timeout_s
+        self.accepts_ignore_eos = True
+
+    def set_base_url(self, base_url: str) -> None:
+        self.base_url = base_url.rstrip("/")
+
+    async def call(self, prompt: Any, max_tokens: int, *, greedy: bool = False, exact_length: bool = True
+                   ) -> CallResult:
+        """Send one streamed call. `prompt` is token ids or text (completions) or messages (chat)."""
+        body: dict[str, Any] = {"model": self.model or "default", "max_tokens": max_tokens, "stream": True,
+                                "stream_options": {"include_usage": True}}
+        if self.api == "chat":
+            body["messages"] = prompt
+        else:
+            body["prompt"] = prompt
+        if greedy:
+            body["temperature"] = 0.0
+        if exact_length and self.accepts_ignore_eos:
+            body["ignore_eos"] = True
+            body["min_tokens"] = max_tokens
+        result = await self._stream(body)
+        if (result.status == "error" and exact_length and self.accepts_ignore_eos and result.error
+                and ("ignore_eos" in result.error or "min_tokens" in result.error)):
+            logger.info("the target refuses ignore_eos/min_tokens; sending calls without them")
+            self.accepts_ignore_eos = False
+            return await self.call(prompt, max_tokens, greedy=greedy, exact_length=exact_length)
+        return result
+
+    async def _stream(self, body: dict[str, Any]) -> CallResult:
+        acc = _Accumulator(time.time())
+        try:
+            return await asyncio.wait_for(self._read(body, acc), self.timeout_s)
+        except asyncio.TimeoutError:
+            return acc.failed("error", f"no complete answer within {self.timeout_s:g} s")
+        except httpx.HTTPError as exc:
+            return acc.failed("error", f"{type(exc).__name__}: {exc}".rstrip(": "))
+
+    async def _read(self, body: dict[str, Any], acc: "_Accumulator") -> CallResult:
+        url = f"{self.base_url}/v1/{'chat/completions' if self.api == 'chat' else 'completions'}"
+        timeout = httpx.Timeout(self.timeout_s, connect=10.0)
+        async with self.http.stream("POST", url, json=body, headers=self.headers, timeout=timeout) as response:
+            if response.status_code != 200:
+                text = (await response.aread()).decode("utf-8", "replace")
+                return acc.failed(_refusal_or_error(response.status_code, text), _error_text(response, text))
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    acc.done = True
+                    break
+                acc.add(data)
+        return acc.result()
+
+
+class _Accumulator:
+    def __init__(self, t_send: float) -> None:
+        self.t_send = t_send
+        self.t_first = self.t_content = self.t_last = None
+        self.usage: dict[str, Any] = {}
+        self.num_chunks = 0
+        self.done = False
+        self.status: Optional[str] = None
+        self.error: Optional[str] = None
+
+    def add(self, data: str) -> None:
+        now = time.time()
+        try:
+            chunk = json.loads(data)
+        except json.JSONDecodeError:
+            self.status, self.error = "error", f"a stream chunk is not JSON: {data[:80]!r}"
+            return
+        if not isinstance(chunk, dict):
+            return
+        if "error" in chunk:
+            err = chunk["error"]
+            self.status = "error"
+            self.error = str(err.get("message", err) if isinstance(err, dict) else err)
+            return
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta") or {}
+            content = choice.get("text") if "text" in choice else delta.get("content")
+            generated = bool(content) or bool(delta.get("reasoning_content") or delta.get("reasoning")
+                                              or delta.get("tool_calls"))
+            if generated:
+                self.num_chunks += 1
+                self.t_first = self.t_first or now
+                self.t_last = now
+            if content:
+                self.t_content = self.t_content or now
+
+    def failed(self, status: str, error: str) -> CallResult:
+        self.status, self.error = status, error
+        return self.result()
+
+    def result(self) -> CallResult:
+        usage = self.usage
+        prompt_details = usage.get("prompt_tokens_details") or {}
+        out_details = usage.get("completion_tokens_details") or {}
+        status, error = self.status, self.error
+        if status is None:
+            status, error = ("ok", None) if self.done or usage else ("error", "the stream ended before [DONE]")
+        output = usage.get("completion_tokens")
+        if output is None and status == "ok":
+            output = self.num_chunks
+        return CallResult(self.t_send, self.t_first, self.t_content, self.t_last, usage.get("prompt_tokens"),
+                          prompt_details.get("cached_tokens"), output, out_details.get("reasoning_tokens"),
+                          status, error, self.num_chunks)
+
+
+def _refusal_or_error(status_code: int, text: str) -> str:
+    lowered = text.lower()
+    if status_code in (400, 413, 422) and any(word in lowered for word in _REFUSAL_WORDS):
+        return "refused"
+    return "error"
+
+
+def _error_text(response: httpx.Response, text: str) -> str:
+    message = text.strip()
+    try:
+        obj = json.loads(text)
+        err = obj.get("error", obj) if isinstance(obj, dict) else obj
+        message = str(err.get("message", err) if isinstance(err, dict) else err)
+    except (json.JSONDecodeError, AttributeError):
+        pass
+    return f"HTTP {response.status_code}: {message[:500]}"
+
+
+async def list_models(http: httpx.AsyncClient, base_url: str, api_key: Optional[str]) -> list[str]:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    response = await http.get(f"{base_url.rstrip('/')}/v1/models", headers=headers, timeout=10.0)
+    response.raise_for_status()
+    return [m.get("id") for m in response.json().get("data", []) if isinstance(m, dict) and m.get("id")]

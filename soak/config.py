@@ -1,0 +1,106 @@
+"""Soak options as one frozen config, validated once, written into the manifest as given."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+from soak.errors import SoakError
+
+APIS = ("auto", "completions", "chat")
+
+
+@dataclass(frozen=True)
+class SoakConfig:
+    trace: str  # path of the trace (replay format v1)
+    duration_s: float  # how long to replay; the trace loops until then
+    target: str = "builtin"  # "builtin" or the base URL of an OpenAI-compatible server
+    model: Optional[str] = None  # model name sent to a URL target; None = the first of /v1/models
+    api: str = "auto"  # completions (token ids) for builtin, chat (text) for a URL
+    api_key: Optional[str] = None  # bearer token for a URL target
+    concurrency: int = 4  # sessions in flight at most
+    speed: float = 1.0  # trace start times and think times divided by this
+    scale: float = 1.0  # every length times this (replay.MaterializeConfig.scale)
+    max_context: Optional[int] = None  # prompt + output cap; None = the trace header's, for URL targets
+    over_limit: str = "trim"  # what to do with a call above max_context: drop, trim, keep
+    request_timeout_s: float = 600.0  # one call, send to last byte
+    probe_every_s: float = 300.0  # matched-condition probe period (0 = only at start and end)
+    probe_input_tokens: int = 256  # probe prompt length (tokens, or words for chat targets)
+    probe_output_tokens: int = 64  # probe output length, greedy, eos ignored where the target accepts it
+    probe_wait_s: float = 60.0  # how long a probe waits for the target to go idle
+    restart_every_s: Optional[float] = None  # deliberate restarts during the run
+    restart_at_end: bool = True  # the restart control: restart and probe once more at the end
+    restart_cmd: Optional[str] = None  # shell command that restarts a URL target
+    flush_every_s: float = 10.0  # parts are written at least this often
+    sample_every_s: float = 2.0  # hooks, process, GPU and /metrics sampling period
+    profile_drop: float = 0.3  # profile when probe decode rate falls this far below its first value
+    profile_seconds: float = 5.0  # py-spy record duration
+    profiles: bool = True  # take py-spy profiles at all
+    engine_log: Optional[str] = None  # a URL target's log file, tailed and parsed into steps
+    engine_args: tuple[str, ...] = ()  # extra `soak serve` options for the builtin target
+    engine_start_timeout_s: float = 300.0  # how long the builtin engine may take to answer /health
+    seed: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)  # free-form, kept in the manifest
+
+    def __post_init__(self) -> None:
+        if not (self.duration_s > 0 and math.isfinite(self.duration_s)):
+            _fail("duration_s", "a number of seconds > 0", self.duration_s)
+        if not (self.target == "builtin" or self.target.startswith(("http://", "https://"))):
+            _fail("target", "'builtin' or an http(s):// URL", self.target)
+        if self.api not in APIS:
+            _fail("api", f"one of {', '.join(APIS)}", self.api)
+        if not isinstance(self.concurrency, int) or self.concurrency < 1:
+            _fail("concurrency", "an integer >= 1", self.concurrency)
+        for name in ("speed", "scale", "flush_every_s", "sample_every_s", "request_timeout_s", "probe_wait_s",
+                     "engine_start_timeout_s", "profile_seconds"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
+                _fail(name, "a number > 0", value)
+        if not (self.probe_every_s >= 0 and math.isfinite(self.probe_every_s)):
+            _fail("probe_every_s", "a number of seconds >= 0", self.probe_every_s)
+        if self.restart_every_s is not None and not self.restart_every_s > 0:
+            _fail("restart_every_s", "a number of seconds > 0 or unset", self.restart_every_s)
+        for name in ("probe_input_tokens", "probe_output_tokens"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 2:
+                _fail(name, "an integer >= 2", getattr(self, name))
+        if self.max_context is not None and self.max_context < 2:
+            _fail("max_context", "an integer >= 2 or unset", self.max_context)
+        if self.over_limit not in ("drop", "trim", "keep"):
+            _fail("over_limit", "one of drop, trim, keep", self.over_limit)
+        if not 0 < self.profile_drop < 1:
+            _fail("profile_drop", "a fraction in (0, 1)", self.profile_drop)
+        if self.restart_cmd is not None and self.is_builtin:
+            _fail("restart_cmd", "unset for the builtin target (it restarts its own engine)", self.restart_cmd)
+        if self.engine_log is not None and self.is_builtin:
+            _fail("engine_log", "unset for the builtin target (its log is runs/<id>/engine.log)", self.engine_log)
+        object.__setattr__(self, "engine_args", tuple(self.engine_args))
+
+    @property
+    def is_builtin(self) -> bool:
+        return self.target == "builtin"
+
+    @property
+    def resolved_api(self) -> str:
+        if self.api != "auto":
+            return self.api
+        return "completions" if self.is_builtin else "chat"
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["engine_args"] = list(self.engine_args)
+        if out.get("api_key"):
+            out["api_key"] = "<redacted>"
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "SoakConfig":
+        known = {k: v for k, v in obj.items() if k in cls.__dataclass_fields__}
+        if known.get("api_key") == "<redacted>":
+            known["api_key"] = None
+        known["engine_args"] = tuple(known.get("engine_args", ()))
+        return cls(**known)
+
+
+def _fail(name: str, expected: str, value: Any) -> None:
+    raise SoakError(f"{name}: expected {expected}, found {value!r}")

@@ -1,0 +1,71 @@
+"""py-spy profiles of the engine process, as speedscope JSON under profiles/.
+
+py-spy needs ptrace permission on the engine process (root, or kernel.yama.ptrace_scope 0,
+or CAP_SYS_PTRACE). Missing py-spy or missing permission is logged once and the soak goes
+on without profiles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import NamedTuple, Optional
+
+logger = logging.getLogger(__name__)
+
+
+class Profile(NamedTuple):
+    path: Path
+    reason: str
+    seconds: float
+
+
+class Profiler:
+    def __init__(self, out_dir: Path, seconds: float, enabled: bool = True) -> None:
+        self.out_dir = Path(out_dir)
+        self.seconds = seconds
+        self.exe = _find_py_spy() if enabled else None
+        self.disabled_reason: Optional[str] = None if self.exe else ("profiles off" if not enabled else
+                                                                   "py-spy is not installed")
+        if enabled and not self.exe:
+            logger.warning("no profiles: py-spy is not installed (pip install py-spy)")
+
+    async def record(self, pid: Optional[int], reason: str, label: str) -> Optional[Profile]:
+        """Record `seconds` of the process; None (logged once) when it cannot."""
+        if self.disabled_reason or pid is None:
+            return None
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        path = self.out_dir / f"{time.strftime('%Y%m%dT%H%M%S')}-{label}.speedscope.json"
+        cmd = [self.exe, "record", "--pid", str(pid), "--duration", str(max(1, round(self.seconds))),
+               "--format", "speedscope", "--output", str(path), "--nonblocking"]
+        try:
+            proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE,
+                                                        stderr=asyncio.subprocess.STDOUT)
+            out, _ = await asyncio.wait_for(proc.communicate(), self.seconds + 30)
+        except (OSError, asyncio.TimeoutError) as exc:
+            self._give_up(f"py-spy could not run ({exc})")
+            return None
+        if proc.returncode != 0 or not path.is_file():
+            text = out.decode("utf-8", "replace").strip().splitlines()
+            message = text[-1] if text else f"exit code {proc.returncode}"
+            if "permission" in message.lower() or "ptrace" in message.lower() or "root" in message.lower():
+                self._give_up(f"py-spy has no permission to attach ({message})")
+            else:
+                logger.warning("py-spy record failed: %s", message)
+            return None
+        return Profile(path, reason, self.seconds)
+
+    def _give_up(self, why: str) -> None:
+        self.disabled_reason = why
+        logger.warning("no more profiles this run: %s", why)
+
+
+def _find_py_spy() -> Optional[str]:
+    beside = Path(sys.executable).parent / "py-spy"
+    if beside.is_file():
+        return str(beside)
+    return shutil.which("py-spy")

@@ -1,0 +1,136 @@
+"""`soak run`, `soak resume`, `soak status`: the soak driver's commands (registered in soak/cli.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from soak.errors import SoakError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)
+    app.command("resume")(resume)
+    app.command("status")(status)
+
+
+def run(
+    trace: Annotated[Path, typer.Option("--trace", help="Trace to replay (tokdrift trace format v1, JSON Lines).")],
+    hours: Annotated[Optional[float], typer.Option(help="How long to soak, in hours.")] = None,
+    minutes: Annotated[Optional[float], typer.Option(help="How long to soak, in minutes (instead of --hours).")] = None,
+    seconds: Annotated[Optional[float], typer.Option(help="How long to soak, in seconds (instead of --hours).")] = None,
+    target: Annotated[str, typer.Option(help="'builtin' (start tokdrift's engine) or the base URL of an "
+                                             "OpenAI-compatible server.")] = "builtin",
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run directory to write "
+                                                                    "(default runs/<date>-<trace name>).")] = None,
+    concurrency: Annotated[int, typer.Option(help="Sessions in flight at most.")] = 4,
+    speed: Annotated[float, typer.Option(help="Replay speed: trace start and think times are divided by this.")] = 1.0,
+    scale: Annotated[float, typer.Option(help="Every prompt and output length times this (keeps prefix sharing).")] = 1.0,
+    max_context: Annotated[Optional[int], typer.Option(help="Prompt + output cap per call; longer calls are "
+                                                            "handled by --over-limit.")] = None,
+    over_limit: Annotated[str, typer.Option(help="Calls above --max-context: drop, trim or keep (send anyway "
+                                                 "and record the target's refusal).")] = "trim",
+    probe_every: Annotated[float, typer.Option(help="Seconds between probes (0: only at start and end).")] = 300.0,
+    probe_tokens: Annotated[int, typer.Option(help="Probe prompt length in tokens.")] = 256,
+    probe_output: Annotated[int, typer.Option(help="Probe output length in tokens (greedy, eos ignored).")] = 64,
+    probe_wait: Annotated[float, typer.Option(help="Seconds a probe waits for the target to go idle.")] = 60.0,
+    restart_every: Annotated[Optional[float], typer.Option(help="Restart the engine every this many seconds "
+                                                                "(builtin, or URL with --restart-cmd).")] = None,
+    no_restart_at_end: Annotated[bool, typer.Option("--no-restart-at-end", help="Skip the restart control "
+                                                                                  "at the end.")] = False,
+    restart_cmd: Annotated[Optional[str], typer.Option(help="Shell command that restarts a URL target.")] = None,
+    engine_log: Annotated[Optional[Path], typer.Option(help="A URL target's log file: tailed, copied into the "
+                                                            "run and parsed into steps.")] = None,
+    flush_every: Annotated[float, typer.Option(help="Seconds between writes of the run directory's parts.")] = 10.0,
+    sample_every: Annotated[float, typer.Option(help="Seconds between samples of engine hooks, process, GPU and "
+                                                     "/metrics.")] = 2.0,
+    profile_drop: Annotated[float, typer.Option(help="Profile the engine when probe decode rate falls this "
+                                                     "fraction below its first value.")] = 0.3,
+    no_profiles: Annotated[bool, typer.Option("--no-profiles", help="Take no py-spy profiles.")] = False,
+    api: Annotated[str, typer.Option(help="auto, completions (token-id prompts) or chat (text prompts); auto "
+                                          "is completions for builtin, chat for a URL.")] = "auto",
+    model: Annotated[Optional[str], typer.Option(help="Model name for a URL target (default: the first of "
+                                                      "/v1/models).")] = None,
+    api_key: Annotated[Optional[str], typer.Option(envvar="TOKDRIFT_API_KEY",
+                                                   help="Bearer token for a URL target (env TOKDRIFT_API_KEY).")] = None,
+    request_timeout: Annotated[float, typer.Option(help="Seconds one call may take.")] = 600.0,
+    engine_arg: Annotated[Optional[list[str]], typer.Option(help="An option for the built-in engine's "
+                                                                 "`soak serve`, e.g. --engine-arg=--kv-tokens=4096 "
+                                                                 "(repeatable).")] = None,
+    live: Annotated[bool, typer.Option(help="Show the live view (default when stdout is a terminal).")] = sys.stdout.isatty(),
+) -> None:
+    """Replay a trace against an engine for hours, record everything, probe at matched conditions."""
+    from soak.config import SoakConfig
+
+    given = [v for v in (hours and hours * 3600, minutes and minutes * 60, seconds) if v]
+    if len(given) != 1:
+        raise SoakError(f"duration: expected exactly one of --hours, --minutes, --seconds, found {len(given)}")
+    config = SoakConfig(
+        trace=str(trace), duration_s=float(given[0]), target=target, model=model, api=api, api_key=api_key,
+        concurrency=concurrency, speed=speed, scale=scale, max_context=max_context, over_limit=over_limit,
+        request_timeout_s=request_timeout, probe_every_s=probe_every, probe_input_tokens=probe_tokens,
+        probe_output_tokens=probe_output, probe_wait_s=probe_wait, restart_every_s=restart_every,
+        restart_at_end=not no_restart_at_end, restart_cmd=restart_cmd, flush_every_s=flush_every,
+        sample_every_s=sample_every, profile_drop=profile_drop, profiles=not no_profiles,
+        engine_log=str(engine_log) if engine_log else None, engine_args=tuple(engine_arg or ()))
+    run_dir = out or Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{trace.stem}"
+    from soak.run import Soak
+
+    _drive(Soak(config, run_dir), live)
+
+
+def resume(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory of an interrupted or killed soak.")],
+    api_key: Annotated[Optional[str], typer.Option(envvar="TOKDRIFT_API_KEY",
+                                                   help="Bearer token for a URL target (not kept in the run).")] = None,
+    live: Annotated[bool, typer.Option(help="Show the live view (default when stdout is a terminal).")] = sys.stdout.isatty(),
+) -> None:
+    """Continue a soak that was interrupted or killed: same run, same directory, trace position restored."""
+    from soak.run import Soak
+
+    _drive(Soak.resume(run_dir, api_key=api_key), live)
+
+
+def status(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory to summarise.")],
+) -> None:
+    """Print a short summary of a run, finished or not."""
+    from soak.status import render, summarize
+
+    typer.echo(render(summarize(run_dir)))
+
+
+def _drive(soak, live: bool) -> None:
+    from rich.console import Console
+    from rich.live import Live
+
+    from soak.status import render as render_status, summarize
+    from soak.view import render as render_view
+
+    console = Console(stderr=True)
+    view = Live(console=console, refresh_per_second=2, transient=False) if live else None
+    if view is not None:
+        soak.on_progress = lambda p: view.update(render_view(p))
+        view.start()
+
+    async def main() -> str:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, soak.stop)
+        return await soak.run()
+
+    try:
+        status_text = asyncio.run(main())
+    finally:
+        if view is not None:
+            view.stop()
+    typer.echo(render_status(summarize(soak.run_dir)))
+    if status_text != "completed":
+        raise typer.Exit(130 if status_text == "interrupted" else 1)

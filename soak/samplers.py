@@ -1,0 +1,360 @@
+"""What the soak samples beside the calls: engine steps, engine hooks, the process, the GPU.
+
+Each sampler returns plain rows for one table of the run directory (columns in
+diagnostics.rundir_schema). None of them raises for a missing source: a target without a
+steps route, a process the OS will not show, a machine without a GPU are logged once and
+sampled as nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import httpx
+
+from soak.targets import Target
+
+logger = logging.getLogger(__name__)
+
+
+class _Once:
+    """Log a reason a sampler gives up, once."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+
+    def __call__(self, key: str, message: str, *args: Any) -> None:
+        if key not in self.seen:
+            self.seen.add(key)
+            logger.warning(message, *args)
+
+
+_once = _Once()
+
+
+# --- built-in engine: steps and hooks ------------------------------------------------------------
+
+class EngineSteps:
+    """Pulls per-step stats from the built-in server's `GET /v1/engine/steps?after=N`."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.after = 0  # steps are numbered from 1
+        self.life = None
+        self.num_missed = 0  # steps that fell out of the server's buffer before we read them
+
+    async def sample(self) -> list[dict[str, Any]]:
+        if self.life != self.target.life:  # a new engine counts its steps from 1 again
+            self.life, self.after = self.target.life, 0
+        rows: list[dict[str, Any]] = []
+        while True:
+            try:
+                data = await self.target.get_json(f"/v1/engine/steps?after={self.after}")
+            except (httpx.HTTPError, ValueError) as exc:
+                _once("steps", "engine steps: %s; no steps sampled from it", exc)
+                return rows
+            items = data.get("steps", []) if isinstance(data, dict) else data
+            if isinstance(data, dict):
+                self.num_missed += int(data.get("num_missed") or 0)
+            for item in items or ():
+                if isinstance(item, dict):
+                    if isinstance(item.get("step"), int):
+                        self.after = max(self.after, item["step"])
+                    rows.append(step_row(item, self.target.life))
+            if len(items or ()) < 8192:  # the server's page size: a full page means more are waiting
+                return rows
+
+
+def step_row(s: dict[str, Any], life: int) -> dict[str, Any]:
+    """A StepStats dict (engine.runtime.stats) as a steps row."""
+    sched, fwd, samp = (float(s.get(k) or 0.0) for k in ("schedule_s", "forward_s", "sample_s"))
+    duration = sched + fwd + samp
+    n_decode = s.get("num_decode_tokens") or 0
+    n_prefill = s.get("num_prefill_tokens") or 0
+    n_cached = s.get("num_cached_tokens") or 0
+    slots_total = s.get("state_slots_total")
+    return {
+        "t": s.get("t"), "engine_age_s": s.get("engine_age_s"), "engine_life": life,
+        "phase": s.get("phase") or ("decode" if n_decode else "prefill"),
+        "num_running_reqs": s.get("batch_size", s.get("num_running")), "num_queue_reqs": s.get("num_waiting"),
+        "num_tokens": s.get("num_context_tokens"),
+        "new_tokens": n_prefill if n_prefill else None, "cached_tokens": n_cached if n_prefill else None,
+        "gen_tps": n_decode / duration if n_decode and duration > 0 else None,
+        "input_tps": n_prefill / duration if n_prefill and duration > 0 else None,
+        "step_time_s": duration if n_decode else None, "num_decode_tokens": n_decode,
+        "schedule_s": sched, "forward_s": fwd, "sample_s": samp,
+        "token_usage": s.get("kv_usage"),
+        "mamba_usage": s.get("state_slots_used") / slots_total if slots_total else None,
+        "num_mamba_used": s.get("state_slots_used"), "num_mamba_total": slots_total,
+        "cache_hit_rate": n_cached / (n_cached + n_prefill) if n_prefill else None,
+        "num_preemptions": s.get("num_retracted"),
+    }
+
+
+class EngineHooks:
+    """The built-in server's `GET /v1/cache/status`: radix tree, state slots, allocator, experts, GC."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self._last_experts: Optional[tuple[int, float, float]] = None  # life, hits, misses
+
+    async def sample(self) -> dict[str, Any]:
+        try:
+            data = await self.target.get_json("/v1/cache/status")
+        except (httpx.HTTPError, ValueError) as exc:
+            _once("hooks", "engine hooks: %s; no hooks sampled", exc)
+            return {}
+        return self.row(data) if isinstance(data, dict) else {}
+
+    def row(self, data: dict[str, Any]) -> dict[str, Any]:
+        cache = _first_dict(data, "cache_report", "cache")
+        mamba = _first_dict(data, "mamba_stats", "mamba")
+        alloc = _first_dict(data, "allocator_summary", "allocator", "kv_allocator")
+        experts = _first_dict(data, "expert_cache_stats", "expert_cache", "experts")
+        gc_info = _first_dict(data, "gc", "python_gc")
+        row: dict[str, Any] = {
+            "radix_nodes": cache.get("num_nodes"), "radix_cached_tokens": cache.get("cached_tokens"),
+            "radix_evictable_tokens": cache.get("evictable_tokens"),
+            "radix_locked_tokens": cache.get("locked_tokens"),
+            "mamba_slots_used": _used(mamba), "mamba_snapshots": mamba.get("num_snapshots"),
+            "kv_free_tokens": alloc.get("num_free"), "kv_free_runs": alloc.get("num_free_runs"),
+            "kv_largest_free_run": alloc.get("largest_free_run"), "kv_fragmentation": alloc.get("fragmentation"),
+        }
+        if data.get("engine_age_s") is not None:
+            row["engine_age_s"] = data["engine_age_s"]
+        if experts:
+            hits, misses = experts.get("hits"), experts.get("misses")
+            row.update(expert_hits=hits, expert_misses=misses, expert_evictions=experts.get("evictions"))
+            last = self._last_experts
+            if hits is not None and misses is not None:
+                if last is not None and last[0] == self.target.life:
+                    d_hits, d_misses = hits - last[1], misses - last[2]
+                    row["expert_miss_rate"] = d_misses / (d_hits + d_misses) if d_hits + d_misses > 0 else None
+                self._last_experts = (self.target.life, hits, misses)
+        if gc_info:
+            gen2 = gc_info.get("gen2_collections", gc_info.get("collections_gen2"))
+            if gen2 is None and isinstance(gc_info.get("collections"), list) and len(gc_info["collections"]) > 2:
+                gen2 = gc_info["collections"][2]
+            row["gc_gen2_collections"] = gen2
+            row["gc_pause_s"] = gc_info.get("pause_s", gc_info.get("pause_since_last_s"))
+        return {k: v for k, v in row.items() if v is not None}
+
+
+def _first_dict(data: dict[str, Any], *names: str) -> dict[str, Any]:
+    for name in names:
+        value = data.get(name)
+        if isinstance(value, dict):
+            return value
+    return {}
+
+
+def _used(mamba: dict[str, Any]) -> Optional[float]:
+    if "num_slots" in mamba and "num_free" in mamba:
+        return mamba["num_slots"] - mamba["num_free"]
+    return mamba.get("num_used")
+
+
+# --- external engines: /metrics and the log -------------------------------------------------------
+
+class MetricsScraper:
+    """Scrapes `/metrics` (vLLM, SGLang, FreeToken, tokdrift names); one steps row per scrape after the
+    first, computed by diagnostics' own scrape reader. Each scrape is also appended to metrics.prom, a
+    scrape series `diag` reads on its own."""
+
+    def __init__(self, target: Target, save_to: Path) -> None:
+        self.target = target
+        self.save_to = Path(save_to)
+        self._prev: Optional[str] = None
+
+    async def sample(self, as_steps: bool) -> list[dict[str, Any]]:
+        try:
+            response = await self.target.http.get(self.target.url + "/metrics", headers=self.target.headers,
+                                                  timeout=5.0)
+            response.raise_for_status()
+        except httpx.HTTPError as exc:
+            _once("metrics", "%s/metrics: %s; not scraped", self.target.url, exc)
+            return []
+        block = f"# scrape_time: {time.time():.3f}\n{response.text.rstrip()}\n"
+        with open(self.save_to, "a", encoding="utf-8") as f:
+            f.write(block)
+        prev, self._prev = self._prev, block
+        if prev is None or not as_steps:
+            return []
+        return _scrape_pair_row(prev + block, self.target)
+
+
+def _scrape_pair_row(text: str, target: Target) -> list[dict[str, Any]]:
+    from diagnostics.errors import DiagnosticsError
+    from diagnostics.prometheus import parse_scrapes
+
+    with tempfile.NamedTemporaryFile("w", suffix=".prom", delete=False, encoding="utf-8") as f:
+        f.write(text)
+    try:
+        steps, events, _ = parse_scrapes(Path(f.name))
+    except DiagnosticsError:
+        return []
+    finally:
+        os.unlink(f.name)
+    if len(steps) < 2:
+        return []
+    row = _frame_row(steps.iloc[-1])
+    if not events.empty and (events["kind"] == "engine_start").any():
+        target_restarted(target, row["t"], "metrics counters went down")
+    row["engine_life"] = target.life
+    row["engine_age_s"] = target.age(row["t"])
+    return [row]
+
+
+class LogTailer:
+    """Follows an external engine's log: new lines are copied into the run's engine.log and parsed
+    (diagnostics.logs) into steps rows. Starts at the end of the file as it is now."""
+
+    def __init__(self, target: Target, path: Path, copy_to: Path) -> None:
+        self.target = target
+        self.path = Path(path)
+        self.copy_to = Path(copy_to)
+        self.offset = self.path.stat().st_size if self.path.exists() else 0
+        self._partial = b""
+
+    def sample(self) -> list[dict[str, Any]]:
+        try:
+            size = self.path.stat().st_size
+        except OSError as exc:
+            _once("log", "--engine-log %s: %s; not tailed", self.path, exc)
+            return []
+        if size < self.offset:  # rotated or truncated: start over
+            self.offset, self._partial = 0, b""
+        if size == self.offset:
+            return []
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            data = self._partial + f.read()
+            self.offset = f.tell()
+        cut = data.rfind(b"\n") + 1
+        chunk, self._partial = data[:cut], data[cut:]
+        if not chunk:
+            return []
+        with open(self.copy_to, "ab") as f:
+            f.write(chunk)
+        return self._parse(chunk)
+
+    def _parse(self, chunk: bytes) -> list[dict[str, Any]]:
+        import datetime as dt
+
+        from diagnostics.errors import DiagnosticsError
+        from diagnostics.logs import parse_log
+
+        with tempfile.NamedTemporaryFile("wb", suffix=".log", delete=False) as f:
+            f.write(chunk)
+        try:
+            parsed = parse_log(Path(f.name), date=dt.date.today(), year=dt.date.today().year)
+        except DiagnosticsError:
+            return []
+        finally:
+            os.unlink(f.name)
+        starts = parsed.events[parsed.events["kind"] == "engine_start"] if not parsed.events.empty else None
+        if starts is not None and len(starts):
+            target_restarted(target=self.target, t=_local_unix(starts["t"].iloc[0]), why="a startup line in the log")
+        rows = []
+        for _, step in parsed.steps.iterrows():
+            row = _frame_row(step, local_clock=True)
+            row["engine_life"] = self.target.life
+            row["engine_age_s"] = self.target.age(row["t"])
+            rows.append(row)
+        return rows
+
+
+def target_restarted(target: Target, t: float, why: str) -> None:
+    """An external engine restarted on its own (we learnt it from its metrics or log)."""
+    if target.started_at is not None and t <= target.started_at + 1.0:
+        return
+    target.life += 1
+    target.started_at = t
+    target.on_event("engine_start", t=t, engine_life=target.life, pid=target.pid, url=target.url, detail=why)
+
+
+def _frame_row(step, local_clock: bool = False) -> dict[str, Any]:
+    from diagnostics.rundir_schema import STEP_COLUMNS
+
+    t = step["t"]
+    unix = _local_unix(t) if local_clock else t.value / 1e9
+    row = {"t": unix}
+    for name in STEP_COLUMNS:
+        if name in ("t", "engine_life", "engine_age_s") or name not in step.index:
+            continue
+        value = step[name]
+        if value is None or (isinstance(value, float) and value != value):
+            continue
+        row[name] = value.item() if hasattr(value, "item") else value
+    return row
+
+
+def _local_unix(t) -> float:
+    """A naive timestamp in this machine's local clock (how engines stamp their logs) as Unix seconds."""
+    return time.mktime(t.to_pydatetime().timetuple()) + t.microsecond / 1e6
+
+
+# --- the process and the GPU ----------------------------------------------------------------------
+
+class ProcessSampler:
+    """RSS, CPU, threads and open files of the engine process (psutil)."""
+
+    def __init__(self) -> None:
+        self._proc = None
+
+    def sample(self, pid: Optional[int]) -> dict[str, Any]:
+        if pid is None:
+            return {}
+        import psutil
+
+        try:
+            if self._proc is None or self._proc.pid != pid:
+                self._proc = psutil.Process(pid)
+                self._proc.cpu_percent(None)  # the first reading is always 0
+            p = self._proc
+            with p.oneshot():
+                row = {"rss_bytes": p.memory_info().rss, "cpu_percent": p.cpu_percent(None),
+                       "num_threads": p.num_threads()}
+                try:
+                    row["num_fds"] = p.num_fds()
+                except (AttributeError, psutil.AccessDenied):
+                    pass
+            return row
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            return {}
+        except psutil.AccessDenied:
+            _once("proc", "process %d: access denied; not sampled", pid)
+            return {}
+
+
+class GpuSampler:
+    """Memory used and utilisation summed / averaged over the GPUs NVML sees; nothing without a GPU."""
+
+    def __init__(self) -> None:
+        self.handles: list = []
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+            self._nvml = pynvml
+        except Exception as exc:  # noqa: BLE001 - no driver, no library, no GPU: all mean "no GPU"
+            logger.info("no GPU sampling (%s)", exc)
+
+    def sample(self) -> dict[str, Any]:
+        if not self.handles:
+            return {}
+        try:
+            mem = sum(self._nvml.nvmlDeviceGetMemoryInfo(h).used for h in self.handles)
+            util = sum(self._nvml.nvmlDeviceGetUtilizationRates(h).gpu for h in self.handles) / len(self.handles)
+        except Exception as exc:  # noqa: BLE001
+            _once("gpu", "NVML: %s; GPU no longer sampled", exc)
+            self.handles = []
+            return {}
+        return {"gpu_mem_bytes": mem, "gpu_util": util / 100.0}
+

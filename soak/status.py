@@ -1,0 +1,68 @@
+"""`soak status DIR`: a short summary of any run, finished or not, from what is on disk."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import NamedTuple, Optional
+
+from diagnostics import rundir_schema as schema
+from soak.store import read_manifest, read_rows
+
+
+class RunSummary(NamedTuple):
+    run_id: str
+    status: str
+    started_at: Optional[str]
+    ended_at: Optional[str]
+    elapsed_s: Optional[float]
+    target: str
+    requests: dict[str, int]  # status -> count
+    num_steps: int
+    num_snapshots: int
+    probes: list[tuple[int, float, float]]  # (engine_life, engine_age_s, decode_tps) of ok probes
+    events: dict[str, int]  # kind -> count
+    num_engine_starts: int
+    num_resumes: int
+
+
+def summarize(run_dir: Path) -> RunSummary:
+    run_dir = Path(run_dir)
+    manifest = read_manifest(run_dir)
+    requests = Counter(r.get("status") for r in read_rows(run_dir, "requests", ("status",)))
+    probes = [(r.get("engine_life"), r.get("engine_age_s"), r.get("decode_tps"))
+              for r in read_rows(run_dir, "probes", ("engine_life", "engine_age_s", "decode_tps", "status"))
+              if r.get("status") == "ok" and r.get("decode_tps")]
+    events: Counter = Counter()
+    path = run_dir / schema.EVENTS
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                events[json.loads(line).get("kind")] += 1
+            except (json.JSONDecodeError, AttributeError):
+                continue
+    return RunSummary(str(manifest.get("run_id")), str(manifest.get("status")), manifest.get("started_at"),
+                      manifest.get("ended_at"), manifest.get("elapsed_s"), str(manifest.get("target")),
+                      dict(requests), len(read_rows(run_dir, "steps", ("t",))),
+                      len(read_rows(run_dir, "snapshots", ("t",))), probes, dict(events),
+                      events.get("engine_start", 0), len(manifest.get("resumes", [])))
+
+
+def render(s: RunSummary) -> str:
+    elapsed = f"{s.elapsed_s / 60:.1f} min" if s.elapsed_s is not None else "unknown"
+    lines = [f"run {s.run_id}: {s.status}",
+             f"  target {s.target}; started {s.started_at}; ended {s.ended_at or '-'}; elapsed {elapsed}"
+             + (f"; resumed {s.num_resumes}x" if s.num_resumes else ""),
+             "  requests: " + (", ".join(f"{n} {k}" for k, n in sorted(s.requests.items(), key=lambda kv: str(kv[0])))
+                               or "none"),
+             f"  engine: {s.num_engine_starts} start(s), {s.events.get('engine_exit', 0)} crash(es), "
+             f"{s.events.get('engine_restart', 0)} deliberate restart(s); {s.num_steps} step rows, "
+             f"{s.num_snapshots} snapshots"]
+    if s.probes:
+        first, last = s.probes[0], s.probes[-1]
+        lines.append(f"  probes: {len(s.probes)} ok; first {first[2]:.1f} tok/s, last {last[2]:.1f} tok/s "
+                     f"(life {last[0]}, age {last[1] or 0:.0f} s)")
+    else:
+        lines.append("  probes: none ok yet")
+    return "\n".join(lines)

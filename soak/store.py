@@ -1,0 +1,174 @@
+"""The run directory on disk: parts, events, manifest (docs/run-directory.md).
+
+Nothing written is ever rewritten in place: a part is written to `part-NNNNNN.parquet.tmp`
+and renamed, `events.jsonl` is appended a whole line at a time and flushed, the manifest is
+replaced by rename. A crash at any instant loses at most the rows buffered since the last
+flush and leaves every file that was there readable.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from diagnostics import rundir_schema as schema
+from soak.errors import SoakError
+
+logger = logging.getLogger(__name__)
+
+_ARROW_TYPES = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64()}
+_PART = re.compile(r"part-(\d+)\.parquet$")
+
+
+class RunStore:
+    """Buffers rows per table and writes them out as parts; appends events; keeps the manifest."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        for table in schema.TABLES:
+            (self.run_dir / table).mkdir(exist_ok=True)
+        (self.run_dir / schema.PROFILES).mkdir(exist_ok=True)
+        self._rows: dict[str, list[dict[str, Any]]] = {table: [] for table in schema.TABLES}
+        self._next_part = 1 + max((_part_number(p) for table in schema.TABLES
+                                   for p in (self.run_dir / table).glob(schema.PART_GLOB)), default=0)
+        for tmp in self.run_dir.glob("*/*.tmp"):  # a part torn by a crash; its rows are lost either way
+            tmp.unlink(missing_ok=True)
+        _cut_torn_tail(self.run_dir / schema.EVENTS)
+        self._events = open(self.run_dir / schema.EVENTS, "a", encoding="utf-8")
+        self.num_rows = {table: 0 for table in schema.TABLES}  # written or buffered since open
+
+    # --- rows and events -----------------------------------------------------------------------
+
+    def add(self, table: str, row: dict[str, Any]) -> None:
+        if table not in self._rows:
+            raise KeyError(f"unknown table {table!r}; known: {', '.join(self._rows)}")
+        self._rows[table].append(row)
+        self.num_rows[table] += 1
+
+    def event(self, kind: str, t: Optional[float] = None, **fields: Any) -> dict[str, Any]:
+        if kind not in schema.EVENT_KINDS:
+            raise KeyError(f"unknown event kind {kind!r}; known: {', '.join(schema.EVENT_KINDS)}")
+        row = {"t": time.time() if t is None else t, "kind": kind, **fields}
+        self._events.write(json.dumps(row, default=_json_default) + "\n")
+        self._events.flush()
+        return row
+
+    def flush(self) -> int:
+        """Write every table's buffered rows as one new part each; returns the rows written."""
+        written = 0
+        for table, rows in self._rows.items():
+            if not rows:
+                continue
+            path = self.run_dir / table / f"part-{self._next_part:06d}.parquet"
+            _write_part(path, table, rows)
+            self._next_part += 1
+            written += len(rows)
+            self._rows[table] = []
+        os.fsync(self._events.fileno())
+        return written
+
+    def close(self) -> None:
+        self.flush()
+        self._events.close()
+
+    # --- manifest ------------------------------------------------------------------------------
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        write_json_atomic(self.run_dir / schema.MANIFEST, manifest)
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    path = Path(run_dir) / schema.MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SoakError(f"{run_dir}: expected a run directory with {schema.MANIFEST}, found none") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SoakError(f"{path}: expected a JSON manifest, could not read it ({exc})") from None
+    if not isinstance(data, dict) or data.get("schema_version") not in schema.READABLE_VERSIONS:
+        found = data.get("schema_version") if isinstance(data, dict) else type(data).__name__
+        raise SoakError(f"{path}: expected schema_version in {schema.READABLE_VERSIONS}, found {found!r}")
+    return data
+
+
+def read_rows(run_dir: Path, table: str, columns: Iterable[str]) -> list[dict[str, Any]]:
+    """Some columns of every readable part of one table (for resume and status, not analysis)."""
+    out: list[dict[str, Any]] = []
+    for part in sorted((Path(run_dir) / table).glob(schema.PART_GLOB)):
+        try:
+            data = pq.read_table(part)
+        except Exception as exc:  # noqa: BLE001 - a foreign file must not stop a resume
+            logger.warning("%s: not a readable part (%s); skipped", part, exc)
+            continue
+        names = [c for c in columns if c in data.column_names]
+        out.extend(data.select(names).to_pylist())
+    return out
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, default=_json_default)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _write_part(path: Path, table: str, rows: list[dict[str, Any]]) -> None:
+    columns = schema.TABLES[table]
+    names = list(columns) + sorted({k for row in rows for k in row} - set(columns))
+    arrays, fields = [], []
+    for name in names:
+        kind = _ARROW_TYPES[columns[name][0]] if name in columns else None
+        values = [row.get(name) for row in rows]
+        if kind is pa.float64():
+            values = [None if v is None else float(v) for v in values]
+        elif kind is pa.int64():
+            values = [None if v is None else int(v) for v in values]
+        elif kind is pa.string():
+            values = [None if v is None else str(v) for v in values]
+        array = pa.array(values, type=kind)
+        arrays.append(array)
+        fields.append(pa.field(name, array.type))
+    data = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(data, tmp)
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _cut_torn_tail(path: Path) -> None:
+    """Drop a last line a crash left half-written, so the next event starts on its own line."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as f:
+        data = f.read()
+        if data.endswith(b"\n"):
+            return
+        keep = data.rfind(b"\n") + 1
+        logger.warning("%s: cutting a torn last line of %d bytes", path, len(data) - keep)
+        f.truncate(keep)
+
+
+def _part_number(path: Path) -> int:
+    m = _PART.search(path.name)
+    return int(m.group(1)) if m else 0
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "_asdict"):
+        return value._asdict()
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)

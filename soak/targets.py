@@ -1,0 +1,285 @@
+"""Where the soak sends its calls: the built-in engine as a child process, or any URL.
+
+A target keeps the engine's life counter and start time, so every row can carry
+`engine_life` and `engine_age_s`, and says when the engine died. It reports engine starts,
+exits and restarts through `on_event(kind, **fields)`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, NamedTuple, Optional
+from urllib.parse import urlparse
+
+import httpx
+
+from soak.errors import SoakError
+
+logger = logging.getLogger(__name__)
+
+EventSink = Callable[..., Any]
+LOG_TAIL_LINES = 30
+
+
+class EngineExit(NamedTuple):
+    exit_code: Optional[int]
+    log_tail: str
+
+
+class Target:
+    """What every target shares: base URL, engine life and age, pid when known."""
+
+    is_builtin = False
+
+    def __init__(self, http: httpx.AsyncClient, on_event: EventSink, api_key: Optional[str] = None) -> None:
+        self.http = http
+        self.on_event = on_event
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.url = ""
+        self.life = -1  # engine starts seen; 0 is the first
+        self.started_at: Optional[float] = None
+        self.pid: Optional[int] = None
+
+    def age(self, now: Optional[float] = None) -> Optional[float]:
+        if self.started_at is None:
+            return None
+        return max(0.0, (time.time() if now is None else now) - self.started_at)
+
+    @property
+    def can_restart(self) -> bool:
+        return False
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        pass
+
+    async def restart(self, reason: str) -> bool:
+        """A deliberate restart; False when this target cannot be restarted."""
+        return False
+
+    def check_exit(self) -> Optional[EngineExit]:
+        """The engine's exit when it died unasked since the last call, else None."""
+        return None
+
+    async def get_json(self, path: str, timeout: float = 5.0) -> Any:
+        response = await self.http.get(self.url + path, headers=self.headers, timeout=timeout)
+        response.raise_for_status()
+        return response.json()
+
+    def _started(self, started_at: float, **fields: Any) -> None:
+        self.life += 1
+        self.started_at = started_at
+        self.on_event("engine_start", t=started_at, engine_life=self.life, pid=self.pid, url=self.url, **fields)
+
+
+class BuiltinTarget(Target):
+    """`soak serve` in its own process on a free loopback port; its output goes to engine.log."""
+
+    is_builtin = True
+
+    def __init__(self, http: httpx.AsyncClient, on_event: EventSink, log_path: Path,
+                 engine_args: tuple[str, ...] = (), start_timeout_s: float = 300.0) -> None:
+        super().__init__(http, on_event)
+        self.log_path = Path(log_path)
+        self.engine_args = tuple(engine_args)
+        self.start_timeout_s = start_timeout_s
+        self.proc: Optional[subprocess.Popen] = None
+        self._log_offset = 0
+
+    @property
+    def can_restart(self) -> bool:
+        return True
+
+    @property
+    def command(self) -> list[str]:
+        return [sys.executable, "-c", "from soak.cli import main; main()", "serve", "--host", "127.0.0.1",
+                *self.engine_args]
+
+    async def start(self) -> None:
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        log = open(self.log_path, "ab")
+        spawned = time.time()
+        self.proc = subprocess.Popen([*self.command, "--port", str(port)], stdin=subprocess.DEVNULL, stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        log.close()
+        self.pid = self.proc.pid
+        logger.info("engine pid %d starting on %s", self.pid, self.url)
+        deadline = time.monotonic() + self.start_timeout_s
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                self.proc = None
+                raise SoakError(f"the built-in engine exited with code {code} before answering /health "
+                                f"(command: {shlex.join(self.command)}); last lines of {self.log_path}:\n"
+                                f"{self.log_tail()}")
+            try:
+                response = await self.http.get(self.url + "/health", timeout=2.0)
+                if response.status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                await self.stop()
+                raise SoakError(f"the built-in engine did not answer {self.url}/health within "
+                                f"{self.start_timeout_s:g} s; last lines of {self.log_path}:\n{self.log_tail()}")
+            await asyncio.sleep(0.2)
+        started = spawned
+        try:
+            status = await self.get_json("/v1/cache/status")
+            age = status.get("engine_age_s") if isinstance(status, dict) else None
+            if isinstance(age, (int, float)):
+                started = time.time() - float(age)
+        except (httpx.HTTPError, ValueError):
+            pass
+        self._started(started, port=port)
+
+    async def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        for _ in range(100):
+            if proc.poll() is not None:
+                return
+            await asyncio.sleep(0.1)
+        proc.kill()
+        proc.wait()
+
+    async def restart(self, reason: str) -> bool:
+        self.on_event("engine_restart", reason=reason, engine_life=self.life)
+        await self.stop()
+        await self.start()
+        return True
+
+    def check_exit(self) -> Optional[EngineExit]:
+        if self.proc is None:
+            return None
+        code = self.proc.poll()
+        if code is None:
+            return None
+        self.proc = None
+        return EngineExit(code, self.log_tail())
+
+    def log_tail(self, num_lines: int = LOG_TAIL_LINES) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self._log_offset)
+                data = f.read()
+        except OSError:
+            return ""
+        return "\n".join(data.decode("utf-8", "replace").splitlines()[-num_lines:])
+
+
+class UrlTarget(Target):
+    """Any OpenAI-compatible server; restarted only through `restart_cmd`."""
+
+    def __init__(self, http: httpx.AsyncClient, on_event: EventSink, url: str, api_key: Optional[str] = None,
+                 restart_cmd: Optional[str] = None, start_timeout_s: float = 300.0) -> None:
+        super().__init__(http, on_event, api_key)
+        self.url = url.rstrip("/")
+        if self.url.endswith("/v1"):
+            self.url = self.url[:-3]
+        self.restart_cmd = restart_cmd
+        self.start_timeout_s = start_timeout_s
+        self.pid = pid_listening_on(self.url)
+
+    @property
+    def can_restart(self) -> bool:
+        return self.restart_cmd is not None
+
+    async def start(self) -> None:
+        await self._wait_ready(first=self.life < 0)
+        self.pid = pid_listening_on(self.url)
+        started = await self.process_start_time()
+        # An external engine's age is known only when its /metrics says when its process started.
+        self.life += 1
+        self.started_at = started
+        self.on_event("engine_start", t=started or time.time(), engine_life=self.life, pid=self.pid,
+                      url=self.url, age_known=started is not None)
+
+    async def restart(self, reason: str) -> bool:
+        if self.restart_cmd is None:
+            return False
+        self.on_event("engine_restart", reason=reason, engine_life=self.life, command=self.restart_cmd)
+        proc = await asyncio.create_subprocess_shell(self.restart_cmd, stdout=subprocess.PIPE,
+                                                     stderr=subprocess.STDOUT)
+        out, _ = await proc.communicate()
+        if proc.returncode != 0:
+            raise SoakError(f"--restart-cmd {self.restart_cmd!r} exited with code {proc.returncode}: "
+                            f"{out.decode('utf-8', 'replace')[-500:]}")
+        await asyncio.sleep(1.0)
+        await self.start()
+        return True
+
+    async def process_start_time(self) -> Optional[float]:
+        try:
+            response = await self.http.get(self.url + "/metrics", headers=self.headers, timeout=5.0)
+        except httpx.HTTPError:
+            return None
+        for line in response.text.splitlines():
+            if line.startswith("process_start_time_seconds "):
+                try:
+                    return float(line.split()[1])
+                except (IndexError, ValueError):
+                    return None
+        return None
+
+    async def _wait_ready(self, first: bool) -> None:
+        deadline = time.monotonic() + (30.0 if first else self.start_timeout_s)
+        last = "no answer"
+        while time.monotonic() < deadline:
+            try:
+                response = await self.http.get(self.url + "/v1/models", headers=self.headers, timeout=5.0)
+                if response.status_code == 200:
+                    return
+                last = f"HTTP {response.status_code}"
+            except httpx.HTTPError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            await asyncio.sleep(0.5)
+        raise SoakError(f"{self.url}/v1/models: expected an OpenAI-compatible server answering 200, found {last}")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pid_listening_on(url: str) -> Optional[int]:
+    """The local process listening on the URL's port, when the URL is local and the OS tells us."""
+    parsed = urlparse(url)
+    if parsed.hostname not in ("127.0.0.1", "localhost", "::1", "0.0.0.0"):
+        return None
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        import psutil
+
+        for conn in psutil.net_connections(kind="tcp"):
+            if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
+                return conn.pid
+    except Exception:  # noqa: BLE001 - permission or platform: the pid is a nicety
+        return None
+    return None
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the soak dies, even by SIGKILL (Linux prctl)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
