@@ -65,5 +65,60 @@ def generate(
     typer.echo(f"{num_tokens} tokens in {elapsed:.2f} s ({num_tokens / elapsed:.1f} tok/s)")
 
 
+@app.command()
+def serve(
+    model: Annotated[Optional[Path], typer.Option(help="Checkpoint directory (HF layout); the built-in default when omitted.")] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on; loopback unless you mean to expose the engine.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 1919,
+    api_key: Annotated[Optional[str], typer.Option(help="Require 'Authorization: Bearer KEY' on every route but /health.")] = None,
+    served_model_name: Annotated[Optional[str], typer.Option(help="Model id in /v1/models and responses; the checkpoint directory name when omitted.")] = None,
+    log_file: Annotated[Optional[Path], typer.Option(help="Also append the engine log (FreeToken format) to this file.")] = None,
+    max_running_requests: Annotated[Optional[int], typer.Option(help="Requests decoded together at most (engine default 4).")] = None,
+    chunked_prefill_size: Annotated[Optional[int], typer.Option(help="Prompt tokens computed per step at most (default 8192).")] = None,
+    page_size: Annotated[Optional[int], typer.Option(help="Tokens per KV page (default 1: token-granular prefix matching).")] = None,
+    kv_tokens: Annotated[Optional[int], typer.Option(help="KV pool size in tokens; sized by --memory-ratio when omitted.")] = None,
+    memory_ratio: Annotated[Optional[float], typer.Option(help="Share of free memory the KV pool may take when --kv-tokens is omitted (default 0.05).")] = None,
+    mamba_slots: Annotated[Optional[int], typer.Option(help="Linear-attention state slots: running requests plus cached snapshots (default 32).")] = None,
+    cache_type: Annotated[Optional[str], typer.Option(help="Prefix cache: hybrid_radix (default), radix or none.")] = None,
+    moe_backend: Annotated[Optional[str], typer.Option(help="Where experts live: resident (default) or offload (host tier behind --moe-cache-size device slots).")] = None,
+    moe_cache_size: Annotated[Optional[int], typer.Option(help="Device expert slots with --moe-backend offload.")] = None,
+    attention_backend: Annotated[Optional[str], typer.Option(help="auto (default: triton on CUDA, torch elsewhere), torch or triton.")] = None,
+    dtype: Annotated[Optional[str], typer.Option(help="Weight and KV dtype (default float32).")] = None,
+    device: Annotated[Optional[str], typer.Option(help="auto (default), cpu or cuda.")] = None,
+    decode_log_interval: Annotated[Optional[int], typer.Option(help="Decode forwards between 'Decode batch' log lines (default 40).")] = None,
+    enable_mixed_chunk: Annotated[bool, typer.Option(help="Let decodes ride along prefill steps.")] = False,
+    step_history: Annotated[int, typer.Option(help="Engine steps kept for GET /v1/engine/steps.")] = 65536,
+) -> None:
+    """Serve the built-in engine as an OpenAI-compatible server with Prometheus /metrics."""
+    import logging
+    import sys
+
+    from engine.runtime.config import EngineConfig
+    from engine.runtime.logfmt import attach_log
+    from engine.server.config import ServerConfig
+    from engine.server.main import bind, serve as run_server
+
+    given = dict(max_running_requests=max_running_requests, chunked_prefill_size=chunked_prefill_size,
+                 page_size=page_size, kv_tokens=kv_tokens, memory_ratio=memory_ratio, mamba_slots=mamba_slots,
+                 cache_type=cache_type, moe_backend=moe_backend, moe_cache_size=moe_cache_size,
+                 attention_backend=attention_backend, dtype=dtype, device=device,
+                 decode_log_interval=decode_log_interval)
+    engine_config = EngineConfig(model=str(model) if model else None, mixed_chunk=enable_mixed_chunk,
+                                 **{k: v for k, v in given.items() if v is not None})
+    server_config = ServerConfig(host=host, port=port, api_key=api_key, served_model_name=served_model_name,
+                                 step_history=step_history)
+    engine_log = logging.getLogger("engine")
+    engine_log.propagate = False  # its lines go out once, in FreeToken's format
+    attach_log(engine_log, sys.stderr)
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        attach_log(engine_log, open(log_file, "a", buffering=1, encoding="utf-8"))
+    sock = bind(host, port)
+    verbose = logging.getLogger().level <= logging.INFO
+    typer.echo(f"loading the engine; then serving on http://{host}:{port}/v1 (metrics at /metrics)", err=True)
+    run_server(engine_config, server_config, log_level="info" if verbose else "warning", access_log=verbose,
+               sock=sock)
+
+
 def main() -> None:
     run_app(app)

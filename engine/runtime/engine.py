@@ -229,6 +229,11 @@ class Engine:
     def engine_age_s(self) -> float:
         return time.time() - self.start_time
 
+    @property
+    def num_steps(self) -> int:
+        """Steps run since start: the `step` of the newest StepStats."""
+        return self._step
+
     def cache_report(self):
         """Radix tree shape and cached / evictable / locked tokens (engine.cache.CacheReport)."""
         return self.cache.cache_report()
@@ -323,7 +328,7 @@ class Engine:
             self._num_decode_steps += 1
             if self._num_decode_steps % self.config.decode_log_interval == 0:
                 logger.info(logfmt.decode_line(
-                    stats.num_running, self.kv_allocator.num_used, stats.kv_usage, stats.state_slots_used,
+                    sum(1 for s in batch.items if s.is_decode), self.kv_allocator.num_used, stats.kv_usage, stats.state_slots_used,
                     stats.state_slots_total, self._gen_meter.take(), stats.num_waiting))
 
 

@@ -1,0 +1,33 @@
+"""Server options (the engine's own are engine.runtime.config.EngineConfig)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from engine.server.errors import ServerError
+
+DEFAULT_MODEL_NAME = "tokdrift-default"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "127.0.0.1"  # loopback: exposing the engine is an explicit choice
+    port: int = 1919  # FreeToken's `ft serve` port
+    api_key: Optional[str] = None  # when set, every route but /health wants `Authorization: Bearer`
+    served_model_name: Optional[str] = None  # None: the checkpoint directory's name
+    step_history: int = 65536  # steps kept for /v1/engine/steps: minutes of a fast GPU engine
+    max_steps_per_reply: int = 8192  # rows of one /v1/engine/steps reply
+    stream_ping_s: float = 15.0  # SSE comment line sent while a stream waits (keeps proxies open)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
+            raise ServerError(f"port must be an integer in [0, 65535], got {self.port!r}")
+        if self.api_key is not None and not self.api_key.strip():
+            raise ServerError("api_key must be a non-empty string or unset, got an empty string")
+        for name in ("step_history", "max_steps_per_reply"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ServerError(f"{name} must be a positive integer, got {value!r}")
+        if not self.stream_ping_s > 0:
+            raise ServerError(f"stream_ping_s must be > 0, got {self.stream_ping_s!r}")

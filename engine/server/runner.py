@@ -1,0 +1,248 @@
+"""The engine thread: the only thread that touches the engine.
+
+HTTP handlers hand work over through a queue (`submit`, `abort`, `call`) and get their
+tokens back through a per-request sink, a callable the engine thread invokes with a `Delta`
+(the server's sink puts it on the handler's asyncio queue with `call_soon_threadsafe`).
+
+    loop:  wait until there is a command or work  ->  run commands  ->  step  ->  dispatch updates
+
+When idle the thread sleeps on a condition; nothing polls.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import itertools
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, NamedTuple, Optional, Sequence
+
+from engine.runtime.engine import Engine
+from engine.runtime.stats import StepStats
+from engine.sampling import SamplingParams
+from engine.server.detokenize import TextStream
+from engine.server.errors import EngineUnavailable
+
+logger = logging.getLogger(__name__)
+
+STALL_WAIT_S = 0.01  # work queued but nothing could be scheduled: look again after this
+
+
+class Delta(NamedTuple):
+    """What a request gained since its last Delta."""
+
+    text: str  # safe to show: whole characters, no part of a stop string
+    token_ids: list[int]
+    finished: bool
+    finish_reason: Optional[str]  # "stop", "length", "abort"
+    num_prompt_tokens: int
+    num_cached_tokens: int  # prompt tokens served from the prefix cache
+    num_output_tokens: int
+    error: Optional[str] = None  # the engine failed or stopped under this request
+
+
+class StepPage(NamedTuple):
+    first_step: Optional[int]  # oldest step still held; None when none is held
+    last_step: int  # newest step the engine has run; 0 before the first
+    steps: list[StepStats]  # oldest first
+
+
+class RequestObserver:
+    """Told about every request's progress, on the engine thread (metrics plug in here)."""
+
+    def on_tokens(self, now: float, arrival: float, first_token: Optional[float],
+                  last_token: Optional[float], num_new: int, num_prompt: int) -> None: ...
+
+    def on_finish(self, now: float, arrival: float, first_token: Optional[float], reason: Optional[str],
+                  num_prompt: int, num_output: int) -> None: ...
+
+    def on_step(self, stats: StepStats) -> None: ...
+
+
+Sink = Callable[[Delta], None]
+
+
+@dataclass
+class _Live:
+    sink: Sink
+    stream: TextStream
+    arrival: float
+    first_token: Optional[float] = None
+    last_token: Optional[float] = None
+
+
+class EngineRunner:
+    def __init__(self, engine: Engine, step_history: int = 65536,
+                 observer: Optional[RequestObserver] = None) -> None:
+        self.engine = engine
+        self.observer = observer or RequestObserver()
+        self.error: Optional[str] = None  # why the engine thread stopped, when it failed
+        self._cond = threading.Condition()
+        self._inbox: collections.deque = collections.deque()
+        self._stopping = False
+        self._live: dict[str, _Live] = {}  # engine thread only
+        self._steps: collections.deque[StepStats] = collections.deque(maxlen=step_history)
+        self._steps_lock = threading.Lock()
+        self._last_step = 0
+        self._thread: Optional[threading.Thread] = None
+
+    # --- any thread -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="engine", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Finish the current step, end every live request with an error, and join the thread."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive() and not self._stopping
+
+    def submit(self, request_id: str, prompt_ids: Sequence[int], params: SamplingParams, sink: Sink,
+               arrival: Optional[float] = None) -> concurrent.futures.Future:
+        """Queue a request; the future resolves once the engine has taken it (None) or refused it
+        (RequestRejected). From then on `sink` receives its Deltas, the last one `finished`."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._put(("add", request_id, list(prompt_ids), params, sink, arrival or time.time(), future), future)
+        return future
+
+    def abort(self, request_id: str) -> None:
+        """Stop a request and free its memory (no-op when it already finished)."""
+        self._put(("abort", request_id), None)
+
+    def call(self, fn: Callable[[Engine], object]) -> concurrent.futures.Future:
+        """Run `fn(engine)` on the engine thread between two steps; a future of its result."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._put(("call", fn, future), future)
+        return future
+
+    def steps_after(self, after: int, limit: int) -> StepPage:
+        """Up to `limit` recorded steps numbered above `after`, oldest first."""
+        with self._steps_lock:
+            if not self._steps:
+                return StepPage(None, self._last_step, [])
+            first = self._steps[0].step  # steps are numbered 1, 2, 3, ... with no gaps
+            skip = max(0, after + 1 - first)
+            rows = list(itertools.islice(self._steps, skip, skip + limit))
+            return StepPage(first, self._last_step, rows)
+
+    def _put(self, command: tuple, future: Optional[concurrent.futures.Future]) -> None:
+        with self._cond:
+            if self._stopping or self.error is not None:
+                if future is not None:
+                    future.set_exception(EngineUnavailable(self.error or "the engine is shutting down"))
+                return
+            self._inbox.append(command)
+            self._cond.notify()
+
+    # --- the engine thread ------------------------------------------------------------------
+
+    def _run(self) -> None:
+        stalled = False
+        try:
+            while True:
+                with self._cond:
+                    if stalled and not (self._inbox or self._stopping):
+                        self._cond.wait(STALL_WAIT_S)
+                    while not (self._inbox or self._stopping or self.engine.has_work()):
+                        self._cond.wait()
+                    if self._stopping:
+                        break
+                    commands = list(self._inbox)
+                    self._inbox.clear()
+                for command in commands:
+                    self._do(command)
+                stalled = False
+                if self.engine.has_work():
+                    stats = self.engine.step()
+                    if stats is None:
+                        stalled = True  # queued work that cannot be scheduled yet
+                    else:
+                        self._record(stats)
+                    if not self.engine.has_work():
+                        self.engine.step()  # nothing left: the engine logs its idle line
+                self._dispatch()
+        except BaseException as exc:  # the engine is in an unknown state: stop serving
+            logger.exception("engine thread failed")
+            self.error = f"engine failed: {type(exc).__name__}: {exc}"
+        self._fail_all(self.error or "the engine is shutting down")
+
+    def _do(self, command: tuple) -> None:
+        kind = command[0]
+        if kind == "add":
+            _, request_id, ids, params, sink, arrival, future = command
+            try:
+                request = self.engine.add_request(ids, params, request_id)
+            except Exception as exc:
+                future.set_exception(exc)
+                return
+            stream = TextStream(self.engine.tokenizer, request.stop_ids, request.params.stop)
+            self._live[request_id] = _Live(sink, stream, arrival)
+            future.set_result(None)
+        elif kind == "abort":
+            self.engine.abort(command[1])
+        elif kind == "call":
+            _, fn, future = command
+            try:
+                future.set_result(fn(self.engine))
+            except Exception as exc:
+                future.set_exception(exc)
+
+    def _record(self, stats: StepStats) -> None:
+        with self._steps_lock:
+            self._steps.append(stats)
+            self._last_step = stats.step
+        self.observer.on_step(stats)
+
+    def _dispatch(self) -> None:
+        for update in self.engine.take_updates():
+            live = self._live.get(update.request_id)
+            if live is None:
+                continue
+            now = time.time()
+            text = ""
+            if update.new_token_ids:
+                text = live.stream.push(update.new_token_ids)
+                self.observer.on_tokens(now, live.arrival, live.first_token, live.last_token,
+                                        len(update.new_token_ids), update.num_prompt_tokens)
+                live.first_token = live.first_token or now
+                live.last_token = now
+            if update.finished:
+                text += live.stream.finish()
+                del self._live[update.request_id]
+                self.observer.on_finish(now, live.arrival, live.first_token, update.finish_reason,
+                                        update.num_prompt_tokens, update.num_output_tokens)
+            if text or update.new_token_ids or update.finished:
+                _emit(live.sink, Delta(text, list(update.new_token_ids), update.finished, update.finish_reason,
+                                       update.num_prompt_tokens, update.num_cached_tokens,
+                                       update.num_output_tokens))
+
+    def _fail_all(self, reason: str) -> None:
+        with self._cond:
+            self._stopping = True
+            commands = list(self._inbox)
+            self._inbox.clear()
+        for command in commands:
+            future = command[-1] if command[0] != "abort" else None
+            if future is not None and not future.done():
+                future.set_exception(EngineUnavailable(reason))
+        for live in self._live.values():
+            _emit(live.sink, Delta("", [], True, "abort", 0, 0, 0, error=reason))
+        self._live.clear()
+
+
+def _emit(sink: Sink, delta: Delta) -> None:
+    try:
+        sink(delta)
+    except RuntimeError:  # the server's event loop is gone (shutdown): nobody is listening
+        pass
