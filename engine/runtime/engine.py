@@ -328,7 +328,7 @@ class Engine:
             self._num_decode_steps += 1
             if self._num_decode_steps % self.config.decode_log_interval == 0:
                 logger.info(logfmt.decode_line(
-                    sum(1 for s in batch.items if s.is_decode), self.kv_allocator.num_used, stats.kv_usage, stats.state_slots_used,
+                    stats.num_decode_tokens, self.kv_allocator.num_used, stats.kv_usage, stats.state_slots_used,
                     stats.state_slots_total, self._gen_meter.take(), stats.num_waiting))
 
 
