@@ -101,15 +101,12 @@ def analyze(source: Source) -> Analysis:
                         f"per-request decode rate in the last quarter of samples is {raw_ratio:.2f}x "
                         f"the first quarter's ({last.median():.1f} vs {first.median():.1f} tok/s)"))
 
-    onset = None
-    if age and onset_idx is not None:
-        onset = _onset(source, samples, life_use, onset_idx)
-    elif age and probes is not None:
-        onset = None  # probes show the loss; the step series does not place it
+    # When only the probes show the loss, the step series places no onset: onset stays null.
+    onset = _onset(source, life_use, onset_idx) if age and onset_idx is not None else None
     slowdown = _slowdown(use, model, onset_idx, life_use, age, probes)
-    recovered = _restart(use, life_use, onset_idx, cps, model) if onset_idx is not None and age else None
-    if age and recovered is None and probes is not None:
-        recovered = probes.detail.endswith("restart restored it")
+    recovered = _restart(use, life_use, onset_idx) if onset_idx is not None and age else None
+    if age and recovered is None and probes is not None and probes.after_restart is not None:
+        recovered = probes.after_restart >= math.exp(-MATERIAL)
     suspects = suspects_mod.rank(source, samples[samples["residual"].notna()], onset)
     checks_out = tuple(checks) + tuple(checks_mod.engine_checks(source, samples))
     return Analysis(verdict, slowdown, onset, recovered, suspects, checks_out, samples, model, cps,
@@ -214,11 +211,12 @@ def _probe_comparison(probes: pd.DataFrame) -> Optional[Matched]:
     early, late = first["decode_tps"].head(k), first["decode_tps"].tail(k)
     ratio = float(late.median() / early.median())
     detail = f"identical probes: last {k} ran at {ratio:.2f}x the first {k} ({late.median():.1f} vs {early.median():.1f} tok/s)"
+    back = None
     if len(lives) > 1:
         after = ok[ok["engine_life"] == lives[1]]["decode_tps"].head(k)
         back = float(after.median() / early.median())
-        detail += f"; after a restart {back:.2f}x" + ("; restart restored it" if back >= 0.9 else "")
-    return Matched("probes", ratio, k, k, detail)
+        detail += f"; the first probes after a restart ran at {back:.2f}x"
+    return Matched("probes", ratio, k, k, detail, back)
 
 
 def _confirm(age: bool, bins: Matched, probes: Optional[Matched]) -> tuple[bool, Optional[str]]:
@@ -233,7 +231,7 @@ def _confirm(age: bool, bins: Matched, probes: Optional[Matched]) -> tuple[bool,
     return age, None
 
 
-def _onset(source: Source, samples: pd.DataFrame, life_use: pd.DataFrame, onset_idx) -> Onset:
+def _onset(source: Source, life_use: pd.DataFrame, onset_idx) -> Onset:
     """The first step row after the last healthy sample: a decode line's window starts there."""
     pos = life_use.index.get_loc(onset_idx)
     life = int(life_use.loc[onset_idx, "engine_life"])
@@ -303,7 +301,7 @@ def _slowdown(use, model, onset_idx, life_use, age: bool, probes: Optional[Match
     return Slowdown(ratio, float(base["gen_tps"].median()), float(late["gen_tps"].median()))
 
 
-def _restart(use, life_use, onset_idx, cps, model) -> Optional[bool]:
+def _restart(use: pd.DataFrame, life_use: pd.DataFrame, onset_idx) -> Optional[bool]:
     """Did the next engine life run at the healthy level again?"""
     life = int(life_use.loc[onset_idx, "engine_life"])
     nxt = use[use["engine_life"] > life]

@@ -53,11 +53,12 @@ class Check(NamedTuple):
 class Matched(NamedTuple):
     """Throughput late in an engine life over early, at matched conditions."""
 
-    basis: str  # probes, bins (batch x context band), model (healthy-model residuals)
+    basis: str  # probes, or bins (batch x context band)
     ratio: Optional[float]
     num_early: int
     num_late: int
     detail: str
+    after_restart: Optional[float] = None  # the next engine life's early level over this one's early level
 
 
 @dataclass(frozen=True)

@@ -113,6 +113,9 @@ SNAPSHOT_COLUMNS: dict[str, tuple[str, bool, str]] = {
 }
 # Snapshot columns that are bookkeeping, not engine internals, and are never suspects.
 SNAPSHOT_META = ("t", "engine_age_s", "engine_life")
+# Cumulative counters (reset when the engine restarts); analysis reads them as rates. Extra
+# columns a writer adds are counters when their name ends in `_total`.
+SNAPSHOT_COUNTERS = ("expert_hits", "expert_misses", "expert_evictions", "gc_gen2_collections")
 
 PROBE_COLUMNS: dict[str, tuple[str, bool, str]] = {
     "t": ("float64", True, "probe send time, Unix s"),

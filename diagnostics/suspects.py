@@ -2,9 +2,9 @@
 
 Every numeric snapshot column of a run directory (and, for any source, the usage figures
 of the steps table) is aligned to the decode samples (the last value at or before each
-sample) and ranked by the absolute Spearman rank correlation with the residual. A column
-that only ever grows (a cumulative counter) is first turned into a rate per second, or it
-would track anything that grows with time.
+sample) and ranked by the absolute Spearman rank correlation with the residual. A cumulative
+counter (rundir_schema.SNAPSHOT_COUNTERS, or a name ending in `_total`) is first turned into
+a rate per second within each engine life, or it would track anything that grows with time.
 
 Rank correlation alone cannot tell a figure that steps up at the onset from one that merely
 grows with engine age (both rank the same way against a step in the residual), so the score
@@ -21,7 +21,7 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 from diagnostics.result import Onset, Suspect
-from diagnostics.rundir_schema import SNAPSHOT_META
+from diagnostics.rundir_schema import SNAPSHOT_COUNTERS, SNAPSHOT_META
 from diagnostics.source import Source
 
 MIN_POINTS = 8
@@ -42,7 +42,8 @@ def rank(source: Source, samples: pd.DataFrame, onset: Optional[Onset]) -> tuple
         for name in snaps.columns:
             if name in SNAPSHOT_META or not pd.api.types.is_numeric_dtype(snaps[name]):
                 continue
-            candidates.append((name, _as_rate(snaps, name)))
+            counter = name in SNAPSHOT_COUNTERS or name.endswith("_total")
+            candidates.append((name, _as_rate(snaps, name) if counter else snaps[["t", name]].dropna()))
     steps = source.steps
     for name in STEP_FIGURES:
         if name in steps and steps[name].notna().sum() >= MIN_POINTS:
@@ -57,13 +58,11 @@ def rank(source: Source, samples: pd.DataFrame, onset: Optional[Onset]) -> tuple
 
 
 def _as_rate(snaps: pd.DataFrame, name: str) -> pd.DataFrame:
-    df = snaps[["t", "engine_life", name]].dropna() if "engine_life" in snaps else snaps[["t", name]].dropna()
-    v = df[name].to_numpy(dtype=float)
-    if len(v) > 2 and np.all(np.diff(v) >= 0) and v[-1] > v[0]:
-        dt = df["t"].diff().dt.total_seconds().to_numpy()
-        rate = np.diff(v, prepend=np.nan) / dt
-        return pd.DataFrame({"t": df["t"].to_numpy(), name: rate}).dropna()
-    return df[["t", name]]
+    """A cumulative counter as a rate per second, within each engine life (it restarts at 0)."""
+    lives = snaps["engine_life"] if "engine_life" in snaps else pd.Series(0, index=snaps.index)
+    df = pd.DataFrame({"t": snaps["t"], "life": lives, "v": snaps[name]}).dropna()
+    rate = df.groupby("life")["v"].diff() / df.groupby("life")["t"].diff().dt.total_seconds()
+    return pd.DataFrame({"t": df["t"], name: rate}).dropna()
 
 
 def _suspect(name: str, series: pd.DataFrame, samples: pd.DataFrame, onset: Optional[Onset]) -> Optional[Suspect]:

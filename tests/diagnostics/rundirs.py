@@ -55,7 +55,8 @@ def make_run_dir(root: Path, minutes: int = 60, fault_at_min: Optional[float] = 
         "radix_nodes": 100 + s_age * 2.0,
         "kv_fragmentation": np.where(s_deg, 0.6, 0.1) + rng.normal(0, 0.02, len(ts)),
         "rss_bytes": 4e9 + rng.normal(0, 1e7, len(ts)),
-        "expert_hits": np.cumsum(rng.integers(100, 110, len(ts))).astype(float),
+        # A counter of the engine process: starts again at 0 after a restart, steady rate.
+        "expert_hits": pd.Series(rng.integers(100, 110, len(ts)).astype(float)).groupby(s_life).cumsum().to_numpy(),
     })
     _parts(root / "snapshots", snaps, 1)
 
