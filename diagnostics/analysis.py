@@ -45,6 +45,9 @@ def analyze(source: Source) -> Analysis:
     window = healthy.healthy_window(samples) if len(valid) >= MIN_SAMPLES else None
 
     def insufficient(why: str) -> Analysis:
+        probes = _probe_comparison(source.probes)
+        if probes is not None:
+            return _probes_only(source, probes, samples, checks, why)
         checks.append(Check("data", "fail", why))
         return Analysis("insufficient_data", None, None, None, (), tuple(checks), samples, None, None, (),
                         source.path, source.kind, source.engine)
@@ -193,16 +196,22 @@ def _bin_comparison(use: pd.DataFrame, model: healthy.HealthyModel, onset_idx) -
                    f"late throughput is {ratio:.2f}x early")
 
 
-def _probe_comparison(probes: pd.DataFrame) -> Optional[Matched]:
-    """Identical probes: the last quarter of an engine life against its first probes."""
+def _probe_rows(probes: pd.DataFrame) -> pd.DataFrame:
+    """The successful probes of the most frequent probe request, in time order."""
     if probes is None or probes.empty or "decode_tps" not in probes:
-        return None
+        return probes.iloc[:0] if probes is not None else pd.DataFrame()
     ok = probes[(probes.get("status", pd.Series("ok", index=probes.index)).fillna("ok") == "ok")
                 & (probes["decode_tps"] > 0)]
-    if ok.empty:
-        return None
     if "probe_id" in ok and ok["probe_id"].notna().any():
         ok = ok[ok["probe_id"] == ok["probe_id"].mode().iloc[0]]
+    return ok.sort_values("t", kind="stable")
+
+
+def _probe_comparison(probes: pd.DataFrame) -> Optional[Matched]:
+    """Identical probes: the last quarter of an engine life against its first probes."""
+    ok = _probe_rows(probes)
+    if ok.empty:
+        return None
     lives = sorted(ok["engine_life"].unique())
     first = ok[ok["engine_life"] == lives[0]]
     if len(first) < 4:
@@ -217,6 +226,33 @@ def _probe_comparison(probes: pd.DataFrame) -> Optional[Matched]:
         back = float(after.median() / early.median())
         detail += f"; the first probes after a restart ran at {back:.2f}x"
     return Matched("probes", ratio, k, k, detail, back)
+
+
+def _probes_only(source: Source, probes: Matched, samples: pd.DataFrame, checks: list, why: str) -> Analysis:
+    """No usable decode series, but identical probes: they alone decide, and place the onset."""
+    checks.append(Check("data", "warn", f"the decode steps cannot carry the analysis ({why}); identical probes decide"))
+    checks.append(Check("matched_conditions", "ok", probes.detail))
+    ok = _probe_rows(source.probes)
+    first = ok[ok["engine_life"] == ok["engine_life"].min()]
+    k = probes.num_early
+    healthy_tps = float(first["decode_tps"].head(k).median())
+    r = np.log(healthy_tps / first["decode_tps"].to_numpy(dtype=float))  # > 0: slower than the first probes
+    cps = changepoint.detect(r)
+    age = probes.ratio < math.exp(-MATERIAL)
+    onset = None
+    if age:
+        for prev, seg in zip(cps.segments, cps.segments[1:]):
+            if seg.level >= MATERIAL and seg.level > prev.level:
+                bad, good = first.iloc[seg.start], first.iloc[seg.start - 1]
+                trigger = _trigger(source, source.steps.iloc[:0], int(bad["engine_life"]), good["t"], bad["t"])
+                onset = Onset(bad["t"].to_datetime64(), float(bad["engine_age_s"]), int(bad["engine_life"]), trigger)
+                break
+    recovered = (probes.after_restart >= math.exp(-MATERIAL)) if age and probes.after_restart is not None else None
+    slowdown = Slowdown(probes.ratio, healthy_tps, float(first["decode_tps"].tail(k).median()))
+    verdict = "engine_age_degradation" if age else "no_degradation"
+    checks_out = tuple(checks) + tuple(checks_mod.engine_checks(source, samples))
+    return Analysis(verdict, slowdown, onset, recovered, (), checks_out, samples, None, cps, (probes,),
+                    source.path, source.kind, source.engine)
 
 
 def _confirm(age: bool, bins: Matched, probes: Optional[Matched]) -> tuple[bool, Optional[str]]:

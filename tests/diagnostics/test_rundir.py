@@ -98,3 +98,16 @@ def test_schema_module_lists_what_the_docs_document():
     for kind in schema.EVENT_KINDS:
         assert f"`{kind}`" in text
     assert json.dumps(schema.SCHEMA_VERSION) in text
+
+
+def test_probes_alone_decide_when_there_are_no_steps(tmp_path):
+    run = make_run_dir(tmp_path / "run")
+    for part in (run / "steps").glob("part-*"):
+        part.unlink()
+    doc = analyze(load_source(run)).to_dict()
+    assert doc["verdict"] == "engine_age_degradation"
+    assert doc["slowdown"]["ratio"] == pytest.approx(1 / 3, abs=0.03)
+    assert doc["recovered_by_restart"] is True
+    assert doc["onset"]["engine_age_s"] == pytest.approx(1800, abs=180)  # probes every 3 minutes
+    assert doc["onset"]["trigger"]["kind"] == "fault_on"
+    assert {c["name"]: c for c in doc["checks"]}["data"]["status"] == "warn"
