@@ -158,8 +158,8 @@ class Engine:
                 self._idle_logged = True
             return None
         self._idle_logged = False
-        for request in batch.retracted:
-            self._updates.append(request)
+        if batch.retracted:
+            logger.warning(logfmt.retract_line(len(batch.retracted)))
         num_decode = sum(1 for s in batch.items if s.is_decode)
         num_prefill = sum(s.num_new_tokens for s in batch.items if not s.is_decode)
         logits = None

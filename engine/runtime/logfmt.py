@@ -64,6 +64,11 @@ def dropped_line(prompt_len: int, limit: int, request_id: str) -> str:
     return f"Input sequence length {prompt_len} exceeds {limit}, request {request_id} is dropped."
 
 
+def retract_line(num_retracted: int) -> str:
+    """SGLang's line when decode finds the KV pool full and sends requests back to the queue."""
+    return f"KV cache pool is full. Retract requests. #retracted_reqs: {num_retracted}"
+
+
 IDLE_LINE = "Scheduler is idle, waiting for new reqs..."
 
 

@@ -223,7 +223,7 @@ class Scheduler:
         request.num_retractions += 1
         self.num_retractions += 1
         self.waiting.appendleft(request)
-        logger.info("Retract request %s: KV pool exhausted (%d tokens, %d output so far)",
+        logger.debug("Retract request %s: KV pool exhausted (%d tokens, %d output so far)",
                     request.request_id, request.num_tokens, len(request.output_ids))
 
     # --- memory -----------------------------------------------------------------------------

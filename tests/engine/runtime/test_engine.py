@@ -86,13 +86,15 @@ def test_over_long_request_refused_while_others_go_on(make, caplog):
     assert ok.finish_reason == "length" and len(ok.output_ids) == GREEDY.max_tokens
 
 
-def test_kv_pressure_retracts_and_still_gives_the_same_tokens(make):
+def test_kv_pressure_retracts_and_still_gives_the_same_tokens(make, caplog):
     ps = prompts(4, seed=7, lo=60, hi=60)
     long = SamplingParams(max_tokens=40, temperature=0, ignore_eos=True)
     _, roomy = run(make(kv_tokens=2048), ps, long)
     tight = make(kv_tokens=256, cache_type="none")
-    _, squeezed = run(tight, ps, long)
+    with caplog.at_level(logging.WARNING, logger="engine"):
+        _, squeezed = run(tight, ps, long)
     assert tight.scheduler.num_retractions > 0
+    assert "KV cache pool is full. Retract requests. #retracted_reqs: 1" in caplog.text
     assert squeezed == roomy
 
 
