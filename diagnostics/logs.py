@@ -24,6 +24,7 @@ import pandas as pd
 
 from diagnostics.errors import DiagnosticsError
 from diagnostics.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, assign_engine_lives
+from diagnostics.logtime import log_times
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ def parse_log(path: Path, date: Optional[dt.date] = None, year: Optional[int] = 
             builder.add_fast(lineno, m.group(1), m.group(2), m.group(3).rstrip(), path)
     if fmt == "freetoken" and builder.saw_tokdrift:
         fmt = "tokdrift"
-    times = _times(fmt, builder, path, date, year)
+    times = log_times(fmt, builder.dates, builder.clock, path, date, year)
     steps, events, age_known = builder.frames(times)
     if fmt == "vllm":
         # A stats line averages its whole window: name what the window held.
@@ -393,45 +394,3 @@ class _Builder:
             steps["token_usage"] = steps["full_token_usage"]
         events = table[~is_step].reindex(columns=EVENT_FRAME_COLUMNS)
         return steps.reset_index(drop=True), events.reset_index(drop=True), age_known
-
-
-def _times(fmt: str, b: _Builder, path: Path, date: Optional[dt.date], year: Optional[int]) -> np.ndarray:
-    if not b.kinds:
-        return np.array([], dtype="datetime64[ns]")
-    if fmt == "freetoken-excerpt":
-        start = date or _date_from_name(path)
-        if start is None:
-            raise DiagnosticsError(
-                f"{path}: lines carry only a time of day (a pasted excerpt); expected --date YYYY-MM-DD "
-                f"(or a date in the file name), found neither")
-        clock = _stamps(["1970-01-01"] * len(b.clock), b.clock) - np.datetime64("1970-01-01", "ns")
-        # Past midnight the clock goes back: a step back of more than 12 h is the next day.
-        sod = clock.astype("timedelta64[s]").astype(np.int64)
-        day = np.concatenate([[0], np.cumsum(np.diff(sod) < -12 * 3600)])
-        return np.datetime64(start, "ns") + day.astype("timedelta64[D]") + clock
-    if fmt == "vllm":
-        if year is None:
-            year = dt.datetime.fromtimestamp(path.stat().st_mtime).year
-            logger.warning("%s: vLLM dates have no year; assuming %d (the file's modification year); "
-                           "pass --year to set it", path, year)
-        month = np.array([int(d[:2]) for d in b.dates])
-        roll = np.concatenate([[0], np.cumsum(np.diff(month) < -6)])  # December -> January
-        return _stamps([f"{year + k}-{d}" for k, d in zip(roll.tolist(), b.dates)], b.clock)
-    return _stamps(b.dates, b.clock)
-
-
-def _stamps(dates: list[str], clock: list[str]) -> np.ndarray:
-    text = [f"{d} {c}" for d, c in zip(dates, clock)]
-    return pd.to_datetime(text, format="%Y-%m-%d %H:%M:%S").to_numpy(dtype="datetime64[ns]")
-
-
-def _date_from_name(path: Path) -> Optional[dt.date]:
-    m = re.search(r"(\d{4})-(\d{2})-(\d{2})", path.name)
-    if not m:
-        return None
-    try:
-        return dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
-    except ValueError:
-        return None
-
-

@@ -19,7 +19,7 @@ import pandas as pd
 
 from diagnostics import rundir_schema as schema
 from diagnostics.errors import DiagnosticsError
-from diagnostics.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, assign_engine_lives
+from diagnostics.frames import EVENT_FRAME_COLUMNS, assign_engine_lives
 
 logger = logging.getLogger(__name__)
 
