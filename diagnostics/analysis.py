@@ -177,7 +177,7 @@ def _bin_comparison(use: pd.DataFrame, model: healthy.HealthyModel, onset_idx) -
 
     def keyed(df: pd.DataFrame) -> pd.DataFrame:
         band = np.floor(np.log(df["context"].clip(lower=1)) / math.log(CONTEXT_BAND))
-        return df.assign(key=df["batch"].astype(str) + "|" + band.astype(str), logt=np.log(df["step_time_s"]))
+        return df.assign(key=df["batch"].fillna(0) * 10_000 + band, logt=np.log(df["step_time_s"]))
 
     e, l = keyed(early.dropna(subset=["context"])), keyed(late.dropna(subset=["context"]))
     ge, gl = e.groupby("key")["logt"], l.groupby("key")["logt"]
