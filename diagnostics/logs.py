@@ -34,7 +34,7 @@ FREETOKEN = re.compile(r"\[(\d{4}-\d{2}-\d{2})\|(\d{2}:\d{2}:\d{2})(?:\|[^\]]*)?
 FREETOKEN_EXCERPT = re.compile(r"()(\d{2}:\d{2}:\d{2})\s+" + _LEVEL + r"(.*)")
 SGLANG = re.compile(r"\[(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2})(?:[.,]\d+)?(?: [^\]]*)?\]\s*" + _LEVEL + r"(.*)")
 VLLM = re.compile(r"(?:\(\w+ pid=\d+\)\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2}-\d{2}) "
-                  r"(\d{2}:\d{2}:\d{2})(?:\.\d+)? \[[^\]]*\] (.*)")
+                  r"(\d{2}:\d{2}:\d{2})(?:\.\d+)? \[?[\w./:-]+\] (.*)")  # V0 writes `metrics.py:345]`
 
 NUMBER = re.compile(r"(\d+(?:\.\d+)?)")
 KEY_SPLIT = re.compile(r", |\. |\] |: ")

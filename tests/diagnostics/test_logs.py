@@ -126,19 +126,22 @@ def test_vllm_with_and_without_prefixes_and_a_new_year(tmp_path):
         "(EngineCore_DP0 pid=4188) INFO 01-01 00:00:10 [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 "
         "tokens/s, Avg generation throughput: 97.0 tokens/s, Running: 2 reqs, Waiting: 1 reqs, Deferred: 4 reqs, "
         "GPU KV cache usage: 97.5%, Prefix cache hit rate: 80.0%",
+        "INFO 01-01 00:00:20 metrics.py:345] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 96.0 "
+        "tokens/s, Running: 2 reqs, Swapped: 0 reqs, Pending: 1 reqs, GPU KV cache usage: 98.0%, CPU KV cache usage: 0.0%.",
     ])
     parsed = parse_log(path, year=2026)
     assert parsed.info.format == "vllm"
     s = parsed.steps
     assert s["t"].tolist() == [pd.Timestamp("2026-12-31 23:59:50"), pd.Timestamp("2027-01-01 00:00:00"),
-                               pd.Timestamp("2027-01-01 00:00:10")]
-    assert s["gen_tps"].tolist() == [101.3, 98.7, 97.0]
-    assert s["input_tps"].tolist() == [5120.3, 0.0, 0.0]
-    assert s["phase"].tolist() == ["mixed", "decode", "decode"]  # the first window also held prefill
-    assert s["token_usage"].tolist() == pytest.approx([0.121, 0.97, 0.975])
+                               pd.Timestamp("2027-01-01 00:00:10"), pd.Timestamp("2027-01-01 00:00:20")]
+    assert s["gen_tps"].tolist() == [101.3, 98.7, 97.0, 96.0]
+    assert s["input_tps"].tolist() == [5120.3, 0.0, 0.0, 0.0]
+    assert s["phase"].tolist() == ["mixed", "decode", "decode", "decode"]  # the first window also held prefill
+    assert s["token_usage"].tolist() == pytest.approx([0.121, 0.97, 0.975, 0.98])
+    assert s["num_queue_reqs"].iloc[3] == 1  # V0 says Pending
     assert s["num_preemptions"].iloc[1] == 3 and pd.isna(s["num_preemptions"].iloc[0])
     assert s["num_deferred"].iloc[2] == 4 and s["num_queue_reqs"].iloc[2] == 1
-    assert s["engine_age_s"].tolist() == [10.0, 20.0, 30.0]
+    assert s["engine_age_s"].tolist() == [10.0, 20.0, 30.0, 40.0]
 
 
 def test_unknown_lines_are_counted_and_a_bad_number_warns_with_its_line(tmp_path, caplog):
