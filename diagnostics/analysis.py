@@ -55,18 +55,24 @@ def analyze(source: Source) -> Analysis:
     if window is None:
         return insufficient(f"{len(valid)} usable decode samples ({len(samples) - len(valid)} more kept out); "
                             f"need at least {MIN_SAMPLES}, with {healthy.MIN_HEALTHY + 1} in one engine life")
-    model = healthy.fit_healthy(window)
-    samples["residual"] = healthy.residuals(model, samples)
-    samples["matched"] = healthy.matched(model, samples) & (samples["engine_life"] >= model.engine_life)
-    samples["healthy"] = samples.index.isin(window.index)
-    use = samples[(samples["excluded"] == "") & samples["matched"] & samples["residual"].notna()]
-    later = use[~use["healthy"]]
-    if len(later) < 2:
-        return insufficient(f"only {len(later)} usable decode samples after the healthy window "
-                            f"({model.num_points} samples); nothing to compare it with")
+    for _ in range(2):
+        model = healthy.fit_healthy(window)
+        samples["residual"] = healthy.residuals(model, samples)
+        samples["matched"] = healthy.matched(model, samples) & (samples["engine_life"] >= model.engine_life)
+        samples["healthy"] = samples.index.isin(window.index)
+        use = samples[(samples["excluded"] == "") & samples["matched"] & samples["residual"].notna()]
+        later = use[~use["healthy"]]
+        if len(later) < 2:
+            return insufficient(f"only {len(later)} usable decode samples after the healthy window "
+                                f"({model.num_points} samples); nothing to compare it with")
+        cps, onset_idx, life_use = _find_onset(use, model)
+        # An onset inside the early-life window would teach the model the slowdown: refit once
+        # on the samples before it.
+        early = window.loc[window.index < onset_idx] if onset_idx is not None else window
+        if len(early) == len(window) or len(early) < healthy.MIN_HEALTHY:
+            break
+        window = early
     checks.append(_model_check(model))
-
-    cps, onset_idx, life_use = _find_onset(use, model)
     age = onset_idx is not None
     undecided = None
     if age and not model.context_identified:

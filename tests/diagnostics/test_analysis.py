@@ -112,3 +112,13 @@ def test_diagnostics_never_imports_torch(excerpt):
             "assert not bad, bad\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_an_onset_inside_the_early_window_does_not_teach_the_model_the_slowdown(tmp_path):
+    path = write(Scenario(hours=2, onset_h=0.15), "freetoken", tmp_path / "early.log")
+    result = analyze(load_source(path))
+    assert result.verdict == "engine_age_degradation"
+    assert abs(pd.Timestamp(result.onset.t) - pd.Timestamp("2026-09-23 09:09:00")) < pd.Timedelta(minutes=1)
+    intercept, per_token = result.model.coef
+    assert intercept == pytest.approx(0.012 + 0.002, rel=0.1)  # a + b * batch of the simulated engine
+    assert per_token == pytest.approx(1.5e-7, rel=0.1)
