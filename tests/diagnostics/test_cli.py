@@ -51,3 +51,17 @@ def test_bad_input_is_one_line_without_traceback(tmp_path):
     proc = subprocess.run([sys.executable, "-c", "from diagnostics.cli import main; main()", "analyze",
                            str(tmp_path), "--date", "23/09/2026"], capture_output=True, text=True)
     assert proc.returncode == 2 and "YYYY-MM-DD" in proc.stderr
+
+
+def test_ingest_reads_run_directories_and_scrape_series(tmp_path):
+    from diagnostics.synthetic import Scenario, write
+
+    run = make_run_dir(tmp_path / "run", minutes=10, fault_at_min=None, restart_at_min=None)
+    result = runner.invoke(app, ["ingest", str(run)])
+    assert result.exit_code == 0, result.output
+    assert "run_dir" in result.output and "600 steps" in result.output
+    scrapes = write(Scenario(hours=0.2), "prometheus", tmp_path / "scrapes.prom")
+    result = runner.invoke(app, ["ingest", str(scrapes), "-o", str(tmp_path / "s.parquet")])
+    assert result.exit_code == 0, result.output
+    assert "prometheus" in result.output
+    assert pd.read_parquet(tmp_path / "s.parquet")["step_time_s"].notna().sum() > 50
