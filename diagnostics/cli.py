@@ -110,5 +110,11 @@ def analyze(
         Console().print(render(result))
 
 
+# report, summary, bundle and compare live in reports/ (reports -> diagnostics, never back).
+from reports.cli import register as _register_reports  # noqa: E402
+
+_register_reports(app)
+
+
 def main() -> None:
     run_app(app)

@@ -1,0 +1,67 @@
+"""The environment a report names: engine config, hardware, versions and trace, from the manifest
+(run directories) or from the log's own startup lines (plain logs)."""
+
+from __future__ import annotations
+
+import json
+from typing import NamedTuple, Optional
+
+from diagnostics.source import Source
+from reports.redact import Redactor
+
+MAX_STARTUP_LINES = 6
+SECTIONS = ("engine", "host", "trace")
+
+
+class Environment(NamedTuple):
+    rows: list[tuple[str, str]]  # (field, value), already redacted
+    configs: Optional[str]  # resolved configs as indented JSON, redacted
+    startup: list[str]  # the engine's startup lines from its log
+
+
+def environment(source: Source, redactor: Redactor) -> Environment:
+    rows: list[tuple[str, str]] = [("source", f"{source.kind} {redactor.text(source.path)}"), ("engine", source.engine)]
+    configs = None
+    m = source.manifest
+    if m is not None:
+        raw = redactor.json(m.raw)
+        for key in ("run_id", "status", "started_at", "ended_at", "target"):
+            if raw.get(key) is not None:
+                rows.append((key, _value(raw[key])))
+        if isinstance(raw.get("command"), list):
+            rows.append(("command", " ".join(str(x) for x in raw["command"])))
+        for section in SECTIONS:
+            value = raw.get(section)
+            if isinstance(value, dict):
+                rows += [(f"{section}.{k}", v) for k, v in _flatten(value)]
+            elif value is not None:
+                rows.append((section, _value(value)))
+        if raw.get("configs"):
+            configs = json.dumps(raw["configs"], indent=2, sort_keys=True, default=str)
+    info = source.log_info
+    if info is not None:
+        rows.append(("log format", f"{info.format}, {info.num_lines} lines ({info.num_step_lines} step lines)"))
+        if info.kv_capacity:
+            rows.append(("KV capacity (tokens)", f"{info.kv_capacity:,}"))
+    starts = source.events[source.events["kind"] == "engine_start"]["detail"].dropna().astype(str)
+    startup = [redactor.text(s) for s in dict.fromkeys(starts)][:MAX_STARTUP_LINES]
+    return Environment(rows, configs, startup)
+
+
+def _flatten(d: dict, prefix: str = ""):
+    for k, v in d.items():
+        name = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            yield from _flatten(v, name + ".")
+        else:
+            yield name, _value(v, name)
+
+
+def _value(v, name: str = "") -> str:
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, default=str)
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, int) and not isinstance(v, bool) and name.endswith("bytes"):
+        return f"{v:,} ({v / (1 << 30):.1f} GiB)"
+    return "" if v is None else str(v)

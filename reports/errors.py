@@ -1,0 +1,7 @@
+"""The reports package's user-facing error."""
+
+from tokdrift import TokdriftError
+
+
+class ReportError(TokdriftError):
+    """A report, summary, bundle or comparison that cannot be written: says what, where and why."""

@@ -1,0 +1,116 @@
+"""The verdict in words and numbers: one paragraph and the key figures, for every page."""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+from diagnostics.result import Analysis, iso
+
+HEADLINES = {
+    "engine_age_degradation": "The engine slowed down with age, beyond what longer context explains",
+    "context_growth_only": "Throughput fell, but only as much as the longer context explains",
+    "no_degradation": "No slowdown at matched conditions",
+    "insufficient_data": "The data cannot tell",
+}
+
+
+class KeyNumber(NamedTuple):
+    label: str
+    value: str
+
+
+def headline(a: Analysis) -> str:
+    return HEADLINES[a.verdict]
+
+
+def duration(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return "unknown"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def trigger_text(a: Analysis) -> Optional[str]:
+    if a.onset is None or a.onset.trigger is None:
+        return None
+    tr = a.onset.trigger
+    when = iso(tr.t)
+    if tr.kind in ("prefill_append", "prefill") and tr.new_tokens is not None:
+        cached = tr.cached_tokens or 0
+        what = (f"a prefill appending {tr.new_tokens:,} new tokens onto {cached:,} cached tokens" if cached
+                else f"a prefill of {tr.new_tokens:,} new tokens with nothing cached")
+        return f"{what} (at {when})"
+    if tr.kind == "fault_on":
+        return f"a fault switched on at {when} ({tr.detail})"
+    return f"a {tr.kind.replace('_', ' ')} at {when}" + (f" ({tr.detail})" if tr.detail else "")
+
+
+def paragraph(a: Analysis) -> str:
+    """One paragraph that states the verdict with its numbers."""
+    s, checks = a.slowdown, {c.name: c for c in a.checks}
+    matched = "; ".join(m.detail for m in a.matched if m.ratio is not None)
+    if a.verdict == "insufficient_data":
+        fails = [c.detail for c in a.checks if c.status == "fail"]
+        return "The data cannot tell engine age from context growth: " + ("; ".join(fails) or "too few samples") + "."
+    if a.verdict == "engine_age_degradation":
+        out = []
+        if a.onset is not None:
+            out.append(f"After {duration(a.onset.engine_age_s)} of engine life, decode throughput fell to "
+                       f"{s.ratio:.2f}x its healthy rate at matched conditions: the engine ran a median "
+                       f"{s.healthy_tps:.1f} tok/s while healthy and {s.degraded_tps:.1f} tok/s from "
+                       f"{iso(a.onset.t)} on.")
+            trig = trigger_text(a)
+            out.append(f"It began right after {trig}." if trig else "Nothing notable stands out just before it.")
+        else:
+            out.append(f"Decode throughput late in the engine's life ran at {s.ratio:.2f}x its healthy rate at "
+                       f"matched conditions ({s.degraded_tps:.1f} against {s.healthy_tps:.1f} tok/s).")
+        ctx = checks.get("context_only_model")
+        if ctx is not None and ctx.detail.startswith("context cannot explain it"):
+            out.append("Longer context cannot explain it: " + ctx.detail.split(": ", 1)[1] + ".")
+        elif matched:
+            out.append(f"At matched conditions: {matched}.")
+        out.append(_restart_sentence(a))
+        if a.suspects:
+            top = a.suspects[0]
+            out.append(f"The engine figure that tracks it best is {top.name} (score {top.score:.2f}): "
+                       f"{top.evidence.split('; ')[-1]}.")
+        return " ".join(out)
+    if a.verdict == "context_growth_only":
+        return (f"Decode throughput fell from a median {s.healthy_tps:.1f} to {s.degraded_tps:.1f} tok/s, but at "
+                f"matched conditions the late samples ran at {s.ratio:.2f}x the healthy ones, so the longer context "
+                f"explains the loss" + (f" ({matched})" if matched else "") + ".")
+    return (f"At matched conditions, late samples ran at {s.ratio:.2f}x the healthy ones (a median "
+            f"{s.degraded_tps:.1f} against {s.healthy_tps:.1f} tok/s)" + (f"; {matched}" if matched else "") + ".")
+
+
+def key_numbers(a: Analysis) -> list[KeyNumber]:
+    out = [KeyNumber("verdict", a.verdict)]
+    if a.slowdown is not None:
+        s = a.slowdown
+        out += [KeyNumber("matched throughput ratio (degraded / healthy)", f"{s.ratio:.2f}"),
+                KeyNumber("healthy decode (median, tok/s)", f"{s.healthy_tps:.1f}"),
+                KeyNumber("degraded decode (median, tok/s)" if a.onset else "late decode (median, tok/s)",
+                          f"{s.degraded_tps:.1f}")]
+    if a.onset is not None:
+        out += [KeyNumber("onset", iso(a.onset.t)),
+                KeyNumber("engine age at onset", f"{a.onset.engine_age_s:.0f} s ({duration(a.onset.engine_age_s)})")]
+        trig = trigger_text(a)
+        out.append(KeyNumber("trigger", trig if trig else "none stands out"))
+    out.append(KeyNumber("recovered by restart", {True: "yes", False: "no", None: "no restart in the data"}
+                         [a.recovered_by_restart]))
+    if a.model is not None:
+        out.append(KeyNumber("healthy model (step time)", f"{a.model.describe()} ({a.model.num_points} samples)"))
+    valid = a.samples[a.samples["excluded"] == ""] if len(a.samples) else a.samples
+    out.append(KeyNumber("decode samples", f"{len(a.samples)} ({len(a.samples) - len(valid)} kept out)"))
+    return out
+
+
+def _restart_sentence(a: Analysis) -> str:
+    if a.recovered_by_restart is True:
+        return "A restart brought it back to the healthy rate, so the slowdown lives in the engine's state."
+    if a.recovered_by_restart is False:
+        return "A restart did not bring it back."
+    return "The data holds no restart, so whether a fresh engine recovers is not tested here."

@@ -1,0 +1,209 @@
+"""The report's figures, drawn with matplotlib's Agg canvas and returned as PNG data URIs.
+
+No pyplot: each figure is a plain `Figure` on its own Agg canvas, so nothing global is
+touched and no display is needed. Every function takes tables and returns a data URI, or
+None when it has nothing to draw (the page then says so).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+from matplotlib.figure import Figure
+
+from diagnostics.healthy import HealthyModel
+
+MAX_POINTS = 20_000  # per scatter; longer series are thinned evenly
+WIDE = (9.6, 3.4)
+SMALL = (9.6, 2.6)
+DPI = 100
+ONSET, TRIGGER, RESTART, HEALTHY = "#c62828", "#ef6c00", "#37474f", "#2e7d32"
+
+
+def data_uri(fig: Figure) -> str:
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _figure(size=WIDE) -> tuple[Figure, object]:
+    fig = Figure(figsize=size, layout="constrained")
+    ax = fig.add_subplot()
+    ax.grid(True, alpha=0.3)
+    return fig, ax
+
+
+def _size(n: int, small: float = 9) -> float:
+    """Marker area: large for a pasted excerpt of a few lines, small for a long run."""
+    return 36 if n < 50 else 16 if n < 500 else small
+
+
+def _time_axis(ax) -> None:
+    locator = AutoDateLocator()
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+
+
+def _thin(df: pd.DataFrame) -> pd.DataFrame:
+    return df if len(df) <= MAX_POINTS else df.iloc[:: int(np.ceil(len(df) / MAX_POINTS))]
+
+
+def _marks(ax, onset_t, trigger_t, restarts: Sequence) -> None:
+    if trigger_t is not None and (onset_t is None or trigger_t != onset_t):
+        ax.axvline(trigger_t, color=TRIGGER, ls="--", lw=1.4, label="trigger")
+    if onset_t is not None:
+        ax.axvline(onset_t, color=ONSET, lw=1.6, label="onset" + (" (and trigger)" if trigger_t == onset_t else ""))
+    for i, t in enumerate(restarts):
+        ax.axvline(t, color=RESTART, ls=":", lw=1.6, label="restart" if i == 0 else None)
+
+
+def throughput_over_time(samples: pd.DataFrame, onset_t, trigger_t, restarts: Sequence,
+                         healthy_end=None) -> Optional[str]:
+    if samples.empty:
+        return None
+    fig, ax = _figure()
+    s = _thin(samples)
+    kept, out = s[s["excluded"] == ""], s[s["excluded"] != ""]
+    ax.scatter(kept["t"], kept["gen_tps"], s=_size(len(s)), color="#1565c0", label="decode throughput", zorder=3)
+    if len(out):
+        ax.scatter(out["t"], out["gen_tps"], s=_size(len(s), 14), facecolors="none", edgecolors="#9e9e9e",
+                   label="after a prefill or idle gap (kept out)", zorder=2)
+    if healthy_end is not None:
+        ax.axvspan(samples["t"].min(), healthy_end, color=HEALTHY, alpha=0.08, label="healthy window")
+    _marks(ax, onset_t, trigger_t, restarts)
+    ax.set_ylabel("decode throughput (tok/s)")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="best", fontsize=8)
+    _time_axis(ax)
+    return data_uri(fig)
+
+
+def throughput_vs_context(samples: pd.DataFrame, model: Optional[HealthyModel]) -> Optional[str]:
+    s = samples[(samples["excluded"] == "") & samples["context"].notna()]
+    if s.empty:
+        return None
+    s = _thin(s)
+    fig, ax = _figure()
+    age_h = s["engine_age_s"].to_numpy(dtype=float) / 3600
+    points = ax.scatter(s["context"], s["gen_tps"], c=age_h, cmap="viridis", s=_size(len(s), 10), zorder=3)
+    fig.colorbar(points, ax=ax, label="engine age (h)")
+    if model is not None:
+        lo, hi = float(s["context"].min()), float(s["context"].max())
+        ctx = np.linspace(lo * 0.95, hi * 1.05, 100)
+        for batch in s["batch"].dropna().value_counts().index[:3]:
+            pred = model.predict(np.full(len(ctx), float(batch)), ctx if model.context_identified else np.zeros(len(ctx)))
+            ax.plot(ctx, float(batch) / pred, color=HEALTHY, lw=2, zorder=4,
+                    label=f"healthy model, batch {batch:g}")
+    ax.set_xlabel("context (KV tokens in use)")
+    ax.set_ylabel("decode throughput (tok/s)")
+    ax.set_ylim(bottom=0)
+    if model is not None:
+        ax.legend(loc="best", fontsize=8)
+    return data_uri(fig)
+
+
+def probes_over_age(probes: pd.DataFrame, labels: Sequence[str] = ()) -> Optional[str]:
+    """One probe series, or several (a list of frames via `labels`) for a comparison."""
+    frames = probes if isinstance(probes, list) else [probes]
+    frames = [p[p["decode_tps"].notna() & (p["decode_tps"] > 0)] if not p.empty else p for p in frames]
+    if all(p.empty for p in frames):
+        return None
+    fig, ax = _figure()
+    markers = "os^D"
+    for k, p in enumerate(frames):
+        for life, rows in p.groupby("engine_life", sort=True):
+            name = (f"{labels[k]}: " if labels else "") + f"engine life {life}"
+            ax.plot(rows["engine_age_s"] / 60, rows["decode_tps"], marker=markers[k % 4], ms=5, lw=1, label=name)
+    ax.set_xlabel("engine age (min)")
+    ax.set_ylabel("probe decode (tok/s)")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="best", fontsize=8)
+    return data_uri(fig)
+
+
+def residuals(samples: pd.DataFrame, life_rows: pd.DataFrame, segments, material: float, onset_t) -> Optional[str]:
+    s = samples[(samples["excluded"] == "") & samples["residual"].notna()]
+    if s.empty:
+        return None
+    fig, ax = _figure()
+    t = _thin(s)
+    ax.scatter(t["t"], t["residual"], s=_size(len(t), 7), c=np.where(t["engine_life"] == t["engine_life"].min(), "#1565c0", "#8e24aa"),
+               zorder=2)
+    base = float(s.loc[s["healthy"].fillna(False).astype(bool), "residual"].median()) if "healthy" in s else 0.0
+    ax.axhline(base, color=HEALTHY, lw=1, label="healthy level")
+    ax.axhline(base + material, color=HEALTHY, lw=1, ls="--", label="material slowdown (10%)")
+    if segments and len(life_rows) == segments[-1].end:
+        times = life_rows["t"].to_numpy()
+        for i, seg in enumerate(segments):
+            end = times[seg.end - 1]
+            ax.hlines(seg.level, times[seg.start], end, color=ONSET, lw=2.5, zorder=4,
+                      label="segment level (PELT)" if i == 0 else None)
+            if i:
+                ax.axvline(times[seg.start], color=ONSET, ls=":", lw=1, label="change point" if i == 1 else None)
+    ax.set_ylabel("log(step time / healthy)")
+    ax.legend(loc="best", fontsize=8)
+    _time_axis(ax)
+    return data_uri(fig)
+
+
+def prefills(steps: pd.DataFrame, trigger_t) -> Optional[str]:
+    p = steps[(steps["phase"] == "prefill") & steps["new_tokens"].notna()]
+    if p.empty:
+        return None
+    p = _thin(p)
+    fig, ax = _figure(SMALL)
+    cached = p["cached_tokens"].fillna(0).to_numpy(dtype=float)
+    new = p["new_tokens"].to_numpy(dtype=float)
+    ax.vlines(p["t"], 0, cached, color="#90caf9", lw=2, label="cached tokens reused")
+    ax.vlines(p["t"], cached, cached + new, color="#0d47a1", lw=2, label="new tokens computed")
+    if trigger_t is not None:
+        ax.axvline(trigger_t, color=TRIGGER, ls="--", lw=1.4, label="trigger")
+    ax.set_ylabel("prompt tokens")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="best", fontsize=8)
+    _time_axis(ax)
+    return data_uri(fig)
+
+
+def suspect(series: pd.DataFrame, name: str, samples: pd.DataFrame, onset_t, restarts: Sequence) -> Optional[str]:
+    if series.empty:
+        return None
+    fig, ax = _figure(SMALL)
+    series = _thin(series)
+    ax.plot(series["t"], series[name], color="#6a1b9a", lw=1.2, label=name)
+    ax.set_ylabel(name, color="#6a1b9a")
+    s = _thin(samples[(samples["excluded"] == "") & samples["residual"].notna()])
+    if len(s):
+        right = ax.twinx()
+        right.scatter(s["t"], s["gen_tps"], s=_size(len(s), 4), color="#90a4ae", label="decode throughput")
+        right.set_ylabel("decode (tok/s)", color="#607d8b")
+        right.set_ylim(bottom=0)
+        ax.set_zorder(right.get_zorder() + 1)
+        ax.patch.set_visible(False)
+    _marks(ax, onset_t, None, restarts)
+    ax.legend(loc="upper left", fontsize=8)
+    _time_axis(ax)
+    return data_uri(fig)
+
+
+def age_curves(frames: Sequence[pd.DataFrame], labels: Sequence[str]) -> Optional[str]:
+    """Decode throughput over engine age for several runs (the comparison page)."""
+    frames = [f[f["excluded"] == ""] for f in frames]
+    if all(f.empty for f in frames):
+        return None
+    fig, ax = _figure()
+    for f, label, color in zip(frames, labels, ("#1565c0", "#e65100", "#2e7d32")):
+        f = _thin(f)
+        ax.scatter(f["engine_age_s"] / 60, f["gen_tps"], s=_size(len(f), 7), color=color, alpha=0.7, label=label)
+    ax.set_xlabel("engine age (min)")
+    ax.set_ylabel("decode throughput (tok/s)")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="best", fontsize=8)
+    return data_uri(fig)

@@ -1,0 +1,115 @@
+"""`diag report`: one self-contained HTML page (figures as data URIs, styles inline, no scripts).
+
+Everything taken from the inputs reaches the page through jinja2 with autoescaping on, so a
+log line holding `<script>` shows as text.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import NamedTuple, Optional
+
+import jinja2
+
+from diagnostics.analysis import MATERIAL
+from diagnostics.result import iso
+from reports import narrative, plots, tables
+from reports.environment import environment
+from reports.inputs import Inputs, model_life_samples, restarts
+from reports.profiles import compare as compare_profiles, fmt_share
+from reports.redact import Redactor
+from tokdrift import __version__
+
+logger = logging.getLogger(__name__)
+
+MAX_SUSPECT_PLOTS = 6
+
+
+class Figure(NamedTuple):
+    uri: Optional[str]  # PNG data URI, None when there is nothing to draw
+    empty: str  # what the page says instead
+
+
+def environment_jinja() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["share"] = fmt_share
+    env.filters["num"] = lambda x, d=1: "" if x is None else f"{x:,.{d}f}"
+    return env
+
+
+def render_report(inputs: Inputs, redactor: Optional[Redactor] = None) -> str:
+    redactor = redactor if redactor is not None else Redactor()
+    return environment_jinja().get_template("report.html.j2").render(**report_context(inputs, redactor))
+
+
+def report_context(inputs: Inputs, redactor: Redactor) -> dict:
+    source, a = inputs.source, inputs.analysis
+    samples = a.samples
+    onset_t = a.onset.t if a.onset is not None else None
+    trigger_t = a.onset.trigger.t if a.onset is not None and a.onset.trigger is not None else None
+    starts = restarts(source)
+    life_rows = model_life_samples(a)
+
+    figures = {
+        "throughput_time": Figure(plots.throughput_over_time(samples, onset_t, trigger_t, starts,
+                                                             a.model.t_end if a.model is not None else None),
+                                  "No decode throughput figures in this source."),
+        "throughput_context": Figure(plots.throughput_vs_context(samples, a.model),
+                                     "No decode sample carries a context figure (#token or token usage), "
+                                     "so throughput cannot be set against context."),
+        "probes": Figure(plots.probes_over_age(source.probes),
+                         "No probes in this source: a plain engine log has none; a soak run records an "
+                         "identical probe request at intervals."),
+        "residuals": Figure(plots.residuals(samples, life_rows, a.changepoints.segments if a.changepoints else (),
+                                            MATERIAL, onset_t),
+                            "No residuals: the healthy model could not be fitted (see the checks)."),
+        "prefills": Figure(plots.prefills(source.steps, trigger_t),
+                           "No prefill lines with token counts in this source."),
+    }
+    suspects = []
+    for i, s in enumerate(a.suspects):
+        uri = None
+        if i < MAX_SUSPECT_PLOTS:
+            uri = plots.suspect(tables.suspect_series(source, s.name), s.name, samples, onset_t, starts)
+        suspects.append({"name": s.name, "score": s.score, "evidence": s.evidence, "uri": uri})
+
+    log_path, log = inputs.engine_log, []
+    line = tables.trigger_line(a, source)
+    if log_path is not None and line is not None:
+        log = [l._replace(text=redactor.text(l.text)) for l in tables.log_lines(log_path, line)]
+    event_rows, more_events = tables.events(source)
+    event_rows = [e._replace(detail=redactor.fields(e.detail)) for e in event_rows]
+    profiles = None
+    if inputs.profiles:
+        stamp = None if onset_t is None else dt.datetime.fromisoformat(iso(onset_t)).strftime("%Y%m%dT%H%M%S")
+        profiles = compare_profiles(inputs.profiles, stamp)
+        if profiles is not None:
+            profiles = profiles._replace(rows=[r._replace(frame=redactor.text(r.frame)) for r in profiles.rows])
+
+    return {
+        "title": f"tokdrift report: {redactor.text(inputs.name)}",
+        "name": redactor.text(inputs.name),
+        "version": __version__,
+        "generated": dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
+        "a": a,
+        "onset_iso": iso(onset_t),
+        "headline": narrative.headline(a),
+        "paragraph": redactor.text(narrative.paragraph(a)),
+        "key_numbers": [k._replace(value=redactor.text(k.value)) for k in narrative.key_numbers(a)],
+        "figures": figures,
+        "matched": [m._replace(detail=redactor.text(m.detail)) for m in a.matched],
+        "bands": tables.matched_bands(a),
+        "probe_lives": tables.probe_lives(source.probes),
+        "suspects": suspects,
+        "checks": [c._replace(detail=redactor.text(c.detail)) for c in a.checks],
+        "events": event_rows,
+        "more_events": more_events,
+        "log": log,
+        "log_name": redactor.text(log_path.name) if log_path is not None else None,
+        "env": environment(source, redactor),
+        "has_profiles": bool(inputs.profiles),
+        "profiles": profiles,
+        "redacted": redactor.enabled,
+    }

@@ -1,0 +1,71 @@
+"""`diag summary`: the analysis as Markdown, at most MAX_LINES lines, ready to paste into an issue."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from reports import narrative
+from reports.environment import environment
+from reports.inputs import Inputs
+from reports.redact import Redactor
+from tokdrift import __version__
+
+MAX_LINES = 60
+MAX_SUSPECTS = 3
+MAX_CHECKS = 8
+MAX_ENV = 12
+MAX_CELL = 160
+ENV_FIELDS = ("source", "engine", "run_id", "status", "started_at", "ended_at", "target", "command", "log format",
+              "KV capacity (tokens)")
+ENV_PREFIXES = ("host.", "engine.", "trace.")
+STATUS_MARK = {"ok": "ok", "warn": "**warn**", "fail": "**FAIL**"}
+
+
+def render_summary(inputs: Inputs, redactor: Optional[Redactor] = None, report_name: Optional[str] = None) -> str:
+    redactor = redactor if redactor is not None else Redactor()
+    a = inputs.analysis
+    red = lambda s: _md(redactor.text(str(s)))  # noqa: E731
+    out = [f"### tokdrift: `{a.verdict}` in {red(inputs.name)}", "",
+           f"**{narrative.headline(a)}.** {red(narrative.paragraph(a))}", "",
+           "| | |", "|---|---|"]
+    out += [f"| {k.label} | {_cell(red(k.value))} |" for k in narrative.key_numbers(a)]
+    for m in a.matched:
+        if m.ratio is not None:
+            out.append(f"| matched ({m.basis}) | {_cell(red(m.detail))} |")
+    out.append("")
+    if a.suspects:
+        out.append("**Top suspects**")
+        out += [f"{i}. `{s.name}` (score {s.score:.2f}): {red(s.evidence)}"
+                for i, s in enumerate(a.suspects[:MAX_SUSPECTS], 1)]
+    else:
+        out.append("**Top suspects:** none (no engine figure tracks the slowdown)")
+    out.append("")
+    order = {"fail": 0, "warn": 1, "ok": 2}
+    shown = sorted((c for c in a.checks if c.status != "ok"), key=lambda c: order[c.status])[:MAX_CHECKS]
+    ok = [c.name for c in a.checks if c.status == "ok"]
+    out.append(f"**Checks** ({len(a.checks)}: {len(ok)} ok, "
+               f"{sum(c.status == 'warn' for c in a.checks)} warn, {sum(c.status == 'fail' for c in a.checks)} fail)")
+    out += [f"- {STATUS_MARK[c.status]} `{c.name}`: {_cell(red(c.detail), 300)}" for c in shown]
+    if ok:
+        out.append(f"- ok: {', '.join(ok)}")
+    out.append("")
+    env = environment(inputs.source, redactor)
+    rows = [(k, v) for k, v in env.rows if k in ENV_FIELDS or k.startswith(ENV_PREFIXES)][:MAX_ENV]
+    out.append("**Environment**")
+    out += [f"- {k}: `{_cell(str(v)).replace('`', '')}`" for k, v in rows]
+    out += [f"- startup: `{_cell(line).replace('`', '')}`" for line in env.startup[:2]]
+    out.append("")
+    out.append(f"**Redacted:** {redactor.describe()}.")
+    more = f" Full report with plots: `{report_name}`." if report_name else ""
+    out.append(f"<sub>tokdrift {__version__}, `diag summary`.{more}</sub>")
+    return "\n".join(out[:MAX_LINES]) + "\n"
+
+
+def _md(s: str) -> str:
+    """Text from the inputs: no raw HTML in the Markdown."""
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _cell(s: str, limit: int = MAX_CELL) -> str:
+    s = " ".join(s.split()).replace("|", "\\|")
+    return s if len(s) <= limit else s[: limit - 1] + "…"

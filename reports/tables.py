@@ -1,0 +1,147 @@
+"""Tables the pages show beside the analysis: matched bands, probes per life, events, log lines.
+
+Each is computed from the analysis' own samples and the source's tables, never re-deciding
+anything the analysis decided.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import NamedTuple, Optional
+
+import numpy as np
+import pandas as pd
+
+from diagnostics.analysis import CONTEXT_BAND
+from diagnostics.result import Analysis, iso
+from diagnostics.source import Source
+from reports.inputs import model_life_samples
+
+MAX_BANDS = 12
+MAX_EVENTS = 60
+LOG_CONTEXT = 8  # log lines shown either side of the trigger
+QUIET_EVENTS = ("probe",)  # too many to list; the probe plot shows them
+
+
+class BandRow(NamedTuple):
+    batch: str
+    context: str  # the band's range of context tokens
+    num_early: int
+    early_tps: float
+    num_late: int
+    late_tps: float
+
+    @property
+    def ratio(self) -> float:
+        return self.late_tps / self.early_tps
+
+
+class ProbeLife(NamedTuple):
+    engine_life: int
+    num_probes: int
+    first_tps: float  # median of the life's first quarter of probes
+    last_tps: float  # ... and of its last quarter
+    first_age: str
+    last_age: str
+
+
+class EventRow(NamedTuple):
+    t: str
+    engine_life: str
+    engine_age: str
+    kind: str
+    detail: str
+
+
+class LogLine(NamedTuple):
+    number: int
+    text: str
+    marked: bool  # the trigger's own line
+
+
+def matched_bands(a: Analysis) -> list[BandRow]:
+    """Same batch size and context band (about +-10%), before and after the onset (or the halves)."""
+    life = model_life_samples(a).dropna(subset=["context"])
+    if life.empty:
+        return []
+    if a.onset is not None:
+        early, late = life[life["t"] < a.onset.t], life[life["t"] >= a.onset.t]
+    else:
+        early, late = life.iloc[: len(life) // 2], life.iloc[len(life) // 2:]
+    rows = []
+    band = lambda df: np.floor(np.log(df["context"].clip(lower=1)) / math.log(CONTEXT_BAND))  # noqa: E731
+    ge = early.assign(band=band(early)).groupby(["batch", "band"])
+    gl = late.assign(band=band(late)).groupby(["batch", "band"])
+    for key in sorted(set(ge.groups) & set(gl.groups)):
+        e, l = ge.get_group(key), gl.get_group(key)
+        lo, hi = CONTEXT_BAND ** key[1], CONTEXT_BAND ** (key[1] + 1)
+        rows.append(BandRow(f"{key[0]:g}", f"{lo:,.0f}-{hi:,.0f}", len(e), float(e["gen_tps"].median()),
+                            len(l), float(l["gen_tps"].median())))
+    rows.sort(key=lambda r: -min(r.num_early, r.num_late))
+    return rows[:MAX_BANDS]
+
+
+def probe_lives(probes: pd.DataFrame) -> list[ProbeLife]:
+    if probes.empty or "decode_tps" not in probes:
+        return []
+    ok = probes[probes["decode_tps"].notna() & (probes["decode_tps"] > 0)]
+    if "status" in ok:
+        ok = ok[ok["status"].fillna("ok") == "ok"]
+    out = []
+    for life, rows in ok.groupby("engine_life", sort=True):
+        k = max(1, len(rows) // 4)
+        out.append(ProbeLife(int(life), len(rows), float(rows["decode_tps"].head(k).median()),
+                             float(rows["decode_tps"].tail(k).median()),
+                             _age(rows["engine_age_s"].iloc[0]), _age(rows["engine_age_s"].iloc[-1])))
+    return out
+
+
+def events(source: Source) -> tuple[list[EventRow], int]:
+    """Notable events in time order (at most MAX_EVENTS) and how many more were left out."""
+    ev = source.events[~source.events["kind"].isin(QUIET_EVENTS)]
+    rows = [EventRow(iso(r.t) or "", "" if pd.isna(r.engine_life) else f"{int(r.engine_life)}", _age(r.engine_age_s),
+                     str(r.kind), "" if pd.isna(r.detail) else str(r.detail))
+            for r in ev.head(MAX_EVENTS).itertuples()]
+    return rows, max(0, len(ev) - MAX_EVENTS)
+
+
+def trigger_line(a: Analysis, source: Source) -> Optional[int]:
+    """The log line the trigger was read from, when the steps carry line numbers."""
+    if a.onset is None or a.onset.trigger is None or "line" not in source.steps:
+        return None
+    rows = source.steps[(source.steps["t"] == a.onset.trigger.t) & source.steps["line"].notna()]
+    if rows.empty:
+        rows = source.steps[(source.steps["t"] >= a.onset.t) & source.steps["line"].notna()].head(1)
+    return int(rows["line"].iloc[0]) if len(rows) else None
+
+
+def log_lines(path: Path, center: int, context: int = LOG_CONTEXT) -> list[LogLine]:
+    lo, hi = max(1, center - context), center + context
+    out = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, 1):
+            if number > hi:
+                break
+            if number >= lo:
+                out.append(LogLine(number, line.rstrip("\n"), number == center))
+    return out
+
+
+def suspect_series(source: Source, name: str) -> pd.DataFrame:
+    """The figure a suspect was ranked on: a snapshot column (a cumulative counter as a rate) or a step column."""
+    snaps = source.snapshots
+    if name in snaps.columns and "t" in snaps:
+        df = snaps[["t", name]].dropna().sort_values("t")
+        v = df[name].to_numpy(dtype=float)
+        if len(v) > 2 and np.all(np.diff(v) >= 0) and v[-1] > v[0]:
+            rate = np.diff(v, prepend=np.nan) / df["t"].diff().dt.total_seconds().to_numpy()
+            return pd.DataFrame({"t": df["t"].to_numpy(), name: rate}).dropna()
+        return df
+    if name in source.steps.columns:
+        return source.steps[["t", name]].dropna()
+    return pd.DataFrame({"t": pd.Series(dtype="datetime64[ns]"), name: pd.Series(dtype=float)})
+
+
+def _age(seconds) -> str:
+    return "" if seconds is None or pd.isna(seconds) else f"{float(seconds) / 60:.1f} min"
