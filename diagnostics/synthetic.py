@@ -34,6 +34,7 @@ class Scenario:
     onset_h: Optional[float] = None  # engine-age slowdown begins
     slowdown: float = 4.0  # step time multiplier after the onset
     restart_h: Optional[float] = None
+    restart_cures: bool = True  # False: the slowdown survives the restart (not engine age after all)
     idle_every: int = 7  # an idle gap after every this many turns
     idle_s: float = 45.0
     noise: float = 0.03
@@ -72,7 +73,7 @@ def simulate(sc: Scenario) -> Iterator[Record]:
     degraded, turn, last_line = False, 0, t
     while t < end:
         if restart_at is not None and t >= restart_at:
-            restart_at, degraded = None, False
+            restart_at, degraded = None, degraded and not sc.restart_cures
             t += dt.timedelta(seconds=20)
             yield Record(t, "start", 0, 0, 0, 0, 0.0, 0.0, 0)
             ctx = [sc.context_start + rng.randint(0, 5000) for _ in range(sc.batch)]

@@ -122,3 +122,10 @@ def test_an_onset_inside_the_early_window_does_not_teach_the_model_the_slowdown(
     intercept, per_token = result.model.coef
     assert intercept == pytest.approx(0.012 + 0.002, rel=0.1)  # a + b * batch of the simulated engine
     assert per_token == pytest.approx(1.5e-7, rel=0.1)
+
+
+def test_a_restart_that_does_not_cure_it_says_so(tmp_path):
+    sc = Scenario(hours=2, onset_h=1.0, restart_h=1.5, restart_cures=False)
+    doc = _analyze(tmp_path, sc, "sglang")
+    assert doc["verdict"] == "engine_age_degradation"
+    assert doc["recovered_by_restart"] is False
