@@ -40,6 +40,7 @@ def analyze(source: Source) -> Analysis:
     samples = healthy.decode_samples(source.steps)
     samples["residual"] = np.nan
     samples["matched"] = False
+    samples["healthy"] = False
     checks = list(checks_mod.source_checks(source, samples))
     valid = samples[samples["excluded"] == ""]
     window = healthy.healthy_window(samples) if len(valid) >= MIN_SAMPLES else None
