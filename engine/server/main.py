@@ -32,9 +32,17 @@ def make_app(engine_config: EngineConfig, server_config: ServerConfig = ServerCo
 def bind(host: str, port: int) -> socket.socket:
     """A listening socket on host:port, or a ServerError saying why not."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto given explicitly: asyncio sets TCP_NODELAY on accepted connections only when the
+    # listening socket says IPPROTO_TCP; without it every response written in two parts (head,
+    # body) waits ~40 ms for the client's delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
-        return socket.create_server((host, port), family=family)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+        return sock
     except OSError as exc:
+        sock.close()
         raise ServerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}"
                           + (" (another server is using the port; pick one with --port)"
                              if exc.errno in (98, 48) else "")) from None
