@@ -305,6 +305,9 @@ class Engine:
             num_retracted=len(batch.retracted), num_finished=num_finished, expert_misses=misses)
 
     def _log_startup(self, kv_tokens: int) -> None:
+        from tokdrift import __version__
+
+        logger.info("tokdrift engine %s starting: %s on %s", __version__, self.checkpoint, self.device)
         logger.info("Resolved config: %s", self.config.resolved_line())
         moe_total = moe_slots = None
         moe_bytes = 0
