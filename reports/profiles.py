@@ -146,9 +146,10 @@ def _label(frame: dict) -> str:
     if not file:
         return name
     parts = re.split(r"[\\/]", str(file))
-    if "site-packages" in parts:
-        parts = parts[parts.index("site-packages") + 1:]
-    short = "/".join(parts[-2:])
+    if "site-packages" in parts:  # the import path: engine/memory/allocator.py
+        short = "/".join(parts[len(parts) - parts[::-1].index("site-packages"):])
+    else:
+        short = "/".join(parts[-3:])
     line = frame.get("line")
     return f"{name} ({short}:{line})" if line is not None else f"{name} ({short})"
 

@@ -1,0 +1,144 @@
+"""The HTML report, read the way a browser would: its sections, figures, escaping and empty states."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from bs4 import BeautifulSoup
+
+from reports.redact import Redactor
+from reports.report import render_report
+
+from .conftest import PLANTED, PROMPT, SCRIPT
+
+SECTIONS = ["verdict", "throughput-time", "throughput-context", "matched", "probes", "residuals", "prefills",
+            "suspects", "checks", "events", "environment", "profiles"]
+
+
+@pytest.fixture(scope="module")
+def seed_page(seed_inputs):
+    return BeautifulSoup(render_report(seed_inputs), "html.parser")
+
+
+@pytest.fixture(scope="module")
+def log_page(log_inputs):
+    return BeautifulSoup(render_report(log_inputs), "html.parser")
+
+
+@pytest.fixture(scope="module")
+def run_page(run_inputs):
+    return BeautifulSoup(render_report(run_inputs), "html.parser")
+
+
+def _section(page, name):
+    section = page.find("section", id=name)
+    assert section is not None, f"no section #{name}"
+    return section
+
+
+def _text(node) -> str:
+    return " ".join(node.get_text(" ").split())
+
+
+def _plots(section) -> list:
+    return section.find_all("img", class_="plot")
+
+
+@pytest.mark.parametrize("page", ["seed_page", "log_page", "run_page"])
+def test_every_section_is_there_and_self_contained(page, request):
+    soup = request.getfixturevalue(page)
+    assert [s["id"] for s in soup.find_all("section")] == SECTIONS
+    assert soup.find("script") is None
+    assert soup.find("link") is None
+    for tag in soup.find_all(src=True):
+        assert tag["src"].startswith("data:image/png;base64,"), tag["src"][:60]
+    for tag in soup.find_all(href=True):
+        assert tag["href"].startswith("#"), tag["href"]
+    assert "url(" not in soup.find("style").get_text()  # no fonts or images fetched by the stylesheet
+    csp = soup.find("meta", attrs={"http-equiv": "Content-Security-Policy"})
+    assert "default-src 'none'" in csp["content"]
+
+
+def test_seed_verdict_paragraph_states_the_numbers(seed_page):
+    verdict = _section(seed_page, "verdict")
+    assert "engine_age_degradation" in _text(verdict.find(class_="name"))
+    paragraph = _text(verdict.find("p", class_="paragraph"))
+    for number in ("0.10x", "112.5 tok/s", "11.5 tok/s", "2026-09-23T21:18:50", "5,792 new tokens", "121,712 cached",
+                   "15.6 min"):
+        assert number in paragraph, number
+    assert "Longer context cannot explain it" in paragraph
+    cells = {_text(r.find_all("td")[0]): _text(r.find_all("td")[1]) for r in verdict.find_all("tr")}
+    assert cells["engine age at onset"] == "938 s (15.6 min)"
+    assert cells["recovered by restart"] == "no restart in the data"
+
+
+def test_seed_sections_without_data_say_so(seed_page):
+    """A pasted excerpt has no probes, no suspects and no profiles: each section says so, none fails."""
+    for name, words in (("probes", "No probes in this source"), ("suspects", "No engine figure tracks"),
+                        ("profiles", "No profiles in this source")):
+        section = _section(seed_page, name)
+        assert not _plots(section)
+        assert words in _text(section.find(class_="empty"))
+    assert len(_plots(_section(seed_page, "throughput-time"))) == 1
+    assert len(_plots(_section(seed_page, "prefills"))) == 1
+    env = _text(_section(seed_page, "environment"))
+    assert "freetoken-excerpt, 11 lines" in env and "245,760" in env
+    assert "Resolved config: moe_strategy='offload'" in env
+
+
+def test_seed_log_around_the_onset_marks_the_trigger_line(seed_page):
+    rows = _section(seed_page, "events").find("table", class_="log").find_all("tr")
+    marked = [r for r in rows if "mark" in (r.get("class") or [])]
+    assert len(marked) == 1
+    assert "#new-token: 5792, #cached-token: 121712" in _text(marked[0])
+    assert _text(marked[0].find("td")) == "5"  # line 5 of the excerpt
+
+
+def test_log_line_holding_a_script_tag_shows_as_text(log_inputs, log_page):
+    assert log_page.find("script") is None
+    log = _section(log_page, "events").find("table", class_="log")
+    assert SCRIPT in _text(log)  # parsed back as text, so it was escaped in the page
+    html = render_report(log_inputs)
+    assert "&lt;script&gt;alert(" in html and "<script>alert(" not in html
+
+
+def test_synthetic_log_report_has_all_figures(log_page):
+    for name in ("throughput-time", "throughput-context", "residuals", "prefills"):
+        assert len(_plots(_section(log_page, name))) == 1, name
+    bands = _section(log_page, "matched").find("table", class_="bands")
+    ratios = [float(_text(r.find_all("td")[-1])) for r in bands.find_all("tr")[1:]]
+    assert ratios and all(r == pytest.approx(0.25, abs=0.06) for r in ratios)  # the 4x slowdown, band by band
+    checks = _section(log_page, "checks").find_all("tr", class_=re.compile("check-"))
+    assert {"healthy_model", "matched_conditions"} <= {_text(r.find("td")) for r in checks}
+
+
+def test_run_dir_report_has_probes_suspects_environment_and_profiles(run_page):
+    verdict = _text(_section(run_page, "verdict"))
+    assert "A restart brought it back" in verdict
+    assert len(_plots(_section(run_page, "probes"))) == 1
+    lives = _section(run_page, "matched").find("table", class_="probe-lives").find_all("tr")[1:]
+    assert [_text(r.find("td")) for r in lives] == ["0", "1"]
+    suspects = _section(run_page, "suspects")
+    assert _text(suspects.find("table").find_all("tr")[1].find("td")) == "kv_fragmentation"
+    assert len(_plots(suspects)) >= 1
+    env = dict((_text(r.find_all("td")[0]), _text(r.find_all("td")[1]))
+               for r in _section(run_page, "environment").find("table").find_all("tr"))
+    assert env["host.gpu"] == "NVIDIA H200" and env["host.versions.torch"] == "2.13.0"
+    assert env["trace.num_calls"] == "412"
+    assert env["host.ram_bytes"].endswith("(1024.0 GiB)")
+    frames = _section(run_page, "profiles").find("table", class_="profile-frames").find_all("tr")[1:]
+    top = {_text(r.find("td")).split(" ")[0]: [_text(td) for td in r.find_all("td")[1:3]] for r in frames}
+    assert top["forward"] == ["75.0%", "25.0%"] and top["find_free_run"] == ["25.0%", "75.0%"]
+    assert "engine/memory/allocator.py:141" in _text(frames[0]) + _text(frames[1])
+
+
+def test_run_dir_event_from_the_inputs_is_escaped_and_redacted(run_inputs, run_page):
+    events = _text(_section(run_page, "events").find("table", class_="events"))
+    assert SCRIPT in events and run_page.find("script") is None
+    html = str(run_page)
+    for planted in PLANTED:
+        assert planted not in html, planted
+    kept = render_report(run_inputs, Redactor(enabled=False))
+    assert PROMPT in BeautifulSoup(kept, "html.parser").get_text()
+    assert "/home/alice" in kept

@@ -1,0 +1,42 @@
+"""The Markdown summary: short enough to paste, and it holds what an engine developer asks first."""
+
+from __future__ import annotations
+
+from reports.redact import Redactor
+from reports.summary import MAX_LINES, render_summary
+
+from .conftest import PLANTED, PROMPT
+
+
+def test_seed_summary_has_verdict_numbers_checks_and_environment(seed_inputs):
+    md = render_summary(seed_inputs)
+    lines = md.splitlines()
+    assert len(lines) <= MAX_LINES
+    assert lines[0] == "### tokdrift: `engine_age_degradation` in freetoken-excerpt.log"
+    assert "fell to 0.10x its healthy rate" in md
+    assert "| engine age at onset | 938 s (15.6 min) |" in lines
+    assert "| trigger | a prefill appending 5,792 new tokens onto 121,712 cached tokens (at 2026-09-23T21:18:50) |" in lines
+    assert any(line.startswith("**Checks** (13:") for line in lines)
+    assert any(line.startswith("- **warn** `context_only_model`: context cannot explain it") for line in lines)
+    assert "- log format: `freetoken-excerpt, 11 lines (9 step lines)`" in lines
+    assert any(line.startswith("**Redacted:** nothing found to remove") for line in lines)
+
+
+def test_run_summary_names_suspects_host_and_what_was_redacted(run_inputs):
+    md = render_summary(run_inputs)
+    assert len(md.splitlines()) <= MAX_LINES
+    assert "1. `kv_fragmentation` (score" in md
+    assert "- host.gpu: `NVIDIA H200`" in md
+    assert "- command: `soak run --api-key [redacted] --trace ~/traces/agent.jsonl`" in md
+    redacted = next(line for line in md.splitlines() if line.startswith("**Redacted:**"))
+    assert "API keys and secrets" in redacted and "home-directory paths" in redacted
+    for planted in PLANTED:
+        assert planted not in md
+    assert "<script>" not in md
+
+
+def test_no_redact_keeps_inputs_and_says_so(run_inputs):
+    md = render_summary(run_inputs, Redactor(enabled=False))
+    assert "/home/alice/traces/agent.jsonl" in md
+    assert "**Redacted:** nothing: made with --no-redact" in md
+    assert PROMPT not in md  # the summary never quotes prompts, redacted or not
