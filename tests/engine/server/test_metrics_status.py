@@ -89,3 +89,21 @@ def test_engine_steps_page_without_gaps(server):
     assert len(rows) >= 15
     assert sum(r["num_decode_tokens"] for r in rows) == 14  # the first token comes from the prefill
     assert {"phase", "forward_s", "kv_usage", "duration_s", "engine_age_s"} <= set(rows[0])
+
+
+def test_diag_reads_saved_scrapes_of_this_server(server, tmp_path):
+    from diagnostics.prometheus import parse_scrapes
+
+    blocks = []
+    for i in range(3):
+        complete(server, max_tokens=10)
+        text = httpx.get(server.base_url + "/metrics").text
+        blocks.append(f"# scrape_time: {1_800_000_000 + 10 * i}\n{text}")
+    path = tmp_path / "scrapes.prom"
+    path.write_text("".join(blocks))
+    steps, events, engine = parse_scrapes(path)
+    assert engine == "tokdrift"
+    assert len(steps) == 3 and events.empty  # no counter went down: no restart
+    assert steps["num_running_reqs"].tolist() == [0, 0, 0]
+    assert (steps["token_usage"].notna()).all()
+    assert steps["step_time_s"].iloc[1:].notna().all()  # from the inter-token histogram
