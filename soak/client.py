@@ -19,7 +19,7 @@ import httpx
 logger = logging.getLogger(__name__)
 
 # Words a server uses when it refuses a prompt for its length (vLLM, SGLang, FreeToken, tokdrift).
-_REFUSAL_WORDS = ("context length", "context window", "too long", "exceeds", "maximum context", "max_model_len",
+_REFUSAL_WORDS = ("context_length_exceeded", "context length", "context window", "too long", "exceeds", "maximum context", "max_model_len",
                   "longer than", "is dropped")
 
 

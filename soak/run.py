@@ -72,6 +72,7 @@ class Soak:
         self._stop: Optional[asyncio.Event] = None
         self._profiled_drop: set[int] = set()  # engine lives already profiled for a probe drop
         self._profile_tasks: list[asyncio.Task] = []
+        self._engine_ready: Optional[asyncio.Event] = None  # set while the engine is up
         self.num_calls = self.num_failed = 0
         self._recent_tokens: deque[tuple[float, int]] = deque()
         self._engine_state = "starting"
@@ -97,6 +98,7 @@ class Soak:
 
     async def run(self) -> str:
         self._stop = asyncio.Event()
+        self._engine_ready = asyncio.Event()
         cfg = self.config
         if not self.resuming and (self.run_dir / schema.MANIFEST).exists():
             raise SoakError(f"{self.run_dir}: a run is already there; `soak resume {self.run_dir}` continues it")
@@ -137,6 +139,7 @@ class Soak:
         cfg = self.config
         await self.target.start()
         self._engine_state = "up"
+        self._engine_ready.set()
         model = cfg.model
         if model is None:
             try:
@@ -243,6 +246,7 @@ class Soak:
     # --- probes, restarts, profiles ------------------------------------------------------------
 
     async def _probe(self, reason: str) -> ProbeResult:
+        await self._engine_ready.wait()  # not while the engine is being started again
         life, age = self.target.life, self.target.age()
         result = await self.prober.probe(self.replayer.gate, self.replayer.idle, reason)
         self.store.add("probes", {
@@ -281,10 +285,13 @@ class Soak:
                 await asyncio.wait_for(self.replayer.idle.wait(), self.config.probe_wait_s)
             except asyncio.TimeoutError:
                 pass
+            await self._engine_ready.wait()
+            self._engine_ready.clear()
             self._engine_state = f"restarting ({reason})"
             await self.target.restart(reason)
             self.client.set_base_url(self.target.url)
             self._engine_state = "up"
+            self._engine_ready.set()
         finally:
             gate.set()
 
@@ -325,6 +332,7 @@ class Soak:
                                     f"{exit_info.log_tail}")
                 gate = self.replayer.gate
                 gate.clear()
+                self._engine_ready.clear()
                 self._engine_state = "restarting after a crash"
                 try:
                     await self.target.start()
@@ -332,6 +340,7 @@ class Soak:
                 finally:
                     gate.set()
                 self._engine_state = "up"
+                self._engine_ready.set()
             if self.on_progress is not None:
                 try:
                     self.on_progress(self.progress())

@@ -318,8 +318,10 @@ class ProcessSampler:
                 self._proc.cpu_percent(None)  # the first reading is always 0
             p = self._proc
             with p.oneshot():
-                row = {"rss_bytes": p.memory_info().rss, "cpu_percent": p.cpu_percent(None),
-                       "num_threads": p.num_threads()}
+                rss = p.memory_info().rss
+                if rss == 0 or p.status() == psutil.STATUS_ZOMBIE:  # dying or dead, not yet reaped
+                    return {}
+                row = {"rss_bytes": rss, "cpu_percent": p.cpu_percent(None), "num_threads": p.num_threads()}
                 try:
                     row["num_fds"] = p.num_fds()
                 except (AttributeError, psutil.AccessDenied):

@@ -1,0 +1,135 @@
+"""A small OpenAI-compatible streaming server for soak tests: `python -m tests.soak.fake_server --port N`.
+
+Streams like vLLM with a reasoning parser: an opening role-only frame, reasoning deltas, then
+content deltas, one token each, `token_delay` apart; usage in the last chunk when asked.
+A prompt longer than `--max-context` words (token ids for /v1/completions) is refused with
+vLLM's 400. `/metrics` speaks vLLM's names; `--log FILE` writes a vLLM stats line per second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+
+
+def make_app(max_context: int, token_delay: float, strict: bool, log_path: str | None) -> FastAPI:
+    app = FastAPI()
+    state = {"running": 0, "prompt": 0, "gen": 0, "start": time.time()}
+
+    def prompt_len(body: dict) -> int:
+        if "messages" in body:
+            return sum(len(str(m.get("content", "")).split()) for m in body["messages"])
+        prompt = body.get("prompt")
+        return len(prompt) if isinstance(prompt, list) else len(str(prompt).split())
+
+    async def generate(body: dict, chat: bool):
+        n_prompt = prompt_len(body)
+        n_out = int(body.get("max_tokens") or 16)
+        n_reason = n_out // 4 if chat else 0
+        state["running"] += 1
+        try:
+            if chat:
+                yield _sse({"choices": [{"index": 0, "delta": {"role": "assistant"}}]})
+            for i in range(n_out):
+                await asyncio.sleep(token_delay)
+                if chat:
+                    delta = {"reasoning_content": "hm"} if i < n_reason else {"content": f" w{i}"}
+                    yield _sse({"choices": [{"index": 0, "delta": delta}]})
+                else:
+                    yield _sse({"choices": [{"index": 0, "text": f" w{i}"}]})
+                state["gen"] += 1
+            if (body.get("stream_options") or {}).get("include_usage"):
+                yield _sse({"choices": [], "usage": {
+                    "prompt_tokens": n_prompt, "completion_tokens": n_out,
+                    "prompt_tokens_details": {"cached_tokens": n_prompt // 2},
+                    "completion_tokens_details": {"reasoning_tokens": n_reason}}})
+            yield "data: [DONE]\n\n"
+        finally:
+            state["running"] -= 1
+            state["prompt"] += n_prompt
+
+    async def handle(request: Request, chat: bool):
+        body = await request.json()
+        if strict and ("ignore_eos" in body or "min_tokens" in body):
+            return JSONResponse({"error": {"message": "Unrecognized request argument supplied: ignore_eos"}}, 400)
+        n = prompt_len(body)
+        if n + int(body.get("max_tokens") or 16) > max_context:
+            return JSONResponse({"error": {"message": f"This model's maximum context length is {max_context} "
+                                                      f"tokens. However, you requested {n} tokens."}}, 400)
+        return StreamingResponse(generate(body, chat), media_type="text/event-stream")
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        return await handle(request, True)
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        return await handle(request, False)
+
+    @app.get("/v1/models")
+    async def models():
+        return {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok"}
+
+    @app.get("/metrics")
+    async def metrics():
+        return PlainTextResponse(
+            "# TYPE vllm:num_requests_running gauge\n"
+            f"vllm:num_requests_running{{model_name=\"fake\"}} {state['running']}\n"
+            "# TYPE vllm:num_requests_waiting gauge\n"
+            "vllm:num_requests_waiting{model_name=\"fake\"} 0\n"
+            "# TYPE vllm:kv_cache_usage_perc gauge\n"
+            "vllm:kv_cache_usage_perc{model_name=\"fake\"} 0.25\n"
+            "# TYPE vllm:generation_tokens counter\n"
+            f"vllm:generation_tokens_total{{model_name=\"fake\"}} {state['gen']}\n"
+            "# TYPE vllm:prompt_tokens counter\n"
+            f"vllm:prompt_tokens_total{{model_name=\"fake\"}} {state['prompt']}\n"
+            "# TYPE process_start_time_seconds gauge\n"
+            f"process_start_time_seconds {state['start']}\n")
+
+    if log_path:
+        @app.on_event("startup")
+        async def _log_stats() -> None:
+            async def loop() -> None:
+                last = state["gen"]
+                while True:
+                    await asyncio.sleep(1.0)
+                    gen, last = state["gen"] - last, state["gen"]
+                    stamp = time.strftime("%m-%d %H:%M:%S")
+                    with open(log_path, "a") as f:
+                        f.write(f"INFO {stamp} [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
+                                f"Avg generation throughput: {gen:.1f} tokens/s, Running: {state['running']} reqs, "
+                                f"Waiting: 0 reqs, GPU KV cache usage: 25.0%, Prefix cache hit rate: 50.0%\n")
+
+            app.state.log_task = asyncio.create_task(loop())
+
+    return app
+
+
+def _sse(obj: dict) -> str:
+    return f"data: {json.dumps(obj)}\n\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--max-context", type=int, default=100000)
+    parser.add_argument("--token-delay", type=float, default=0.002)
+    parser.add_argument("--strict", action="store_true", help="refuse ignore_eos / min_tokens")
+    parser.add_argument("--log", default=None)
+    args = parser.parse_args()
+    app = make_app(args.max_context, args.token_delay, args.strict, args.log)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

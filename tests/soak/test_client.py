@@ -1,0 +1,54 @@
+"""The streaming client against a real local SSE server: what it times, what it counts, what it refuses."""
+
+import asyncio
+
+import httpx
+
+from soak.client import Client
+
+
+def _call(url: str, api: str, prompt, max_tokens: int, **kw):
+    async def go():
+        async with httpx.AsyncClient() as http:
+            client = Client(http, url, api, "fake-model", timeout_s=30)
+            return client, await client.call(prompt, max_tokens, **kw)
+
+    return asyncio.run(go())
+
+
+def test_first_token_is_the_first_reasoning_delta_not_the_role_frame(fake_server):
+    server = fake_server("--token-delay", "0.02")
+    _, r = _call(server.url, "chat", [{"role": "user", "content": "one two three"}], 8)
+    assert r.status == "ok" and r.error is None
+    # 2 reasoning deltas come before the first content delta, 20 ms apart.
+    assert r.t_send < r.t_first_token < r.t_first_content <= r.t_last_token
+    assert r.t_first_content - r.t_first_token > 0.03
+    assert (r.prompt_tokens, r.cached_tokens, r.output_tokens, r.reasoning_tokens) == (3, 1, 8, 2)
+    assert r.decode_tps is not None and 0 < r.decode_tps < 100
+
+
+def test_completions_with_token_ids(fake_server):
+    server = fake_server()
+    _, r = _call(server.url, "completions", [5, 6, 7, 8], 5)
+    assert r.status == "ok" and r.prompt_tokens == 4 and r.output_tokens == 5
+    assert r.t_first_token == r.t_first_content
+
+
+def test_over_long_prompt_is_recorded_as_refused(fake_server):
+    server = fake_server("--max-context", "10")
+    _, r = _call(server.url, "completions", list(range(20)), 5)
+    assert r.status == "refused"
+    assert "maximum context length is 10" in r.error and r.error.startswith("HTTP 400")
+    assert r.t_first_token is None and r.output_tokens is None
+
+
+def test_a_target_that_refuses_ignore_eos_is_sent_calls_without_it(fake_server):
+    server = fake_server("--strict")
+    client, r = _call(server.url, "completions", [1, 2, 3], 4, exact_length=True)
+    assert r.status == "ok" and r.output_tokens == 4
+    assert client.accepts_ignore_eos is False
+
+
+def test_a_dead_target_is_an_error_not_an_exception():
+    _, r = _call("http://127.0.0.1:9", "chat", [{"role": "user", "content": "x"}], 4)
+    assert r.status == "error" and "Connect" in r.error

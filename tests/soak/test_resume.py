@@ -1,0 +1,84 @@
+"""kill -9 of the driver, then `soak resume`: the same run goes on from what was written."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from diagnostics import rundir
+from soak.store import read_rows
+from tests.soak.conftest import ROOT, write_trace
+
+SOAK = [sys.executable, "-c", "from soak.cli import main; main()"]
+
+
+def test_kill_9_then_resume_continues_the_same_run(tmp_path, fake_server):
+    server = fake_server("--token-delay", "0.01")
+    trace = write_trace(tmp_path / "trace.jsonl", sessions=3, turns=8, think=0.2, gap=0.3)
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([*SOAK, "run", "--trace", str(trace), "--seconds", "8", "--target", server.url,
+                             "-o", str(run_dir), "--flush-every", "0.3", "--probe-every", "0", "--probe-tokens", "16",
+                             "--probe-output", "8", "--no-profiles", "--concurrency", "3"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(read_rows(run_dir, "requests", ["status"])) < 6:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    before = read_rows(run_dir, "requests", ["session", "turn", "status", "kind"])
+    assert len(before) >= 6
+    assert rundir.read_manifest(run_dir).status == "running"  # nobody could write anything else
+    status = subprocess.run([*SOAK, "status", str(run_dir)], cwd=ROOT, capture_output=True, text=True)
+    assert status.returncode == 0 and "running" in status.stdout
+
+    resumed = subprocess.run([*SOAK, "resume", str(run_dir)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    manifest = rundir.read_manifest(run_dir)
+    assert manifest.status == "completed" and manifest.run_id == "run"
+    assert len(manifest.raw["resumes"]) == 1 and manifest.raw["resumes"][0]["previous_status"] == "running"
+    assert 7.5 <= manifest.raw["elapsed_s"] < 30  # the 8 s budget spans both runs, not 8 s each
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    kinds = [e["kind"] for e in events]
+    assert kinds.count("start") == 1 and kinds.count("resume") == 1 and kinds[-1] == "stop"
+    assert kinds.index("resume") > kinds.index("start")
+
+    after = read_rows(run_dir, "requests", ["session", "turn", "status", "kind"])
+    assert after[:len(before)] == before  # nothing written was lost or rewritten
+    sent = [(r["session"], r["turn"]) for r in after if r["kind"] != "probe" and r["status"] != "aborted"]
+    assert len(sent) == len(set(sent))  # no call written before the kill was sent again
+    # Sessions in progress at the kill went on from their next turn, not from turn 0.
+    last_before = {}
+    for r in before:
+        if r["kind"] != "probe":
+            last_before[r["session"]] = max(last_before.get(r["session"], -1), r["turn"])
+    new = after[len(before):]
+    for session, turn in last_before.items():
+        later = [r["turn"] for r in new if r["session"] == session and r["kind"] != "probe"]
+        if later:
+            assert min(later) == turn + 1, (session, turn, later)
+    assert any(r["session"] in last_before for r in new if r["kind"] != "probe")
+
+
+def test_a_completed_run_is_not_resumed(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "manifest.json").write_text(json.dumps({"schema_version": 1, "run_id": "run", "status": "completed",
+                                                       "started_at": "2026-01-01T00:00:00Z"}))
+    proc = subprocess.run([*SOAK, "resume", str(run_dir)], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2 and "completed" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_malformed_trace_line_is_named_and_nothing_is_started(tmp_path):
+    trace = write_trace(tmp_path / "trace.jsonl", sessions=1, turns=2)
+    lines = trace.read_text().splitlines()
+    lines.insert(2, '{"t": 1.0, "session": "s9", "turn": 0, "hash_ids": [1, "x"], "input_tokens": 4, '
+                    '"output_tokens": 1}')
+    trace.write_text("\n".join(lines) + "\n")
+    run_dir = tmp_path / "run"
+    proc = subprocess.run([*SOAK, "run", "--trace", str(trace), "--seconds", "5", "-o", str(run_dir)], cwd=ROOT,
+                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"{trace}:3: hash_ids: expected a list of integers" in proc.stderr.replace("\n", "")
+    assert not run_dir.exists()

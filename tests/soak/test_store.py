@@ -1,0 +1,52 @@
+"""The run store: parts by temp name and rename, events flushed line by line, torn tails cut."""
+
+import json
+
+from diagnostics import rundir
+from soak.store import RunStore, read_rows
+
+
+def test_parts_are_readable_by_diagnostics_and_typed_by_the_schema(tmp_path):
+    store = RunStore(tmp_path)
+    store.add("requests", {"request_id": "a#0", "t_send": 1.5e9, "status": "ok", "turn": 0, "output_tokens": 7})
+    store.add("requests", {"request_id": "a#1", "t_send": 1.5e9 + 1, "status": "refused", "error": "too long"})
+    store.add("probes", {"t": 1.5e9, "decode_tps": 42.0, "status": "ok", "reason": "start"})
+    assert store.flush() == 3
+    store.add("requests", {"request_id": "a#2", "t_send": 1.5e9 + 2, "status": "ok"})
+    store.close()
+    parts = sorted(p.name for p in (tmp_path / "requests").iterdir())
+    assert parts == ["part-000001.parquet", "part-000003.parquet"]
+    assert not list(tmp_path.glob("*/*.tmp"))
+    df = rundir.read_table(tmp_path, "requests")
+    assert list(df["request_id"]) == ["a#0", "a#1", "a#2"]
+    assert str(df["turn"].dtype) in ("int64", "Int64", "float64")
+    assert df.loc[1, "error"] == "too long"
+    assert rundir.read_table(tmp_path, "probes")["reason"].tolist() == ["start"]
+
+
+def test_a_reopened_store_numbers_parts_after_the_existing_ones_and_cuts_a_torn_event(tmp_path):
+    store = RunStore(tmp_path)
+    store.event("start", run_id="x")
+    store.add("steps", {"t": 1.0, "phase": "decode"})
+    store.close()
+    with open(tmp_path / "events.jsonl", "a") as f:
+        f.write('{"t": 2.0, "kind": "pro')  # SIGKILL mid-write
+    (tmp_path / "steps" / "part-000009.parquet.tmp").write_bytes(b"torn")
+    store = RunStore(tmp_path)
+    store.event("resume")
+    store.add("steps", {"t": 3.0, "phase": "decode"})
+    store.close()
+    kinds = [json.loads(line)["kind"] for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert kinds == ["start", "resume"]
+    assert sorted(p.name for p in (tmp_path / "steps").iterdir()) == ["part-000001.parquet", "part-000002.parquet"]
+    assert [r["t"] for r in read_rows(tmp_path, "steps", ["t"])] == [1.0, 3.0]
+
+
+def test_unknown_event_kind_is_refused(tmp_path):
+    store = RunStore(tmp_path)
+    try:
+        store.event("exploded")
+    except KeyError as exc:
+        assert "engine_exit" in str(exc)
+    else:
+        raise AssertionError("an unknown event kind was written")

@@ -1,0 +1,80 @@
+"""A real soak against a URL target (a local OpenAI-compatible server in its own process)."""
+
+import asyncio
+import json
+
+import pandas as pd
+
+from diagnostics import rundir
+from diagnostics.source import load_source
+from soak.config import SoakConfig
+from soak.run import Soak
+from tests.soak.conftest import write_trace
+
+
+def _soak(tmp_path, url, **kw):
+    trace = write_trace(tmp_path / "trace.jsonl", sessions=3, turns=4, overlong=True)
+    options = dict(trace=str(trace), duration_s=4.0, target=url, concurrency=2, speed=2.0, probe_every_s=1.5,
+                   probe_input_tokens=16, probe_output_tokens=8, flush_every_s=0.5, sample_every_s=0.3,
+                   profiles=False, probe_wait_s=5.0)
+    options.update(kw)
+    run_dir = tmp_path / "run"
+    status = asyncio.run(Soak(SoakConfig(**options), run_dir, command=["soak", "run"]).run())
+    return status, run_dir
+
+
+def _events(run_dir):
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+
+
+def test_url_soak_records_calls_probes_refusals_and_metrics(tmp_path, fake_server):
+    server = fake_server("--max-context", "400", "--token-delay", "0.005")
+    status, run_dir = _soak(tmp_path, server.url)
+    assert status == "completed"
+    manifest = rundir.read_manifest(run_dir)
+    assert manifest.status == "completed" and manifest.raw["steps_source"] == "metrics"
+    assert manifest.raw["model"] == "fake-model" and manifest.raw["trace"]["num_calls"] == 12
+
+    requests = rundir.read_table(run_dir, "requests")
+    calls = requests[requests["kind"] != "probe"]
+    assert set(calls["status"]) == {"ok", "refused"}
+    refused = calls[calls["status"] == "refused"]
+    assert refused["session"].str.startswith("s0@").all() and refused["turn"].eq(3).all()  # one per loop
+    assert calls["session"].str.endswith("@1").any()  # the trace looped
+    assert "maximum context length is 400" in refused["error"].iloc[0]
+    ok = calls[calls["status"] == "ok"]
+    assert (ok["t_first_token"] < ok["t_first_content"]).all()  # reasoning came first
+    assert (ok["output_tokens"] == 6).all() and ok["reasoning_tokens"].notna().all()
+    assert ok["engine_life"].eq(0).all() and ok["engine_age_s"].gt(0).all()  # process_start_time from /metrics
+
+    probes = rundir.read_table(run_dir, "probes")
+    assert probes["reason"].iloc[0] == "start" and probes["reason"].iloc[-1] == "end"
+    assert "periodic" in set(probes["reason"])
+    assert probes["status"].eq("ok").all() and probes["decode_tps"].gt(0).all()
+    assert probes["probe_id"].nunique() == 1 and probes["output_tokens"].eq(8).all()
+
+    steps = rundir.read_table(run_dir, "steps")
+    assert len(steps) >= 3 and steps["token_usage"].eq(0.25).all()
+    assert (run_dir / "metrics.prom").read_text().count("# scrape_time:") >= len(steps)
+
+    kinds = [e["kind"] for e in _events(run_dir)]
+    assert kinds[0] == "start" and kinds[-1] == "stop" and "engine_restart" not in kinds
+    dropped = [e for e in _events(run_dir) if e["kind"] == "dropped_request"]
+    assert dropped[0]["limit"] is not None and dropped[0]["request_id"] == "s0@0#3"
+
+    source = load_source(run_dir)  # diag reads it as a whole
+    assert len(source.requests) == len(requests) and len(source.probes) == len(probes)
+
+
+def test_url_soak_with_engine_log_takes_steps_from_the_log(tmp_path, fake_server):
+    log = tmp_path / "engine.log"
+    log.write_text("")
+    server = fake_server("--log", str(log), "--token-delay", "0.01")
+    status, run_dir = _soak(tmp_path, server.url, engine_log=str(log), duration_s=4.0)
+    assert status == "completed"
+    assert rundir.read_manifest(run_dir).raw["steps_source"] == "engine_log"
+    copied = (run_dir / "engine.log").read_text().splitlines()
+    assert copied and all("Avg generation throughput" in line for line in copied)
+    steps = rundir.read_table(run_dir, "steps")
+    assert len(steps) >= 2 and steps["gen_tps"].notna().all()
+    assert steps["t"].max() <= pd.Timestamp.utcnow().tz_localize(None) + pd.Timedelta(seconds=2)
