@@ -70,7 +70,7 @@ def serve(
     model: Annotated[Optional[Path], typer.Option(help="Checkpoint directory (HF layout); the built-in default when omitted.")] = None,
     host: Annotated[str, typer.Option(help="Address to listen on; loopback unless you mean to expose the engine.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 1919,
-    api_key: Annotated[Optional[str], typer.Option(help="Require 'Authorization: Bearer KEY' on every route but /health.")] = None,
+    api_key: Annotated[Optional[str], typer.Option(envvar="TOKDRIFT_API_KEY", help="Require 'Authorization: Bearer KEY' on every route but /health.")] = None,
     served_model_name: Annotated[Optional[str], typer.Option(help="Model id in /v1/models and responses; the checkpoint directory name when omitted.")] = None,
     log_file: Annotated[Optional[Path], typer.Option(help="Also append the engine log (FreeToken format) to this file.")] = None,
     max_running_requests: Annotated[Optional[int], typer.Option(help="Requests decoded together at most (engine default 4).")] = None,

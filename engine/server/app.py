@@ -176,7 +176,7 @@ class _OpenAIServer:
             raise ApiError(400, "expected a non-empty prompt, found an empty one", param="prompt")
         return ids
 
-    def _params(self, body: p._Sampling, num_prompt: int, max_tokens: Optional[int],
+    def _params(self, body: p.SamplingFields, num_prompt: int, max_tokens: Optional[int],
                 default: Optional[int]) -> SamplingParams:
         if body.n != 1:
             raise ApiError(400, f"n must be 1 (this server returns one choice per request), got {body.n}",

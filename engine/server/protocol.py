@@ -25,7 +25,7 @@ class StreamOptions(_Body):
     include_usage: bool = False
 
 
-class _Sampling(_Body):
+class SamplingFields(_Body):
     model: Optional[str] = None
     max_tokens: Optional[int] = Field(None, ge=1)
     temperature: Optional[float] = Field(None, ge=0.0, le=100.0)
@@ -58,14 +58,14 @@ class Message(_Body):
     tool_calls: Optional[list[dict[str, Any]]] = None
 
 
-class ChatCompletionRequest(_Sampling):
+class ChatCompletionRequest(SamplingFields):
     messages: list[Message] = Field(min_length=1)
     max_completion_tokens: Optional[int] = Field(None, ge=1)
     logprobs: Optional[bool] = None
     top_logprobs: Optional[int] = None
 
 
-class CompletionRequest(_Sampling):
+class CompletionRequest(SamplingFields):
     prompt: Union[str, list[int], list[str], list[list[int]]]
     logprobs: Optional[int] = None
     echo: bool = False

@@ -101,3 +101,21 @@ def test_four_concurrent_clients_share_batches(server):
     assert all(num_chunks > 0 for _, num_chunks in results)
     steps = httpx.get(server.v1 + "/engine/steps", params={"after": after}).json()["steps"]
     assert max(s["batch_size"] for s in steps) > 1  # the requests really ran together
+
+
+def test_agent_shaped_chat_with_tools_parts_and_tool_results(client):
+    # what a coding agent sends: tool definitions, content parts, a tool call and its result
+    tools = [{"type": "function", "function": {"name": "read", "parameters": {"type": "object", "properties": {}}}}]
+    call = {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{\"path\": \"a.py\"}"}}
+    messages = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": [{"type": "text", "text": "open a.py"}, {"type": "text", "text": " please"}]},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "print('hi')"},
+    ]
+    out = client.chat.completions.create(model="m", messages=messages, tools=tools, max_tokens=8,
+                                         extra_body=GREEDY)
+    assert out.usage.completion_tokens == 8 and out.choices[0].message.role == "assistant"
+    with pytest.raises(openai.BadRequestError, match="messages"):
+        client.chat.completions.create(model="m", max_tokens=8, messages=[
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]}])

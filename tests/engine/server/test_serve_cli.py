@@ -1,5 +1,6 @@
 """`soak serve` as a user runs it: a process that serves, writes the engine log, and stops on Ctrl-C."""
 
+import os
 import signal
 import socket
 import subprocess
@@ -25,7 +26,8 @@ def test_soak_serve_serves_logs_and_stops(tiny_checkpoint, tmp_path):
     proc = subprocess.Popen(SOAK + ["serve", "--model", tiny_checkpoint, "--port", str(port), "--kv-tokens", "1024",
                                     "--decode-log-interval", "5", "--served-model-name", "tiny",
                                     "--log-file", str(log)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={k: v for k, v in os.environ.items() if k != "TOKDRIFT_API_KEY"})
     base = f"http://127.0.0.1:{port}"
     try:
         def up():
