@@ -59,6 +59,13 @@ class MambaCacheStats(NamedTuple):
     num_unused: int  # snapshots insert handed back (a snapshot already there, unaligned end)
     num_evicted: int  # snapshots freed by evict_snapshots
     num_freed_with_kv: int  # snapshots freed because their KV leaf was evicted
+    num_leaked: int = 0  # state slots of dropped snapshots never freed (the snapshot-leak fault)
+
+
+class EvictionCounters(NamedTuple):
+    num_calls: int  # evict / evict_snapshots calls since start
+    num_visited: int  # heap entries popped or tree nodes walked finding victims
+    seconds: float  # wall time inside those calls
 
 
 class PrefixCache:
@@ -110,6 +117,19 @@ class PrefixCache:
     @property
     def num_evictable_snapshots(self) -> int:
         return 0
+
+    @property
+    def num_truncated_tokens(self) -> int:
+        """Matched KV tokens dropped since start because no snapshot ended them (hybrid)."""
+        return 0
+
+    def eviction_counters(self) -> EvictionCounters:
+        return EvictionCounters(0, 0, 0.0)
+
+    @property
+    def eviction_s(self) -> float:
+        """Wall time inside eviction since start (`eviction_counters().seconds`, cheaper)."""
+        return 0.0
 
     def cache_report(self) -> CacheReport:
         return CacheReport(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)

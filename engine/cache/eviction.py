@@ -31,6 +31,7 @@ class EvictionPolicy:
     def __init__(self, is_candidate: IsCandidate, root: TreeNode) -> None:
         self.is_candidate = is_candidate
         self.root = root
+        self.num_visited = 0  # heap entries popped or tree nodes walked by `pop`: the work eviction did
 
     def touch(self, node: TreeNode) -> None:
         """`node` was accessed, or may have just become a candidate."""
@@ -62,6 +63,7 @@ class LRUHeapPolicy(EvictionPolicy):
     def pop(self) -> Optional[TreeNode]:
         while self._heap:
             entry = heapq.heappop(self._heap)
+            self.num_visited += 1
             if self._valid(entry):
                 return entry[3]
         return None
@@ -100,6 +102,7 @@ class ScanPolicy(EvictionPolicy):
         stack = [self.root]
         while stack:
             node = stack.pop()
+            self.num_visited += 1
             stack.extend(node.children.values())
             if self.is_candidate(node) and (best is None or (node.last_access, node.id) < (best.last_access, best.id)):
                 best = node

@@ -15,11 +15,13 @@ cost O(1); only `max_depth` walks the tree, once per structural change, when it 
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import torch
 
-from engine.cache.base import (CacheReport, InsertResult, MambaCacheStats, MatchResult,
-                               PrefixCache, _EMPTY)
+from engine.cache.base import (CacheReport, EvictionCounters, InsertResult, MambaCacheStats,
+                               MatchResult, PrefixCache, _EMPTY)
 from engine.cache.eviction import make_eviction_policy
 from engine.cache.tree import TreeNode
 from engine.errors import EngineError
@@ -33,7 +35,7 @@ class RadixCache(PrefixCache):
     keeps_snapshots = False
 
     def __init__(self, kv_allocator: SlotAllocator, state_allocator: SlotAllocator | None = None,
-                 eviction_policy: str = "lru") -> None:
+                 eviction_policy: str = "lru", leak_snapshots_limit: int | None = None) -> None:
         self.kv_allocator = kv_allocator
         self.state_allocator = state_allocator
         self.page_size = kv_allocator.page_size
@@ -55,6 +57,13 @@ class RadixCache(PrefixCache):
         self._anchored = self._unused = self._snap_evicted = self._snap_with_kv = 0
         self._evicted_tokens = self._queried = self._matched = 0
         self._max_depth: int | None = 0  # None = recompute on the next read
+        self._evict_calls = 0
+        self._evict_s = 0.0
+        self._truncated = 0
+        # snapshot-leak fault: None = off; else at most this many dropped snapshots' slots are
+        # kept here, never freed, never evictable (check_integrity counts them as leaked)
+        self._leak_limit = leak_snapshots_limit
+        self._leaked: list[int] = []
 
     # --- public API -------------------------------------------------------------------------
 
@@ -132,6 +141,8 @@ class RadixCache(PrefixCache):
             node = node.parent
 
     def evict(self, num_tokens: int) -> int:
+        start = time.perf_counter()
+        self._evict_calls += 1
         freed: list[torch.Tensor] = []
         num_freed = 0
         while num_freed < num_tokens:
@@ -144,9 +155,12 @@ class RadixCache(PrefixCache):
         if freed:
             self.kv_allocator.free(torch.cat(freed))
             self._evicted_tokens += num_freed
+        self._evict_s += time.perf_counter() - start
         return num_freed
 
     def evict_snapshots(self, num: int) -> int:
+        start = time.perf_counter()
+        self._evict_calls += 1
         slots = []
         while len(slots) < num:
             node = self._snapshot_policy.pop()
@@ -156,9 +170,10 @@ class RadixCache(PrefixCache):
             node.snapshot = None
         if slots:
             assert self.state_allocator is not None
-            self.state_allocator.free(slots)
             self._num_snapshots -= len(slots)
             self._snap_evicted += len(slots)
+            self._free_snapshot_slots(slots)
+        self._evict_s += time.perf_counter() - start
         return len(slots)
 
     def path_kv_slot_ids(self, node: TreeNode | None) -> torch.Tensor:
@@ -185,7 +200,20 @@ class RadixCache(PrefixCache):
 
     def mamba_stats(self) -> MambaCacheStats:
         return MambaCacheStats(self._num_snapshots, self._num_pinned, self._anchored, self._unused,
-                               self._snap_evicted, self._snap_with_kv)
+                               self._snap_evicted, self._snap_with_kv, len(self._leaked))
+
+    @property
+    def num_truncated_tokens(self) -> int:
+        return self._truncated
+
+    @property
+    def eviction_s(self) -> float:
+        return self._evict_s
+
+    def eviction_counters(self) -> EvictionCounters:
+        return EvictionCounters(self._evict_calls,
+                                self._kv_policy.num_visited + self._snapshot_policy.num_visited,
+                                self._evict_s)
 
     def check_integrity(self, kv_in_use: int | None = None, state_in_use: int | None = None) -> None:
         nodes, leaves, kv_cand, snap_cand = [], 0, [], []
@@ -239,7 +267,9 @@ class RadixCache(PrefixCache):
         kv = torch.cat([n.value for n in nodes]) if nodes else _EMPTY
         self._check_slots("KV", self.kv_allocator, kv.numpy(), kv_in_use)
         if self.state_allocator is not None:
-            self._check_slots("state", self.state_allocator, np.array(snapshots, np.int64), state_in_use)
+            # leaked slots (snapshot-leak fault) are held, by nobody: counted, never free
+            held = np.array(snapshots + self._leaked, np.int64)
+            self._check_slots("state", self.state_allocator, held, state_in_use)
 
     # --- private: walking and matching ------------------------------------------------------
 
@@ -318,7 +348,7 @@ class RadixCache(PrefixCache):
         self._max_depth = None
         if leaf.snapshot is not None:
             assert self.state_allocator is not None
-            self.state_allocator.free([leaf.snapshot])
+            self._free_snapshot_slots([leaf.snapshot])
             leaf.snapshot = None
             self._num_snapshots -= 1
             self._snap_with_kv += 1
@@ -340,6 +370,17 @@ class RadixCache(PrefixCache):
             self._num_pinned += 1
         self._snapshot_policy.touch(node)
         return None
+
+    def _free_snapshot_slots(self, slots: list[int]) -> None:
+        """Return dropped snapshots' state slots; with the snapshot-leak fault, keep them instead
+        while fewer than the limit are leaked."""
+        if self._leak_limit is not None:
+            keep = max(0, min(len(slots), self._leak_limit - len(self._leaked)))
+            self._leaked.extend(slots[:keep])
+            slots = slots[keep:]
+        if slots:
+            assert self.state_allocator is not None
+            self.state_allocator.free(slots)
 
     # --- private: predicates and checks -----------------------------------------------------
 
@@ -386,7 +427,11 @@ class HybridRadixCache(RadixCache):
     keeps_snapshots = True
 
     def _use(self, path: list[TreeNode], partial: tuple[TreeNode, int] | None) -> list[TreeNode]:
+        dropped = partial[1] if partial is not None else 0
         for i in range(len(path) - 1, -1, -1):
             if path[i].snapshot is not None:
+                self._truncated += dropped
                 return path[:i + 1]
+            dropped += len(path[i].key)
+        self._truncated += dropped
         return []

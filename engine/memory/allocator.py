@@ -61,7 +61,8 @@ class SlotAllocator:
     Not thread-safe: call it from the engine thread.
     """
 
-    def __init__(self, num_slots: int, page_size: int = 1, name: str = "kv") -> None:
+    def __init__(self, num_slots: int, page_size: int = 1, name: str = "kv",
+                 scatter_seed: int | None = None) -> None:
         if page_size < 1:
             raise EngineError(f"{name} allocator: page_size must be >= 1, found {page_size}")
         if num_slots < page_size or num_slots % page_size:
@@ -82,6 +83,9 @@ class SlotAllocator:
         self._events: deque[tuple[int, str, np.ndarray, int]] | None = None
         self._seq = 0
         self.num_events_dropped = 0
+        # kv-scatter fault (engine.runtime.faults): None = off. Else freed pages are shuffled as
+        # they come back and the released list is merged in release order, never sorted.
+        self._scatter = np.random.default_rng(scatter_seed) if scatter_seed is not None else None
 
     # --- public API -------------------------------------------------------------------------
 
@@ -138,6 +142,8 @@ class SlotAllocator:
                                  f"page(s), first slots {bad}")
         self._is_free[pages] = True
         pages = pages.copy()  # the caller's tensor may share this memory
+        if self._scatter is not None:
+            self._scatter.shuffle(pages)
         self._released.append(pages)
         self._num_free_pages += len(pages)
         if self._events is not None:
@@ -158,6 +164,12 @@ class SlotAllocator:
         ends = np.flatnonzero(edges == -1)  # [R] one past its last page
         largest = int((ends - starts).max()) * self.page_size
         return AllocatorSummary(self.num_slots, num_free, len(starts), largest, 1.0 - largest / num_free)
+
+    def free_list_disorder(self) -> float:
+        """Share of adjacent entries of the free list, in the order alloc will hand them out, that
+        are not adjacent pages: 0.0 when the next allocations come out contiguous, near 1.0 when
+        they come out scattered. O(free pages); for hooks, not the hot path."""
+        return disorder(np.concatenate([self._free[self._head:], *self._released]))
 
     # --- events (the tracer is None when unused) -------------------------------------------
 
@@ -203,7 +215,8 @@ class SlotAllocator:
     # --- private ---------------------------------------------------------------------------
 
     def _merge_released(self) -> None:
-        self._free = np.sort(np.concatenate([self._free[self._head:], *self._released]))
+        merged = np.concatenate([self._free[self._head:], *self._released])
+        self._free = merged if self._scatter is not None else np.sort(merged)
         self._head = 0
         self._released = []
 
@@ -223,6 +236,15 @@ class SlotAllocator:
             self.num_events_dropped += 1
         self._seq += 1
         self._events.append((self._seq, kind, pages, self.num_free))
+
+
+def disorder(order: SlotIds) -> float:
+    """Share of adjacent entries that are not consecutive slots (pages): 0.0 for a contiguous run
+    (or fewer than two entries), near 1.0 for scattered ones."""
+    order = _as_numpy(order)
+    if len(order) < 2:
+        return 0.0
+    return float(np.count_nonzero(np.diff(order) != 1)) / (len(order) - 1)
 
 
 def _as_numpy(slot_ids: SlotIds) -> np.ndarray:

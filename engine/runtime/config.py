@@ -8,6 +8,7 @@ from typing import Optional
 from engine.cache import CACHE_TYPES
 from engine.errors import EngineError
 from engine.moe import MOE_BACKENDS
+from engine.runtime.faults import check_faults
 
 ATTENTION_BACKENDS = ("auto", "torch", "triton")
 
@@ -36,8 +37,14 @@ class EngineConfig:
     decode_log_interval: int = 40  # decode forwards between `Decode batch` log lines
     max_events: int = 65536  # bound of each hook's event queue
     seed: int = 0
+    faults: tuple[str, ...] = ()  # degradation mechanisms switched on (engine.runtime.faults); none by default
 
     def __post_init__(self) -> None:
+        if isinstance(self.faults, list):
+            object.__setattr__(self, "faults", tuple(self.faults))
+        problem = check_faults(self.faults, self.moe_backend)
+        if problem is not None:
+            raise EngineConfigError(problem)
         positive = ("max_running_requests", "chunked_prefill_size", "page_size", "mamba_slots",
                     "decode_log_interval", "max_events", "max_kv_tokens")
         for name in positive:

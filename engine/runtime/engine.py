@@ -12,6 +12,7 @@ Not thread-safe: one thread drives `step()`; the server hands requests over thro
 
 from __future__ import annotations
 
+import gc
 import itertools
 import logging
 import time
@@ -21,7 +22,8 @@ import torch
 
 from engine.cache import make_prefix_cache
 from engine.errors import EngineError
-from engine.memory.allocator import AllocatorSummary, SlotAllocator, available_memory_bytes, kv_tokens_for_memory
+from engine.memory.allocator import (AllocatorSummary, SlotAllocator, available_memory_bytes, disorder,
+                                     kv_tokens_for_memory)
 from engine.memory.kv_pool import KVPool
 from engine.memory.state_pool import StatePool
 from engine.model.attention_backend import make_attention_backend
@@ -32,6 +34,8 @@ from engine.model.loader import load_model
 from engine.moe import make_expert_provider
 from engine.runtime import logfmt
 from engine.runtime.config import EngineConfig, EngineConfigError
+from engine.runtime.faults import EXPERT_PIN_AFTER, FaultStats
+from engine.runtime.gcstats import GcStats, gc_monitor
 from engine.runtime.request import Request, RequestStatus, RequestUpdate
 from engine.runtime.scheduler import ScheduledBatch, Scheduler
 from engine.runtime.stats import StepStats
@@ -68,9 +72,14 @@ class Engine:
         kv_tokens = config.kv_tokens or self._kv_tokens_from_memory(dtype)
         self.kv_pool = KVPool(kv_tokens, mc.full_attention_layers, mc.num_key_value_heads, mc.head_dim,
                               dtype=dtype, device=self.device)
-        self.kv_allocator = SlotAllocator(kv_tokens, config.page_size, name="kv")
+        faults = config.faults
+        self.kv_allocator = SlotAllocator(kv_tokens, config.page_size, name="kv",
+                                          scatter_seed=config.seed if "kv-scatter" in faults else None)
         self.state_allocator = SlotAllocator(config.mamba_slots, 1, name="state")
-        self.cache = make_prefix_cache(config.cache_type, self.kv_allocator, self.state_allocator)
+        leak_limit = config.mamba_slots - config.max_running_requests if "snapshot-leak" in faults else None
+        self.cache = make_prefix_cache(config.cache_type, self.kv_allocator, self.state_allocator,
+                                       eviction_policy="lru_scan" if "eviction-scan" in faults else "lru",
+                                       leak_snapshots_limit=leak_limit)
         self.scheduler = Scheduler(self.kv_allocator, self.state_allocator, self.state_pool, self.cache,
                                    config.max_running_requests, config.chunked_prefill_size,
                                    self.has_linear_layers, mixed_chunk=config.mixed_chunk)
@@ -84,6 +93,10 @@ class Engine:
         self._gen_meter = logfmt.GenThroughputMeter()
         self._idle_logged = False
         self.num_dropped = 0
+        # gc-pressure fault: None = off; else a record of every finished request, kept for good
+        self._retained: Optional[list] = [] if "gc-pressure" in faults else None
+        self._num_retained_objects = 0
+        self._gc = gc_monitor()
         self._log_startup(kv_tokens)
 
     # --- requests ---------------------------------------------------------------------------
@@ -151,6 +164,7 @@ class Engine:
     def step(self) -> Optional[StepStats]:
         """Run one scheduled batch; None when there was nothing to run."""
         t0 = time.perf_counter()
+        evict_s0 = self.cache.eviction_s
         batch = self.scheduler.schedule()
         if batch is None:
             if not self._idle_logged:
@@ -177,7 +191,8 @@ class Engine:
         num_finished = self._after_forward(batch, logits)
         t3 = time.perf_counter()
         self._step += 1
-        stats = self._stats(batch, num_prefill, num_decode, t1 - t0, t2 - t1, t3 - t2, num_finished)
+        stats = self._stats(batch, num_prefill, num_decode, t1 - t0, t2 - t1, t3 - t2, num_finished,
+                            self.cache.eviction_s - evict_s0)
         self._log_step(batch, stats)
         return stats
 
@@ -222,6 +237,18 @@ class Engine:
         self._requests.pop(request.request_id, None)
         if request not in self._updates:
             self._updates.append(request)
+        if self._retained is not None:
+            self._retain(request)
+
+    def _retain(self, request: Request) -> None:
+        """gc-pressure: keep a record of the finished request for good (one small list per token,
+        as per-token timing or logprob records are kept), then collect, as servers that fight
+        memory growth with a gc.collect() per request do: each pause walks the whole heap."""
+        ids = request.prompt_ids + request.output_ids
+        per_token = [[token, position, request.finish_time] for position, token in enumerate(ids)]
+        self._retained.append((request.request_id, per_token))
+        self._num_retained_objects += len(per_token) + 2
+        gc.collect()
 
     # --- hooks ------------------------------------------------------------------------------
 
@@ -246,7 +273,8 @@ class Engine:
         live = sum(1 for r in self.scheduler.running if r.state_slot is not None)
         return MambaStats(num_slots=self.state_allocator.num_slots, num_free=self.state_allocator.num_free,
                           num_live=live, num_snapshots=snap.num_snapshots, num_pinned=snap.num_pinned,
-                          num_anchored=snap.num_anchored, num_evicted=snap.num_evicted)
+                          num_anchored=snap.num_anchored, num_evicted=snap.num_evicted,
+                          num_leaked=snap.num_leaked)
 
     def allocator_summary(self) -> AllocatorSummary:
         return self.kv_allocator.summary()
@@ -262,6 +290,33 @@ class Engine:
         stats = getattr(self.experts, "stats", None)
         return stats() if stats is not None else None
 
+    def fault_stats(self) -> FaultStats:
+        """The degradation mechanisms' own signals (engine.runtime.faults.FaultStats), computed
+        whether or not a fault is on. O(free KV pages + running context): call every few seconds."""
+        evictions = self.cache.eviction_counters()
+        pairs = breaks = 0.0
+        for request in self.scheduler.running:
+            n = min(request.num_computed, len(request.kv_slots))
+            if n >= 2:
+                pairs += n - 1
+                breaks += disorder(request.kv_slots[:n]) * (n - 1)
+        experts = self.expert_cache_stats()
+        return FaultStats(
+            faults=self.config.faults, eviction_calls_total=evictions.num_calls,
+            eviction_nodes_visited_total=evictions.num_visited, eviction_s_total=evictions.seconds,
+            state_slots_leaked=self.cache.mamba_stats().num_leaked,
+            match_truncated_tokens_total=self.cache.num_truncated_tokens,
+            kv_free_list_disorder=self.kv_allocator.free_list_disorder(),
+            kv_gather_breaks=breaks / pairs if pairs else None,
+            expert_pinned=experts.num_pinned if experts is not None else None,
+            expert_bytes_copied_total=experts.bytes_copied if experts is not None else None,
+            retained_requests=len(self._retained or ()), retained_objects=self._num_retained_objects)
+
+    def gc_stats(self) -> GcStats:
+        """Python GC collections per generation and pause times since the process started the
+        monitor (engine.runtime.gcstats.GcStats)."""
+        return self._gc.stats()
+
     def check_integrity(self) -> None:
         self.scheduler.check_integrity()
         check = getattr(self.experts, "check_integrity", None)
@@ -271,7 +326,9 @@ class Engine:
     # --- internals --------------------------------------------------------------------------
 
     def _make_experts(self) -> ExpertProvider:
-        return make_expert_provider(self.config.moe_backend, self.config.moe_cache_size, self.device)
+        pin = EXPERT_PIN_AFTER if "expert-thrash" in self.config.faults else None
+        return make_expert_provider(self.config.moe_backend, self.config.moe_cache_size, self.device,
+                                    pin_hot_after=pin)
 
     def _kv_tokens_from_memory(self, dtype: torch.dtype) -> int:
         mc = self.model_config
@@ -281,7 +338,7 @@ class Engine:
                                     max(bytes_per_token, 1), self.config.page_size, self.config.max_kv_tokens)
 
     def _stats(self, batch: ScheduledBatch, num_prefill: int, num_decode: int, schedule_s: float,
-               forward_s: float, sample_s: float, num_finished: int) -> StepStats:
+               forward_s: float, sample_s: float, num_finished: int, evict_s: float) -> StepStats:
         contexts = [s.request.num_computed for s in batch.items]
         kv_total = self.kv_allocator.num_slots
         kv_used = self.kv_allocator.num_used
@@ -302,13 +359,16 @@ class Engine:
             kv_usage=(kv_used - evictable) / kv_total,
             state_slots_used=self.state_allocator.num_used, state_slots_total=self.state_allocator.num_slots,
             schedule_s=schedule_s, forward_s=forward_s, sample_s=sample_s,
-            num_retracted=len(batch.retracted), num_finished=num_finished, expert_misses=misses)
+            num_retracted=len(batch.retracted), num_finished=num_finished, expert_misses=misses,
+            evict_s=evict_s)
 
     def _log_startup(self, kv_tokens: int) -> None:
         from tokdrift import __version__
 
         logger.info("tokdrift engine %s starting: %s on %s", __version__, self.checkpoint, self.device)
         logger.info("Resolved config: %s", self.config.resolved_line())
+        if self.config.faults:
+            logger.warning("Degradation faults switched on: %s", ", ".join(self.config.faults))
         moe_total = moe_slots = None
         moe_bytes = 0
         if hasattr(self.experts, "allocate"):

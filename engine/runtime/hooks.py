@@ -13,3 +13,4 @@ class MambaStats(NamedTuple):
     num_pinned: int  # snapshots pinned by a running request's lock
     num_anchored: int  # snapshots the cache accepted since start
     num_evicted: int  # snapshots evicted since start
+    num_leaked: int = 0  # state slots held by nobody (the snapshot-leak fault)

@@ -29,6 +29,7 @@ class StepStats(NamedTuple):
     num_retracted: int  # requests retracted this step for lack of KV
     num_finished: int
     expert_misses: Optional[int] = None  # expert cache misses this step (offload backend)
+    evict_s: Optional[float] = None  # of schedule_s (and sample_s), time inside prefix-cache eviction
 
     @property
     def duration_s(self) -> float:

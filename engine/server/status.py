@@ -12,6 +12,8 @@ from engine.cache.base import CacheReport
 from engine.memory.allocator import AllocatorSummary
 from engine.moe.expert_cache import ExpertCacheStats
 from engine.runtime.engine import Engine
+from engine.runtime.faults import FaultStats
+from engine.runtime.gcstats import GcStats
 from engine.runtime.hooks import MambaStats
 
 
@@ -32,6 +34,8 @@ class EngineSnapshot(NamedTuple):
     experts: Optional[ExpertCacheStats]  # None with the resident MoE backend
     config: dict
     integrity: Optional[str] = None  # "ok" or the failed check's message; None when not checked
+    faults: Optional[FaultStats] = None  # the degradation mechanisms' signals (docs/faults.md)
+    gc: Optional[GcStats] = None  # Python GC collections and pause times
 
 
 def take_snapshot(engine: Engine, check: bool = False) -> EngineSnapshot:
@@ -54,7 +58,7 @@ def take_snapshot(engine: Engine, check: bool = False) -> EngineSnapshot:
         num_dropped=engine.num_dropped, cache=cache, mamba=engine.mamba_stats(),
         allocator=engine.allocator_summary(), experts=engine.expert_cache_stats(),
         config=dataclasses.asdict(engine.config) | {"checkpoint": engine.checkpoint, "device": str(engine.device)},
-        integrity=integrity)
+        integrity=integrity, faults=engine.fault_stats(), gc=engine.gc_stats())
 
 
 def as_json(snap: EngineSnapshot) -> dict:
@@ -71,6 +75,10 @@ def as_json(snap: EngineSnapshot) -> dict:
         "allocator_summary": snap.allocator._asdict(), "expert_cache_stats": experts,
         "config": snap.config,
     }
+    if snap.faults is not None:
+        out["fault_stats"] = snap.faults._asdict() | {"faults": list(snap.faults.faults)}
+    if snap.gc is not None:
+        out["gc"] = snap.gc._asdict()
     if snap.integrity is not None:
         out["integrity"] = snap.integrity
     return out

@@ -1,0 +1,111 @@
+"""Degradation mechanisms the engine can switch on, one name each (`EngineConfig.faults`).
+
+Each is a real mechanism in the engine's own code path — never a sleep, never a counter
+that only pretends — of a kind that has slowed real engines down after hours of serving.
+Each leaves its own signal in the hooks (`Engine.fault_stats()`, `Engine.gc_stats()`,
+`cache_report()`, `mamba_stats()`, `allocator_summary()`, `expert_cache_stats()`), which
+the soak records as snapshot columns, so that the analyzer can name it. The signals are
+computed whether or not a fault is on, so a control run has the same columns.
+
+| name | where | what changes |
+|---|---|---|
+| eviction-scan | engine/cache/eviction.py | eviction walks the whole radix tree for every victim |
+| snapshot-leak | engine/cache/radix.py | an evicted snapshot's state slot is never freed |
+| kv-scatter | engine/memory/allocator.py | freed KV pages return shuffled and are never re-sorted |
+| expert-thrash | engine/moe/expert_cache.py | experts hot once are pinned forever (no decay) |
+| gc-pressure | engine/runtime/engine.py | finished requests are retained; a full GC runs per finish |
+
+docs/faults.md gives the real-world case behind each, with links.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+
+class Fault(NamedTuple):
+    name: str
+    mechanism: str  # what the engine does differently, in one sentence
+    real_world: str  # the case it mirrors (repository and issue or PR number)
+    signal: str  # the hook figures (snapshot columns) that show it
+    requires: Optional[str] = None  # an engine option it needs, e.g. "moe_backend='offload'"
+
+
+FAULTS: dict[str, Fault] = {f.name: f for f in (
+    Fault("eviction-scan",
+          "KV and snapshot eviction find each victim by walking the whole radix tree (the lru_scan "
+          "policy), so every eviction costs O(nodes) and the tree grows with every session served.",
+          "sgl-project/sglang#14339 (O(N) _collect_leaves per evict), sglang-omni#1723/#1724 and "
+          "sglang#38371/#38454 (O(leaves) heap rebuild per evict once the pool saturates).",
+          "eviction_s_total and eviction_nodes_visited_total (as rates), radix_nodes, schedule_s"),
+    Fault("snapshot-leak",
+          "A state snapshot dropped by eviction (its KV leaf evicted, or the snapshot evicted to free "
+          "a slot) is never returned to the state allocator; leaked slots are held by nobody the "
+          "cache can evict, so fewer snapshots fit, matches truncate and prefills recompute. The leak "
+          "stops at mamba_slots - max_running_requests, so running requests always get a slot.",
+          "sgl-project/sglang#16067 (mamba slot leak when scheduling fails with the radix cache, "
+          "issue #15840); sglang#36770 and #40128 (mamba slot exhaustion takes the scheduler down).",
+          "state_slots_leaked, mamba_slots_used, match_truncated_tokens_total (as a rate), cache_hit_rate"),
+    Fault("kv-scatter",
+          "Freed KV pages go back to the free list in scattered order and are never merged back in "
+          "address order, so once the pool has cycled, each request's KV sits in scattered slots "
+          "and the attention gather loses locality.",
+          "the free-slot sort in SGLang's token allocator that this engine copies (merge_and_sort_free), "
+          "and KV cache fragmentation in llama.cpp (ggml-org/llama.cpp#3380).",
+          "kv_free_list_disorder, kv_gather_breaks, kv_free_runs, kv_fragmentation, forward_s"),
+    Fault("expert-thrash",
+          "The expert cache pins every expert whose lifetime use count reaches a threshold, and never "
+          "unpins it (frequency pinning without decay): experts hot in the engine's past squat on "
+          "slots, the slots left to today's working set shrink with age, and misses climb.",
+          "heat-protected expert eviction (TheTom/llama-cpp-turboquant#300), frequency pinning "
+          "(FlashML-org/FreeToken#174), and the decay it needs when the workload moves (antirez/ds4#390).",
+          "expert_miss_rate, expert_misses (as a rate), expert_pinned, expert_bytes_copied_total",
+          requires="moe_backend='offload'"),
+    Fault("gc-pressure",
+          "Every finished request leaves a record of Python objects (one small list per token) in a "
+          "list that is never cleared, and the engine runs a full garbage collection after each "
+          "finished request to bound memory: every pause walks a heap that grows with engine age.",
+          "sgl-project/sglang#28067 (a slow leak made gen-2 pauses grow linearly with uptime), "
+          "sglang#30693 (33-41% throughput loss from full collections), gc.collect() per request "
+          "(apache/superset#35061, arskom/spyne#472).",
+          "gc_pause_s_total (as a rate), gc_last_full_pause_s, retained_objects, rss_bytes"),
+)}
+
+
+class FaultStats(NamedTuple):
+    """The faults' own signals. Every field is computed with or without the fault switched on."""
+
+    faults: tuple[str, ...]  # switched on, in config order
+    eviction_calls_total: int  # evict / evict_snapshots calls that looked for a victim
+    eviction_nodes_visited_total: int  # heap entries popped (lru) or tree nodes walked (lru_scan)
+    eviction_s_total: float  # wall time spent inside eviction since start
+    state_slots_leaked: int  # state slots held by no snapshot, no request (snapshot-leak)
+    match_truncated_tokens_total: int  # matched KV tokens dropped for want of a snapshot
+    kv_free_list_disorder: float  # share of adjacent free-list entries that are not adjacent pages
+    kv_gather_breaks: Optional[float]  # share of adjacent context positions of running requests
+    #                                    whose KV slots are not adjacent; None with nothing running
+    expert_pinned: Optional[int]  # experts pinned by expert-thrash; None with resident experts
+    expert_bytes_copied_total: Optional[int]  # host -> slot copies; None with resident experts
+    retained_requests: int  # finished requests kept alive by gc-pressure
+    retained_objects: int  # Python containers those records hold
+
+
+def check_faults(faults, moe_backend: str) -> Optional[str]:
+    """Why `faults` is not a valid choice (a message naming the field), or None when it is."""
+    if isinstance(faults, str) or not all(isinstance(f, str) for f in faults):
+        return f"faults must be a tuple of fault names, got {faults!r}"
+    for name in faults:
+        if name not in FAULTS:
+            return f"faults: unknown fault {name!r}; known: {', '.join(FAULTS)}"
+    if len(set(faults)) != len(faults):
+        return f"faults: each fault at most once, got {list(faults)}"
+    if "expert-thrash" in faults and moe_backend != "offload":
+        return (f"faults: 'expert-thrash' degrades the expert cache and requires "
+                f"moe_backend='offload' (with moe_cache_size), got moe_backend={moe_backend!r}")
+    return None
+
+
+
+# expert-thrash: lifetime uses after which an expert is pinned for good. High enough that the
+# pinned set fills over minutes of serving, not in the first second.
+EXPERT_PIN_AFTER = 512
