@@ -142,6 +142,14 @@ class EngineHooks:
                 gen2 = gc_info["collections"][2]
             row["gc_gen2_collections"] = gen2
             row["gc_pause_s"] = gc_info.get("pause_s", gc_info.get("pause_since_last_s"))
+            # tokdrift's engine: cumulative pause times (rates in analysis) and the latest full pause
+            for name in ("pause_s_total", "full_pause_s_total", "last_full_pause_s"):
+                row["gc_" + name] = gc_info.get(name)
+        # tokdrift's engine: the degradation mechanisms' own signals (engine.runtime.faults.FaultStats),
+        # one snapshot column each, under the hook's own names (counters end in _total)
+        for name, value in _first_dict(data, "fault_stats").items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                row.setdefault(name, value)
         return {k: v for k, v in row.items() if v is not None}
 
 
