@@ -29,7 +29,8 @@ STATUSES = ("running", "completed", "interrupted", "crashed")
 # manifest.json: required fields first, then optional ones.
 MANIFEST_REQUIRED = ("schema_version", "run_id", "status", "started_at")
 MANIFEST_OPTIONAL = ("ended_at", "command", "configs", "trace", "target", "host", "engine",
-                     "model", "steps_source", "elapsed_s", "num_requests", "resumes", "materialized")
+                     "model", "steps_source", "elapsed_s", "num_requests", "resumes", "materialized",
+                     "steps_missed")
 
 # One table per folder: column -> (pyarrow-ish type name, required, meaning).
 REQUEST_COLUMNS: dict[str, tuple[str, bool, str]] = {

@@ -13,7 +13,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import time
 from typing import Any, NamedTuple, Optional
 
 from replay import MaterializeConfig, probe_prompt

@@ -12,9 +12,7 @@ goes on; the calls it was serving are recorded as errors.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import platform
 import re
 import sys
 import time
@@ -31,16 +29,16 @@ from soak.config import SoakConfig
 from soak.errors import SoakError
 from soak.probes import ProbeResult, Prober
 from soak.profiler import Profiler
+from soak.manifest import iso, new_manifest, resumed_manifest
 from soak.replayer import Position, Replayer, position_from, sessions_of
-from soak.samplers import EngineHooks, EngineSteps, GpuSampler, LogTailer, MetricsScraper, ProcessSampler
 from soak.store import RunStore, read_manifest, read_rows
 from soak.targets import BuiltinTarget, Target, UrlTarget
+from soak.watch import EngineWatch
 from tokdrift import __version__
 
 logger = logging.getLogger(__name__)
 
 MAX_ENGINE_RESTARTS = 20  # crashes in one run before the soak gives up
-METRICS_FILE = "metrics.prom"
 
 
 class Progress(NamedTuple):
@@ -73,6 +71,7 @@ class Soak:
         self._profiled_drop: set[int] = set()  # engine lives already profiled for a probe drop
         self._profile_tasks: list[asyncio.Task] = []
         self._engine_ready: Optional[asyncio.Event] = None  # set while the engine is up
+        self.watch: Optional[EngineWatch] = None
         self.num_calls = self.num_failed = 0
         self._recent_tokens: deque[tuple[float, int]] = deque()
         self._engine_state = "starting"
@@ -155,7 +154,8 @@ class Soak:
         self.prober = Prober(self.client, mconf, cfg.probe_input_tokens, cfg.probe_output_tokens, cfg.probe_wait_s)
         self.profiler = Profiler(self.run_dir / schema.PROFILES, cfg.profile_seconds, cfg.profiles)
         self.replayer = Replayer(sessions_of(self.trace), self.materializer, self._send, cfg.concurrency, cfg.speed)
-        self._samplers()
+        self.watch = EngineWatch(self.target, self.run_dir, cfg.engine_log)
+        self.manifest["steps_source"] = self.watch.steps_source
         self.manifest["model"] = model
         await self._describe_engine()
         self.store.write_manifest(self.manifest)
@@ -364,49 +364,19 @@ class Soak:
 
     # --- sampling and flushing -----------------------------------------------------------------------
 
-    def _samplers(self) -> None:
-        self.steps_sampler = EngineSteps(self.target) if self.target.is_builtin else None
-        self.hooks_sampler = EngineHooks(self.target) if self.target.is_builtin else None
-        self.metrics_sampler = None if self.target.is_builtin else MetricsScraper(self.target,
-                                                                                 self.run_dir / METRICS_FILE)
-        self.log_tailer = (LogTailer(self.target, Path(self.config.engine_log), self.run_dir / schema.ENGINE_LOG)
-                           if self.config.engine_log else None)
-        self.process_sampler = ProcessSampler()
-        self.gpu_sampler = GpuSampler()
-        self.manifest["steps_source"] = ("engine" if self.target.is_builtin else
-                                         "engine_log" if self.log_tailer else "metrics")
-
     async def _sampler(self) -> None:
         while True:
             await asyncio.sleep(self.config.sample_every_s)
             await self._sample_once()
 
     async def _sample_once(self) -> None:
-        if not hasattr(self, "process_sampler"):
+        if self.watch is None:
             return
-        now = time.time()
-        steps: list[dict] = []
-        snap: dict[str, Any] = {}
-        try:
-            if self.steps_sampler is not None:
-                steps += await self.steps_sampler.sample()
-            if self.hooks_sampler is not None:
-                snap.update(await self.hooks_sampler.sample())
-            if self.metrics_sampler is not None:
-                steps += await self.metrics_sampler.sample(as_steps=self.log_tailer is None)
-            if self.log_tailer is not None:
-                steps += self.log_tailer.sample()
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # noqa: BLE001 - one bad sample must not end a 12-hour soak
-            logger.exception("sampling failed once")
-        snap.update(self.process_sampler.sample(self.target.pid))
-        snap.update(self.gpu_sampler.sample())
+        steps, snapshot = await self.watch.sample()
         for row in steps:
             self.store.add("steps", row)
-        if snap:
-            snap.setdefault("engine_age_s", self.target.age(now))
-            self.store.add("snapshots", {"t": now, "engine_life": self.target.life, **snap})
+        if snapshot is not None:
+            self.store.add("snapshots", snapshot)
 
     async def _flusher(self) -> None:
         while True:
@@ -425,13 +395,13 @@ class Soak:
         self._status = status
         self.store.event("stop", status=status, engine_life=getattr(getattr(self, "target", None), "life", None))
         self.manifest["status"] = status
-        self.manifest["ended_at"] = _iso(time.time())
+        self.manifest["ended_at"] = iso(time.time())
         if hasattr(self, "materializer"):
             m = self.materializer
             self.manifest["materialized"] = {"calls": m.num_calls, "dropped": m.num_dropped,
                                              "trimmed": m.num_trimmed, "over_limit": m.num_over_limit}
-        if getattr(self, "steps_sampler", None) is not None:
-            self.manifest["steps_missed"] = self.steps_sampler.num_missed
+        if self.watch is not None and self.watch.num_missed_steps is not None:
+            self.manifest["steps_missed"] = self.watch.num_missed_steps
         self.store.flush()
         self.manifest["elapsed_s"] = round(self._elapsed(time.time()), 3)
         self.manifest["num_requests"] = self.num_calls
@@ -445,31 +415,11 @@ class Soak:
 
     def _manifest(self) -> dict[str, Any]:
         if self.resuming:
-            manifest = read_manifest(self.run_dir)
+            manifest = resumed_manifest(self.run_dir, self.command)
             self._elapsed_before = float(manifest.get("elapsed_s") or 0.0)
-            manifest["resumes"] = [*manifest.get("resumes", []), {"at": _iso(time.time()),
-                                                                  "previous_status": manifest.get("status"),
-                                                                  "command": list(self.command)}]
-            manifest["status"] = "running"
-            manifest.pop("ended_at", None)
             return manifest
         self._elapsed_before = 0.0
-        cfg = self.config
-        return {
-            "schema_version": schema.SCHEMA_VERSION,
-            "run_id": self.run_dir.name,
-            "status": "running",
-            "started_at": _iso(time.time()),
-            "command": list(self.command),
-            "configs": {"soak": cfg.to_json()},
-            "trace": {"path": str(Path(cfg.trace).resolve()), "sha256": _digest(Path(cfg.trace)),
-                      "source": self.trace.header.source, "block_size": self.trace.header.block_size,
-                      "num_calls": len(self.trace.calls),
-                      "num_sessions": len({c.session for c in self.trace.calls})},
-            "target": cfg.target,
-            "host": host_info(),
-            "tokdrift_version": __version__,
-        }
+        return new_manifest(self.config, self.trace, self.run_dir, self.command)
 
     async def _describe_engine(self) -> None:
         engine: dict[str, Any] = {"url": self.target.url, "pid": self.target.pid}
@@ -491,47 +441,6 @@ class Soak:
             return BuiltinTarget(http, self.store.event, self.run_dir / schema.ENGINE_LOG, cfg.engine_args,
                                  cfg.engine_start_timeout_s)
         return UrlTarget(http, self.store.event, cfg.target, cfg.api_key, cfg.restart_cmd, cfg.engine_start_timeout_s)
-
-
-def host_info() -> dict[str, Any]:
-    import os
-    from importlib import metadata
-
-    import psutil
-
-    info: dict[str, Any] = {"hostname": platform.node(), "os": platform.platform(), "machine": platform.machine(),
-                            "cpu": platform.processor() or None, "num_cpus": os.cpu_count(),
-                            "ram_bytes": psutil.virtual_memory().total, "python": platform.python_version()}
-    versions = {}
-    for name in ("torch", "triton", "httpx", "pyarrow", "pandas"):
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
-    info["versions"] = versions
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        info["gpu"] = [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
-                        for i in range(pynvml.nvmlDeviceGetCount())]
-    except Exception:  # noqa: BLE001 - no GPU is a fact, not an error
-        info["gpu"] = None
-    return info
-
-
-def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _iso(t: float) -> str:
-    from datetime import datetime, timezone
-
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds")
 
 
 def _limit_in(error: Optional[str]) -> Optional[int]:

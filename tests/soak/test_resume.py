@@ -82,3 +82,27 @@ def test_a_malformed_trace_line_is_named_and_nothing_is_started(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert f"{trace}:3: hash_ids: expected a list of integers" in proc.stderr.replace("\n", "")
     assert not run_dir.exists()
+
+
+def test_ctrl_c_stops_cleanly_as_interrupted_and_the_run_can_be_resumed(tmp_path, fake_server):
+    server = fake_server("--token-delay", "0.01")
+    trace = write_trace(tmp_path / "trace.jsonl", sessions=2, turns=20, think=0.1)
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([*SOAK, "run", "--trace", str(trace), "--seconds", "60", "--target", server.url,
+                             "-o", str(run_dir), "--flush-every", "0.5", "--probe-every", "0", "--probe-tokens", "16",
+                             "--probe-output", "8", "--no-profiles"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(read_rows(run_dir, "requests", ["status"])) < 3:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err.decode()[-2000:]
+    assert "Traceback" not in err.decode()
+    manifest = rundir.read_manifest(run_dir)
+    assert manifest.status == "interrupted" and manifest.ended_at is not None
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert events[-1]["kind"] == "stop" and events[-1]["status"] == "interrupted"
+    assert "interrupted" in out.decode()  # the summary printed at the end
+    rows = read_rows(run_dir, "requests", ["status"])
+    assert {r["status"] for r in rows} <= {"ok", "aborted"}

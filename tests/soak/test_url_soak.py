@@ -29,7 +29,8 @@ def _events(run_dir):
 
 def test_url_soak_records_calls_probes_refusals_and_metrics(tmp_path, fake_server):
     server = fake_server("--max-context", "400", "--token-delay", "0.005")
-    status, run_dir = _soak(tmp_path, server.url)
+    # `true` restarts nothing, but drives the restart path: event, new engine life, probe after it.
+    status, run_dir = _soak(tmp_path, server.url, restart_cmd="true", restart_every_s=2.0)
     assert status == "completed"
     manifest = rundir.read_manifest(run_dir)
     assert manifest.status == "completed" and manifest.raw["steps_source"] == "metrics"
@@ -45,11 +46,11 @@ def test_url_soak_records_calls_probes_refusals_and_metrics(tmp_path, fake_serve
     ok = calls[calls["status"] == "ok"]
     assert (ok["t_first_token"] < ok["t_first_content"]).all()  # reasoning came first
     assert (ok["output_tokens"] == 6).all() and ok["reasoning_tokens"].notna().all()
-    assert ok["engine_life"].eq(0).all() and ok["engine_age_s"].gt(0).all()  # process_start_time from /metrics
+    assert ok["engine_age_s"].gt(0).all()  # process_start_time from /metrics
 
     probes = rundir.read_table(run_dir, "probes")
-    assert probes["reason"].iloc[0] == "start" and probes["reason"].iloc[-1] == "end"
-    assert "periodic" in set(probes["reason"])
+    reasons = list(probes["reason"])
+    assert reasons[0] == "start" and reasons[-2:] == ["end", "after_restart"] and "periodic" in reasons
     assert probes["status"].eq("ok").all() and probes["decode_tps"].gt(0).all()
     assert probes["probe_id"].nunique() == 1 and probes["output_tokens"].eq(8).all()
 
@@ -57,8 +58,12 @@ def test_url_soak_records_calls_probes_refusals_and_metrics(tmp_path, fake_serve
     assert len(steps) >= 3 and steps["token_usage"].eq(0.25).all()
     assert (run_dir / "metrics.prom").read_text().count("# scrape_time:") >= len(steps)
 
-    kinds = [e["kind"] for e in _events(run_dir)]
-    assert kinds[0] == "start" and kinds[-1] == "stop" and "engine_restart" not in kinds
+    events = _events(run_dir)
+    assert events[0]["kind"] == "start" and events[-1]["kind"] == "stop"
+    restarts = [e for e in events if e["kind"] == "engine_restart"]
+    assert [e["reason"] for e in restarts] == ["scheduled", "control"] and restarts[0]["command"] == "true"
+    assert [e["engine_life"] for e in events if e["kind"] == "engine_start"] == [0, 1, 2]
+    assert list(probes["reason"]).count("after_restart") == 2
     dropped = [e for e in _events(run_dir) if e["kind"] == "dropped_request"]
     assert dropped[0]["limit"] is not None and dropped[0]["request_id"] == "s0@0#3"
 

@@ -1,0 +1,86 @@
+"""The run's manifest.json: what ran, where, when, and how it ended (docs/run-directory.md)."""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+from diagnostics import rundir_schema as schema
+from replay import Trace
+from soak.config import SoakConfig
+from soak.store import read_manifest
+from tokdrift import __version__
+
+
+def new_manifest(config: SoakConfig, trace: Trace, run_dir: Path, command: list[str]) -> dict[str, Any]:
+    return {
+        "schema_version": schema.SCHEMA_VERSION,
+        "run_id": run_dir.name,
+        "status": "running",
+        "started_at": iso(time.time()),
+        "command": list(command),
+        "configs": {"soak": config.to_json()},
+        "trace": {"path": str(Path(config.trace).resolve()), "sha256": _digest(Path(config.trace)),
+                  "source": trace.header.source, "block_size": trace.header.block_size,
+                  "num_calls": len(trace.calls), "num_sessions": len({c.session for c in trace.calls})},
+        "target": config.target,
+        "host": host_info(),
+        "tokdrift_version": __version__,
+    }
+
+
+def resumed_manifest(run_dir: Path, command: list[str]) -> dict[str, Any]:
+    """The manifest of a run being resumed: running again, one more entry in `resumes`."""
+    manifest = read_manifest(run_dir)
+    manifest["resumes"] = [*manifest.get("resumes", []), {"at": iso(time.time()),
+                                                          "previous_status": manifest.get("status"),
+                                                          "command": list(command)}]
+    manifest["status"] = "running"
+    manifest.pop("ended_at", None)
+    return manifest
+
+
+def host_info() -> dict[str, Any]:
+    import os
+    from importlib import metadata
+
+    import psutil
+
+    info: dict[str, Any] = {"hostname": platform.node(), "os": platform.platform(), "machine": platform.machine(),
+                            "cpu": platform.processor() or None, "num_cpus": os.cpu_count(),
+                            "ram_bytes": psutil.virtual_memory().total, "python": platform.python_version()}
+    versions = {}
+    for name in ("torch", "triton", "httpx", "pyarrow", "pandas"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    info["versions"] = versions
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        info["gpu"] = [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
+                        for i in range(pynvml.nvmlDeviceGetCount())]
+    except Exception:  # noqa: BLE001 - no GPU is a fact, not an error
+        info["gpu"] = None
+    return info
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def iso(t: float) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds")
+
+

@@ -1,0 +1,59 @@
+"""Which samplers watch the engine, by target: built-in steps and hooks, or an external engine's
+/metrics and log; the process and the GPU for both. One call samples them all."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from diagnostics import rundir_schema as schema
+from soak.samplers import EngineHooks, EngineSteps, GpuSampler, LogTailer, MetricsScraper, ProcessSampler
+from soak.targets import Target
+
+logger = logging.getLogger(__name__)
+
+
+class EngineWatch:
+    def __init__(self, target: Target, run_dir: Path, engine_log: Optional[str]) -> None:
+        self.target = target
+        builtin = target.is_builtin
+        self.steps = EngineSteps(target) if builtin else None
+        self.hooks = EngineHooks(target) if builtin else None
+        self.metrics = None if builtin else MetricsScraper(target, run_dir / schema.METRICS)
+        self.log = LogTailer(target, Path(engine_log), run_dir / schema.ENGINE_LOG) if engine_log else None
+        self.process = ProcessSampler()
+        self.gpu = GpuSampler()
+
+    @property
+    def steps_source(self) -> str:
+        """Where steps rows come from (manifest `steps_source`)."""
+        return "engine" if self.steps is not None else "engine_log" if self.log is not None else "metrics"
+
+    @property
+    def num_missed_steps(self) -> Optional[int]:
+        return self.steps.num_missed if self.steps is not None else None
+
+    async def sample(self) -> tuple[list[dict[str, Any]], Optional[dict[str, Any]]]:
+        """New steps rows, and one snapshot row (None when nothing could be sampled)."""
+        now = time.time()
+        steps: list[dict[str, Any]] = []
+        snap: dict[str, Any] = {}
+        try:
+            if self.steps is not None:
+                steps += await self.steps.sample()
+            if self.hooks is not None:
+                snap.update(await self.hooks.sample())
+            if self.metrics is not None:
+                steps += await self.metrics.sample(as_steps=self.log is None)
+            if self.log is not None:
+                steps += self.log.sample()
+        except Exception:  # noqa: BLE001 - one bad sample must not end a 12-hour soak
+            logger.exception("sampling failed once")
+        snap.update(self.process.sample(self.target.pid))
+        snap.update(self.gpu.sample())
+        if not snap:
+            return steps, None
+        snap.setdefault("engine_age_s", self.target.age(now))
+        return steps, {"t": now, "engine_life": self.target.life, **snap}
