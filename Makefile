@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 # torch is pinned and installed first: a plain requirement may pull a multi-GB CUDA build.
 TORCH ?= torch==2.13.0
 
-.PHONY: setup demo test test-slow
+.PHONY: setup demo test test-slow browser
 
 setup: $(VENV)/.installed
 
@@ -18,8 +18,15 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	$(PY) -m engine.demo
 
-test: setup
+test: setup browser
 	$(PY) -m pytest -q
+
+# Debian's chromium for the report's headless-browser test (installed as root, e.g. in CI;
+# elsewhere that one test is skipped with a note).
+browser:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+		|| echo "chromium is not installed and cannot be here: tests/reports/test_chromium.py will be skipped"
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow
