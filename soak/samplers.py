@@ -102,6 +102,7 @@ class EngineHooks:
     def __init__(self, target: Target) -> None:
         self.target = target
         self._last_experts: Optional[tuple[int, float, float]] = None  # life, hits, misses
+        self._last_gc_pause: Optional[tuple[int, float]] = None  # life, cumulative pause s
 
     async def sample(self) -> dict[str, Any]:
         try:
@@ -142,6 +143,12 @@ class EngineHooks:
                 gen2 = gc_info["collections"][2]
             row["gc_gen2_collections"] = gen2
             row["gc_pause_s"] = gc_info.get("pause_s", gc_info.get("pause_since_last_s"))
+            total = gc_info.get("pause_s_total")
+            if row["gc_pause_s"] is None and isinstance(total, (int, float)):
+                last = self._last_gc_pause
+                if last is not None and last[0] == self.target.life:
+                    row["gc_pause_s"] = max(0.0, total - last[1])
+                self._last_gc_pause = (self.target.life, total)
             # tokdrift's engine: cumulative pause times (rates in analysis) and the latest full pause
             for name in ("pause_s_total", "full_pause_s_total", "last_full_pause_s"):
                 row["gc_" + name] = gc_info.get(name)
