@@ -99,6 +99,7 @@ def report_context(inputs: Inputs, redactor: Redactor) -> dict:
         "paragraph": redactor.text(narrative.paragraph(a)),
         "key_numbers": [k._replace(value=redactor.text(k.value)) for k in narrative.key_numbers(a)],
         "figures": figures,
+        "no_context": int(((samples["excluded"] == "") & samples["context"].isna()).sum()) if len(samples) else 0,
         "matched": [m._replace(detail=redactor.text(m.detail)) for m in a.matched],
         "bands": tables.matched_bands(a),
         "probe_lives": tables.probe_lives(source.probes),
