@@ -88,6 +88,7 @@ def serve(
     decode_log_interval: Annotated[Optional[int], typer.Option(help="Decode forwards between 'Decode batch' log lines (default 40).")] = None,
     enable_mixed_chunk: Annotated[bool, typer.Option(help="Let decodes ride along prefill steps.")] = False,
     step_history: Annotated[int, typer.Option(help="Engine steps kept for GET /v1/engine/steps.")] = 65536,
+    fault: Annotated[Optional[list[str]], typer.Option("--fault", help="Switch on a degradation mechanism (repeatable): eviction-scan, snapshot-leak, kv-scatter, expert-thrash (needs --moe-backend offload), gc-pressure. See docs/faults.md.")] = None,
 ) -> None:
     """Serve the built-in engine as an OpenAI-compatible server with Prometheus /metrics."""
     import logging
@@ -104,6 +105,7 @@ def serve(
                  attention_backend=attention_backend, dtype=dtype, device=device,
                  decode_log_interval=decode_log_interval)
     engine_config = EngineConfig(model=str(model) if model else None, mixed_chunk=enable_mixed_chunk,
+                                 faults=tuple(fault or ()),
                                  **{k: v for k, v in given.items() if v is not None})
     server_config = ServerConfig(host=host, port=port, api_key=api_key, served_model_name=served_model_name,
                                  step_history=step_history)

@@ -113,6 +113,8 @@ class Soak:
                              sessions_in_progress=len(position.next_turn), elapsed_s=self._elapsed_before)
         else:
             self.store.event("start", run_id=self.manifest["run_id"])
+            for fault in cfg.extra.get("faults", ()):  # switched on in the engine from its start
+                self.store.event("fault_on", fault=fault)
         self._segment_start = time.time()
         deadline = self._segment_start + max(0.0, cfg.duration_s - self._elapsed_before)
         self._deadline = deadline

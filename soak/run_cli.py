@@ -63,10 +63,24 @@ def run(
     engine_arg: Annotated[Optional[list[str]], typer.Option(help="An option for the built-in engine's "
                                                                  "`soak serve`, e.g. --engine-arg=--kv-tokens=4096 "
                                                                  "(repeatable).")] = None,
+    fault: Annotated[Optional[list[str]], typer.Option("--fault", help="Switch on a degradation mechanism in the "
+                                                                       "built-in engine (repeatable; docs/faults.md); "
+                                                                       "recorded as a fault_on event.")] = None,
     live: Annotated[bool, typer.Option(help="Show the live view (default when stdout is a terminal).")] = sys.stdout.isatty(),
 ) -> None:
     """Replay a trace against an engine for hours, record everything, probe at matched conditions."""
     from soak.config import SoakConfig
+
+    faults = tuple(fault or ())
+    if faults:
+        if target != "builtin":
+            raise SoakError(f"--fault: expected the builtin target (faults live in tokdrift's engine), found {target!r}")
+        from engine.runtime.faults import FAULTS
+
+        unknown = [f for f in faults if f not in FAULTS]
+        if unknown:
+            raise SoakError(f"--fault: unknown fault {unknown[0]!r}; known: {', '.join(FAULTS)}")
+        engine_arg = [*(engine_arg or ()), *(f"--fault={f}" for f in faults)]
 
     given = [v for v in (hours and hours * 3600, minutes and minutes * 60, seconds) if v]
     if len(given) != 1:
@@ -78,7 +92,8 @@ def run(
         probe_output_tokens=probe_output, probe_wait_s=probe_wait, restart_every_s=restart_every,
         restart_at_end=not no_restart_at_end, restart_cmd=restart_cmd, flush_every_s=flush_every,
         sample_every_s=sample_every, profile_drop=profile_drop, profiles=not no_profiles,
-        engine_log=str(engine_log) if engine_log else None, engine_args=tuple(engine_arg or ()))
+        engine_log=str(engine_log) if engine_log else None, engine_args=tuple(engine_arg or ()),
+        extra={"faults": list(faults)} if faults else {})
     run_dir = out or Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{trace.stem}"
     from soak.run import Soak
 

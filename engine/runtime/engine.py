@@ -95,6 +95,11 @@ class Engine:
         self.num_dropped = 0
         # gc-pressure fault: None = off; else a record of every finished request, kept for good
         self._retained: Optional[list] = [] if "gc-pressure" in faults else None
+        if self._retained is not None:
+            # Out of the collector's walk goes the startup heap (model, imports), as engines that
+            # freeze it after warm-up do: what a collection walks is then what serving left behind.
+            gc.collect()
+            gc.freeze()
         self._num_retained_objects = 0
         self._gc = gc_monitor()
         self._log_startup(kv_tokens)
