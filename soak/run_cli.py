@@ -52,6 +52,7 @@ def run(
                                                      "/metrics.")] = 2.0,
     profile_drop: Annotated[float, typer.Option(help="Profile the engine when probe decode rate falls this "
                                                      "fraction below its first value.")] = 0.3,
+    profile_seconds: Annotated[float, typer.Option(help="Seconds each py-spy profile records.")] = 5.0,
     no_profiles: Annotated[bool, typer.Option("--no-profiles", help="Take no py-spy profiles.")] = False,
     api: Annotated[str, typer.Option(help="auto, completions (token-id prompts) or chat (text prompts); auto "
                                           "is completions for builtin, chat for a URL.")] = "auto",
@@ -91,7 +92,7 @@ def run(
         request_timeout_s=request_timeout, probe_every_s=probe_every, probe_input_tokens=probe_tokens,
         probe_output_tokens=probe_output, probe_wait_s=probe_wait, restart_every_s=restart_every,
         restart_at_end=not no_restart_at_end, restart_cmd=restart_cmd, flush_every_s=flush_every,
-        sample_every_s=sample_every, profile_drop=profile_drop, profiles=not no_profiles,
+        sample_every_s=sample_every, profile_drop=profile_drop, profile_seconds=profile_seconds, profiles=not no_profiles,
         engine_log=str(engine_log) if engine_log else None, engine_args=tuple(engine_arg or ()),
         extra={"faults": list(faults)} if faults else {})
     run_dir = out or Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{trace.stem}"
