@@ -142,3 +142,18 @@ def test_run_dir_event_from_the_inputs_is_escaped_and_redacted(run_inputs, run_p
     kept = render_report(run_inputs, Redactor(enabled=False))
     assert PROMPT in BeautifulSoup(kept, "html.parser").get_text()
     assert "/home/alice" in kept
+
+
+def test_a_run_that_crashed_before_any_step_still_gets_a_report(tmp_path):
+    """Manifest only: every section is there and says it has no data; nothing fails."""
+    from reports.inputs import load
+
+    (tmp_path / "manifest.json").write_text('{"schema_version": 1, "run_id": "crashed-early", "status": "crashed", '
+                                            '"started_at": "2026-09-23T09:00:00Z"}')
+    soup = BeautifulSoup(render_report(load(tmp_path)), "html.parser")
+    assert [s["id"] for s in soup.find_all("section")] == SECTIONS
+    assert soup.find("img") is None
+    assert "insufficient_data" in _text(_section(soup, "verdict"))
+    for name in ("throughput-time", "throughput-context", "probes", "residuals", "prefills", "suspects", "profiles"):
+        assert _section(soup, name).find(class_="empty") is not None, name
+    assert "0 usable decode samples" in _text(_section(soup, "checks"))
