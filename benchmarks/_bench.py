@@ -1,0 +1,76 @@
+"""Helpers the engine benchmarks share: the machine line, medians, timed engine decodes.
+
+Each benchmark runs its variants side by side in one process and interleaves their
+repetitions (A B A B ...), so a neighbour's load lands on every variant alike; figures are
+medians of those repetitions and the headline is a ratio measured in the same run.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from typing import Callable, NamedTuple, Optional, Sequence
+
+import torch
+
+
+class DecodeRun(NamedTuple):
+    num_tokens: int  # tokens decoded after the first (which comes from the prefill)
+    seconds: float  # wall time from the end of the prefill to the last token
+    num_steps: int  # decode steps run
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.num_tokens / self.seconds
+
+    @property
+    def step_s(self) -> float:
+        return self.seconds / self.num_steps
+
+
+def machine_line() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    load = ", load %.1f" % os.getloadavg()[0] if hasattr(os, "getloadavg") else ""
+    return (f"machine: {cpu}, {os.cpu_count()} cores{load}; torch {torch.__version__}, "
+            f"{torch.get_num_threads()} threads")
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def engine_decode(engine, prompts: Sequence[Sequence[int]], max_tokens: int,
+                  on_step: Optional[Callable[[object], None]] = None) -> DecodeRun:
+    """Run `prompts` as one batch through `engine` (greedy, `max_tokens` each, eos ignored) and
+    time the decode: from the step that gave every request its first token to the last step.
+    `on_step(stats)` runs after each decode step, inside the timed span."""
+    from engine import SamplingParams
+
+    params = SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True)
+    requests = [engine.add_request(list(p), params) for p in prompts]
+    while any(not r.output_ids for r in requests):
+        engine.step()
+    engine.take_updates()
+    first = sum(len(r.output_ids) for r in requests)
+    num_steps = 0
+    t0 = time.perf_counter()
+    while engine.has_work():
+        stats = engine.step()
+        num_steps += 1
+        if on_step is not None:
+            on_step(stats)
+        engine.take_updates()
+    seconds = time.perf_counter() - t0
+    return DecodeRun(sum(len(r.output_ids) for r in requests) - first, seconds, num_steps)
+
+
+def prompt_ids(length: int, seed: int, vocab: int = 256) -> list[int]:
+    """A deterministic prompt of byte-range token ids; different seeds share no prefix."""
+    return [(seed * 131 + 7 * i + (i * i) % 11) % vocab for i in range(length)]

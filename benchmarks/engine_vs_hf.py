@@ -1,0 +1,217 @@
+"""tokdrift's engine against transformers `generate` on the same checkpoint (float32, CPU).
+
+    .venv/bin/python benchmarks/engine_vs_hf.py [--quick] [--tokens 48] [--reps 3] [--turns 8]
+
+Two checkpoints: the built-in default (~35M parameters) and a larger random Qwen3-Next
+config built with transformers and written with `save_pretrained` to a temporary directory.
+For each: decode tok/s at batch 1 and batch 8 (same prompts, greedy, a fixed output length:
+`ignore_eos` here, `min_new_tokens` there), and the end-to-end time of a multi-turn agent
+session (each turn's prompt = the previous prompt + its output + a new append), where
+tokdrift's prefix cache computes only the append and transformers recomputes the context.
+
+Decode time is measured the same way on both sides: from the first sampled token to the
+last (N - 1 forwards), through engine steps here and a logits processor's clock there.
+Repetitions alternate between the two (A B A B ...) and the figures are medians.
+
+transformers' Qwen3-Next runs its linear-attention layers through a reference PyTorch
+fallback when `flash-linear-attention` and `causal-conv1d` are not installed (they need a
+GPU): that is the reference as users get it on a CPU, and this benchmark measures it.
+
+The headline, last: speedups on the default checkpoint, batch 1 and multi-turn session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench import DecodeRun, engine_decode, machine_line, median, prompt_ids  # noqa: E402
+
+# A larger Qwen3-Next shape, ~150M parameters: wider, more experts, a real-sized vocab slice.
+LARGE = dict(vocab_size=8192, hidden_size=1024, num_hidden_layers=8, full_attention_interval=4,
+             num_attention_heads=16, num_key_value_heads=2, head_dim=128, linear_num_key_heads=8,
+             linear_num_value_heads=16, linear_key_head_dim=64, linear_value_head_dim=64,
+             linear_conv_kernel_dim=4, num_experts=16, num_experts_per_tok=4, moe_intermediate_size=256,
+             shared_expert_intermediate_size=512, intermediate_size=2048, mlp_only_layers=[0],
+             norm_topk_prob=True, max_position_embeddings=8192, eos_token_id=256, tie_word_embeddings=False)
+# --quick: the same kinds of layers, tiny.
+TINY = dict(LARGE, vocab_size=512, hidden_size=64, num_hidden_layers=4, full_attention_interval=2,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=16, linear_num_key_heads=2,
+            linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16, num_experts=4,
+            num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=32,
+            intermediate_size=128)
+
+
+class Side(NamedTuple):
+    batch1_tps: float
+    batch8_tps: float
+    session_s: float
+
+
+class Result(NamedTuple):
+    name: str
+    num_params: int
+    tokdrift: Side
+    hf: Side
+    same_tokens: bool  # greedy batch-1 outputs agree
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, one repetition (smoke test)")
+    parser.add_argument("--tokens", type=int, default=48, help="tokens decoded per request")
+    parser.add_argument("--prompt", type=int, default=32, help="prompt length in tokens for the decode runs")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions per measurement (median)")
+    parser.add_argument("--turns", type=int, default=8, help="turns of the agent session")
+    parser.add_argument("--append", type=int, default=128, help="tokens appended per turn")
+    parser.add_argument("--turn-tokens", type=int, default=16, help="tokens generated per turn")
+    parser.add_argument("--system", type=int, default=512, help="first turn's prompt length")
+    parser.add_argument("--skip-large", action="store_true", help="only the built-in default checkpoint")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads, both sides (on a shared machine, 2+ spinning threads collapse)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.tokens, args.reps, args.turns, args.append, args.turn_tokens, args.system = 4, 1, 2, 8, 2, 16
+    torch.set_num_threads(args.threads)
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    logging.getLogger("engine").setLevel(logging.WARNING)
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    print(machine_line() + f"; transformers {transformers.__version__}")
+
+    from engine.model.checkpoint import default_checkpoint
+
+    results = []
+    if not args.quick:  # --quick runs only the tiny model, and calls it the headline's checkpoint
+        default_dir = default_checkpoint()
+        results.append(compare("default", default_dir, _load_hf(default_dir), args))
+    if args.quick or not args.skip_large:
+        tmp = Path(tempfile.mkdtemp(prefix="tokdrift-large-"))
+        try:
+            hf = _random_hf(TINY if args.quick else LARGE, tmp)
+            results.append(compare("tiny" if args.quick else "large", tmp, hf, args))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    for r in results:
+        t, h = r.tokdrift, r.hf
+        print(f"{r.name} ({r.num_params / 1e6:.1f}M params): decode batch 1 tokdrift {t.batch1_tps:.1f} tok/s, "
+              f"transformers {h.batch1_tps:.1f} tok/s ({t.batch1_tps / h.batch1_tps:.1f}x); batch 8 "
+              f"{t.batch8_tps:.1f} vs {h.batch8_tps:.1f} tok/s ({t.batch8_tps / h.batch8_tps:.1f}x); "
+              f"{args.turns}-turn session {t.session_s:.2f} s vs {h.session_s:.2f} s "
+              f"({h.session_s / t.session_s:.1f}x); same greedy tokens: {r.same_tokens}")
+    d = results[0]
+    print(f"speedup_batch1={d.tokdrift.batch1_tps / d.hf.batch1_tps:.1f}x "
+          f"speedup_batch8={d.tokdrift.batch8_tps / d.hf.batch8_tps:.1f}x "
+          f"speedup_session={d.hf.session_s / d.tokdrift.session_s:.1f}x ({d.name} checkpoint)")
+
+
+def compare(name: str, checkpoint: Path, hf, args) -> Result:
+    from engine.runtime.config import EngineConfig
+    from engine.runtime.engine import Engine
+
+    max_len = args.system + args.turns * (args.append + args.turn_tokens) + 2 * args.tokens + 64
+    engine = Engine(EngineConfig(model=str(checkpoint), device="cpu", max_running_requests=8,
+                                 kv_tokens=8 * max_len))
+    num_params = sum(t.numel() for t in hf.parameters())
+    one = [prompt_ids(args.prompt, seed=1)]
+    eight = [prompt_ids(args.prompt, seed=s) for s in range(2, 10)]
+    # warm-up of both sides, and the check that they compute the same thing
+    same = _engine_generate(engine, one[0], args.tokens) == _hf_decode(hf, one, args.tokens)[1][0]
+    runs: dict[str, list[float]] = {k: [] for k in ("t1", "h1", "t8", "h8", "ts", "hs")}
+    for _ in range(args.reps):
+        runs["t1"].append(engine_decode(engine, one, args.tokens).tokens_per_s)
+        runs["h1"].append(_hf_decode(hf, one, args.tokens)[0].tokens_per_s)
+        runs["t8"].append(engine_decode(engine, eight, args.tokens).tokens_per_s)
+        runs["h8"].append(_hf_decode(hf, eight, args.tokens)[0].tokens_per_s)
+        seed = 100 + len(runs["ts"])  # a fresh session each time: nothing of it is cached yet
+        runs["ts"].append(_session(lambda ctx: _engine_generate(engine, ctx, args.turn_tokens), seed, args))
+        runs["hs"].append(_session(lambda ctx: _hf_generate(hf, ctx, args.turn_tokens), seed, args))
+    med = {k: median(v) for k, v in runs.items()}
+    return Result(name, num_params, Side(med["t1"], med["t8"], med["ts"]), Side(med["h1"], med["h8"], med["hs"]),
+                  same)
+
+
+# --- transformers side -------------------------------------------------------------------------
+
+def _load_hf(checkpoint: Path):
+    from transformers import Qwen3NextForCausalLM
+
+    return Qwen3NextForCausalLM.from_pretrained(str(checkpoint), dtype=torch.float32).eval()
+
+
+def _random_hf(overrides: dict, out_dir: Path):
+    """A random transformers Qwen3-Next model, also written to `out_dir` for tokdrift to load."""
+    from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
+
+    torch.manual_seed(0)
+    model = Qwen3NextForCausalLM(Qwen3NextConfig(**overrides)).eval()
+    model.save_pretrained(out_dir)
+    return model
+
+
+class _Clock:
+    """A logits processor that only notes when each token's logits arrive."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+
+    def __call__(self, input_ids, scores):
+        self.times.append(time.perf_counter())
+        return scores
+
+
+def _hf_decode(model, prompts: list[list[int]], max_tokens: int) -> tuple[DecodeRun, list[list[int]]]:
+    from transformers import LogitsProcessorList
+
+    ids = torch.tensor(prompts)  # [B, P], prompts of one length: no padding
+    clock = _Clock()
+    with torch.inference_mode():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_tokens,
+                             min_new_tokens=max_tokens, do_sample=False, logits_processor=LogitsProcessorList([clock]),
+                             pad_token_id=0)
+    run = DecodeRun((len(clock.times) - 1) * len(prompts), clock.times[-1] - clock.times[0], len(clock.times) - 1)
+    return run, out[:, ids.shape[1]:].tolist()
+
+
+def _hf_generate(model, context: list[int], max_tokens: int) -> list[int]:
+    ids = torch.tensor([context])
+    with torch.inference_mode():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_tokens,
+                             min_new_tokens=max_tokens, do_sample=False, pad_token_id=0)
+    return out[0, ids.shape[1]:].tolist()
+
+
+# --- tokdrift side -----------------------------------------------------------------------------
+
+def _engine_generate(engine, context: list[int], max_tokens: int) -> list[int]:
+    from engine import SamplingParams
+
+    request = engine.add_request(context, SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True))
+    while engine.has_work():
+        engine.step()
+    engine.take_updates()
+    return list(request.output_ids)
+
+
+def _session(generate, seed: int, args) -> float:
+    """Seconds for an agent session: turn t's prompt is turn t-1's prompt + its output + an append."""
+    context = prompt_ids(args.system, seed)
+    start = time.perf_counter()
+    for turn in range(args.turns):
+        output = generate(context)
+        context = context + output + prompt_ids(args.append, seed * 1000 + turn)
+    return time.perf_counter() - start
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""tokdrift's batch-1 decode against this machine's memory bandwidth.
+
+    .venv/bin/python benchmarks/roofline.py [--quick] [--tokens 64] [--prompt 256] [--reps 5]
+
+At batch 1 a decode step is a chain of matrix-vector products: every weight it touches is
+read once and used for one multiply-add, so the step cannot beat (bytes it must read) /
+(memory bandwidth). This script measures both and reports the engine's step time as a
+fraction of that limit:
+
+- bandwidth: a large float32 tensor copy (`dst.copy_(src)`, larger than the last-level
+  cache), counted as bytes read + bytes written; also a read-only pass (`sum`) and a
+  matrix-vector product (`mv`, the decode's own kind of kernel) over the same tensor; all
+  with the decode's torch thread count. The limit uses the fastest of the three, so the
+  fraction is never flattered by a slow way of moving memory;
+- bytes per step: the dense weights (every parameter but the embedding table, of which one
+  row is read), the routed experts the router actually picked in that step (counted through
+  the expert provider), K/V of the full-attention layers at the context used, and the
+  linear-attention state (conv window + recurrent matrix) of each Gated DeltaNet layer;
+- step time: engine steps at batch 1 (`Engine.step`, scheduling and sampling included).
+
+Bandwidth and decode repetitions alternate, medians are reported, and the headline,
+last, is the fraction of the roofline reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench import engine_decode, machine_line, median, prompt_ids  # noqa: E402
+
+
+class StepBytes(NamedTuple):
+    dense: int  # weights every step reads
+    experts: float  # routed experts picked per step, on average
+    kv: float  # K and V at the average context
+    state: int  # linear-attention state, read (and written back) once per step
+
+    @property
+    def total(self) -> float:
+        return self.dense + self.experts + self.kv + self.state
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, one repetition (smoke test)")
+    parser.add_argument("--model", default=None, help="checkpoint directory (default: the built-in one)")
+    parser.add_argument("--tokens", type=int, default=64, help="tokens decoded per repetition")
+    parser.add_argument("--prompt", type=int, default=256, help="prompt length in tokens")
+    parser.add_argument("--reps", type=int, default=5, help="repetitions (median)")
+    parser.add_argument("--copy-mb", type=int, default=1024, help="size of the copied tensor in MiB")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads for the copy and the decode")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.tokens, args.prompt, args.reps, args.copy_mb = 4, 16, 1, 64
+    torch.set_num_threads(args.threads)
+    logging.getLogger("engine").setLevel(logging.WARNING)
+    print(machine_line())
+
+    from engine.runtime.config import EngineConfig
+    from engine.runtime.engine import Engine
+
+    engine = Engine(EngineConfig(model=args.model, device="cpu", max_running_requests=1,
+                                 kv_tokens=args.prompt + args.tokens + 64, cache_type="none"))
+    picked = _count_experts(engine)
+    engine_decode(engine, [prompt_ids(args.prompt, 0)], 2)  # warm-up
+    src = torch.randn(args.copy_mb * 2**20 // 4)  # [N] float32
+    dst = torch.empty_like(src)
+    matrix = src.view(-1, 4096)  # [N / 4096, 4096]
+    vector = torch.randn(4096)  # [4096]
+    bandwidths: dict[str, list[float]] = {"copy": [], "read": [], "mv": []}
+    step_times, experts_per_step = [], []
+    for rep in range(args.reps):
+        bandwidths["copy"].append(_bandwidth(lambda: dst.copy_(src), 2 * src.numel() * 4))
+        bandwidths["read"].append(_bandwidth(lambda: src.sum(), src.numel() * 4))
+        bandwidths["mv"].append(_bandwidth(lambda: torch.mv(matrix, vector), src.numel() * 4))
+        picked[:] = [set()]
+        run = engine_decode(engine, [prompt_ids(args.prompt, rep + 1)], args.tokens,
+                            on_step=lambda _: picked.append(set()))
+        step_times.append(run.step_s)
+        experts_per_step.extend(len(s) for s in picked[1:-1])  # sets filled during decode steps
+    del src, dst, matrix
+    bw_by_kind = {kind: median(values) for kind, values in bandwidths.items()}
+    fastest = max(bw_by_kind, key=bw_by_kind.get)
+    bw, step_s = bw_by_kind[fastest], median(step_times)
+    avg_context = args.prompt + args.tokens / 2
+    need = _step_bytes(engine, median(experts_per_step), avg_context)
+    limit_s = need.total / bw
+    print(f"memory bandwidth ({args.copy_mb} MiB tensor, {args.threads} thread(s)): copy {bw_by_kind['copy'] / 1e9:.2f} "
+          f"GB/s (read + write), read {bw_by_kind['read'] / 1e9:.2f} GB/s, mv {bw_by_kind['mv'] / 1e9:.2f} GB/s; "
+          f"limit from {fastest}")
+    print(f"bytes per decode step: {need.total / 1e6:.1f} MB = dense weights {need.dense / 1e6:.1f} + routed experts "
+          f"{need.experts / 1e6:.1f} ({median(experts_per_step):.0f} picked) + KV {need.kv / 1e6:.2f} "
+          f"(context {avg_context:.0f}) + linear-attention state {need.state / 1e6:.2f}")
+    print(f"roofline step {limit_s * 1e3:.2f} ms ({1 / limit_s:.0f} tok/s); tokdrift batch-1 step "
+          f"{step_s * 1e3:.2f} ms ({1 / step_s:.0f} tok/s; runs {', '.join(f'{t * 1e3:.1f}' for t in step_times)} ms)")
+    copy_limit_s = need.total / bw_by_kind["copy"]
+    print(f"against the copy bandwidth alone: {copy_limit_s / step_s:.0%} of its limit ({copy_limit_s * 1e3:.2f} ms)")
+    print(f"roofline_fraction={limit_s / step_s:.0%} (batch-1 decode vs the {fastest}-bandwidth limit)")
+
+
+def _bandwidth(fn, num_bytes: int, repeats: int = 3) -> float:
+    """Bytes per second of the fastest of `repeats` calls of `fn`, which moves `num_bytes`."""
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return num_bytes / best
+
+
+def _count_experts(engine) -> list[set]:
+    """Record the distinct (layer, expert) pairs fetched in each step into the list's last set."""
+    picked: list[set] = [set()]
+    get = engine.experts.get
+
+    def counting_get(layer: int, expert: int):
+        picked[-1].add((layer, expert))
+        return get(layer, expert)
+
+    engine.experts.get = counting_get
+    return picked
+
+
+def _step_bytes(engine, experts_per_step: float, context: float) -> StepBytes:
+    model, mc = engine.model, engine.model_config
+    embed = model.model.embed_tokens.weight
+    dense = sum(p.numel() * p.element_size() for p in model.parameters()) - embed.numel() * embed.element_size()
+    dense += embed.shape[1] * embed.element_size()  # one embedding row
+    expert_bytes = 3 * mc.moe_intermediate_size * mc.hidden_size * embed.element_size()
+    kv = context * engine.kv_pool.bytes_per_slot
+    state = engine.state_pool.bytes_per_slot
+    return StepBytes(dense, experts_per_step * expert_bytes, kv, state)
+
+
+if __name__ == "__main__":
+    main()

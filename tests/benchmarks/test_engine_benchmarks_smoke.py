@@ -1,0 +1,44 @@
+"""The engine benchmarks still run (--quick: tiny sizes); their figures come from full runs."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_quick(script: str) -> list[str]:
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--quick"],
+                          capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].startswith("machine: "), lines[0]
+    return lines
+
+
+def test_engine_vs_hf_prints_speedups_last():
+    pytest.importorskip("transformers")
+    lines = run_quick("engine_vs_hf.py")
+    assert re.fullmatch(r"speedup_batch1=[\d.]+x speedup_batch8=[\d.]+x speedup_session=[\d.]+x \(tiny checkpoint\)",
+                        lines[-1]), lines[-1]
+    assert "same greedy tokens: True" in lines[-2], lines[-2]  # both sides ran the same model
+
+
+def test_roofline_prints_the_fraction_last():
+    lines = run_quick("roofline.py")
+    assert re.fullmatch(r"roofline_fraction=\d+% \(batch-1 decode vs the (copy|read|mv)-bandwidth limit\)",
+                        lines[-1]), lines[-1]
+    bytes_line = next(line for line in lines if line.startswith("bytes per decode step"))
+    assert "routed experts" in bytes_line and "(0 picked)" not in bytes_line  # the expert counter saw the router
+
+
+def test_hooks_overhead_prints_every_mode_last():
+    lines = run_quick("hooks_overhead.py")
+    assert re.fullmatch(r"hooks_overhead idle=[+-][\d.]+% sampled=[+-][\d.]+% events=[+-][\d.]+% "
+                        r"\(clocked [\d.]+% / [\d.]+% / [\d.]+%\)", lines[-1]), lines[-1]
+    counts = next(line for line in lines if line.startswith("hook readings taken"))
+    samples, events = map(int, re.findall(r"\d+", counts))
+    assert samples > 0 and events > 0, counts  # the sampled modes read the hooks and drained events
