@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from diagnostics.analysis import CONTEXT_BAND
+from diagnostics.rundir_schema import STARTUP_KINDS
 from diagnostics.result import Analysis, iso
 from diagnostics.source import Source
 from reports.inputs import model_life_samples
@@ -99,11 +100,28 @@ def probe_lives(probes: pd.DataFrame) -> list[ProbeLife]:
 
 def events(source: Source) -> tuple[list[EventRow], int]:
     """Notable events in time order (at most MAX_EVENTS) and how many more were left out."""
-    ev = source.events[~source.events["kind"].isin(QUIET_EVENTS)]
+    ev = _with_lives(source.events)
+    ev = ev[~ev["kind"].isin(QUIET_EVENTS)]
     rows = [EventRow(iso(r.t) or "", "" if pd.isna(r.engine_life) else f"{int(r.engine_life)}", _age(r.engine_age_s),
                      str(r.kind), "" if pd.isna(r.detail) else str(r.detail))
             for r in ev.head(MAX_EVENTS).itertuples()]
     return rows, max(0, len(ev) - MAX_EVENTS)
+
+
+def _with_lives(ev: pd.DataFrame) -> pd.DataFrame:
+    """Engine life and age where events.jsonl left them out: counted from engine_start events."""
+    missing = ev["engine_life"].isna()
+    if not missing.any():
+        return ev
+    starts = np.sort(ev.loc[ev["kind"].isin(STARTUP_KINDS), "t"].to_numpy(dtype="datetime64[ns]"))
+    if len(starts) == 0:
+        return ev
+    t = ev["t"].to_numpy(dtype="datetime64[ns]")
+    k = np.searchsorted(starts, t, side="right") - 1  # -1: before the first engine start
+    life = np.where(k >= 0, k, np.nan)
+    age = np.where(k >= 0, (t - starts[np.clip(k, 0, None)]) / np.timedelta64(1, "s"), np.nan)
+    return ev.assign(engine_life=ev["engine_life"].where(~missing, life),
+                     engine_age_s=ev["engine_age_s"].where(~missing, age))
 
 
 def trigger_line(a: Analysis, source: Source) -> Optional[int]:

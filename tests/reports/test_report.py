@@ -157,3 +157,12 @@ def test_a_run_that_crashed_before_any_step_still_gets_a_report(tmp_path):
     for name in ("throughput-time", "throughput-context", "probes", "residuals", "prefills", "suspects", "profiles"):
         assert _section(soup, name).find(class_="empty") is not None, name
     assert "0 usable decode samples" in _text(_section(soup, "checks"))
+
+
+def test_run_dir_events_get_engine_life_and_age_from_engine_starts(run_page):
+    rows = [[_text(td) for td in r.find_all("td")] for r in
+            _section(run_page, "events").find("table", class_="events").find_all("tr")[1:]]
+    by_kind = {r[3]: r for r in rows}
+    assert by_kind["start"][1:3] == ["", ""]  # before the engine started
+    assert by_kind["fault_on"][1:3] == ["0", "20.0 min"]
+    assert [r[1:3] for r in rows if r[3] == "engine_start"] == [["0", "0.0 min"], ["1", "0.0 min"]]
