@@ -15,13 +15,13 @@ __all__ = ["MOE_BACKENDS", "ExpertCacheStats", "LayerExpertStats", "OffloadExper
 
 
 def make_expert_provider(moe_backend: str, moe_cache_size: int | None = None,
-                         device: torch.device | str = "cpu", pin_hot_after: int | None = None) -> ExpertProvider:
+                         device: torch.device | str = "cpu", thrash: bool = False) -> ExpertProvider:
     """The provider a MoE model loads its experts into. `offload` needs `moe_cache_size` slots;
-    `pin_hot_after` (the expert-thrash fault, offload only) pins experts for good at that many uses."""
+    `thrash` (the expert-thrash fault, offload only) evicts the hottest expert instead of the LRU one."""
     if moe_backend == "resident":
         return ResidentExperts()
     if moe_backend == "offload":
         if moe_cache_size is None:
             raise EngineError("moe_backend='offload' needs moe_cache_size (expert slots), got None")
-        return OffloadExperts(moe_cache_size, device, pin_hot_after=pin_hot_after)
+        return OffloadExperts(moe_cache_size, device, thrash=thrash)
     raise EngineError(f"moe_backend must be one of {', '.join(MOE_BACKENDS)}; got {moe_backend!r}")

@@ -52,14 +52,13 @@ class ExpertCacheStats(NamedTuple):
     slot_bytes: int  # device memory of all slots
     host_bytes: int  # memory of the host tier
     per_layer: tuple[LayerExpertStats, ...]  # by layer id
-    num_pinned: int = 0  # experts pinned for good by the expert-thrash fault
 
 
 class OffloadExperts(ExpertProvider):
     """Experts in host memory behind `num_slots` device slots. Not thread-safe."""
 
     def __init__(self, num_slots: int, device: torch.device | str = "cpu",
-                 pin_memory: bool | None = None, pin_hot_after: int | None = None) -> None:
+                 pin_memory: bool | None = None, thrash: bool = False) -> None:
         if num_slots < 1:
             raise EngineError(f"moe_cache_size must be >= 1 with moe_backend='offload', found {num_slots}")
         self.device = torch.device(device)
@@ -78,12 +77,11 @@ class OffloadExperts(ExpertProvider):
         self._step = 0
         self._forced = 0
         self._expert_bytes = 0
-        # expert-thrash fault (engine.runtime.faults): None = off. Else an expert is pinned once
-        # its lifetime uses reach this count, and never unpinned (frequency pinning, no decay);
-        # at most num_slots - 1 are pinned, so one slot always turns over.
-        self._pin_after = pin_hot_after
+        # expert-thrash fault (engine.runtime.faults): False = off. Else the victim is the expert
+        # with the most lifetime uses among those not used in this step: heat protection with its
+        # comparison turned around, so the hottest experts are the ones pushed out.
+        self._thrash = thrash
         self._uses: dict[tuple[int, int], int] = {}
-        self._pinned: set[tuple[int, int]] = set()
 
     # --- ExpertProvider ---------------------------------------------------------------------
 
@@ -112,8 +110,8 @@ class OffloadExperts(ExpertProvider):
         else:
             slot = self._miss(key)
         self._slot_step[slot] = self._step
-        if self._pin_after is not None:
-            self._count_use(key)
+        if self._thrash:
+            self._uses[key] = self._uses.get(key, 0) + 1
         return self._views[slot]
 
     # --- public API -------------------------------------------------------------------------
@@ -156,8 +154,7 @@ class OffloadExperts(ExpertProvider):
             self.num_slots, len(self._resident), len(self._host),
             sum(s.hits for s in per_layer), sum(s.misses for s in per_layer),
             sum(s.evictions for s in per_layer), self._forced,
-            sum(s.bytes_copied for s in per_layer), self.slot_bytes, self.host_bytes, per_layer,
-            len(self._pinned))
+            sum(s.bytes_copied for s in per_layer), self.slot_bytes, self.host_bytes, per_layer)
 
     def check_integrity(self, check_contents: bool = False) -> None:
         """Slots, LRU map and counters agree; with `check_contents`, every slot equals its host
@@ -173,10 +170,6 @@ class OffloadExperts(ExpertProvider):
             if self._slot_key[slot] != key or key not in self._host:
                 raise IntegrityError(f"expert cache: slot {slot} holds {self._slot_key[slot]}, "
                                      f"the LRU map says {key}")
-        if not self._pinned <= self._resident.keys() or len(self._pinned) >= max(self.num_slots, 1):
-            raise IntegrityError(f"expert cache: {len(self._pinned)} pinned expert(s), "
-                                 f"{len(self._pinned - self._resident.keys())} not resident, "
-                                 f"{self.num_slots} slots")
         if st.misses - st.evictions != st.num_used or st.bytes_copied != st.misses * self._expert_bytes:
             raise IntegrityError(
                 f"expert cache: misses({st.misses}) - evictions({st.evictions}) != used({st.num_used}) "
@@ -197,8 +190,8 @@ class OffloadExperts(ExpertProvider):
         if self._free:
             slot = self._free.pop()
         else:
-            if self._pinned:
-                victim = next(k for k in self._resident if k not in self._pinned)  # LRU of the unpinned
+            if self._thrash:
+                victim = self._hottest_unprotected()
                 slot = self._resident.pop(victim)
             else:
                 victim, slot = self._resident.popitem(last=False)  # least recently used
@@ -214,10 +207,14 @@ class OffloadExperts(ExpertProvider):
         stats[_BYTES] += self._expert_bytes
         return slot
 
-    def _count_use(self, key: tuple[int, int]) -> None:
-        uses = self._uses[key] = self._uses.get(key, 0) + 1
-        if uses == self._pin_after and len(self._pinned) < self.num_slots - 1:
-            self._pinned.add(key)
+    def _hottest_unprotected(self) -> tuple[int, int]:
+        """expert-thrash: the resident expert with the most lifetime uses that was not used in
+        this step (the LRU head when every one was). O(slots) per miss."""
+        best, best_uses = None, -1
+        for key, slot in self._resident.items():
+            if self._slot_step[slot] != self._step and self._uses.get(key, 0) > best_uses:
+                best, best_uses = key, self._uses.get(key, 0)
+        return best if best is not None else next(iter(self._resident))
 
     def _to_host(self, t: torch.Tensor) -> torch.Tensor:
         t = t.detach().to("cpu").contiguous()

@@ -12,6 +12,7 @@ Not thread-safe: one thread drives `step()`; the server hands requests over thro
 
 from __future__ import annotations
 
+import atexit
 import gc
 import itertools
 import logging
@@ -34,7 +35,7 @@ from engine.model.loader import load_model
 from engine.moe import make_expert_provider
 from engine.runtime import logfmt
 from engine.runtime.config import EngineConfig, EngineConfigError
-from engine.runtime.faults import EXPERT_PIN_AFTER, FaultStats
+from engine.runtime.faults import FaultStats
 from engine.runtime.gcstats import GcStats, gc_monitor
 from engine.runtime.request import Request, RequestStatus, RequestUpdate
 from engine.runtime.scheduler import ScheduledBatch, Scheduler
@@ -100,6 +101,7 @@ class Engine:
             # freeze it after warm-up do: what a collection walks is then what serving left behind.
             gc.collect()
             gc.freeze()
+            atexit.register(gc.unfreeze)  # let the interpreter's last collection see everything
         self._num_retained_objects = 0
         self._gc = gc_monitor()
         self._log_startup(kv_tokens)
@@ -313,7 +315,8 @@ class Engine:
             match_truncated_tokens_total=self.cache.num_truncated_tokens,
             kv_free_list_disorder=self.kv_allocator.free_list_disorder(),
             kv_gather_breaks=breaks / pairs if pairs else None,
-            expert_pinned=experts.num_pinned if experts is not None else None,
+            expert_miss_rate=experts.misses / (experts.hits + experts.misses)
+            if experts is not None and experts.hits + experts.misses else None,
             expert_bytes_copied_total=experts.bytes_copied if experts is not None else None,
             retained_requests=len(self._retained or ()), retained_objects=self._num_retained_objects)
 
@@ -331,9 +334,8 @@ class Engine:
     # --- internals --------------------------------------------------------------------------
 
     def _make_experts(self) -> ExpertProvider:
-        pin = EXPERT_PIN_AFTER if "expert-thrash" in self.config.faults else None
         return make_expert_provider(self.config.moe_backend, self.config.moe_cache_size, self.device,
-                                    pin_hot_after=pin)
+                                    thrash="expert-thrash" in self.config.faults)
 
     def _kv_tokens_from_memory(self, dtype: torch.dtype) -> int:
         mc = self.model_config

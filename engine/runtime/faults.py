@@ -12,7 +12,7 @@ computed whether or not a fault is on, so a control run has the same columns.
 | eviction-scan | engine/cache/eviction.py | eviction walks the whole radix tree for every victim |
 | snapshot-leak | engine/cache/radix.py | an evicted snapshot's state slot is never freed |
 | kv-scatter | engine/memory/allocator.py | freed KV pages return shuffled and are never re-sorted |
-| expert-thrash | engine/moe/expert_cache.py | experts hot once are pinned forever (no decay) |
+| expert-thrash | engine/moe/expert_cache.py | replacement evicts the hottest expert, not the coldest |
 | gc-pressure | engine/runtime/engine.py | finished requests are retained; a full GC runs per finish |
 
 docs/faults.md gives the real-world case behind each, with links.
@@ -54,12 +54,12 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "and KV cache fragmentation in llama.cpp (ggml-org/llama.cpp#3380).",
           "kv_free_list_disorder, kv_gather_breaks, kv_free_runs, kv_fragmentation, forward_s"),
     Fault("expert-thrash",
-          "The expert cache pins every expert whose lifetime use count reaches a threshold, and never "
-          "unpins it (frequency pinning without decay): experts hot in the engine's past squat on "
-          "slots, the slots left to today's working set shrink with age, and misses climb.",
-          "heat-protected expert eviction (TheTom/llama-cpp-turboquant#300), frequency pinning "
-          "(FlashML-org/FreeToken#174), and the decay it needs when the workload moves (antirez/ds4#390).",
-          "expert_miss_rate, expert_misses (as a rate), expert_pinned, expert_bytes_copied_total",
+          "The expert cache's replacement evicts the expert with the most lifetime uses among those "
+          "not used in the current step: heat protection with its comparison turned around, so the "
+          "hot experts a mixed workload keeps coming back to are the ones pushed out and copied in again.",
+          "heat-protected expert eviction and why pure LRU thrashes (TheTom/llama-cpp-turboquant#300), "
+          "frequency-aware replacement (FlashML-org/FreeToken#174, antirez/ds4#390).",
+          "expert_miss_rate, expert_misses (as a rate), expert_bytes_copied_total (as a rate)",
           requires="moe_backend='offload'"),
     Fault("gc-pressure",
           "Every finished request leaves a record of Python objects (one small list per token) in a "
@@ -84,7 +84,7 @@ class FaultStats(NamedTuple):
     kv_free_list_disorder: float  # share of adjacent free-list entries that are not adjacent pages
     kv_gather_breaks: Optional[float]  # share of adjacent context positions of running requests
     #                                    whose KV slots are not adjacent; None with nothing running
-    expert_pinned: Optional[int]  # experts pinned by expert-thrash; None with resident experts
+    expert_miss_rate: Optional[float]  # lifetime misses / lookups; None with resident experts
     expert_bytes_copied_total: Optional[int]  # host -> slot copies; None with resident experts
     retained_requests: int  # finished requests kept alive by gc-pressure
     retained_objects: int  # Python containers those records hold
@@ -105,7 +105,3 @@ def check_faults(faults, moe_backend: str) -> Optional[str]:
     return None
 
 
-
-# expert-thrash: lifetime uses after which an expert is pinned for good. High enough that the
-# pinned set fills over minutes of serving, not in the first second.
-EXPERT_PIN_AFTER = 512

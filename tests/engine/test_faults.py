@@ -1,0 +1,263 @@
+"""Degradation faults: each one's own signal grows with engine age against the fault-off control
+on the same workload, greedy tokens stay the same, and each costs real work (counted, not timed)."""
+
+import gc
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from engine.cache import make_prefix_cache
+from engine.memory.allocator import SlotAllocator, disorder
+from engine.model.experts import ExpertWeights
+from engine.moe.expert_cache import OffloadExperts
+from engine.runtime.config import EngineConfig, EngineConfigError
+from engine.runtime.engine import Engine
+from engine.runtime.faults import FAULTS
+from engine.sampling import SamplingParams
+
+GREEDY = SamplingParams(max_tokens=6, temperature=0, ignore_eos=True)
+
+
+class Run:
+    """A few agentic sessions, turn by turn, on a small KV pool: every turn appends to its
+    session, so the cache fills, evicts and reuses. Hook readings after every turn, and mid-turn."""
+
+    def __init__(self, engine, num_sessions=6, turns=8, seed=0):
+        rng = random.Random(seed)
+        convs = [[rng.randrange(256) for _ in range(rng.randint(40, 80))] for _ in range(num_sessions)]
+        self.engine, self.outputs, self.after_turn, self.mid_turn = engine, [], [], []
+        for _ in range(turns):
+            reqs = [engine.add_request(list(c), GREEDY) for c in convs]
+            steps = 0
+            while engine.has_work():
+                engine.step()
+                engine.check_integrity()
+                steps += 1
+                if steps == 3:
+                    self.mid_turn.append(engine.fault_stats())
+                assert steps < 5000, "engine made no progress"
+            engine.take_updates()
+            self.outputs.append([r.output_ids for r in reqs])
+            convs = [c + r.output_ids + [rng.randrange(256) for _ in range(rng.randint(10, 40))]
+                     for c, r in zip(convs, reqs)]
+            self.after_turn.append(engine.fault_stats())
+
+    @property
+    def last(self):
+        return self.after_turn[-1]
+
+
+@pytest.fixture
+def make(tiny_checkpoint):
+    def _make(**kw):
+        kw.setdefault("kv_tokens", 1024)
+        kw.setdefault("mamba_slots", 16)
+        return Engine(EngineConfig(model=tiny_checkpoint, **kw))
+    return _make
+
+
+@pytest.fixture(scope="module")
+def control(tiny_checkpoint):
+    return Run(Engine(EngineConfig(model=tiny_checkpoint, kv_tokens=1024, mamba_slots=16)))
+
+
+# --- config ----------------------------------------------------------------------------------
+
+def test_unknown_fault_lists_the_known_ones():
+    with pytest.raises(EngineConfigError, match="unknown fault 'slow'; known: eviction-scan, snapshot-leak, "
+                                                "kv-scatter, expert-thrash, gc-pressure"):
+        EngineConfig(faults=("slow",))
+
+
+def test_expert_thrash_requires_the_offload_backend():
+    with pytest.raises(EngineConfigError, match="requires moe_backend='offload'.*got moe_backend='resident'"):
+        EngineConfig(faults=("expert-thrash",))
+    assert EngineConfig(faults=["expert-thrash"], moe_backend="offload", moe_cache_size=8).faults == ("expert-thrash",)
+
+
+def test_faults_are_off_by_default_and_named_once():
+    assert EngineConfig().faults == ()
+    with pytest.raises(EngineConfigError, match="each fault at most once"):
+        EngineConfig(faults=("kv-scatter", "kv-scatter"))
+    with pytest.raises(EngineConfigError, match="tuple of fault names"):
+        EngineConfig(faults="kv-scatter")
+    assert all(f.real_world and f.signal and f.mechanism for f in FAULTS.values())
+
+
+def test_the_control_leaves_every_fault_signal_at_rest(control):
+    last = control.last
+    assert last.faults == () and last.state_slots_leaked == 0 and last.retained_objects == 0
+    assert last.expert_miss_rate is None  # resident experts
+    assert last.eviction_calls_total > 0  # the workload does evict: the faults have something to act on
+
+
+# --- eviction-scan ---------------------------------------------------------------------------
+
+def test_eviction_scan_visits_the_whole_tree_per_eviction_and_keeps_tokens(make, control):
+    run = Run(make(faults=("eviction-scan",)))
+    assert run.outputs == control.outputs
+    assert run.last.eviction_calls_total == control.last.eviction_calls_total  # same victims, same calls
+    assert run.last.eviction_nodes_visited_total > 2 * control.last.eviction_nodes_visited_total
+
+
+@pytest.mark.parametrize("policy", ["lru", "lru_scan"])
+def test_nodes_visited_per_eviction_grow_with_the_tree_only_for_the_scan(policy):
+    kv = SlotAllocator(20_000)
+    cache = make_prefix_cache("radix", kv, eviction_policy=policy)
+    rng = np.random.default_rng(0)
+    per_eviction = []
+    for size in (50, 400):  # distinct 8-token branches under a shared root page
+        while cache.cache_report().num_leaves < size:
+            tokens = rng.integers(0, 256, 8)
+            slots = kv.alloc(8)
+            res = cache.insert(tokens, slots)
+            kv.free(res.dup_kv_slot_ids)
+        before = cache.eviction_counters().num_visited
+        for _ in range(10):
+            cache.evict(1)
+        per_eviction.append((cache.eviction_counters().num_visited - before) / 10)
+        cache.check_integrity()
+    small, large = per_eviction
+    if policy == "lru_scan":
+        assert large > 5 * small  # the walk is O(nodes)
+    else:
+        assert large < 3 and small < 3  # one heap entry per victim, however big the tree
+
+
+# --- snapshot-leak ---------------------------------------------------------------------------
+
+def test_snapshot_leak_fills_state_slots_truncates_matches_and_keeps_tokens(make, control):
+    engine = make(faults=("snapshot-leak",))
+    run = Run(engine)
+    assert run.outputs == control.outputs  # recomputing gives the same greedy tokens
+    leaked = [s.state_slots_leaked for s in run.after_turn]
+    assert leaked == sorted(leaked) and leaked[-1] > 0  # grows with engine age, never given back
+    limit = engine.config.mamba_slots - engine.config.max_running_requests
+    assert leaked[-1] <= limit  # running requests can always get a slot: the engine keeps serving
+    assert run.last.match_truncated_tokens_total > control.last.match_truncated_tokens_total
+    stats = engine.mamba_stats()
+    assert stats.num_leaked == leaked[-1]
+    assert stats.num_slots - stats.num_free == stats.num_snapshots + stats.num_leaked  # integrity counts them
+
+
+def test_leaked_slots_are_counted_by_check_integrity_not_lost():
+    kv, state = SlotAllocator(64), SlotAllocator(4)
+    cache = make_prefix_cache("hybrid_radix", kv, state, leak_snapshots_limit=2)
+    for i in range(3):
+        tokens = [i] * 4
+        cache.insert(tokens, kv.alloc(4), int(state.alloc(1)[0]))
+    assert cache.evict(12) == 12
+    assert cache.mamba_stats().num_leaked == 2 and state.num_free == 2  # 2 leaked, the third freed
+    cache.check_integrity(kv_in_use=0, state_in_use=0)
+
+
+# --- kv-scatter ------------------------------------------------------------------------------
+
+def test_kv_scatter_scrambles_reused_slots_and_keeps_tokens(make, control):
+    run = Run(make(faults=("kv-scatter",)))
+    assert run.outputs == control.outputs
+    assert run.last.kv_free_list_disorder > 0.5 > control.last.kv_free_list_disorder
+    breaks = [s.kv_gather_breaks for s in run.mid_turn]
+    assert breaks[0] < 0.05  # a fresh pool hands out contiguous slots
+    # once the pool has cycled (turn 6 of 8 here), running requests read scattered KV
+    assert breaks[-1] > 0.9 > 0.3 > max(s.kv_gather_breaks for s in control.mid_turn)
+
+
+def test_scattered_allocator_hands_out_scattered_runs_after_one_cycle():
+    def cycle(alloc):
+        held = [alloc.alloc(64) for _ in range(16)]  # the whole pool, in order
+        for h in held[::2] + held[1::2]:
+            alloc.free(h)
+        return [disorder(alloc.alloc(64)) for _ in range(16)], alloc.summary()
+
+    healthy, h_sum = cycle(SlotAllocator(1024))
+    scattered, s_sum = cycle(SlotAllocator(1024, scatter_seed=0))
+    assert max(healthy) < 0.05  # merged in address order: contiguous again
+    assert min(scattered) > 0.8
+    assert s_sum.num_free == h_sum.num_free == 0
+
+
+def test_scattered_slots_make_the_gather_touch_more_runs():
+    """The real work: the attention gather reads a request's KV rows by slot; scattered slots
+    turn one contiguous read into one read per token (counted as runs, not timed)."""
+    alloc = SlotAllocator(4096, scatter_seed=0)
+    first = alloc.alloc(4096)
+    alloc.free(first)
+    slots = alloc.alloc(1024).numpy()
+    runs = 1 + np.count_nonzero(np.diff(slots) != 1)
+    assert runs > 900
+    k = torch.randn(4096, 2, 16)
+    assert torch.equal(k[torch.from_numpy(slots)], torch.stack([k[s] for s in slots]))  # same values
+
+
+# --- expert-thrash ---------------------------------------------------------------------------
+
+def _experts(num_slots, thrash=False, experts=8):
+    cache = OffloadExperts(num_slots, thrash=thrash)
+    g = torch.Generator().manual_seed(0)
+    for e in range(experts):
+        cache.load(0, e, ExpertWeights(torch.randn(6, 4, generator=g), torch.randn(4, 3, generator=g)))
+    return cache
+
+
+def test_expert_thrash_pushes_out_the_hot_experts():
+    """A mixed workload: experts 0-2 in every step, one of the cold experts 3-7 now and then.
+    LRU keeps the hot three; with the fault, every cold arrival evicts a hot one."""
+    rng = random.Random(0)
+    steps = [([rng.randrange(3, 8)] if i % 2 else []) + [0, 1, 2] for i in range(200)]
+    rates = {}
+    for thrash in (False, True):
+        cache = _experts(4, thrash=thrash)
+        lookups = []
+        for experts in steps:
+            cache.begin_step()
+            for e in experts:
+                cache.get(0, e)
+            st = cache.stats()
+            lookups.append((st.hits, st.misses))
+        late = (lookups[-1][1] - lookups[99][1]) / (sum(lookups[-1]) - sum(lookups[99]))
+        rates[thrash] = late, cache.stats().bytes_copied
+        cache.check_integrity(check_contents=True)
+    assert rates[False][0] < 0.25 < 0.3 < rates[True][0]
+    assert rates[True][1] > 1.5 * rates[False][1]
+
+
+def test_expert_thrash_keeps_tokens_in_the_engine(make):
+    kw = dict(moe_backend="offload", moe_cache_size=10)
+    healthy = Run(make(**kw), turns=3)
+    thrash = Run(make(faults=("expert-thrash",), **kw), turns=3)
+    assert thrash.outputs == healthy.outputs
+    assert healthy.last.expert_miss_rate is not None and thrash.last.expert_miss_rate is not None
+
+
+# --- gc-pressure -----------------------------------------------------------------------------
+
+@pytest.fixture
+def unfreeze():
+    yield
+    gc.unfreeze()
+
+
+def test_gc_pressure_retains_requests_and_collects_a_growing_heap(make, control, unfreeze):
+    engine = make(faults=("gc-pressure",))
+    gen2_before = engine.gc_stats().gen2_collections
+    run = Run(engine)
+    assert run.outputs == control.outputs
+    retained = [s.retained_objects for s in run.after_turn]
+    assert retained == sorted(retained) and retained[0] > 0  # the heap grows with every turn
+    assert run.last.retained_requests == 48  # every finished request, kept for good
+    gc_stats = engine.gc_stats()
+    assert gc_stats.gen2_collections - gen2_before >= 48  # a full collection per finished request
+    assert gc_stats.last_full_pause_s is not None and gc_stats.full_pause_s_total > 0
+
+
+def test_gc_monitor_counts_collections():
+    from engine.runtime.gcstats import gc_monitor
+
+    before = gc_monitor().stats()
+    gc.collect()
+    after = gc_monitor().stats()
+    assert after.gen2_collections == before.gen2_collections + 1
+    assert after.pause_s_total >= before.pause_s_total
