@@ -2,6 +2,7 @@
 the step history pages without loss, and a failed engine fails its requests instead of hanging."""
 
 import queue
+import threading
 
 import pytest
 
@@ -87,3 +88,17 @@ def test_failed_engine_fails_live_and_new_requests(runner):
     assert not runner.alive and "device lost" in runner.error
     with pytest.raises(EngineUnavailable):
         runner.submit("y", PROMPTS[0], GREEDY, lambda d: None).result(10)
+
+
+def test_idle_engine_thread_sleeps_instead_of_spinning(runner):
+    import psutil
+
+    run_to_end(runner, "warm", PROMPTS[0])
+    tid = runner._thread.native_id
+
+    def cpu_s():
+        return next(t.user_time + t.system_time for t in psutil.Process().threads() if t.id == tid)
+
+    before = cpu_s()
+    threading.Event().wait(1.0)
+    assert cpu_s() - before < 0.1  # a polling loop would burn most of that second
