@@ -248,13 +248,14 @@ class Engine:
             self._retain(request)
 
     def _retain(self, request: Request) -> None:
-        """gc-pressure: keep a record of the finished request for good (one small list per token,
-        as per-token timing or logprob records are kept), then collect, as servers that fight
-        memory growth with a gc.collect() per request do: each pause walks the whole heap."""
+        """gc-pressure: keep a record of the finished request for good — per token, a small list
+        with its top alternatives, as (prompt) logprob records are kept — then collect, as servers
+        that fight memory growth with a gc.collect() per request do: each pause walks the heap."""
         ids = request.prompt_ids + request.output_ids
-        per_token = [[token, position, request.finish_time] for position, token in enumerate(ids)]
-        self._retained.append((request.request_id, per_token))
-        self._num_retained_objects += len(per_token) + 2
+        per_token = [[token, position, [[(token + k) % 256, k] for k in (1, 2)]]  # 4 containers a token
+                     for position, token in enumerate(ids)]
+        self._retained.append((request.request_id, request.finish_time, per_token))
+        self._num_retained_objects += 4 * len(per_token) + 2
         gc.collect()
 
     # --- hooks ------------------------------------------------------------------------------
