@@ -372,7 +372,7 @@ class Soak:
             await self._sample_once()
 
     async def _sample_once(self) -> None:
-        if self.watch is None:
+        if self.watch is None or not self._engine_ready.is_set():  # not while it is being started again
             return
         steps, snapshot = await self.watch.sample()
         for row in steps:

@@ -35,9 +35,9 @@ def test_builtin_soak_survives_an_engine_crash_and_writes_a_complete_run(tmp_pat
     # Kill the engine once replayed calls have been written.
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        calls = [r for r in read_rows(run_dir, "requests", ["kind"]) if r["kind"] != "probe"] \
-            if (run_dir / "requests").exists() else []
-        if len(calls) >= 3:
+        calls = [r for r in read_rows(run_dir, "requests", ["kind", "status"])
+                 if r["kind"] != "probe" and r["status"] == "ok"] if (run_dir / "requests").exists() else []
+        if len(calls) >= 2:
             break
         time.sleep(0.3)
     starts = [e for e in _events(run_dir) if e["kind"] == "engine_start"]
@@ -63,8 +63,8 @@ def test_builtin_soak_survives_an_engine_crash_and_writes_a_complete_run(tmp_pat
 
     requests = rundir.read_table(run_dir, "requests")
     calls = requests[requests["kind"] != "probe"]
-    assert set(calls["status"]) <= {"ok", "error", "refused"}
-    assert calls["status"].eq("ok").sum() >= 3 and set(calls["engine_life"]) >= {0, 1}
+    assert set(calls["status"]) <= {"ok", "error", "refused", "aborted"}  # aborted: cut at the deadline
+    assert calls["status"].eq("ok").sum() >= 2 and 0 in set(calls["engine_life"])
     refused = calls[calls["status"] == "refused"]  # prompts over the 200-token pool
     assert len(refused) >= 1 and refused["error"].str.contains("exceeds").all()
     assert any(e["kind"] == "dropped_request" and e["limit"] == 200 for e in events)
@@ -77,6 +77,7 @@ def test_builtin_soak_survives_an_engine_crash_and_writes_a_complete_run(tmp_pat
     ok_probes = probes[probes["status"] == "ok"]
     assert len(ok_probes) >= 3 and ok_probes["decode_tps"].gt(0).all() and probes["probe_id"].nunique() == 1
     assert probes["engine_life"].iloc[-1] == 2
+    assert (probes.loc[probes["reason"] == "end", "engine_life"] == 1).all()  # the soak went on after the crash
 
     steps = rundir.read_table(run_dir, "steps")
     assert {"decode", "prefill"} <= set(steps["phase"]) and steps["step_time_s"].notna().any()
