@@ -86,7 +86,7 @@ def trimmed_log(inputs: Inputs) -> tuple[list[str], tuple[int, int]]:
         return lines, (n, n)
     keep = set(range(min(HEAD_LINES, n))) | set(range(max(0, n - TAIL_LINES), n))
     centers = []
-    line = trigger_line(inputs.analysis, inputs.source)
+    line = trigger_line(inputs)
     if line is not None:
         centers.append(line - 1)
     steps = inputs.source.steps

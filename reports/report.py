@@ -76,7 +76,7 @@ def report_context(inputs: Inputs, redactor: Redactor) -> dict:
         suspects.append({"name": s.name, "score": s.score, "evidence": s.evidence, "uri": uri})
 
     log_path, log = inputs.engine_log, []
-    line = tables.trigger_line(a, source)
+    line = tables.trigger_line(inputs)
     if log_path is not None and line is not None:
         log = [l._replace(text=redactor.text(l.text)) for l in tables.log_lines(log_path, line)]
     event_rows, more_events = tables.events(source)

@@ -14,14 +14,17 @@ import numpy as np
 import pandas as pd
 
 from diagnostics.analysis import CONTEXT_BAND
+from diagnostics.errors import DiagnosticsError
+from diagnostics.logs import looks_like_log, parse_log
 from diagnostics.rundir_schema import STARTUP_KINDS
 from diagnostics.result import Analysis, iso
 from diagnostics.source import Source
-from reports.inputs import model_life_samples
+from reports.inputs import Inputs, model_life_samples
 
 MAX_BANDS = 12
 MAX_EVENTS = 60
 LOG_CONTEXT = 8  # log lines shown either side of the trigger
+MAX_CLOCK_GAP_S = 60.0  # a run's engine.log line this close to the onset is its line
 QUIET_EVENTS = ("probe",)  # too many to list; the probe plot shows them
 
 
@@ -124,14 +127,31 @@ def _with_lives(ev: pd.DataFrame) -> pd.DataFrame:
                      engine_age_s=ev["engine_age_s"].where(~missing, age))
 
 
-def trigger_line(a: Analysis, source: Source) -> Optional[int]:
-    """The log line the trigger was read from, when the steps carry line numbers."""
-    if a.onset is None or a.onset.trigger is None or "line" not in source.steps:
+def trigger_line(inputs: Inputs) -> Optional[int]:
+    """The engine log's line for the trigger (else the onset): from the steps' own line numbers,
+    else, for a run directory whose steps came from the engine's hooks, by time in its engine.log
+    (given up when no log line lies within MAX_CLOCK_GAP_S, as when the log's clock is local time)."""
+    a, steps = inputs.analysis, inputs.source.steps
+    if a.onset is None:
         return None
-    rows = source.steps[(source.steps["t"] == a.onset.trigger.t) & source.steps["line"].notna()]
+    at = a.onset.trigger.t if a.onset.trigger is not None else a.onset.t
+    if "line" in steps and steps["line"].notna().any():
+        rows = steps[(steps["t"] == at) & steps["line"].notna()]
+        if rows.empty:
+            rows = steps[(steps["t"] >= a.onset.t) & steps["line"].notna()].head(1)
+        return int(rows["line"].iloc[0]) if len(rows) else None
+    log = inputs.engine_log
+    if log is None or not looks_like_log(log):
+        return None
+    try:
+        rows = parse_log(log).steps.dropna(subset=["line"])
+    except DiagnosticsError:
+        return None
     if rows.empty:
-        rows = source.steps[(source.steps["t"] >= a.onset.t) & source.steps["line"].notna()].head(1)
-    return int(rows["line"].iloc[0]) if len(rows) else None
+        return None
+    gap = (rows["t"] - pd.Timestamp(at)).abs()
+    best = gap.idxmin()
+    return int(rows.loc[best, "line"]) if gap[best].total_seconds() <= MAX_CLOCK_GAP_S else None
 
 
 def log_lines(path: Path, center: int, context: int = LOG_CONTEXT) -> list[LogLine]:

@@ -67,7 +67,9 @@ def run_dir(tmp_path_factory) -> Path:
         f"[2026-09-21|14:13:21] INFO     Loading weights from {ROOT_PATH}/hub/qwen3-next\n"
         f"[2026-09-21|14:14:02] INFO     Received request r1: prompt: '{PROMPT}', api_key={API_KEY}\n"
         f"[2026-09-21|14:14:03] INFO     Authorization: Bearer {BEARER}\n"
-        "[2026-09-21|14:14:05] INFO     Decode batch, #running-req: 2, #token: 30000, gen throughput (token/s): 101.00\n")
+        "[2026-09-21|14:14:05] INFO     Decode batch, #running-req: 2, #token: 30000, gen throughput (token/s): 101.00\n"
+        "[2026-09-21|14:33:10] INFO     Decode batch, #running-req: 2, #token: 31000, gen throughput (token/s): 100.00\n"
+        "[2026-09-21|14:33:21] INFO     Decode batch, #running-req: 2, #token: 31100, gen throughput (token/s): 34.00\n")
     profiles = root / "profiles"
     profiles.mkdir()
     for label, hot in (("healthy", 1), ("degraded", 2)):

@@ -166,3 +166,11 @@ def test_run_dir_events_get_engine_life_and_age_from_engine_starts(run_page):
     assert by_kind["start"][1:3] == ["", ""]  # before the engine started
     assert by_kind["fault_on"][1:3] == ["0", "20.0 min"]
     assert [r[1:3] for r in rows if r[3] == "engine_start"] == [["0", "0.0 min"], ["1", "0.0 min"]]
+
+
+def test_run_dir_log_lines_are_found_by_time_around_the_onset(run_page):
+    """The steps came from the engine's hooks, so the log line is found by its time stamp."""
+    rows = _section(run_page, "events").find("table", class_="log").find_all("tr")
+    marked = [r for r in rows if "mark" in (r.get("class") or [])]
+    assert len(marked) == 1 and "14:33:21" in _text(marked[0]) and "34.00" in _text(marked[0])
+    assert "[redacted" in _text(_section(run_page, "events").find("table", class_="log"))  # the planted request line
