@@ -128,7 +128,7 @@ def probes_over_age(probes: pd.DataFrame, labels: Sequence[str] = ()) -> Optiona
     return data_uri(fig)
 
 
-def residuals(samples: pd.DataFrame, life_rows: pd.DataFrame, segments, material: float, onset_t) -> Optional[str]:
+def residuals(samples: pd.DataFrame, life_rows: pd.DataFrame, segments, material: float) -> Optional[str]:
     s = samples[(samples["excluded"] == "") & samples["residual"].notna()]
     if s.empty:
         return None

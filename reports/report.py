@@ -63,7 +63,7 @@ def report_context(inputs: Inputs, redactor: Redactor) -> dict:
                          "No probes in this source: a plain engine log has none; a soak run records an "
                          "identical probe request at intervals."),
         "residuals": Figure(plots.residuals(samples, life_rows, a.changepoints.segments if a.changepoints else (),
-                                            MATERIAL, onset_t),
+                                            MATERIAL),
                             "No residuals: the healthy model could not be fitted (see the checks)."),
         "prefills": Figure(plots.prefills(source.steps, trigger_t),
                            "No prefill lines with token counts in this source."),
