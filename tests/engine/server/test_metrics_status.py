@@ -107,3 +107,18 @@ def test_diag_reads_saved_scrapes_of_this_server(server, tmp_path):
     assert steps["num_running_reqs"].tolist() == [0, 0, 0]
     assert (steps["token_usage"].notna()).all()
     assert steps["step_time_s"].iloc[1:].notna().all()  # from the inter-token histogram
+
+
+def test_offloaded_experts_show_hits_and_misses(tiny_checkpoint):
+    from tests.engine.server.conftest import engine_config, running_server
+
+    config = engine_config(tiny_checkpoint, kv_tokens=512, moe_backend="offload", moe_cache_size=8)
+    with running_server(config) as offload:
+        complete(offload, max_tokens=6)
+        values, types = scrape(offload)
+        experts = status(offload)["expert_cache_stats"]
+    assert values["tokdrift:expert_cache_misses_total"] == experts["misses"] > 0
+    assert values["tokdrift:expert_cache_hits_total"] == experts["hits"]
+    assert values["tokdrift:expert_cache_slots_total"] == 8
+    assert types["tokdrift:expert_cache_evictions"] == "counter"
+    assert len(experts["per_layer"]) == 3  # the MoE layers of the tiny checkpoint
