@@ -23,7 +23,7 @@ def new_manifest(config: SoakConfig, trace: Trace, run_dir: Path, command: list[
         "started_at": iso(time.time()),
         "command": list(command),
         "configs": {"soak": config.to_json()},
-        "trace": {"path": str(Path(config.trace).resolve()), "sha256": _digest(Path(config.trace)),
+        "trace": {"path": str(Path(config.trace).resolve()), "sha256": digest(Path(config.trace)),
                   "source": trace.header.source, "block_size": trace.header.block_size,
                   "num_calls": len(trace.calls), "num_sessions": len({c.session for c in trace.calls})},
         "target": config.target,
@@ -70,7 +70,7 @@ def host_info() -> dict[str, Any]:
     return info
 
 
-def _digest(path: Path) -> str:
+def digest(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

@@ -73,6 +73,11 @@ class Prober:
         self.results.append(result)
         return result
 
+    async def warm_up(self) -> None:
+        """The probe's prompt with a 2-token answer, not recorded: a fresh engine's first call pays
+        one-off costs (allocations, kernel compilation) that would make the baseline probe slow."""
+        await self.client.call(self.payload, 2, greedy=True, exact_length=True)
+
     @property
     def first_ok(self) -> Optional[ProbeResult]:
         return next((r for r in self.results if r.status == "ok" and r.decode_tps), None)

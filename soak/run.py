@@ -29,7 +29,7 @@ from soak.config import SoakConfig
 from soak.errors import SoakError
 from soak.probes import ProbeResult, Prober
 from soak.profiler import Profiler
-from soak.manifest import iso, new_manifest, resumed_manifest
+from soak.manifest import digest, iso, new_manifest, resumed_manifest
 from soak.replayer import Position, Replayer, position_from, sessions_of
 from soak.store import RunStore, read_manifest, read_rows
 from soak.targets import BuiltinTarget, Target, UrlTarget
@@ -72,6 +72,7 @@ class Soak:
         self._profile_tasks: list[asyncio.Task] = []
         self._engine_ready: Optional[asyncio.Event] = None  # set while the engine is up
         self.watch: Optional[EngineWatch] = None
+        self._warmed: set[int] = set()  # engine lives whose first probe was preceded by a warm-up
         self.num_calls = self.num_failed = 0
         self._recent_tokens: deque[tuple[float, int]] = deque()
         self._engine_state = "starting"
@@ -88,6 +89,12 @@ class Soak:
         if "soak" not in configs:
             raise SoakError(f"{run_dir}/{schema.MANIFEST}: expected configs.soak to resume from, found none")
         config = SoakConfig.from_json({**configs["soak"], **({"api_key": api_key} if api_key else {})})
+        recorded = (manifest.get("trace") or {}).get("sha256")
+        if not Path(config.trace).is_file():
+            raise SoakError(f"{run_dir}: the run replays {config.trace}, which is no longer there")
+        if recorded and digest(Path(config.trace)) != recorded:
+            raise SoakError(f"{config.trace}: expected the trace the run started with (sha256 {recorded[:12]}…), "
+                            f"found a different file; resuming would replay other calls")
         return cls(config, run_dir, on_progress=on_progress, resume=True)
 
     def stop(self) -> None:
@@ -249,6 +256,9 @@ class Soak:
 
     async def _probe(self, reason: str) -> ProbeResult:
         await self._engine_ready.wait()  # not while the engine is being started again
+        if self.target.life not in self._warmed:
+            self._warmed.add(self.target.life)
+            await self.prober.warm_up()
         life, age = self.target.life, self.target.age()
         result = await self.prober.probe(self.replayer.gate, self.replayer.idle, reason)
         self.store.add("probes", {

@@ -87,7 +87,7 @@ def run(
     if len(given) != 1:
         raise SoakError(f"duration: expected exactly one of --hours, --minutes, --seconds, found {len(given)}")
     config = SoakConfig(
-        trace=str(trace), duration_s=float(given[0]), target=target, model=model, api=api, api_key=api_key,
+        trace=str(trace.resolve()), duration_s=float(given[0]), target=target, model=model, api=api, api_key=api_key,
         concurrency=concurrency, speed=speed, scale=scale, max_context=max_context, over_limit=over_limit,
         request_timeout_s=request_timeout, probe_every_s=probe_every, probe_input_tokens=probe_tokens,
         probe_output_tokens=probe_output, probe_wait_s=probe_wait, restart_every_s=restart_every,

@@ -106,3 +106,18 @@ def test_ctrl_c_stops_cleanly_as_interrupted_and_the_run_can_be_resumed(tmp_path
     assert "interrupted" in out.decode()  # the summary printed at the end
     rows = read_rows(run_dir, "requests", ["status"])
     assert {r["status"] for r in rows} <= {"ok", "aborted"}
+
+
+def test_resume_refuses_a_trace_that_changed(tmp_path, fake_server):
+    server = fake_server()
+    trace = write_trace(tmp_path / "trace.jsonl", sessions=1, turns=2)
+    run_dir = tmp_path / "run"
+    subprocess.run([*SOAK, "run", "--trace", str(trace), "--seconds", "1", "--target", server.url, "-o", str(run_dir),
+                    "--probe-tokens", "8", "--probe-output", "4", "--no-profiles"], cwd=ROOT, check=True,
+                   capture_output=True)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["status"] = "running"  # as a SIGKILL would leave it
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    write_trace(trace, sessions=2, turns=2)
+    proc = subprocess.run([*SOAK, "resume", str(run_dir)], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2 and "different file" in proc.stderr and "Traceback" not in proc.stderr
