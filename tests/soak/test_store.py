@@ -51,26 +51,3 @@ def test_unknown_event_kind_is_refused(tmp_path):
     else:
         raise AssertionError("an unknown event kind was written")
 
-
-def test_hooks_row_maps_the_cache_status_json_and_turns_gc_totals_into_pauses():
-    from soak.samplers import EngineHooks
-
-    class FakeTarget:
-        life = 0
-
-    hooks = EngineHooks(FakeTarget())
-    status = {"engine_age_s": 12.5,
-              "cache_report": {"num_nodes": 7, "cached_tokens": 300, "evictable_tokens": 200, "locked_tokens": 100},
-              "mamba_stats": {"num_slots": 32, "num_free": 30, "num_snapshots": 1},
-              "allocator_summary": {"num_free": 50, "num_free_runs": 3, "largest_free_run": 40,
-                                    "fragmentation": 0.2},
-              "expert_cache_stats": {"hits": 90, "misses": 10, "evictions": 4},
-              "gc": {"gen2_collections": 2, "pause_s_total": 0.5}}
-    first = hooks.row(status)
-    assert first["radix_nodes"] == 7 and first["radix_locked_tokens"] == 100
-    assert first["mamba_slots_used"] == 2 and first["kv_largest_free_run"] == 40
-    assert first["gc_gen2_collections"] == 2 and "gc_pause_s" not in first and "expert_miss_rate" not in first
-    status["gc"] = {"gen2_collections": 3, "pause_s_total": 0.75}
-    status["expert_cache_stats"] = {"hits": 120, "misses": 20, "evictions": 9}
-    second = hooks.row(status)
-    assert second["gc_pause_s"] == 0.25 and second["expert_miss_rate"] == 0.25

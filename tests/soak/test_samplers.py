@@ -1,0 +1,72 @@
+"""Samplers: the built-in hooks mapping, the process, the GPU, an external engine's log."""
+
+
+def test_hooks_row_maps_the_cache_status_json_and_turns_gc_totals_into_pauses():
+    from soak.samplers import EngineHooks
+
+    class FakeTarget:
+        life = 0
+
+    hooks = EngineHooks(FakeTarget())
+    status = {"engine_age_s": 12.5,
+              "cache_report": {"num_nodes": 7, "cached_tokens": 300, "evictable_tokens": 200, "locked_tokens": 100},
+              "mamba_stats": {"num_slots": 32, "num_free": 30, "num_snapshots": 1},
+              "allocator_summary": {"num_free": 50, "num_free_runs": 3, "largest_free_run": 40,
+                                    "fragmentation": 0.2},
+              "expert_cache_stats": {"hits": 90, "misses": 10, "evictions": 4},
+              "gc": {"gen2_collections": 2, "pause_s_total": 0.5}}
+    first = hooks.row(status)
+    assert first["radix_nodes"] == 7 and first["radix_locked_tokens"] == 100
+    assert first["mamba_slots_used"] == 2 and first["kv_largest_free_run"] == 40
+    assert first["gc_gen2_collections"] == 2 and "gc_pause_s" not in first and "expert_miss_rate" not in first
+    status["gc"] = {"gen2_collections": 3, "pause_s_total": 0.75}
+    status["expert_cache_stats"] = {"hits": 120, "misses": 20, "evictions": 9}
+    second = hooks.row(status)
+    assert second["gc_pause_s"] == 0.25 and second["expert_miss_rate"] == 0.25
+
+
+def test_process_sampler_reads_a_live_process_and_nothing_for_a_missing_one():
+    import os
+
+    from soak.samplers import ProcessSampler
+
+    row = ProcessSampler().sample(os.getpid())
+    assert row["rss_bytes"] > 1e6 and row["num_threads"] >= 1 and row["num_fds"] >= 3
+    assert ProcessSampler().sample(None) == {}
+    assert ProcessSampler().sample(2**22 + 12345) == {}  # no such pid
+
+
+def test_no_gpu_is_not_an_error():
+    from soak.samplers import GpuSampler
+
+    gpu = GpuSampler()
+    row = gpu.sample()
+    assert row == {} if not gpu.handles else set(row) == {"gpu_mem_bytes", "gpu_util"}
+
+
+def test_log_tailer_copies_new_lines_and_parses_engine_lines_in_local_time(tmp_path):
+    import time
+
+    from soak.samplers import LogTailer
+
+    class FakeTarget:
+        life, started_at, pid, url = 0, None, None, "http://x"
+
+        def age(self, t):
+            return None
+
+        def on_event(self, *a, **k):
+            pass
+
+    log = tmp_path / "ft.log"
+    log.write_text("[2026-01-01|00:00:00] INFO     old line before the soak\n")
+    tailer = LogTailer(FakeTarget(), log, tmp_path / "copy.log")
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%d|%H:%M:%S", time.localtime(now))
+    with open(log, "a") as f:
+        f.write(f"[{stamp}] INFO     Decode batch, #running-req: 2, #token: 900, token usage: 0.31, "
+                f"gen throughput (token/s): 38.16, #queue-req: 0\n[{stamp}] INFO     Decode bat")  # torn last line
+    rows = tailer.sample()
+    assert len(rows) == 1 and rows[0]["gen_tps"] == 38.16 and rows[0]["num_running_reqs"] == 2
+    assert abs(rows[0]["t"] - now) < 2
+    assert (tmp_path / "copy.log").read_text().count("\n") == 1  # the torn line waits for its end
