@@ -122,5 +122,34 @@ def serve(
                sock=sock)
 
 
+@app.command()
+def validate(
+    minutes: Annotated[float, typer.Option(help="Soak length of each run, in minutes.")] = 3.0,
+    fault: Annotated[Optional[list[str]], typer.Option("--fault", help="Mechanism to validate (repeatable); all of them when omitted. A no-fault control always runs first.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Directory for the runs and matrix.md / matrix.json (default runs/validate-<time>).")] = None,
+    trace: Annotated[Optional[Path], typer.Option(help="Trace to replay (default: the agentic example trace, examples/opencode.jsonl).")] = None,
+    speed: Annotated[float, typer.Option(help="Replay speed: trace think times are divided by this.")] = 4.0,
+    engine_arg: Annotated[Optional[list[str]], typer.Option(help="An extra `soak serve` option for every run (repeatable).")] = None,
+) -> None:
+    """Soak the built-in engine with each degradation mechanism and a control; check that diag finds and names each."""
+    import time
+
+    from soak.validate import MECHANISMS, machine_description, render_markdown, validate as run_matrix
+
+    out = out or Path("runs") / f"validate-{time.strftime('%Y%m%d-%H%M%S')}"
+    mechanisms = tuple(fault) if fault else MECHANISMS
+
+    def progress(row) -> None:
+        typer.echo(f"{row.mechanism}: {row.verdict}, top suspect {row.top_suspect or '-'}: "
+                   f"{'pass' if row.passed else 'FAIL'} ({row.detail})", err=True)
+
+    rows = run_matrix(minutes, out, mechanisms, trace=trace, engine_args=tuple(engine_arg or ()), speed=speed,
+                      on_row=progress)
+    typer.echo(render_markdown(rows, minutes, machine_description()))
+    typer.echo(f"runs and matrix.md in {out}")
+    if not all(r.passed for r in rows):
+        raise typer.Exit(1)
+
+
 def main() -> None:
     run_app(app)

@@ -1,0 +1,168 @@
+"""`soak validate`: a compressed soak per degradation mechanism plus a no-fault control, each
+analysed; a table says whether the analysis found each one, named it, and kept quiet on the control.
+
+Every run uses the same trace and the same engine options (`BASE_ENGINE_ARGS`, plus what a
+mechanism needs to act at all, `MECHANISM_ENGINE_ARGS`); only `--fault` differs. The runs go
+to `<out>/<mechanism>/` (ordinary run directories, each with its analysis.json), the table to
+`<out>/matrix.md` and `<out>/matrix.json`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import platform
+import time
+from pathlib import Path
+from typing import Callable, NamedTuple, Optional, Sequence
+
+from soak.errors import SoakError
+
+logger = logging.getLogger(__name__)
+
+CONTROL = "control"
+CONTROL_VERDICTS = ("no_degradation", "context_growth_only")
+# The snapshot / step columns that are each mechanism's own signal (docs/faults.md): the top
+# suspect must be one of them.
+EXPECTED_SUSPECTS: dict[str, tuple[str, ...]] = {
+    "eviction-scan": ("eviction_s_total", "eviction_nodes_visited_total", "eviction_calls_total", "radix_nodes",
+                      "schedule_s"),
+    "snapshot-leak": ("state_slots_leaked", "mamba_slots_used", "match_truncated_tokens_total", "mamba_usage",
+                      "num_mamba_used", "cache_hit_rate"),
+    "kv-scatter": ("kv_free_list_disorder", "kv_gather_breaks", "kv_free_runs", "kv_fragmentation",
+                   "kv_largest_free_run"),
+    "expert-thrash": ("expert_miss_rate", "expert_misses", "expert_bytes_copied_total", "expert_evictions"),
+    "gc-pressure": ("gc_full_pause_s_total", "gc_pause_s_total", "gc_last_full_pause_s", "gc_gen2_collections",
+                    "gc_pause_s", "retained_objects", "retained_requests", "rss_bytes"),
+}
+MECHANISMS = tuple(EXPECTED_SUSPECTS)
+# A pool small enough to fill and evict within minutes on the example trace; fewer state slots
+# than the default so snapshots get evicted too.
+BASE_ENGINE_ARGS = ("--kv-tokens=16384", "--mamba-slots=16")
+MECHANISM_ENGINE_ARGS: dict[str, tuple[str, ...]] = {
+    "expert-thrash": ("--moe-backend=offload", "--moe-cache-size=96"),  # of 7 MoE layers x 16 experts
+}
+DEFAULT_TRACE = Path(__file__).resolve().parents[1] / "examples" / "opencode.jsonl"
+
+
+class MatrixRow(NamedTuple):
+    mechanism: str  # a fault name, or "control"
+    verdict: str
+    slowdown_ratio: Optional[float]
+    onset_age_s: Optional[float]  # engine age at the onset
+    top_suspect: Optional[str]
+    expected_suspect: str  # "-" for the control
+    passed: bool
+    run_dir: str
+    detail: str  # why it failed, or what it found
+
+
+def validate(minutes: float, out: Path, mechanisms: Sequence[str] = MECHANISMS, trace: Optional[Path] = None,
+             engine_args: Sequence[str] = (), speed: float = 4.0,
+             on_row: Optional[Callable[[MatrixRow], None]] = None) -> list[MatrixRow]:
+    """Run the control and each mechanism for `minutes`, analyse each, write the table; the rows."""
+    unknown = [m for m in mechanisms if m not in EXPECTED_SUSPECTS]
+    if unknown:
+        raise SoakError(f"--fault: unknown fault {unknown[0]!r}; known: {', '.join(MECHANISMS)}")
+    if not minutes > 0:
+        raise SoakError(f"--minutes: expected a number > 0, found {minutes!r}")
+    trace = Path(trace or DEFAULT_TRACE)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name in (CONTROL, *mechanisms):
+        run_dir = out / name
+        _soak(name, minutes, trace, run_dir, engine_args, speed)
+        row = _judge(name, run_dir)
+        rows.append(row)
+        if on_row is not None:
+            on_row(row)
+        write_table(rows, out, minutes, trace)
+    return rows
+
+
+def write_table(rows: Sequence[MatrixRow], out: Path, minutes: float, trace: Path) -> None:
+    machine = machine_description()
+    (out / "matrix.json").write_text(json.dumps(
+        {"minutes": minutes, "trace": str(trace), "machine": machine, "rows": [r._asdict() for r in rows]},
+        indent=2) + "\n", encoding="utf-8")
+    (out / "matrix.md").write_text(render_markdown(rows, minutes, machine), encoding="utf-8")
+
+
+def render_markdown(rows: Sequence[MatrixRow], minutes: float, machine: str) -> str:
+    lines = [f"{minutes:g} minutes per run, on {machine}.", "",
+             "| mechanism | verdict | slowdown ratio | onset (engine age) | top suspect | expected suspect | result |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ratio = f"{r.slowdown_ratio:.2f}" if r.slowdown_ratio is not None else "-"
+        onset = f"{r.onset_age_s:.0f} s" if r.onset_age_s is not None else "-"
+        lines.append(f"| {r.mechanism} | {r.verdict} | {ratio} | {onset} | {r.top_suspect or '-'} | "
+                     f"{r.expected_suspect} | {'pass' if r.passed else 'FAIL'} |")
+    return "\n".join(lines) + "\n"
+
+
+# --- one run ---------------------------------------------------------------------------------
+
+def _soak(name: str, minutes: float, trace: Path, run_dir: Path, engine_args: Sequence[str], speed: float) -> None:
+    from soak.config import SoakConfig
+    from soak.run import Soak
+
+    if run_dir.exists() and (run_dir / "manifest.json").exists():
+        raise SoakError(f"{run_dir}: a run is already there; give validate a fresh --out")
+    faults = [] if name == CONTROL else [name]
+    args = [*BASE_ENGINE_ARGS, *MECHANISM_ENGINE_ARGS.get(name, ()), *engine_args, *(f"--fault={f}" for f in faults)]
+    duration = minutes * 60
+    config = SoakConfig(trace=str(trace), duration_s=duration, speed=speed, probe_every_s=max(10.0, duration / 10),
+                        probe_wait_s=30.0, profiles=False, engine_args=tuple(args),
+                        extra={"faults": faults, "validate": name})
+    logger.info("validate: %s for %.1f min (engine %s)", name, minutes, " ".join(args))
+    soak = Soak(config, run_dir, command=["soak", "validate", name])
+    status = asyncio.run(soak.run())
+    if status != "completed":
+        raise SoakError(f"{run_dir}: the {name} soak ended {status}; see {run_dir}/engine.log")
+
+
+def _judge(name: str, run_dir: Path) -> MatrixRow:
+    from diagnostics.analysis import analyze
+    from diagnostics.source import load_source
+
+    result = analyze(load_source(run_dir))
+    doc = result.to_dict()
+    (run_dir / "analysis.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    verdict = doc["verdict"]
+    ratio = (doc.get("slowdown") or {}).get("ratio")
+    onset_age = (doc.get("onset") or {}).get("engine_age_s")
+    suspects = [s["name"] for s in doc.get("suspects") or ()]
+    top = suspects[0] if suspects else None
+    if name == CONTROL:
+        passed = verdict in CONTROL_VERDICTS
+        detail = "quiet" if passed else f"expected {' or '.join(CONTROL_VERDICTS)}"
+        expected = "-"
+    else:
+        expected_set = EXPECTED_SUSPECTS[name]
+        expected = expected_set[0]
+        found = verdict == "engine_age_degradation"
+        named = top in expected_set
+        passed = found and named
+        where = next((i + 1 for i, s in enumerate(suspects) if s in expected_set), None)
+        detail = ("found and named" if passed else
+                  ("not found as engine age; " if not found else "") +
+                  (f"its own signal ranks {where}" if where else "its own signal is not among the suspects"))
+    return MatrixRow(name, verdict, _num(ratio), _num(onset_age), top, expected, passed, str(run_dir), detail)
+
+
+def _num(value) -> Optional[float]:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def machine_description() -> str:
+    import os
+
+    import psutil
+
+    cpu = platform.processor() or platform.machine()
+    return (f"{platform.node() or 'this host'}: {os.cpu_count()} CPUs ({cpu}), "
+            f"{psutil.virtual_memory().total / 2**30:.0f} GiB RAM, {platform.system()} {platform.release()}, "
+            f"load average {os.getloadavg()[0]:.1f} at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")

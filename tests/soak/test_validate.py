@@ -1,0 +1,67 @@
+"""`soak validate`: the pass/fail rules on run directories whose truth is known, the table, and
+(slow) one real compressed soak of one mechanism plus the control."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from soak.errors import SoakError
+from soak.validate import EXPECTED_SUSPECTS, MatrixRow, _judge, render_markdown, validate
+from tests.diagnostics.rundirs import make_run_dir
+
+
+def test_every_engine_fault_has_expected_suspects():
+    from engine.runtime.faults import FAULTS
+
+    assert set(EXPECTED_SUSPECTS) == set(FAULTS)
+
+
+def test_a_mechanism_passes_when_found_and_named_by_its_own_signal(tmp_path):
+    run = make_run_dir(tmp_path / "run")  # a fault at 30 min; kv_fragmentation jumps with it
+    row = _judge("kv-scatter", run)
+    assert row.verdict == "engine_age_degradation"
+    assert row.top_suspect == "kv_fragmentation" and row.passed, row
+    assert json.loads((run / "analysis.json").read_text())["verdict"] == "engine_age_degradation"
+
+
+def test_a_mechanism_fails_when_another_signal_leads(tmp_path):
+    row = _judge("gc-pressure", make_run_dir(tmp_path / "run"))
+    assert not row.passed
+    assert "its own signal" in row.detail
+
+
+def test_the_control_passes_only_when_quiet(tmp_path):
+    quiet = _judge("control", make_run_dir(tmp_path / "quiet", fault_at_min=None, restart_at_min=None))
+    assert quiet.passed and quiet.verdict in ("no_degradation", "context_growth_only")
+    loud = _judge("control", make_run_dir(tmp_path / "loud"))
+    assert not loud.passed
+
+
+def test_table_has_a_row_per_run_with_its_result():
+    rows = [MatrixRow("control", "no_degradation", None, None, None, "-", True, "r/control", "quiet"),
+            MatrixRow("gc-pressure", "engine_age_degradation", 0.41, 75.0, "gc_full_pause_s_total",
+                      "gc_full_pause_s_total", True, "r/gc", "found and named")]
+    md = render_markdown(rows, 2.0, "a test machine")
+    lines = md.splitlines()
+    assert lines[0] == "2 minutes per run, on a test machine."
+    assert "| control | no_degradation | - | - | - | - | pass |" in lines
+    assert "| gc-pressure | engine_age_degradation | 0.41 | 75 s | gc_full_pause_s_total | gc_full_pause_s_total | pass |" in lines
+
+
+def test_unknown_mechanism_is_refused_before_any_run(tmp_path):
+    with pytest.raises(SoakError, match="unknown fault 'slow'; known: eviction-scan"):
+        validate(1.0, tmp_path, ["slow"])
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_quick_matrix_of_one_mechanism(tmp_path):
+    """About four minutes on two cores: the control and gc-pressure, 1.5 minutes each."""
+    from soak.cli import app
+
+    result = CliRunner().invoke(app, ["validate", "--minutes", "1.5", "--fault", "gc-pressure",
+                                      "--out", str(tmp_path)])
+    matrix = json.loads((tmp_path / "matrix.json").read_text())
+    assert [r["mechanism"] for r in matrix["rows"]] == ["control", "gc-pressure"]
+    assert all(r["passed"] for r in matrix["rows"]), (result.output, matrix["rows"])
