@@ -132,6 +132,8 @@ class Soak:
                 self.target = self._make_target(http)
                 try:
                     status = await self._run(http, deadline, position)
+                except _Interrupted:
+                    status = "interrupted"
                 finally:
                     self._phase = "stopping"
                     await self.target.stop()
@@ -143,9 +145,22 @@ class Soak:
 
     # --- the run ---------------------------------------------------------------------------------
 
+    async def _unless_stopped(self, coro) -> Any:
+        """Await `coro`, but give up on it at once when the soak is stopped (Ctrl-C during a long
+        engine start or probe)."""
+        task = asyncio.ensure_future(coro)
+        stop = asyncio.ensure_future(self._stop.wait())
+        done, _ = await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if task in done:
+            return task.result()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        raise _Interrupted()
+
     async def _run(self, http: httpx.AsyncClient, deadline: float, position: Position) -> str:
         cfg = self.config
-        await self.target.start()
+        await self._unless_stopped(self.target.start())
         self._engine_state = "up"
         self._engine_ready.set()
         model = cfg.model
@@ -173,7 +188,7 @@ class Soak:
                       (self._flusher(), self._sampler(), self._monitor())]
         try:
             self._phase = "start probe"
-            await self._probe("start")
+            await self._unless_stopped(self._probe("start"))
             self._profile("start")
             self._phase = "replay"
             replay = asyncio.create_task(self.replayer.run(deadline, position))
@@ -193,11 +208,11 @@ class Soak:
             elif replay.exception() is not None:
                 raise replay.exception()
             self._phase = "end probes"
-            await self._probe("end")
+            await self._unless_stopped(self._probe("end"))
             self._profile("end")
-            if cfg.restart_at_end and self.target.can_restart and not self._stop.is_set():
-                await self._restart("control")
-                await self._probe("after_restart")
+            if cfg.restart_at_end and self.target.can_restart:
+                await self._unless_stopped(self._restart("control"))
+                await self._unless_stopped(self._probe("after_restart"))
             return "interrupted" if self._stop.is_set() else "completed"
         finally:
             for task in (*background, *self._profile_tasks):
@@ -453,6 +468,10 @@ class Soak:
             return BuiltinTarget(http, self.store.event, self.run_dir / schema.ENGINE_LOG, cfg.engine_args,
                                  cfg.engine_start_timeout_s)
         return UrlTarget(http, self.store.event, cfg.target, cfg.api_key, cfg.restart_cmd, cfg.engine_start_timeout_s)
+
+
+class _Interrupted(Exception):
+    """The soak was stopped while it waited for something other than the replay."""
 
 
 def _limit_in(error: Optional[str]) -> Optional[int]:

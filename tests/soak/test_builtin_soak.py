@@ -97,3 +97,26 @@ def test_builtin_soak_survives_an_engine_crash_and_writes_a_complete_run(tmp_pat
     assert source.engine == "tokdrift" and len(source.steps) == len(steps)
     status = subprocess.run([*SOAK, "status", str(run_dir)], cwd=ROOT, capture_output=True, text=True)
     assert "completed" in status.stdout and "1 crash(es)" in status.stdout
+
+
+def test_ctrl_c_while_the_engine_starts_stops_at_once_and_leaves_no_engine(tmp_path):
+    import psutil
+
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([*SOAK, "run", "--trace", str(ROOT / "examples" / "opencode.jsonl"), "--minutes", "5",
+                             "--no-profiles", "-o", str(run_dir)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    children = []
+    while time.monotonic() < deadline and not children:
+        children = psutil.Process(proc.pid).children()
+        time.sleep(0.1)
+    assert children, "the engine was never started"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err[-2000:]
+    assert rundir.read_manifest(run_dir).status == "interrupted"
+    kinds = [e["kind"] for e in _events(run_dir)]
+    assert "probe" not in kinds and kinds[-1] == "stop"  # it stopped waiting for the engine, not after
+    assert not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in children)
