@@ -84,7 +84,7 @@ def test_a_malformed_trace_line_is_named_and_nothing_is_started(tmp_path):
     assert not run_dir.exists()
 
 
-def test_ctrl_c_stops_cleanly_as_interrupted_and_the_run_can_be_resumed(tmp_path, fake_server):
+def test_ctrl_c_stops_cleanly_as_interrupted(tmp_path, fake_server):
     server = fake_server("--token-delay", "0.01")
     trace = write_trace(tmp_path / "trace.jsonl", sessions=2, turns=20, think=0.1)
     run_dir = tmp_path / "run"
