@@ -74,9 +74,9 @@ class Prober:
         return result
 
     async def warm_up(self) -> None:
-        """The probe's prompt with a 2-token answer, not recorded: a fresh engine's first call pays
-        one-off costs (allocations, kernel compilation) that would make the baseline probe slow."""
-        await self.client.call(self.payload, 2, greedy=True, exact_length=True)
+        """The probe itself, not recorded: a fresh engine's first calls pay one-off costs
+        (allocations, lazy initialisation, kernel compilation) that would make the baseline slow."""
+        await self.client.call(self.payload, self.num_output_tokens, greedy=True, exact_length=True)
 
     @property
     def first_ok(self) -> Optional[ProbeResult]:
