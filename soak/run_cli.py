@@ -123,12 +123,15 @@ def status(
 
 
 def _drive(soak, live: bool) -> None:
+    import logging
+
     from rich.console import Console
     from rich.live import Live
 
     from soak.status import render as render_status, summarize
     from soak.view import render as render_view
 
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per call and per sample otherwise
     console = Console(stderr=True)
     view = Live(console=console, refresh_per_second=2, transient=False) if live else None
     if view is not None:
