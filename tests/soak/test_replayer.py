@@ -9,7 +9,7 @@ from soak.replayer import Position, Replayer, position_from, sessions_of
 from tests.soak.conftest import write_trace
 
 
-def _run(trace_path, deadline_s, concurrency=2, speed=1.0, position=None, call_s=0.02):
+def _run(trace_path, deadline_s, concurrency=2, speed=1.0, position=None, call_s=0.02, **materialize):
     trace = read_trace(trace_path)
     sent = []  # (sid, turn, start, end)
     live = {"now": 0, "max": 0}
@@ -23,7 +23,7 @@ def _run(trace_path, deadline_s, concurrency=2, speed=1.0, position=None, call_s
         sent.append((sid, call.turn, start, time.time(), prompt.num_input_tokens))
 
     async def go():
-        mat = Materializer(MaterializeConfig(block_size=trace.header.block_size, scale=0.5))
+        mat = Materializer(MaterializeConfig(block_size=trace.header.block_size, **{"scale": 0.5, **materialize}))
         replayer = Replayer(sessions_of(trace), mat, send, concurrency, speed)
         await replayer.run(time.time() + deadline_s, position)
         return replayer
@@ -75,3 +75,10 @@ def test_a_resumed_replay_skips_done_turns(tmp_path):
     sent, _, _ = _run(write_trace(tmp_path / "t.jsonl", sessions=2, turns=3, think=0.0), deadline_s=0.6,
                       position=Position(0, {"s0": 2, "s1": 3}), speed=0.5)
     assert [(sid, turn) for sid, turn, *_ in sent if sid.endswith("@0")] == [("s0@0", 2)]
+
+
+def test_max_context_drop_skips_the_over_long_call_and_the_session_goes_on(tmp_path):
+    trace = write_trace(tmp_path / "t.jsonl", sessions=1, turns=4, overlong=True, think=0.0)
+    sent, _, replayer = _run(trace, deadline_s=1.0, scale=1.0, max_context=200, over_limit="drop")
+    assert [turn for sid, turn, *rest in sent if sid.endswith("@0")] == [0, 1, 2]  # turn 3 asks 5000 tokens
+    assert replayer.materialize.num_dropped >= 1
