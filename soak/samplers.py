@@ -194,13 +194,31 @@ class MetricsScraper:
         except httpx.HTTPError as exc:
             _once("metrics", "%s/metrics: %s; not scraped", self.target.url, exc)
             return []
-        block = f"# scrape_time: {time.time():.3f}\n{response.text.rstrip()}\n"
+        block = f"# scrape_time: {time.time():.3f}\n{_keep_engine_samples(response.text)}"
         with open(self.save_to, "a", encoding="utf-8") as f:
             f.write(block)
         prev, self._prev = self._prev, block
         if prev is None or not as_steps:
             return []
         return _scrape_pair_row(prev + block, self.target)
+
+
+def _keep_engine_samples(text: str) -> str:
+    """The samples diag reads: engine-prefixed names and the process start time, without histogram
+    buckets or comments. A vLLM /metrics page is ~100 KB, mostly buckets; every 2 s for 12 hours
+    that would be 2 GB."""
+    from diagnostics.prometheus import PREFIXES
+
+    keep = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name.endswith("_bucket") or name.endswith("_created"):
+            continue
+        if name.startswith(PREFIXES) or name == "process_start_time_seconds":
+            keep.append(line)
+    return "".join(line + "\n" for line in keep)
 
 
 def _scrape_pair_row(text: str, target: Target) -> list[dict[str, Any]]:

@@ -70,3 +70,22 @@ def test_log_tailer_copies_new_lines_and_parses_engine_lines_in_local_time(tmp_p
     assert len(rows) == 1 and rows[0]["gen_tps"] == 38.16 and rows[0]["num_running_reqs"] == 2
     assert abs(rows[0]["t"] - now) < 2
     assert (tmp_path / "copy.log").read_text().count("\n") == 1  # the torn line waits for its end
+
+
+def test_saved_scrapes_keep_what_diag_reads_and_drop_histogram_buckets():
+    from soak.samplers import _keep_engine_samples
+
+    page = ("# HELP vllm:generation_tokens Number of generation tokens.\n"
+            "# TYPE vllm:generation_tokens counter\n"
+            'vllm:generation_tokens_total{model_name="m"} 1234.0\n'
+            "# TYPE vllm:inter_token_latency_seconds histogram\n"
+            'vllm:inter_token_latency_seconds_bucket{le="0.01",model_name="m"} 5.0\n'
+            'vllm:inter_token_latency_seconds_sum{model_name="m"} 2.5\n'
+            'vllm:inter_token_latency_seconds_count{model_name="m"} 100.0\n'
+            "python_gc_objects_collected_total{generation=\"0\"} 10.0\n"
+            "process_start_time_seconds 1.7e9\n")
+    kept = _keep_engine_samples(page).splitlines()
+    assert kept == ['vllm:generation_tokens_total{model_name="m"} 1234.0',
+                    'vllm:inter_token_latency_seconds_sum{model_name="m"} 2.5',
+                    'vllm:inter_token_latency_seconds_count{model_name="m"} 100.0',
+                    "process_start_time_seconds 1.7e9"]
