@@ -13,7 +13,7 @@ import asyncio
 import hashlib
 import json
 import logging
-from typing import Any, NamedTuple, Optional
+from typing import Any, Awaitable, Callable, NamedTuple, Optional
 
 from replay import MaterializeConfig, probe_prompt
 from soak.client import CallResult, Client
@@ -35,8 +35,9 @@ class ProbeResult(NamedTuple):
 
 class Prober:
     def __init__(self, client: Client, config: MaterializeConfig, num_input_tokens: int, num_output_tokens: int,
-                 wait_s: float) -> None:
+                 wait_s: float, engine_busy: Optional[Callable[[], Awaitable[Optional[int]]]] = None) -> None:
         self.client = client
+        self.engine_busy = engine_busy  # requests the engine itself still runs, when it can tell
         self.prompt = probe_prompt(config, num_input_tokens, num_output_tokens)
         self.num_output_tokens = num_output_tokens
         self.wait_s = wait_s
@@ -57,7 +58,7 @@ class Prober:
         gate.clear()
         try:
             try:
-                await asyncio.wait_for(idle.wait(), self.wait_s)
+                await asyncio.wait_for(self._wait_idle(idle), self.wait_s)
                 alone = True
             except asyncio.TimeoutError:
                 alone = False
@@ -72,6 +73,13 @@ class Prober:
                              reason)
         self.results.append(result)
         return result
+
+    async def _wait_idle(self, idle: asyncio.Event) -> None:
+        """No call of ours in flight, and (where the engine says) nothing running inside it: a call
+        the client gave up on may still be decoding there."""
+        await idle.wait()
+        while self.engine_busy is not None and (await self.engine_busy() or 0) > 0:
+            await asyncio.sleep(0.1)
 
     async def warm_up(self) -> None:
         """The probe itself, not recorded: a fresh engine's first calls pay one-off costs

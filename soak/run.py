@@ -175,7 +175,8 @@ class Soak:
         mconf = MaterializeConfig(block_size=self.trace.header.block_size, scale=cfg.scale,
                                   max_context=cfg.max_context, over_limit=cfg.over_limit, mode=mode)
         self.materializer = Materializer(mconf)
-        self.prober = Prober(self.client, mconf, cfg.probe_input_tokens, cfg.probe_output_tokens, cfg.probe_wait_s)
+        self.prober = Prober(self.client, mconf, cfg.probe_input_tokens, cfg.probe_output_tokens, cfg.probe_wait_s,
+                             self._engine_running if self.target.is_builtin else None)
         self.profiler = Profiler(self.run_dir / schema.PROFILES, cfg.profile_seconds, cfg.profiles)
         self.replayer = Replayer(sessions_of(self.trace), self.materializer, self._send, cfg.concurrency, cfg.speed)
         self.watch = EngineWatch(self.target, self.run_dir, cfg.engine_log)
@@ -303,6 +304,14 @@ class Soak:
                                  seconds=profile.seconds, engine_life=self.target.life)
 
         self._profile_tasks.append(asyncio.create_task(take()))
+
+    async def _engine_running(self) -> Optional[int]:
+        """Requests running or waiting inside the built-in engine; None when it does not answer."""
+        try:
+            status = await self.target.get_json("/v1/cache/status")
+            return int(status.get("num_running", 0)) + int(status.get("num_waiting", 0))
+        except (httpx.HTTPError, ValueError, AttributeError, TypeError):
+            return None
 
     async def _restart(self, reason: str) -> None:
         gate = self.replayer.gate
