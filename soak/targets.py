@@ -102,7 +102,7 @@ class BuiltinTarget(Target):
 
     @property
     def command(self) -> list[str]:
-        return [sys.executable, "-c", "from soak.cli import main; main()", "serve", "--host", "127.0.0.1",
+        return [sys.executable, "-m", "soak", "serve", "--host", "127.0.0.1",
                 *self.engine_args]
 
     async def start(self) -> None:
