@@ -37,6 +37,7 @@ from engine.runtime import logfmt
 from engine.runtime.config import EngineConfig, EngineConfigError
 from engine.runtime.faults import FaultStats
 from engine.runtime.gcstats import GcStats, gc_monitor
+from engine.runtime.hostmalloc import tune_host_malloc
 from engine.runtime.request import Request, RequestStatus, RequestUpdate
 from engine.runtime.scheduler import ScheduledBatch, Scheduler
 from engine.runtime.stats import StepStats
@@ -56,6 +57,8 @@ class Engine:
         self.start_time = time.time()
         self.device = torch.device(config.device if config.device != "auto"
                                    else "cuda" if torch.cuda.is_available() else "cpu")
+        if self.device.type == "cpu":
+            tune_host_malloc()  # a CPU step's large temporaries stay in the heap (hostmalloc.py)
         self.checkpoint = config.model or str(default_checkpoint())
         self.experts = self._make_experts()
         self.model = load_model(self.checkpoint, dtype=config.dtype, device=self.device, experts=self.experts)
