@@ -66,10 +66,22 @@ class SparseMoE(nn.Module):
         return out
 
     def _many_tokens(self, x: torch.Tensor, top_w: torch.Tensor, top_ids: torch.Tensor) -> torch.Tensor:
+        # The (token, pick) pairs grouped by expert with one stable sort, instead of a torch.where per
+        # expert: each expert gets the same rows in the same (token) order as a per-expert search would,
+        # and the one index_add_ adds them expert by expert in ascending id, as the reference does.
+        #   pairs      (t0,e5) (t0,e2) (t1,e2) (t1,e7)      flat_ids [T*k] = top_ids row by row
+        #   sorted     (t0,e2) (t1,e2) (t0,e5) (t1,e7)      token_idx = order // k
+        num_picks = top_ids.shape[1]
+        flat_ids = top_ids.reshape(-1)  # [T*k]
+        order = torch.argsort(flat_ids, stable=True)  # [T*k]
+        experts, counts = torch.unique_consecutive(flat_ids[order], return_counts=True)  # [E'], [E']
+        token_idx = order // num_picks  # [T*k]
+        xs = x[token_idx]  # [T*k, H]
+        parts, start = [], 0
+        for expert, n in zip(experts.tolist(), counts.tolist()):
+            parts.append(self._expert(expert, xs[start:start + n]))  # [n, H]
+            start += n
+        h = torch.cat(parts) * top_w.reshape(-1)[order, None]  # [T*k, H]
         out = torch.zeros_like(x)  # [T, H]
-        # Loop over the experts picked by at least one token, in ascending id as the reference adds them.
-        for expert in torch.unique(top_ids).tolist():
-            token_idx, k_idx = torch.where(top_ids == expert)  # [n], [n]
-            h = self._expert(expert, x[token_idx]) * top_w[token_idx, k_idx, None]  # [n, H]
-            out.index_add_(0, token_idx, h.to(out.dtype))
+        out.index_add_(0, token_idx, h.to(out.dtype))
         return out
