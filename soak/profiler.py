@@ -45,9 +45,18 @@ class Profiler:
         try:
             proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE,
                                                         stderr=asyncio.subprocess.STDOUT)
-            out, _ = await asyncio.wait_for(proc.communicate(), self.seconds + 30)
-        except (OSError, asyncio.TimeoutError) as exc:
+        except OSError as exc:
             self._give_up(f"py-spy could not run ({exc})")
+            return None
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), self.seconds + 30)
+        except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+            if proc.returncode is None:  # never leave a py-spy attached behind us
+                proc.kill()
+                await proc.wait()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            logger.warning("py-spy record did not finish within %.0f s; profile skipped", self.seconds + 30)
             return None
         if proc.returncode != 0 or not path.is_file():
             text = out.decode("utf-8", "replace").strip().splitlines()

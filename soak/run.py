@@ -210,12 +210,13 @@ class Soak:
                 raise replay.exception()
             self._phase = "end probes"
             await self._unless_stopped(self._probe("end"))
-            self._profile("end")
             if cfg.restart_at_end and self.target.can_restart:
                 await self._unless_stopped(self._restart("control"))
                 await self._unless_stopped(self._probe("after_restart"))
             return "interrupted" if self._stop.is_set() else "completed"
         finally:
+            if self._profile_tasks and not self._stop.is_set():  # let profiles being taken finish
+                await asyncio.wait(self._profile_tasks, timeout=self.config.profile_seconds + 30)
             for task in (*background, *self._profile_tasks):
                 task.cancel()
             await asyncio.gather(*background, *self._profile_tasks, return_exceptions=True)
@@ -335,12 +336,17 @@ class Soak:
         cfg = self.config
         next_probe = time.time() + cfg.probe_every_s if cfg.probe_every_s > 0 else float("inf")
         next_restart = time.time() + cfg.restart_every_s if cfg.restart_every_s else float("inf")
+        # The end profile is taken while the replay still runs: a profile of an idle engine shows nothing.
+        end_profile = deadline - cfg.profile_seconds - 1.0
         while True:
             now = time.time()
-            due = min(next_probe, next_restart)
+            due = min(next_probe, next_restart, end_profile)
             if due >= deadline:
                 return
             await asyncio.sleep(max(0.0, due - now))
+            if time.time() >= end_profile:
+                self._profile("end")
+                end_profile = float("inf")
             if time.time() >= next_restart and self.target.can_restart:
                 await self._restart("scheduled")
                 await self._probe("after_restart")

@@ -89,3 +89,26 @@ def test_saved_scrapes_keep_what_diag_reads_and_drop_histogram_buckets():
                     'vllm:inter_token_latency_seconds_sum{model_name="m"} 2.5',
                     'vllm:inter_token_latency_seconds_count{model_name="m"} 100.0',
                     "process_start_time_seconds 1.7e9"]
+
+
+def test_profiler_records_a_speedscope_profile_of_a_running_python_process(tmp_path):
+    import asyncio
+    import json
+    import subprocess
+    import sys
+
+    from soak.profiler import Profiler
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: sum(i * i for i in range(1000))"])
+    try:
+        profiler = Profiler(tmp_path, seconds=1.0)
+        profile = asyncio.run(profiler.record(busy.pid, "start", "start"))
+    finally:
+        busy.kill()
+        busy.wait()
+    if profiler.disabled_reason:  # no py-spy here, or no ptrace permission: logged, not fatal
+        assert profile is None
+        return
+    data = json.loads(profile.path.read_text())
+    assert data["$schema"].startswith("https://www.speedscope.app") and data["profiles"]
+    assert any("genexpr" in frame["name"] for frame in data["shared"]["frames"])
