@@ -273,6 +273,9 @@ class Soak:
 
     async def _probe(self, reason: str) -> ProbeResult:
         await self._engine_ready.wait()  # not while the engine is being started again
+        profiling = [t for t in self._profile_tasks if not t.done()]
+        if profiling:  # py-spy sampling the engine would slow the probe down
+            await asyncio.wait(profiling, timeout=self.config.profile_seconds + 30)
         if self.target.life not in self._warmed:
             self._warmed.add(self.target.life)
             await self.prober.warm_up()
