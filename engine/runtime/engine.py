@@ -211,10 +211,13 @@ class Engine:
         now = time.time()
         for i, item in enumerate(batch.items):
             request = item.request
-            samples = item.samples
+            samples, prefill = item.samples, not item.is_decode
             request.num_computed += item.num_new_tokens
+            if prefill:
+                # Anchor the state at every chunk boundary, the prompt's end included: an agent's
+                # next turn often shares the whole prompt but not the output as generated.
+                self.scheduler.chunk_done(request, evict=samples)
             if not samples:
-                self.scheduler.chunk_done(request)
                 continue
             token = sample(logits[i], request.params, request.generator)  # logits[i]: [V]
             request.output_ids.append(token)

@@ -97,14 +97,15 @@ class Scheduler:
         phase = "mixed" if prefill and decode else "prefill" if prefill else "decode"
         return ScheduledBatch(items, phase, num_new, num_cached, retracted)
 
-    def chunk_done(self, request: Request) -> None:
-        """After a forward that ran a non-final prefill chunk of `request`: anchor a state snapshot
-        at the chunk boundary so that a later request sharing this prefix can start from it."""
+    def chunk_done(self, request: Request, evict: bool = False) -> None:
+        """After a forward that ran a prefill chunk of `request`: anchor a state snapshot at the
+        chunk boundary so that a later request sharing this prefix can start from it. With
+        `evict`, the least recently used snapshot may make room for it (the prompt's end)."""
         if not self.has_linear_layers or not getattr(self.cache, "keeps_snapshots", False):
             return
         if request.num_computed % self.kv_allocator.page_size:
             return
-        slot = self._alloc_state(evict=False)
+        slot = self._alloc_state(evict=evict)
         if slot is None:
             return  # no spare slot: skip the anchor, never block a request for one
         self.state_pool.copy_slot(request.state_slot, slot)

@@ -64,6 +64,18 @@ def test_second_turn_reuses_previous_context(make):
     assert out2 == cold
 
 
+def test_next_turn_sharing_only_the_prompt_reuses_all_of_it(make):
+    # An agent's next prompt often holds the previous prompt but not the output as generated
+    # (re-rendered history, stripped reasoning): the prompt-end snapshot serves it.
+    engine = make()
+    first = prompts(1, seed=15, lo=70, hi=70)[0]
+    run(engine, [first])
+    (req,), (out,) = run(engine, [first + [9, 9, 9, 9]])
+    assert req.num_cached_tokens == len(first)
+    _, (cold,) = run(make(cache_type="none"), [first + [9, 9, 9, 9]])
+    assert out == cold
+
+
 def test_shared_prefix_cached_through_chunk_anchors(make):
     engine = make(chunked_prefill_size=32)
     base = prompts(1, seed=5, lo=100, hi=100)[0]
