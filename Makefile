@@ -15,8 +15,16 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[engine,test]"
 	touch $@
 
+# A one-minute soak of the example agent trace on the built-in engine, then the report.
+DEMO_SOAK = --trace examples/opencode.jsonl --minutes 1 --scale 0.1 --speed 4 --concurrency 2 \
+	--probe-every 15 --probe-tokens 32 --probe-output 16 --engine-arg=--kv-tokens=2048
+
 demo: setup
-	$(PY) -m engine.demo
+	@run=runs/demo-$$(date +%Y%m%d-%H%M%S) && \
+	$(VENV)/bin/soak run $(DEMO_SOAK) -o $$run && \
+	$(VENV)/bin/diag report $$run && \
+	$(VENV)/bin/diag summary $$run | head -20 && \
+	echo "report: $$run/report.html"
 
 test: setup browser
 	$(PY) -m pytest -q
