@@ -38,8 +38,8 @@ class KVPool:
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Store K/V of new tokens: slots [T], k and v [T, kv_heads, head_dim]."""
         k_buf, v_buf = self.buffers(layer)
-        k_buf[slots] = k.to(self.dtype)  # [T, Hkv, D]
-        v_buf[slots] = v.to(self.dtype)  # [T, Hkv, D]
+        k_buf.index_copy_(0, slots, k.to(self.dtype))  # [T, Hkv, D]; a forward's new slots are distinct
+        v_buf.index_copy_(0, slots, v.to(self.dtype))  # [T, Hkv, D]
 
     @property
     def bytes_per_slot(self) -> int:

