@@ -84,7 +84,7 @@ class SlotAllocator:
         self._seq = 0
         self.num_events_dropped = 0
         # kv-scatter fault (engine.runtime.faults): None = off. Else freed pages are shuffled as
-        # they come back and the released list is merged in release order, never sorted.
+        # they come back, and a merge shuffles the whole free list instead of sorting it.
         self._scatter = np.random.default_rng(scatter_seed) if scatter_seed is not None else None
 
     # --- public API -------------------------------------------------------------------------
@@ -216,7 +216,11 @@ class SlotAllocator:
 
     def _merge_released(self) -> None:
         merged = np.concatenate([self._free[self._head:], *self._released])
-        self._free = merged if self._scatter is not None else np.sort(merged)
+        if self._scatter is None:
+            self._free = np.sort(merged)
+        else:  # kv-scatter: the whole free list in scattered order, as a hash-ordered free pool hands it out
+            self._scatter.shuffle(merged)
+            self._free = merged
         self._head = 0
         self._released = []
 
