@@ -28,11 +28,13 @@ class Run:
         rng = random.Random(seed)
         convs = [[rng.randrange(256) for _ in range(rng.randint(40, 80))] for _ in range(num_sessions)]
         self.engine, self.outputs, self.after_turn, self.mid_turn = engine, [], [], []
+        self.evict_s = 0.0  # sum of StepStats.evict_s
         for _ in range(turns):
             reqs = [engine.add_request(list(c), GREEDY) for c in convs]
             steps = 0
             while engine.has_work():
-                engine.step()
+                stats = engine.step()
+                self.evict_s += stats.evict_s if stats is not None else 0.0
                 engine.check_integrity()
                 steps += 1
                 if steps == 3:
@@ -100,6 +102,7 @@ def test_eviction_scan_visits_the_whole_tree_per_eviction_and_keeps_tokens(make,
     assert run.outputs == control.outputs
     assert run.last.eviction_calls_total == control.last.eviction_calls_total  # same victims, same calls
     assert run.last.eviction_nodes_visited_total > 2 * control.last.eviction_nodes_visited_total
+    assert run.evict_s == pytest.approx(run.last.eviction_s_total) and run.evict_s > 0  # per step, all of it
 
 
 @pytest.mark.parametrize("policy", ["lru", "lru_scan"])
