@@ -60,7 +60,7 @@ class MatrixRow(NamedTuple):
 
 
 def validate(minutes: float, out: Path, mechanisms: Sequence[str] = MECHANISMS, trace: Optional[Path] = None,
-             engine_args: Sequence[str] = (), speed: float = 4.0,
+             engine_args: Sequence[str] = (), speed: float = 4.0, probe_tokens: int = 256,
              on_row: Optional[Callable[[MatrixRow], None]] = None) -> list[MatrixRow]:
     """Run the control and each mechanism for `minutes`, analyse each, write the table; the rows."""
     unknown = [m for m in mechanisms if m not in EXPECTED_SUSPECTS]
@@ -74,7 +74,7 @@ def validate(minutes: float, out: Path, mechanisms: Sequence[str] = MECHANISMS, 
     rows = []
     for name in (CONTROL, *mechanisms):
         run_dir = out / name
-        _soak(name, minutes, trace, run_dir, engine_args, speed)
+        _soak(name, minutes, trace, run_dir, engine_args, speed, probe_tokens)
         row = _judge(name, run_dir)
         rows.append(row)
         if on_row is not None:
@@ -105,7 +105,8 @@ def render_markdown(rows: Sequence[MatrixRow], minutes: float, machine: str) -> 
 
 # --- one run ---------------------------------------------------------------------------------
 
-def _soak(name: str, minutes: float, trace: Path, run_dir: Path, engine_args: Sequence[str], speed: float) -> None:
+def _soak(name: str, minutes: float, trace: Path, run_dir: Path, engine_args: Sequence[str], speed: float,
+          probe_tokens: int) -> None:
     from soak.config import SoakConfig
     from soak.run import Soak
 
@@ -115,7 +116,7 @@ def _soak(name: str, minutes: float, trace: Path, run_dir: Path, engine_args: Se
     args = [*BASE_ENGINE_ARGS, *MECHANISM_ENGINE_ARGS.get(name, ()), *engine_args, *(f"--fault={f}" for f in faults)]
     duration = minutes * 60
     config = SoakConfig(trace=str(trace), duration_s=duration, speed=speed, probe_every_s=max(10.0, duration / 10),
-                        probe_wait_s=30.0, profiles=False, engine_args=tuple(args),
+                        probe_wait_s=30.0, probe_input_tokens=probe_tokens, profiles=False, engine_args=tuple(args),
                         extra={"faults": faults, "validate": name})
     logger.info("validate: %s for %.1f min (engine %s)", name, minutes, " ".join(args))
     soak = Soak(config, run_dir, command=["soak", "validate", name])
