@@ -248,7 +248,7 @@ class TraceWriter:
                     f"{self.path}: cannot append: block_size {header.block_size} differs from the trace's {existing.block_size}"
                 )
             self.header = existing
-            _cut_torn_tail(self.path)
+            cut_torn_tail(self.path)
             self._file = open(self.path, "a", encoding="utf-8", buffering=1)
         else:
             self.header = header
@@ -285,7 +285,10 @@ def utc_now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _cut_torn_tail(path: Path) -> None:
+def cut_torn_tail(path: Path) -> None:
+    """Drop a last line a crash left half-written, so the next line starts on its own line."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
     with open(path, "rb+") as f:
         data = f.read()
         if data.endswith(b"\n"):

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from diagnostics import rundir_schema as schema
+from replay.trace import cut_torn_tail
 from soak.errors import SoakError
 
 logger = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ class RunStore:
                                    for p in (self.run_dir / table).glob(schema.PART_GLOB)), default=0)
         for tmp in self.run_dir.glob("*/*.tmp"):  # a part torn by a crash; its rows are lost either way
             tmp.unlink(missing_ok=True)
-        _cut_torn_tail(self.run_dir / schema.EVENTS)
+        cut_torn_tail(self.run_dir / schema.EVENTS)
         self._events = open(self.run_dir / schema.EVENTS, "a", encoding="utf-8")
         self.num_rows = {table: 0 for table in schema.TABLES}  # written or buffered since open
 
@@ -146,19 +147,6 @@ def _write_part(path: Path, table: str, rows: list[dict[str, Any]]) -> None:
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
     os.replace(tmp, path)
-
-
-def _cut_torn_tail(path: Path) -> None:
-    """Drop a last line a crash left half-written, so the next event starts on its own line."""
-    if not path.is_file() or path.stat().st_size == 0:
-        return
-    with open(path, "rb+") as f:
-        data = f.read()
-        if data.endswith(b"\n"):
-            return
-        keep = data.rfind(b"\n") + 1
-        logger.warning("%s: cutting a torn last line of %d bytes", path, len(data) - keep)
-        f.truncate(keep)
 
 
 def _part_number(path: Path) -> int:
