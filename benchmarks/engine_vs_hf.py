@@ -27,14 +27,13 @@ import logging
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import DecodeRun, engine_decode, machine_line, median, prompt_ids  # noqa: E402
+from _bench import DecodeRun, clock, engine_decode, machine_line, median, prompt_ids, set_threads  # noqa: E402
 
 # A larger Qwen3-Next shape, ~150M parameters: wider, more experts, a real-sized vocab slice.
 LARGE = dict(vocab_size=8192, hidden_size=1024, num_hidden_layers=8, full_attention_interval=4,
@@ -81,7 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.quick:
         args.tokens, args.reps, args.turns, args.append, args.turn_tokens, args.system = 4, 1, 2, 8, 2, 16
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     logging.getLogger("transformers").setLevel(logging.ERROR)
     logging.getLogger("engine").setLevel(logging.WARNING)
     import transformers
@@ -166,7 +165,7 @@ class _Clock:
         self.times: list[float] = []
 
     def __call__(self, input_ids, scores):
-        self.times.append(time.perf_counter())
+        self.times.append(clock())
         return scores
 
 
@@ -206,11 +205,11 @@ def _engine_generate(engine, context: list[int], max_tokens: int) -> list[int]:
 def _session(generate, seed: int, args) -> float:
     """Seconds for an agent session: turn t's prompt is turn t-1's prompt + its output + an append."""
     context = prompt_ids(args.system, seed)
-    start = time.perf_counter()
+    start = clock()
     for turn in range(args.turns):
         output = generate(context)
         context = context + output + prompt_ids(args.append, seed * 1000 + turn)
-    return time.perf_counter() - start
+    return clock() - start
 
 
 if __name__ == "__main__":

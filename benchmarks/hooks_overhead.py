@@ -13,13 +13,15 @@ One engine (the built-in checkpoint), a decode batch of `--batch` requests, run 
              allocator_summary, expert_cache_stats) turned into JSON, with the step rows
              drained as dicts. At ~10 ms a step, every 25 steps is 4-10x more often than a
              2-5 s sampler: an upper bound;
-- `events`:  `sampled` plus the allocator's event queue on, drained at every sample.
+- `events`:  `sampled` plus the allocator's event queue on, drained at every sample;
+- `bare_again`: `bare` once more, so that bare_again vs bare shows the noise of the A/B.
 
 Modes alternate within each repetition (rotating which goes first) and the overhead of a
 mode is the median over repetitions of its decode time relative to the neighbouring
 baseline run. The time spent inside the hook calls themselves is also clocked directly and
 reported as a share of the decode: on a shared, noisy machine it is the steadier figure.
-The headline, last, gives both for `idle` (vs bare) and `sampled`/`events` (vs idle).
+The headline, last, gives the clocked shares for `idle` (StepStats and log lines) and for
+`sampled`/`events` (the sampler), then the A/B figures and the A/A noise floor.
 """
 
 from __future__ import annotations
@@ -29,15 +31,14 @@ import collections
 import logging
 import sys
 import threading
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import engine_decode, machine_line, median, prompt_ids  # noqa: E402
+from _bench import clock, engine_decode, machine_line, median, prompt_ids, set_threads  # noqa: E402
 
-MODES = ("bare", "idle", "sampled", "events")
+MODES = ("bare", "idle", "sampled", "events", "bare_again")  # bare_again vs bare: the noise floor
 
 
 class Sampler:
@@ -51,13 +52,13 @@ class Sampler:
         self.seconds = 0.0  # time spent in this class, clocked directly
 
     def on_step(self, stats) -> None:
-        t0 = time.perf_counter()
+        t0 = clock()
         with self.lock:
             self.history.append(stats)
         self.num_steps += 1
         if self.num_steps % self.every == 0:
             self.sample()
-        self.seconds += time.perf_counter() - t0
+        self.seconds += clock() - t0
 
     def sample(self) -> None:
         from engine.server.status import as_json, take_snapshot
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one repetition (smoke test)")
     parser.add_argument("--model", default=None, help="checkpoint directory (default: the built-in one)")
-    parser.add_argument("--reps", type=int, default=15, help="repetitions of every mode (median)")
+    parser.add_argument("--reps", type=int, default=12, help="repetitions of every mode (median)")
     parser.add_argument("--tokens", type=int, default=48, help="tokens decoded per request and repetition")
     parser.add_argument("--batch", type=int, default=4, help="requests decoding together")
     parser.add_argument("--sample-every", type=int, default=25, help="steps between two hook readings")
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.quick:
         args.reps, args.tokens, args.sample_every = 1, 6, 2
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     logging.getLogger("engine").setLevel(logging.WARNING)
     print(machine_line())
 
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
                 instrumentation_share.append(instr_s / run.seconds)
     step_ms = {m: median(seconds[m]) / (args.tokens - 1) * 1e3 for m in MODES}  # N - 1 decode steps
     ab = {m: median([s / b - 1 for s, b in zip(seconds[m], seconds[base])])
-          for m, base in (("idle", "bare"), ("sampled", "idle"), ("events", "idle"))}
+          for m, base in (("idle", "bare"), ("sampled", "idle"), ("events", "idle"), ("bare_again", "bare"))}
     print("decode step (median ms): " + ", ".join(f"{m} {step_ms[m]:.2f}" for m in MODES)
           + f"; batch {args.batch}, {args.tokens} tokens, {args.reps} repetitions")
     print(f"hook readings taken: {num_samples}, allocator events drained: {num_events}")
@@ -121,8 +122,9 @@ def main(argv: list[str] | None = None) -> None:
     print("clocked inside the hooks, share of decode time: StepStats + step log (idle) "
           f"{clocked['idle']:.2%}, sampler (sampled) {clocked['sampled']:.2%}, "
           f"sampler with events (events) {clocked['events']:.2%}")
-    print(f"hooks_overhead idle={ab['idle']:+.1%} sampled={ab['sampled']:+.1%} events={ab['events']:+.1%} "
-          f"(clocked {clocked['idle']:.2%} / {clocked['sampled']:.2%} / {clocked['events']:.2%})")
+    print(f"hooks_overhead idle={clocked['idle']:.2%} sampled={clocked['sampled']:.2%} events={clocked['events']:.2%} "
+          f"(clocked; A/B {ab['idle']:+.1%} / {ab['sampled']:+.1%} / {ab['events']:+.1%}, "
+          f"A/A noise {ab['bare_again']:+.1%})")
 
 
 def _run(engine, mode: str, prompts, args):
@@ -130,15 +132,15 @@ def _run(engine, mode: str, prompts, args):
     seconds spent building StepStats and log lines."""
     stats_fn, log_fn = engine._stats, engine._log_step
     instr = [0.0]
-    if mode == "bare":
+    if mode in ("bare", "bare_again"):
         engine._stats = lambda *a, **k: None
         engine._log_step = lambda *a, **k: None
     elif mode == "idle":
         def timed(fn):
             def wrapper(*a, **k):
-                t0 = time.perf_counter()
+                t0 = clock()
                 out = fn(*a, **k)
-                instr[0] += time.perf_counter() - t0
+                instr[0] += clock() - t0
                 return out
             return wrapper
         engine._stats, engine._log_step = timed(stats_fn), timed(log_fn)

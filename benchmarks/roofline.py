@@ -27,14 +27,13 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import time
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import engine_decode, machine_line, median, prompt_ids  # noqa: E402
+from _bench import clock, engine_decode, machine_line, median, prompt_ids, set_threads  # noqa: E402
 
 
 class StepBytes(NamedTuple):
@@ -60,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.quick:
         args.tokens, args.prompt, args.reps, args.copy_mb = 4, 16, 1, 64
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     logging.getLogger("engine").setLevel(logging.WARNING)
     print(machine_line())
 
@@ -76,15 +75,19 @@ def main(argv: list[str] | None = None) -> None:
     matrix = src.view(-1, 4096)  # [N / 4096, 4096]
     vector = torch.randn(4096)  # [4096]
     bandwidths: dict[str, list[float]] = {"copy": [], "read": [], "mv": []}
-    step_times, experts_per_step = [], []
+    step_times, gemv_times, experts_per_step, forward_shares = [], [], [], []
+    chain = _gemv_chain(engine)
     for rep in range(args.reps):
         bandwidths["copy"].append(_bandwidth(lambda: dst.copy_(src), 2 * src.numel() * 4))
         bandwidths["read"].append(_bandwidth(lambda: src.sum(), src.numel() * 4))
         bandwidths["mv"].append(_bandwidth(lambda: torch.mv(matrix, vector), src.numel() * 4))
         picked[:] = [set()]
+        shares: list[float] = []
         run = engine_decode(engine, [prompt_ids(args.prompt, rep + 1)], args.tokens,
-                            on_step=lambda _: picked.append(set()))
+                            on_step=lambda stats: (picked.append(set()), shares.append(stats.forward_s / stats.duration_s)))
         step_times.append(run.step_s)
+        forward_shares.append(median(shares))
+        gemv_times.append(_time_chain(chain, round(median(len(s) for s in picked[1:-1]))))
         experts_per_step.extend(len(s) for s in picked[1:-1])  # sets filled during decode steps
     del src, dst, matrix
     bw_by_kind = {kind: median(values) for kind, values in bandwidths.items()}
@@ -99,6 +102,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"bytes per decode step: {need.total / 1e6:.1f} MB = dense weights {need.dense / 1e6:.1f} + routed experts "
           f"{need.experts / 1e6:.1f} ({median(experts_per_step):.0f} picked) + KV {need.kv / 1e6:.2f} "
           f"(context {avg_context:.0f}) + linear-attention state {need.state / 1e6:.2f}")
+    gemv_s = median(gemv_times)
+    print(f"where the step goes: the same matrix-vector products alone (F.linear over the step's weights, "
+          f"back to back) {gemv_s * 1e3:.2f} ms = {gemv_s / step_s:.0%} of the step, {need.total / gemv_s / 1e9:.2f} GB/s; "
+          f"model forward {median(forward_shares):.0%} of the step, the rest scheduling and sampling")
     print(f"roofline step {limit_s * 1e3:.2f} ms ({1 / limit_s:.0f} tok/s); tokdrift batch-1 step "
           f"{step_s * 1e3:.2f} ms ({1 / step_s:.0f} tok/s; runs {', '.join(f'{t * 1e3:.1f}' for t in step_times)} ms)")
     copy_limit_s = need.total / bw_by_kind["copy"]
@@ -110,10 +117,36 @@ def _bandwidth(fn, num_bytes: int, repeats: int = 3) -> float:
     """Bytes per second of the fastest of `repeats` calls of `fn`, which moves `num_bytes`."""
     best = float("inf")
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, clock() - t0)
     return num_bytes / best
+
+
+def _gemv_chain(engine) -> tuple[list, list]:
+    """(weight, input vector) pairs for the matrices a decode step multiplies: the dense 2-D
+    weights but the embedding table, and every routed expert's two matrices (a pass takes as
+    many experts as a step picks)."""
+    model = engine.model
+    embed = model.model.embed_tokens.weight
+    dense = [(w, torch.randn(1, w.shape[1])) for w in model.parameters() if w.dim() == 2 and w is not embed]
+    experts = []
+    for w in getattr(engine.experts, "_weights", {}).values():
+        experts.append([(w.gate_up, torch.randn(1, w.gate_up.shape[1])), (w.down, torch.randn(1, w.down.shape[1]))])
+    return dense, experts  # [O, I] weights with [1, I] inputs
+
+
+def _time_chain(chain: tuple[list, list], num_experts: int, repeats: int = 3) -> float:
+    """Median seconds of one back-to-back pass of F.linear over the dense weights and `num_experts` experts."""
+    dense, experts = chain
+    pairs = dense + [pair for expert in experts[:num_experts] for pair in expert]
+    times = []
+    for _ in range(repeats):
+        t0 = clock()
+        for w, x in pairs:
+            torch.nn.functional.linear(x, w)  # [1, O]
+        times.append(clock() - t0)
+    return median(times)
 
 
 def _count_experts(engine) -> list[set]:

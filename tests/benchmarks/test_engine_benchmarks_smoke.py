@@ -37,8 +37,8 @@ def test_roofline_prints_the_fraction_last():
 
 def test_hooks_overhead_prints_every_mode_last():
     lines = run_quick("hooks_overhead.py")
-    assert re.fullmatch(r"hooks_overhead idle=[+-][\d.]+% sampled=[+-][\d.]+% events=[+-][\d.]+% "
-                        r"\(clocked [\d.]+% / [\d.]+% / [\d.]+%\)", lines[-1]), lines[-1]
+    assert re.fullmatch(r"hooks_overhead idle=[\d.]+% sampled=[\d.]+% events=[\d.]+% \(clocked; "
+                        r"A/B [+-][\d.]+% / [+-][\d.]+% / [+-][\d.]+%, A/A noise [+-][\d.]+%\)", lines[-1]), lines[-1]
     counts = next(line for line in lines if line.startswith("hook readings taken"))
     samples, events = map(int, re.findall(r"\d+", counts))
     assert samples > 0 and events > 0, counts  # the sampled modes read the hooks and drained events
