@@ -226,13 +226,24 @@ def _probe_comparison(probes: pd.DataFrame) -> Optional[Matched]:
     k = max(2, len(first) // 4)
     early, late = first["decode_tps"].head(k), first["decode_tps"].tail(k)
     ratio = float(late.median() / early.median())
-    detail = f"identical probes: last {k} ran at {ratio:.2f}x the first {k} ({late.median():.1f} vs {early.median():.1f} tok/s)"
+    loss_below = math.exp(-max(MATERIAL, 2 * _probe_noise(first["decode_tps"]) * math.sqrt(2 / k)))
+    detail = (f"identical probes: last {k} ran at {ratio:.2f}x the first {k} ({late.median():.1f} vs "
+              f"{early.median():.1f} tok/s; below {loss_below:.2f}x is a loss beyond probe noise)")
     back = None
     if len(lives) > 1:
         after = ok[ok["engine_life"] == lives[1]]["decode_tps"].head(k)
         back = float(after.median() / early.median())
         detail += f"; the first probes after a restart ran at {back:.2f}x"
-    return Matched("probes", ratio, k, k, detail, back)
+    return Matched("probes", ratio, k, k, detail, back, loss_below)
+
+
+def _probe_noise(tps: pd.Series) -> float:
+    """Robust spread of one probe's log decode rate: from successive differences (MAD), so a
+    single step change in the level (the slowdown itself) barely moves it."""
+    d = np.diff(np.log(tps.to_numpy(dtype=float)))
+    if len(d) < 2:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
 
 
 def _probes_only(source: Source, probes: Matched, samples: pd.DataFrame, checks: list, why: str) -> Analysis:
@@ -245,7 +256,7 @@ def _probes_only(source: Source, probes: Matched, samples: pd.DataFrame, checks:
     healthy_tps = float(first["decode_tps"].head(k).median())
     r = np.log(healthy_tps / first["decode_tps"].to_numpy(dtype=float))  # > 0: slower than the first probes
     cps = changepoint.detect(r)
-    age = probes.ratio < math.exp(-MATERIAL)
+    age = probes.ratio < probes.loss_below
     onset = None
     if age:
         for prev, seg in zip(cps.segments, cps.segments[1:]):
@@ -265,7 +276,7 @@ def _probes_only(source: Source, probes: Matched, samples: pd.DataFrame, checks:
 def _confirm(age: bool, bins: Matched, probes: Optional[Matched]) -> tuple[bool, Optional[str]]:
     """Probes decide when there are enough; well-supported bins may veto the model."""
     if probes is not None and probes.ratio is not None:
-        if probes.ratio < math.exp(-MATERIAL):
+        if probes.ratio < probes.loss_below:
             return True, None
         if probes.ratio >= NO_LOSS:
             return False, (f"{probes.detail}: no loss on identical probes" if age else None)

@@ -59,6 +59,7 @@ class Matched(NamedTuple):
     num_late: int
     detail: str
     after_restart: Optional[float] = None  # the next engine life's early level over this one's early level
+    loss_below: Optional[float] = None  # a ratio under this is a loss beyond noise (None: the default 0.9)
 
 
 @dataclass(frozen=True)
