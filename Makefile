@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 
 # A one-minute soak of the example agent trace on the built-in engine, then the report.
 DEMO_SOAK = --trace examples/opencode.jsonl --minutes 1 --scale 0.1 --speed 4 --concurrency 2 \
-	--probe-every 15 --probe-tokens 32 --probe-output 16 --engine-arg=--kv-tokens=2048
+	--probe-every 15 --probe-tokens 32 --probe-output 48 --engine-arg=--kv-tokens=2048
 
 demo: setup
 	@run=runs/demo-$$(date +%Y%m%d-%H%M%S) && \
