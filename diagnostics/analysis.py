@@ -5,7 +5,8 @@
 3. Residual of every sample against it; change points on the residual series (PELT).
 4. Onset: the first segment slower than healthy by at least MATERIAL; its trigger is the
    notable event between the last healthy sample and the first degraded one.
-5. When the healthy window could not fix the context slope, context gets the benefit of the
+5. When the healthy window could not fix the context slope, or the degraded samples mostly
+   run at contexts beyond the window's (the slope would be extrapolated), context gets the benefit of the
    doubt: the most generous context-only model is fitted to the degraded samples, and only
    a slowdown it cannot explain counts as engine age.
 6. Matched-condition comparisons (identical probes; same batch and context band) confirm
@@ -76,7 +77,7 @@ def analyze(source: Source) -> Analysis:
     checks.append(_model_check(model))
     age = onset_idx is not None
     undecided = None
-    if age and not model.context_identified:
+    if age and (not model.context_identified or _beyond_window(model, life_use.loc[onset_idx:])):
         verdict_ctx, check = _context_only_test(life_use.loc[onset_idx:], model, cps.sigma)
         checks.append(check)
         if verdict_ctx is None:
@@ -139,6 +140,16 @@ def _find_onset(use: pd.DataFrame, model: healthy.HealthyModel):
                 return cps, rows.index[seg.start], rows
         return cps, None, rows
     return first_cps, None, use.iloc[:0]
+
+
+def _beyond_window(model: healthy.HealthyModel, degraded: pd.DataFrame) -> bool:
+    """Do most degraded samples run at more context than the healthy window ever held? Then the
+    window's context slope is an extrapolation there, fitted over a range that may not show it."""
+    if model.context_range is None:
+        return True
+    ctx = degraded["context"].to_numpy(dtype=float)
+    ctx = ctx[np.isfinite(ctx)]
+    return len(ctx) > 0 and float(np.median(ctx)) > CONTEXT_BAND * model.context_range[1]
 
 
 def _context_only_test(degraded: pd.DataFrame, model: healthy.HealthyModel, sigma: float):

@@ -10,6 +10,11 @@ Rank correlation alone cannot tell a figure that steps up at the onset from one 
 grows with engine age (both rank the same way against a step in the residual), so the score
 is |rho| * (1 + |partial rho given engine age|) / 2: a figure that tracks the slowdown beyond
 what engine age alone predicts ranks first.
+
+A per-step figure (STEP_FIGURES) is first replaced by its rolling median over STEP_WINDOW_S:
+the time a step spends scheduling or sampling is part of that step's own time, so step by step
+it correlates with the residual by construction (a slow step is slow in its parts too, whatever
+made it slow). Its level over a window keeps a trend and drops that per-step coupling.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from diagnostics.source import Source
 MIN_POINTS = 8
 MIN_SCORE = 0.3
 MAX_SUSPECTS = 10
+STEP_WINDOW_S = 10.0  # per-step figures are judged by their rolling median over this window
 STEP_FIGURES = ("token_usage", "mamba_usage", "num_mamba_used", "cache_hit_rate", "num_queue_reqs",
                 "num_preemptions", "schedule_s", "sample_s")
 
@@ -47,7 +53,7 @@ def rank(source: Source, samples: pd.DataFrame, onset: Optional[Onset]) -> tuple
     steps = source.steps
     for name in STEP_FIGURES:
         if name in steps and steps[name].notna().sum() >= MIN_POINTS:
-            candidates.append((name, steps[["t", name]].dropna()))
+            candidates.append((name, _step_level(steps, name)))
     out = []
     for name, series in candidates:
         s = _suspect(name, series, samples, onset)
@@ -55,6 +61,17 @@ def rank(source: Source, samples: pd.DataFrame, onset: Optional[Onset]) -> tuple
             out.append(s)
     out.sort(key=lambda s: -s.score)
     return tuple(out[:MAX_SUSPECTS])
+
+
+def _step_level(steps: pd.DataFrame, name: str) -> pd.DataFrame:
+    """A per-step figure as its rolling median over the last STEP_WINDOW_S, within each engine life."""
+    df = steps[["t", name] + (["engine_life"] if "engine_life" in steps else [])].dropna(subset=["t", name])
+    df = df.astype({"t": "datetime64[ns]"}).sort_values("t", kind="stable")
+    lives = df["engine_life"] if "engine_life" in df else pd.Series(0, index=df.index)
+    parts = [g.rolling(f"{STEP_WINDOW_S}s", on="t")[name].median().to_frame().assign(t=g["t"].to_numpy())
+             for _, g in df.groupby(lives, sort=False)]
+    out = pd.concat(parts) if parts else df[[name]].assign(t=df["t"])
+    return out[["t", name]].dropna()
 
 
 def _as_rate(snaps: pd.DataFrame, name: str) -> pd.DataFrame:
