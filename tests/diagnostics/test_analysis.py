@@ -129,3 +129,14 @@ def test_a_restart_that_does_not_cure_it_says_so(tmp_path):
     doc = _analyze(tmp_path, sc, "sglang")
     assert doc["verdict"] == "engine_age_degradation"
     assert doc["recovered_by_restart"] is False
+
+
+def test_a_context_slope_is_not_trusted_far_beyond_the_window_that_fitted_it():
+    """A healthy window of short contexts fixes no slope for contexts several times longer: there
+    the verdict must also pass the generous context-only test."""
+    from diagnostics.analysis import _beyond_window
+    from diagnostics.healthy import HealthyModel
+
+    model = HealthyModel(("intercept", "context"), (0.016, 0.0), 0, 100, None, (1.0,), (300.0, 1000.0), None)
+    assert _beyond_window(model, pd.DataFrame({"context": [2000.0, 3000.0, 900.0]}))
+    assert not _beyond_window(model, pd.DataFrame({"context": [500.0, 900.0, 2000.0]}))
