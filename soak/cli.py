@@ -131,6 +131,7 @@ def validate(
     speed: Annotated[float, typer.Option(help="Replay speed: trace think times are divided by this.")] = 4.0,
     engine_arg: Annotated[Optional[list[str]], typer.Option(help="An extra `soak serve` option for every run (repeatable).")] = None,
     probe_tokens: Annotated[int, typer.Option(help="Probe prompt length in tokens (long probes read more KV per decode step).")] = 256,
+    probe_output_tokens: Annotated[int, typer.Option(help="Probe output length in tokens (longer probes average out more noise).")] = 192,
 ) -> None:
     """Soak the built-in engine with each degradation mechanism and a control; check that diag finds and names each."""
     import time
@@ -145,7 +146,7 @@ def validate(
                    f"{'pass' if row.passed else 'FAIL'} ({row.detail})", err=True)
 
     rows = run_matrix(minutes, out, mechanisms, trace=trace, engine_args=tuple(engine_arg or ()), speed=speed,
-                      probe_tokens=probe_tokens, on_row=progress)
+                      probe_tokens=probe_tokens, on_row=progress, probe_output_tokens=probe_output_tokens)
     typer.echo(render_markdown(rows, minutes, machine_description()))
     typer.echo(f"runs and matrix.md in {out}")
     if not all(r.passed for r in rows):

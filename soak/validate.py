@@ -44,6 +44,9 @@ BASE_ENGINE_ARGS = ("--kv-tokens=16384", "--mamba-slots=16")
 MECHANISM_ENGINE_ARGS: dict[str, tuple[str, ...]] = {
     "expert-thrash": ("--moe-backend=offload", "--moe-cache-size=96"),  # of 7 MoE layers x 16 experts
 }
+# Probe output length: a 64-token probe lasts about a second here, and identical idle probes of a
+# fault-free engine then varied by +-12% on a quiet 2-core machine; a longer probe averages more steps.
+PROBE_OUTPUT_TOKENS = 192
 DEFAULT_TRACE = Path(__file__).resolve().parents[1] / "examples" / "opencode.jsonl"
 
 
@@ -61,7 +64,8 @@ class MatrixRow(NamedTuple):
 
 def validate(minutes: float, out: Path, mechanisms: Sequence[str] = MECHANISMS, trace: Optional[Path] = None,
              engine_args: Sequence[str] = (), speed: float = 4.0, probe_tokens: int = 256,
-             on_row: Optional[Callable[[MatrixRow], None]] = None) -> list[MatrixRow]:
+             on_row: Optional[Callable[[MatrixRow], None]] = None,
+             probe_output_tokens: int = PROBE_OUTPUT_TOKENS) -> list[MatrixRow]:
     """Run the control and each mechanism for `minutes`, analyse each, write the table; the rows."""
     unknown = [m for m in mechanisms if m not in EXPECTED_SUSPECTS]
     if unknown:
@@ -74,7 +78,7 @@ def validate(minutes: float, out: Path, mechanisms: Sequence[str] = MECHANISMS, 
     rows = []
     for name in (CONTROL, *mechanisms):
         run_dir = out / name
-        _soak(name, minutes, trace, run_dir, engine_args, speed, probe_tokens)
+        _soak(name, minutes, trace, run_dir, engine_args, speed, probe_tokens, probe_output_tokens)
         row = _judge(name, run_dir)
         rows.append(row)
         if on_row is not None:
@@ -106,7 +110,7 @@ def render_markdown(rows: Sequence[MatrixRow], minutes: float, machine: str) -> 
 # --- one run ---------------------------------------------------------------------------------
 
 def _soak(name: str, minutes: float, trace: Path, run_dir: Path, engine_args: Sequence[str], speed: float,
-          probe_tokens: int) -> None:
+          probe_tokens: int, probe_output_tokens: int = PROBE_OUTPUT_TOKENS) -> None:
     from soak.config import SoakConfig
     from soak.run import Soak
 
@@ -116,7 +120,8 @@ def _soak(name: str, minutes: float, trace: Path, run_dir: Path, engine_args: Se
     args = [*BASE_ENGINE_ARGS, *MECHANISM_ENGINE_ARGS.get(name, ()), *engine_args, *(f"--fault={f}" for f in faults)]
     duration = minutes * 60
     config = SoakConfig(trace=str(trace), duration_s=duration, speed=speed, probe_every_s=max(10.0, duration / 10),
-                        probe_wait_s=30.0, probe_input_tokens=probe_tokens, profiles=False, engine_args=tuple(args),
+                        probe_wait_s=30.0, probe_input_tokens=probe_tokens,
+                        probe_output_tokens=probe_output_tokens, profiles=False, engine_args=tuple(args),
                         extra={"faults": faults, "validate": name})
     logger.info("validate: %s for %.1f min (engine %s)", name, minutes, " ".join(args))
     soak = Soak(config, run_dir, command=["soak", "validate", name])
