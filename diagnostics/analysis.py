@@ -10,7 +10,8 @@
    doubt: the most generous context-only model is fitted to the degraded samples, and only
    a slowdown it cannot explain counts as engine age.
 6. Matched-condition comparisons (identical probes; same batch and context band) confirm
-   or veto; a restart is the control.
+   or veto; a restart is the control. Unless the probes show a loss, the step series must show
+   a material one over everything after the onset, not only in the onset's segment.
 """
 
 from __future__ import annotations
@@ -95,6 +96,18 @@ def analyze(source: Source) -> Analysis:
         checks.append(Check("matched_conditions", "warn", veto))
     else:
         checks.append(Check("matched_conditions", "ok", "; ".join(m.detail for m in matched)))
+    probes_loss = probes is not None and probes.ratio is not None and probes.ratio < probes.loss_below
+    if age and onset_idx is not None and not probes_loss:
+        # The onset segment cleared MATERIAL; everything after the onset must too, or the loss
+        # is a passing excursion of the step series, not a material slowdown.
+        after = life_use.loc[life_use.index >= onset_idx, "residual"].median()
+        before = life_use.loc[life_use.index < onset_idx, "residual"].median()
+        if np.isfinite(after - before) and after - before < MATERIAL:
+            age = False
+            checks.append(Check("material_loss", "warn",
+                                f"a segment of the step series ran slower from the onset on, but all samples after "
+                                f"it ran at {math.exp(before - after):.2f}x those before it: not a material loss "
+                                f"(below {math.exp(-MATERIAL):.2f}x), and identical probes do not show one either"))
 
     if undecided and not age and probes is None:
         return insufficient(undecided)

@@ -140,3 +140,22 @@ def test_a_context_slope_is_not_trusted_far_beyond_the_window_that_fitted_it():
     model = HealthyModel(("intercept", "context"), (0.016, 0.0), 0, 100, None, (1.0,), (300.0, 1000.0), None)
     assert _beyond_window(model, pd.DataFrame({"context": [2000.0, 3000.0, 900.0]}))
     assert not _beyond_window(model, pd.DataFrame({"context": [500.0, 900.0, 2000.0]}))
+
+
+def test_a_short_excursion_then_a_small_loss_is_not_engine_age(tmp_path):
+    """The onset segment runs 20% slow for a while, then the engine settles 8% below where it
+    began: the onset segment cleared the 10% bar, but what follows the onset did not."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    t = dt.datetime(2026, 9, 23, 9, 0, 10)
+    lines = ["09:00:00  Resolved config: moe_backend='offload'"]
+    for i, tps in enumerate([60.0] * 120 + [48.0] * 15 + [55.5] * 120):
+        lines.append(f"{t:%H:%M:%S}  Decode batch, #running-req: 1, #token: {20000 + (i % 10) * 1000}, "
+                     f"gen throughput (token/s): {tps * np.exp(rng.normal(0, 0.01)):.2f}")
+        t += dt.timedelta(seconds=5)
+    path = tmp_path / "excursion-2026-09-23.log"
+    path.write_text("\n".join(lines) + "\n")
+    doc = analyze(load_source(path)).to_dict()
+    assert doc["verdict"] == "no_degradation"
+    assert {c["name"]: c for c in doc["checks"]}["material_loss"]["status"] == "warn"
