@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # A one-minute soak of the example agent trace on the built-in engine, then the report.
-DEMO_SOAK = --trace examples/opencode.jsonl --minutes 1 --scale 0.1 --speed 4 --concurrency 2 \
+DEMO_SOAK = --trace examples/opencode.jsonl --minutes 1 --scale 0.1 --speed 4 --concurrency 1 \
 	--probe-every 15 --probe-tokens 32 --probe-output 48 --engine-arg=--kv-tokens=2048
 
 demo: setup
