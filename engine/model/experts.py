@@ -24,6 +24,12 @@ class ExpertProvider:
     def begin_step(self) -> None:
         """Called once per engine step, before the forward; a cache may protect this step's experts."""
 
+    @property
+    def num_misses(self) -> int | None:
+        """Expert fetches that had to copy weights in, since start; None where nothing can miss.
+        Cheap: the engine reads it every step."""
+        return None
+
     def get(self, layer: int, expert: int) -> ExpertWeights:
         raise NotImplementedError
 

@@ -148,6 +148,10 @@ class OffloadExperts(ExpertProvider):
     def host_bytes(self) -> int:
         return len(self._host) * self._expert_bytes
 
+    @property
+    def num_misses(self) -> int:
+        return sum(s[_MISSES] for s in self._layer_stats.values())
+
     def stats(self) -> ExpertCacheStats:
         per_layer = tuple(LayerExpertStats(layer, *s) for layer, s in sorted(self._layer_stats.items()))
         return ExpertCacheStats(

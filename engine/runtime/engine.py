@@ -94,6 +94,7 @@ class Engine:
         self._ids = itertools.count()
         self._step = 0
         self._num_decode_steps = 0
+        self._last_misses = 0  # expert cache misses at the previous step
         self._gen_meter = logfmt.GenThroughputMeter()
         self._idle_logged = False
         self.num_dropped = 0
@@ -166,8 +167,11 @@ class Engine:
 
     def output_text(self, request: Request) -> str:
         """The request's output text, without stop ids and cut before a matched stop string."""
-        text = self.tokenizer.decode([t for t in request.output_ids if t not in request.stop_ids])
+        text = self._decode_output(request)
         return text if request.stop_text_len is None else text[:request.stop_text_len]
+
+    def _decode_output(self, request: Request) -> str:
+        return self.tokenizer.decode([t for t in request.output_ids if t not in request.stop_ids])
 
     # --- the loop ---------------------------------------------------------------------------
 
@@ -235,7 +239,7 @@ class Engine:
         if token in request.stop_ids:
             return "stop"
         if request.params.stop:
-            text = self.tokenizer.decode([t for t in request.output_ids if t not in request.stop_ids])
+            text = self._decode_output(request)
             hits = [text.find(s) for s in request.params.stop if s in text]
             if hits:
                 request.stop_text_len = min(hits)
@@ -357,11 +361,9 @@ class Engine:
         kv_total = self.kv_allocator.num_slots
         kv_used = self.kv_allocator.num_used
         evictable = self.cache.evictable_tokens
-        misses = None
-        stats = self.expert_cache_stats()
-        if stats is not None:
-            misses = stats.misses - getattr(self, "_last_misses", 0)
-            self._last_misses = stats.misses
+        misses = self.experts.num_misses  # a counter, not the per-layer stats(): this runs every step
+        if misses is not None:
+            misses, self._last_misses = misses - self._last_misses, misses
         return StepStats(
             step=self._step, t=time.time(), engine_age_s=self.engine_age_s, phase=batch.phase,
             batch_size=len(batch.items),

@@ -206,3 +206,18 @@ def test_llm_batches_and_reports_cached_tokens(tiny_checkpoint):
     follow = ps[0] + together[0].token_ids + [7, 8, 9]
     (turn2,) = llm.generate([follow], GREEDY)
     assert turn2.num_cached_tokens == len(ps[0]) + len(together[0].token_ids) - 1
+
+
+def test_step_stats_count_each_expert_miss_once(make):
+    engine = make(moe_backend="offload", moe_cache_size=6)
+    for p in prompts(2, seed=16):
+        engine.add_request(p, GREEDY)
+    per_step = []
+    while engine.has_work():
+        per_step.append(engine.step().expert_misses)
+    assert all(m is not None and m >= 0 for m in per_step)
+    assert sum(per_step) == engine.expert_cache_stats().misses > 0
+    assert make().step() is None  # nothing queued; and resident experts report no misses:
+    resident = make()
+    resident.add_request(prompts(1)[0], GREEDY)
+    assert resident.step().expert_misses is None
