@@ -77,6 +77,7 @@ class PrefixCache:
 
     cache_type = ""
     page_size = 1
+    keeps_snapshots = False  # True where insert() adopts linear-attention state snapshots
 
     def match_prefix(self, token_ids) -> MatchResult:
         """Longest cached prefix of `token_ids` (whole pages; hybrid: ending at a snapshot).

@@ -32,7 +32,6 @@ class RadixCache(PrefixCache):
     """`cache_type='radix'`: KV prefix reuse only. Suits models without linear-attention layers."""
 
     cache_type = "radix"
-    keeps_snapshots = False
 
     def __init__(self, kv_allocator: SlotAllocator, state_allocator: SlotAllocator | None = None,
                  eviction_policy: str = "lru", leak_snapshots_limit: int | None = None) -> None:

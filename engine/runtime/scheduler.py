@@ -101,7 +101,7 @@ class Scheduler:
         """After a forward that ran a prefill chunk of `request`: anchor a state snapshot at the
         chunk boundary so that a later request sharing this prefix can start from it. With
         `evict`, the least recently used snapshot may make room for it (the prompt's end)."""
-        if not self.has_linear_layers or not getattr(self.cache, "keeps_snapshots", False):
+        if not self.has_linear_layers or not self.cache.keeps_snapshots:
             return
         if request.num_computed % self.kv_allocator.page_size:
             return
