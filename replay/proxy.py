@@ -211,18 +211,31 @@ def create_app(config: RecordConfig) -> Starlette:
 
         async def relay() -> AsyncIterator[bytes]:
             parser = _SSEParser(exchange, drop_usage_only=injected)
+            recorded = False
+
+            def finish() -> None:
+                # Recorded before the client sees the end of the stream, so a client that reads the trace
+                # as soon as its call returns finds the call there.
+                nonlocal recorded
+                if not recorded:
+                    recorded = True
+                    exchange.finished = time.time()
+                    if upstream.status_code < 400:
+                        _record(recorder, exchange)
+
             try:
                 async for chunk in upstream.aiter_raw():
                     for event in parser.feed(chunk):
+                        if _is_done(event):
+                            finish()
                         yield event
                 tail = parser.flush()
                 if tail:
+                    finish()
                     yield tail
             finally:
                 await upstream.aclose()
-                exchange.finished = time.time()
-                if upstream.status_code < 400:
-                    _record(recorder, exchange)
+                finish()
 
         return StreamingResponse(relay(), status_code=upstream.status_code, headers=out_headers)
 
@@ -282,6 +295,10 @@ class _SSEParser:
             if self.drop_usage_only and not obj.get("choices"):
                 return False
         return True
+
+
+def _is_done(event: bytes) -> bool:
+    return any(line.startswith(b"data:") and line[5:].strip() == b"[DONE]" for line in event.splitlines())
 
 
 def _find_event_end(buffer: bytes) -> tuple[int, int]:
