@@ -6,15 +6,23 @@ been evicted is skipped when popped, and the heap is compacted once stale entrie
 live ones. A pop costs O(log n) amortised, whatever the size of the tree.
 
 `lru_scan` finds the same victim by walking the whole tree on every pop: O(nodes) per
-eviction. That walk is a known cause of a slowdown that grows with uptime (the tree grows,
-every eviction gets slower, and evictions happen when the cache is fullest); it is kept as the
-reference the tests compare `lru` against, and for reproducing that slowdown on purpose.
+eviction. It is kept as the reference the tests compare `lru` against.
+
+`lru_page_scan` (the eviction-scan fault) evicts one page per pop, as a block-level evictor
+does, and finds it by scanning every page no lock holds: O(evictable pages) per page evicted.
+It mirrors vLLM's `LRUEvictor` before vllm-project/vllm#5411, #7193 and #7209: the free table
+held every cached block with no reference, and `evict()` looped over all of it for the oldest
+block (last access), ties to the deepest (most hashed tokens), once for every block an
+allocation needed. Here the table is derived from the tree on each scan: each page is
+(last_access of its node, depth in tokens of its end). A node is never older than its
+descendants (a touch covers the whole path from the root), so the winner is always the tail
+page of the least recently used evictable leaf; the cache cuts that page off the leaf.
 """
 
 from __future__ import annotations
 
 import heapq
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 from engine.cache.tree import TreeNode
 from engine.errors import EngineError
@@ -27,11 +35,13 @@ class EvictionPolicy:
     """Finds the least recently used node among those `is_candidate` accepts."""
 
     name = ""
+    evicts_pages = False  # True: the caller evicts one page, the tail of the node `pop` returns
 
-    def __init__(self, is_candidate: IsCandidate, root: TreeNode) -> None:
+    def __init__(self, is_candidate: IsCandidate, root: TreeNode, page_size: int = 1) -> None:
         self.is_candidate = is_candidate
         self.root = root
-        self.num_visited = 0  # heap entries popped or tree nodes walked by `pop`: the work eviction did
+        self.page_size = page_size
+        self.num_visited = 0  # heap entries popped, nodes walked or pages scanned by `pop`: the work done
 
     def touch(self, node: TreeNode) -> None:
         """`node` was accessed, or may have just become a candidate."""
@@ -47,8 +57,8 @@ class EvictionPolicy:
 class LRUHeapPolicy(EvictionPolicy):
     name = "lru"
 
-    def __init__(self, is_candidate: IsCandidate, root: TreeNode) -> None:
-        super().__init__(is_candidate, root)
+    def __init__(self, is_candidate: IsCandidate, root: TreeNode, page_size: int = 1) -> None:
+        super().__init__(is_candidate, root, page_size)
         self._heap: list[tuple[int, int, int, TreeNode]] = []  # (last_access, id, push no., node)
         self._pushes = 0  # makes entries unique, so the heap never compares two nodes
         self._compact_at = 1024
@@ -109,13 +119,52 @@ class ScanPolicy(EvictionPolicy):
         return best
 
 
-EVICTION_POLICIES: dict[str, type[EvictionPolicy]] = {p.name: p for p in (LRUHeapPolicy, ScanPolicy)}
+class PageScanPolicy(EvictionPolicy):
+    """One page per pop, found by scanning every unlocked page of the tree (the free table).
+
+    `pop` returns the node holding the victim page, which is always that node's tail page; the
+    cache cuts it off. `is_candidate` (evictable leaf) only vets the winner."""
+
+    name = "lru_page_scan"
+    evicts_pages = True
+
+    def pop(self) -> Optional[TreeNode]:
+        best = min(self._free_table(), default=None)
+        if best is None:
+            return None
+        node = best[3]
+        if not self.is_candidate(node):  # a node older than its descendants: a broken tree
+            raise IntegrityError(f"eviction policy {self.name}: the least recently used page ends "
+                                 f"{node}, which is not an evictable leaf")
+        return node
+
+    def _free_table(self) -> Iterator[tuple[int, int, int, TreeNode]]:
+        """(last_access, -depth, node id, node) for every page no lock holds, page by page:
+        the oldest sorts first, and of two as old the deeper (depth: tokens from the root to
+        the page's end). Counts each page in `num_visited`."""
+        ps = self.page_size
+        stack = [(child, 0) for child in self.root.children.values()]
+        while stack:
+            node, start = stack.pop()
+            end = start + len(node.key)
+            stack.extend((child, end) for child in node.children.values())
+            if node.lock_ref or not node.alive:
+                continue
+            last_access, node_id = node.last_access, node.id
+            self.num_visited += (end - start) // ps
+            for depth in range(start + ps, end + 1, ps):
+                yield last_access, -depth, node_id, node
 
 
-def make_eviction_policy(name: str, is_candidate: IsCandidate, root: TreeNode) -> EvictionPolicy:
+EVICTION_POLICIES: dict[str, type[EvictionPolicy]] = {
+    p.name: p for p in (LRUHeapPolicy, ScanPolicy, PageScanPolicy)}
+
+
+def make_eviction_policy(name: str, is_candidate: IsCandidate, root: TreeNode,
+                         page_size: int = 1) -> EvictionPolicy:
     try:
         cls = EVICTION_POLICIES[name]
     except KeyError:
         raise EngineError(f"eviction policy must be one of {', '.join(EVICTION_POLICIES)}; "
                           f"got {name!r}") from None
-    return cls(is_candidate, root)
+    return cls(is_candidate, root, page_size)

@@ -43,9 +43,11 @@ class RadixCache(PrefixCache):
             raise EngineError(f"{self.cache_type} cache needs a state-slot allocator, got None")
         self.root = TreeNode(np.empty(0, np.int64), _EMPTY, None)
         self.root.lock_ref = 1  # never evicted, never counted
-        self._kv_policy = make_eviction_policy(eviction_policy, self._is_evictable_leaf, self.root)
-        self._snapshot_policy = make_eviction_policy(eviction_policy, self._is_evictable_snapshot,
-                                                     self.root)
+        self._kv_policy = make_eviction_policy(eviction_policy, self._is_evictable_leaf, self.root,
+                                               self.page_size)
+        # a snapshot goes whole, with its node's end: a page-granular policy leaves it to the heap
+        self._snapshot_policy = make_eviction_policy("lru" if self._kv_policy.evicts_pages else eviction_policy,
+                                                     self._is_evictable_snapshot, self.root)
         self._clock = 0
         self._num_nodes = 0
         self._num_leaves = 0
@@ -144,10 +146,15 @@ class RadixCache(PrefixCache):
         self._evict_calls += 1
         freed: list[torch.Tensor] = []
         num_freed = 0
+        by_page = self._kv_policy.evicts_pages
         while num_freed < num_tokens:
             leaf = self._kv_policy.pop()
             if leaf is None:
                 break
+            if by_page and len(leaf.key) > self.page_size:
+                freed.append(self._cut_tail(leaf))
+                num_freed += self.page_size
+                continue
             freed.append(leaf.value)
             num_freed += len(leaf.key)
             self._remove_leaf(leaf)
@@ -345,16 +352,32 @@ class RadixCache(PrefixCache):
         self._num_nodes -= 1
         self._evictable -= len(leaf.key)
         self._max_depth = None
-        if leaf.snapshot is not None:
-            assert self.state_allocator is not None
-            self._free_snapshot_slots([leaf.snapshot])
-            leaf.snapshot = None
-            self._num_snapshots -= 1
-            self._snap_with_kv += 1
+        self._drop_snapshot_with_kv(leaf)
         if parent is self.root or not parent.is_leaf:
             self._num_leaves -= 1
         else:
             self._kv_policy.touch(parent)
+
+    def _cut_tail(self, leaf: TreeNode) -> torch.Tensor:
+        """Cut the last page off `leaf` (which keeps at least one) and return its KV slots. A
+        snapshot at the leaf's end goes with it, as when the whole leaf is evicted.
+
+            before: ─[a b c d]─ leaf (snapshot after d)     after: ─[a b c]─ leaf (no snapshot)
+        """
+        n = len(leaf.key) - self.page_size
+        cut = leaf.value[n:]  # [page_size]
+        leaf.key, leaf.value = leaf.key[:n], leaf.value[:n]
+        self._evictable -= self.page_size
+        self._drop_snapshot_with_kv(leaf)
+        return cut
+
+    def _drop_snapshot_with_kv(self, node: TreeNode) -> None:
+        if node.snapshot is not None:
+            assert self.state_allocator is not None
+            self._free_snapshot_slots([node.snapshot])
+            node.snapshot = None
+            self._num_snapshots -= 1
+            self._snap_with_kv += 1
 
     def _adopt_snapshot(self, node: TreeNode, slot: int | None, aligned: bool) -> int | None:
         if slot is None:

@@ -82,7 +82,7 @@ class Engine:
         self.state_allocator = SlotAllocator(config.mamba_slots, 1, name="state")
         leak_limit = config.mamba_slots - config.max_running_requests if "snapshot-leak" in faults else None
         self.cache = make_prefix_cache(config.cache_type, self.kv_allocator, self.state_allocator,
-                                       eviction_policy="lru_scan" if "eviction-scan" in faults else "lru",
+                                       eviction_policy="lru_page_scan" if "eviction-scan" in faults else "lru",
                                        leak_snapshots_limit=leak_limit)
         self.scheduler = Scheduler(self.kv_allocator, self.state_allocator, self.state_pool, self.cache,
                                    config.max_running_requests, config.chunked_prefill_size,

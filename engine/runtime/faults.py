@@ -9,7 +9,7 @@ computed whether or not a fault is on, so a control run has the same columns.
 
 | name | where | what changes |
 |---|---|---|
-| eviction-scan | engine/cache/eviction.py | eviction walks the whole radix tree for every victim |
+| eviction-scan | engine/cache/eviction.py | KV eviction frees one page at a time, each found by scanning every cached page |
 | snapshot-leak | engine/cache/radix.py | an evicted snapshot's state slot is never freed |
 | kv-scatter | engine/memory/allocator.py | freed KV pages return shuffled and are never re-sorted |
 | expert-thrash | engine/moe/expert_cache.py | replacement evicts the hottest expert, not the coldest |
@@ -33,11 +33,15 @@ class Fault(NamedTuple):
 
 FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("eviction-scan",
-          "KV and snapshot eviction find each victim by walking the whole radix tree (the lru_scan "
-          "policy), so every eviction costs O(nodes) and the tree grows with every session served.",
-          "sgl-project/sglang#14339 (O(N) _collect_leaves per evict), sglang-omni#1723/#1724 and "
-          "sglang#38371/#38454 (O(leaves) heap rebuild per evict once the pool saturates).",
-          "eviction_s_total and eviction_nodes_visited_total (as rates), radix_nodes, schedule_s"),
+          "KV eviction frees exactly the pages an allocation needs, one page at a time, and finds each "
+          "by scanning every cached page no request holds for the least recently used (ties to the "
+          "deepest), the lru_page_scan policy: O(evictable pages) per page. Once the pool is full every "
+          "step that needs a slot evicts, each decode too, and pays a scan that grows with what is cached.",
+          "vLLM's block evictor before vllm-project/vllm#5411, #7193 and #7209 (evict() looped over the "
+          "whole free table for every block: a 16K prompt over 10000 cached blocks took 1000 x 10000 "
+          "iterations, 2 s to allocate; 7 ms per evict); sgl-project/sglang#38371 (once the pool is "
+          "full, eviction runs on every decode step that needs room).",
+          "eviction_s_total, eviction_nodes_visited_total and eviction_calls_total (as rates), schedule_s"),
     Fault("snapshot-leak",
           "A state snapshot dropped by eviction (its KV leaf evicted, or the snapshot evicted to free "
           "a slot) is never returned to the state allocator; leaked slots are held by nobody the "
@@ -77,7 +81,8 @@ class FaultStats(NamedTuple):
 
     faults: tuple[str, ...]  # switched on, in config order
     eviction_calls_total: int  # evict / evict_snapshots calls that looked for a victim
-    eviction_nodes_visited_total: int  # heap entries popped (lru) or tree nodes walked (lru_scan)
+    eviction_nodes_visited_total: int  # heap entries popped (lru), tree nodes walked (lru_scan) or
+    #                                    pages scanned (lru_page_scan, the eviction-scan fault)
     eviction_s_total: float  # wall time spent inside eviction since start
     state_slots_leaked: int  # state slots held by no snapshot, no request (snapshot-leak)
     match_truncated_tokens_total: int  # matched KV tokens dropped for want of a snapshot

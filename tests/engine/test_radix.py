@@ -168,7 +168,7 @@ def test_unknown_names_list_the_known_ones():
     kv = SlotAllocator(8)
     with pytest.raises(EngineError, match="hybrid_radix, radix, none; got 'lru'"):
         make_prefix_cache("lru", kv)
-    with pytest.raises(EngineError, match="lru, lru_scan; got 'fifo'"):
+    with pytest.raises(EngineError, match="lru, lru_scan, lru_page_scan; got 'fifo'"):
         make_prefix_cache("radix", kv, None, "fifo")
     with pytest.raises(EngineError, match="state-slot allocator"):
         make_prefix_cache("hybrid_radix", kv)
