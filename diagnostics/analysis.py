@@ -72,7 +72,8 @@ def analyze(source: Source) -> Analysis:
         # An onset inside the early-life window would teach the model the slowdown: refit once
         # on the samples before it.
         early = window.loc[window.index < onset_idx] if onset_idx is not None else window
-        if len(early) == len(window) or len(early) < healthy.MIN_HEALTHY:
+        # ...but not down to a handful of warm-up samples: a healthy reference keeps at least half the window.
+        if len(early) == len(window) or len(early) < max(healthy.MIN_HEALTHY, len(window) // 2):
             break
         window = early
     checks.append(_model_check(model))
@@ -132,6 +133,10 @@ def analyze(source: Source) -> Analysis:
     if age and recovered is None and probes is not None and probes.after_restart is not None:
         recovered = probes.after_restart >= math.exp(-MATERIAL)
     suspects = suspects_mod.rank(source, samples[samples["residual"].notna()], onset)
+    if age and onset_idx is not None:
+        breakdown = _breakdown(source.steps, life_use, onset_idx)
+        if breakdown is not None:
+            checks.append(breakdown)
     checks_out = tuple(checks) + tuple(checks_mod.engine_checks(source, samples))
     return Analysis(verdict, slowdown, onset, recovered, suspects, checks_out, samples, model, cps,
                     tuple(matched), source.path, source.kind, source.engine)
@@ -153,6 +158,23 @@ def _find_onset(use: pd.DataFrame, model: healthy.HealthyModel):
                 return cps, rows.index[seg.start], rows
         return cps, None, rows
     return first_cps, None, use.iloc[:0]
+
+
+def _breakdown(steps: pd.DataFrame, life_use: pd.DataFrame, onset_idx) -> Optional[Check]:
+    """Where the added step time went: each part of the decode step (the engine's own split into
+    scheduling, forward and sampling), median before the onset and after it."""
+    parts = [p for p in suspects_mod.STEP_TIME_PARTS if p in steps and steps[p].notna().any()]
+    if not parts:
+        return None
+    rows = steps.iloc[life_use["step_index"].to_numpy()][parts].set_axis(life_use.index)
+    before, after = rows.loc[life_use.index < onset_idx], rows.loc[life_use.index >= onset_idx]
+    if before.empty or after.empty:
+        return None
+    grew = {p: float(after[p].median() - before[p].median()) for p in parts}
+    main = max(grew, key=grew.get)
+    detail = ", ".join(f"{p} {before[p].median() * 1e3:.2f} -> {after[p].median() * 1e3:.2f} ms" for p in parts)
+    return Check("step_time_breakdown", "ok",
+                 f"median decode step parts before and after the onset: {detail}; most of the added time is in {main}")
 
 
 def _beyond_window(model: healthy.HealthyModel, degraded: pd.DataFrame) -> bool:

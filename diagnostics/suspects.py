@@ -14,7 +14,9 @@ what engine age alone predicts ranks first.
 A per-step figure (STEP_FIGURES) is first replaced by its rolling median over STEP_WINDOW_S:
 the time a step spends scheduling or sampling is part of that step's own time, so step by step
 it correlates with the residual by construction (a slow step is slow in its parts too, whatever
-made it slow). Its level over a window keeps a trend and drops that per-step coupling.
+made it slow). Its level over a window keeps a trend and drops that per-step coupling. Even
+so, a part of the step time says where the time went, not why: it ranks after every engine
+figure that tracks the slowdown.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ MIN_POINTS = 8
 MIN_SCORE = 0.3
 MAX_SUSPECTS = 10
 STEP_WINDOW_S = 10.0  # per-step figures are judged by their rolling median over this window
+STEP_TIME_PARTS = ("schedule_s", "forward_s", "sample_s")
 STEP_FIGURES = ("token_usage", "mamba_usage", "num_mamba_used", "cache_hit_rate", "num_queue_reqs",
                 "num_preemptions", "schedule_s", "sample_s")
 
@@ -59,7 +62,9 @@ def rank(source: Source, samples: pd.DataFrame, onset: Optional[Onset]) -> tuple
         s = _suspect(name, series, samples, onset)
         if s is not None:
             out.append(s)
-    out.sort(key=lambda s: -s.score)
+    # A part of the step time says where the time went, not why: it ranks after every engine
+    # figure that tracks the slowdown (the breakdown check in the analysis says where).
+    out.sort(key=lambda s: (s.name in STEP_TIME_PARTS, -s.score))
     return tuple(out[:MAX_SUSPECTS])
 
 

@@ -89,6 +89,7 @@ def serve(
     enable_mixed_chunk: Annotated[bool, typer.Option(help="Let decodes ride along prefill steps.")] = False,
     step_history: Annotated[int, typer.Option(help="Engine steps kept for GET /v1/engine/steps.")] = 65536,
     fault: Annotated[Optional[list[str]], typer.Option("--fault", help="Switch on a degradation mechanism (repeatable): eviction-scan, snapshot-leak, kv-scatter, expert-thrash (needs --moe-backend offload), gc-pressure. See docs/faults.md.")] = None,
+    threads: Annotated[Optional[int], typer.Option(help="Torch threads for the model on the CPU (default: all cores but one, at least 1, so the server thread and a local soak driver keep a core).")] = None,
 ) -> None:
     """Serve the built-in engine as an OpenAI-compatible server with Prometheus /metrics."""
     import logging
@@ -103,7 +104,7 @@ def serve(
                  page_size=page_size, kv_tokens=kv_tokens, memory_ratio=memory_ratio, mamba_slots=mamba_slots,
                  cache_type=cache_type, moe_backend=moe_backend, moe_cache_size=moe_cache_size,
                  attention_backend=attention_backend, dtype=dtype, device=device,
-                 decode_log_interval=decode_log_interval)
+                 decode_log_interval=decode_log_interval, num_threads=threads or serving_threads())
     engine_config = EngineConfig(model=str(model) if model else None, mixed_chunk=enable_mixed_chunk,
                                  faults=tuple(fault or ()),
                                  **{k: v for k, v in given.items() if v is not None})
@@ -120,6 +121,16 @@ def serve(
     typer.echo(f"loading the engine; then serving on http://{host}:{port}/v1 (metrics at /metrics)", err=True)
     run_server(engine_config, server_config, log_level="info" if verbose else "warning", access_log=verbose,
                sock=sock)
+
+
+def serving_threads() -> int:
+    """Model threads when serving on the CPU: every core but one. Torch's own threads spin while
+    they wait for work, so with every core taken they fight the server's thread (which streams
+    each token) and a soak driver on the same machine: on two cores that halved the decode rate
+    of a served probe and made it swing by 10-20 % from one run to the next."""
+    import os
+
+    return max(1, (os.cpu_count() or 1) - 1)
 
 
 @app.command()

@@ -37,6 +37,7 @@ class EngineConfig:
     decode_log_interval: int = 40  # decode forwards between `Decode batch` log lines
     max_events: int = 65536  # bound of each hook's event queue
     seed: int = 0
+    num_threads: Optional[int] = None  # torch intra-op threads on the CPU; None = torch's default (all cores)
     faults: tuple[str, ...] = ()  # degradation mechanisms switched on (engine.runtime.faults); none by default
 
     def __post_init__(self) -> None:
@@ -51,7 +52,7 @@ class EngineConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise EngineConfigError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("kv_tokens", "moe_cache_size"):
+        for name in ("kv_tokens", "moe_cache_size", "num_threads"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise EngineConfigError(f"{name} must be a positive integer or unset, got {value!r}")

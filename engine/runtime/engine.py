@@ -57,6 +57,8 @@ class Engine:
         self.start_time = time.time()
         self.device = torch.device(config.device if config.device != "auto"
                                    else "cuda" if torch.cuda.is_available() else "cpu")
+        if config.num_threads is not None:
+            torch.set_num_threads(config.num_threads)  # process-wide: the engine owns its process when serving
         if self.device.type == "cpu":
             tune_host_malloc()  # a CPU step's large temporaries stay in the heap (hostmalloc.py)
         self.checkpoint = config.model or str(default_checkpoint())
@@ -203,6 +205,10 @@ class Engine:
             logits = self.model(forward_batch, self.kv_pool, self.state_pool, self.attention)  # [B, V]
         t2 = time.perf_counter()
         num_finished = self._after_forward(batch, logits)
+        if self._retained is not None:
+            # gc-pressure: a full collection every step, as serving loops that bound memory with a
+            # gc.collect() per iteration do; each pause walks everything finished requests left behind.
+            gc.collect()
         t3 = time.perf_counter()
         self._step += 1
         stats = self._stats(batch, num_prefill, num_decode, t1 - t0, t2 - t1, t3 - t2, num_finished,
@@ -259,14 +265,13 @@ class Engine:
 
     def _retain(self, request: Request) -> None:
         """gc-pressure: keep a record of the finished request for good — per token, a small list
-        with its top alternatives, as (prompt) logprob records are kept — then collect, as servers
-        that fight memory growth with a gc.collect() per request do: each pause walks the heap."""
+        with its top four alternatives, as (prompt) logprob records are kept. The collection that walks them runs every step
+        (`_collect`)."""
         ids = request.prompt_ids + request.output_ids
-        per_token = [[token, position, [[(token + k) % 256, k] for k in (1, 2)]]  # 4 containers a token
+        per_token = [[token, position, [[(token + k) % 256, k] for k in range(1, 5)]]  # 6 containers a token
                      for position, token in enumerate(ids)]
         self._retained.append((request.request_id, request.finish_time, per_token))
-        self._num_retained_objects += 4 * len(per_token) + 2
-        gc.collect()
+        self._num_retained_objects += 6 * len(per_token) + 2
 
     # --- hooks ------------------------------------------------------------------------------
 

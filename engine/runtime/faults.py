@@ -13,7 +13,7 @@ computed whether or not a fault is on, so a control run has the same columns.
 | snapshot-leak | engine/cache/radix.py | an evicted snapshot's state slot is never freed |
 | kv-scatter | engine/memory/allocator.py | freed KV pages return shuffled and are never re-sorted |
 | expert-thrash | engine/moe/expert_cache.py | replacement evicts the hottest expert, not the coldest |
-| gc-pressure | engine/runtime/engine.py | finished requests are retained; a full GC runs per finish |
+| gc-pressure | engine/runtime/engine.py | finished requests are retained; a full GC runs every step |
 
 docs/faults.md gives the real-world case behind each, with links.
 """
@@ -67,11 +67,12 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           requires="moe_backend='offload'"),
     Fault("gc-pressure",
           "Every finished request leaves a record of Python objects (one small list per token) in a "
-          "list that is never cleared, and the engine runs a full garbage collection after each "
-          "finished request to bound memory: every pause walks a heap that grows with engine age.",
+          "list that is never cleared, and the serving loop runs a full garbage collection every step "
+          "to bound memory: every pause walks a heap that grows with engine age, and every request "
+          "in the batch waits for it.",
           "sgl-project/sglang#28067 (a slow leak made gen-2 pauses grow linearly with uptime), "
-          "sglang#30693 (33-41% throughput loss from full collections), gc.collect() per request "
-          "(apache/superset#35061, arskom/spyne#472).",
+          "sglang#30693 (33-41% throughput loss from full collections), a gc.collect() on every "
+          "iteration of a hot loop (google/tunix#2086, dpeerlab/segger#46, Mikubill/sd-webui-controlnet#1462).",
           "gc_pause_s_total (as a rate), gc_last_full_pause_s, retained_objects, rss_bytes"),
 )}
 

@@ -35,3 +35,14 @@ def test_a_component_of_the_step_time_is_not_a_suspect_by_construction():
 def test_a_component_whose_level_moves_with_the_slowdown_still_ranks():
     source, samples = _run(trend=True)
     assert [s.name for s in suspects.rank(source, samples, None)] == ["sample_s"]
+
+
+def test_an_engine_figure_that_tracks_the_slowdown_ranks_before_a_part_of_the_step_time():
+    source, samples = _run(trend=True)
+    n = len(samples)
+    rng = np.random.default_rng(1)
+    # A hook figure that steps up with the slowdown, but more noisily than sample_s follows it.
+    pause = np.where(np.arange(n) >= n // 2, 0.01, 0.0) + rng.exponential(0.004, n)
+    source.snapshots = pd.DataFrame({"t": source.steps["t"], "gc_pause_s": pause})
+    names = [s.name for s in suspects.rank(source, samples, None)]
+    assert names[0] == "gc_pause_s" and "sample_s" in names[1:]
