@@ -265,8 +265,8 @@ class Engine:
 
     def _retain(self, request: Request) -> None:
         """gc-pressure: keep a record of the finished request for good — per token, a small list
-        with its top four alternatives, as (prompt) logprob records are kept. The collection that walks them runs every step
-        (`_collect`)."""
+        with its top four alternatives, as (prompt) logprob records are kept. The full collection
+        that walks them all runs at the end of every step (`step`)."""
         ids = request.prompt_ids + request.output_ids
         per_token = [[token, position, [[(token + k) % 256, k] for k in range(1, 5)]]  # 6 containers a token
                      for position, token in enumerate(ids)]
