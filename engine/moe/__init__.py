@@ -17,7 +17,7 @@ __all__ = ["MOE_BACKENDS", "ExpertCacheStats", "LayerExpertStats", "OffloadExper
 def make_expert_provider(moe_backend: str, moe_cache_size: int | None = None,
                          device: torch.device | str = "cpu", thrash: bool = False) -> ExpertProvider:
     """The provider a MoE model loads its experts into. `offload` needs `moe_cache_size` slots;
-    `thrash` (the expert-thrash fault, offload only) evicts the hottest expert instead of the LRU one."""
+    `thrash` (the expert-thrash fault, offload only) never gives a step's staging slot back."""
     if moe_backend == "resident":
         return ResidentExperts()
     if moe_backend == "offload":

@@ -8,11 +8,21 @@ weights into a slot with `copy_` (a real copy, counted in bytes).
 Replacement is LRU with protection for the current step: an expert used since the last
 `begin_step()` is not evicted while an older one exists. Every hit or miss moves the expert to
 the most-recent end, so this step's experts form the tail of the LRU order and the victim is
-simply the head; when the head itself was used in this step, every slot is protected, and the
-head is evicted anyway and counted in `forced_evictions` (a cache smaller than one step's
-working set thrashes, and that count says so). This is safe because a MoE layer computes with
-an expert before it asks for the next one (`SparseMoE.forward`): weights returned by `get` stay
-valid until the next `get` that misses.
+simply the head. When the head itself was used in this step, every slot is protected: the step
+needs more experts than there are slots (a prefill chunk routes to nearly every expert). Then
+the head's slot is lent to the step as its staging slot (its expert evicted, counted in
+`forced_evictions`) and every further expert the step misses is copied into it without being
+cached (`staged_misses`); `begin_step()` gives the staging slot back to the free list. The cache
+keeps what it holds instead of churning it for a step it cannot hold (as offload engines route a
+dispatch the cache cannot hold through a staging buffer). Reusing one slot within a step is safe
+because a MoE layer computes with an expert before it asks for the next one (`SparseMoE.forward`):
+weights returned by `get` stay valid until the next `get` that misses.
+
+The expert-thrash fault (engine.runtime.faults) loses that give-back: each step that overflowed
+keeps its staging slot for good, held by nobody. Slots leave the cache one per overflowing step,
+the LRU works with fewer and fewer of them, and once a decode step's own experts outnumber what is
+left, every step overflows and the cache drains to a single slot, through which every expert is
+copied. The leak stops there so the engine keeps serving (`leaked_slots`).
 """
 
 from __future__ import annotations
@@ -52,6 +62,8 @@ class ExpertCacheStats(NamedTuple):
     slot_bytes: int  # device memory of all slots
     host_bytes: int  # memory of the host tier
     per_layer: tuple[LayerExpertStats, ...]  # by layer id
+    staged_misses: int = 0  # misses copied into a step's staging slot, not cached (of misses)
+    leaked_slots: int = 0  # staging slots never given back (the expert-thrash fault)
 
 
 class OffloadExperts(ExpertProvider):
@@ -76,12 +88,11 @@ class OffloadExperts(ExpertProvider):
         self._down: torch.Tensor | None = None  # [S, H, I]
         self._step = 0
         self._forced = 0
+        self._staged = 0  # misses served from the staging slot
         self._expert_bytes = 0
-        # expert-thrash fault (engine.runtime.faults): False = off. Else the victim is the expert
-        # with the most lifetime uses among those not used in this step: heat protection with its
-        # comparison turned around, so the hottest experts are the ones pushed out.
-        self._thrash = thrash
-        self._uses: dict[tuple[int, int], int] = {}
+        self._staging: int | None = None  # the slot lent to this step for what the cache cannot hold
+        self._leaked: list[int] = []  # staging slots never given back
+        self._thrash = thrash  # expert-thrash fault (engine.runtime.faults): the give-back is lost
 
     # --- ExpertProvider ---------------------------------------------------------------------
 
@@ -100,6 +111,12 @@ class OffloadExperts(ExpertProvider):
 
     def begin_step(self) -> None:
         self._step += 1
+        if self._staging is not None:
+            if self._thrash and len(self._leaked) < self.num_slots - 1:
+                self._leaked.append(self._staging)  # expert-thrash: never returned
+            else:
+                self._free.append(self._staging)
+            self._staging = None
 
     def get(self, layer: int, expert: int) -> ExpertWeights:
         key = (layer, expert)
@@ -110,8 +127,6 @@ class OffloadExperts(ExpertProvider):
         else:
             slot = self._miss(key)
         self._slot_step[slot] = self._step
-        if self._thrash:
-            self._uses[key] = self._uses.get(key, 0) + 1
         return self._views[slot]
 
     # --- public API -------------------------------------------------------------------------
@@ -158,26 +173,31 @@ class OffloadExperts(ExpertProvider):
             self.num_slots, len(self._resident), len(self._host),
             sum(s.hits for s in per_layer), sum(s.misses for s in per_layer),
             sum(s.evictions for s in per_layer), self._forced,
-            sum(s.bytes_copied for s in per_layer), self.slot_bytes, self.host_bytes, per_layer)
+            sum(s.bytes_copied for s in per_layer), self.slot_bytes, self.host_bytes, per_layer,
+            self._staged, len(self._leaked))
 
     def check_integrity(self, check_contents: bool = False) -> None:
         """Slots, LRU map and counters agree; with `check_contents`, every slot equals its host
         copy (a full compare of all slots: tests and debugging only)."""
         st = self.stats()
-        if len(self._resident) + len(self._free) != self.num_slots:
-            raise IntegrityError(f"expert cache: resident({len(self._resident)}) + "
-                                 f"free({len(self._free)}) != slots({self.num_slots})")
-        slots = sorted(list(self._resident.values()) + self._free)
+        staging = [] if self._staging is None else [self._staging]
+        if len(self._resident) + len(self._free) + len(staging) + len(self._leaked) != self.num_slots:
+            raise IntegrityError(f"expert cache: resident({len(self._resident)}) + free({len(self._free)}) + "
+                                 f"staging({len(staging)}) + leaked({len(self._leaked)}) != slots({self.num_slots})")
+        slots = sorted(list(self._resident.values()) + self._free + staging + self._leaked)
         if slots != list(range(self.num_slots)):
             raise IntegrityError(f"expert cache: slots listed {slots}, expected 0..{self.num_slots - 1}")
+        if self._leaked and not self._thrash:
+            raise IntegrityError(f"expert cache: {len(self._leaked)} staging slots not given back")
         for key, slot in self._resident.items():
             if self._slot_key[slot] != key or key not in self._host:
                 raise IntegrityError(f"expert cache: slot {slot} holds {self._slot_key[slot]}, "
                                      f"the LRU map says {key}")
-        if st.misses - st.evictions != st.num_used or st.bytes_copied != st.misses * self._expert_bytes:
+        cached = st.misses - st.staged_misses
+        if cached - st.evictions != st.num_used or st.bytes_copied != st.misses * self._expert_bytes:
             raise IntegrityError(
-                f"expert cache: misses({st.misses}) - evictions({st.evictions}) != used({st.num_used}) "
-                f"or bytes_copied({st.bytes_copied}) != misses × {self._expert_bytes}")
+                f"expert cache: misses({st.misses}) - staged({st.staged_misses}) - evictions({st.evictions}) "
+                f"!= used({st.num_used}) or bytes_copied({st.bytes_copied}) != misses × {self._expert_bytes}")
         if check_contents:
             for key, slot in self._resident.items():
                 if not all(torch.equal(a.cpu(), b) for a, b in zip(self._views[slot], self._host[key])):
@@ -191,34 +211,29 @@ class OffloadExperts(ExpertProvider):
         host = self._host.get(key)
         if host is None:
             raise EngineError(f"OffloadExperts: expert {key} (layer, expert) was never loaded")
+        staged = False
         if self._free:
             slot = self._free.pop()
+        elif self._staging is not None:  # the step already overflowed: through its staging slot
+            slot, staged = self._staging, True
         else:
-            if self._thrash:
-                victim = self._hottest_unprotected()
-                slot = self._resident.pop(victim)
-            else:
-                victim, slot = self._resident.popitem(last=False)  # least recently used
-            if self._slot_step[slot] == self._step:
-                self._forced += 1  # every slot was used in this step
+            victim, slot = self._resident.popitem(last=False)  # least recently used
             self._layer_stats[victim[0]][_EVICTIONS] += 1
+            if self._slot_step[slot] == self._step:  # every slot is used in this step: lend one
+                self._forced += 1
+                self._staging, staged = slot, True
         self._views[slot].gate_up.copy_(host.gate_up, non_blocking=True)  # [2I, H]
         self._views[slot].down.copy_(host.down, non_blocking=True)  # [H, I]
-        self._resident[key] = slot
-        self._slot_key[slot] = key
+        if staged:
+            self._staged += 1
+            self._slot_key[slot] = None
+        else:
+            self._resident[key] = slot
+            self._slot_key[slot] = key
         stats = self._layer_stats[key[0]]
         stats[_MISSES] += 1
         stats[_BYTES] += self._expert_bytes
         return slot
-
-    def _hottest_unprotected(self) -> tuple[int, int]:
-        """expert-thrash: the resident expert with the most lifetime uses that was not used in
-        this step (the LRU head when every one was). O(slots) per miss."""
-        best, best_uses = None, -1
-        for key, slot in self._resident.items():
-            if self._slot_step[slot] != self._step and self._uses.get(key, 0) > best_uses:
-                best, best_uses = key, self._uses.get(key, 0)
-        return best if best is not None else next(iter(self._resident))
 
     def _to_host(self, t: torch.Tensor) -> torch.Tensor:
         t = t.detach().to("cpu").contiguous()

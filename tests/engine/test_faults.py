@@ -203,42 +203,67 @@ def test_scattered_slots_make_the_gather_touch_more_runs():
 
 # --- expert-thrash ---------------------------------------------------------------------------
 
-def _experts(num_slots, thrash=False, experts=8):
+def _experts(num_slots, thrash=False, layers=2, experts=8):
     cache = OffloadExperts(num_slots, thrash=thrash)
     g = torch.Generator().manual_seed(0)
-    for e in range(experts):
-        cache.load(0, e, ExpertWeights(torch.randn(6, 4, generator=g), torch.randn(4, 3, generator=g)))
-    return cache
+    host = {}
+    for layer in range(layers):
+        for e in range(experts):
+            host[(layer, e)] = ExpertWeights(torch.randn(6, 4, generator=g), torch.randn(4, 3, generator=g))
+            cache.load(layer, e, ExpertWeights(*(t.clone() for t in host[(layer, e)])))
+    return cache, host
 
 
-def test_expert_thrash_pushes_out_the_hot_experts():
-    """A mixed workload: experts 0-2 in every step, one of the cold experts 3-7 now and then.
-    LRU keeps the hot three; with the fault, every cold arrival evicts a hot one."""
-    rng = random.Random(0)
-    steps = [([rng.randrange(3, 8)] if i % 2 else []) + [0, 1, 2] for i in range(200)]
-    rates = {}
+def _mixed_steps(num_steps=300, seed=0):
+    """Serving, as the cache sees it: decode steps ask each layer for 1-3 experts; every 20th step
+    is a prefill chunk, which routes to every expert of every layer."""
+    rng = random.Random(seed)
+    return [[(layer, e) for layer in range(2) for e in (range(8) if i % 20 == 10 else rng.sample(range(8), rng.randint(1, 3)))]
+            for i in range(num_steps)]
+
+
+def test_expert_thrash_leaks_staging_slots_so_the_miss_rate_climbs_with_age():
+    windows, leaked = {}, {}
     for thrash in (False, True):
-        cache = _experts(4, thrash=thrash)
-        lookups = []
-        for experts in steps:
+        cache, host = _experts(14, thrash=thrash)
+        lookups, leaks = [], []
+        for keys in _mixed_steps():
             cache.begin_step()
-            for e in experts:
-                cache.get(0, e)
+            for key in keys:
+                w = cache.get(*key)
+                assert torch.equal(w.gate_up, host[key].gate_up) and torch.equal(w.down, host[key].down)
+            cache.check_integrity(check_contents=True)
             st = cache.stats()
-            lookups.append((st.hits, st.misses))
-        late = (lookups[-1][1] - lookups[99][1]) / (sum(lookups[-1]) - sum(lookups[99]))
-        rates[thrash] = late, cache.stats().bytes_copied
-        cache.check_integrity(check_contents=True)
-    assert rates[False][0] < 0.25 < 0.3 < rates[True][0]
-    assert rates[True][1] > 1.5 * rates[False][1]
+            lookups.append((st.hits + st.misses, st.misses))
+            leaks.append(st.leaked_slots)
+        rate = lambda a, b: (lookups[b][1] - lookups[a][1]) / (lookups[b][0] - lookups[a][0])  # noqa: E731
+        windows[thrash] = rate(9, 59), rate(249, 299)  # young (after the first fill), old
+        leaked[thrash] = leaks
+    healthy, thrash = windows[False], windows[True]
+    assert abs(healthy[1] - healthy[0]) < 0.1  # LRU: the same miss rate young and old
+    assert thrash[0] < healthy[0] + 0.15  # young, the faulty cache is close to healthy
+    assert thrash[1] > 0.9 > healthy[1] + 0.3  # old, nearly every lookup copies
+    assert leaked[False][-1] == 0
+    assert leaked[True] == sorted(leaked[True]) and leaked[True][-1] == 13  # drained to the last slot
 
 
-def test_expert_thrash_keeps_tokens_in_the_engine(make):
-    kw = dict(moe_backend="offload", moe_cache_size=10)
-    healthy = Run(make(**kw), turns=3)
-    thrash = Run(make(faults=("expert-thrash",), **kw), turns=3)
-    assert thrash.outputs == healthy.outputs
-    assert healthy.last.expert_miss_rate is not None and thrash.last.expert_miss_rate is not None
+def test_expert_thrash_climbs_with_engine_age_and_keeps_tokens(make):
+    kw = dict(moe_backend="offload", moe_cache_size=22)  # of 3 MoE layers x 8 experts: a prefill overflows
+    healthy_engine, thrash_engine = make(**kw), make(faults=("expert-thrash",), **kw)
+    healthy, thrash = Run(healthy_engine), Run(thrash_engine)
+    assert thrash.outputs == healthy.outputs  # a cache only moves weights
+
+    def per_turn(run):  # bytes copied in each turn: the same lookups in both engines
+        copied = [s.expert_bytes_copied_total for s in run.after_turn]
+        return [copied[0]] + [b - a for a, b in zip(copied, copied[1:])]
+
+    h, t = per_turn(healthy), per_turn(thrash)
+    assert t[0] < 1.5 * h[0]  # young: close to healthy
+    assert sum(t[-2:]) > 3 * sum(h[-2:])  # old: several times the copies for the same tokens
+    assert sum(h[-2:]) < 1.2 * sum(h[:2])  # the healthy cache does not age
+    rates = [s.expert_miss_rate for s in thrash.after_turn]
+    assert rates[-1] > rates[0] + 0.2 and rates[-1] > healthy.last.expert_miss_rate + 0.3
+    assert thrash_engine.expert_cache_stats().leaked_slots > 10 == 10 + healthy_engine.expert_cache_stats().leaked_slots
 
 
 # --- gc-pressure -----------------------------------------------------------------------------
