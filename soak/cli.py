@@ -33,11 +33,15 @@ def _callback(
 def checkpoint(
     out: Annotated[Path, typer.Argument(help="Directory to write config.json, model.safetensors and tokenizer files into.")],
     seed: Annotated[int, typer.Option(help="Seed of the random weights; the same seed writes the same bytes.")] = 0,
+    moe_intermediate_size: Annotated[Optional[int], typer.Option(
+        help="Width of each routed expert instead of the default's 128 (512 for the expert-thrash validation: "
+             "an expert copy then costs enough beside a decode step to show).")] = None,
 ) -> None:
     """Write the built-in default checkpoint (small, deterministic, random weights)."""
     from engine.model.checkpoint import write_default_checkpoint
 
-    path = write_default_checkpoint(out, seed=seed)
+    overrides = {"moe_intermediate_size": moe_intermediate_size} if moe_intermediate_size is not None else None
+    path = write_default_checkpoint(out, seed=seed, overrides=overrides)
     typer.echo(f"wrote {path}")
 
 
@@ -143,6 +147,7 @@ def validate(
     engine_arg: Annotated[Optional[list[str]], typer.Option(help="An extra `soak serve` option for every run (repeatable).")] = None,
     probe_tokens: Annotated[int, typer.Option(help="Probe prompt length in tokens (long probes read more KV per decode step).")] = 256,
     probe_output_tokens: Annotated[int, typer.Option(help="Probe output length in tokens (longer probes average out more noise).")] = 192,
+    scale: Annotated[Optional[float], typer.Option(help="Trace length scale for every run (default: 1, or what a mechanism needs to act, e.g. longer contexts for kv-scatter).")] = None,
 ) -> None:
     """Soak the built-in engine with each degradation mechanism and a control; check that diag finds and names each."""
     import time
@@ -157,7 +162,7 @@ def validate(
                    f"{'pass' if row.passed else 'FAIL'} ({row.detail})", err=True)
 
     rows = run_matrix(minutes, out, mechanisms, trace=trace, engine_args=tuple(engine_arg or ()), speed=speed,
-                      probe_tokens=probe_tokens, on_row=progress, probe_output_tokens=probe_output_tokens)
+                      probe_tokens=probe_tokens, on_row=progress, probe_output_tokens=probe_output_tokens, scale=scale)
     typer.echo(render_markdown(rows, minutes, machine_description()))
     typer.echo(f"runs and matrix.md in {out}")
     if not all(r.passed for r in rows):

@@ -43,7 +43,12 @@ MECHANISMS = tuple(EXPECTED_SUSPECTS)
 BASE_ENGINE_ARGS = ("--kv-tokens=16384", "--mamba-slots=16")
 MECHANISM_ENGINE_ARGS: dict[str, tuple[str, ...]] = {
     "expert-thrash": ("--moe-backend=offload", "--moe-cache-size=96"),  # of 7 MoE layers x 16 experts
+    # Scattered KV costs in the attention gather, which grows with context length and pool size:
+    # long contexts, and a pool the longer trace still cycles within minutes.
+    "kv-scatter": ("--kv-tokens=65536",),
 }
+# Trace length scale per mechanism (replay.MaterializeConfig.scale), when not the run's --scale.
+MECHANISM_SCALE: dict[str, float] = {"kv-scatter": 3.0}
 # Probe output length: a 64-token probe lasts about a second here, and identical idle probes of a
 # fault-free engine then varied by +-12% on a quiet 2-core machine; a longer probe averages more steps.
 PROBE_OUTPUT_TOKENS = 192
@@ -60,12 +65,13 @@ class MatrixRow(NamedTuple):
     passed: bool
     run_dir: str
     detail: str  # why it failed, or what it found
+    setup: str = ""  # the engine options and trace scale of this run
 
 
 def validate(minutes: float, out: Path, mechanisms: Sequence[str] = MECHANISMS, trace: Optional[Path] = None,
              engine_args: Sequence[str] = (), speed: float = 4.0, probe_tokens: int = 256,
              on_row: Optional[Callable[[MatrixRow], None]] = None,
-             probe_output_tokens: int = PROBE_OUTPUT_TOKENS) -> list[MatrixRow]:
+             probe_output_tokens: int = PROBE_OUTPUT_TOKENS, scale: Optional[float] = None) -> list[MatrixRow]:
     """Run the control and each mechanism for `minutes`, analyse each, write the table; the rows."""
     unknown = [m for m in mechanisms if m not in EXPECTED_SUSPECTS]
     if unknown:
@@ -78,8 +84,9 @@ def validate(minutes: float, out: Path, mechanisms: Sequence[str] = MECHANISMS, 
     rows = []
     for name in (CONTROL, *mechanisms):
         run_dir = out / name
-        _soak(name, minutes, trace, run_dir, engine_args, speed, probe_tokens, probe_output_tokens)
-        row = _judge(name, run_dir)
+        run_scale = scale if scale is not None else MECHANISM_SCALE.get(name, 1.0)
+        setup = _soak(name, minutes, trace, run_dir, engine_args, speed, probe_tokens, probe_output_tokens, run_scale)
+        row = _judge(name, run_dir)._replace(setup=setup)
         rows.append(row)
         if on_row is not None:
             on_row(row)
@@ -97,12 +104,12 @@ def write_table(rows: Sequence[MatrixRow], out: Path, minutes: float, trace: Pat
 
 def render_markdown(rows: Sequence[MatrixRow], minutes: float, machine: str) -> str:
     lines = [f"{minutes:g} minutes per run, on {machine}.", "",
-             "| mechanism | verdict | slowdown ratio | onset (engine age) | top suspect | expected suspect | result |",
-             "|---|---|---|---|---|---|---|"]
+             "| mechanism | setup | verdict | slowdown ratio | onset (engine age) | top suspect | expected suspect | result |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ratio = f"{r.slowdown_ratio:.2f}" if r.slowdown_ratio is not None else "-"
         onset = f"{r.onset_age_s:.0f} s" if r.onset_age_s is not None else "-"
-        lines.append(f"| {r.mechanism} | {r.verdict} | {ratio} | {onset} | {r.top_suspect or '-'} | "
+        lines.append(f"| {r.mechanism} | {r.setup or '-'} | {r.verdict} | {ratio} | {onset} | {r.top_suspect or '-'} | "
                      f"{r.expected_suspect} | {'pass' if r.passed else 'FAIL'} |")
     return "\n".join(lines) + "\n"
 
@@ -110,7 +117,8 @@ def render_markdown(rows: Sequence[MatrixRow], minutes: float, machine: str) -> 
 # --- one run ---------------------------------------------------------------------------------
 
 def _soak(name: str, minutes: float, trace: Path, run_dir: Path, engine_args: Sequence[str], speed: float,
-          probe_tokens: int, probe_output_tokens: int = PROBE_OUTPUT_TOKENS) -> None:
+          probe_tokens: int, probe_output_tokens: int = PROBE_OUTPUT_TOKENS, scale: float = 1.0) -> str:
+    """Run one compressed soak into `run_dir`; its setup in a few words."""
     from soak.config import SoakConfig
     from soak.run import Soak
 
@@ -119,7 +127,8 @@ def _soak(name: str, minutes: float, trace: Path, run_dir: Path, engine_args: Se
     faults = [] if name == CONTROL else [name]
     args = [*BASE_ENGINE_ARGS, *MECHANISM_ENGINE_ARGS.get(name, ()), *engine_args, *(f"--fault={f}" for f in faults)]
     duration = minutes * 60
-    config = SoakConfig(trace=str(trace), duration_s=duration, speed=speed, probe_every_s=max(10.0, duration / 10),
+    config = SoakConfig(trace=str(trace), duration_s=duration, speed=speed, scale=scale,
+                        probe_every_s=max(10.0, duration / 10),
                         probe_wait_s=30.0, probe_input_tokens=probe_tokens,
                         probe_output_tokens=probe_output_tokens, profiles=False, engine_args=tuple(args),
                         extra={"faults": faults, "validate": name})
@@ -128,6 +137,8 @@ def _soak(name: str, minutes: float, trace: Path, run_dir: Path, engine_args: Se
     status = asyncio.run(soak.run())
     if status != "completed":
         raise SoakError(f"{run_dir}: the {name} soak ended {status}; see {run_dir}/engine.log")
+    shown = [a for a in (*BASE_ENGINE_ARGS, *MECHANISM_ENGINE_ARGS.get(name, ()), *engine_args)]
+    return " ".join(shown) + (f", scale {scale:g}" if scale != 1.0 else "")
 
 
 def _judge(name: str, run_dir: Path) -> MatrixRow:

@@ -41,12 +41,12 @@ def test_the_control_passes_only_when_quiet(tmp_path):
 def test_table_has_a_row_per_run_with_its_result():
     rows = [MatrixRow("control", "no_degradation", None, None, None, "-", True, "r/control", "quiet"),
             MatrixRow("gc-pressure", "engine_age_degradation", 0.41, 75.0, "gc_full_pause_s_total",
-                      "gc_full_pause_s_total", True, "r/gc", "found and named")]
+                      "gc_full_pause_s_total", True, "r/gc", "found and named", "--kv-tokens=16384, scale 3")]
     md = render_markdown(rows, 2.0, "a test machine")
     lines = md.splitlines()
     assert lines[0] == "2 minutes per run, on a test machine."
-    assert "| control | no_degradation | - | - | - | - | pass |" in lines
-    assert "| gc-pressure | engine_age_degradation | 0.41 | 75 s | gc_full_pause_s_total | gc_full_pause_s_total | pass |" in lines
+    assert "| control | - | no_degradation | - | - | - | - | pass |" in lines
+    assert "| gc-pressure | --kv-tokens=16384, scale 3 | engine_age_degradation | 0.41 | 75 s | gc_full_pause_s_total | gc_full_pause_s_total | pass |" in lines
 
 
 def test_unknown_mechanism_is_refused_before_any_run(tmp_path):
