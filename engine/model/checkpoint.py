@@ -1,7 +1,8 @@
 """The built-in default checkpoint: small, seeded random weights, HF layout, written on demand.
 
 `write_default_checkpoint(dir, seed)` writes config.json + model.safetensors; the same seed
-writes the same bytes. `default_checkpoint()` returns the cached copy
+writes the same bytes. `overrides` changes config fields for a variant of the same architecture
+(larger experts for the expert-thrash validation, say); the default checkpoint never has any. `default_checkpoint()` returns the cached copy
 ($TOKDRIFT_HOME/default-v<N>, else ~/.cache/tokdrift/default-v<N>), writing it on first use
 into a temporary directory renamed into place, so a crash or a concurrent writer never
 leaves a half-written checkpoint behind.
@@ -61,16 +62,18 @@ DEFAULT_CONFIG = {
 }
 
 
-def write_default_checkpoint(out_dir: str | Path, seed: int = 0) -> Path:
-    """Write the default checkpoint into `out_dir` (created); returns `out_dir`."""
+def write_default_checkpoint(out_dir: str | Path, seed: int = 0, overrides: dict | None = None) -> Path:
+    """Write the default checkpoint, with `overrides` applied to its config, into `out_dir`
+    (created); returns `out_dir`."""
     from safetensors.torch import save_file
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    config = ModelConfig.from_dict(DEFAULT_CONFIG, source="default checkpoint")
+    raw = dict(DEFAULT_CONFIG, **(overrides or {}))
+    config = ModelConfig.from_dict(raw, source="default checkpoint" + (f" with {overrides}" if overrides else ""))
     tensors = _random_tensors(config, seed)
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
-    (out_dir / "config.json").write_text(json.dumps(DEFAULT_CONFIG, indent=2, sort_keys=True) + "\n")
+    (out_dir / "config.json").write_text(json.dumps(raw, indent=2, sort_keys=True) + "\n")
     logger.info("wrote the default checkpoint (seed %d, %d parameters) to %s", seed,
                 sum(t.numel() for t in tensors.values()), out_dir)
     return out_dir

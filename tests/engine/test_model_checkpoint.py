@@ -47,3 +47,13 @@ def test_default_checkpoint_is_written_once_into_tokdrift_home(tmp_path, monkeyp
     assert ckpt.default_checkpoint() == path
     assert (path / "model.safetensors").stat().st_mtime_ns == stamp  # reused, not rewritten
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # no temporary directory left behind
+
+
+def test_overrides_write_a_variant_of_the_default_architecture(tmp_path):
+    from safetensors import safe_open
+
+    path = ckpt.write_default_checkpoint(tmp_path, overrides={"moe_intermediate_size": 32})
+    config = load_model(path).config
+    assert config.moe_intermediate_size == 32 and config.hidden_size == ckpt.DEFAULT_CONFIG["hidden_size"]
+    with safe_open(str(path / "model.safetensors"), "pt") as f:
+        assert tuple(f.get_slice("model.layers.1.mlp.experts.0.down_proj.weight").get_shape()) == (512, 32)
