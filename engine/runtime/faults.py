@@ -12,7 +12,7 @@ computed whether or not a fault is on, so a control run has the same columns.
 | eviction-scan | engine/cache/eviction.py | KV eviction frees one page at a time, each found by scanning every cached page |
 | snapshot-leak | engine/cache/radix.py | an evicted snapshot's state slot is never freed |
 | kv-scatter | engine/memory/allocator.py | freed KV pages return shuffled and are never re-sorted |
-| expert-thrash | engine/moe/expert_cache.py | replacement evicts the hottest expert, not the coldest |
+| expert-thrash | engine/moe/expert_cache.py | a step's staging slot is never given back: slots leak, misses climb |
 | gc-pressure | engine/runtime/engine.py | finished requests are retained; a full GC runs every step |
 
 docs/faults.md gives the real-world case behind each, with links.
@@ -58,11 +58,16 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "and KV cache fragmentation in llama.cpp (ggml-org/llama.cpp#3380).",
           "kv_free_list_disorder, kv_gather_breaks, kv_free_runs, kv_fragmentation, forward_s"),
     Fault("expert-thrash",
-          "The expert cache's replacement evicts the expert with the most lifetime uses among those "
-          "not used in the current step: heat protection with its comparison turned around, so the "
-          "hot experts a mixed workload keeps coming back to are the ones pushed out and copied in again.",
-          "heat-protected expert eviction and why pure LRU thrashes (TheTom/llama-cpp-turboquant#300), "
-          "frequency-aware replacement (FlashML-org/FreeToken#174, antirez/ds4#390).",
+          "A step that needs more experts than the cache has slots (a prefill chunk routes to nearly every "
+          "expert) borrows one slot as its staging buffer and copies its overflow experts through it; the "
+          "slot is never given back. One slot leaks per overflowing step, the LRU works with fewer and "
+          "fewer, and once a decode step's own experts outnumber what is left every step overflows and "
+          "the cache drains to its last slot: the miss rate and the bytes copied climb with engine age.",
+          "pool slots lost when a borrow or pin is not returned on one path (LMCache/LMCache#2847: leaked "
+          "GPU buffer slots after a pin that was never undone; lablup/mlxcel#170: evicted entries dropped "
+          "their block pins instead of returning them, blocks never came back to the free list); a "
+          "dispatch the expert cache cannot hold goes through a staging buffer (kekzl/imp#1365); slots "
+          "held outside the LRU shrink it and raise misses (JustVugg/colibri#815).",
           "expert_miss_rate, expert_misses (as a rate), expert_bytes_copied_total (as a rate)",
           requires="moe_backend='offload'"),
     Fault("gc-pressure",
