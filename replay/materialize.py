@@ -120,10 +120,20 @@ class Prompt:
     over_limit: bool = False  # kept above max_context on purpose (policy "keep")
     session: str | None = None
     turn: int | None = None
+    values: np.ndarray | None = field(default=None, repr=False, compare=False)  # content values behind the prompt
 
 
 class Materializer:
-    """Materialises calls under one config and counts what max_context did to them."""
+    """Materialises calls under one config and counts what max_context did to them.
+
+    It also keeps a conversation's prompts consistent: when a call of a session carries every
+    block of the session's previous call but the last one, the previous prompt is sent again
+    verbatim as its prefix, as a client re-sends its conversation. A trace hashes whole blocks,
+    so the previous call's last, partial block gets a new id once the conversation has grown
+    past it; without this, the two prompts would differ inside that block, and a hybrid model's
+    prefix cache, whose linear-attention state is only kept at the end of a prompt, could not
+    reuse the previous turn at all.
+    """
 
     def __init__(self, config: MaterializeConfig) -> None:
         self.config = config
@@ -131,10 +141,19 @@ class Materializer:
         self.num_dropped = 0
         self.num_trimmed = 0
         self.num_over_limit = 0  # kept above the limit (policy "keep")
+        self._last: dict[str, tuple[tuple[int, ...], np.ndarray]] = {}  # session -> hash ids, values
 
     def __call__(self, call: Call) -> Prompt | None:
         self.num_calls += 1
-        prompt = materialize(call, self.config)
+        prefix = None
+        last = self._last.get(call.session)
+        if last is not None:
+            ids, values = last
+            if len(ids) > 1 and call.hash_ids[:len(ids) - 1] == ids[:-1]:
+                prefix = values
+        prompt = materialize(call, self.config, prefix)
+        if prompt is not None:
+            self._last[call.session] = (call.hash_ids, prompt.values)
         if prompt is None:
             self.num_dropped += 1
         elif prompt.num_trimmed_tokens:
@@ -144,8 +163,10 @@ class Materializer:
         return prompt
 
 
-def materialize(call: Call, config: MaterializeConfig) -> Prompt | None:
-    """The prompt for `call`, or None when it exceeds max_context under policy "drop"."""
+def materialize(call: Call, config: MaterializeConfig, prefix: np.ndarray | None = None) -> Prompt | None:
+    """The prompt for `call`, or None when it exceeds max_context under policy "drop". `prefix`:
+    content values the prompt starts with instead of its own, when no longer than the prompt
+    (the session's previous prompt, `Materializer`)."""
     scale = config.effective_scale
     num_in = max(1, round(call.input_tokens * scale))
     num_out = max(config.min_output_tokens, round(call.output_tokens * scale))
@@ -165,15 +186,17 @@ def materialize(call: Call, config: MaterializeConfig) -> Prompt | None:
         else:
             over = True
     tail_key = f"tail:{call.session}:{call.turn}:{call.t!r}"
+    values = _values(call.hash_ids, num_in, config.block_tokens, tail_key)
+    if prefix is not None and len(prefix) <= num_in:
+        values = np.concatenate([prefix, values[len(prefix):]])
     if config.mode == "tokens":
-        values = _values(call.hash_ids, num_in, config.block_tokens, tail_key)
         ids = config.content_ids
         token_ids = ids[values % len(ids)].tolist()
-        return Prompt(token_ids, None, num_in, num_out, num_reasoning, trimmed, over, call.session, call.turn)
-    values = _values(call.hash_ids, num_in, config.block_tokens, tail_key)
+        return Prompt(token_ids, None, num_in, num_out, num_reasoning, trimmed, over, call.session, call.turn,
+                      values)
     text = " ".join(_WORDS[v % len(_WORDS)] for v in values.tolist())
     messages = [{"role": "user", "content": text}]
-    return Prompt(None, messages, num_in, num_out, num_reasoning, trimmed, over, call.session, call.turn)
+    return Prompt(None, messages, num_in, num_out, num_reasoning, trimmed, over, call.session, call.turn, values)
 
 
 def probe_prompt(config: MaterializeConfig, num_input_tokens: int, max_output_tokens: int, variant: int = 0) -> Prompt:

@@ -1,4 +1,5 @@
 import pytest
+from pathlib import Path
 
 from replay import Call, MaterializeConfig, Materializer, TraceError, materialize, probe_prompt
 from replay.materialize import PROBE_TEXT_MARKER
@@ -77,7 +78,9 @@ def test_max_context_drop_trim_keep_are_counted():
             long = prompts[1]
             assert long.num_input_tokens + long.max_output_tokens == 128
             assert long.num_trimmed_tokens == 250 - 118
-            assert long.token_ids == materialize(calls[1], MaterializeConfig(block_size=64)).token_ids[:118]
+            unlimited = Materializer(MaterializeConfig(block_size=64))
+            unlimited(calls[0])  # the same session before it: calls[1] extends calls[0]
+            assert long.token_ids == unlimited(calls[1]).token_ids[:118]
         if policy == "drop":
             assert prompts[0] is not None and prompts[1] is None and prompts[2] is None
 
@@ -119,3 +122,26 @@ def test_text_mode_shares_text_prefix_and_reserves_the_probe_marker():
 def test_config_names_field_constraint_and_value(kwargs, message):
     with pytest.raises(TraceError, match=message.replace("(", r"\(")):
         MaterializeConfig(block_size=16, **kwargs)
+
+
+def test_a_sessions_next_turn_starts_with_its_previous_prompt_verbatim():
+    """Traces hash whole blocks, so a turn's last, partial block has a new id in the next turn;
+    the materializer still sends the previous prompt again as the next one's exact prefix."""
+    from replay.trace import read_trace
+
+    trace = read_trace(Path(__file__).resolve().parents[2] / "examples" / "opencode.jsonl")
+    m = Materializer(MaterializeConfig(block_size=trace.header.block_size))
+    calls = sorted((c for c in trace.calls if c.session == trace.calls[0].session), key=lambda c: c.turn)
+    prompts = [m(c) for c in calls]
+    extended = 0
+    for prev_call, call, prev, cur in zip(calls, calls[1:], prompts, prompts[1:]):
+        if call.hash_ids[:len(prev_call.hash_ids) - 1] == prev_call.hash_ids[:-1]:
+            assert len(prev_call.hash_ids) * 16 > prev.num_input_tokens  # the previous last block was partial
+            assert cur.token_ids[:len(prev.token_ids)] == prev.token_ids
+            extended += 1
+        else:  # a compaction starts over: only whole shared blocks are shared
+            assert cur.token_ids[:len(prev.token_ids)] != prev.token_ids
+    assert extended >= 5
+    # A fresh materializer gives the same prompts: the content depends on the trace alone.
+    again = Materializer(MaterializeConfig(block_size=trace.header.block_size))
+    assert [again(c).token_ids for c in calls] == [p.token_ids for p in prompts]

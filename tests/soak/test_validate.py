@@ -55,22 +55,23 @@ def test_unknown_mechanism_is_refused_before_any_run(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
-@pytest.mark.slow
-def test_quick_matrix_of_one_mechanism(tmp_path):
-    """About four minutes on two cores: the control and gc-pressure, 1.5 minutes each. Asserts
-    the runs, their analyses and the fault's own signal in the snapshots; whether the analysis
-    finds it is what the table reports (docs/faults.md has the latest result)."""
+@pytest.mark.timeout(900)
+def test_quick_matrix_finds_and_names_gc_pressure_and_keeps_quiet_without_it(tmp_path):
+    """The quick version of the matrix, in the default run: the control and gc-pressure, one
+    minute each (about three minutes in all on two cores, with the engine starts and restarts)."""
     import pandas as pd
 
     from soak.cli import app
 
-    result = CliRunner().invoke(app, ["validate", "--minutes", "1.5", "--fault", "gc-pressure",
+    result = CliRunner().invoke(app, ["validate", "--minutes", "1", "--fault", "gc-pressure",
                                       "--out", str(tmp_path)])
     matrix = json.loads((tmp_path / "matrix.json").read_text())
-    assert [r["mechanism"] for r in matrix["rows"]] == ["control", "gc-pressure"], result.output
-    assert result.exit_code == (0 if all(r["passed"] for r in matrix["rows"]) else 1)
-    for name in ("control", "gc-pressure"):
-        assert json.loads((tmp_path / name / "analysis.json").read_text())["verdict"]
+    rows = {r["mechanism"]: r for r in matrix["rows"]}
+    assert list(rows) == ["control", "gc-pressure"], result.output
+    assert rows["control"]["verdict"] in ("no_degradation", "context_growth_only"), result.output
+    assert rows["gc-pressure"]["verdict"] == "engine_age_degradation", result.output
+    assert rows["gc-pressure"]["top_suspect"].startswith("gc_"), result.output
+    assert result.exit_code == 0, result.output
     snaps = pd.concat(pd.read_parquet(p) for p in (tmp_path / "gc-pressure" / "snapshots").glob("part-*.parquet"))
     first_life = snaps[snaps["engine_life"] == 0].sort_values("t")
     assert first_life["retained_objects"].iloc[-1] > first_life["retained_objects"].iloc[0]
