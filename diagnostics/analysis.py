@@ -23,7 +23,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from diagnostics import changepoint, checks as checks_mod, healthy, suspects as suspects_mod
+from diagnostics import changepoint, checks as checks_mod, healthy, reuse as reuse_mod, suspects as suspects_mod
 from diagnostics.result import Analysis, Check, Matched, Onset, Slowdown, Trigger
 from diagnostics.source import Source
 
@@ -113,10 +113,16 @@ def analyze(source: Source) -> Analysis:
     if undecided and not age and probes is None:
         return insufficient(undecided)
 
+    # A prefix cache that stops reusing is a slowdown decode cannot show (diagnostics.reuse).
+    prefix_reuse = reuse_mod.compare(source.requests)
+    reuse_age = prefix_reuse is not None and prefix_reuse.loss and not age
+    if prefix_reuse is not None:
+        checks.append(Check("prefix_reuse", "warn" if prefix_reuse.loss else "ok", prefix_reuse.detail))
+
     first = 1.0 / use["step_time_s"].head(max(2, len(use) // 4))
     last = 1.0 / use["step_time_s"].tail(max(2, len(use) // 4))
     raw_ratio = float(last.median() / first.median())
-    if age:
+    if age or reuse_age:
         verdict = "engine_age_degradation"
     elif raw_ratio < RAW_DROP:
         verdict = "context_growth_only"
@@ -132,14 +138,30 @@ def analyze(source: Source) -> Analysis:
     recovered = _restart(use, life_use, onset_idx) if onset_idx is not None and age else None
     if age and recovered is None and probes is not None and probes.after_restart is not None:
         recovered = probes.after_restart >= math.exp(-MATERIAL)
-    suspects = suspects_mod.rank(source, samples[samples["residual"].notna()], onset)
+    if reuse_age:
+        onset = _reuse_onset(source, prefix_reuse)
+        suspects = suspects_mod.rank(source, prefix_reuse.calls, onset, symptom="prefix reuse falls")
+    else:
+        suspects = suspects_mod.rank(source, samples[samples["residual"].notna()], onset)
     if age and onset_idx is not None:
         breakdown = _breakdown(source.steps, life_use, onset_idx)
         if breakdown is not None:
             checks.append(breakdown)
     checks_out = tuple(checks) + tuple(checks_mod.engine_checks(source, samples))
     return Analysis(verdict, slowdown, onset, recovered, suspects, checks_out, samples, model, cps,
-                    tuple(matched), source.path, source.kind, source.engine)
+                    tuple(matched), source.path, source.kind, source.engine, prefix_reuse,
+                    "prefix_reuse" if reuse_age else "decode")
+
+
+def _reuse_onset(source: Source, cmp: reuse_mod.ReuseComparison) -> Optional[Onset]:
+    """The first call of the lost-reuse segment; its trigger a fault switched on before it, if any."""
+    if cmp.onset_t is None:
+        return None
+    calls = cmp.calls
+    life = int(calls["engine_life"].iloc[0])
+    t0 = calls["t"].iloc[0] - pd.Timedelta(days=365)  # a fault is switched on before the first call
+    trigger = _trigger(source, source.steps.iloc[:0], life, t0, cmp.onset_t)
+    return Onset(pd.Timestamp(cmp.onset_t).to_datetime64(), float(cmp.onset_age_s), life, trigger)
 
 
 def _find_onset(use: pd.DataFrame, model: healthy.HealthyModel):

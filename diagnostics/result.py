@@ -11,6 +11,7 @@ import pandas as pd
 
 from diagnostics.changepoint import ChangePoints
 from diagnostics.healthy import HealthyModel
+from diagnostics.reuse import ReuseComparison
 
 RESULT_SCHEMA_VERSION = 1
 VERDICTS = ("engine_age_degradation", "context_growth_only", "no_degradation", "insufficient_data")
@@ -78,6 +79,10 @@ class Analysis:
     source_path: str
     source_kind: str
     engine: str
+    # Prefix reuse of continuation turns, early against late (diagnostics.reuse), when the run
+    # records it; `age_basis` says what carried an engine_age_degradation verdict.
+    prefix_reuse: Optional[ReuseComparison] = None
+    age_basis: str = "decode"  # decode (steps and probes) or prefix_reuse
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -111,6 +116,14 @@ class Analysis:
             "recovered_by_restart": self.recovered_by_restart,
             "suspects": [{"name": s.name, "score": _num(s.score, 3), "evidence": s.evidence} for s in self.suspects],
             "checks": [{"name": c.name, "status": c.status, "detail": c.detail} for c in self.checks],
+            # beyond shared/DESIGN.md's keys, which come first
+            "age_basis": self.age_basis,
+            "prefix_reuse": None if self.prefix_reuse is None else {
+                "ratio": _num(self.prefix_reuse.ratio, 3),
+                "healthy_share": _num(self.prefix_reuse.healthy_share, 3),
+                "late_share": _num(self.prefix_reuse.late_share, 3),
+                "loss": self.prefix_reuse.loss,
+            },
         }
 
 

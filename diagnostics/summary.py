@@ -27,6 +27,11 @@ def render(a: Analysis) -> Group:
         parts.append(Text(f"matched throughput ratio {s.ratio:.2f} (late / healthy); the engine printed "
                           f"{s.healthy_tps:.1f} tok/s healthy, {s.degraded_tps:.1f} tok/s "
                           f"{'after the onset' if a.onset else 'late in the run'}"))
+    if a.prefix_reuse is not None:
+        r = a.prefix_reuse
+        parts.append(Text(f"prefix reuse of continuation turns {r.ratio:.2f} (late / early: {r.late_share:.0%} "
+                          f"against {r.healthy_share:.0%})" + ("; the verdict rests on it" if a.age_basis == "prefix_reuse"
+                                                               else "")))
     if a.onset is not None:
         line = f"onset {iso(a.onset.t)} at engine age {a.onset.engine_age_s:.0f} s"
         if a.onset.trigger is not None:

@@ -40,7 +40,10 @@ STEP_FIGURES = ("token_usage", "mamba_usage", "num_mamba_used", "cache_hit_rate"
                 "num_preemptions", "schedule_s", "sample_s")
 
 
-def rank(source: Source, samples: pd.DataFrame, onset: Optional[Onset]) -> tuple[Suspect, ...]:
+def rank(source: Source, samples: pd.DataFrame, onset: Optional[Onset],
+         symptom: str = "decode slows") -> tuple[Suspect, ...]:
+    """`samples`: t, residual (> 0 is worse), engine_age_s, excluded; `symptom` names what a
+    rising residual means, for the evidence text."""
     samples = samples[samples["excluded"] == ""].sort_values("t")
     if len(samples) < MIN_POINTS:
         return ()
@@ -59,7 +62,7 @@ def rank(source: Source, samples: pd.DataFrame, onset: Optional[Onset]) -> tuple
             candidates.append((name, _step_level(steps, name)))
     out = []
     for name, series in candidates:
-        s = _suspect(name, series, samples, onset)
+        s = _suspect(name, series, samples, onset, symptom)
         if s is not None:
             out.append(s)
     # A part of the step time says where the time went, not why: it ranks after every engine
@@ -87,7 +90,8 @@ def _as_rate(snaps: pd.DataFrame, name: str) -> pd.DataFrame:
     return pd.DataFrame({"t": df["t"], name: rate}).dropna()
 
 
-def _suspect(name: str, series: pd.DataFrame, samples: pd.DataFrame, onset: Optional[Onset]) -> Optional[Suspect]:
+def _suspect(name: str, series: pd.DataFrame, samples: pd.DataFrame, onset: Optional[Onset],
+             symptom: str = "decode slows") -> Optional[Suspect]:
     left = samples[["t", "residual", "engine_age_s"]].astype({"t": "datetime64[ns]"})
     right = series.astype({"t": "datetime64[ns]"}).sort_values("t")
     aligned = pd.merge_asof(left, right, on="t", direction="backward")
@@ -109,7 +113,7 @@ def _suspect(name: str, series: pd.DataFrame, samples: pd.DataFrame, onset: Opti
         move = f"median {aligned[name].head(k).median():.4g} early, {aligned[name].tail(k).median():.4g} late"
     direction = "rises" if rho > 0 else "falls"
     return Suspect(name, float(score),
-                   f"{direction} as decode slows: Spearman rho {rho:+.2f} with the residual over {len(aligned)} samples "
+                   f"{direction} as {symptom}: Spearman rho {rho:+.2f} with the residual over {len(aligned)} samples "
                    f"({partial:+.2f} beyond engine age); {move}")
 
 

@@ -20,6 +20,8 @@ class KeyNumber(NamedTuple):
 
 
 def headline(a: Analysis) -> str:
+    if a.verdict == "engine_age_degradation" and a.age_basis == "prefix_reuse":
+        return "The engine slowed down with age: its prefix cache stopped reusing, so every turn recomputes"
     return HEADLINES[a.verdict]
 
 
@@ -55,6 +57,8 @@ def paragraph(a: Analysis) -> str:
     if a.verdict == "insufficient_data":
         fails = [c.detail for c in a.checks if c.status == "fail"]
         return "The data cannot tell engine age from context growth: " + ("; ".join(fails) or "too few samples") + "."
+    if a.verdict == "engine_age_degradation" and a.age_basis == "prefix_reuse" and a.prefix_reuse is not None:
+        return _reuse_paragraph(a)
     if a.verdict == "engine_age_degradation":
         out = []
         if a.onset is not None:
@@ -86,6 +90,27 @@ def paragraph(a: Analysis) -> str:
             f"{s.degraded_tps:.1f} against {s.healthy_tps:.1f} tok/s)" + (f"; {matched}" if matched else "") + ".")
 
 
+def _reuse_paragraph(a: Analysis) -> str:
+    r, s = a.prefix_reuse, a.slowdown
+    when = f"After {duration(a.onset.engine_age_s)} of engine life, the" if a.onset is not None else "Late in the run, the"
+    out = [f"{when} engine's prefix cache stopped reusing what an agent's next turn shares with the last: "
+           f"continuation turns reused a median {r.late_share:.0%} of their prompt from cache, against "
+           f"{r.healthy_share:.0%} early"
+           + (f", so each recomputed about {r.recomputed_tokens:,.0f} more prompt tokens" if r.recomputed_tokens else "")
+           + (f" (median time to first token {r.ttft_healthy_s:.2f} s early, {r.ttft_late_s:.2f} s late)"
+              if r.ttft_healthy_s is not None and r.ttft_late_s is not None else "") + "."]
+    if s is not None:
+        out.append(f"Decode itself held: late decode ran at {s.ratio:.2f}x its healthy rate at matched conditions.")
+    trig = trigger_text(a)
+    if a.onset is not None:
+        out.append(f"It began after {trig}." if trig else "Nothing notable stands out just before it.")
+    if a.suspects:
+        top = a.suspects[0]
+        out.append(f"The engine figure that tracks it best is {top.name} (score {top.score:.2f}): "
+                   f"{top.evidence.split('; ')[-1]}.")
+    return " ".join(out)
+
+
 def key_numbers(a: Analysis) -> list[KeyNumber]:
     out = [KeyNumber("verdict", a.verdict)]
     if a.slowdown is not None:
@@ -94,6 +119,10 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
                 KeyNumber("healthy decode (median, tok/s)", f"{s.healthy_tps:.1f}"),
                 KeyNumber("degraded decode (median, tok/s)" if a.onset else "late decode (median, tok/s)",
                           f"{s.degraded_tps:.1f}")]
+    if a.prefix_reuse is not None:
+        r = a.prefix_reuse
+        out.append(KeyNumber("prefix reuse of continuation turns (late / early)",
+                             f"{r.ratio:.2f} ({r.late_share:.0%} against {r.healthy_share:.0%})"))
     if a.onset is not None:
         out += [KeyNumber("onset", iso(a.onset.t)),
                 KeyNumber("engine age at onset", f"{a.onset.engine_age_s:.0f} s ({duration(a.onset.engine_age_s)})")]

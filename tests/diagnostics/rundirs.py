@@ -16,12 +16,15 @@ T0 = 1_790_000_000.0  # Unix seconds
 
 def make_run_dir(root: Path, minutes: int = 60, fault_at_min: Optional[float] = 30, restart_at_min: Optional[float] = 45,
                  slowdown: float = 3.0, client_bias: float = 1.0, drop_life_columns: bool = False,
-                 schema_version: int = schema.SCHEMA_VERSION, seed: int = 0) -> Path:
+                 schema_version: int = schema.SCHEMA_VERSION, seed: int = 0,
+                 reuse_lost_at_min: Optional[float] = None) -> Path:
     """A built-in engine run: per-step rows every second, snapshots every 10 s, probes every 3 min.
 
     With a fault, step time is multiplied by `slowdown` from `fault_at_min` until the restart;
     `kv_fragmentation` jumps at the fault (the true suspect), `radix_nodes` only grows with
-    engine age, `rss_bytes` is noise. `client_bias` scales the client's decode rate.
+    engine age, `rss_bytes` is noise. `client_bias` scales the client's decode rate. From
+    `reuse_lost_at_min` on, continuation turns get nothing from the prefix cache, and
+    `state_slots_leaked` (its true suspect) is up, while decode stays as it was.
     """
     rng = np.random.default_rng(seed)
     root.mkdir(parents=True, exist_ok=True)
@@ -58,6 +61,9 @@ def make_run_dir(root: Path, minutes: int = 60, fault_at_min: Optional[float] = 
         # A counter of the engine process: starts again at 0 after a restart, steady rate.
         "expert_hits": pd.Series(rng.integers(100, 110, len(ts)).astype(float)).groupby(s_life).cumsum().to_numpy(),
     })
+    if reuse_lost_at_min is not None:
+        lost = T0 + reuse_lost_at_min * 60
+        snaps["state_slots_leaked"] = np.where((ts >= lost) & (s_life == 0), 12.0, 0.0) + rng.integers(0, 2, len(ts))
     _parts(root / "snapshots", snaps, 1)
 
     tp = T0 + np.arange(60, minutes * 60, 180.0)
@@ -81,6 +87,8 @@ def make_run_dir(root: Path, minutes: int = 60, fault_at_min: Optional[float] = 
         "prompt_tokens": 30_000, "cached_tokens": 28_000, "output_tokens": out_tokens, "reasoning_tokens": 40,
         "status": "ok", "error": None,
     })
+    if reuse_lost_at_min is not None:
+        requests.loc[(tr >= T0 + reuse_lost_at_min * 60) & (tr < restart), "cached_tokens"] = 0
     _parts(root / "requests", requests, 1)
 
     events = [{"t": T0 - 5, "kind": "start", "run_id": "test"}, {"t": T0, "kind": "engine_start", "pid": 1}]

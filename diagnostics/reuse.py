@@ -1,0 +1,103 @@
+"""Prefix reuse at matched conditions: a prefix cache that stops reusing as the engine ages.
+
+A slowdown can live where the decode analysis does not look: an engine whose prefix cache
+reuses less and less (state slots leaking, an eviction that throws away what it should keep)
+decodes as fast as ever, but recomputes prompts it used to serve from cache, so every call
+takes longer to start and the engine serves fewer calls. An agent's next turn re-sends its
+conversation, so a continuation turn (kind "turn", turn >= 1) is a call the cache should
+serve mostly from what it holds; the share of its prompt the engine reported as cached
+(`usage.prompt_tokens_details.cached_tokens`) is compared early and late in the first engine
+life:
+
+- healthy: the first EARLY_FRACTION of the continuation turns, by send time;
+- late: the last LATE_FRACTION;
+- a loss: late calls reused at most MATERIAL_SHARE of the healthy median share, with at least
+  MIN_LATE late calls and most of them (MIN_SHARE) below half the healthy median.
+
+Each call's residual (healthy median share minus its share: > 0 is less reuse) is the series
+suspects are ranked against, and the onset is the first change point to a level of lost reuse.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+import numpy as np
+import pandas as pd
+
+from diagnostics import changepoint
+
+EARLY_FRACTION = 1 / 3
+LATE_FRACTION = 1 / 3
+MATERIAL_SHARE = 0.5  # late reuse at most this times the healthy reuse
+MIN_LATE = 6
+MIN_SHARE = 0.75
+MIN_HEALTHY_SHARE = 0.2  # below this the healthy calls barely reused anything: nothing to lose
+
+
+class ReuseComparison(NamedTuple):
+    ratio: float  # late over healthy median cached share of continuation turns
+    healthy_share: float
+    late_share: float
+    num_healthy: int
+    num_late: int
+    loss: bool
+    onset_t: Optional[np.datetime64]  # send time of the first call of the lost-reuse segment
+    onset_age_s: Optional[float]
+    recomputed_tokens: Optional[float]  # median extra prompt tokens a late call recomputed
+    ttft_healthy_s: Optional[float]  # median time to first token of the healthy and late calls
+    ttft_late_s: Optional[float]
+    detail: str
+    calls: pd.DataFrame  # t, engine_age_s, engine_life, residual, excluded
+
+
+def compare(requests: pd.DataFrame) -> Optional[ReuseComparison]:
+    """None when the run holds too few continuation turns with a cached-token count."""
+    need = {"kind", "turn", "cached_tokens", "prompt_tokens", "t_send", "engine_life"}
+    if requests is None or requests.empty or not need <= set(requests.columns):
+        return None
+    df = requests[(requests["kind"] == "turn") & (requests["turn"] >= 1)
+                  & (requests["status"].fillna("ok") == "ok") & (requests["prompt_tokens"] > 0)]
+    df = df.dropna(subset=["cached_tokens", "t_send"])
+    if df.empty:
+        return None
+    df = df[df["engine_life"] == df["engine_life"].min()].sort_values("t_send", kind="stable")
+    n = len(df)
+    num_early, num_late = math.ceil(EARLY_FRACTION * n), math.ceil(LATE_FRACTION * n)
+    if num_late < MIN_LATE or num_early < MIN_LATE:
+        return None
+    share = (df["cached_tokens"] / df["prompt_tokens"]).clip(0, 1).to_numpy(dtype=float)
+    healthy = float(np.median(share[:num_early]))
+    late = share[n - num_late:]
+    late_share = float(np.median(late))
+    if healthy < MIN_HEALTHY_SHARE:
+        return None
+    ratio = late_share / healthy
+    below = float(np.mean(late < healthy / 2))
+    loss = ratio <= MATERIAL_SHARE and below >= MIN_SHARE
+    residual = healthy - share
+    calls = pd.DataFrame({"t": df["t_send"].to_numpy(), "engine_age_s": df["engine_age_s"].to_numpy(dtype=float),
+                          "engine_life": df["engine_life"].to_numpy(), "residual": residual, "excluded": ""})
+    onset_t = onset_age = None
+    if loss:
+        cps = changepoint.detect(residual)
+        for prev, seg in zip(cps.segments, cps.segments[1:]):
+            if seg.level >= healthy / 2 and seg.level > prev.level:
+                onset_t, onset_age = calls["t"].iloc[seg.start], float(calls["engine_age_s"].iloc[seg.start])
+                break
+    prompt = df["prompt_tokens"].to_numpy(dtype=float)
+    recomputed = float(np.median((healthy - late) * prompt[n - num_late:])) if loss else None
+    ttft_early = ttft_late = None
+    if "t_first_token" in df:
+        ttft = (df["t_first_token"] - df["t_send"]).dt.total_seconds().to_numpy()
+        if np.isfinite(ttft[:num_early]).any() and np.isfinite(ttft[n - num_late:]).any():
+            ttft_early, ttft_late = float(np.nanmedian(ttft[:num_early])), float(np.nanmedian(ttft[n - num_late:]))
+    detail = (f"prefix reuse of continuation turns: the last {num_late} reused a median {late_share:.0%} of their "
+              f"prompt from cache against {healthy:.0%} for the first {num_early} ({ratio:.2f}x; "
+              f"{below:.0%} of the late ones below half the early median; a loss at or below "
+              f"{MATERIAL_SHARE:.1f}x with {MIN_SHARE:.0%} of them below)")
+    if ttft_early is not None:
+        detail += f"; their median time to first token went from {ttft_early:.2f} s to {ttft_late:.2f} s"
+    return ReuseComparison(ratio, healthy, late_share, num_early, num_late, loss, onset_t, onset_age,
+                           recomputed, ttft_early, ttft_late, detail, calls)
