@@ -7,6 +7,11 @@ engine are compared, the headline (late/early of the fault over late/early of th
 so drift in the workload itself cancels) last.
 
     .venv/bin/python benchmarks/bench_expert_thrash.py [--moe-cache-size 96] [--requests 160]
+    soak checkpoint /tmp/wide --moe-intermediate-size 768    # experts wide enough for a copy to cost
+    .venv/bin/python benchmarks/bench_expert_thrash.py --model /tmp/wide --requests 60
+
+On the default model the decode step barely moves although the miss rate goes to 1.0 (an expert
+copy is cheap beside the step there); docs/faults.md has the figures for both.
 """
 
 from __future__ import annotations

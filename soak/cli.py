@@ -34,7 +34,7 @@ def checkpoint(
     out: Annotated[Path, typer.Argument(help="Directory to write config.json, model.safetensors and tokenizer files into.")],
     seed: Annotated[int, typer.Option(help="Seed of the random weights; the same seed writes the same bytes.")] = 0,
     moe_intermediate_size: Annotated[Optional[int], typer.Option(
-        help="Width of each routed expert instead of the default's 128 (512 for the expert-thrash validation: "
+        help="Width of each routed expert instead of the default's 128 (768 for the expert-thrash validation: "
              "an expert copy then costs enough beside a decode step to show).")] = None,
 ) -> None:
     """Write the built-in default checkpoint (small, deterministic, random weights)."""
