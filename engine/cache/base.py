@@ -64,7 +64,7 @@ class MambaCacheStats(NamedTuple):
 
 class EvictionCounters(NamedTuple):
     num_calls: int  # evict / evict_snapshots calls since start
-    num_visited: int  # heap entries popped or tree nodes walked finding victims
+    num_visited: int  # heap entries popped, tree nodes walked or pages scanned finding victims
     seconds: float  # wall time inside those calls
 
 
@@ -99,8 +99,10 @@ class PrefixCache:
         """Undo one `inc_lock(node)`."""
 
     def evict(self, num_tokens: int) -> int:
-        """Free at least `num_tokens` KV slots from unlocked leaves, least recently used first.
-        Returns the number freed (less when not enough is evictable)."""
+        """Free at least `num_tokens` KV slots from unlocked leaves, least recently used first:
+        whole leaves, or with a page-granular policy (`lru_page_scan`) exactly the pages that
+        hold `num_tokens`, cut from leaf tails. Returns the number freed (less when not enough
+        is evictable)."""
         return 0
 
     def evict_snapshots(self, num: int) -> int:
