@@ -27,8 +27,7 @@ CONTROL_VERDICTS = ("no_degradation", "context_growth_only")
 # The snapshot / step columns that are each mechanism's own signal (docs/faults.md): the top
 # suspect must be one of them.
 EXPECTED_SUSPECTS: dict[str, tuple[str, ...]] = {
-    "eviction-scan": ("eviction_s_total", "eviction_nodes_visited_total", "eviction_calls_total", "radix_nodes",
-                      "schedule_s"),
+    "eviction-scan": ("eviction_s_total", "eviction_nodes_visited_total", "eviction_calls_total", "schedule_s"),
     "snapshot-leak": ("state_slots_leaked", "mamba_slots_used", "match_truncated_tokens_total", "mamba_usage",
                       "num_mamba_used", "cache_hit_rate"),
     "kv-scatter": ("kv_free_list_disorder", "kv_gather_breaks", "kv_free_runs", "kv_fragmentation",
