@@ -44,10 +44,17 @@ MECHANISM_ENGINE_ARGS: dict[str, tuple[str, ...]] = {
     "expert-thrash": ("--moe-backend=offload", "--moe-cache-size=96"),  # of 7 MoE layers x 16 experts
     # Scattered KV costs in the attention gather, which grows with context length and pool size:
     # long contexts, and a pool the longer trace still cycles within minutes.
-    "kv-scatter": ("--kv-tokens=65536",),
+    "kv-scatter": ("--kv-tokens=32768",),
 }
+# A checkpoint other than the default, written under `<out>/checkpoints/<mechanism>`: the default
+# model's experts copy too fast on a CPU for a drained expert cache to cost a material slowdown
+# (1.03x); four times wider experts cost 1.2-1.3x once drained (benchmarks/bench_expert_thrash.py).
+MECHANISM_CHECKPOINT: dict[str, dict] = {"expert-thrash": {"moe_intermediate_size": 768}}
+# Minutes a mechanism needs to act at all, when the run's --minutes is shorter: the expert cache
+# leaks a slot per prefill and drains only after about 60 admissions.
+MECHANISM_MIN_MINUTES: dict[str, float] = {"expert-thrash": 5.0}
 # Trace length scale per mechanism (replay.MaterializeConfig.scale), when not the run's --scale.
-MECHANISM_SCALE: dict[str, float] = {"kv-scatter": 3.0}
+MECHANISM_SCALE: dict[str, float] = {"kv-scatter": 2.0}
 # Probe output length: a 64-token probe lasts about a second here, and identical idle probes of a
 # fault-free engine then varied by +-12% on a quiet 2-core machine; a longer probe averages more steps.
 PROBE_OUTPUT_TOKENS = 192
@@ -84,7 +91,11 @@ def validate(minutes: float, out: Path, mechanisms: Sequence[str] = MECHANISMS, 
     for name in (CONTROL, *mechanisms):
         run_dir = out / name
         run_scale = scale if scale is not None else MECHANISM_SCALE.get(name, 1.0)
-        setup = _soak(name, minutes, trace, run_dir, engine_args, speed, probe_tokens, probe_output_tokens, run_scale)
+        run_args = tuple(engine_args)
+        if name in MECHANISM_CHECKPOINT:
+            run_args = (f"--model={_checkpoint(out / 'checkpoints' / name, MECHANISM_CHECKPOINT[name])}", *run_args)
+        run_minutes = max(minutes, MECHANISM_MIN_MINUTES.get(name, 0.0))
+        setup = _soak(name, run_minutes, trace, run_dir, run_args, speed, probe_tokens, probe_output_tokens, run_scale)
         row = _judge(name, run_dir)._replace(setup=setup)
         rows.append(row)
         if on_row is not None:
@@ -115,6 +126,15 @@ def render_markdown(rows: Sequence[MatrixRow], minutes: float, machine: str) -> 
 
 # --- one run ---------------------------------------------------------------------------------
 
+def _checkpoint(path: Path, overrides: dict) -> Path:
+    """The default architecture with `overrides`, written once."""
+    from engine.model.checkpoint import write_default_checkpoint
+
+    if not (path / "config.json").exists():
+        write_default_checkpoint(path, overrides=overrides)
+    return path
+
+
 def _soak(name: str, minutes: float, trace: Path, run_dir: Path, engine_args: Sequence[str], speed: float,
           probe_tokens: int, probe_output_tokens: int = PROBE_OUTPUT_TOKENS, scale: float = 1.0) -> str:
     """Run one compressed soak into `run_dir`; its setup in a few words."""
@@ -136,8 +156,10 @@ def _soak(name: str, minutes: float, trace: Path, run_dir: Path, engine_args: Se
     status = asyncio.run(soak.run())
     if status != "completed":
         raise SoakError(f"{run_dir}: the {name} soak ended {status}; see {run_dir}/engine.log")
-    shown = [a for a in (*BASE_ENGINE_ARGS, *MECHANISM_ENGINE_ARGS.get(name, ()), *engine_args)]
-    return " ".join(shown) + (f", scale {scale:g}" if scale != 1.0 else "")
+    shown = [f"--model={Path(a.split('=', 1)[1]).name}" if a.startswith("--model=") else a
+             for a in (*BASE_ENGINE_ARGS, *MECHANISM_ENGINE_ARGS.get(name, ()), *engine_args)]
+    return (" ".join(shown) + (f", scale {scale:g}" if scale != 1.0 else "")
+            + (f", {minutes:g} min" if minutes != 0 else ""))
 
 
 def _judge(name: str, run_dir: Path) -> MatrixRow:
