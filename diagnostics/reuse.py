@@ -9,7 +9,10 @@ serve mostly from what it holds; the share of its prompt the engine reported as 
 (`usage.prompt_tokens_details.cached_tokens`) is compared early and late in the first engine
 life:
 
-- healthy: the first EARLY_FRACTION of the continuation turns, by send time;
+- healthy: the first EARLY_FRACTION of the continuation turns, by send time, or the calls
+  before the best single split of the per-call share (least absolute deviation from each
+  side's median) when that comes earlier, leaves at least MIN_HEALTHY_CALLS before it and the
+  share falls there (a leak can take hold within the first third of a short run);
 - late: the last LATE_FRACTION;
 - a loss: late calls reused at most MATERIAL_SHARE of the healthy median share, with at least
   MIN_LATE late calls and most of them (MIN_SHARE) below half the healthy median.
@@ -33,6 +36,8 @@ LATE_FRACTION = 1 / 3
 MATERIAL_SHARE = 0.5  # late reuse at most this times the healthy reuse
 MIN_LATE = 6
 MIN_SHARE = 0.75
+MIN_HEALTHY_CALLS = 4  # calls before a split that may stand for the healthy ones
+MAX_SPLITS = 200
 MIN_HEALTHY_SHARE = 0.2  # below this the healthy calls barely reused anything: nothing to lose
 
 
@@ -68,6 +73,11 @@ def compare(requests: pd.DataFrame) -> Optional[ReuseComparison]:
     if num_late < MIN_LATE or num_early < MIN_LATE:
         return None
     share = (df["cached_tokens"] / df["prompt_tokens"]).clip(0, 1).to_numpy(dtype=float)
+    # A cache can stop reusing within the first third of a short run: then the healthy reference
+    # is the calls before the best single split of the per-call share.
+    split = _split(share)
+    if split is not None and split < num_early:
+        num_early = split
     healthy = float(np.median(share[:num_early]))
     late = share[n - num_late:]
     late_share = float(np.median(late))
@@ -101,3 +111,19 @@ def compare(requests: pd.DataFrame) -> Optional[ReuseComparison]:
         detail += f"; their median time to first token went from {ttft_early:.2f} s to {ttft_late:.2f} s"
     return ReuseComparison(ratio, healthy, late_share, num_early, num_late, loss, onset_t, onset_age,
                            recomputed, ttft_early, ttft_late, detail, calls)
+
+
+def _split(share: np.ndarray) -> Optional[int]:
+    """Where the per-call share falls most clearly: the split (at most MAX_SPLITS tried) that
+    minimises the absolute deviations from each side's median, when the share falls there."""
+    n = len(share)
+    if n - MIN_LATE < MIN_HEALTHY_CALLS:
+        return None
+    candidates = np.unique(np.linspace(MIN_HEALTHY_CALLS, n - MIN_LATE, min(MAX_SPLITS, n)).astype(int))
+
+    def cost(k: int) -> float:
+        a, b = share[:k], share[k:]
+        return float(np.abs(a - np.median(a)).sum() + np.abs(b - np.median(b)).sum())
+
+    best = min(candidates, key=cost)
+    return int(best) if np.median(share[:best]) > np.median(share[best:]) else None

@@ -63,3 +63,10 @@ def test_a_healthy_run_reports_its_reuse_as_ok(tmp_path):
     assert a.verdict == "no_degradation" and a.age_basis == "decode"
     (check,) = [c for c in a.checks if c.name == "prefix_reuse"]
     assert check.status == "ok"
+
+
+def test_reuse_lost_within_the_first_third_still_has_a_healthy_reference():
+    shares = [0.7, 0.8, 0.9, 0.85, 0.75, 0.8] + [0.0] * 40 + [0.6] + [0.0] * 10
+    cmp = reuse.compare(_requests(shares))
+    assert cmp.loss and cmp.num_healthy == 6 and cmp.healthy_share > 0.7
+    assert cmp.onset_age_s == 30.0
