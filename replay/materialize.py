@@ -135,25 +135,31 @@ class Materializer:
     reuse the previous turn at all.
     """
 
-    def __init__(self, config: MaterializeConfig) -> None:
+    def __init__(self, config: MaterializeConfig, shared_ids: frozenset[int] = frozenset()) -> None:
         self.config = config
+        self.shared_ids = shared_ids  # blocks several sessions share: the same in every loop
         self.num_calls = 0
         self.num_dropped = 0
         self.num_trimmed = 0
         self.num_over_limit = 0  # kept above the limit (policy "keep")
         self._last: dict[str, tuple[tuple[int, ...], np.ndarray]] = {}  # session -> hash ids, values
 
-    def __call__(self, call: Call) -> Prompt | None:
+    def __call__(self, call: Call, loop: int = 0, session_key: str | None = None) -> Prompt | None:
+        """`loop`: the trace loop a replay is in. From the second loop on, a session's own blocks
+        become new content (a new day's sessions write new code), while blocks several sessions
+        share (`shared_ids`: a system prompt, tool definitions) stay the same. `session_key`: the
+        conversation the call belongs to (default: its trace session)."""
         self.num_calls += 1
         prefix = None
-        last = self._last.get(call.session)
+        key = session_key if session_key is not None else call.session
+        last = self._last.get(key)
         if last is not None:
             ids, values = last
             if len(ids) > 1 and call.hash_ids[:len(ids) - 1] == ids[:-1]:
                 prefix = values
-        prompt = materialize(call, self.config, prefix)
+        prompt = materialize(call, self.config, prefix, loop, self.shared_ids)
         if prompt is not None:
-            self._last[call.session] = (call.hash_ids, prompt.values)
+            self._last[key] = (call.hash_ids, prompt.values)
         if prompt is None:
             self.num_dropped += 1
         elif prompt.num_trimmed_tokens:
@@ -163,10 +169,12 @@ class Materializer:
         return prompt
 
 
-def materialize(call: Call, config: MaterializeConfig, prefix: np.ndarray | None = None) -> Prompt | None:
+def materialize(call: Call, config: MaterializeConfig, prefix: np.ndarray | None = None, salt: int = 0,
+                keep: frozenset[int] = frozenset()) -> Prompt | None:
     """The prompt for `call`, or None when it exceeds max_context under policy "drop". `prefix`:
     content values the prompt starts with instead of its own, when no longer than the prompt
-    (the session's previous prompt, `Materializer`)."""
+    (the session's previous prompt, `Materializer`). `salt` > 0 makes every block but those in
+    `keep` (and the call's own tail) different content: the replay's later loops."""
     scale = config.effective_scale
     num_in = max(1, round(call.input_tokens * scale))
     num_out = max(config.min_output_tokens, round(call.output_tokens * scale))
@@ -185,8 +193,8 @@ def materialize(call: Call, config: MaterializeConfig, prefix: np.ndarray | None
                 num_reasoning = min(num_reasoning, num_out)
         else:
             over = True
-    tail_key = f"tail:{call.session}:{call.turn}:{call.t!r}"
-    values = _values(call.hash_ids, num_in, config.block_tokens, tail_key)
+    tail_key = f"tail:{call.session}:{call.turn}:{call.t!r}" + (f":{salt}" if salt else "")
+    values = _values(call.hash_ids, num_in, config.block_tokens, tail_key, salt, keep)
     if prefix is not None and len(prefix) <= num_in:
         values = np.concatenate([prefix, values[len(prefix):]])
     if config.mode == "tokens":
@@ -216,10 +224,11 @@ def probe_prompt(config: MaterializeConfig, num_input_tokens: int, max_output_to
     return Prompt(None, [{"role": "user", "content": " ".join(words)}], num_input_tokens, max_output_tokens, None)
 
 
-def _values(hash_ids: tuple[int, ...], num_tokens: int, block_tokens: int, tail_key: str) -> np.ndarray:
+def _values(hash_ids: tuple[int, ...], num_tokens: int, block_tokens: int, tail_key: str, salt: int = 0,
+            keep: frozenset[int] = frozenset()) -> np.ndarray:
     """`num_tokens` pseudo-random uint32 values: block by block from the ids, then a call-unique tail."""
     num_blocks = min(len(hash_ids), -(-num_tokens // block_tokens))
-    parts = [_block(h, block_tokens) for h in hash_ids[:num_blocks]]
+    parts = [_block(h, block_tokens, 0 if h in keep else salt) for h in hash_ids[:num_blocks]]
     covered = num_blocks * block_tokens
     if covered < num_tokens:
         parts.append(_stream(tail_key, num_tokens - covered))
@@ -229,8 +238,20 @@ def _values(hash_ids: tuple[int, ...], num_tokens: int, block_tokens: int, tail_
 
 
 @lru_cache(maxsize=1 << 16)
-def _block(hash_id: int, n: int) -> np.ndarray:
-    return _stream(f"block:{hash_id}", n)
+def _block(hash_id: int, n: int, salt: int = 0) -> np.ndarray:
+    return _stream(f"block:{hash_id}" + (f":{salt}" if salt else ""), n)
+
+
+def shared_block_ids(calls) -> frozenset[int]:
+    """Hash ids that calls of more than one session carry: a trace's common prefix."""
+    seen: dict[int, str] = {}
+    shared = set()
+    for call in calls:
+        for h in set(call.hash_ids):
+            first = seen.setdefault(h, call.session)
+            if first != call.session:
+                shared.add(h)
+    return frozenset(shared)
 
 
 def _stream(key: str, n: int) -> np.ndarray:

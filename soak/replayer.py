@@ -121,7 +121,7 @@ class Replayer:
                     if time.time() >= deadline:
                         self.slots.release()
                         return
-                    task = asyncio.create_task(self._session(session_id(session.name, loop), calls, deadline))
+                    task = asyncio.create_task(self._session(session_id(session.name, loop), calls, deadline, loop))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
                 origin = max(origin + self.span_s / self.speed + 1.0 / self.speed, time.time())
@@ -135,7 +135,7 @@ class Replayer:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def _session(self, sid: str, calls: list[Call], deadline: float) -> None:
+    async def _session(self, sid: str, calls: list[Call], deadline: float, loop: int = 0) -> None:
         try:
             prev_end: Optional[float] = None
             prev: Optional[Call] = None
@@ -148,7 +148,7 @@ class Replayer:
                     await asyncio.sleep(think / self.speed)
                 if time.time() >= deadline:
                     return
-                prompt = self.materialize(call)
+                prompt = self.materialize(call, loop=loop, session_key=sid)
                 if prompt is None:  # over max_context under policy "drop"
                     prev, prev_end = call, time.time()
                     continue

@@ -24,6 +24,7 @@ import httpx
 
 from diagnostics import rundir_schema as schema
 from replay import Call, MaterializeConfig, Materializer, Prompt, read_trace
+from replay.materialize import shared_block_ids
 from soak.client import CallResult, Client, list_models
 from soak.config import SoakConfig
 from soak.errors import SoakError
@@ -174,7 +175,7 @@ class Soak:
         mode = "tokens" if cfg.resolved_api == "completions" else "text"
         mconf = MaterializeConfig(block_size=self.trace.header.block_size, scale=cfg.scale,
                                   max_context=cfg.max_context, over_limit=cfg.over_limit, mode=mode)
-        self.materializer = Materializer(mconf)
+        self.materializer = Materializer(mconf, shared_block_ids(self.trace.calls))
         self.prober = Prober(self.client, mconf, cfg.probe_input_tokens, cfg.probe_output_tokens, cfg.probe_wait_s,
                              self._engine_running if self.target.is_builtin else None)
         self.profiler = Profiler(self.run_dir / schema.PROFILES, cfg.profile_seconds, cfg.profiles)

@@ -145,3 +145,19 @@ def test_a_sessions_next_turn_starts_with_its_previous_prompt_verbatim():
     # A fresh materializer gives the same prompts: the content depends on the trace alone.
     again = Materializer(MaterializeConfig(block_size=trace.header.block_size))
     assert [again(c).token_ids for c in calls] == [p.token_ids for p in prompts]
+
+
+def test_later_loops_get_new_content_but_keep_what_sessions_share():
+    from replay.materialize import shared_block_ids
+
+    calls = [_call([1, 2, 3], 48, session="a"), _call([1, 4, 5], 48, session="b")]
+    shared = shared_block_ids(calls)
+    assert shared == frozenset({1})
+    m = Materializer(MaterializeConfig(block_size=16), shared)
+    first = [m(c, loop=0, session_key=f"{c.session}@0").token_ids for c in calls]
+    second = [m(c, loop=1, session_key=f"{c.session}@1").token_ids for c in calls]
+    assert first == [materialize(c, MaterializeConfig(block_size=16)).token_ids for c in calls]  # loop 0 as ever
+    for a, b in zip(first, second):
+        assert a[:16] == b[:16]  # the shared block, the same in every loop
+        assert a[16:] != b[16:]  # the session's own blocks, new content
+    assert second[0][:16] == second[1][:16]  # still shared within the loop
