@@ -23,7 +23,8 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from diagnostics import changepoint, checks as checks_mod, healthy, reuse as reuse_mod, suspects as suspects_mod
+from diagnostics import changepoint, checks as checks_mod, healthy, prefill as prefill_mod, reuse as reuse_mod
+from diagnostics import suspects as suspects_mod
 from diagnostics.result import Analysis, Check, Matched, Onset, Slowdown, Trigger
 from diagnostics.source import Source
 
@@ -118,11 +119,16 @@ def analyze(source: Source) -> Analysis:
     reuse_age = prefix_reuse is not None and prefix_reuse.loss and not age
     if prefix_reuse is not None:
         checks.append(Check("prefix_reuse", "warn" if prefix_reuse.loss else "ok", prefix_reuse.detail))
+    # ...nor an engine that takes longer and longer to admit a prompt (diagnostics.prefill).
+    prefill_cmp = prefill_mod.compare(source.steps)
+    prefill_age = prefill_cmp is not None and prefill_cmp.loss and not age and not reuse_age
+    if prefill_cmp is not None:
+        checks.append(Check("prefill_time", "warn" if prefill_cmp.loss else "ok", prefill_cmp.detail))
 
     first = 1.0 / use["step_time_s"].head(max(2, len(use) // 4))
     last = 1.0 / use["step_time_s"].tail(max(2, len(use) // 4))
     raw_ratio = float(last.median() / first.median())
-    if age or reuse_age:
+    if age or reuse_age or prefill_age:
         verdict = "engine_age_degradation"
     elif raw_ratio < RAW_DROP:
         verdict = "context_growth_only"
@@ -141,6 +147,9 @@ def analyze(source: Source) -> Analysis:
     if reuse_age:
         onset = _reuse_onset(source, prefix_reuse)
         suspects = suspects_mod.rank(source, prefix_reuse.calls, onset, symptom="prefix reuse falls")
+    elif prefill_age:
+        onset = _prefill_onset(source, prefill_cmp)
+        suspects = suspects_mod.rank(source, prefill_cmp.rows, onset, symptom="prefill slows")
     else:
         suspects = suspects_mod.rank(source, samples[samples["residual"].notna()], onset)
     if age and onset_idx is not None:
@@ -150,7 +159,22 @@ def analyze(source: Source) -> Analysis:
     checks_out = tuple(checks) + tuple(checks_mod.engine_checks(source, samples))
     return Analysis(verdict, slowdown, onset, recovered, suspects, checks_out, samples, model, cps,
                     tuple(matched), source.path, source.kind, source.engine, prefix_reuse,
-                    "prefix_reuse" if reuse_age else "decode")
+                    "prefix_reuse" if reuse_age else "prefill" if prefill_age else "decode", prefill_cmp)
+
+
+def _prefill_onset(source: Source, cmp: prefill_mod.PrefillComparison) -> Optional[Onset]:
+    """The first prefill of the first segment PELT finds materially slower than healthy."""
+    rows = cmp.rows
+    cps = changepoint.detect(rows["residual"].to_numpy(dtype=float))
+    threshold = math.log(prefill_mod.MATERIAL_RATIO)
+    for prev, seg in zip(cps.segments, cps.segments[1:]):
+        if seg.level >= threshold and seg.level > prev.level:
+            row = rows.iloc[seg.start]
+            life = int(row["engine_life"])
+            t0 = rows["t"].iloc[0] - pd.Timedelta(days=365)
+            trigger = _trigger(source, source.steps.iloc[:0], life, t0, row["t"])
+            return Onset(pd.Timestamp(row["t"]).to_datetime64(), float(row["engine_age_s"]), life, trigger)
+    return None
 
 
 def _reuse_onset(source: Source, cmp: reuse_mod.ReuseComparison) -> Optional[Onset]:

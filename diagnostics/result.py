@@ -11,6 +11,7 @@ import pandas as pd
 
 from diagnostics.changepoint import ChangePoints
 from diagnostics.healthy import HealthyModel
+from diagnostics.prefill import PrefillComparison
 from diagnostics.reuse import ReuseComparison
 
 RESULT_SCHEMA_VERSION = 1
@@ -80,9 +81,11 @@ class Analysis:
     source_kind: str
     engine: str
     # Prefix reuse of continuation turns, early against late (diagnostics.reuse), when the run
-    # records it; `age_basis` says what carried an engine_age_degradation verdict.
+    # records it; `age_basis` says what carried an engine_age_degradation verdict; `prefill`
+    # compares prefill time at matched new-token counts.
     prefix_reuse: Optional[ReuseComparison] = None
-    age_basis: str = "decode"  # decode (steps and probes) or prefix_reuse
+    age_basis: str = "decode"  # decode (steps and probes), prefix_reuse or prefill
+    prefill: Optional[PrefillComparison] = None  # prefill time at matched new-token counts (diagnostics.prefill)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -123,6 +126,9 @@ class Analysis:
                 "healthy_share": _num(self.prefix_reuse.healthy_share, 3),
                 "late_share": _num(self.prefix_reuse.late_share, 3),
                 "loss": self.prefix_reuse.loss,
+            },
+            "prefill": None if self.prefill is None else {
+                "ratio": _num(self.prefill.ratio, 3), "loss": self.prefill.loss,
             },
         }
 

@@ -22,6 +22,8 @@ class KeyNumber(NamedTuple):
 def headline(a: Analysis) -> str:
     if a.verdict == "engine_age_degradation" and a.age_basis == "prefix_reuse":
         return "The engine slowed down with age: its prefix cache stopped reusing, so every turn recomputes"
+    if a.verdict == "engine_age_degradation" and a.age_basis == "prefill":
+        return "The engine slowed down with age: admitting a prompt takes longer and longer"
     return HEADLINES[a.verdict]
 
 
@@ -59,6 +61,8 @@ def paragraph(a: Analysis) -> str:
         return "The data cannot tell engine age from context growth: " + ("; ".join(fails) or "too few samples") + "."
     if a.verdict == "engine_age_degradation" and a.age_basis == "prefix_reuse" and a.prefix_reuse is not None:
         return _reuse_paragraph(a)
+    if a.verdict == "engine_age_degradation" and a.age_basis == "prefill" and a.prefill is not None:
+        return _prefill_paragraph(a)
     if a.verdict == "engine_age_degradation":
         out = []
         if a.onset is not None:
@@ -111,6 +115,23 @@ def _reuse_paragraph(a: Analysis) -> str:
     return " ".join(out)
 
 
+def _prefill_paragraph(a: Analysis) -> str:
+    p, s = a.prefill, a.slowdown
+    when = f"After {duration(a.onset.engine_age_s)} of engine life, the" if a.onset is not None else "Late in the run, the"
+    out = [f"{when} engine took longer and longer to admit a prompt: the last {p.num_late} prefills took {p.ratio:.2f}x, "
+           f"in total, what prefills of the same size took while it was young."]
+    if s is not None:
+        out.append(f"Decode itself held: late decode ran at {s.ratio:.2f}x its healthy rate at matched conditions.")
+    trig = trigger_text(a)
+    if a.onset is not None:
+        out.append(f"It began after {trig}." if trig else "Nothing notable stands out just before it.")
+    if a.suspects:
+        top = a.suspects[0]
+        out.append(f"The engine figure that tracks it best is {top.name} (score {top.score:.2f}): "
+                   f"{top.evidence.split('; ')[-1]}.")
+    return " ".join(out)
+
+
 def key_numbers(a: Analysis) -> list[KeyNumber]:
     out = [KeyNumber("verdict", a.verdict)]
     if a.slowdown is not None:
@@ -123,6 +144,8 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
         r = a.prefix_reuse
         out.append(KeyNumber("prefix reuse of continuation turns (late / early)",
                              f"{r.ratio:.2f} ({r.late_share:.0%} against {r.healthy_share:.0%})"))
+    if a.prefill is not None:
+        out.append(KeyNumber("prefill time at matched sizes (late / healthy)", f"{a.prefill.ratio:.2f}"))
     if a.onset is not None:
         out += [KeyNumber("onset", iso(a.onset.t)),
                 KeyNumber("engine age at onset", f"{a.onset.engine_age_s:.0f} s ({duration(a.onset.engine_age_s)})")]

@@ -17,14 +17,16 @@ T0 = 1_790_000_000.0  # Unix seconds
 def make_run_dir(root: Path, minutes: int = 60, fault_at_min: Optional[float] = 30, restart_at_min: Optional[float] = 45,
                  slowdown: float = 3.0, client_bias: float = 1.0, drop_life_columns: bool = False,
                  schema_version: int = schema.SCHEMA_VERSION, seed: int = 0,
-                 reuse_lost_at_min: Optional[float] = None) -> Path:
+                 reuse_lost_at_min: Optional[float] = None, prefill_slow_at_min: Optional[float] = None) -> Path:
     """A built-in engine run: per-step rows every second, snapshots every 10 s, probes every 3 min.
 
     With a fault, step time is multiplied by `slowdown` from `fault_at_min` until the restart;
     `kv_fragmentation` jumps at the fault (the true suspect), `radix_nodes` only grows with
     engine age, `rss_bytes` is noise. `client_bias` scales the client's decode rate. From
     `reuse_lost_at_min` on, continuation turns get nothing from the prefix cache, and
-    `state_slots_leaked` (its true suspect) is up, while decode stays as it was.
+    `state_slots_leaked` (its true suspect) is up, while decode stays as it was. From
+    `prefill_slow_at_min` on, prefills take 3x as long (decode as it was), and the snapshot
+    counter `eviction_s_total` (its true suspect) climbs at a higher rate.
     """
     rng = np.random.default_rng(seed)
     root.mkdir(parents=True, exist_ok=True)
@@ -44,6 +46,9 @@ def make_run_dir(root: Path, minutes: int = 60, fault_at_min: Optional[float] = 
     prefill = np.arange(len(t)) % 30 == 0
     steps.loc[prefill, ["phase", "new_tokens", "cached_tokens", "step_time_s", "gen_tps"]] = ["prefill", 2000.0, 20_000.0,
                                                                                                np.nan, np.nan]
+    slow = (t >= T0 + prefill_slow_at_min * 60) & (t < restart) if prefill_slow_at_min is not None else np.zeros(len(t), bool)
+    steps["input_tps"] = np.where(prefill, 2000.0 / (0.5 * np.where(slow, 3.0, 1.0) * (1 + rng.normal(0, 0.03, len(t)))),
+                                  np.nan)
     if drop_life_columns:
         steps = steps.drop(columns=["engine_age_s", "engine_life"])
     _parts(root / "steps", steps, 2)
@@ -61,6 +66,10 @@ def make_run_dir(root: Path, minutes: int = 60, fault_at_min: Optional[float] = 
         # A counter of the engine process: starts again at 0 after a restart, steady rate.
         "expert_hits": pd.Series(rng.integers(100, 110, len(ts)).astype(float)).groupby(s_life).cumsum().to_numpy(),
     })
+    if prefill_slow_at_min is not None:
+        slow_s = (ts >= T0 + prefill_slow_at_min * 60) & (s_life == 0)
+        rate = np.where(slow_s, 0.5, 0.01) * (1 + rng.normal(0, 0.1, len(ts)))
+        snaps["eviction_s_total"] = pd.Series(rate * 10.0).groupby(s_life).cumsum().to_numpy()
     if reuse_lost_at_min is not None:
         lost = T0 + reuse_lost_at_min * 60
         snaps["state_slots_leaked"] = np.where((ts >= lost) & (s_life == 0), 12.0, 0.0) + rng.integers(0, 2, len(ts))

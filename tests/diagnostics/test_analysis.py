@@ -25,7 +25,7 @@ def _analyze(tmp_path, sc, fmt):
 def test_seed_excerpt_is_engine_age_with_onset_and_trigger(excerpt):
     doc = analyze(load_source(excerpt, date=dt.date(2026, 9, 23))).to_dict()
     assert list(doc)[:len(DESIGN_KEYS)] == DESIGN_KEYS and doc["schema_version"] == 1
-    assert list(doc)[len(DESIGN_KEYS):] == ["age_basis", "prefix_reuse"]
+    assert list(doc)[len(DESIGN_KEYS):] == ["age_basis", "prefix_reuse", "prefill"]
     assert doc["verdict"] == "engine_age_degradation"
     assert doc["onset"]["t"] == "2026-09-23T21:18:50"
     assert doc["onset"]["engine_age_s"] == 938

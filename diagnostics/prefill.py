@@ -1,0 +1,83 @@
+"""Prefill time at matched conditions: an engine that takes longer and longer to admit a prompt.
+
+The decode analysis does not look at prefill steps, and time to first token as a client sees
+it holds the wait behind other prompts. The engine's own prefill rows do not: each says how
+many new tokens it computed and how long that took (the built-in engine's step time; an
+engine log's `input throughput`). A cost that lands on admissions — eviction that has to
+work harder for every page it frees once the pool is full, say — shows there.
+
+- rows: prefill rows of the first engine life with new tokens and a time, in time order;
+- matched conditions: bands of new tokens (powers of BAND); a band's healthy time is the
+  median over the first EARLY_FRACTION of the rows, and every row's residual is
+  log(its time / its band's healthy median);
+- a loss: the matched rows of the last LATE_FRACTION took, in total, at least MATERIAL_RATIO
+  times what their bands' healthy medians predict (a cost paid by some admissions and not
+  others counts by the time it adds), with at least MIN_LATE such rows and more than half of
+  them (MIN_SHARE) slower than their band's healthy median.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+import numpy as np
+import pandas as pd
+
+BAND = 1.5
+EARLY_FRACTION = 1 / 3
+LATE_FRACTION = 1 / 3
+MATERIAL_RATIO = 1.5
+MIN_LATE = 6
+MIN_SHARE = 0.5
+
+
+class PrefillComparison(NamedTuple):
+    ratio: float  # late prefill time over what the healthy bands predict, in total (> 1: slower)
+    num_healthy: int
+    num_late: int  # matched late rows
+    share_slower: float
+    loss: bool
+    detail: str
+    rows: pd.DataFrame  # t, engine_age_s, engine_life, residual, excluded: every matched prefill row
+
+
+def compare(steps: pd.DataFrame) -> Optional[PrefillComparison]:
+    """None when the data hold too few prefill rows with a time to compare."""
+    need = {"phase", "new_tokens", "input_tps", "t", "engine_life"}
+    if steps is None or steps.empty or not need <= set(steps.columns):
+        return None
+    df = steps[(steps["phase"] == "prefill") & (steps["new_tokens"] > 0) & (steps["input_tps"] > 0)]
+    df = df.dropna(subset=["t", "new_tokens", "input_tps"])
+    if df.empty:
+        return None
+    df = df[df["engine_life"] == df["engine_life"].min()].sort_values("t", kind="stable")
+    n = len(df)
+    num_early, num_late = math.ceil(EARLY_FRACTION * n), math.ceil(LATE_FRACTION * n)
+    if num_early < MIN_LATE or num_late < MIN_LATE:
+        return None
+    new = df["new_tokens"].to_numpy(dtype=float)
+    log_t = np.log(new / df["input_tps"].to_numpy(dtype=float))
+    band = np.floor(np.log(new) / math.log(BAND))
+    healthy = pd.Series(log_t[:num_early]).groupby(band[:num_early]).median()
+    residual = log_t - pd.Series(band).map(healthy).to_numpy(dtype=float)
+    age = df["engine_age_s"].to_numpy(dtype=float) if "engine_age_s" in df else np.full(n, np.nan)
+    rows = pd.DataFrame({"t": df["t"].to_numpy(), "engine_age_s": age, "engine_life": df["engine_life"].to_numpy(),
+                         "residual": residual, "excluded": ""})
+    rows = rows[np.isfinite(rows["residual"])].reset_index(drop=True)
+    late = residual[n - num_late:]
+    late = late[np.isfinite(late)]
+    if len(late) < MIN_LATE:
+        return None
+    # In total, not per row: an admission that has to evict pays in some prefills, not all of
+    # them, and the time it adds is what a client waits.
+    time = np.exp(log_t[n - num_late:])
+    expected = np.exp(log_t[n - num_late:] - residual[n - num_late:])
+    ok = np.isfinite(expected)
+    ratio = float(time[ok].sum() / expected[ok].sum())
+    share = float(np.mean(late > 0))
+    loss = ratio >= MATERIAL_RATIO and share > MIN_SHARE
+    detail = (f"prefill time at matched new-token counts: the last {len(late)} matched prefills took {ratio:.2f}x, in "
+              f"total, what the first {num_early} predict ({share:.0%} of them above their band's healthy median; a "
+              f"loss from {MATERIAL_RATIO:.1f}x with more than {MIN_SHARE:.0%} slower)")
+    return PrefillComparison(ratio, num_early, len(late), share, loss, detail, rows)

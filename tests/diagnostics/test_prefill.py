@@ -1,0 +1,47 @@
+"""Prefill time at matched new-token counts, early against late (diagnostics.prefill)."""
+
+import numpy as np
+import pandas as pd
+
+from diagnostics import prefill
+from diagnostics.analysis import analyze
+from diagnostics.source import load_source
+from tests.diagnostics.rundirs import make_run_dir
+
+
+def _steps(times, new):
+    n = len(times)
+    t = pd.Timestamp("2026-11-30 04:00:00") + pd.to_timedelta(np.arange(n) * 5.0, unit="s")
+    return pd.DataFrame({"t": t, "engine_age_s": np.arange(n) * 5.0, "engine_life": 0, "phase": "prefill",
+                         "new_tokens": np.asarray(new, float), "input_tps": np.asarray(new, float) / np.asarray(times)})
+
+
+def test_admissions_that_pay_more_and_more_are_a_loss():
+    rng = np.random.default_rng(0)
+    new = rng.choice([300, 1200, 2500], 45)
+    base = new / 1000.0
+    # Late, the big admissions pay seconds more (eviction), the small ones nothing.
+    extra = np.where((np.arange(45) >= 20) & (new >= 1200), 1.5 * base, 0.0)
+    cmp = prefill.compare(_steps(base * (1 + rng.normal(0, 0.03, 45)) + extra, new))
+    assert cmp.loss and cmp.ratio > 1.8
+
+
+def test_steady_prefills_of_any_size_are_no_loss():
+    rng = np.random.default_rng(1)
+    new = rng.integers(100, 5000, 60)
+    cmp = prefill.compare(_steps(new / 1000.0 * (1 + rng.normal(0, 0.1, 60)), new))
+    assert not cmp.loss and 0.85 < cmp.ratio < 1.15
+
+
+def test_too_few_prefills_to_compare():
+    assert prefill.compare(_steps([0.5] * 10, [500] * 10)) is None
+
+
+def test_a_run_whose_admissions_slow_is_engine_age_with_eviction_first(tmp_path):
+    a = analyze(load_source(make_run_dir(tmp_path / "run", fault_at_min=None, restart_at_min=None,
+                                         prefill_slow_at_min=30)))
+    assert a.verdict == "engine_age_degradation" and a.age_basis == "prefill"
+    assert a.suspects[0].name == "eviction_s_total" and "prefill slows" in a.suspects[0].evidence
+    assert 29 * 60 <= a.onset.engine_age_s <= 32 * 60
+    assert a.slowdown.ratio > 0.9  # decode itself held
+    assert a.to_dict()["prefill"]["loss"] is True
