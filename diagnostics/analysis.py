@@ -199,8 +199,11 @@ def _find_onset(use: pd.DataFrame, model: healthy.HealthyModel):
             first_cps = cps
         if life != model.engine_life:
             continue  # later lives are the restart control, not where onset is sought
+        # An onset leaves at least half the healthy window before it: a change in the first
+        # seconds is the engine warming up under its first, light load, not engine age.
+        min_start = max(healthy.MIN_HEALTHY, model.num_points // 2)
         for prev, seg in zip(cps.segments, cps.segments[1:]):
-            if seg.level - base >= MATERIAL and seg.level > prev.level:
+            if seg.start >= min_start and seg.level - base >= MATERIAL and seg.level > prev.level:
                 return cps, rows.index[seg.start], rows
         return cps, None, rows
     return first_cps, None, use.iloc[:0]
