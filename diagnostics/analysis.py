@@ -170,22 +170,22 @@ def _prefill_onset(source: Source, cmp: prefill_mod.PrefillComparison) -> Option
     for prev, seg in zip(cps.segments, cps.segments[1:]):
         if seg.level >= threshold and seg.level > prev.level:
             row = rows.iloc[seg.start]
-            life = int(row["engine_life"])
-            t0 = rows["t"].iloc[0] - pd.Timedelta(days=365)
-            trigger = _trigger(source, source.steps.iloc[:0], life, t0, row["t"])
-            return Onset(pd.Timestamp(row["t"]).to_datetime64(), float(row["engine_age_s"]), life, trigger)
+            return _onset_at(source, row["t"], float(row["engine_age_s"]), int(row["engine_life"]))
     return None
 
 
 def _reuse_onset(source: Source, cmp: reuse_mod.ReuseComparison) -> Optional[Onset]:
-    """The first call of the lost-reuse segment; its trigger a fault switched on before it, if any."""
+    """The first call of the lost-reuse segment."""
     if cmp.onset_t is None:
         return None
-    calls = cmp.calls
-    life = int(calls["engine_life"].iloc[0])
-    t0 = calls["t"].iloc[0] - pd.Timedelta(days=365)  # a fault is switched on before the first call
-    trigger = _trigger(source, source.steps.iloc[:0], life, t0, cmp.onset_t)
-    return Onset(pd.Timestamp(cmp.onset_t).to_datetime64(), float(cmp.onset_age_s), life, trigger)
+    return _onset_at(source, cmp.onset_t, float(cmp.onset_age_s), int(cmp.calls["engine_life"].iloc[0]))
+
+
+def _onset_at(source: Source, t, engine_age_s: float, life: int) -> Onset:
+    """An onset found in a per-call or per-prefill series: its trigger is a fault switched on
+    before it, if any (no step window to search for a standout prefill)."""
+    trigger = _trigger(source, source.steps.iloc[:0], life, pd.Timestamp.min, t)
+    return Onset(pd.Timestamp(t).to_datetime64(), engine_age_s, life, trigger)
 
 
 def _find_onset(use: pd.DataFrame, model: healthy.HealthyModel):

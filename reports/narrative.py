@@ -81,11 +81,8 @@ def paragraph(a: Analysis) -> str:
         elif matched:
             out.append(f"At matched conditions: {matched}.")
         out.append(_restart_sentence(a))
-        if a.suspects:
-            top = a.suspects[0]
-            out.append(f"The engine figure that tracks it best is {top.name} (score {top.score:.2f}): "
-                       f"{top.evidence.split('; ')[-1]}.")
-        return " ".join(out)
+        sentence = _suspect_sentence(a)
+        return " ".join(out + ([sentence] if sentence else []))
     if a.verdict == "context_growth_only":
         return (f"Decode throughput fell from a median {s.healthy_tps:.1f} to {s.degraded_tps:.1f} tok/s, but at "
                 f"matched conditions the late samples ran at {s.ratio:.2f}x the healthy ones, so the longer context "
@@ -95,7 +92,7 @@ def paragraph(a: Analysis) -> str:
 
 
 def _reuse_paragraph(a: Analysis) -> str:
-    r, s = a.prefix_reuse, a.slowdown
+    r = a.prefix_reuse
     when = f"After {duration(a.onset.engine_age_s)} of engine life, the" if a.onset is not None else "Late in the run, the"
     out = [f"{when} engine's prefix cache stopped reusing what an agent's next turn shares with the last: "
            f"continuation turns reused a median {r.late_share:.0%} of their prompt from cache, against "
@@ -103,33 +100,36 @@ def _reuse_paragraph(a: Analysis) -> str:
            + (f", so each recomputed about {r.recomputed_tokens:,.0f} more prompt tokens" if r.recomputed_tokens else "")
            + (f" (median time to first token {r.ttft_healthy_s:.2f} s early, {r.ttft_late_s:.2f} s late)"
               if r.ttft_healthy_s is not None and r.ttft_late_s is not None else "") + "."]
-    if s is not None:
-        out.append(f"Decode itself held: late decode ran at {s.ratio:.2f}x its healthy rate at matched conditions.")
-    trig = trigger_text(a)
-    if a.onset is not None:
-        out.append(f"It began after {trig}." if trig else "Nothing notable stands out just before it.")
-    if a.suspects:
-        top = a.suspects[0]
-        out.append(f"The engine figure that tracks it best is {top.name} (score {top.score:.2f}): "
-                   f"{top.evidence.split('; ')[-1]}.")
-    return " ".join(out)
+    return " ".join(out + _decode_held(a))
 
 
 def _prefill_paragraph(a: Analysis) -> str:
-    p, s = a.prefill, a.slowdown
+    p = a.prefill
     when = f"After {duration(a.onset.engine_age_s)} of engine life, the" if a.onset is not None else "Late in the run, the"
     out = [f"{when} engine took longer and longer to admit a prompt: the last {p.num_late} prefills took {p.ratio:.2f}x, "
            f"in total, what prefills of the same size took while it was young."]
-    if s is not None:
-        out.append(f"Decode itself held: late decode ran at {s.ratio:.2f}x its healthy rate at matched conditions.")
-    trig = trigger_text(a)
+    return " ".join(out + _decode_held(a))
+
+
+def _decode_held(a: Analysis) -> list[str]:
+    """The sentences after a prefill-side finding: decode held, what began it, the top suspect."""
+    out = []
+    if a.slowdown is not None:
+        out.append(f"Decode itself held: late decode ran at {a.slowdown.ratio:.2f}x its healthy rate at matched "
+                   f"conditions.")
     if a.onset is not None:
+        trig = trigger_text(a)
         out.append(f"It began after {trig}." if trig else "Nothing notable stands out just before it.")
-    if a.suspects:
-        top = a.suspects[0]
-        out.append(f"The engine figure that tracks it best is {top.name} (score {top.score:.2f}): "
-                   f"{top.evidence.split('; ')[-1]}.")
-    return " ".join(out)
+    sentence = _suspect_sentence(a)
+    return out + ([sentence] if sentence else [])
+
+
+def _suspect_sentence(a: Analysis) -> Optional[str]:
+    if not a.suspects:
+        return None
+    top = a.suspects[0]
+    return (f"The engine figure that tracks it best is {top.name} (score {top.score:.2f}): "
+            f"{top.evidence.split('; ')[-1]}.")
 
 
 def key_numbers(a: Analysis) -> list[KeyNumber]:
