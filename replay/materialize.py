@@ -168,6 +168,11 @@ class Materializer:
             self.num_over_limit += 1
         return prompt
 
+    def forget(self, session_key: str) -> None:
+        """The conversation ended: its last prompt is no longer needed (a soak of hours runs
+        thousands of them)."""
+        self._last.pop(session_key, None)
+
 
 def materialize(call: Call, config: MaterializeConfig, prefix: np.ndarray | None = None, salt: int = 0,
                 keep: frozenset[int] = frozenset()) -> Prompt | None:

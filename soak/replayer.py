@@ -160,6 +160,7 @@ class Replayer:
                     self._leave()
                 prev, prev_end = call, time.time()
         finally:
+            self.materialize.forget(sid)
             self.num_sessions_done += 1
             self.slots.release()
 

@@ -82,3 +82,21 @@ def test_max_context_drop_skips_the_over_long_call_and_the_session_goes_on(tmp_p
     sent, _, replayer = _run(trace, deadline_s=1.0, scale=1.0, max_context=200, over_limit="drop")
     assert [turn for sid, turn, *rest in sent if sid.endswith("@0")] == [0, 1, 2]  # turn 3 asks 5000 tokens
     assert replayer.materialize.num_dropped >= 1
+
+
+def test_a_finished_conversation_is_forgotten_by_the_materializer(tmp_path):
+    trace = read_trace(write_trace(tmp_path / "t.jsonl", sessions=3, turns=3, think=0.0))
+    mat = Materializer(MaterializeConfig(block_size=trace.header.block_size))
+    sids = set()
+
+    async def send(sid, call, prompt):
+        sids.add(sid)
+
+    async def go():
+        replayer = Replayer(sessions_of(trace), mat, send, 2, 10.0)
+        await replayer.run(time.time() + 0.5)
+        return replayer
+
+    replayer = asyncio.run(go())
+    assert replayer.num_sessions_done >= 3 and len(sids) >= 3
+    assert not mat._last  # every conversation that ended left nothing behind
