@@ -114,16 +114,25 @@ def analyze(source: Source) -> Analysis:
     if undecided and not age and probes is None:
         return insufficient(undecided)
 
+    # A decode loss only the probes show, while well-supported matched bins show none, is the
+    # weakest basis: a clear loss on the prefill side takes precedence over it.
+    contested = (age and bins.ratio is not None and bins.num_early >= MIN_SUPPORT and bins.ratio >= NO_LOSS)
     # A prefix cache that stops reusing is a slowdown decode cannot show (diagnostics.reuse).
     prefix_reuse = reuse_mod.compare(source.requests)
-    reuse_age = prefix_reuse is not None and prefix_reuse.loss and not age
+    reuse_age = prefix_reuse is not None and prefix_reuse.loss and (not age or contested)
     if prefix_reuse is not None:
         checks.append(Check("prefix_reuse", "warn" if prefix_reuse.loss else "ok", prefix_reuse.detail))
     # ...nor an engine that takes longer and longer to admit a prompt (diagnostics.prefill).
     prefill_cmp = prefill_mod.compare(source.steps)
-    prefill_age = prefill_cmp is not None and prefill_cmp.loss and not age and not reuse_age
+    prefill_age = prefill_cmp is not None and prefill_cmp.loss and (not age or contested) and not reuse_age
     if prefill_cmp is not None:
         checks.append(Check("prefill_time", "warn" if prefill_cmp.loss else "ok", prefill_cmp.detail))
+    if age and (reuse_age or prefill_age):
+        age = False
+        checks.append(Check("decode_basis", "warn",
+                            f"only identical probes show a decode loss ({probes.ratio:.2f}x) and {bins.num_early} "
+                            f"matched bins show none ({bins.ratio:.2f}x): the slowdown is placed on "
+                            f"{'prefix reuse' if reuse_age else 'prefill time'}, which shows it clearly"))
 
     first = 1.0 / use["step_time_s"].head(max(2, len(use) // 4))
     last = 1.0 / use["step_time_s"].tail(max(2, len(use) // 4))

@@ -42,7 +42,7 @@ class Onset(NamedTuple):
 
 class Suspect(NamedTuple):
     name: str
-    score: float  # 0..1, |rank correlation| with the residual
+    score: float  # 0..1: share of wall time a time counter added, or |rank correlation| with the residual
     evidence: str
 
 

@@ -17,6 +17,14 @@ it correlates with the residual by construction (a slow step is slow in its part
 made it slow). Its level over a window keeps a trend and drops that per-step coupling. Even
 so, a part of the step time says where the time went, not why: it ranks after every engine
 figure that tracks the slowdown.
+
+Correlation cannot tell a cause from a figure that merely fills up while the slowdown grows
+(in a run of minutes the prefix cache fills from empty exactly while a slowdown that started
+with the engine grows). Time counters can: a cumulative figure in seconds (a name ending in
+`_s_total`: time spent evicting, in garbage collection, copying experts) says how much of the
+engine's wall time went to it. One whose share of wall time grew by at least MIN_ADDED_SHARE
+(and at least SHARE_GROWTH-fold) from before the onset to after it accounts for added time
+directly; these rank first, by the share they added, ahead of every correlation.
 """
 
 from __future__ import annotations
@@ -34,6 +42,9 @@ from diagnostics.source import Source
 MIN_POINTS = 8
 MIN_SCORE = 0.3
 MAX_SUSPECTS = 10
+TIME_COUNTER_SUFFIX = "_s_total"  # cumulative seconds spent in something
+MIN_ADDED_SHARE = 0.05  # of wall time: a time counter that added this much accounts for the slowdown
+SHARE_GROWTH = 2.0
 STEP_WINDOW_S = 10.0  # per-step figures are judged by their rolling median over this window
 STEP_TIME_PARTS = ("schedule_s", "forward_s", "sample_s")
 STEP_FIGURES = ("token_usage", "mamba_usage", "num_mamba_used", "cache_hit_rate", "num_queue_reqs",
@@ -60,15 +71,52 @@ def rank(source: Source, samples: pd.DataFrame, onset: Optional[Onset],
     for name in STEP_FIGURES:
         if name in steps and steps[name].notna().sum() >= MIN_POINTS:
             candidates.append((name, _step_level(steps, name)))
-    out = []
+    timed = _time_accounts(snaps, samples, onset, symptom)
+    out = list(timed)
     for name, series in candidates:
         s = _suspect(name, series, samples, onset, symptom)
-        if s is not None:
+        if s is not None and s.name not in {t.name for t in timed}:
             out.append(s)
-    # A part of the step time says where the time went, not why: it ranks after every engine
-    # figure that tracks the slowdown (the breakdown check in the analysis says where).
-    out.sort(key=lambda s: (s.name in STEP_TIME_PARTS, -s.score))
+    # Time that accounts for the slowdown first; a part of the step time says where the time
+    # went, not why: it ranks after every engine figure that tracks the slowdown (the breakdown
+    # check in the analysis says where).
+    out.sort(key=lambda s: (s not in timed, s.name in STEP_TIME_PARTS, -s.score))
     return tuple(out[:MAX_SUSPECTS])
+
+
+def _time_accounts(snaps: pd.DataFrame, samples: pd.DataFrame, onset: Optional[Onset],
+                   symptom: str = "decode slows") -> list[Suspect]:
+    """Time counters whose share of wall time grew materially from before the split to after it
+    (the onset, or the middle of the samples' span), within the samples' first engine life."""
+    names = [n for n in snaps.columns if n.endswith(TIME_COUNTER_SUFFIX) and pd.api.types.is_numeric_dtype(snaps[n])]
+    if not names or "t" not in samples:
+        return []
+    life = samples["engine_life"].iloc[0] if "engine_life" in samples else None
+    if life is not None and "engine_life" in snaps:
+        snaps = snaps[snaps["engine_life"] == life]
+        samples = samples[samples["engine_life"] == life]
+    t, snap_times = samples["t"].astype("datetime64[ns]"), snaps["t"].astype("datetime64[ns]")
+    t0, t1 = max(t.min(), snap_times.min()), min(t.max(), snap_times.max())  # where the counters say
+    if not t0 < t1:
+        return []
+    split = onset.t if onset is not None and t0 < pd.Timestamp(onset.t) < t1 else t0 + (t1 - t0) / 2
+    at = (np.array([t0, split, t1], dtype="datetime64[ns]").astype("int64")) / 1e9
+    snap_t = snap_times.astype("int64").to_numpy() / 1e9
+    out = []
+    for name in names:
+        ok = snaps[name].notna().to_numpy()
+        if ok.sum() < 2:
+            continue
+        c = np.interp(at, snap_t[ok], snaps[name].to_numpy(dtype=float)[ok])
+        before, after = (c[1] - c[0]) / max(at[1] - at[0], 1e-9), (c[2] - c[1]) / max(at[2] - at[1], 1e-9)
+        added = after - before
+        if added >= MIN_ADDED_SHARE and after >= SHARE_GROWTH * max(before, 0.0):
+            when = "the onset" if onset is not None and split == onset.t else "the middle of the run"
+            out.append(Suspect(name, float(min(1.0, added)),
+                               f"{added:.1%} more of the engine's wall time went into it as {symptom}: "
+                               f"{after:.1%} after {when}, {before:.1%} before"))
+    out.sort(key=lambda s: -s.score)
+    return out
 
 
 def _step_level(steps: pd.DataFrame, name: str) -> pd.DataFrame:

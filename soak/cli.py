@@ -145,7 +145,7 @@ def validate(
     trace: Annotated[Optional[Path], typer.Option(help="Trace to replay (default: the agentic example trace, examples/opencode.jsonl).")] = None,
     speed: Annotated[float, typer.Option(help="Replay speed: trace think times are divided by this.")] = 4.0,
     engine_arg: Annotated[Optional[list[str]], typer.Option(help="An extra `soak serve` option for every run (repeatable).")] = None,
-    probe_tokens: Annotated[int, typer.Option(help="Probe prompt length in tokens (long probes read more KV per decode step).")] = 256,
+    probe_tokens: Annotated[Optional[int], typer.Option(help="Probe prompt length in tokens for every run (default: 256, or what a mechanism needs to show, e.g. 4096 for kv-scatter).")] = None,
     probe_output_tokens: Annotated[int, typer.Option(help="Probe output length in tokens (longer probes average out more noise).")] = 192,
     scale: Annotated[Optional[float], typer.Option(help="Trace length scale for every run (default: 1, or what a mechanism needs to act, e.g. longer contexts for kv-scatter).")] = None,
 ) -> None:

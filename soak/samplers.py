@@ -108,7 +108,8 @@ class EngineHooks:
         try:
             data = await self.target.get_json("/v1/cache/status")
         except (httpx.HTTPError, ValueError) as exc:
-            _once("hooks", "engine hooks: %s; no hooks sampled", exc)
+            # (a timeout's message is empty: name its type)
+            _once("hooks", "engine hooks: %s; that snapshot skipped (said once)", str(exc) or type(exc).__name__)
             return {}
         return self.row(data) if isinstance(data, dict) else {}
 

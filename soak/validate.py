@@ -30,9 +30,10 @@ EXPECTED_SUSPECTS: dict[str, tuple[str, ...]] = {
     "eviction-scan": ("eviction_s_total", "eviction_nodes_visited_total", "eviction_calls_total", "schedule_s"),
     "snapshot-leak": ("state_slots_leaked", "mamba_slots_used", "match_truncated_tokens_total", "mamba_usage",
                       "num_mamba_used", "cache_hit_rate"),
-    "kv-scatter": ("kv_free_list_disorder", "kv_gather_breaks", "kv_free_runs", "kv_fragmentation",
+    "kv-scatter": ("kv_gather_s_total", "kv_free_list_disorder", "kv_gather_breaks", "kv_free_runs", "kv_fragmentation",
                    "kv_largest_free_run"),
-    "expert-thrash": ("expert_miss_rate", "expert_misses", "expert_bytes_copied_total", "expert_evictions"),
+    "expert-thrash": ("expert_copy_s_total", "expert_miss_rate", "expert_misses", "expert_bytes_copied_total",
+                      "expert_evictions"),
     "gc-pressure": ("gc_full_pause_s_total", "gc_pause_s_total", "gc_last_full_pause_s", "gc_gen2_collections",
                     "gc_pause_s", "retained_objects", "retained_requests", "rss_bytes"),
 }
@@ -51,10 +52,17 @@ MECHANISM_ENGINE_ARGS: dict[str, tuple[str, ...]] = {
 # (1.03x); four times wider experts cost 1.2-1.3x once drained (benchmarks/bench_expert_thrash.py).
 MECHANISM_CHECKPOINT: dict[str, dict] = {"expert-thrash": {"moe_intermediate_size": 768}}
 # Minutes a mechanism needs to act at all, when the run's --minutes is shorter: the expert cache
-# leaks a slot per prefill and drains only after about 60 admissions.
-MECHANISM_MIN_MINUTES: dict[str, float] = {"expert-thrash": 5.0}
+# leaks a slot per prefill and drains only after about 60 admissions; the KV pool scatters only
+# once it has cycled (about two and a half minutes for kv-scatter's pool), and probes after that
+# must outnumber the noise.
+MECHANISM_MIN_MINUTES: dict[str, float] = {"expert-thrash": 5.0, "kv-scatter": 6.0}
 # Trace length scale per mechanism (replay.MaterializeConfig.scale), when not the run's --scale.
 MECHANISM_SCALE: dict[str, float] = {"kv-scatter": 2.0}
+# Probe prompt length, when not the run's --probe-tokens. Scattered KV costs in the gather, which
+# grows with context: a 4096-token decode on a cycled 32K pool runs 1.21x slower scattered
+# (benchmarks/bench_kv_scatter.py), a 256-token one barely moves.
+PROBE_TOKENS = 256
+MECHANISM_PROBE_TOKENS: dict[str, int] = {"kv-scatter": 4096}
 # Probe output length: a 64-token probe lasts about a second here, and identical idle probes of a
 # fault-free engine then varied by +-12% on a quiet 2-core machine; a longer probe averages more steps.
 PROBE_OUTPUT_TOKENS = 192
@@ -75,7 +83,7 @@ class MatrixRow(NamedTuple):
 
 
 def validate(minutes: float, out: Path, mechanisms: Sequence[str] = MECHANISMS, trace: Optional[Path] = None,
-             engine_args: Sequence[str] = (), speed: float = 4.0, probe_tokens: int = 256,
+             engine_args: Sequence[str] = (), speed: float = 4.0, probe_tokens: Optional[int] = None,
              on_row: Optional[Callable[[MatrixRow], None]] = None,
              probe_output_tokens: int = PROBE_OUTPUT_TOKENS, scale: Optional[float] = None) -> list[MatrixRow]:
     """Run the control and each mechanism for `minutes`, analyse each, write the table; the rows."""
@@ -95,7 +103,8 @@ def validate(minutes: float, out: Path, mechanisms: Sequence[str] = MECHANISMS, 
         if name in MECHANISM_CHECKPOINT:
             run_args = (f"--model={_checkpoint(out / 'checkpoints' / name, MECHANISM_CHECKPOINT[name])}", *run_args)
         run_minutes = max(minutes, MECHANISM_MIN_MINUTES.get(name, 0.0))
-        setup = _soak(name, run_minutes, trace, run_dir, run_args, speed, probe_tokens, probe_output_tokens, run_scale)
+        run_probe = probe_tokens if probe_tokens is not None else MECHANISM_PROBE_TOKENS.get(name, PROBE_TOKENS)
+        setup = _soak(name, run_minutes, trace, run_dir, run_args, speed, run_probe, probe_output_tokens, run_scale)
         row = _judge(name, run_dir)._replace(setup=setup)
         rows.append(row)
         if on_row is not None:
@@ -159,6 +168,7 @@ def _soak(name: str, minutes: float, trace: Path, run_dir: Path, engine_args: Se
     shown = [f"--model={Path(a.split('=', 1)[1]).name}" if a.startswith("--model=") else a
              for a in (*BASE_ENGINE_ARGS, *MECHANISM_ENGINE_ARGS.get(name, ()), *engine_args)]
     return (" ".join(shown) + (f", scale {scale:g}" if scale != 1.0 else "")
+            + (f", {probe_tokens}-token probes" if probe_tokens != PROBE_TOKENS else "")
             + (f", {minutes:g} min" if minutes != 0 else ""))
 
 

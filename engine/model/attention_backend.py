@@ -2,11 +2,16 @@
 
 A backend gets the new tokens' queries and the layer's whole K/V buffers and reads each
 request's context through `batch.kv_slots`; the new tokens' K/V are already written.
+
+`gather_s` is the wall time the torch backend spent gathering contexts out of the pool, where
+that time is real: on a CPU the gather runs when called. On a GPU the call only enqueues it,
+so it stays None there (and for the Triton kernel, which gathers inside the kernel).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +27,24 @@ BACKENDS = ("auto", "torch", "triton")
 class TorchAttention:
     name = "torch"
 
+    def __init__(self, device: torch.device | str = "cpu") -> None:
+        self._timed = torch.device(device).type == "cpu"
+        self._gather_s = 0.0
+
+    @property
+    def gather_s(self) -> float | None:
+        """Seconds spent gathering K/V contexts from the pool since start; None where not measured."""
+        return self._gather_s if self._timed else None
+
+    def _gather(self, k_buf: torch.Tensor, v_buf: torch.Tensor, slots: torch.Tensor):
+        """K/V rows of `slots` (any shape), timed on a CPU."""
+        if not self._timed:
+            return k_buf[slots], v_buf[slots]
+        start = time.perf_counter()
+        kb, vb = k_buf[slots], v_buf[slots]
+        self._gather_s += time.perf_counter() - start
+        return kb, vb
+
     def forward(self, q: torch.Tensor, k_buf: torch.Tensor, v_buf: torch.Tensor, batch: ForwardBatch,
                 scale: float) -> torch.Tensor:
         """q [T, Hq, D]; k_buf, v_buf [S, Hkv, D] -> [T, Hq, D]."""
@@ -35,8 +58,8 @@ class TorchAttention:
         for b, (start, end) in enumerate(batch.token_ranges()):
             slots = batch.kv_slots[indptr[b]:indptr[b + 1]]  # [L]
             qb = q[start:end].transpose(0, 1)[None]  # [1, Hq, n, D]
-            kb = k_buf[slots].transpose(0, 1)[None]  # [1, Hkv, L, D]
-            vb = v_buf[slots].transpose(0, 1)[None]  # [1, Hkv, L, D]
+            kb, vb = self._gather(k_buf, v_buf, slots)  # [L, Hkv, D] each
+            kb, vb = kb.transpose(0, 1)[None], vb.transpose(0, 1)[None]  # [1, Hkv, L, D]
             n, prefix = end - start, batch.prefix_lens[b]
             if prefix == 0:
                 ob = F.scaled_dot_product_attention(qb, kb, vb, is_causal=True, scale=scale, enable_gqa=True)
@@ -57,8 +80,8 @@ class TorchAttention:
         j = torch.arange(max_len, device=q.device)  # [L]
         idx = torch.minimum(batch.kv_indptr[:-1, None] + j[None, :], batch.kv_indptr[1:, None] - 1)  # [B, L]
         slots = batch.kv_slots[idx]  # [B, L]
-        kb = k_buf[slots].transpose(1, 2)  # [B, Hkv, L, D]
-        vb = v_buf[slots].transpose(1, 2)  # [B, Hkv, L, D]
+        kb, vb = self._gather(k_buf, v_buf, slots)  # [B, L, Hkv, D] each
+        kb, vb = kb.transpose(1, 2), vb.transpose(1, 2)  # [B, Hkv, L, D]
         qb = q[:, :, None, :]  # [B, Hq, 1, D]
         if batch.num_requests == 1:
             ob = F.scaled_dot_product_attention(qb, kb, vb, scale=scale, enable_gqa=True)  # [1, Hq, 1, D]
@@ -73,9 +96,11 @@ class TritonAttention(TorchAttention):
 
     name = "triton"
 
-    def __init__(self) -> None:
+    def __init__(self, device: torch.device | str = "cuda") -> None:
         from engine.kernels.decode_attention import decode_attention
 
+        super().__init__(device)
+        self._timed = False  # decode gathers inside the kernel; extend's gathers are asynchronous on a GPU
         self._decode = decode_attention
 
     def decode(self, q, k_buf, v_buf, batch: ForwardBatch, scale: float) -> torch.Tensor:
@@ -89,13 +114,13 @@ def make_attention_backend(name: str, device: torch.device) -> TorchAttention:
     if name == "auto":
         if device.type == "cuda":
             try:
-                return TritonAttention()
+                return TritonAttention(device)
             except ImportError:
                 logger.info("triton is not importable; using the torch attention backend")
-        return TorchAttention()
+        return TorchAttention(device)
     if name == "triton":
         try:
-            return TritonAttention()
+            return TritonAttention(device)
         except ImportError as exc:
             raise EngineError(f"attention backend 'triton': triton is not importable ({exc})") from None
-    return TorchAttention()
+    return TorchAttention(device)

@@ -28,6 +28,7 @@ copied. The leak stops there so the engine keeps serving (`leaked_slots`).
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
 from typing import NamedTuple
 
@@ -64,6 +65,7 @@ class ExpertCacheStats(NamedTuple):
     per_layer: tuple[LayerExpertStats, ...]  # by layer id
     staged_misses: int = 0  # misses copied into a step's staging slot, not cached (of misses)
     leaked_slots: int = 0  # staging slots never given back (the expert-thrash fault)
+    copy_s: float = 0.0  # wall time spent issuing host -> slot copies (on a GPU: enqueueing them)
 
 
 class OffloadExperts(ExpertProvider):
@@ -89,6 +91,7 @@ class OffloadExperts(ExpertProvider):
         self._step = 0
         self._forced = 0
         self._staged = 0  # misses served from the staging slot
+        self._copy_s = 0.0
         self._expert_bytes = 0
         self._staging: int | None = None  # the slot lent to this step for what the cache cannot hold
         self._leaked: list[int] = []  # staging slots never given back
@@ -174,7 +177,7 @@ class OffloadExperts(ExpertProvider):
             sum(s.hits for s in per_layer), sum(s.misses for s in per_layer),
             sum(s.evictions for s in per_layer), self._forced,
             sum(s.bytes_copied for s in per_layer), self.slot_bytes, self.host_bytes, per_layer,
-            self._staged, len(self._leaked))
+            self._staged, len(self._leaked), self._copy_s)
 
     def check_integrity(self, check_contents: bool = False) -> None:
         """Slots, LRU map and counters agree; with `check_contents`, every slot equals its host
@@ -222,8 +225,10 @@ class OffloadExperts(ExpertProvider):
             if self._slot_step[slot] == self._step:  # every slot is used in this step: lend one
                 self._forced += 1
                 self._staging, staged = slot, True
+        start = time.perf_counter()
         self._views[slot].gate_up.copy_(host.gate_up, non_blocking=True)  # [2I, H]
         self._views[slot].down.copy_(host.down, non_blocking=True)  # [H, I]
+        self._copy_s += time.perf_counter() - start
         if staged:
             self._staged += 1
             self._slot_key[slot] = None

@@ -330,10 +330,11 @@ class Engine:
             state_slots_leaked=self.cache.mamba_stats().num_leaked,
             match_truncated_tokens_total=self.cache.num_truncated_tokens,
             kv_free_list_disorder=self.kv_allocator.free_list_disorder(),
-            kv_gather_breaks=breaks / pairs if pairs else None,
+            kv_gather_breaks=breaks / pairs if pairs else None, kv_gather_s_total=self.attention.gather_s,
             expert_miss_rate=experts.misses / (experts.hits + experts.misses)
             if experts is not None and experts.hits + experts.misses else None,
             expert_bytes_copied_total=experts.bytes_copied if experts is not None else None,
+            expert_copy_s_total=experts.copy_s if experts is not None else None,
             retained_requests=len(self._retained or ()), retained_objects=self._num_retained_objects)
 
     def gc_stats(self) -> GcStats:

@@ -56,7 +56,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "and the attention gather loses locality.",
           "the free-slot sort in SGLang's token allocator that this engine copies (merge_and_sort_free), "
           "and KV cache fragmentation in llama.cpp (ggml-org/llama.cpp#3380).",
-          "kv_free_list_disorder, kv_gather_breaks, kv_free_runs, kv_fragmentation, forward_s"),
+          "kv_gather_s_total (as a share of wall time), kv_free_list_disorder, kv_gather_breaks, kv_free_runs, "
+          "kv_fragmentation, forward_s"),
     Fault("expert-thrash",
           "A step that needs more experts than the cache has slots (a prefill chunk routes to nearly every "
           "expert) borrows one slot as its staging buffer and copies its overflow experts through it; the "
@@ -68,7 +69,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "their block pins instead of returning them, blocks never came back to the free list); a "
           "dispatch the expert cache cannot hold goes through a staging buffer (kekzl/imp#1365); slots "
           "held outside the LRU shrink it and raise misses (JustVugg/colibri#815).",
-          "expert_miss_rate, expert_misses (as a rate), expert_bytes_copied_total (as a rate)",
+          "expert_copy_s_total (as a share of wall time), expert_miss_rate, expert_misses (as a rate), "
+          "expert_bytes_copied_total (as a rate)",
           requires="moe_backend='offload'"),
     Fault("gc-pressure",
           "Every finished request leaves a record of Python objects (one small list per token) in a "
@@ -95,8 +97,11 @@ class FaultStats(NamedTuple):
     kv_free_list_disorder: float  # share of adjacent free-list entries that are not adjacent pages
     kv_gather_breaks: Optional[float]  # share of adjacent context positions of running requests
     #                                    whose KV slots are not adjacent; None with nothing running
+    kv_gather_s_total: Optional[float]  # wall time gathering KV contexts from the pool (torch backend
+    #                                     on a CPU, where the gather is synchronous); else None
     expert_miss_rate: Optional[float]  # lifetime misses / lookups; None with resident experts
     expert_bytes_copied_total: Optional[int]  # host -> slot copies; None with resident experts
+    expert_copy_s_total: Optional[float]  # wall time issuing those copies; None with resident experts
     retained_requests: int  # finished requests kept alive by gc-pressure
     retained_objects: int  # Python containers those records hold
 

@@ -45,3 +45,19 @@ def test_a_run_whose_admissions_slow_is_engine_age_with_eviction_first(tmp_path)
     assert 29 * 60 <= a.onset.engine_age_s <= 32 * 60
     assert a.slowdown.ratio > 0.9  # decode itself held
     assert a.to_dict()["prefill"]["loss"] is True
+
+
+def test_a_decode_loss_only_the_probes_show_gives_way_to_a_clear_prefill_loss(tmp_path):
+    run = make_run_dir(tmp_path / "run", fault_at_min=None, restart_at_min=None, prefill_slow_at_min=30)
+    # The last probes read 15% slower (a noisy probe, say); the decode steps at matched
+    # conditions hold, and admissions are 3x slower from minute 30.
+    for part in (run / "probes").glob("*.parquet"):
+        probes = pd.read_parquet(part)
+        late = probes["t"] >= probes["t"].quantile(0.75)
+        probes.loc[late, "decode_tps"] *= 0.85
+        probes.to_parquet(part, index=False)
+    a = analyze(load_source(run))
+    assert a.verdict == "engine_age_degradation" and a.age_basis == "prefill"
+    basis = next(c for c in a.checks if c.name == "decode_basis")
+    assert basis.status == "warn" and "placed on prefill time" in basis.detail
+    assert a.suspects[0].name == "eviction_s_total"

@@ -3,6 +3,7 @@
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 import pandas as pd
 
 from diagnostics import suspects
@@ -46,3 +47,37 @@ def test_an_engine_figure_that_tracks_the_slowdown_ranks_before_a_part_of_the_st
     source.snapshots = pd.DataFrame({"t": source.steps["t"], "gc_pause_s": pause})
     names = [s.name for s in suspects.rank(source, samples, None)]
     assert names[0] == "gc_pause_s" and "sample_s" in names[1:]
+
+
+def _filling_run(extra_share: float):
+    """A slowdown that grows from engine start over 120 s, a cache fill level that rises with it
+    and then flattens, and a time counter that takes `extra_share` more of wall time after 60 s."""
+    rng = np.random.default_rng(2)
+    n = 1200
+    age = np.arange(n) * 0.1
+    t = pd.Timestamp("2026-11-30 04:00:00") + pd.to_timedelta(age, unit="s")
+    residual = 0.004 * age + rng.normal(0, 0.05, n)
+    snap_age = np.arange(0, 120, 2.0)
+    fill = 16384 * (1 - np.exp(-snap_age / 25))  # fills over the first minute, flat after
+    share = np.where(snap_age > 60, 0.02 + extra_share, 0.02)  # over the 2 s before each snapshot
+    work_s_total = np.concatenate([[0.0], np.cumsum(share[1:] * 2.0)])
+    snapshots = pd.DataFrame({"t": pd.Timestamp("2026-11-30 04:00:00") + pd.to_timedelta(snap_age, unit="s"),
+                              "engine_life": 0, "cached_tokens": fill, "work_s_total": work_s_total})
+    samples = pd.DataFrame({"t": t, "residual": residual, "engine_age_s": age, "engine_life": 0, "excluded": ""})
+    onset = SimpleNamespace(t=t[n // 2], engine_age_s=60.0, engine_life=0)
+    return SimpleNamespace(snapshots=snapshots, steps=pd.DataFrame()), samples, onset
+
+
+def test_a_time_counter_that_adds_wall_time_ranks_before_a_figure_that_merely_fills_up():
+    source, samples, onset = _filling_run(extra_share=0.3)
+    ranked = suspects.rank(source, samples, onset)
+    assert [s.name for s in ranked][:2] == ["work_s_total", "cached_tokens"]
+    assert ranked[0].score == pytest.approx(0.3, abs=0.02)
+    assert ranked[0].evidence == ("30.0% more of the engine's wall time went into it as decode slows: "
+                                  "32.0% after the onset, 2.0% before")
+
+
+def test_a_time_counter_whose_share_barely_moves_is_ranked_by_correlation_only():
+    source, samples, onset = _filling_run(extra_share=0.01)
+    names = [s.name for s in suspects.rank(source, samples, onset)]
+    assert names[0] == "cached_tokens"
