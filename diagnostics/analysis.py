@@ -154,10 +154,10 @@ def analyze(source: Source) -> Analysis:
     if age and recovered is None and probes is not None and probes.after_restart is not None:
         recovered = probes.after_restart >= math.exp(-MATERIAL)
     if reuse_age:
-        onset = _reuse_onset(source, prefix_reuse)
+        onset = _side_onset(source, prefix_reuse.onset_t, prefix_reuse.onset_age_s, prefix_reuse.calls)
         suspects = suspects_mod.rank(source, prefix_reuse.calls, onset, symptom="prefix reuse falls")
     elif prefill_age:
-        onset = _prefill_onset(source, prefill_cmp)
+        onset = _side_onset(source, prefill_cmp.onset_t, prefill_cmp.onset_age_s, prefill_cmp.rows)
         suspects = suspects_mod.rank(source, prefill_cmp.rows, onset, symptom="prefill slows")
     else:
         suspects = suspects_mod.rank(source, samples[samples["residual"].notna()], onset)
@@ -171,23 +171,11 @@ def analyze(source: Source) -> Analysis:
                     "prefix_reuse" if reuse_age else "prefill" if prefill_age else "decode", prefill_cmp)
 
 
-def _prefill_onset(source: Source, cmp: prefill_mod.PrefillComparison) -> Optional[Onset]:
-    """The first prefill of the first segment PELT finds materially slower than healthy."""
-    rows = cmp.rows
-    cps = changepoint.detect(rows["residual"].to_numpy(dtype=float))
-    threshold = math.log(prefill_mod.MATERIAL_RATIO)
-    for prev, seg in zip(cps.segments, cps.segments[1:]):
-        if seg.level >= threshold and seg.level > prev.level:
-            row = rows.iloc[seg.start]
-            return _onset_at(source, row["t"], float(row["engine_age_s"]), int(row["engine_life"]))
-    return None
-
-
-def _reuse_onset(source: Source, cmp: reuse_mod.ReuseComparison) -> Optional[Onset]:
-    """The first call of the lost-reuse segment."""
-    if cmp.onset_t is None:
+def _side_onset(source: Source, onset_t, onset_age_s: Optional[float], series: pd.DataFrame) -> Optional[Onset]:
+    """The onset a prefix-reuse or prefill comparison found in its own series, if any."""
+    if onset_t is None:
         return None
-    return _onset_at(source, cmp.onset_t, float(cmp.onset_age_s), int(cmp.calls["engine_life"].iloc[0]))
+    return _onset_at(source, onset_t, float(onset_age_s), int(series["engine_life"].iloc[0]))
 
 
 def _onset_at(source: Source, t, engine_age_s: float, life: int) -> Onset:

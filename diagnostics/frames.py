@@ -6,6 +6,8 @@ directory's UTC); no time zone is invented. Column meanings are in diagnostics.r
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -63,3 +65,16 @@ def assign_engine_lives(t: np.ndarray, is_start: np.ndarray, is_step: np.ndarray
     lives = np.searchsorted(np.asarray(boundaries, dtype=np.int64), np.arange(n), side="right")
     ages = (t - np.asarray(origins)[lives]) / np.timedelta64(1, "s")
     return lives.astype(np.int64), ages.astype(float), age_known
+
+
+def first_life_ends(df: pd.DataFrame, time_col: str, early_fraction: float, late_fraction: float,
+                    min_rows: int) -> tuple[pd.DataFrame, int, int] | None:
+    """The rows of `df`'s first engine life in time order, and how many of them are early and
+    late (`ceil(fraction * rows)` each); None when either is below `min_rows`. Early against
+    late within one life is how prefix reuse and prefill time judge a run."""
+    life = df[df["engine_life"] == df["engine_life"].min()].sort_values(time_col, kind="stable")
+    n = len(life)
+    num_early, num_late = math.ceil(early_fraction * n), math.ceil(late_fraction * n)
+    if num_early < min_rows or num_late < min_rows:
+        return None
+    return life, num_early, num_late

@@ -24,6 +24,9 @@ from typing import NamedTuple, Optional
 import numpy as np
 import pandas as pd
 
+from diagnostics import changepoint
+from diagnostics.frames import first_life_ends
+
 BAND = 1.5
 EARLY_FRACTION = 1 / 3
 LATE_FRACTION = 1 / 3
@@ -40,6 +43,8 @@ class PrefillComparison(NamedTuple):
     loss: bool
     detail: str
     rows: pd.DataFrame  # t, engine_age_s, engine_life, residual, excluded: every matched prefill row
+    onset_t: Optional[np.datetime64] = None  # first prefill of the first materially slower segment
+    onset_age_s: Optional[float] = None
 
 
 def compare(steps: pd.DataFrame) -> Optional[PrefillComparison]:
@@ -51,11 +56,11 @@ def compare(steps: pd.DataFrame) -> Optional[PrefillComparison]:
     df = df.dropna(subset=["t", "new_tokens", "input_tps"])
     if df.empty:
         return None
-    df = df[df["engine_life"] == df["engine_life"].min()].sort_values("t", kind="stable")
-    n = len(df)
-    num_early, num_late = math.ceil(EARLY_FRACTION * n), math.ceil(LATE_FRACTION * n)
-    if num_early < MIN_LATE or num_late < MIN_LATE:
+    ends = first_life_ends(df, "t", EARLY_FRACTION, LATE_FRACTION, MIN_LATE)
+    if ends is None:
         return None
+    df, num_early, num_late = ends
+    n = len(df)
     new = df["new_tokens"].to_numpy(dtype=float)
     log_t = np.log(new / df["input_tps"].to_numpy(dtype=float))
     band = np.floor(np.log(new) / math.log(BAND))
@@ -80,4 +85,11 @@ def compare(steps: pd.DataFrame) -> Optional[PrefillComparison]:
     detail = (f"prefill time at matched new-token counts: the last {len(late)} matched prefills took {ratio:.2f}x, in "
               f"total, what the first {num_early} predict ({share:.0%} of them above their band's healthy median; a "
               f"loss from {MATERIAL_RATIO:.1f}x with more than {MIN_SHARE:.0%} slower)")
-    return PrefillComparison(ratio, num_early, len(late), share, loss, detail, rows)
+    onset_t = onset_age = None
+    if loss:  # the first segment PELT finds materially slower than healthy
+        cps = changepoint.detect(rows["residual"].to_numpy(dtype=float))
+        for prev, seg in zip(cps.segments, cps.segments[1:]):
+            if seg.level >= math.log(MATERIAL_RATIO) and seg.level > prev.level:
+                onset_t, onset_age = rows["t"].iloc[seg.start], float(rows["engine_age_s"].iloc[seg.start])
+                break
+    return PrefillComparison(ratio, num_early, len(late), share, loss, detail, rows, onset_t, onset_age)

@@ -23,13 +23,13 @@ suspects are ranked against, and the onset is the first change point to a level 
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple, Optional
 
 import numpy as np
 import pandas as pd
 
 from diagnostics import changepoint
+from diagnostics.frames import first_life_ends
 
 EARLY_FRACTION = 1 / 3
 LATE_FRACTION = 1 / 3
@@ -67,11 +67,11 @@ def compare(requests: pd.DataFrame) -> Optional[ReuseComparison]:
     df = df.dropna(subset=["cached_tokens", "t_send"])
     if df.empty:
         return None
-    df = df[df["engine_life"] == df["engine_life"].min()].sort_values("t_send", kind="stable")
-    n = len(df)
-    num_early, num_late = math.ceil(EARLY_FRACTION * n), math.ceil(LATE_FRACTION * n)
-    if num_late < MIN_LATE or num_early < MIN_LATE:
+    ends = first_life_ends(df, "t_send", EARLY_FRACTION, LATE_FRACTION, MIN_LATE)
+    if ends is None:
         return None
+    df, num_early, num_late = ends
+    n = len(df)
     share = (df["cached_tokens"] / df["prompt_tokens"]).clip(0, 1).to_numpy(dtype=float)
     # A cache can stop reusing within the first third of a short run: then the healthy reference
     # is the calls before the best single split of the per-call share.

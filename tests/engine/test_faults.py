@@ -91,7 +91,10 @@ def test_faults_are_off_by_default_and_named_once():
 def test_the_control_leaves_every_fault_signal_at_rest(control):
     last = control.last
     assert last.faults == () and last.state_slots_leaked == 0 and last.retained_objects == 0
-    assert last.expert_miss_rate is None  # resident experts
+    assert last.expert_miss_rate is None and last.expert_copy_s_total is None  # resident experts
+    # the torch backend on a CPU times its gathers, and they only grow
+    gathers = [s.kv_gather_s_total for s in control.after_turn]
+    assert 0 < gathers[0] <= gathers[-1]
     assert last.eviction_calls_total > 0  # the workload does evict: the faults have something to act on
 
 
@@ -172,6 +175,13 @@ def test_kv_scatter_scrambles_reused_slots_and_keeps_tokens(make, control):
     assert breaks[0] < 0.05  # a fresh pool hands out contiguous slots
     # once the pool has cycled (turn 6 of 8 here), running requests read scattered KV
     assert breaks[-1] > 0.9 > 0.3 > max(s.kv_gather_breaks for s in control.mid_turn)
+
+
+def test_the_kv_gather_is_timed_only_where_it_runs_when_called():
+    from engine.model.attention_backend import TorchAttention
+
+    assert TorchAttention("cpu").gather_s == 0.0
+    assert TorchAttention("cuda").gather_s is None  # the call only enqueues it there
 
 
 def test_scattered_allocator_hands_out_scattered_runs_after_one_cycle():
@@ -264,6 +274,8 @@ def test_expert_thrash_climbs_with_engine_age_and_keeps_tokens(make):
     rates = [s.expert_miss_rate for s in thrash.after_turn]
     assert rates[-1] > rates[0] + 0.2 and rates[-1] > healthy.last.expert_miss_rate + 0.3
     assert thrash_engine.expert_cache_stats().leaked_slots > 10 == 10 + healthy_engine.expert_cache_stats().leaked_slots
+    # the copies take time, counted where they happen (more copies, at least as much time)
+    assert 0 < healthy.last.expert_copy_s_total and thrash.last.expert_copy_s_total > 0
 
 
 # --- gc-pressure -----------------------------------------------------------------------------
