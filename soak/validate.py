@@ -49,7 +49,7 @@ MECHANISM_ENGINE_ARGS: dict[str, tuple[str, ...]] = {
 }
 # A checkpoint other than the default, written under `<out>/checkpoints/<mechanism>`: the default
 # model's experts copy too fast on a CPU for a drained expert cache to cost a material slowdown
-# (1.03x); four times wider experts cost 1.2-1.3x once drained (benchmarks/bench_expert_thrash.py).
+# (1.03x); six times wider experts (768) cost 1.2-1.3x while it drains (benchmarks/bench_expert_thrash.py).
 MECHANISM_CHECKPOINT: dict[str, dict] = {"expert-thrash": {"moe_intermediate_size": 768}}
 # Minutes a mechanism needs to act at all, when the run's --minutes is shorter: the expert cache
 # leaks a slot per prefill and drains only after about 60 admissions; the KV pool scatters only
