@@ -199,10 +199,8 @@ def _find_onset(use: pd.DataFrame, model: healthy.HealthyModel):
         # An onset leaves at least half the healthy window before it: a change in the first
         # seconds is the engine warming up under its first, light load, not engine age.
         min_start = max(healthy.MIN_HEALTHY, model.num_points // 2)
-        for prev, seg in zip(cps.segments, cps.segments[1:]):
-            if seg.start >= min_start and seg.level - base >= MATERIAL and seg.level > prev.level:
-                return cps, rows.index[seg.start], rows
-        return cps, None, rows
+        seg = cps.first_rise(base + MATERIAL, min_start)
+        return cps, (rows.index[seg.start] if seg is not None else None), rows
     return first_cps, None, use.iloc[:0]
 
 
@@ -350,13 +348,11 @@ def _probes_only(source: Source, probes: Matched, samples: pd.DataFrame, checks:
     cps = changepoint.detect(r)
     age = probes.ratio < probes.loss_below
     onset = None
-    if age:
-        for prev, seg in zip(cps.segments, cps.segments[1:]):
-            if seg.level >= MATERIAL and seg.level > prev.level:
-                bad, good = first.iloc[seg.start], first.iloc[seg.start - 1]
-                trigger = _trigger(source, source.steps.iloc[:0], int(bad["engine_life"]), good["t"], bad["t"])
-                onset = Onset(bad["t"].to_datetime64(), float(bad["engine_age_s"]), int(bad["engine_life"]), trigger)
-                break
+    seg = cps.first_rise(MATERIAL) if age else None
+    if seg is not None:
+        bad, good = first.iloc[seg.start], first.iloc[seg.start - 1]
+        trigger = _trigger(source, source.steps.iloc[:0], int(bad["engine_life"]), good["t"], bad["t"])
+        onset = Onset(bad["t"].to_datetime64(), float(bad["engine_age_s"]), int(bad["engine_life"]), trigger)
     recovered = (probes.after_restart >= math.exp(-MATERIAL)) if age and probes.after_restart is not None else None
     slowdown = Slowdown(probes.ratio, healthy_tps, float(first["decode_tps"].tail(k).median()))
     verdict = "engine_age_degradation" if age else "no_degradation"

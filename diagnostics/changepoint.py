@@ -11,7 +11,7 @@ minimises the L2 cost over the two blocks around it.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 import ruptures
@@ -57,6 +57,14 @@ class ChangePoints(NamedTuple):
     @property
     def breaks(self) -> list[int]:
         return [s.start for s in self.segments[1:]]
+
+    def first_rise(self, level: float, min_start: int = 0) -> Optional[Segment]:
+        """The first segment, starting at `min_start` or later, whose level is at least `level`
+        and above the segment before it: where a residual series turns materially worse."""
+        for prev, seg in zip(self.segments, self.segments[1:]):
+            if seg.start >= min_start and seg.level >= level and seg.level > prev.level:
+                return seg
+        return None
 
 
 def detect(r: np.ndarray) -> ChangePoints:

@@ -87,9 +87,7 @@ def compare(steps: pd.DataFrame) -> Optional[PrefillComparison]:
               f"loss from {MATERIAL_RATIO:.1f}x with more than {MIN_SHARE:.0%} slower)")
     onset_t = onset_age = None
     if loss:  # the first segment PELT finds materially slower than healthy
-        cps = changepoint.detect(rows["residual"].to_numpy(dtype=float))
-        for prev, seg in zip(cps.segments, cps.segments[1:]):
-            if seg.level >= math.log(MATERIAL_RATIO) and seg.level > prev.level:
-                onset_t, onset_age = rows["t"].iloc[seg.start], float(rows["engine_age_s"].iloc[seg.start])
-                break
+        seg = changepoint.detect(rows["residual"].to_numpy(dtype=float)).first_rise(math.log(MATERIAL_RATIO))
+        if seg is not None:
+            onset_t, onset_age = rows["t"].iloc[seg.start], float(rows["engine_age_s"].iloc[seg.start])
     return PrefillComparison(ratio, num_early, len(late), share, loss, detail, rows, onset_t, onset_age)

@@ -91,11 +91,9 @@ def compare(requests: pd.DataFrame) -> Optional[ReuseComparison]:
                           "engine_life": df["engine_life"].to_numpy(), "residual": residual, "excluded": ""})
     onset_t = onset_age = None
     if loss:
-        cps = changepoint.detect(residual)
-        for prev, seg in zip(cps.segments, cps.segments[1:]):
-            if seg.level >= healthy / 2 and seg.level > prev.level:
-                onset_t, onset_age = calls["t"].iloc[seg.start], float(calls["engine_age_s"].iloc[seg.start])
-                break
+        seg = changepoint.detect(residual).first_rise(healthy / 2)
+        if seg is not None:
+            onset_t, onset_age = calls["t"].iloc[seg.start], float(calls["engine_age_s"].iloc[seg.start])
     prompt = df["prompt_tokens"].to_numpy(dtype=float)
     recomputed = float(np.median((healthy - late) * prompt[n - num_late:])) if loss else None
     ttft_early = ttft_late = None

@@ -72,15 +72,16 @@ def rank(source: Source, samples: pd.DataFrame, onset: Optional[Onset],
         if name in steps and steps[name].notna().sum() >= MIN_POINTS:
             candidates.append((name, _step_level(steps, name)))
     timed = _time_accounts(snaps, samples, onset, symptom)
+    timed_names = {s.name for s in timed}
     out = list(timed)
     for name, series in candidates:
         s = _suspect(name, series, samples, onset, symptom)
-        if s is not None and s.name not in {t.name for t in timed}:
+        if s is not None and s.name not in timed_names:
             out.append(s)
     # Time that accounts for the slowdown first; a part of the step time says where the time
     # went, not why: it ranks after every engine figure that tracks the slowdown (the breakdown
     # check in the analysis says where).
-    out.sort(key=lambda s: (s not in timed, s.name in STEP_TIME_PARTS, -s.score))
+    out.sort(key=lambda s: (s.name not in timed_names, s.name in STEP_TIME_PARTS, -s.score))
     return tuple(out[:MAX_SUSPECTS])
 
 
