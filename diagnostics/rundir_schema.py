@@ -17,6 +17,7 @@ READABLE_VERSIONS = (1,)
 MANIFEST = "manifest.json"
 EVENTS = "events.jsonl"
 ENGINE_LOG = "engine.log"
+CONTROL_LOG = "control.log"  # the control engine's own log (a twin's); diag reads engine.log only
 METRICS = "metrics.prom"  # URL targets: every /metrics scrape, a scrape series diag reads
 PROFILES = "profiles"
 ANALYSIS = "analysis.json"
@@ -30,7 +31,7 @@ STATUSES = ("running", "completed", "interrupted", "crashed")
 MANIFEST_REQUIRED = ("schema_version", "run_id", "status", "started_at")
 MANIFEST_OPTIONAL = ("ended_at", "command", "configs", "trace", "target", "host", "engine",
                      "model", "steps_source", "elapsed_s", "num_requests", "resumes", "materialized",
-                     "steps_missed")
+                     "steps_missed", "control", "affinity")
 
 # One table per folder: column -> (pyarrow-ish type name, required, meaning).
 REQUEST_COLUMNS: dict[str, tuple[str, bool, str]] = {
@@ -111,9 +112,20 @@ SNAPSHOT_COLUMNS: dict[str, tuple[str, bool, str]] = {
     "gc_pause_s": ("float64", False, "Python GC pause time since the previous sample"),
     "gpu_mem_bytes": ("float64", False, "GPU memory used"),
     "gpu_util": ("float64", False, "GPU utilisation, 0..1"),
+    "driver_cpu_percent": ("float64", False, "the soak process's CPU, percent of one core"),
+    "driver_rss_bytes": ("float64", False, "the soak process's resident memory"),
+    "control_cpu_percent": ("float64", False, "the control engine's CPU, percent of one core (when local)"),
+    "control_rss_bytes": ("float64", False, "the control engine's resident memory (when local)"),
+    "host_cpu_percent": ("float64", False, "the whole machine's CPU, percent of one core"),
+    "host_other_cpu_percent": ("float64", False, "host minus engine, driver and control CPU, at least 0: "
+                                                 "other tenants"),
 }
 # Snapshot columns that are bookkeeping, not engine internals, and are never suspects.
 SNAPSHOT_META = ("t", "engine_age_s", "engine_life")
+# Snapshot columns that measure the host and the soak around the engine, not the engine's
+# internals: context for the analysis, never suspects.
+SNAPSHOT_HOST = ("driver_cpu_percent", "driver_rss_bytes", "control_cpu_percent", "control_rss_bytes",
+                 "host_cpu_percent", "host_other_cpu_percent")
 # Cumulative counters (reset when the engine restarts); analysis reads them as rates. Extra
 # columns a writer adds are counters when their name ends in `_total`.
 SNAPSHOT_COUNTERS = ("expert_hits", "expert_misses", "expert_evictions", "gc_gen2_collections")
@@ -129,6 +141,8 @@ PROBE_COLUMNS: dict[str, tuple[str, bool, str]] = {
     "decode_tps": ("float64", True, "decode tokens/s after the first token"),
     "status": ("string", False, "ok or why the probe failed"),
     "reason": ("string", False, "start, periodic, end or after_restart"),
+    "role": ("string", False, "main (the soaked engine) or control (its young twin or --control-target)"),
+    "cycle": ("int64", False, "probe cycle; a main probe and its control probe taken together share it"),
 }
 
 TABLES: dict[str, dict[str, tuple[str, bool, str]]] = {
@@ -153,6 +167,10 @@ EVENT_KINDS: dict[str, str] = {
     "preemption": "requests were preempted or retracted (fields: count)",
     "prefill_append": "a notable prefill (fields: new_tokens, cached_tokens)",
     "changepoint": "a change point found during the run (fields: series)",
+    "control_start": "a control engine process started; not a main engine life (fields: pid, control_life, url)",
+    "control_restart": "a deliberate restart of the control engine (fields: reason)",
+    "control_exit": "the control engine exited unasked (fields: exit_code, log_tail)",
+    "control_off": "the control is off for the rest of the run (fields: why)",
 }
 # Event kinds that start a new engine life.
 STARTUP_KINDS = ("engine_start",)
