@@ -24,7 +24,8 @@ from typing import NamedTuple, Optional
 import numpy as np
 import pandas as pd
 
-from diagnostics import changepoint
+from diagnostics import changepoint, intervals
+from diagnostics.comparison import Comparison
 from diagnostics.frames import first_life_ends
 
 BAND = 1.5
@@ -45,6 +46,7 @@ class PrefillComparison(NamedTuple):
     rows: pd.DataFrame  # t, engine_age_s, engine_life, residual, excluded: every matched prefill row
     onset_t: Optional[np.datetime64] = None  # first prefill of the first materially slower segment
     onset_age_s: Optional[float] = None
+    comparison: Optional[Comparison] = None  # on the speed scale: predicted over late time (below 1 is slower)
 
 
 def compare(steps: pd.DataFrame) -> Optional[PrefillComparison]:
@@ -90,4 +92,11 @@ def compare(steps: pd.DataFrame) -> Optional[PrefillComparison]:
         seg = changepoint.detect(rows["residual"].to_numpy(dtype=float)).first_rise(math.log(MATERIAL_RATIO))
         if seg is not None:
             onset_t, onset_age = rows["t"].iloc[seg.start], float(rows["engine_age_s"].iloc[seg.start])
-    return PrefillComparison(ratio, num_early, len(late), share, loss, detail, rows, onset_t, onset_age)
+    pairs = np.column_stack([expected[ok], time[ok]])
+    interval = intervals.bootstrap(lambda g: g[..., 0].sum(axis=-1) / g[..., 1].sum(axis=-1), [pairs])
+    # The material level on the speed scale; most late rows must also be slower than healthy.
+    material = 1 / MATERIAL_RATIO if share > MIN_SHARE else 0.0
+    comparison = Comparison("prefill", interval, num_early, len(late), material,
+                            f"prefill time at matched new-token counts, predicted over taken for the last {len(late)} "
+                            f"{interval.describe()}", None, "speed")
+    return PrefillComparison(ratio, num_early, len(late), share, loss, detail, rows, onset_t, onset_age, comparison)

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from diagnostics.changepoint import ChangePoints
+from diagnostics.comparison import Comparison
 from diagnostics.healthy import HealthyModel
 from diagnostics.prefill import PrefillComparison
 from diagnostics.reuse import ReuseComparison
@@ -20,9 +21,15 @@ STATUSES = ("ok", "warn", "fail")
 
 
 class Slowdown(NamedTuple):
+    """Three figures from one comparison (`basis`), so that they always agree: degraded_tps is
+    healthy_tps times ratio, the rate now at the healthy conditions."""
+
     ratio: float  # degraded over healthy throughput at matched conditions
-    healthy_tps: float  # median gen throughput the engine printed while healthy
-    degraded_tps: float  # ... and after the onset (or late in the run when there is none)
+    healthy_tps: float  # the healthy side's level on the basis (geometric mean of probes, median of samples)
+    degraded_tps: float  # healthy_tps * ratio
+    basis: str = ""  # the comparison the figures come from (diagnostics.comparison)
+    lo: Optional[float] = None  # the ratio's interval (diagnostics.intervals.LEVEL)
+    hi: Optional[float] = None
 
 
 class Trigger(NamedTuple):
@@ -52,18 +59,6 @@ class Check(NamedTuple):
     detail: str
 
 
-class Matched(NamedTuple):
-    """Throughput late in an engine life over early, at matched conditions."""
-
-    basis: str  # probes, or bins (batch x context band)
-    ratio: Optional[float]
-    num_early: int
-    num_late: int
-    detail: str
-    after_restart: Optional[float] = None  # the next engine life's early level over this one's early level
-    loss_below: Optional[float] = None  # a ratio under this is a loss beyond noise (None: the default 0.9)
-
-
 @dataclass(frozen=True)
 class Analysis:
     verdict: str
@@ -76,7 +71,7 @@ class Analysis:
     samples: pd.DataFrame
     model: Optional[HealthyModel]
     changepoints: Optional[ChangePoints]
-    matched: tuple[Matched, ...]
+    comparisons: tuple[Comparison, ...]  # every comparison made, deciding or not
     source_path: str
     source_kind: str
     engine: str
@@ -86,6 +81,14 @@ class Analysis:
     prefix_reuse: Optional[ReuseComparison] = None
     age_basis: str = "decode"  # decode (steps and probes), prefix_reuse or prefill
     prefill: Optional[PrefillComparison] = None  # prefill time at matched new-token counts (diagnostics.prefill)
+    # How sure (diagnostics.verdict): high, medium, low, or None for insufficient_data; the
+    # comparison that decided; host_or_load_drift when a slowdown was not the engine's age; and
+    # the verdict in one sentence.
+    confidence: Optional[str] = None
+    basis: Optional[str] = None
+    cause: Optional[str] = None
+    reason: str = ""
+    probe_pairs: Optional[pd.DataFrame] = None  # one row per probe cycle with a control (diagnostics.controls.pairs)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -114,6 +117,8 @@ class Analysis:
                 "ratio": _num(self.slowdown.ratio, 3),
                 "healthy_tps": _num(self.slowdown.healthy_tps, 2),
                 "degraded_tps": _num(self.slowdown.degraded_tps, 2),
+                "interval": None if self.slowdown.hi is None else [_num(self.slowdown.lo, 3), _num(self.slowdown.hi, 3)],
+                "basis": self.slowdown.basis,
             },
             "onset": onset,
             "recovered_by_restart": self.recovered_by_restart,
@@ -130,6 +135,11 @@ class Analysis:
             "prefill": None if self.prefill is None else {
                 "ratio": _num(self.prefill.ratio, 3), "loss": self.prefill.loss,
             },
+            "confidence": self.confidence,
+            "basis": self.basis,
+            "cause": self.cause,
+            "reason": self.reason,
+            "comparisons": [c.to_dict() for c in self.comparisons],
         }
 
 

@@ -28,7 +28,8 @@ from typing import NamedTuple, Optional
 import numpy as np
 import pandas as pd
 
-from diagnostics import changepoint
+from diagnostics import changepoint, intervals
+from diagnostics.comparison import Comparison
 from diagnostics.frames import first_life_ends
 
 EARLY_FRACTION = 1 / 3
@@ -55,6 +56,7 @@ class ReuseComparison(NamedTuple):
     ttft_late_s: Optional[float]
     detail: str
     calls: pd.DataFrame  # t, engine_age_s, engine_life, residual, excluded
+    comparison: Optional[Comparison] = None  # late over healthy median share, with its interval
 
 
 def compare(requests: pd.DataFrame) -> Optional[ReuseComparison]:
@@ -107,8 +109,14 @@ def compare(requests: pd.DataFrame) -> Optional[ReuseComparison]:
               f"{MATERIAL_SHARE:.1f}x with {MIN_SHARE:.0%} of them below)")
     if ttft_early is not None:
         detail += f"; their median time to first token went from {ttft_early:.2f} s to {ttft_late:.2f} s"
+    interval = intervals.bootstrap(
+        lambda h, l: np.median(l, axis=1) / np.median(h, axis=1), [share[:num_early], late])
+    # A loss needs the interval at or below the material share, and most late calls below half.
+    comparison = Comparison("prefix_reuse", interval, num_early, num_late, MATERIAL_SHARE if below >= MIN_SHARE else 0.0,
+                            f"prefix reuse of continuation turns, late over early median share {interval.describe()}",
+                            healthy, "share")
     return ReuseComparison(ratio, healthy, late_share, num_early, num_late, loss, onset_t, onset_age,
-                           recomputed, ttft_early, ttft_late, detail, calls)
+                           recomputed, ttft_early, ttft_late, detail, calls, comparison)
 
 
 def _split(share: np.ndarray) -> Optional[int]:

@@ -22,11 +22,16 @@ def render(a: Analysis) -> Group:
     style, meaning = VERDICT_TEXT[a.verdict]
     head = Text.assemble(("verdict: ", "bold"), (a.verdict, style), f" - {meaning}")
     parts: list = [Text(f"{a.source_kind} {a.source_path} ({a.engine})", style="dim"), head]
+    parts.append(Text(a.reason))
+    if a.cause == "host_or_load_drift":
+        parts.append(Text("cause: host or load drift - a fresh engine was as slow (see the fresh_control or "
+                          "host_contention check)", style="yellow"))
     if a.slowdown is not None:
         s = a.slowdown
-        parts.append(Text(f"matched throughput ratio {s.ratio:.2f} (late / healthy); the engine printed "
-                          f"{s.healthy_tps:.1f} tok/s healthy, {s.degraded_tps:.1f} tok/s "
-                          f"{'after the onset' if a.onset else 'late in the run'}"))
+        interval = f" (90% interval {s.lo:.2f}-{s.hi:.2f})" if s.hi is not None else ""
+        parts.append(Text(f"matched throughput ratio {s.ratio:.2f}{interval} (late / healthy, on "
+                          f"{s.basis.replace('_', ' ')}): {s.healthy_tps:.1f} tok/s healthy, {s.degraded_tps:.1f} tok/s "
+                          f"now at the same conditions"))
     if a.prefix_reuse is not None:
         r = a.prefix_reuse
         parts.append(Text(f"prefix reuse of continuation turns {r.ratio:.2f} (late / early: {r.late_share:.0%} "

@@ -33,7 +33,7 @@ def render_compare(a: Inputs, b: Inputs, redactor: Optional[Redactor] = None) ->
         an = inputs.analysis
         sides.append({"name": name, "a": an, "headline": narrative.headline(an),
                       "paragraph": redactor.text(narrative.paragraph(an)),
-                      "matched": [m._replace(detail=redactor.text(m.detail)) for m in an.matched],
+                      "matched": [m._replace(detail=redactor.text(m.detail)) for m in an.comparisons],
                       "probe_lives": tables.probe_lives(inputs.source.probes),
                       "source": f"{inputs.source.kind} {redactor.text(inputs.source.path)}"})
     figures = {
@@ -61,12 +61,12 @@ def comparison_rows(a: Inputs, b: Inputs) -> list[Row]:
     num("matched throughput ratio (late / healthy)", sa.ratio if sa else None, sb.ratio if sb else None)
     num("healthy decode (tok/s)", sa.healthy_tps if sa else None, sb.healthy_tps if sb else None, "{:.1f}")
     num("late or degraded decode (tok/s)", sa.degraded_tps if sa else None, sb.degraded_tps if sb else None, "{:.1f}")
-    for basis in ("probes", "bins"):
-        ma = next((m.ratio for m in aa.matched if m.basis == basis), None)
-        mb = next((m.ratio for m in ba.matched if m.basis == basis), None)
+    for basis, label in (("paired_control", "paired with a fresh control"), ("probes", "identical probes"),
+                         ("bins", "batch and context bands")):
+        ma = next((m.ratio for m in aa.comparisons if m.basis == basis), None)
+        mb = next((m.ratio for m in ba.comparisons if m.basis == basis), None)
         if ma is not None or mb is not None:
-            num(f"matched {'identical probes' if basis == 'probes' else 'batch and context bands'}: late / early",
-                ma, mb)
+            num(f"matched {label}: late / early", ma, mb)
     pa, pb = tables.probe_lives(a.source.probes), tables.probe_lives(b.source.probes)
     if pa or pb:
         num("probe decode, first quarter of first life (tok/s)", pa[0].first_tps if pa else None,

@@ -52,43 +52,73 @@ def trigger_text(a: Analysis) -> Optional[str]:
     return f"a {tr.kind.replace('_', ' ')} at {when}" + (f" ({tr.detail})" if tr.detail else "")
 
 
+BASIS_TEXT = {
+    "paired_control": "probes paired with a fresh control engine",
+    "restart": "the restart control (the aged engine against a fresh one at one moment)",
+    "probes": "identical probes",
+    "bins": "matched batch-and-context bins",
+    "step_series": "the step series against the healthy model",
+    "prefix_reuse": "prefix reuse of continuation turns",
+    "prefill": "prefill time at matched sizes",
+}
+CAUSE_TEXT = {
+    "host_or_load_drift": ("The slowdown the soaked engine showed is not its age: a fresh engine under the same host "
+                           "and load was as slow, so the host or the load changed (see the fresh_control or "
+                           "host_contention check)."),
+}
+
+
+def basis_text(basis: Optional[str]) -> str:
+    return BASIS_TEXT.get(basis or "", (basis or "no comparison").replace("_", " "))
+
+
+def rate_clause(a: Analysis) -> str:
+    """`0.81x (90% interval 0.74-0.88) on identical probes: 37.0 tok/s healthy, 30.0 now at the same
+    conditions` — three figures from one basis, which therefore agree."""
+    s = a.slowdown
+    interval = f" (90% interval {s.lo:.2f}-{s.hi:.2f})" if s.hi is not None else ""
+    return (f"{s.ratio:.2f}x{interval} on {basis_text(s.basis)}: {s.healthy_tps:.1f} tok/s healthy, "
+            f"{s.degraded_tps:.1f} tok/s now at the same conditions")
+
+
 def paragraph(a: Analysis) -> str:
-    """One paragraph that states the verdict with its numbers."""
-    s, checks = a.slowdown, {c.name: c for c in a.checks}
-    matched = "; ".join(m.detail for m in a.matched if m.ratio is not None)
+    """One paragraph that states the verdict with its numbers, its basis and how sure it is."""
+    checks = {c.name: c for c in a.checks}
     if a.verdict == "insufficient_data":
         fails = [c.detail for c in a.checks if c.status == "fail"]
-        return "The data cannot tell engine age from context growth: " + ("; ".join(fails) or "too few samples") + "."
+        return ("The data cannot tell engine age from context growth: " + ("; ".join(fails) or "too few samples")
+                + ".")
     if a.verdict == "engine_age_degradation" and a.age_basis == "prefix_reuse" and a.prefix_reuse is not None:
-        return _reuse_paragraph(a)
+        return _reuse_paragraph(a) + " " + a.reason
     if a.verdict == "engine_age_degradation" and a.age_basis == "prefill" and a.prefill is not None:
-        return _prefill_paragraph(a)
+        return _prefill_paragraph(a) + " " + a.reason
     if a.verdict == "engine_age_degradation":
         out = []
         if a.onset is not None:
             out.append(f"After {duration(a.onset.engine_age_s)} of engine life, decode throughput fell to "
-                       f"{s.ratio:.2f}x its healthy rate at matched conditions: the engine ran a median "
-                       f"{s.healthy_tps:.1f} tok/s while healthy and {s.degraded_tps:.1f} tok/s from "
-                       f"{iso(a.onset.t)} on.")
+                       f"{rate_clause(a)} (onset {iso(a.onset.t)}).")
             trig = trigger_text(a)
             out.append(f"It began right after {trig}." if trig else "Nothing notable stands out just before it.")
         else:
-            out.append(f"Decode throughput late in the engine's life ran at {s.ratio:.2f}x its healthy rate at "
-                       f"matched conditions ({s.degraded_tps:.1f} against {s.healthy_tps:.1f} tok/s).")
+            out.append(f"Late in the engine's life decode throughput ran at {rate_clause(a)}.")
         ctx = checks.get("context_only_model")
         if ctx is not None and ctx.detail.startswith("context cannot explain it"):
             out.append("Longer context cannot explain it: " + ctx.detail.split(": ", 1)[1] + ".")
-        elif matched:
-            out.append(f"At matched conditions: {matched}.")
         out.append(_restart_sentence(a))
+        out.append(a.reason)
         sentence = _suspect_sentence(a)
         return " ".join(out + ([sentence] if sentence else []))
-    if a.verdict == "context_growth_only":
-        return (f"Decode throughput fell from a median {s.healthy_tps:.1f} to {s.degraded_tps:.1f} tok/s, but at "
-                f"matched conditions the late samples ran at {s.ratio:.2f}x the healthy ones, so the longer context "
-                f"explains the loss" + (f" ({matched})" if matched else "") + ".")
-    return (f"At matched conditions, late samples ran at {s.ratio:.2f}x the healthy ones (a median "
-            f"{s.degraded_tps:.1f} against {s.healthy_tps:.1f} tok/s)" + (f"; {matched}" if matched else "") + ".")
+    out = []
+    if a.slowdown is not None:
+        if a.verdict == "context_growth_only":
+            out.append(f"Raw decode throughput fell, but at matched conditions late ran at {rate_clause(a)}, so the "
+                       f"longer context explains the loss.")
+        else:
+            out.append(f"At matched conditions late ran at {rate_clause(a)}.")
+    if a.cause in CAUSE_TEXT:
+        out.append(CAUSE_TEXT[a.cause])
+    out.append(a.reason)
+    return " ".join(out)
 
 
 def _reuse_paragraph(a: Analysis) -> str:
@@ -115,8 +145,7 @@ def _decode_held(a: Analysis) -> list[str]:
     """The sentences after a prefill-side finding: decode held, what began it, the top suspect."""
     out = []
     if a.slowdown is not None:
-        out.append(f"Decode itself held: late decode ran at {a.slowdown.ratio:.2f}x its healthy rate at matched "
-                   f"conditions.")
+        out.append(f"Decode itself held: late decode ran at {rate_clause(a)}.")
     if a.onset is not None:
         trig = trigger_text(a)
         out.append(f"It began after {trig}." if trig else "Nothing notable stands out just before it.")
@@ -133,13 +162,17 @@ def _suspect_sentence(a: Analysis) -> Optional[str]:
 
 
 def key_numbers(a: Analysis) -> list[KeyNumber]:
-    out = [KeyNumber("verdict", a.verdict)]
+    out = [KeyNumber("verdict", a.verdict),
+           KeyNumber("confidence", a.confidence or "none: the data cannot tell"),
+           KeyNumber("decided by", basis_text(a.basis))]
+    if a.cause == "host_or_load_drift":
+        out.append(KeyNumber("cause", "host or load drift: a fresh engine was as slow"))
     if a.slowdown is not None:
         s = a.slowdown
-        out += [KeyNumber("matched throughput ratio (degraded / healthy)", f"{s.ratio:.2f}"),
-                KeyNumber("healthy decode (median, tok/s)", f"{s.healthy_tps:.1f}"),
-                KeyNumber("degraded decode (median, tok/s)" if a.onset else "late decode (median, tok/s)",
-                          f"{s.degraded_tps:.1f}")]
+        interval = f" (90% interval {s.lo:.2f}-{s.hi:.2f})" if s.hi is not None else " (too few samples for an interval)"
+        out += [KeyNumber("matched throughput ratio (late / healthy)", f"{s.ratio:.2f}{interval}"),
+                KeyNumber(f"healthy decode (tok/s, {basis_text(s.basis)})", f"{s.healthy_tps:.1f}"),
+                KeyNumber("decode now at the same conditions (tok/s)", f"{s.degraded_tps:.1f}")]
     if a.prefix_reuse is not None:
         r = a.prefix_reuse
         out.append(KeyNumber("prefix reuse of continuation turns (late / early)",
@@ -151,8 +184,8 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
                 KeyNumber("engine age at onset", f"{a.onset.engine_age_s:.0f} s ({duration(a.onset.engine_age_s)})")]
         trig = trigger_text(a)
         out.append(KeyNumber("trigger", trig if trig else "none stands out"))
-    out.append(KeyNumber("recovered by restart", {True: "yes", False: "no", None: "no restart in the data"}
-                         [a.recovered_by_restart]))
+    out.append(KeyNumber("recovered by restart", {True: "yes", False: "no", None: "no restart in the data, or it "
+                                                                               "cannot tell"}[a.recovered_by_restart]))
     if a.model is not None:
         out.append(KeyNumber("healthy model (step time)", f"{a.model.describe()} ({a.model.num_points} samples)"))
     valid = a.samples[a.samples["excluded"] == ""] if len(a.samples) else a.samples

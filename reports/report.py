@@ -12,7 +12,7 @@ from typing import NamedTuple, Optional
 
 import jinja2
 
-from diagnostics.analysis import MATERIAL
+from diagnostics.decode import MATERIAL
 from diagnostics.result import iso
 from reports import narrative, plots, tables
 from reports.environment import environment
@@ -100,7 +100,7 @@ def report_context(inputs: Inputs, redactor: Redactor) -> dict:
         "key_numbers": [k._replace(value=redactor.text(k.value)) for k in narrative.key_numbers(a)],
         "figures": figures,
         "no_context": int(((samples["excluded"] == "") & samples["context"].isna()).sum()) if len(samples) else 0,
-        "matched": [m._replace(detail=redactor.text(m.detail)) for m in a.matched],
+        "matched": [m._replace(detail=redactor.text(m.detail)) for m in a.comparisons],
         "bands": tables.matched_bands(a),
         "probe_lives": tables.probe_lives(source.probes),
         "suspects": suspects,

@@ -29,9 +29,8 @@ def render_summary(inputs: Inputs, redactor: Optional[Redactor] = None, report_n
            f"**{narrative.headline(a)}.** {red(narrative.paragraph(a))}", "",
            "| | |", "|---|---|"]
     out += [f"| {k.label} | {_cell(red(k.value))} |" for k in narrative.key_numbers(a)]
-    for m in a.matched:
-        if m.ratio is not None:
-            out.append(f"| matched ({m.basis}) | {_cell(red(m.detail))} |")
+    for m in a.comparisons:
+        out.append(f"| {m.basis.replace('_', ' ')} | {_cell(red(m.detail))} |")
     out.append("")
     if a.suspects:
         out.append("**Top suspects**")

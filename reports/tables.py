@@ -13,7 +13,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 import pandas as pd
 
-from diagnostics.analysis import CONTEXT_BAND
+from diagnostics.decode import CONTEXT_BAND
 from diagnostics.errors import DiagnosticsError
 from diagnostics.logs import looks_like_log, parse_log
 from diagnostics.rundir_schema import STARTUP_KINDS

@@ -25,7 +25,9 @@ def _analyze(tmp_path, sc, fmt):
 def test_seed_excerpt_is_engine_age_with_onset_and_trigger(excerpt):
     doc = analyze(load_source(excerpt, date=dt.date(2026, 9, 23))).to_dict()
     assert list(doc)[:len(DESIGN_KEYS)] == DESIGN_KEYS and doc["schema_version"] == 1
-    assert list(doc)[len(DESIGN_KEYS):] == ["age_basis", "prefix_reuse", "prefill"]
+    assert list(doc)[len(DESIGN_KEYS):] == ["age_basis", "prefix_reuse", "prefill", "confidence", "basis", "cause",
+                                            "reason", "comparisons"]
+    assert doc["confidence"] == "high" and doc["basis"] == "step_series" and doc["cause"] == "engine_age"
     assert doc["verdict"] == "engine_age_degradation"
     assert doc["onset"]["t"] == "2026-09-23T21:18:50"
     assert doc["onset"]["engine_age_s"] == 938
@@ -55,8 +57,13 @@ def test_known_slowdown_is_found_in_every_format(tmp_path, fmt):
 def test_context_growth_alone_is_not_called_engine_age(tmp_path, fmt):
     doc = _analyze(tmp_path, CONTEXT, fmt)
     assert doc["verdict"] == "context_growth_only"
-    assert doc["slowdown"]["degraded_tps"] < 0.5 * doc["slowdown"]["healthy_tps"]  # raw throughput did fall
+    raw = {c["name"]: c for c in doc["checks"]}["raw_throughput"]
+    assert raw["status"] == "warn" and float(raw["detail"].split("is ")[1].split("x")[0]) < 0.5  # raw throughput did fall
     assert doc["slowdown"]["ratio"] == pytest.approx(1.0, abs=0.05)  # matched: no loss
+    assert doc["slowdown"]["degraded_tps"] == pytest.approx(doc["slowdown"]["healthy_tps"] * doc["slowdown"]["ratio"],
+                                                            rel=0.01)  # the three figures agree
+    lo, hi = doc["slowdown"]["interval"]
+    assert 0.9 < lo <= doc["slowdown"]["ratio"] <= hi  # a material loss is ruled out
     assert doc["onset"] is None
 
 
@@ -125,17 +132,21 @@ def test_an_onset_inside_the_early_window_does_not_teach_the_model_the_slowdown(
     assert per_token == pytest.approx(1.5e-7, rel=0.1)
 
 
-def test_a_restart_that_does_not_cure_it_says_so(tmp_path):
+def test_a_slowdown_a_fresh_engine_shows_too_is_not_engine_age(tmp_path):
+    """The restart is the control: when the engine after it runs as slow as before it, the
+    slowdown is the host's or the load's, whatever the step series alone says."""
     sc = Scenario(hours=2, onset_h=1.0, restart_h=1.5, restart_cures=False)
     doc = _analyze(tmp_path, sc, "sglang")
-    assert doc["verdict"] == "engine_age_degradation"
+    assert doc["verdict"] == "no_degradation" and doc["cause"] == "host_or_load_drift"
     assert doc["recovered_by_restart"] is False
+    fresh = {c["name"]: c for c in doc["checks"]}["fresh_control"]
+    assert fresh["status"] == "warn" and "not the engine's age" in fresh["detail"]
 
 
 def test_a_context_slope_is_not_trusted_far_beyond_the_window_that_fitted_it():
     """A healthy window of short contexts fixes no slope for contexts several times longer: there
     the verdict must also pass the generous context-only test."""
-    from diagnostics.analysis import _beyond_window
+    from diagnostics.decode import _beyond_window
     from diagnostics.healthy import HealthyModel
 
     model = HealthyModel(("intercept", "context"), (0.016, 0.0), 0, 100, None, (1.0,), (300.0, 1000.0), None)

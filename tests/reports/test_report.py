@@ -64,13 +64,14 @@ def test_seed_verdict_paragraph_states_the_numbers(seed_page):
     verdict = _section(seed_page, "verdict")
     assert "engine_age_degradation" in _text(verdict.find(class_="name"))
     paragraph = _text(verdict.find("p", class_="paragraph"))
-    for number in ("0.10x", "112.5 tok/s", "11.5 tok/s", "2026-09-23T21:18:50", "5,792 new tokens", "121,712 cached",
-                   "15.6 min"):
+    for number in ("0.10x (90% interval 0.06-0.17)", "112.5 tok/s healthy", "11.8 tok/s now at the same conditions",
+                   "2026-09-23T21:18:50", "5,792 new tokens", "121,712 cached", "15.6 min", "high confidence"):
         assert number in paragraph, number
     assert "Longer context cannot explain it" in paragraph
     cells = {_text(r.find_all("td")[0]): _text(r.find_all("td")[1]) for r in verdict.find_all("tr")}
     assert cells["engine age at onset"] == "938 s (15.6 min)"
-    assert cells["recovered by restart"] == "no restart in the data"
+    assert cells["recovered by restart"].startswith("no restart in the data")
+    assert cells["confidence"] == "high" and cells["decided by"] == "the step series against the healthy model"
 
 
 def test_seed_sections_without_data_say_so(seed_page):

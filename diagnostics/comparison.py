@@ -1,0 +1,64 @@
+"""One comparison at matched conditions: late against healthy, with its interval and its bar.
+
+Every basis diag compares on (paired main/control probes, identical probes, batch-and-context
+bins, the step series around an onset, prefix reuse, prefill time) becomes a `Comparison` on
+one scale: late over healthy, where below 1 is worse. Each basis has its material level (a
+10 % loss of decode throughput, half the prefix reuse, prefill 1.5x slower) and the rules are
+the same for all of them:
+
+- a **loss**: the whole interval lies at or below the material level;
+- **no loss**: the whole interval lies above it;
+- otherwise the comparison cannot tell.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+from diagnostics.intervals import Interval
+
+DECODE_MATERIAL = 0.9  # a 10 % loss of decode throughput at matched conditions
+
+
+class Comparison(NamedTuple):
+    basis: str  # paired_control, probes, bins, step_series, prefix_reuse, prefill
+    interval: Interval  # late over healthy (below 1 is worse)
+    num_early: int  # samples behind each side (probes, cycles, block means, calls, rows)
+    num_late: int
+    material: float  # a ratio at or below this is a material loss
+    detail: str  # one clause with the numbers, naming the basis
+    healthy_level: Optional[float] = None  # the healthy side's level in `unit` (tok/s for decode bases)
+    unit: str = "tok/s"
+
+    @property
+    def ratio(self) -> float:
+        return self.interval.estimate
+
+    @property
+    def loss(self) -> bool:
+        """The interval clears the material level: a material loss, at the interval's confidence."""
+        return self.interval.bounded and self.interval.hi <= self.material
+
+    @property
+    def no_loss(self) -> bool:
+        """The interval lies above the material level: a material loss is ruled out."""
+        return self.interval.bounded and self.interval.lo > self.material
+
+    @property
+    def late_level(self) -> Optional[float]:
+        """The healthy level times the ratio: what the engine runs at now at the healthy conditions,
+        so that the three figures a text puts side by side always agree."""
+        if self.healthy_level is None or not math.isfinite(self.ratio):
+            return None
+        return self.healthy_level * self.ratio
+
+    def to_dict(self) -> dict:
+        i = self.interval
+        return {"basis": self.basis, "ratio": _round(i.estimate), "interval": [_round(i.lo), _round(i.hi)]
+                if i.bounded else None, "level": i.level, "num_early": self.num_early, "num_late": self.num_late,
+                "material": _round(self.material), "loss": self.loss, "no_loss": self.no_loss}
+
+
+def _round(x: float) -> Optional[float]:
+    return round(float(x), 3) if x is not None and math.isfinite(x) else None

@@ -1,0 +1,171 @@
+"""Probes and controls: identical probes of the soaked engine, the same probes of a fresh
+control beside it, the restart control, and the load on the host.
+
+- **probes**: the soaked engine's identical probes in its first life, the last third against
+  the first third (at least two each).
+- **paired control**: every probe cycle probes the soaked engine (role `main`) and a fresh
+  twin or control instance (role `control`) back to back, each alone. Per cycle the ratio
+  main / control is taken at one moment, so whatever slowed the host slowed both and cancels;
+  engine age is that ratio late in the main engine's first life against early in it.
+- **control drift**: the control's own probes late against early: how much the host itself
+  slowed (the control stays young), used to correct host-bound comparisons such as prefill.
+- **restart**: the main engine's last probes before a restart over its first ones after it,
+  each set with its control probe where there is one (then the paired ratios).
+- **host load**: CPU other than the engine's (soak driver, other processes) early and late.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from diagnostics import changepoint, intervals
+from diagnostics.comparison import DECODE_MATERIAL, Comparison
+from diagnostics.verdict import HostLoad
+
+THIRD = 1 / 3
+MIN_SIDE = 2
+HOST_COLUMNS = ("driver_cpu_percent", "host_other_cpu_percent")
+
+
+def probe_rows(probes: pd.DataFrame) -> pd.DataFrame:
+    """The successful probes of the most frequent probe request, in time order, each with its
+    `role` (`main` where the run has no control) and `cycle` (NaN where the run has none)."""
+    if probes is None or probes.empty or "decode_tps" not in probes:
+        return pd.DataFrame(columns=["t", "engine_life", "engine_age_s", "decode_tps", "role", "cycle"])
+    status = probes["status"].fillna("ok") if "status" in probes else pd.Series("ok", index=probes.index)
+    ok = probes[(status == "ok") & (probes["decode_tps"] > 0)]
+    if "probe_id" in ok and ok["probe_id"].notna().any():
+        ok = ok[ok["probe_id"] == ok["probe_id"].mode().iloc[0]]
+    role = ok["role"].fillna("main") if "role" in ok else pd.Series("main", index=ok.index)
+    cycle = ok["cycle"] if "cycle" in ok else pd.Series(np.nan, index=ok.index)
+    return ok.assign(role=role, cycle=cycle).sort_values("t", kind="stable")
+
+
+def main_probes(rows: pd.DataFrame) -> pd.DataFrame:
+    """The soaked engine's probes of its first life."""
+    main = rows[rows["role"] == "main"]
+    return main[main["engine_life"] == main["engine_life"].min()] if len(main) else main
+
+
+def probes(rows: pd.DataFrame) -> Optional[Comparison]:
+    """The soaked engine's identical probes: the last third of its first life against the first."""
+    first = main_probes(rows)
+    k = _side(len(first))
+    if k is None:
+        return None
+    early, late = first["decode_tps"].head(k), first["decode_tps"].tail(k)
+    interval = intervals.log_ratio(early, late)
+    return Comparison("probes", interval, k, k, DECODE_MATERIAL,
+                      f"identical probes of the soaked engine: the last {k} over the first {k} "
+                      f"{interval.describe()} ({_geo(late):.1f} against {_geo(early):.1f} tok/s)", _geo(early))
+
+
+def pairs(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per probe cycle that has both a main and a control probe: t, engine_life (the
+    main's), main and control decode rates, ratio = main / control."""
+    if rows.empty or not (rows["role"] == "control").any() or rows["cycle"].isna().all():
+        return pd.DataFrame(columns=["cycle", "t", "engine_life", "engine_age_s", "main", "control", "ratio"])
+    main = rows[rows["role"] == "main"].dropna(subset=["cycle"]).drop_duplicates("cycle", keep="last")
+    control = rows[rows["role"] == "control"].dropna(subset=["cycle"]).drop_duplicates("cycle", keep="last")
+    both = main.merge(control[["cycle", "decode_tps"]], on="cycle", suffixes=("", "_control"))
+    out = pd.DataFrame({"cycle": both["cycle"], "t": both["t"], "engine_life": both["engine_life"],
+                        "engine_age_s": both["engine_age_s"], "main": both["decode_tps"],
+                        "control": both["decode_tps_control"]})
+    out["ratio"] = out["main"] / out["control"]
+    return out.sort_values("t", kind="stable").reset_index(drop=True)
+
+
+def paired(cycles: pd.DataFrame) -> Optional[Comparison]:
+    """Main over control per cycle, the last third of the main engine's first life against the first."""
+    first = cycles[cycles["engine_life"] == cycles["engine_life"].min()] if len(cycles) else cycles
+    k = _side(len(first))
+    if k is None:
+        return None
+    early, late = first["ratio"].head(k), first["ratio"].tail(k)
+    interval = intervals.log_ratio(early, late)
+    main_early = _geo(first["main"].head(k))
+    return Comparison("paired_control", interval, k, k, DECODE_MATERIAL,
+                      f"the soaked engine over a fresh control probed back to back: the last {k} cycles over the first "
+                      f"{k} {interval.describe()} (main {_geo(first['main'].head(k)):.1f} -> "
+                      f"{_geo(first['main'].tail(k)):.1f} tok/s, control {_geo(first['control'].head(k)):.1f} -> "
+                      f"{_geo(first['control'].tail(k)):.1f})", main_early)
+
+
+def control_drift(cycles: pd.DataFrame) -> Optional[Comparison]:
+    """The control's own probes over the main engine's first life, late against early: the host's speed."""
+    first = cycles[cycles["engine_life"] == cycles["engine_life"].min()] if len(cycles) else cycles
+    k = _side(len(first))
+    if k is None:
+        return None
+    interval = intervals.log_ratio(first["control"].head(k), first["control"].tail(k))
+    return Comparison("control_drift", interval, k, k, DECODE_MATERIAL,
+                      f"the fresh control's own probes, last {k} over first {k}: {interval.describe()} (the host's "
+                      f"speed, which the control's youth leaves as the only change)", _geo(first["control"].head(k)))
+
+
+def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Optional[Comparison]:
+    """The main engine's last probes before its first restart over its first probes after it
+    (paired ratios when there is a control): the aged engine against a fresh one, at one moment."""
+    main = rows[rows["role"] == "main"]
+    lives = sorted(main["engine_life"].unique())
+    if len(lives) < 2:
+        return None
+    use_pairs = len(cycles) and cycles["engine_life"].nunique() > 1
+    if use_pairs:
+        before = cycles[cycles["engine_life"] == lives[0]]["ratio"]
+        after = cycles[cycles["engine_life"] == lives[1]]["ratio"]
+        what = "main over control per cycle"
+    else:
+        before = main[main["engine_life"] == lives[0]]["decode_tps"]
+        after = main[main["engine_life"] == lives[1]]["decode_tps"]
+        what = "probes"
+    k = min(len(after), max(MIN_SIDE, math.ceil(THIRD * len(before))))
+    if len(before) < 1 or len(after) < 1:
+        return None
+    aged, fresh = before.tail(k), after.head(k)
+    interval = intervals.log_ratio(fresh, aged)
+    level = _geo(main[main["engine_life"] == lives[1]]["decode_tps"].head(k))
+    return Comparison("restart", interval, len(fresh), len(aged), DECODE_MATERIAL,
+                      f"restart control ({what}): the aged engine's last {len(aged)} over the fresh engine's first "
+                      f"{len(fresh)} {interval.describe()}", level)
+
+
+def probe_onset(series: pd.DataFrame, value: str) -> Optional[int]:
+    """Row position where a probe series (first life, time order) first runs materially below its
+    first third, by change points on log(healthy / value); None when it never does."""
+    if len(series) < 2 * MIN_SIDE + 1:
+        return None
+    k = _side(len(series)) or MIN_SIDE
+    r = np.log(_geo(series[value].head(k)) / series[value].to_numpy(dtype=float))
+    seg = changepoint.detect(r).first_rise(math.log(1 / DECODE_MATERIAL))
+    return None if seg is None else seg.start
+
+
+def host_load(snapshots: pd.DataFrame) -> Optional[HostLoad]:
+    """CPU beside the engine (driver + other processes) in the first and last quarter of the
+    first engine life; None when the run did not sample it."""
+    cols = [c for c in HOST_COLUMNS if c in snapshots]
+    if snapshots is None or snapshots.empty or not cols or "engine_life" not in snapshots:
+        return None
+    first = snapshots[snapshots["engine_life"] == snapshots["engine_life"].min()].sort_values("t")
+    load = first[cols].sum(axis=1, min_count=1).dropna()
+    if len(load) < 8:
+        return None
+    k = len(load) // 4
+    return HostLoad(float(load.head(k).median()), float(load.tail(k).median()))
+
+
+def _side(n: int) -> Optional[int]:
+    """Samples on each side of an early-against-late comparison of n: a third, at least MIN_SIDE."""
+    k = max(MIN_SIDE, math.ceil(THIRD * n))
+    return k if 2 * k <= n else (n // 2 if n // 2 >= MIN_SIDE else None)
+
+
+def _geo(values) -> float:
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v) & (v > 0)]
+    return float(np.exp(np.log(v).mean())) if len(v) else math.nan

@@ -1,0 +1,105 @@
+"""Intervals that know their own noise: every comparison diag makes carries one.
+
+Two kinds, both deterministic (the same data give the same interval every time):
+
+- **Ratio of rates** (`log_ratio`): late over early as two samples of log values (decode
+  rates, step times, paired main/control ratios): the ratio of their geometric means with a
+  Welch t interval on the logs. It weighs the effect against the noise each side shows, so
+  five log lines with a five-fold drop are a clear answer and two probes a second apart are
+  not; one sample on a side gives no interval at all.
+- **Bootstrap** (`bootstrap`): percentile interval of a statistic over resamples drawn with a
+  fixed seed, for statistics no two-sample formula fits (a weighted sum over matched bins, a
+  ratio of totals, a median share). Resampling is within each group the caller passes.
+
+Samples of a time series are not independent; `blocks` averages consecutive ones into at most
+MAX_BLOCKS block means per side first, so that a run of correlated samples counts as one.
+Intervals are two-sided at LEVEL.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple, Sequence
+
+import numpy as np
+from scipy.stats import t as student_t
+
+LEVEL = 0.90  # two-sided coverage of every interval diag reports
+MAX_BLOCKS = 12  # block means per side of a time-series comparison
+NUM_RESAMPLES = 2000
+SEED = 0
+
+
+class Interval(NamedTuple):
+    """A ratio (late over healthy) and its interval; hi inf (and lo 0) when the samples cannot bound it."""
+
+    estimate: float
+    lo: float
+    hi: float
+    level: float = LEVEL
+
+    @property
+    def bounded(self) -> bool:
+        return math.isfinite(self.hi)
+
+    def describe(self, digits: int = 2) -> str:
+        """`0.93 (90% interval 0.88-0.97)`, or a note that too few samples bound it."""
+        if not self.bounded:
+            return f"{self.estimate:.{digits}f} (too few samples for a {self.level:.0%} interval)"
+        return f"{self.estimate:.{digits}f} ({self.level:.0%} interval {self.lo:.{digits}f}-{self.hi:.{digits}f})"
+
+
+def log_ratio(early: Sequence[float], late: Sequence[float], level: float = LEVEL) -> Interval:
+    """exp(mean log late - mean log early) with its Welch t interval: late over early on a
+    ratio scale (values must be > 0; others are dropped)."""
+    x, y = _logs(early), _logs(late)
+    m, n = len(x), len(y)
+    if m == 0 or n == 0:
+        return Interval(math.nan, 0.0, math.inf, level)
+    estimate = float(y.mean() - x.mean())
+    if m < 2 or n < 2:
+        return Interval(math.exp(estimate), 0.0, math.inf, level)
+    vx, vy = float(x.var(ddof=1)) / m, float(y.var(ddof=1)) / n
+    se = math.sqrt(vx + vy)
+    if se == 0:
+        return Interval(math.exp(estimate), math.exp(estimate), math.exp(estimate), level)
+    df = (vx + vy) ** 2 / ((vx**2 / (m - 1) if m > 1 else 0) + (vy**2 / (n - 1) if n > 1 else 0))
+    half = float(student_t.ppf(0.5 + level / 2, df)) * se
+    return Interval(math.exp(estimate), math.exp(estimate - half), math.exp(estimate + half), level)
+
+
+def _logs(values: Sequence[float]) -> np.ndarray:
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v) & (v > 0)]
+    return np.log(v)
+
+
+def blocks(values: Sequence[float], max_blocks: int = MAX_BLOCKS) -> np.ndarray:
+    """Means of consecutive runs of `values`, at most `max_blocks` of them (all of them when fewer)."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if len(v) <= max_blocks:
+        return v
+    edges = np.linspace(0, len(v), max_blocks + 1).round().astype(int)
+    return np.array([v[a:b].mean() for a, b in zip(edges[:-1], edges[1:]) if b > a])
+
+
+def bootstrap(statistic: Callable[..., np.ndarray], groups: Sequence[np.ndarray], level: float = LEVEL,
+              num_resamples: int = NUM_RESAMPLES) -> Interval:
+    """Percentile interval of `statistic`, each group resampled with replacement on its own.
+
+    `statistic` gets every group with a leading resample axis — shape (R, n) or (R, n, k) for a
+    group of n rows — and returns R values; it is called once with R = 1 on the groups as they
+    are for the estimate, then with R = num_resamples.
+    """
+    groups = [np.asarray(g, dtype=float) for g in groups]
+    estimate = float(statistic(*(g[None] for g in groups))[0])
+    if any(len(g) < 2 for g in groups):
+        return Interval(estimate, 0.0, math.inf, level)
+    rng = np.random.default_rng(SEED)
+    draws = np.asarray(statistic(*(g[rng.integers(0, len(g), (num_resamples, len(g)))] for g in groups)), dtype=float)
+    draws = draws[np.isfinite(draws)]
+    if len(draws) < num_resamples // 2:
+        return Interval(estimate, 0.0, math.inf, level)
+    a = (1 - level) / 2
+    return Interval(estimate, float(np.quantile(draws, a)), float(np.quantile(draws, 1 - a)), level)

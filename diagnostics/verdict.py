@@ -1,0 +1,248 @@
+"""The verdict as one pure function over typed evidence: `decide(Evidence) -> Decision`.
+
+The rules, in order (docs/diagnostics.md, "The verdict"):
+
+1. **Decode.** With a paired control (the soaked engine probed back to back with a fresh twin or
+   control instance), the paired comparison alone decides: host drift slows both and cancels.
+   Without one, identical probes decide when their interval can tell; otherwise the step
+   series around an onset, when context cannot explain it, and unless matched bins rule the
+   loss out.
+2. **Controls.** Without a paired control, a decode loss must survive the controls the data
+   hold: a restart whose fresh engine was not shown materially faster than the aged one just
+   before it (`restart`, the same moment compared), or other load on the host rising while the
+   engine slowed, makes it host or load drift (`cause`), not engine age.
+   With a paired control, the main engine's probes falling while the control fell as much is
+   said the same way.
+3. **Prefill side.** A prefix cache that stops reusing, or prefill that takes longer and longer,
+   carries the verdict when decode shows no loss (or only the probes show one while matched
+   bins rule it out). Prefill time is host-bound: it must survive the control's own drift,
+   the restart and host contention as decode does. Prefix reuse is a share, not a time: no
+   host drift moves it.
+4. **No age.** The decisive decode comparison (the paired control when it has an interval, else
+   whichever of the restart control, the probes, the bins and the step series rules out the
+   most) must rule out a loss of LOW_FLOOR; otherwise the answer is `insufficient_data`. The
+   verdict is then `context_growth_only` when raw throughput fell, else `no_degradation` (also
+   when the fall was host or load drift: neither context nor age). With no interval anywhere
+   but a context-only model that explains the slowdown, it is `context_growth_only`, low.
+
+A loss is a comparison whose whole interval lies at or below its material level (see
+diagnostics.comparison). Confidence: engine age is `high` when the interval also clears the
+material level by another 10 %, else `medium`; no age is `high` when the interval rules out a
+loss of 5 %, `medium` a loss of 10 %, `low` a loss of 19 % (LOW_FLOOR).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+from diagnostics.comparison import Comparison
+
+CONTEXT_STATES = ("fitted", "explains", "cannot_explain", "cannot_say")
+RAW_DROP = 0.9  # raw per-request throughput late / early below this: it "fell"
+HIGH_FLOOR = 0.95  # no age with its interval above this: high confidence
+LOW_FLOOR = 0.81  # ...above this: low confidence; at or below it the data cannot tell
+MARGIN = 0.9  # engine age whose interval clears the material level by this factor again: high
+HOST_DRIFT = "host_or_load_drift"
+SIDE_TEXT = {"prefix_reuse": "prefix reuse", "prefill": "prefill time"}
+DECODE_BASES = ("paired_control", "restart", "probes", "bins", "step_series")
+
+
+class HostLoad(NamedTuple):
+    """CPU other than the engine's (the soak driver's and other tenants'), early and late in the
+    first engine life, in percent of one core."""
+
+    early: float
+    late: float
+    rise_limit: float = 30.0  # percent of one core
+
+    @property
+    def rose(self) -> bool:
+        return self.late - self.early >= self.rise_limit
+
+    def describe(self) -> str:
+        return (f"CPU used beside the engine (soak driver and other processes) went from {self.early:.0f}% to "
+                f"{self.late:.0f}% of a core")
+
+
+class Evidence(NamedTuple):
+    paired: Optional[Comparison] = None  # main over control probes, late cycles against early ones
+    probes: Optional[Comparison] = None  # the main engine's identical probes alone
+    bins: Optional[Comparison] = None
+    steps: Optional[Comparison] = None  # the step series around the onset (or late against healthy)
+    onset_found: bool = False  # the step series has an onset
+    context: str = "fitted"  # CONTEXT_STATES: could context alone explain the slowdown after the onset?
+    reuse: Optional[Comparison] = None
+    prefill: Optional[Comparison] = None
+    control_drift: Optional[Comparison] = None  # the control's own late over early probes: host speed
+    restart: Optional[Comparison] = None  # the aged engine just before a restart over the fresh one just after
+    host: Optional[HostLoad] = None
+    raw_ratio: Optional[float] = None  # last quarter's raw decode rate over the first quarter's
+    no_data: Optional[str] = None  # why neither steps nor probes can carry an analysis
+
+
+class Finding(NamedTuple):
+    """A check the rules add, with its status and text."""
+
+    name: str
+    status: str
+    detail: str
+
+
+class Decision(NamedTuple):
+    verdict: str
+    basis: Optional[str]  # the comparison that decided: paired_control, probes, bins, step_series, prefix_reuse, prefill
+    decisive: Optional[Comparison]
+    decode: Optional[Comparison]  # the decode comparison the slowdown figures come from
+    cause: Optional[str]  # engine_age, host_or_load_drift, context_growth, or None
+    confidence: Optional[str]  # high, medium, low; None for insufficient_data
+    reason: str  # one sentence: how sure, and on what
+    findings: tuple[Finding, ...]
+
+
+def decide(ev: Evidence) -> Decision:
+    findings: list[Finding] = []
+    decode = _decisive_decode(ev)
+    claim, cause = _decode_claim(ev, findings)
+    if claim is not None and ev.paired is None:
+        claim, cause = _survives_controls(claim, ev, findings, "decode")
+    side = _side_claim(ev, claim, findings)
+    if side is not None:
+        claim = side
+        cause = "engine_age"
+    if claim is not None:
+        if claim.basis in DECODE_BASES:
+            decode = claim
+        return Decision("engine_age_degradation", claim.basis, claim, decode, "engine_age", _age_confidence(claim),
+                        f"Engine age, {_age_confidence(claim)} confidence: {claim.detail}.", tuple(findings))
+    if ev.no_data is not None and decode is None:
+        return Decision("insufficient_data", None, None, None, None, None,
+                        f"The data cannot tell: {ev.no_data}.", tuple(findings))
+    fell = ev.raw_ratio is not None and ev.raw_ratio < RAW_DROP
+    if decode is None and ev.context == "explains":
+        return Decision("context_growth_only", "step_series", None, None, "context_growth", "low",
+                        "Context growth, low confidence: the most generous context-only model explains the slowdown "
+                        "(context_only_model), and no matched comparison has enough samples for an interval.",
+                        tuple(findings))
+    if decode is None:
+        return Decision("insufficient_data", None, None, None, cause, None,
+                        "The data cannot tell: no matched comparison has enough samples for an interval.",
+                        tuple(findings))
+    if decode.interval.lo <= LOW_FLOOR:
+        findings.append(Finding("confidence", "fail",
+                                f"too few or too noisy samples: {decode.detail}; the interval holds both no loss "
+                                f"and a loss of more than {1 - LOW_FLOOR:.0%}"))
+        return Decision("insufficient_data", decode.basis, decode, decode, cause, None,
+                        f"The data cannot tell: on {decode.basis.replace('_', ' ')}, {decode.interval.describe()} "
+                        f"cannot rule out a loss of {1 - LOW_FLOOR:.0%}.", tuple(findings))
+    # A slowdown a fresh engine shared is the host's or the load's: throughput fell, but neither
+    # by context nor by age.
+    verdict = "context_growth_only" if fell and cause != HOST_DRIFT else "no_degradation"
+    confidence = ("high" if decode.interval.lo > HIGH_FLOOR else "medium" if decode.interval.lo > decode.material
+                  else "low")
+    cause = cause or ("context_growth" if verdict == "context_growth_only" else None)
+    ruled_out = 1 - decode.interval.lo
+    return Decision(verdict, decode.basis, decode, decode, cause, confidence,
+                    f"No engine age, {confidence} confidence: on {decode.basis.replace('_', ' ')} the data rule out a "
+                    f"loss of more than {ruled_out:.0%} ({decode.interval.describe()}).", tuple(findings))
+
+
+def _decisive_decode(ev: Evidence) -> Optional[Comparison]:
+    """The decode comparison a verdict of no age rests on: the paired control when it has an
+    interval; else, of the restart control, the probes, the bins and the step series, the one
+    whose interval rules out the most."""
+    if ev.paired is not None and ev.paired.interval.bounded:
+        return ev.paired
+    # The step series is measured against a healthy model; when context explains what it shows,
+    # it says nothing about age.
+    steps = ev.steps if ev.context != "explains" else None
+    bounded = [c for c in (ev.restart, ev.probes, ev.bins, steps) if c is not None and c.interval.bounded]
+    return max(bounded, key=lambda c: c.interval.lo, default=None)
+
+
+def _decode_claim(ev: Evidence, findings: list[Finding]) -> tuple[Optional[Comparison], Optional[str]]:
+    """Rule 1: the decode comparison that shows a material loss, if any; and a cause when a loss
+    the main engine showed alone was host drift."""
+    alone = next((c for c in (ev.probes, ev.steps) if c is not None and c.loss), None)
+    if ev.paired is not None and ev.paired.interval.bounded:
+        if ev.paired.loss:
+            return ev.paired, None
+        if alone is not None:
+            drift = f"; the control's own probes ran at {ev.control_drift.interval.describe()}" if ev.control_drift else ""
+            findings.append(Finding("fresh_control", "warn",
+                                    f"the soaked engine alone slowed ({alone.detail}), but probed back to back with a "
+                                    f"fresh control it did not ({ev.paired.detail}){drift}: the host slowed, not the "
+                                    f"engine"))
+            return None, HOST_DRIFT
+        return None, None
+    if ev.probes is not None and ev.probes.interval.bounded:
+        if ev.probes.loss:
+            return ev.probes, None
+        if ev.probes.no_loss:
+            if ev.steps is not None and ev.steps.loss and ev.onset_found:
+                findings.append(Finding("matched_conditions", "warn",
+                                        f"the step series shows a loss ({ev.steps.detail}) but identical probes rule "
+                                        f"one out ({ev.probes.detail})"))
+            return None, None
+    if ev.steps is None or not ev.onset_found or not ev.steps.loss:
+        if ev.steps is not None and ev.onset_found and not ev.steps.loss:
+            findings.append(Finding("material_loss", "warn",
+                                    f"a segment of the step series ran materially slower, but everything after its "
+                                    f"start did not clear a material loss: {ev.steps.detail}"))
+        return None, None
+    if ev.context not in ("fitted", "cannot_explain"):
+        return None, "context_growth" if ev.context == "explains" else None
+    if ev.bins is not None and ev.bins.no_loss:
+        findings.append(Finding("matched_conditions", "warn",
+                                f"the healthy model saw a slowdown but matched bins rule it out: {ev.bins.detail}"))
+        return None, None
+    return ev.steps, None
+
+
+def _survives_controls(claim: Comparison, ev: Evidence, findings: list[Finding], what: str
+                       ) -> tuple[Optional[Comparison], Optional[str]]:
+    """Rule 2: a loss seen on one engine alone against the restart and host contention."""
+    if ev.restart is not None and not ev.restart.loss:
+        findings.append(Finding("fresh_control", "warn",
+                                f"{what} slowed ({claim.detail}), but a fresh engine right after the restart was not "
+                                f"materially faster than the aged one just before it ({ev.restart.detail}): the "
+                                f"slowdown is the host's or the load's, not the engine's age"))
+        return None, HOST_DRIFT
+    if ev.host is not None and ev.host.rose:
+        findings.append(Finding("host_contention", "warn",
+                                f"{what} slowed ({claim.detail}) while {ev.host.describe()}; with no fresh control "
+                                f"probed beside it, that contention cannot be told from engine age"))
+        return None, HOST_DRIFT
+    return claim, None
+
+
+def _side_claim(ev: Evidence, decode_claim: Optional[Comparison], findings: list[Finding]) -> Optional[Comparison]:
+    """Rule 3: prefix reuse or prefill time, when decode shows no loss or only a contested one."""
+    contested = (decode_claim is not None and decode_claim.basis == "probes" and ev.bins is not None
+                 and ev.bins.no_loss)
+    if decode_claim is not None and not contested:
+        return None
+    side = None
+    if ev.reuse is not None and ev.reuse.loss:
+        side = ev.reuse
+    elif ev.prefill is not None and ev.prefill.loss:
+        side = ev.prefill
+        if ev.control_drift is not None and ev.control_drift.interval.bounded:
+            host = ev.control_drift.ratio
+            if side.interval.hi / host > side.material:
+                findings.append(Finding("fresh_control", "warn",
+                                        f"prefill slowed ({side.detail}), but the fresh control's probes slowed too "
+                                        f"({ev.control_drift.detail}): corrected for the host, the loss is not "
+                                        f"material"))
+                return None
+        side, _ = _survives_controls(side, ev, findings, "prefill")
+    if side is not None and contested:
+        findings.append(Finding("decode_basis", "warn",
+                                f"only identical probes show a decode loss ({decode_claim.detail}) and matched bins "
+                                f"rule one out ({ev.bins.detail}): the slowdown is placed on "
+                                f"{SIDE_TEXT[side.basis]}, which shows it clearly"))
+    return side
+
+
+def _age_confidence(claim: Comparison) -> str:
+    return "high" if claim.interval.hi <= claim.material * MARGIN else "medium"
