@@ -7,6 +7,7 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
+from diagnostics.logformats import CLOCK_NOTES
 from diagnostics.result import Check
 from diagnostics.source import Source
 
@@ -19,11 +20,17 @@ def source_checks(source: Source, samples: pd.DataFrame) -> Iterator[Check]:
     info = source.log_info
     if info is not None:
         skipped = info.num_unknown_lines
-        yield Check("log_lines", "ok" if skipped == 0 and info.num_bad_values == 0 else "warn",
+        clean = skipped == 0 and info.num_bad_values == 0 and info.num_bad_lines == 0 and not info.notes
+        yield Check("log_lines", "ok" if clean else "warn",
                     f"{info.format} log, {info.num_lines} lines: {info.num_step_lines} step lines, "
                     f"{info.num_event_lines} events, {skipped} lines with no known prefix skipped, "
-                    f"{info.num_bad_values} malformed numbers left empty")
-        if not info.age_known:
+                    f"{info.num_bad_lines} bad lines (impossible time, truncated) skipped, "
+                    f"{info.num_bad_values} malformed numbers left empty" + "".join(f"; {n}" for n in info.notes))
+        if info.clock != "wall":
+            yield Check("engine_age", "ok" if info.clock == "relative" else "warn", CLOCK_NOTES[info.clock] + (
+                "" if info.age_known else "; no engine startup line before the first step: counted from the log's "
+                                          "first line"))
+        elif not info.age_known:
             yield Check("engine_age", "warn", "no engine startup line before the first step: engine age is counted "
                                               "from the log's first line")
     kept_out = samples[samples["excluded"] != ""]

@@ -27,7 +27,7 @@ class Source(NamedTuple):
 
     path: str
     kind: str  # run_dir, log, prometheus
-    engine: str  # freetoken, tokdrift, sglang, vllm, unknown
+    engine: str  # freetoken, tokdrift, sglang, vllm, llama.cpp, ollama, unknown
     steps: pd.DataFrame  # diagnostics.frames.STEP_FRAME_COLUMNS
     events: pd.DataFrame  # diagnostics.frames.EVENT_FRAME_COLUMNS
     requests: pd.DataFrame  # rundir_schema.REQUEST_COLUMNS (run directories only)
@@ -51,7 +51,7 @@ def load_source(path: Path | str, date: Optional[dt.date] = None, year: Optional
         raise DiagnosticsError(f"{path}: expected a run directory (with {schema.MANIFEST}) or a folder of "
                                f"*.prom scrapes, found neither")
     parsed = parse_log(path, date=date, year=year)
-    engine = "freetoken" if parsed.info.format.startswith("freetoken") else parsed.info.format
+    engine = parsed.info.format.split("-")[0]  # freetoken-excerpt and sglang-time-only name their engine first
     return Source(str(path), "log", engine, parsed.steps, parsed.events, *_empty_run_tables(), None, parsed.info)
 
 

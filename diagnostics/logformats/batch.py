@@ -1,40 +1,37 @@
-"""Engine logs -> a steps table and an events table.
+"""Batch and stats lines: FreeToken (`ft serve`), tokdrift's engine, SGLang and vLLM.
 
-Reads FreeToken (`ft serve`, full prefix or the pasted time-only excerpt), tokdrift's own
-engine (which writes FreeToken's format), SGLang (old and new batch lines, hybrid and SWA
-fields) and vLLM (periodic stats lines, with or without a process prefix). The format is
-detected from the first lines. A line whose prefix no format knows is counted and skipped;
-a field whose number does not parse is warned about with its line number and left empty;
-one bad line never fails the file.
-
-One regex match per line for the prefix, then `str.split` for the fields: fast enough for a
-million-line log in a few seconds (benchmarks/analyze_scale.py).
+Each line has a prefix (one regex per format, PREFIXES) and a message. A batch line
+(`Prefill batch`, `Decode batch`) or a vLLM stats line is one step row; startup, dropped
+request and preemption lines are events. Lines of the same shape (the same text between their
+numbers) are read by one compiled regex per shape, checked once against the field-by-field
+reading of the first line of that shape; the numbers go to NumPy in blocks. A field whose
+number does not parse is warned about with its line number and left empty.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import re
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import Optional
 
 import numpy as np
-import pandas as pd
 
-from diagnostics.errors import DiagnosticsError
-from diagnostics.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, assign_engine_lives
-from diagnostics.logtime import log_times
+from diagnostics.logformats.records import MAX_WARNINGS, Records
+from diagnostics.logformats.text import read_lines
 
 logger = logging.getLogger(__name__)
 
-ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _LEVEL = r"(?:(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+)?"
 FREETOKEN = re.compile(r"\[(\d{4}-\d{2}-\d{2})\|(\d{2}:\d{2}:\d{2})(?:\|[^\]]*)?\]\s+" + _LEVEL + r"(.*)")
 FREETOKEN_EXCERPT = re.compile(r"()(\d{2}:\d{2}:\d{2})\s+" + _LEVEL + r"(.*)")
 SGLANG = re.compile(r"\[(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2})(?:[.,]\d+)?(?: [^\]]*)?\]\s*" + _LEVEL + r"(.*)")
+SGLANG_TIME_ONLY = re.compile(r"\[()(\d{2}:\d{2}:\d{2})(?:[.,]\d+)?(?: [^\]]*)?\]\s*" + _LEVEL + r"(.*)")  # 2024 releases
 VLLM = re.compile(r"(?:\(\w+ pid=\d+\)\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2}-\d{2}) "
                   r"(\d{2}:\d{2}:\d{2})(?:\.\d+)? \[?[\w./:-]+\] (.*)")  # V0 writes `metrics.py:345]`
+# In the order a tie between formats is decided.
+PREFIXES = {"freetoken": FREETOKEN, "sglang": SGLANG, "vllm": VLLM, "freetoken-excerpt": FREETOKEN_EXCERPT,
+            "sglang-time-only": SGLANG_TIME_ONLY}
 
 NUMBER = re.compile(r"(\d+(?:\.\d+)?)")
 KEY_SPLIT = re.compile(r", |\. |\] |: ")
@@ -69,83 +66,6 @@ FIELDS: dict[str, str] = {
 }
 
 
-class LogInfo(NamedTuple):
-    """What reading the file found, beside the tables."""
-
-    path: str
-    format: str  # freetoken, freetoken-excerpt, tokdrift, sglang, vllm
-    num_lines: int
-    num_step_lines: int
-    num_event_lines: int
-    num_other_lines: int  # known prefix, message of no interest
-    num_unknown_lines: int  # no known prefix
-    num_bad_values: int
-    kv_capacity: Optional[int]
-    age_known: bool  # False when no startup line precedes the first step
-
-
-class ParsedLog(NamedTuple):
-    steps: pd.DataFrame
-    events: pd.DataFrame
-    info: LogInfo
-
-
-def looks_like_log(path: Path, num_lines: int = 200) -> Optional[str]:
-    """The log format of `path`, or None when no format matches its first lines."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        head = [ANSI.sub("", line) for _, line in zip(range(num_lines), f)]
-    return _detect(head)
-
-
-def parse_log(path: Path, date: Optional[dt.date] = None, year: Optional[int] = None) -> ParsedLog:
-    """Read an engine log. `date` is needed for time-only excerpts, `year` for vLLM."""
-    path = Path(path)
-    with open(path, encoding="utf-8", errors="replace") as f:
-        head = [ANSI.sub("", line) for _, line in zip(range(200), f)]
-    fmt = _detect(head)
-    if fmt is None:
-        raise DiagnosticsError(
-            f"{path}: expected an engine log (FreeToken, SGLang, vLLM or tokdrift), "
-            f"but none of the first {len(head)} lines has a known prefix")
-    pattern = {"freetoken": FREETOKEN, "freetoken-excerpt": FREETOKEN_EXCERPT,
-               "sglang": SGLANG, "vllm": VLLM}[fmt]
-    builder = _Builder()
-    num_lines = num_unknown = 0
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for lineno, line in enumerate(f, 1):
-            num_lines += 1
-            if "\x1b" in line:
-                line = ANSI.sub("", line)
-            m = pattern.match(line)
-            if m is None:
-                if line.strip():
-                    num_unknown += 1
-                continue
-            builder.add_fast(lineno, m.group(1), m.group(2), m.group(3).rstrip(), path)
-    if fmt == "freetoken" and builder.saw_tokdrift:
-        fmt = "tokdrift"
-    times = log_times(fmt, builder.dates, builder.clock, path, date, year)
-    steps, events, age_known = builder.frames(times)
-    if fmt == "vllm":
-        # A stats line averages its whole window: name what the window held.
-        gen, prompt = steps["gen_tps"].fillna(0) > 0, steps["input_tps"].fillna(0) > 0
-        steps["phase"] = np.where(gen & prompt, "mixed", np.where(gen, "decode", np.where(prompt, "prefill", "idle")))
-        steps["phase"] = steps["phase"].astype(object)
-    info = LogInfo(str(path), fmt, num_lines, builder.num_steps, builder.num_events, builder.num_other,
-                   num_unknown, builder.num_bad, builder.kv_capacity, age_known)
-    if num_unknown:
-        logger.info("%s: skipped %d lines with no known prefix", path, num_unknown)
-    return ParsedLog(steps, events, info)
-
-
-def _detect(head: list[str]) -> Optional[str]:
-    counts = {name: sum(1 for line in head if pattern.match(line))
-              for name, pattern in (("freetoken", FREETOKEN), ("sglang", SGLANG), ("vllm", VLLM),
-                                    ("freetoken-excerpt", FREETOKEN_EXCERPT))}
-    best = max(counts, key=counts.get)
-    return best if counts[best] else None
-
-
 class _Plan:
     """How to read every line of one shape: the text between its numbers is identical, so the
     n-th number always lands in the same column. Built from the first line of that shape and
@@ -172,16 +92,29 @@ class _Plan:
 SLOW = object()  # a shape the plan cannot read exactly: every such line takes the careful path
 
 
-class _Builder:
-    """Collects records column-wise: for each column, the record indices that have it and values."""
+def scan(path: Path, fmt: str) -> "BatchBuilder":
+    """Every line of a batch-line log of format `fmt` (a key of PREFIXES)."""
+    pattern = PREFIXES[fmt]
+    builder = BatchBuilder()
+    for lineno, line in read_lines(path):
+        builder.num_lines += 1
+        m = pattern.match(line) if line is not None else None
+        if m is None:
+            if line is None or line.strip():
+                builder.num_unknown += 1
+            continue
+        builder.read_fast(lineno, m.group(1), m.group(2), m.group(3).rstrip(), path)
+    return builder
+
+
+class BatchBuilder(Records):
+    """Records of a batch-line log, with each record's date and time-of-day text."""
 
     def __init__(self) -> None:
+        super().__init__()
+        self.num_lines = self.num_unknown = 0
         self.dates: list[str] = []
         self.clock: list[str] = []
-        self.kinds: list[str] = []
-        self.linenos: list[int] = []
-        self.idx: dict[str, list[int]] = {}
-        self.val: dict[str, list] = {}
         self.num_steps = self.num_events = self.num_other = self.num_bad = 0
         self.kv_capacity: Optional[int] = None
         self.saw_tokdrift = False
@@ -189,10 +122,10 @@ class _Builder:
         self.recent: list[_Plan] = []  # plans that matched lately, most recent first
         self.interned: dict[str, str] = {}
 
-    def add_fast(self, lineno: int, date: str, clock: str, msg: str, path: Path) -> None:
-        """A batch or stats line by its shape's plan; anything else by `add`."""
+    def read_fast(self, lineno: int, date: str, clock: str, msg: str, path: Path) -> None:
+        """A batch or stats line by its shape's plan; anything else by `read`."""
         if not self._is_stats(msg):
-            self.add(lineno, date, clock, msg, path)
+            self.read(lineno, date, clock, msg, path)
             return
         for k, plan in enumerate(self.recent):
             m = plan.regex.fullmatch(msg)
@@ -208,7 +141,7 @@ class _Builder:
             if plan is None:
                 plan = self.plans[shape] = self._plan(parts, msg)
             if plan is SLOW:
-                self.add(lineno, date, clock, msg, path)
+                self.read(lineno, date, clock, msg, path)
                 return
             self.recent.insert(0, plan)
             del self.recent[4:]
@@ -216,8 +149,7 @@ class _Builder:
         # Shared string objects: a million lines hold a few thousand distinct dates and seconds.
         self.dates.append(self.interned.setdefault(date, date))
         self.clock.append(self.interned.setdefault(clock, clock))
-        self.kinds.append(plan.phase)
-        self.linenos.append(lineno)
+        self.add(lineno, plan.phase)
         plan.rows.append(len(self.kinds) - 1)
         plan.values.append(values)
         if len(plan.values) >= _Plan.CHUNK:
@@ -240,8 +172,8 @@ class _Builder:
                 column = "num_mamba_total"
             positions.append((column, 0.01 if after.startswith("%") else 1.0) if column else None)
         # The careful parser's reading of this very line is the reference.
-        probe = _Builder()
-        probe.add(0, "", "", msg, Path("-"))
+        probe = BatchBuilder()
+        probe.read(0, "", "", msg, Path("-"))
         if probe.num_bad or len(probe.kinds) != 1:
             return SLOW
         expected = {col: vals[0] for col, vals in probe.val.items()}
@@ -254,7 +186,7 @@ class _Builder:
             return SLOW
         return _Plan(texts, probe.kinds[0], positions, constants)
 
-    def add(self, lineno: int, date: str, clock: str, msg: str, path: Path) -> None:
+    def read(self, lineno: int, date: str, clock: str, msg: str, path: Path) -> None:
         if msg.startswith("Decode batch") or msg.startswith("Prefill batch"):
             self._batch(lineno, date, clock, msg, path)
         elif msg.startswith("Engine ") and "throughput" in msg:
@@ -268,15 +200,15 @@ class _Builder:
             self._startup(lineno, date, clock, msg)
         elif "is dropped" in msg and (m := DROPPED.search(msg)):
             i = self._record(lineno, date, clock, "dropped_request")
-            self._put(i, "new_tokens", float(m.group(1)))
-            self._put(i, "limit", float(m.group(2)))
-            self._put(i, "detail", f"request {m.group(3)}: {m.group(1)} tokens > limit {m.group(2)}")
+            self.put(i, "new_tokens", float(m.group(1)))
+            self.put(i, "limit", float(m.group(2)))
+            self.put(i, "detail", f"request {m.group(3)}: {m.group(1)} tokens > limit {m.group(2)}")
             self.num_events += 1
         elif "retract" in msg.lower() or "is preempted" in msg:
             m = RETRACTED.search(msg)
             i = self._record(lineno, date, clock, "preemption")
-            self._put(i, "count", float(m.group(1)) if m else 1.0)
-            self._put(i, "detail", msg[:200])
+            self.put(i, "count", float(m.group(1)) if m else 1.0)
+            self.put(i, "detail", msg[:200])
             self.num_events += 1
         else:
             for pattern in CAPACITY:
@@ -289,19 +221,11 @@ class _Builder:
     def _record(self, lineno: int, date: str, clock: str, kind: str) -> int:
         self.dates.append(date)
         self.clock.append(clock)
-        self.kinds.append(kind)
-        self.linenos.append(lineno)
-        return len(self.kinds) - 1
-
-    def _put(self, i: int, column: str, value) -> None:
-        if column not in self.idx:
-            self.idx[column], self.val[column] = [], []
-        self.idx[column].append(i)
-        self.val[column].append(value)
+        return self.add(lineno, kind)
 
     def _startup(self, lineno: int, date: str, clock: str, msg: str) -> None:
         i = self._record(lineno, date, clock, "engine_start")
-        self._put(i, "detail", msg[:200])
+        self.put(i, "detail", msg[:200])
         if "tokdrift" in msg.lower():
             self.saw_tokdrift = True
         for pattern in CAPACITY:
@@ -327,7 +251,7 @@ class _Builder:
     def _vllm_stats(self, lineno: int, date: str, clock: str, msg: str, path: Path) -> None:
         i = self._record(lineno, date, clock, "decode")
         self.num_steps += 1
-        body = msg.split(": ", 1)[1]
+        body = msg.partition(": ")[2]
         for part in body.split(", "):
             key, sep, value = part.partition(": ")
             column = FIELDS.get(key.strip())
@@ -339,8 +263,8 @@ class _Builder:
         try:
             if column == "num_mamba_used" and "/" in text:
                 used, total = text.split("/")
-                self._put(i, "num_mamba_used", float(used))
-                self._put(i, "num_mamba_total", float(total))
+                self.put(i, "num_mamba_used", float(used))
+                self.put(i, "num_mamba_total", float(total))
                 return
             if column == "cuda_graph":
                 value = 1.0 if text == "True" else 0.0 if text == "False" else float(text)
@@ -350,22 +274,15 @@ class _Builder:
                 value = float(text)
         except ValueError:
             self.num_bad += 1
-            logger.warning("%s:%d: expected a number for %r, found %r; field left empty",
-                           path, lineno, key.strip(), text)
+            if self.num_bad <= MAX_WARNINGS:
+                logger.warning("%s:%d: expected a number for %r, found %r; field left empty",
+                               path, lineno, key.strip(), text)
             return
-        self._put(i, column, value)
+        self.put(i, column, value)
 
-    def frames(self, times: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
+    def columns(self) -> dict[str, np.ndarray]:
         n = len(self.kinds)
-        kinds = np.array(self.kinds, dtype=object)
-        columns: dict[str, np.ndarray] = {}
-        for column, idx in self.idx.items():
-            if column == "detail":
-                arr = np.full(n, None, dtype=object)
-            else:
-                arr = np.full(n, np.nan)
-            arr[np.asarray(idx, dtype=np.int64)] = self.val[column]
-            columns[column] = arr
+        columns = super().columns()
         for plan in self.plans.values():
             if plan is SLOW or not plan.rows:
                 continue
@@ -379,18 +296,4 @@ class _Builder:
                     columns.setdefault(column, np.full(n, np.nan))[rows] = values[:, j] * scale
             for column, value in plan.constants.items():
                 columns.setdefault(column, np.full(n, np.nan))[rows] = value
-        table = pd.DataFrame({"t": np.asarray(times).astype("datetime64[ns]"), "kind": kinds, "line": np.asarray(self.linenos, dtype=np.int64),
-                              **columns})
-        # Stable sort: a log is almost always in order; equal seconds keep file order.
-        table = table.sort_values("t", kind="stable", ignore_index=True)
-        is_step = table["kind"].isin(["prefill", "decode", "idle"]).to_numpy()
-        lives, ages, age_known = assign_engine_lives(table["t"].to_numpy(),
-                                                     (table["kind"] == "engine_start").to_numpy(), is_step)
-        table["engine_life"] = lives
-        table["engine_age_s"] = ages
-        steps = table[is_step].rename(columns={"kind": "phase"})
-        steps = steps.reindex(columns=STEP_FRAME_COLUMNS)
-        if "full_token_usage" in steps and steps["token_usage"].isna().all():
-            steps["token_usage"] = steps["full_token_usage"]
-        events = table[~is_step].reindex(columns=EVENT_FRAME_COLUMNS)
-        return steps.reset_index(drop=True), events.reset_index(drop=True), age_known
+        return columns

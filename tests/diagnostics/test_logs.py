@@ -1,11 +1,15 @@
 """Engine log readers: every variant of every format, bad lines, events and engine lives."""
 
 import datetime as dt
+import json
 import logging
+from pathlib import Path
 
 import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
+from diagnostics.cli import app
 from diagnostics.errors import DiagnosticsError
 from diagnostics.logs import parse_log
 
@@ -182,3 +186,50 @@ def test_a_file_that_is_no_engine_log_is_refused(tmp_path):
     path = _write(tmp_path, "notes.txt", ["hello", "world"])
     with pytest.raises(DiagnosticsError, match="none of the first 2 lines"):
         parse_log(path)
+
+
+FIXTURES = Path(__file__).parent / "fixtures" / "logs"
+
+
+def test_sglang_2024_time_only_lines_need_a_date():
+    path = FIXTURES / "sglang-2024.log"
+    with pytest.raises(DiagnosticsError, match=r"only a time of day \(SGLang releases of 2024 print no date\); "
+                                               r"expected --date YYYY-MM-DD"):
+        parse_log(path)
+    result = CliRunner().invoke(app, ["analyze", str(path)])
+    assert isinstance(result.exception, DiagnosticsError) and "no known prefix" not in str(result.exception)
+    parsed = parse_log(path, date=dt.date(2024, 8, 31))
+    assert parsed.info.format == "sglang-time-only"
+    steps = parsed.steps
+    assert steps["phase"].tolist() == ["prefill"] + ["decode"] * 5
+    assert steps["gen_tps"].dropna().tolist() == [441.20, 410.05, 236.90, 238.12, 237.44]
+    assert steps["t"].iloc[1] == pd.Timestamp("2024-08-31 04:40:54")
+    assert steps["engine_age_s"].iloc[1] == 162.0  # from server_args at 04:38:12
+    assert parsed.info.kv_capacity == 425061
+
+
+def test_a_garbled_stamp_is_a_bad_line_not_a_failure(tmp_path):
+    decode = "INFO     Decode batch, #running-req: 1, #token: 100, gen throughput (token/s): 10.00"
+    path = _write(tmp_path, "ft.log", [
+        "[2026-09-23|09:00:00] INFO     Resolved config: moe_backend='resident'",
+        f"[2026-09-23|09:01:00] {decode}",
+        f"[2419-91-37|94:25:02] {decode}",
+        f"[2026-09-23|09:03:00] {decode}",
+    ])
+    parsed = parse_log(path)
+    assert (parsed.info.num_bad_lines, parsed.info.num_step_lines) == (1, 2)
+    assert parsed.steps["line"].tolist() == [2, 4]
+    result = CliRunner().invoke(app, ["analyze", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    check = next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "log_lines")
+    assert check["status"] == "warn" and "1 bad lines (impossible time, truncated) skipped" in check["detail"]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-8-sig"])
+def test_a_log_saved_in_another_encoding_reads_the_same(tmp_path, excerpt, encoding):
+    text = excerpt.read_text(encoding="utf-8").replace("\n", "\r\n")
+    path = tmp_path / "freetoken-2026-09-23-excerpt.log"
+    path.write_bytes(text.encode(encoding))
+    parsed, original = parse_log(path), parse_log(excerpt, date=DAY)
+    assert parsed.info.num_unknown_lines == 0
+    pd.testing.assert_frame_equal(parsed.steps, original.steps)

@@ -1,0 +1,154 @@
+"""Engine logs -> a steps table and an events table.
+
+Two families of format (docs/diagnostics.md, "Engine logs"):
+- batch lines (batch.py): FreeToken (full prefix or the pasted time-only excerpt), tokdrift's
+  engine (FreeToken's format), SGLang (dated, or 2024's time-only prefix) and vLLM;
+- per-request timings (llamacpp.py, slots.py): llama.cpp's server and Ollama, whose lines may
+  carry no time at all.
+
+The format is detected from the first lines. A line no format knows is counted and skipped;
+a line of a known shape that does not read (an impossible time, a truncated timing line) is
+counted as bad and skipped; a number that does not parse is warned about with its line number
+and left empty. One bad line never fails a file. The bytes of a file are read whatever they
+were saved as (text.py).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from pathlib import Path
+from typing import NamedTuple, Optional
+
+import numpy as np
+import pandas as pd
+
+from diagnostics.errors import DiagnosticsError
+from diagnostics.logformats import batch, llamacpp
+from diagnostics.logformats.records import MAX_WARNINGS, finish
+from diagnostics.logformats.slots import SlotReader
+from diagnostics.logformats.text import head
+from diagnostics.logtime import log_times
+
+logger = logging.getLogger(__name__)
+
+KNOWN = "FreeToken, SGLang, vLLM, llama.cpp, Ollama or tokdrift"
+MAX_CLOCK_S = 5e9  # seconds from a clock's origin beyond this (158 years) are garbled numbers
+CLOCK_NOTES = {"relative": "clock: llama.cpp's stamps, the time since the engine started (engine age itself)",
+               "busy": "clock: engine busy time (the log has no timestamps): each request's prompt and eval "
+                       "time added in order; concurrent slots make it run ahead of wall time"}
+
+
+class LogInfo(NamedTuple):
+    """What reading the file found, beside the tables."""
+
+    path: str
+    format: str  # freetoken, freetoken-excerpt, tokdrift, sglang, sglang-time-only, vllm, llama.cpp, ollama
+    num_lines: int
+    num_step_lines: int
+    num_event_lines: int
+    num_other_lines: int  # known prefix, message of no interest
+    num_unknown_lines: int  # no known prefix (llama.cpp, which prints most lines bare: not text)
+    num_bad_values: int
+    kv_capacity: Optional[int]
+    age_known: bool  # False when no startup line precedes the first step
+    num_bad_lines: int = 0  # a known shape that does not read: an impossible time, a truncated timing line
+    clock: str = "wall"  # wall (the log's own dates), relative (time since start), busy (engine busy time)
+    notes: tuple[str, ...] = ()  # what the reader could not get from this log, for the log_lines check
+
+
+class ParsedLog(NamedTuple):
+    steps: pd.DataFrame
+    events: pd.DataFrame
+    info: LogInfo
+
+
+def looks_like_log(path: Path, num_lines: int = 200) -> Optional[str]:
+    """The log format of `path`, or None when no format matches its first lines."""
+    return detect(head(Path(path), num_lines))
+
+
+def detect(lines: list[str]) -> Optional[str]:
+    counts = {name: sum(1 for line in lines if pattern.match(line)) for name, pattern in batch.PREFIXES.items()}
+    family = llamacpp.detect(lines)
+    if family is not None:
+        counts[family[0]] = family[1]
+    best = max(counts, key=counts.get)
+    return best if counts[best] else None
+
+
+def parse_log(path: Path, date: Optional[dt.date] = None, year: Optional[int] = None) -> ParsedLog:
+    """Read an engine log. `date` is needed for time-only lines, `year` for vLLM's and journald's
+    dates (which have none); `date` also anchors llama.cpp's clocks that are no time of day."""
+    path = Path(path)
+    lines = head(path)
+    fmt = detect(lines)
+    if fmt is None:
+        found = "the file is empty" if not lines else f"none of the first {len(lines)} lines has a known prefix"
+        raise DiagnosticsError(f"{path}: expected an engine log ({KNOWN}), but {found}")
+    if fmt in ("llama.cpp", "ollama"):
+        return _parse_per_request(path, date, year)
+    return _parse_batch(path, fmt, date, year)
+
+
+def _parse_batch(path: Path, fmt: str, date: Optional[dt.date], year: Optional[int]) -> ParsedLog:
+    builder = batch.scan(path, fmt)
+    if fmt == "freetoken" and builder.saw_tokdrift:
+        fmt = "tokdrift"
+    times = log_times(fmt, builder.dates, builder.clock, path, date, year)
+    frames = finish(times, builder.kinds, builder.linenos, builder.columns(), path)
+    steps = frames.steps
+    if fmt == "vllm":
+        # A stats line averages its whole window: name what the window held.
+        gen, prompt = steps["gen_tps"].fillna(0) > 0, steps["input_tps"].fillna(0) > 0
+        steps["phase"] = np.where(gen & prompt, "mixed", np.where(gen, "decode", np.where(prompt, "prefill", "idle")))
+        steps["phase"] = steps["phase"].astype(object)
+    num_dropped_events = frames.num_bad_lines - frames.num_dropped_steps  # one record per line here
+    info = LogInfo(str(path), fmt, builder.num_lines, builder.num_steps - frames.num_dropped_steps,
+                   builder.num_events - num_dropped_events, builder.num_other, builder.num_unknown,
+                   builder.num_bad + frames.num_bad_values, builder.kv_capacity, frames.age_known,
+                   frames.num_bad_lines)
+    _log_skipped(info)
+    return ParsedLog(steps, frames.events, info)
+
+
+def _parse_per_request(path: Path, date: Optional[dt.date], year: Optional[int]) -> ParsedLog:
+    scan = llamacpp.scan(path)
+    clock = llamacpp.clocks(scan.entries, path, year)
+    has_release = any((e.kind == "slot" and e.payload[3].startswith("stop processing"))
+                      or (e.kind == "old" and e.payload[1] == "slot released") for e in scan.entries)
+    reader = SlotReader(path, clock.kind, has_release)
+    num_bad = scan.num_bad_lines
+    life = -1
+    for k, entry in enumerate(scan.entries):
+        if clock.kind != "busy" and not np.isfinite(clock.secs[k]):
+            num_bad += 1
+            if num_bad <= MAX_WARNINGS:
+                logger.warning("%s:%d: expected a time, found an impossible one; line skipped", path, entry.lineno)
+            continue
+        if clock.kind == "relative" and clock.lives[k] != life:
+            life = clock.lives[k]
+            reader.new_life(entry.lineno, clock.origins[life])
+        reader.read(entry, clock.secs[k])
+    secs = np.asarray(reader.secs, dtype=float)
+    usable = np.isfinite(secs) & (np.abs(secs) <= MAX_CLOCK_S)
+    base = clock.base if clock.base is not None else np.datetime64(date or "1970-01-01", "ns")
+    times = np.full(len(secs), np.datetime64("NaT"), dtype="datetime64[ns]")
+    times[usable] = base + np.round(secs[usable] * 1e9).astype("timedelta64[ns]")
+    frames = finish(times, reader.records.kinds, reader.records.linenos, reader.records.columns(), path)
+    notes = []
+    if reader.num_requests and not (frames.steps["phase"] == "decode").any():
+        notes.append("only access lines: request latency without token counts")
+    info = LogInfo(str(path), "ollama" if scan.ollama else "llama.cpp", scan.num_lines,
+                   reader.num_step_lines, reader.num_events, scan.num_other + reader.num_other, scan.num_unknown,
+                   reader.num_bad_values + frames.num_bad_values, reader.kv_capacity, frames.age_known,
+                   num_bad + reader.num_bad_lines + frames.num_bad_lines, clock.kind, tuple(notes))
+    _log_skipped(info)
+    return ParsedLog(frames.steps, frames.events, info)
+
+
+def _log_skipped(info: LogInfo) -> None:
+    if info.num_unknown_lines:
+        logger.info("%s: skipped %d lines with no known prefix", info.path, info.num_unknown_lines)
+    if info.num_bad_lines:
+        logger.info("%s: skipped %d lines of a known shape that do not read", info.path, info.num_bad_lines)

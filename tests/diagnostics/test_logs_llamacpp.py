@@ -1,0 +1,145 @@
+"""llama.cpp's server and Ollama: fixtures written from the lines the engines print (docs/diagnostics.md)."""
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from diagnostics.cli import app
+from diagnostics.logs import parse_log
+
+FIXTURES = Path(__file__).parent / "fixtures" / "logs"
+runner = CliRunner()
+
+
+def _write(tmp_path, name, lines):
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _checks(path, *args):
+    result = runner.invoke(app, ["analyze", str(path), "--json", *args])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    return doc, {c["name"]: c for c in doc["checks"]}
+
+
+def test_llama_server_with_timestamps_reads_each_slot_and_the_engine_age():
+    parsed = parse_log(FIXTURES / "llama-server-timestamps.log")
+    info, steps = parsed.info, parsed.steps
+    assert (info.format, info.clock, info.kv_capacity) == ("llama.cpp", "relative", 32768)
+    assert steps["phase"].value_counts().to_dict() == {"decode": 4, "prefill": 2, "idle": 2}
+    # Task 1 finished first, at 0.16.000.003: its stamp is its engine age.
+    done = steps[(steps["phase"] == "decode") & (steps["line"] == 16)].iloc[0]
+    assert (done["gen_tps"], done["step_time_s"]) == (22.22, pytest.approx(0.045))
+    assert done["engine_age_s"] == pytest.approx(16.000003)
+    assert done["num_running_reqs"] == 2
+    # One KV cache for both slots: its own context mid-request (800 + 60), slot 0's so far (1200 + 100).
+    assert done["num_tokens"] == 2160
+    prefill = steps[(steps["phase"] == "prefill") & (steps["line"] == 16)].iloc[0]
+    assert (prefill["new_tokens"], prefill["cached_tokens"], prefill["input_tps"]) == (300, 500, 4000)
+    assert prefill["engine_age_s"] == pytest.approx(16.000003 - 5.4)  # before its 5400 ms of decode
+    progress = steps[steps["line"] == 14].iloc[0]  # n_gen = 100, tg_3s = 25.00
+    assert (progress["gen_tps"], progress["num_decode_tokens"], progress["engine_age_s"]) == (25.0, 100, 14.0)
+    # Task 0 after its progress lines: the rest of the request, and its draft acceptance.
+    tail = steps[(steps["phase"] == "decode") & (steps["line"] == 23)].iloc[0]
+    assert (tail["num_decode_tokens"], tail["num_running_reqs"]) == (20, 1)
+    assert tail["accept_rate"] == pytest.approx(0.46218) and tail["accept_len"] == pytest.approx(2.38)
+    events = parsed.events
+    assert events["detail"].iloc[0] == "engine start (llama.cpp's stamps count from it)"
+    assert (events["t"].iloc[0], events["kind"].iloc[0]) == (pd.Timestamp("1970-01-01"), "engine_start")
+    assert (events["kind"] == "request").sum() == 2
+
+
+def test_llama_stamps_that_go_back_are_a_restart(tmp_path):
+    block = ("slot print_timing: id  0 | task 0 | prompt eval time =     100.00 ms /    50 tokens (    2.00 ms per token,"
+             "   500.00 tokens per second)",
+             "slot print_timing: id  0 | task 0 |        eval time =    {ms}.00 ms /   100 tokens (   {per}.00 ms per "
+             "token,    {tps}.00 tokens per second)")
+    path = _write(tmp_path, "llama.log", [
+        "0.00.010.000 I build: 6092 (c81de6e1) with cc (GCC) 13.3.0 for x86_64-linux-gnu",
+        "0.20.000.000 I " + block[0], "0.20.000.001 I " + block[1].format(ms=2000, per=20, tps=50),
+        "0.00.009.000 I build: 6092 (c81de6e1) with cc (GCC) 13.3.0 for x86_64-linux-gnu",
+        "0.30.000.000 I " + block[0], "0.30.000.001 I " + block[1].format(ms=2500, per=25, tps=40),
+    ])
+    decode = parse_log(path).steps.query("phase == 'decode'")
+    assert decode["engine_life"].tolist() == [0, 1]
+    assert decode["engine_age_s"].tolist() == pytest.approx([20.000001, 30.000001])
+    assert decode["gen_tps"].tolist() == [50.0, 40.0]
+
+
+def test_plain_llama_server_log_runs_on_engine_busy_time():
+    parsed = parse_log(FIXTURES / "llama-server-plain.log")
+    assert (parsed.info.format, parsed.info.clock) == ("llama.cpp", "busy")
+    steps = parsed.steps
+    decode, prefill = steps[steps["phase"] == "decode"], steps[steps["phase"] == "prefill"]
+    # Request 1: 1024 ms of prompt, 5100 of eval. Request 2: 132 ms of prompt, then the windows its
+    # `tg` implies (100 tokens at 40 t/s: 2.5 s of decode; 220: 5.5 s) and the rest of its 8000 ms.
+    assert decode["engine_age_s"].tolist() == pytest.approx([6.124, 8.756, 11.756, 14.256])
+    assert decode["gen_tps"].tolist() == pytest.approx([50.20, 40.0, 40.0, 32.0])
+    # These builds print the release line before the timing block; the context is known all the same.
+    assert decode["num_tokens"].tolist() == [640, 850, 960, 1060]
+    assert prefill["new_tokens"].tolist() == [512, 33] and prefill["cached_tokens"].tolist() == [0, 767]
+    _, checks = _checks(FIXTURES / "llama-server-plain.log")
+    assert checks["engine_age"]["detail"].startswith("clock: engine busy time (the log has no timestamps)")
+
+
+def test_2024_server_lines_with_unix_timestamps():
+    parsed = parse_log(FIXTURES / "llama-server-2024.log")
+    assert (parsed.info.format, parsed.info.clock, parsed.info.kv_capacity) == ("llama.cpp", "wall", 8192)
+    steps = parsed.steps
+    prefill, decode = steps[steps["phase"] == "prefill"].iloc[0], steps[steps["phase"] == "decode"].iloc[0]
+    assert (prefill["new_tokens"], prefill["input_tps"], prefill["cached_tokens"]) == (406, 499.82, 0)
+    assert (decode["gen_tps"], decode["step_time_s"], decode["num_decode_tokens"]) == (25.0, 0.04, 128)
+    assert decode["t"] == pd.Timestamp("2024-04-25 12:17:10")  # timestamp=1714047430, UTC
+    assert decode["engine_age_s"] == 30.0  # from `build info`
+
+
+def test_ollama_journal_with_llama_server_lines():
+    parsed = parse_log(FIXTURES / "ollama-journal.log")
+    assert (parsed.info.format, parsed.info.clock) == ("ollama", "wall")
+    steps = parsed.steps
+    decode = steps[steps["phase"] == "decode"]
+    assert decode["t"].dt.strftime("%H:%M:%S").tolist() == ["12:36:18", "12:36:20", "12:36:44"]
+    assert decode["gen_tps"].tolist() == pytest.approx([33.10, 60 / (4.8 - 100 / 33.0), 30.0])
+    assert decode["engine_age_s"].tolist() == [7.0, 9.0, 33.0]  # from `starting llama-server`, not `Listening on`
+    second = steps[steps["phase"] == "prefill"].iloc[1]
+    assert (second["new_tokens"], second["cached_tokens"]) == (193, 2207)
+    requests = parsed.events[parsed.events["kind"] == "request"]
+    assert len(requests) == 2  # GET /api/version is not a request to the model
+    assert requests["detail"].iloc[0] == "POST /api/chat -> 200 in 8.924 s from 127.0.0.1"
+
+
+def test_ollama_access_lines_alone_are_insufficient_data():
+    path = FIXTURES / "ollama-access-only.log"
+    parsed = parse_log(path)
+    assert parsed.steps.empty and parsed.info.format == "ollama"
+    requests = parsed.events[parsed.events["kind"] == "request"]
+    assert requests["detail"].str.extract(r"in ([\d.]+) s")[0].astype(float).tolist() == pytest.approx(
+        [5.258, 4.918, 12.014, 524.0], abs=1e-3)  # the last printed as 8m44s
+    doc, checks = _checks(path)
+    assert doc["verdict"] == "insufficient_data"
+    assert checks["log_lines"]["status"] == "warn"
+    assert "only access lines: request latency without token counts" in checks["log_lines"]["detail"]
+
+
+def test_journald_dates_take_a_year_and_roll_into_the_next(tmp_path):
+    timing = ("slot print_timing: id  0 | task {t} |        eval time =    1000.00 ms /    50 tokens (   20.00 ms per "
+              "token,    50.00 tokens per second)")
+    path = _write(tmp_path, "llama-journal.log", [
+        "Dec 31 23:59:50 kamala llama-server[52276]: build: 4261 (2759916d) with cc (GCC) 14.2.1 for x86_64",
+        "Dec 31 23:59:58 kamala llama-server[52276]: " + timing.format(t=0),
+        "Jan 01 00:00:07 kamala llama-server[52276]: " + timing.format(t=1),
+    ])
+    steps = parse_log(path, year=2024).steps
+    assert steps["t"].tolist() == [pd.Timestamp("2024-12-31 23:59:58"), pd.Timestamp("2025-01-01 00:00:07")]
+    assert steps["engine_age_s"].tolist() == [8.0, 17.0]
+
+
+def test_relative_clock_counts_from_the_date_given():
+    steps = parse_log(FIXTURES / "llama-server-timestamps.log", date=dt.date(2026, 3, 1)).steps
+    assert steps["t"].iloc[0] == pd.Timestamp("2026-03-01 00:00:05.500100")
