@@ -28,7 +28,7 @@ from diagnostics.verdict import HostLoad
 
 THIRD = 1 / 3
 MIN_SIDE = 2
-HOST_COLUMNS = ("driver_cpu_percent", "host_other_cpu_percent")
+HOST_COLUMNS = ("driver_cpu_percent", "host_other_cpu_percent")  # CPU beside the engine (rundir_schema.SNAPSHOT_HOST)
 
 
 def probe_rows(probes: pd.DataFrame) -> pd.DataFrame:

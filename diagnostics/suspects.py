@@ -36,7 +36,7 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 from diagnostics.result import Onset, Suspect
-from diagnostics.rundir_schema import SNAPSHOT_COUNTERS, SNAPSHOT_META
+from diagnostics.rundir_schema import SNAPSHOT_COUNTERS, SNAPSHOT_HOST, SNAPSHOT_META
 from diagnostics.source import Source
 
 MIN_POINTS = 8
@@ -63,7 +63,7 @@ def rank(source: Source, samples: pd.DataFrame, onset: Optional[Onset],
     if not snaps.empty and "t" in snaps:
         snaps = snaps.dropna(subset=["t"]).sort_values("t")
         for name in snaps.columns:
-            if name in SNAPSHOT_META or not pd.api.types.is_numeric_dtype(snaps[name]):
+            if name in SNAPSHOT_META or name in SNAPSHOT_HOST or not pd.api.types.is_numeric_dtype(snaps[name]):
                 continue
             counter = name in SNAPSHOT_COUNTERS or name.endswith("_total")
             candidates.append((name, _as_rate(snaps, name) if counter else snaps[["t", name]].dropna()))

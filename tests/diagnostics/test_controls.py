@@ -1,0 +1,74 @@
+"""Probes and controls: pairs by cycle, the paired ratio cancels host drift, the restart control."""
+
+import numpy as np
+import pandas as pd
+
+from diagnostics import controls
+
+
+def probe_table(main, control=None, lives=None):
+    rows = []
+    for i, tps in enumerate(main):
+        life = lives[i] if lives else 0
+        rows.append({"t": pd.Timestamp("2026-12-01") + pd.Timedelta(seconds=60 * i), "engine_life": life,
+                     "engine_age_s": 60.0 * i, "probe_id": "p", "decode_tps": tps, "status": "ok", "role": "main",
+                     "cycle": i})
+        if control is not None:
+            rows.append({**rows[-1], "decode_tps": control[i], "role": "control", "engine_life": 0,
+                         "t": rows[-1]["t"] + pd.Timedelta(seconds=3)})
+    return pd.DataFrame(rows)
+
+
+def test_host_drift_slows_both_engines_and_the_paired_ratio_cancels_it():
+    rng = np.random.default_rng(0)
+    host = np.r_[np.ones(10), np.full(10, 0.6)]  # a neighbour takes 40% of the core halfway through
+    main = 60 * host * np.exp(rng.normal(0, 0.02, 20))
+    control = 61 * host * np.exp(rng.normal(0, 0.02, 20))
+    rows = controls.probe_rows(probe_table(main, control))
+    alone = controls.probes(rows)
+    assert alone.loss  # the main engine alone looks 40% slower
+    cycles = controls.pairs(rows)
+    assert len(cycles) == 20 and list(cycles["cycle"]) == list(range(20))
+    paired = controls.paired(cycles)
+    assert paired.no_loss and abs(paired.ratio - 1) < 0.05
+    drift = controls.control_drift(cycles)
+    assert drift.loss and abs(drift.ratio - 0.6) < 0.05
+
+
+def test_an_aged_engine_falls_against_its_control():
+    main = np.r_[np.full(8, 60.0), np.full(8, 36.0)] * np.exp(np.random.default_rng(1).normal(0, 0.02, 16))
+    rows = controls.probe_rows(probe_table(main, np.full(16, 60.0)))
+    paired = controls.paired(controls.pairs(rows))
+    assert paired.loss and paired.interval.hi < 0.7
+    pos = controls.probe_onset(controls.pairs(rows), "ratio")
+    assert pos == 8
+
+
+def test_runs_without_roles_are_the_main_engine_alone_and_the_restart_compares_one_moment():
+    table = probe_table([60, 61, 59, 40, 41, 39, 60, 61, 60], lives=[0] * 6 + [1] * 3).drop(columns=["role", "cycle"])
+    rows = controls.probe_rows(table)
+    assert set(rows["role"]) == {"main"} and controls.pairs(rows).empty
+    restart = controls.restart(rows, controls.pairs(rows))
+    assert restart.basis == "restart" and restart.loss  # the aged engine was slower than the fresh one
+    same = probe_table([60, 61, 59, 40, 41, 39, 40, 39, 41], lives=[0] * 6 + [1] * 3)
+    restart = controls.restart(controls.probe_rows(same), controls.pairs(controls.probe_rows(same)))
+    assert restart.no_loss  # a fresh engine as slow: not age
+
+
+def test_host_load_reads_the_driver_and_other_processes_cpu():
+    t = pd.date_range("2026-12-01", periods=40, freq="10s")
+    snaps = pd.DataFrame({"t": t, "engine_life": 0, "driver_cpu_percent": 10.0,
+                          "host_other_cpu_percent": np.r_[np.zeros(20), np.full(20, 90.0)]})
+    load = controls.host_load(snaps)
+    assert load.rose and load.early == 10.0 and load.late == 100.0
+    assert controls.host_load(snaps.drop(columns=["driver_cpu_percent", "host_other_cpu_percent"])) is None
+
+
+def test_the_running_verdict_reads_the_probes_so_far():
+    from diagnostics.live import running_verdict
+
+    assert running_verdict(probe_table([60, 59])).startswith("verdict so far: too few probes (2 ok)")
+    aged = running_verdict(probe_table([60, 59, 61, 30, 31, 30], [60, 60, 60, 61, 59, 60]))
+    assert aged.startswith("verdict so far: engine_age_degradation, high confidence (paired control 0.5")
+    drift = running_verdict(probe_table([60, 59, 61, 30, 31, 30], [60, 60, 60, 31, 30, 30]))
+    assert drift.startswith("verdict so far: no_degradation") and drift.endswith("host or load drift, not age")

@@ -1,0 +1,135 @@
+"""The verdict, rule by rule, on typed evidence (diagnostics.verdict.decide is a pure function)."""
+
+import pytest
+
+from diagnostics.comparison import DECODE_MATERIAL, Comparison
+from diagnostics.intervals import Interval
+from diagnostics.verdict import HOST_DRIFT, Evidence, HostLoad, decide
+
+
+def cmp(basis, ratio, lo, hi, material=DECODE_MATERIAL, n=8):
+    return Comparison(basis, Interval(ratio, lo, hi), n, n, material, f"{basis} {ratio}", 60.0)
+
+
+UNBOUNDED = Interval(0.7, 0.0, float("inf"))
+LOSS = cmp("probes", 0.7, 0.6, 0.8)
+NO_LOSS = cmp("probes", 1.0, 0.96, 1.04)
+
+
+def names(decision):
+    return {f.name: f for f in decision.findings}
+
+
+def test_a_loss_needs_the_whole_interval_past_the_material_level():
+    assert decide(Evidence(probes=LOSS)).verdict == "engine_age_degradation"
+    # the estimate is past 0.9 but the interval reaches above it: not a verdict of age
+    straddling = cmp("probes", 0.85, 0.78, 0.93)
+    d = decide(Evidence(probes=straddling))
+    assert d.verdict == "insufficient_data" and d.confidence is None
+    assert names(d)["confidence"].status == "fail"
+
+
+def test_too_few_samples_for_an_interval_is_insufficient_data_not_a_verdict():
+    few = Comparison("probes", UNBOUNDED, 1, 1, DECODE_MATERIAL, "probes 0.7", 60.0)
+    d = decide(Evidence(probes=few))
+    assert d.verdict == "insufficient_data"
+    assert d.reason.startswith("The data cannot tell")
+
+
+def test_the_paired_control_decides_before_the_main_engine_alone():
+    # the main engine's probes fell by 30%, the fresh control beside it fell as much
+    d = decide(Evidence(paired=cmp("paired_control", 1.0, 0.95, 1.05), probes=LOSS))
+    assert d.verdict == "no_degradation" and d.cause == HOST_DRIFT and d.basis == "paired_control"
+    assert names(d)["fresh_control"].status == "warn"
+    # ...and a loss the pairs show is engine age, whatever the main probes alone say
+    d = decide(Evidence(paired=cmp("paired_control", 0.6, 0.5, 0.7), probes=NO_LOSS))
+    assert d.verdict == "engine_age_degradation" and d.basis == "paired_control"
+
+
+def test_a_restart_whose_fresh_engine_is_as_slow_makes_it_host_drift():
+    d = decide(Evidence(probes=LOSS, restart=cmp("restart", 1.0, 0.95, 1.05)))
+    assert d.verdict == "no_degradation" and d.cause == HOST_DRIFT
+    assert "not the engine's age" in names(d)["fresh_control"].detail
+    assert d.basis == "restart"  # the same-moment comparison rules the loss out
+    # a restart that cures it keeps the verdict
+    d = decide(Evidence(probes=LOSS, restart=cmp("restart", 0.7, 0.6, 0.8)))
+    assert d.verdict == "engine_age_degradation"
+    # a restart the data cannot read either way does not confirm it
+    d = decide(Evidence(probes=LOSS, restart=cmp("restart", 0.8, 0.5, 1.3)))
+    assert d.verdict != "engine_age_degradation" and d.cause == HOST_DRIFT
+
+
+def test_host_contention_without_a_paired_control_is_not_called_age():
+    d = decide(Evidence(probes=LOSS, host=HostLoad(early=10.0, late=95.0)))
+    assert d.verdict != "engine_age_degradation" and d.cause == HOST_DRIFT
+    assert names(d)["host_contention"].status == "warn"
+    # with a paired control the contention cancels: the pairs decide
+    d = decide(Evidence(paired=cmp("paired_control", 0.6, 0.5, 0.7), host=HostLoad(10.0, 95.0)))
+    assert d.verdict == "engine_age_degradation"
+
+
+def test_the_step_series_needs_an_onset_context_that_cannot_explain_it_and_no_veto_from_bins():
+    steps = cmp("step_series", 0.5, 0.4, 0.6)
+    assert decide(Evidence(steps=steps, onset_found=True)).verdict == "engine_age_degradation"
+    assert decide(Evidence(steps=steps, onset_found=True, context="cannot_explain")).verdict == "engine_age_degradation"
+    assert decide(Evidence(steps=steps, onset_found=False)).verdict != "engine_age_degradation"
+    d = decide(Evidence(steps=steps, onset_found=True, context="explains"))
+    assert d.verdict == "context_growth_only" and d.confidence == "low"
+    d = decide(Evidence(steps=steps, onset_found=True, bins=cmp("bins", 1.0, 0.97, 1.03)))
+    assert d.verdict == "no_degradation" and names(d)["matched_conditions"].status == "warn"
+    # probes that rule a loss out veto the step series too
+    d = decide(Evidence(steps=steps, onset_found=True, probes=NO_LOSS))
+    assert d.verdict == "no_degradation"
+
+
+def test_a_segment_whose_aftermath_is_not_material_is_said_so():
+    d = decide(Evidence(steps=cmp("step_series", 0.93, 0.91, 0.95), onset_found=True))
+    assert d.verdict == "no_degradation" and names(d)["material_loss"].status == "warn"
+
+
+def test_prefix_reuse_carries_the_verdict_when_decode_holds():
+    reuse = Comparison("prefix_reuse", Interval(0.0, 0.0, 0.1), 10, 10, 0.5, "reuse", 0.8, "share")
+    d = decide(Evidence(bins=cmp("bins", 1.0, 0.97, 1.03), reuse=reuse))
+    assert d.verdict == "engine_age_degradation" and d.basis == "prefix_reuse"
+    assert d.decode.basis == "bins"  # the slowdown figures still say how decode held
+
+
+def test_a_contested_probe_loss_gives_way_to_a_clear_prefill_loss():
+    prefill = Comparison("prefill", Interval(0.33, 0.3, 0.37), 10, 10, 1 / 1.5, "prefill", None, "speed")
+    d = decide(Evidence(probes=LOSS, bins=cmp("bins", 1.0, 0.97, 1.03), prefill=prefill))
+    assert d.basis == "prefill" and names(d)["decode_basis"].status == "warn"
+
+
+def test_prefill_must_survive_the_hosts_own_drift():
+    prefill = Comparison("prefill", Interval(0.5, 0.45, 0.55), 10, 10, 1 / 1.5, "prefill", None, "speed")
+    paired = cmp("paired_control", 1.0, 0.95, 1.05)
+    host_slowed = cmp("control_drift", 0.55, 0.5, 0.6)
+    d = decide(Evidence(paired=paired, prefill=prefill, control_drift=host_slowed))
+    assert d.verdict == "no_degradation" and names(d)["fresh_control"].status == "warn"
+    steady = cmp("control_drift", 1.0, 0.95, 1.05)
+    assert decide(Evidence(paired=paired, prefill=prefill, control_drift=steady)).verdict == "engine_age_degradation"
+
+
+@pytest.mark.parametrize("lo, confidence", [(0.97, "high"), (0.92, "medium"), (0.85, "low")])
+def test_no_age_says_how_large_a_loss_it_rules_out(lo, confidence):
+    d = decide(Evidence(probes=cmp("probes", 1.0, lo, 1.05)))
+    assert d.verdict == "no_degradation" and d.confidence == confidence
+    assert f"rule out a loss of more than {1 - lo:.0%}" in d.reason
+
+
+def test_age_confidence_is_high_when_the_interval_clears_the_material_level_by_another_ten_percent():
+    assert decide(Evidence(probes=cmp("probes", 0.5, 0.45, 0.55))).confidence == "high"
+    assert decide(Evidence(probes=cmp("probes", 0.85, 0.82, 0.88))).confidence == "medium"
+
+
+def test_raw_throughput_that_fell_with_no_loss_at_matched_conditions_is_context_growth():
+    d = decide(Evidence(bins=cmp("bins", 1.0, 0.97, 1.03), raw_ratio=0.5))
+    assert d.verdict == "context_growth_only" and d.cause == "context_growth"
+    # ...but a fall a fresh engine shared is not context either
+    d = decide(Evidence(probes=LOSS, restart=cmp("restart", 1.0, 0.95, 1.05), raw_ratio=0.5))
+    assert d.verdict == "no_degradation" and d.cause == HOST_DRIFT
+
+
+def test_no_data_at_all_is_insufficient_with_the_reason():
+    d = decide(Evidence(no_data="2 usable decode samples"))
+    assert d.verdict == "insufficient_data" and "2 usable decode samples" in d.reason
