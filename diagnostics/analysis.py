@@ -119,13 +119,17 @@ def _recovered(restart: Optional[Comparison]) -> Optional[bool]:
 
 def _onset(source: Source, dec: decode.DecodeEvidence, decision: verdict_mod.Decision, prefix_reuse, prefill,
            rows: pd.DataFrame, cycles: pd.DataFrame) -> Optional[Onset]:
-    """The onset in the series that carried the verdict."""
+    """The onset in the series that carried the verdict. A paired verdict's onset is the first
+    cycle of the paired series' first materially slower segment; the step series places it more
+    finely only when its own onset falls between that cycle and the one before (elsewhere the
+    step series may be showing the host, which the pairs cancel)."""
     if decision.basis == "prefix_reuse":
         return onset_mod.series_onset(source, prefix_reuse.onset_t, prefix_reuse.onset_age_s, prefix_reuse.calls)
     if decision.basis == "prefill":
         return onset_mod.series_onset(source, prefill.onset_t, prefill.onset_age_s, prefill.rows)
-    if dec.onset_idx is not None:
-        return onset_mod.step_onset(source, dec.life_use, dec.onset_idx)
+    step = onset_mod.step_onset(source, dec.life_use, dec.onset_idx) if dec.onset_idx is not None else None
+    if decision.basis != "paired_control" and step is not None:
+        return step
     series, value = (cycles, "ratio") if decision.basis == "paired_control" else (controls.main_probes(rows), "decode_tps")
     if len(series):
         series = series[series["engine_life"] == series["engine_life"].min()]
@@ -133,6 +137,8 @@ def _onset(source: Source, dec: decode.DecodeEvidence, decision: verdict_mod.Dec
     if pos is None:
         return None
     row = series.iloc[pos]
+    if step is not None and pos > 0 and series["t"].iloc[pos - 1] < pd.Timestamp(step.t) <= row["t"]:
+        return step
     return onset_mod.onset_at(source, row["t"], float(row["engine_age_s"]), int(row["engine_life"]))
 
 

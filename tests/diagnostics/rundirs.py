@@ -17,7 +17,9 @@ T0 = 1_790_000_000.0  # Unix seconds
 def make_run_dir(root: Path, minutes: int = 60, fault_at_min: Optional[float] = 30, restart_at_min: Optional[float] = 45,
                  slowdown: float = 3.0, client_bias: float = 1.0, drop_life_columns: bool = False,
                  schema_version: int = schema.SCHEMA_VERSION, seed: int = 0,
-                 reuse_lost_at_min: Optional[float] = None, prefill_slow_at_min: Optional[float] = None) -> Path:
+                 reuse_lost_at_min: Optional[float] = None, prefill_slow_at_min: Optional[float] = None,
+                 host_slows_at_min: Optional[float] = None, host_slowdown: float = 1.6, twin: bool = False,
+                 host_columns: bool = False) -> Path:
     """A built-in engine run: per-step rows every second, snapshots every 10 s, probes every 3 min.
 
     With a fault, step time is multiplied by `slowdown` from `fault_at_min` until the restart;
@@ -36,8 +38,11 @@ def make_run_dir(root: Path, minutes: int = 60, fault_at_min: Optional[float] = 
     life = (t >= restart).astype(np.int64)
     age = np.where(life == 1, t - restart, t - T0)
     degraded = (t >= fault) & (t < restart)
+    host_at = T0 + host_slows_at_min * 60 if host_slows_at_min is not None else np.inf
+    host = lambda tt: np.where(tt >= host_at, host_slowdown, 1.0)  # noqa: E731 - the host's slowdown at each time
     ctx = rng.integers(20_000, 40_000, len(t)).astype(float)
-    step = (0.012 + 0.002 + 1.5e-7 * ctx) * np.where(degraded, slowdown, 1.0) * (1 + rng.normal(0, 0.02, len(t)))
+    step = ((0.012 + 0.002 + 1.5e-7 * ctx) * np.where(degraded, slowdown, 1.0) * host(t)
+            * (1 + rng.normal(0, 0.02, len(t))))
     steps = pd.DataFrame({
         "t": t, "engine_age_s": age, "engine_life": life, "phase": "decode", "num_running_reqs": 2.0,
         "num_queue_reqs": 0.0, "num_tokens": ctx, "step_time_s": step, "num_decode_tokens": 2.0,
@@ -47,8 +52,8 @@ def make_run_dir(root: Path, minutes: int = 60, fault_at_min: Optional[float] = 
     steps.loc[prefill, ["phase", "new_tokens", "cached_tokens", "step_time_s", "gen_tps"]] = ["prefill", 2000.0, 20_000.0,
                                                                                                np.nan, np.nan]
     slow = (t >= T0 + prefill_slow_at_min * 60) & (t < restart) if prefill_slow_at_min is not None else np.zeros(len(t), bool)
-    steps["input_tps"] = np.where(prefill, 2000.0 / (0.5 * np.where(slow, 3.0, 1.0) * (1 + rng.normal(0, 0.03, len(t)))),
-                                  np.nan)
+    steps["input_tps"] = np.where(prefill, 2000.0 / (0.5 * np.where(slow, 3.0, 1.0) * host(t)
+                                                     * (1 + rng.normal(0, 0.03, len(t)))), np.nan)
     if drop_life_columns:
         steps = steps.drop(columns=["engine_age_s", "engine_life"])
     _parts(root / "steps", steps, 2)
@@ -70,6 +75,9 @@ def make_run_dir(root: Path, minutes: int = 60, fault_at_min: Optional[float] = 
         slow_s = (ts >= T0 + prefill_slow_at_min * 60) & (s_life == 0)
         rate = np.where(slow_s, 0.5, 0.01) * (1 + rng.normal(0, 0.1, len(ts)))
         snaps["eviction_s_total"] = pd.Series(rate * 10.0).groupby(s_life).cumsum().to_numpy()
+    if host_columns:
+        snaps["driver_cpu_percent"] = 8.0 + rng.normal(0, 1, len(ts))
+        snaps["host_other_cpu_percent"] = np.where(ts >= host_at, 95.0, 2.0) + rng.normal(0, 2, len(ts))
     if reuse_lost_at_min is not None:
         lost = T0 + reuse_lost_at_min * 60
         snaps["state_slots_leaked"] = np.where((ts >= lost) & (s_life == 0), 12.0, 0.0) + rng.integers(0, 2, len(ts))
@@ -81,8 +89,14 @@ def make_run_dir(root: Path, minutes: int = 60, fault_at_min: Optional[float] = 
         "t": tp, "engine_life": (tp >= restart).astype(np.int64),
         "engine_age_s": np.where(tp >= restart, tp - restart, tp - T0),
         "probe_id": "probe-1", "prompt_tokens": 1024, "output_tokens": 128, "ttft_s": 0.2,
-        "decode_tps": np.where(p_deg, 60.0 / slowdown, 60.0) * (1 + rng.normal(0, 0.01, len(tp))), "status": "ok",
+        "decode_tps": np.where(p_deg, 60.0 / slowdown, 60.0) / host(tp) * (1 + rng.normal(0, 0.01, len(tp))),
+        "status": "ok",
     })
+    if twin:  # the fresh control, probed 4 s after the main engine in every cycle
+        probes = probes.assign(role="main", cycle=np.arange(len(tp)))
+        control = probes.assign(role="control", t=tp + 4.0, engine_life=0, engine_age_s=(tp + 4.0 - T0) % 600,
+                                decode_tps=61.0 / host(tp + 4.0) * (1 + rng.normal(0, 0.01, len(tp))))
+        probes = pd.concat([probes, control]).sort_values("t", kind="stable").reset_index(drop=True)
     _parts(root / "probes", probes, 1)
 
     tr = T0 + np.arange(30, minutes * 60 - 30, 120.0)

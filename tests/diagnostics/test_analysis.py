@@ -171,3 +171,29 @@ def test_a_short_excursion_then_a_small_loss_is_not_engine_age(tmp_path):
     doc = analyze(load_source(path)).to_dict()
     assert doc["verdict"] == "no_degradation"
     assert {c["name"]: c for c in doc["checks"]}["material_loss"]["status"] == "warn"
+
+
+def test_a_noisy_neighbour_with_no_control_is_host_contention_not_engine_age(tmp_path):
+    from tests.diagnostics.rundirs import make_run_dir
+
+    run = make_run_dir(tmp_path / "run", fault_at_min=None, restart_at_min=None, host_slows_at_min=30,
+                       host_columns=True)
+    doc = analyze(load_source(run)).to_dict()
+    assert doc["verdict"] != "engine_age_degradation" and doc["cause"] == "host_or_load_drift"
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert checks["host_contention"]["status"] == "warn" and "to 103% of a core" in checks["host_contention"]["detail"]
+
+
+def test_a_fresh_twin_cancels_host_drift_and_keeps_engine_age_visible(tmp_path):
+    from tests.diagnostics.rundirs import make_run_dir
+
+    drift = make_run_dir(tmp_path / "drift", fault_at_min=None, restart_at_min=None, host_slows_at_min=30, twin=True)
+    doc = analyze(load_source(drift)).to_dict()
+    assert doc["verdict"] == "no_degradation" and doc["basis"] == "paired_control"
+    assert doc["cause"] == "host_or_load_drift" and doc["confidence"] == "high"
+    assert {c["name"]: c for c in doc["checks"]}["fresh_control"]["status"] == "warn"
+    aged = make_run_dir(tmp_path / "aged", restart_at_min=None, host_slows_at_min=20, twin=True)
+    doc = analyze(load_source(aged)).to_dict()
+    assert doc["verdict"] == "engine_age_degradation" and doc["basis"] == "paired_control"
+    assert doc["slowdown"]["ratio"] == pytest.approx(1 / 3, rel=0.1)  # the fault's 3x, not the host's 1.6x on top
+    assert abs(pd.Timestamp(doc["onset"]["t"]) - pd.Timestamp(1_790_000_000 + 30 * 60, unit="s")) < pd.Timedelta(minutes=4)
