@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from diagnostics.errors import DiagnosticsError
-from diagnostics.logformats import batch, llamacpp
+from diagnostics.logformats import batch, llamacpp, messages
 from diagnostics.logformats.records import MAX_WARNINGS, finish
 from diagnostics.logformats.slots import SlotReader
 from diagnostics.logformats.text import head
@@ -120,16 +120,16 @@ def _parse_per_request(path: Path, date: Optional[dt.date], year: Optional[int])
     reader = SlotReader(path, clock.kind, has_release)
     num_bad = scan.num_bad_lines
     life = -1
-    for k, entry in enumerate(scan.entries):
-        if clock.kind != "busy" and not np.isfinite(clock.secs[k]):
+    for entry, sec, entry_life in zip(scan.entries, clock.secs.tolist(), clock.lives.tolist()):
+        if clock.kind != "busy" and sec != sec:  # NaN: an impossible stamp
             num_bad += 1
             if num_bad <= MAX_WARNINGS:
                 logger.warning("%s:%d: expected a time, found an impossible one; line skipped", path, entry.lineno)
             continue
-        if clock.kind == "relative" and clock.lives[k] != life:
-            life = clock.lives[k]
-            reader.new_life(entry.lineno, clock.origins[life])
-        reader.read(entry, clock.secs[k])
+        if clock.kind == "relative" and entry_life != life:
+            life = entry_life
+            reader.new_life(entry.lineno, float(clock.origins[life]))
+        messages.read(reader, entry, sec)
     secs = np.asarray(reader.secs, dtype=float)
     usable = np.isfinite(secs) & (np.abs(secs) <= MAX_CLOCK_S)
     base = clock.base if clock.base is not None else np.datetime64(date or "1970-01-01", "ns")

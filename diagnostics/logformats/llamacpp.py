@@ -124,18 +124,19 @@ def scan(path: Path) -> Scan:
             continue
         if not line.strip():
             continue
-        m = WRAPPER.match(line)
-        msg = m.group("msg").rstrip()
+        iso, jmon, jday, jtime, ident, iident, rel_m, rel_s, rel_f, msg = WRAPPER.match(line).group(
+            "iso", "jmon", "jday", "jtime", "ident", "iident", "rel", "rels", "relf", "msg")
+        msg = msg.rstrip()
         journal, wall, rel = (), "", np.nan
-        if m.group("jmon"):
-            journal = (m.group("jmon"), f"{m.group('jday')} {m.group('jtime')}")
-        elif m.group("iso"):
-            wall = m.group("iso")
-        ident = (m.group("ident") or m.group("iident") or "").lower()
-        ollama = ollama or "ollama" in ident
-        if m.group("rel"):
-            seconds = int(m.group("rels"))
-            rel = int(m.group("rel")) * 60.0 + seconds + float(m.group("relf").replace(".", "")) / 1e6
+        if jmon:
+            journal = (jmon, f"{jday} {jtime}")
+        elif iso:
+            wall = iso
+        if ident or iident:
+            ollama = ollama or "ollama" in (ident or iident).lower()
+        if rel_m:
+            seconds = int(rel_s)
+            rel = int(rel_m) * 60.0 + seconds + int(rel_f[:3]) / 1e3 + int(rel_f[4:]) / 1e6
             if seconds >= 60 or rel > MAX_SECONDS:
                 num_bad += 1
                 continue

@@ -18,6 +18,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ufffd]")  # tab excepted
 MAX_LINE = 65536
 HEAD_LINES = 200  # lines a format is detected from
+OVERLONG = "(a line longer than 64 KiB)"  # stands for one in a head: a line no format matches
 
 
 def read_lines(path: Path) -> Iterator[tuple[int, Optional[str]]]:
@@ -38,8 +39,8 @@ def head(path: Path, num_lines: int = HEAD_LINES) -> list[str]:
     """The first `num_lines` non-blank lines."""
     out: list[str] = []
     for _, line in read_lines(path):
-        if line and line.strip():
-            out.append(line)
+        if line is None or line.strip():
+            out.append(OVERLONG if line is None else line)
             if len(out) >= num_lines:
                 break
     return out
