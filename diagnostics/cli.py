@@ -43,10 +43,11 @@ def _date(text: Optional[str]) -> Optional[dt.date]:
 
 
 SourceArg = Annotated[Path, typer.Argument(help="A run directory, an engine log (FreeToken, SGLang, vLLM, "
-                                                "tokdrift) or a saved Prometheus scrape series.")]
-DateOpt = Annotated[Optional[str], typer.Option(help="Date (YYYY-MM-DD) of a pasted excerpt whose lines carry "
-                                                    "only a time of day.")]
-YearOpt = Annotated[Optional[int], typer.Option(help="Year of a vLLM log (its lines carry month and day only).")]
+                                                "llama.cpp, Ollama, tokdrift) or a saved Prometheus scrape series.")]
+DateOpt = Annotated[Optional[str], typer.Option(help="Date (YYYY-MM-DD) of a log whose lines carry only a time of "
+                                                    "day (a pasted excerpt, SGLang of 2024); the day a llama.cpp "
+                                                    "log without dates is placed on.")]
+YearOpt = Annotated[Optional[int], typer.Option(help="Year of a log whose dates have none (vLLM, journald).")]
 
 
 @app.command()
@@ -72,7 +73,9 @@ def ingest(
     if src.log_info is not None:
         info = src.log_info
         console.print(f"{info.num_lines} lines; {info.num_unknown_lines} with no known prefix skipped; "
-                      f"{info.num_other_lines} of no interest; {info.num_bad_values} malformed numbers", highlight=False)
+                      f"{info.num_bad_lines} bad lines skipped; {info.num_other_lines} of no interest; "
+                      f"{info.num_bad_values} malformed numbers; clock: {info.clock}"
+                      + "".join(f"; {note}" for note in info.notes), highlight=False)
     if len(steps):
         console.print(f"from {steps['t'].min()} to {steps['t'].max()}", highlight=False)
     for kind, count in events["kind"].value_counts().items():
