@@ -93,7 +93,7 @@ def serve(
     enable_mixed_chunk: Annotated[bool, typer.Option(help="Let decodes ride along prefill steps.")] = False,
     step_history: Annotated[int, typer.Option(help="Engine steps kept for GET /v1/engine/steps.")] = 65536,
     fault: Annotated[Optional[list[str]], typer.Option("--fault", help="Switch on a degradation mechanism (repeatable): eviction-scan, snapshot-leak, kv-scatter, expert-thrash (needs --moe-backend offload), gc-pressure. See docs/faults.md.")] = None,
-    threads: Annotated[Optional[int], typer.Option(help="Torch threads for the model on the CPU (default: all cores but one, at least 1, so the server thread and a local soak driver keep a core).")] = None,
+    threads: Annotated[Optional[int], typer.Option(help="Torch threads for the model on the CPU (default: all cores this process may use but one, at least 1, so the server thread and a local soak driver keep a core).")] = None,
 ) -> None:
     """Serve the built-in engine as an OpenAI-compatible server with Prometheus /metrics."""
     import logging
@@ -128,13 +128,18 @@ def serve(
 
 
 def serving_threads() -> int:
-    """Model threads when serving on the CPU: every core but one. Torch's own threads spin while
-    they wait for work, so with every core taken they fight the server's thread (which streams
-    each token) and a soak driver on the same machine: on two cores that halved the decode rate
-    of a served probe and made it swing by 10-20 % from one run to the next."""
+    """Model threads when serving on the CPU: every core this process may use but one. Torch's own
+    threads spin while they wait for work, so with every core taken they fight the server's thread
+    (which streams each token) and a soak driver on the same machine: on two cores that halved the
+    decode rate of a served probe and made it swing by 10-20 % from one run to the next. A soak
+    pins its engines to the cores it leaves free (soak.affinity); the threads follow those."""
     import os
 
-    return max(1, (os.cpu_count() or 1) - 1)
+    try:
+        num_cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this OS
+        num_cpus = os.cpu_count() or 1
+    return max(1, num_cpus - 1)
 
 
 @app.command()
