@@ -336,7 +336,8 @@ def _local_unix(t) -> float:
 # --- the process and the GPU ----------------------------------------------------------------------
 
 class ProcessSampler:
-    """RSS, CPU, threads and open files of the engine process (psutil)."""
+    """RSS, CPU, threads and open files of the engine process (psutil). CPU is left out of the
+    first sample of a process: psutil reads 0 there, which is no measurement."""
 
     def __init__(self) -> None:
         self._proc = None
@@ -347,15 +348,18 @@ class ProcessSampler:
         import psutil
 
         try:
-            if self._proc is None or self._proc.pid != pid:
+            first = self._proc is None or self._proc.pid != pid
+            if first:
                 self._proc = psutil.Process(pid)
-                self._proc.cpu_percent(None)  # the first reading is always 0
             p = self._proc
             with p.oneshot():
                 rss = p.memory_info().rss
                 if rss == 0 or p.status() == psutil.STATUS_ZOMBIE:  # dying or dead, not yet reaped
                     return {}
-                row = {"rss_bytes": rss, "cpu_percent": p.cpu_percent(None), "num_threads": p.num_threads()}
+                cpu = p.cpu_percent(None)
+                row = {"rss_bytes": rss, "num_threads": p.num_threads()}
+                if not first:
+                    row["cpu_percent"] = cpu
                 try:
                     row["num_fds"] = p.num_fds()
                 except (AttributeError, psutil.AccessDenied):
@@ -366,6 +370,48 @@ class ProcessSampler:
         except psutil.AccessDenied:
             _once("proc", "process %d: access denied; not sampled", pid)
             return {}
+
+
+class HostSampler:
+    """The soak process, the control engine and the whole machine beside the engine, in percent
+    of one core as psutil's Process.cpu_percent reports: what else used the CPU the engine runs on.
+    `host_other_cpu_percent` is what is left for other tenants (host minus engine, driver and control)."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self._psutil = psutil
+        self._driver = psutil.Process()
+        self._driver.cpu_percent(None)  # the first reading is always 0
+        self._num_cpus = psutil.cpu_count() or 1
+        psutil.cpu_percent(None)
+        self._control = ProcessSampler()
+
+    def sample(self, engine_cpu_percent: Optional[float], engine_pid: Optional[int],
+               control_pid: Optional[int]) -> dict[str, Any]:
+        """`engine_cpu_percent`: the engine's, sampled just before (None when it could not be, or the
+        engine is not a process of this machine: `engine_pid` None)."""
+        psutil = self._psutil
+        row: dict[str, Any] = {"host_cpu_percent": psutil.cpu_percent(None) * self._num_cpus}
+        try:
+            with self._driver.oneshot():
+                row["driver_cpu_percent"] = self._driver.cpu_percent(None)
+                row["driver_rss_bytes"] = self._driver.memory_info().rss
+        except psutil.Error:
+            pass
+        control = self._control.sample(control_pid)
+        if "rss_bytes" in control:
+            row["control_rss_bytes"] = control["rss_bytes"]
+        if "cpu_percent" in control:
+            row["control_cpu_percent"] = control["cpu_percent"]
+        parts = [row.get("driver_cpu_percent")]
+        if engine_pid is not None:
+            parts.append(engine_cpu_percent)
+        if control_pid is not None:
+            parts.append(row.get("control_cpu_percent"))
+        if all(v is not None for v in parts):  # else a process is between readings: no figure beats a wrong one
+            row["host_other_cpu_percent"] = max(0.0, row["host_cpu_percent"] - sum(parts))
+        return row
 
 
 class GpuSampler:

@@ -1,23 +1,27 @@
 """Which samplers watch the engine, by target: built-in steps and hooks, or an external engine's
-/metrics and log; the process and the GPU for both. One call samples them all."""
+/metrics and log; the process and the GPU for both; the soak itself, its control engine and the
+host beside them. One call samples them all."""
 
 from __future__ import annotations
 
 import logging
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from diagnostics import rundir_schema as schema
-from soak.samplers import EngineHooks, EngineSteps, GpuSampler, LogTailer, MetricsScraper, ProcessSampler
+from soak.samplers import (EngineHooks, EngineSteps, GpuSampler, HostSampler, LogTailer, MetricsScraper,
+                           ProcessSampler)
 from soak.targets import Target
 
 logger = logging.getLogger(__name__)
 
 
 class EngineWatch:
-    def __init__(self, target: Target, run_dir: Path, engine_log: Optional[str]) -> None:
+    def __init__(self, target: Target, run_dir: Path, engine_log: Optional[str],
+                 control_pid: Callable[[], Optional[int]] = lambda: None) -> None:
         self.target = target
+        self.control_pid = control_pid  # the control engine's process, while there is one
         builtin = target.is_builtin
         self.steps = EngineSteps(target) if builtin else None
         self.hooks = EngineHooks(target) if builtin else None
@@ -25,6 +29,7 @@ class EngineWatch:
         self.log = LogTailer(target, Path(engine_log), run_dir / schema.ENGINE_LOG) if engine_log else None
         self.process = ProcessSampler()
         self.gpu = GpuSampler()
+        self.host = HostSampler()
 
     @property
     def steps_source(self) -> str:
@@ -53,7 +58,8 @@ class EngineWatch:
             logger.exception("sampling failed once")
         snap.update(self.process.sample(self.target.pid))
         snap.update(self.gpu.sample())
-        if not snap:
+        if not snap:  # nothing from the engine: no row (the host columns alone say nothing of it)
             return steps, None
+        snap.update(self.host.sample(snap.get("cpu_percent"), self.target.pid, self.control_pid()))
         snap.setdefault("engine_age_s", self.target.age(now))
         return steps, {"t": now, "engine_life": self.target.life, **snap}

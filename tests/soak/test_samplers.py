@@ -112,3 +112,34 @@ def test_profiler_records_a_speedscope_profile_of_a_running_python_process(tmp_p
     data = json.loads(profile.path.read_text())
     assert data["$schema"].startswith("https://www.speedscope.app") and data["profiles"]
     assert any("genexpr" in frame["name"] for frame in data["shared"]["frames"])
+
+
+def test_host_sampler_measures_the_driver_the_control_and_what_other_tenants_use():
+    import os
+    import subprocess
+    import sys
+
+    from soak.samplers import HostSampler
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        host = HostSampler()
+        first = host.sample(10.0, 123, busy.pid)
+        assert first["driver_rss_bytes"] > 1e6 and first["host_cpu_percent"] >= 0
+        assert first["control_rss_bytes"] > 1e6
+        assert "control_cpu_percent" not in first  # psutil's first reading of a process is no measurement
+        assert "host_other_cpu_percent" not in first  # so neither is what is left over
+        import time
+
+        time.sleep(0.5)
+        second = host.sample(10.0, 123, busy.pid)
+        assert second["control_cpu_percent"] > 30  # a busy loop, in percent of one core
+        assert second["host_cpu_percent"] <= 100 * os.cpu_count() + 1
+        expected = second["host_cpu_percent"] - 10.0 - second["driver_cpu_percent"] - second["control_cpu_percent"]
+        assert second["host_other_cpu_percent"] == max(0.0, expected)
+        # An engine that is not a process of this machine (a remote URL target) counts for nothing.
+        remote = host.sample(None, None, None)
+        assert "control_rss_bytes" not in remote and remote["host_other_cpu_percent"] >= 0
+    finally:
+        busy.kill()
+        busy.wait()
