@@ -71,9 +71,10 @@ class Entry(NamedTuple):
     lineno: int
     kind: str  # slot, srv, old, slog, gin, golog, text, tick (only a time)
     payload: object
-    wall: str  # ISO text of the line's date and time, "" when none
+    wall: str  # ISO text of the line's date and time (local, as printed), "" when none
     journal: tuple  # (month name, "DD HH:MM:SS") of a journald stamp, () when none
     rel: float  # llama.cpp's time since start, NaN when none
+    unix: str  # ISO text (UTC) of the 2024 server's `timestamp=`, "" when none
 
 
 class Clock(NamedTuple):
@@ -146,7 +147,8 @@ def scan(path: Path) -> Scan:
             continue
         if kind in ("slog", "gin", "golog"):
             ollama = True
-        wall = wall or inner
+        unix = inner if kind == "old" else ""
+        wall = wall or (inner if kind != "old" else "")
         if kind == "text":
             if not is_text(msg):
                 num_unknown += 1
@@ -156,7 +158,7 @@ def scan(path: Path) -> Scan:
                 if not (wall or journal or rel == rel):
                     continue
                 kind = "tick"
-        entries.append(Entry(lineno, kind, payload, wall, journal, rel))
+        entries.append(Entry(lineno, kind, payload, wall, journal, rel, unix))
     return Scan(entries, num_lines, num_unknown, num_other, num_bad, ollama)
 
 
@@ -166,8 +168,10 @@ def clocks(entries: list[Entry], path: Path, year: Optional[int]) -> Clock:
     lives = np.zeros(n, dtype=np.int64)
     journal = [k for k, e in enumerate(entries) if e.journal]
     wall = [k for k, e in enumerate(entries) if e.wall]
-    if journal or wall:
-        texts = [e.wall for e in entries]
+    unix = [] if journal or wall else [k for k, e in enumerate(entries) if e.unix]
+    if journal or wall or unix:
+        # A Unix stamp is UTC and the others are local time: it is the clock only when it is the only one.
+        texts = [e.unix for e in entries] if unix else [e.wall for e in entries]
         if journal:
             if year is None:
                 years = [int(entries[k].wall[:4]) for k in wall]

@@ -113,7 +113,8 @@ def _old_line(reader: SlotReader, lineno: int, func: str, text: str, kv: dict) -
     elif text.startswith("all slots are idle"):
         reader.idle(lineno)
     elif func == "main" and text.startswith(STARTUP_OLD):
-        fields = " ".join(f"{k}={v}" for k, v in kv.items() if k not in ("tid", "timestamp"))
+        fields = " ".join(f"{k}={v}" for k, v in kv.items()
+                          if k not in ("tid", "timestamp", "level", "function", "line", "msg"))
         reader.startup(lineno, f"llama.cpp {text} {fields}"[:200])
     elif text == "request" and "path" in kv:
         reader.request(lineno, kv.get("method", ""), kv["path"], _int(kv.get("status"), 0), None)

@@ -143,3 +143,42 @@ def test_journald_dates_take_a_year_and_roll_into_the_next(tmp_path):
 def test_relative_clock_counts_from_the_date_given():
     steps = parse_log(FIXTURES / "llama-server-timestamps.log", date=dt.date(2026, 3, 1)).steps
     assert steps["t"].iloc[0] == pd.Timestamp("2026-03-01 00:00:05.500100")
+
+
+def test_2024_server_json_lines_read_as_its_text_lines(tmp_path):
+    def line(function, msg, **fields):
+        return json.dumps({"tid": "140302184869888", "level": "INFO", "function": function, "line": 1, "msg": msg,
+                           **fields})
+    slot = {"id_slot": 0, "id_task": 0}
+    path = _write(tmp_path, "server.json.log", [  # the fixture's lines as `--log-format json` prints them
+        line("main", "build info", timestamp=1714047400, build=2715, commit="f4ab2a41"),
+        line("update_slots", "all slots are idle", timestamp=1714047410),
+        line("launch_slot_with_task", "slot is processing task", timestamp=1714047424, **slot),
+        line("print_timings", "prompt eval time     =     812.30 ms /   406 tokens (    2.00 ms per token,   499.82 "
+             "tokens per second)", timestamp=1714047430, t_prompt_processing=812.3, n_prompt_tokens_processed=406, **slot),
+        line("print_timings", "generation eval time =    5120.00 ms /   128 runs   (   40.00 ms per token,    25.00 "
+             "tokens per second)", timestamp=1714047430, t_token_generation=5120.0, n_decoded=128, **slot),
+        line("update_slots", "slot released", timestamp=1714047430, n_ctx=8192, n_past=533, truncated=False, **slot),
+        line("update_slots", "all slots are idle", timestamp=1714047430),
+    ])
+    parsed = parse_log(path)
+    expected = parse_log(FIXTURES / "llama-server-2024.log").steps
+    assert (parsed.info.format, parsed.info.clock) == ("llama.cpp", "wall")
+    pd.testing.assert_frame_equal(parsed.steps.drop(columns="line"), expected.drop(columns="line"))
+
+
+def test_ollama_before_0_4_mixes_local_and_unix_times_into_one_clock(tmp_path):
+    # slog prints local time (here UTC-6); the wrapped server's `timestamp=` is Unix (UTC). One clock: the local one.
+    path = _write(tmp_path, "ollama.log", [
+        'time=2024-05-12T06:47:18.600-06:00 level=INFO source=server.go:320 msg="starting llama server" cmd="x"',
+        "DEBUG [print_timings] prompt eval time     =     100.00 ms /    50 tokens (    2.00 ms per token,   500.00 "
+        'tokens per second) | n_prompt_tokens_processed=50 slot_id=0 task_id=3 tid="1" timestamp=1715518040',
+        "DEBUG [print_timings] generation eval time =    2000.00 ms /   100 runs   (   20.00 ms per token,    50.00 "
+        'tokens per second) | n_decoded=100 slot_id=0 task_id=3 tid="1" timestamp=1715518040',
+        '[GIN] 2024/05/12 - 06:47:21 | 200 |  2.310231475s |       127.0.0.1 | POST     "/api/generate"',
+    ])
+    parsed = parse_log(path)
+    assert parsed.info.format == "ollama"
+    decode = parsed.steps[parsed.steps["phase"] == "decode"].iloc[0]
+    assert decode["t"] == pd.Timestamp("2024-05-12 06:47:21")  # the access line after it, not 12:47:20 UTC
+    assert decode["engine_age_s"] == pytest.approx(2.4) and decode["gen_tps"] == 50.0
