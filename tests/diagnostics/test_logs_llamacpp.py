@@ -182,3 +182,49 @@ def test_ollama_before_0_4_mixes_local_and_unix_times_into_one_clock(tmp_path):
     decode = parsed.steps[parsed.steps["phase"] == "decode"].iloc[0]
     assert decode["t"] == pd.Timestamp("2024-05-12 06:47:21")  # the access line after it, not 12:47:20 UTC
     assert decode["engine_age_s"] == pytest.approx(2.4) and decode["gen_tps"] == 50.0
+
+
+def test_router_child_lines_with_a_bare_timing_block(tmp_path):
+    # A router's child prefixes its lines with [port]; the timing block follows an empty header line.
+    path = _write(tmp_path, "router.log", [
+        "[42027] 1.20.000.000 I slot launch_slot_: id  0 | task 388 | processing task, is_child = 0",
+        "[42027] 1.20.500.000 I slot update_slots: id  0 | task 388 | prompt done, n_tokens = 27, batch.n_tokens = 27",
+        "[42027] 1.35.716.244 I slot print_timing: id  0 | task 388 | n_decoded =    172, tg =  12.00 t/s",
+        "[42027] 1.37.495.377 I slot print_timing: id  0 | task 388 | ",
+        "[42027] prompt eval time =     789.03 ms /    27 tokens (   29.22 ms per token,    34.22 tokens per second)",
+        "[42027]        eval time =   16112.50 ms /   192 tokens (   83.92 ms per token,    11.92 tokens per second)",
+        "[42027]       total time =   16901.53 ms /   219 tokens",
+        "[42027] draft acceptance rate = 0.61307 (  122 accepted /   199 generated)",
+        "[42027] 1.37.495.428 I slot      release: id  0 | task 388 | stop processing: n_tokens = 218, truncated = 0",
+        "[42027] 1.37.495.453 I srv  update_slots: all slots are idle",
+    ])
+    parsed = parse_log(path)
+    assert (parsed.info.format, parsed.info.clock, parsed.info.num_bad_lines) == ("llama.cpp", "relative", 0)
+    decode = parsed.steps[parsed.steps["phase"] == "decode"]
+    assert decode["engine_age_s"].tolist() == pytest.approx([95.716244, 97.495377])
+    # 172 tokens at a cumulative 12.00 t/s took 14.33 s; the other 20 took the rest of 16.11 s.
+    assert decode["gen_tps"].tolist() == pytest.approx([12.0, 20 / (16.1125 - 172 / 12.0)])
+    assert decode["num_tokens"].tolist() == [27 + 86, 27 + 182]
+    assert decode["accept_rate"].tolist()[1] == pytest.approx(0.61307)
+    prefill = parsed.steps[parsed.steps["phase"] == "prefill"].iloc[0]
+    assert (prefill["new_tokens"], prefill["cached_tokens"], prefill["input_tps"]) == (27, 0, 34.22)
+
+
+def test_log_prefix_without_timestamps_runs_on_busy_time(tmp_path):
+    timing = ("I slot print_timing: id  {s} | task {t} | {what} time = {ms:10.2f} ms / {n:5d} tokens ({per:8.2f} ms per "
+              "token, {tps:8.2f} tokens per second)")
+    path = _write(tmp_path, "prefix.log", [
+        "I build: 6092 (c81de6e1) with cc (GCC) 13.3.0 for x86_64-linux-gnu",
+        "W srv  load_model: loading model 'm.gguf'",
+        timing.format(s=0, t=0, what="prompt eval", ms=500.0, n=1000, per=0.5, tps=2000.0),
+        timing.format(s=0, t=0, what="       eval", ms=4000.0, n=200, per=20.0, tps=50.0),
+        timing.format(s=0, t=1, what="prompt eval", ms=100.0, n=100, per=1.0, tps=1000.0),
+        timing.format(s=0, t=1, what="       eval", ms=2500.0, n=100, per=25.0, tps=40.0),
+    ])
+    parsed = parse_log(path)
+    assert parsed.info.clock == "busy"
+    steps = parsed.steps
+    assert steps["phase"].tolist() == ["prefill", "decode", "prefill", "decode"]
+    assert steps["engine_age_s"].tolist() == pytest.approx([0.5, 4.5, 4.6, 7.1])
+    assert steps["gen_tps"].dropna().tolist() == [50.0, 40.0]
+    assert steps["num_running_reqs"].isna().all()  # no release lines: which slots were busy is unknown
