@@ -12,7 +12,8 @@ Go's `YYYY/MM/DD HH:MM:SS file.go:N: ` (older Ollama), or plain text (llama.cpp 
 lines without any prefix, timings included).
 
 The clock of a file is the best its lines offer (`clock`): `wall` when some lines carry a date
-(lines without one take the next stamped line's time); `relative` when only llama.cpp's
+(lines without one take the next stamped line's time; the 2024 server's UTC `timestamp=` only
+where no line has a local one); `relative` when only llama.cpp's
 stamps are there (time since the engine started: engine age itself, and a stamp that goes
 back is a restart); `busy` when nothing is stamped: the engine's cumulative busy time, the
 prompt and eval milliseconds of its requests added in order (slots.py).
@@ -20,6 +21,7 @@ prompt and eval milliseconds of its requests added in order (slots.py).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import re
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import NamedTuple, Optional
 
 import numpy as np
+import pandas as pd
 
 from diagnostics.logformats.text import is_text, read_lines
 from diagnostics.logtime import EPOCH, file_year, iso_times, journal_iso
@@ -198,7 +201,8 @@ def clocks(entries: list[Entry], path: Path, year: Optional[int]) -> Clock:
         breaks = np.concatenate([[False], np.diff(values) < -RESTART_BACKSTEP_S])
         life_of_stamped = np.cumsum(breaks)
         # Lives end to end: each starts a second after the previous one's last stamp.
-        ends = np.array([values[life_of_stamped == k].max() for k in range(life_of_stamped[-1] + 1)])
+        starts = np.flatnonzero(np.concatenate([[True], breaks[1:]]))  # first stamp of each life
+        ends = np.maximum.reduceat(values, starts)
         origins = np.concatenate([[0.0], np.cumsum(ends + 1.0)])[:-1]
         secs = np.full(n, np.nan)
         secs[stamped] = values + origins[life_of_stamped]
@@ -211,8 +215,6 @@ def clocks(entries: list[Entry], path: Path, year: Optional[int]) -> Clock:
 
 def _fill(values: np.ndarray, backward: bool) -> np.ndarray:
     """NaNs take the next finite value (backward) or the previous one, then the other way."""
-    import pandas as pd
-
     s = pd.Series(values)
     return (s.bfill().ffill() if backward else s.ffill().bfill()).to_numpy(dtype=float, copy=True)
 
@@ -262,8 +264,6 @@ def _classify(msg: str) -> tuple[str, object, str]:
 
 def _unix_iso(text: Optional[str]) -> str:
     """ISO text (UTC) of a Unix timestamp, "" when there is none or it is impossible."""
-    import datetime as dt
-
     try:
         seconds = float(text) if text is not None else np.nan
         if not 0 <= seconds < 9e9:
