@@ -36,6 +36,13 @@ class CallResult(NamedTuple):
     error: Optional[str]
     num_token_chunks: int  # chunks that carried generated output
 
+    @classmethod
+    def aborted(cls, t_send: float, why: str) -> "CallResult":
+        """A call cut before it finished (the soak stopped)."""
+        return cls(t_send=t_send, t_first_token=None, t_first_content=None, t_last_token=None, prompt_tokens=None,
+                   cached_tokens=None, output_tokens=None, reasoning_tokens=None, status="aborted", error=why,
+                   num_token_chunks=0)
+
     @property
     def decode_tps(self) -> Optional[float]:
         """Output tokens after the first, over the time from first to last token."""
@@ -167,9 +174,11 @@ class _Accumulator:
         output = usage.get("completion_tokens")
         if output is None and status == "ok":
             output = self.num_chunks
-        return CallResult(self.t_send, self.t_first, self.t_content, self.t_last, usage.get("prompt_tokens"),
-                          prompt_details.get("cached_tokens"), output, out_details.get("reasoning_tokens"),
-                          status, error, self.num_chunks)
+        return CallResult(t_send=self.t_send, t_first_token=self.t_first, t_first_content=self.t_content,
+                          t_last_token=self.t_last, prompt_tokens=usage.get("prompt_tokens"),
+                          cached_tokens=prompt_details.get("cached_tokens"), output_tokens=output,
+                          reasoning_tokens=out_details.get("reasoning_tokens"), status=status, error=error,
+                          num_token_chunks=self.num_chunks)
 
 
 def _refusal_or_error(status_code: int, text: str) -> str:

@@ -40,6 +40,14 @@ class SoakConfig:
     engine_log: Optional[str] = None  # a URL target's log file, tailed and parsed into steps
     engine_args: tuple[str, ...] = ()  # extra `soak serve` options for the builtin target
     engine_start_timeout_s: float = 300.0  # how long the builtin engine may take to answer /health
+    # The control: a young twin of the built-in engine (None: on where memory allows), or a second
+    # instance of a URL target's server. Probed beside the soaked engine every cycle, it tells host
+    # drift (both move) from engine age (only the soaked one does).
+    twin: Optional[bool] = None
+    twin_restart_every_s: float = 600.0  # the control is restarted this often, so it stays young
+    control_target: Optional[str] = None  # URL of a second instance of the target's server
+    control_restart_cmd: Optional[str] = None  # shell command that restarts --control-target
+    affinity: Optional[bool] = None  # driver and engines on separate CPUs (None: where there are >= 2)
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)  # free-form, kept in the manifest
 
@@ -72,6 +80,20 @@ class SoakConfig:
             _fail("profile_drop", "a fraction in (0, 1)", self.profile_drop)
         if self.restart_cmd is not None and self.is_builtin:
             _fail("restart_cmd", "unset for the builtin target (it restarts its own engine)", self.restart_cmd)
+        if not (isinstance(self.twin_restart_every_s, (int, float)) and self.twin_restart_every_s > 0
+                and math.isfinite(self.twin_restart_every_s)):
+            _fail("twin_restart_every_s", "a number of seconds > 0", self.twin_restart_every_s)
+        if self.twin and not self.is_builtin:
+            _fail("twin", "off for a URL target (its control is --control-target)", self.twin)
+        if self.control_target is not None:
+            if self.is_builtin:
+                _fail("control_target", "unset for the builtin target (its control is the twin)", self.control_target)
+            if not self.control_target.startswith(("http://", "https://")):
+                _fail("control_target", "an http(s):// URL", self.control_target)
+            if self.control_target.rstrip("/") == self.target.rstrip("/"):
+                _fail("control_target", "a second instance, not the target itself", self.control_target)
+        if self.control_restart_cmd is not None and self.control_target is None:
+            _fail("control_restart_cmd", "unset without control_target", self.control_restart_cmd)
         if self.engine_log is not None and self.is_builtin:
             _fail("engine_log", "unset for the builtin target (its log is runs/<id>/engine.log)", self.engine_log)
         object.__setattr__(self, "engine_args", tuple(self.engine_args))

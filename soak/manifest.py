@@ -6,12 +6,15 @@ import hashlib
 import platform
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
+
+import httpx
 
 from diagnostics import rundir_schema as schema
 from replay import Trace
 from soak.config import SoakConfig
 from soak.store import read_manifest
+from soak.targets import Target
 from tokdrift import __version__
 
 
@@ -41,6 +44,23 @@ def resumed_manifest(run_dir: Path, command: list[str]) -> dict[str, Any]:
     manifest["status"] = "running"
     manifest.pop("ended_at", None)
     return manifest
+
+
+async def describe_engine(target: Target, config: SoakConfig) -> tuple[dict[str, Any], Optional[dict[str, Any]]]:
+    """The manifest's `engine`, and the built-in engine's resolved config (`configs.engine`) when it tells."""
+    engine: dict[str, Any] = {"url": target.url, "pid": target.pid}
+    engine_config = None
+    if target.is_builtin:
+        engine.update(name="tokdrift", version=__version__, args=list(config.engine_args))
+        try:
+            status = await target.get_json("/v1/cache/status")
+            engine_config = status.get("config")
+            engine["max_context"] = status.get("max_context")
+        except (httpx.HTTPError, ValueError, AttributeError):
+            pass
+    else:
+        engine["name"] = "unknown"
+    return engine, engine_config
 
 
 def host_info() -> dict[str, Any]:

@@ -13,7 +13,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 logger = logging.getLogger(__name__)
 
@@ -78,3 +78,48 @@ def _find_py_spy() -> Optional[str]:
     if beside.is_file():
         return str(beside)
     return shutil.which("py-spy")
+
+
+class Profiles:
+    """The soak's profiles of the engine, each taken in the background and recorded as a `profile`
+    event: at the start, before the end, and once per engine life when a probe drops."""
+
+    def __init__(self, profiler: Profiler, run_dir: Path, on_event: Callable[..., Any], drop: float) -> None:
+        self.profiler = profiler
+        self.run_dir = Path(run_dir)
+        self.on_event = on_event
+        self.drop = drop  # profile when a probe falls this fraction below the first
+        self._tasks: list[asyncio.Task] = []
+        self._dropped_life: Optional[int] = None  # the engine life last profiled for a probe drop
+
+    def take(self, reason: str, pid: Optional[int], life: int) -> None:
+        if self.profiler.disabled_reason:
+            return
+
+        async def take() -> None:
+            profile = await self.profiler.record(pid, reason, reason)
+            if profile is not None:
+                self.on_event("profile", path=str(profile.path.relative_to(self.run_dir)), reason=reason,
+                              seconds=profile.seconds, engine_life=life)
+
+        self._tasks = [t for t in self._tasks if not t.done()]
+        self._tasks.append(asyncio.create_task(take()))
+
+    def after_probe(self, tps: Optional[float], first_tps: Optional[float], pid: Optional[int], life: int) -> None:
+        """A probe `drop` below the first one: profile the engine, once per life."""
+        if (first_tps is not None and tps is not None and tps < (1.0 - self.drop) * first_tps
+                and life != self._dropped_life):
+            self._dropped_life = life
+            self.take("probe_drop", pid, life)
+
+    async def wait(self) -> None:
+        """Let the profiles being taken finish (py-spy sampling the engine slows a probe down)."""
+        running = [t for t in self._tasks if not t.done()]
+        if running:
+            await asyncio.wait(running, timeout=self.profiler.seconds + 30)
+
+    async def cancel(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []

@@ -5,7 +5,8 @@ finished plus its think time, sessions start at their trace times, the trace loo
     loop 1 (origin + span / speed, fresh ids "s0@1", "s1@1"): …
 
 `--concurrency` caps sessions in flight; a session waits for a free place before its first
-call. A probe closes the gate: no new call goes out until the probe is done.
+call. A probe cycle or an engine restart closes the gate: no new call goes out until every one
+that closed it is done.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import itertools
 import logging
 import time
 from collections import defaultdict
-from typing import Awaitable, Callable, Iterable, NamedTuple, Optional
+from contextlib import contextmanager
+from typing import Awaitable, Callable, Iterable, Iterator, NamedTuple, Optional
 
 from replay import Call, Materializer, Prompt, Trace
 
@@ -70,6 +72,37 @@ def position_from(rows: Iterable[dict]) -> Position:
 SendFn = Callable[[str, Call, Prompt], Awaitable[None]]
 
 
+class Gate:
+    """Open unless someone holds it closed. Holders count: a restart that ends inside a probe
+    cycle leaves the gate closed until the cycle is done too."""
+
+    def __init__(self) -> None:
+        self._num_holders = 0
+        self._open = asyncio.Event()
+        self._open.set()
+
+    @contextmanager
+    def closed(self) -> Iterator[None]:
+        self._num_holders += 1
+        self._open.clear()
+        try:
+            yield
+        finally:
+            self._num_holders -= 1
+            if self._num_holders == 0:
+                self._open.set()
+
+    @property
+    def is_open(self) -> bool:
+        return self._open.is_set()
+
+    async def wait(self) -> None:
+        # A call woken by the gate opening may run only after someone closed it again (a restart
+        # followed at once by its probe cycle): it then waits again.
+        while not self._open.is_set():
+            await self._open.wait()
+
+
 class Replayer:
     """Runs sessions until `deadline`; `send(session_id, call, prompt)` makes and records one call."""
 
@@ -82,8 +115,7 @@ class Replayer:
         self.send = send
         self.speed = speed
         self.slots = asyncio.Semaphore(concurrency)
-        self.gate = asyncio.Event()  # open: calls may go out
-        self.gate.set()
+        self.gate = Gate()  # open: calls may go out
         self.idle = asyncio.Event()  # no call in flight
         self.idle.set()
         self.num_in_flight = 0

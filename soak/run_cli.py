@@ -67,7 +67,28 @@ def run(
     fault: Annotated[Optional[list[str]], typer.Option("--fault", help="Switch on a degradation mechanism in the "
                                                                        "built-in engine (repeatable; docs/faults.md); "
                                                                        "recorded as a fault_on event.")] = None,
-    live: Annotated[bool, typer.Option(help="Show the live view (default when stdout is a terminal).")] = sys.stdout.isatty(),
+    twin: Annotated[Optional[bool], typer.Option("--twin/--no-twin", help="Start a young twin of the built-in "
+                                                                         "engine (same options) and probe it beside "
+                                                                         "the soaked one every cycle, as the control "
+                                                                         "for host drift (default: on where memory "
+                                                                         "allows).", show_default=False)] = None,
+    twin_restart_every: Annotated[float, typer.Option(help="Restart the control engine (twin, or --control-target "
+                                                           "with --control-restart-cmd) every this many seconds, "
+                                                           "between probe cycles, so it stays young.")] = 600.0,
+    control_target: Annotated[Optional[str], typer.Option(help="URL of a second instance of the target's server: "
+                                                               "the control a URL target's probes are paired "
+                                                               "with.")] = None,
+    control_restart_cmd: Annotated[Optional[str], typer.Option(help="Shell command that restarts --control-target "
+                                                                    "(without it the control is never "
+                                                                    "restarted).")] = None,
+    affinity: Annotated[Optional[bool], typer.Option("--affinity/--no-affinity", help="Pin the soak driver to one "
+                                                                                   "CPU and the engines it starts to "
+                                                                                   "the others (default: on where "
+                                                                                   "there are at least 2 CPUs).",
+                                                     show_default=False)] = None,
+    live: Annotated[bool, typer.Option(help="Show the live view (default when stdout is a terminal); without it, "
+                                            "a status line a minute and the running verdict after every probe "
+                                            "cycle.")] = sys.stdout.isatty(),
 ) -> None:
     """Replay a trace against an engine for hours, record everything, probe at matched conditions."""
     from soak.config import SoakConfig
@@ -94,6 +115,8 @@ def run(
         restart_at_end=not no_restart_at_end, restart_cmd=restart_cmd, flush_every_s=flush_every,
         sample_every_s=sample_every, profile_drop=profile_drop, profile_seconds=profile_seconds, profiles=not no_profiles,
         engine_log=str(engine_log) if engine_log else None, engine_args=tuple(engine_arg or ()),
+        twin=twin, twin_restart_every_s=twin_restart_every, control_target=control_target,
+        control_restart_cmd=control_restart_cmd, affinity=affinity,
         extra={"faults": list(faults)} if faults else {})
     run_dir = out or Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{trace.stem}"
     from soak.run import Soak
@@ -105,7 +128,9 @@ def resume(
     run_dir: Annotated[Path, typer.Argument(help="Run directory of an interrupted or killed soak.")],
     api_key: Annotated[Optional[str], typer.Option(envvar="TOKDRIFT_API_KEY",
                                                    help="Bearer token for a URL target (not kept in the run).")] = None,
-    live: Annotated[bool, typer.Option(help="Show the live view (default when stdout is a terminal).")] = sys.stdout.isatty(),
+    live: Annotated[bool, typer.Option(help="Show the live view (default when stdout is a terminal); without it, "
+                                            "a status line a minute and the running verdict after every probe "
+                                            "cycle.")] = sys.stdout.isatty(),
 ) -> None:
     """Continue a soak that was interrupted or killed: same run, same directory, trace position restored."""
     from soak.run import Soak
@@ -132,11 +157,16 @@ def _drive(soak, live: bool) -> None:
     from soak.view import render as render_view
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per call and per sample otherwise
-    console = Console(stderr=True)
-    view = Live(console=console, refresh_per_second=2, transient=False) if live else None
+    verdict = _RunningVerdict(soak.run_dir if soak.resuming else None)
+    view = Live(console=Console(stderr=True), refresh_per_second=2, transient=False) if live else None
     if view is not None:
-        soak.on_progress = lambda p: view.update(render_view(p))
+        soak.on_progress = lambda p: view.update(render_view(p, verdict.line))
+        soak.on_probe_cycle = verdict.add
         view.start()
+    else:  # nohup, systemd, CI: plain lines, flushed as they are written
+        lines = _StatusLines()
+        soak.on_progress = lines.progress
+        soak.on_probe_cycle = lambda rows: lines.cycle(rows, verdict.add(rows), soak.progress())
 
     async def main() -> str:
         loop = asyncio.get_running_loop()
@@ -152,3 +182,51 @@ def _drive(soak, live: bool) -> None:
     typer.echo(render_status(summarize(soak.run_dir)))
     if status_text != "completed":
         raise typer.Exit(130 if status_text == "interrupted" else 1)
+
+
+STATUS_EVERY_S = 60.0  # a status line this often when there is no live view
+
+
+class _StatusLines:
+    """One plain line a minute (the first once the replay runs), and one per probe cycle."""
+
+    def __init__(self) -> None:
+        self._last: Optional[float] = None
+
+    def progress(self, p) -> None:
+        from soak.view import status_line
+
+        if p.phase != "replay" and self._last is None:
+            return
+        if self._last is None or p.elapsed_s - self._last >= STATUS_EVERY_S:
+            self._last = p.elapsed_s
+            typer.echo(status_line(p), err=True)
+
+    def cycle(self, rows: list[dict], verdict: str, p) -> None:
+        from soak.view import cycle_line
+
+        typer.echo(f"{cycle_line(rows, p)}; {verdict}", err=True)
+
+
+class _RunningVerdict:
+    """The running verdict on every probe so far (diagnostics.live), a resumed run's included."""
+
+    def __init__(self, run_dir: Optional[Path]) -> None:
+        from diagnostics.rundir_schema import PROBE_COLUMNS
+        from soak.store import read_rows
+
+        self.rows: list[dict] = read_rows(run_dir, "probes", PROBE_COLUMNS) if run_dir is not None else []
+        self.line: Optional[str] = None
+
+    def add(self, rows: list[dict]) -> str:
+        import pandas as pd
+
+        from diagnostics.live import running_verdict
+
+        self.rows.extend(rows)
+        try:
+            line = running_verdict(pd.DataFrame(self.rows))
+        except Exception as exc:  # noqa: BLE001 - the verdict so far must never stop the soak
+            line = f"unavailable ({type(exc).__name__}: {exc})"
+        self.line = "verdict so far: " + line.removeprefix("verdict so far:").strip()
+        return self.line

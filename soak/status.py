@@ -21,19 +21,21 @@ class RunSummary(NamedTuple):
     requests: dict[str, int]  # status -> count
     num_steps: int
     num_snapshots: int
-    probes: list[tuple[int, float, float]]  # (engine_life, engine_age_s, decode_tps) of ok probes
+    probes: list[tuple[int, float, float]]  # (engine_life, engine_age_s, decode_tps) of the main engine's ok probes
     events: dict[str, int]  # kind -> count
     num_engine_starts: int
     num_resumes: int
+    control_probes: list[tuple[int, float, float]]  # the same, of the control engine's
 
 
 def summarize(run_dir: Path) -> RunSummary:
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
     requests = Counter(r.get("status") for r in read_rows(run_dir, "requests", ("status",)))
-    probes = [(r.get("engine_life"), r.get("engine_age_s"), r.get("decode_tps"))
-              for r in read_rows(run_dir, "probes", ("engine_life", "engine_age_s", "decode_tps", "status"))
-              if r.get("status") == "ok" and r.get("decode_tps")]
+    ok = [r for r in read_rows(run_dir, "probes", ("engine_life", "engine_age_s", "decode_tps", "status", "role"))
+          if r.get("status") == "ok" and r.get("decode_tps")]
+    probes, control = ([(r.get("engine_life"), r.get("engine_age_s"), r.get("decode_tps")) for r in ok
+                        if (r.get("role") or "main") == role] for role in ("main", "control"))
     events: Counter = Counter()
     path = run_dir / schema.EVENTS
     if path.is_file():
@@ -46,7 +48,7 @@ def summarize(run_dir: Path) -> RunSummary:
                       manifest.get("ended_at"), manifest.get("elapsed_s"), str(manifest.get("target")),
                       dict(requests), len(read_rows(run_dir, "steps", ("t",))),
                       len(read_rows(run_dir, "snapshots", ("t",))), probes, dict(events),
-                      events.get("engine_start", 0), len(manifest.get("resumes", [])))
+                      events.get("engine_start", 0), len(manifest.get("resumes", [])), control)
 
 
 def render(s: RunSummary) -> str:
@@ -65,4 +67,9 @@ def render(s: RunSummary) -> str:
                      f"(life {last[0]}, age {last[1] or 0:.0f} s)")
     else:
         lines.append("  probes: none ok yet")
+    if s.control_probes:
+        first, last = s.control_probes[0], s.control_probes[-1]
+        lines.append(f"  control probes: {len(s.control_probes)} ok; first {first[2]:.1f} tok/s, last {last[2]:.1f} "
+                     f"tok/s ({s.events.get('control_start', 0)} control start(s), "
+                     f"{s.events.get('control_exit', 0)} crash(es))")
     return "\n".join(lines)

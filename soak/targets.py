@@ -21,6 +21,8 @@ from urllib.parse import urlparse
 
 import httpx
 
+from diagnostics.rundir_schema import ENGINE_LOG
+from soak.config import SoakConfig
 from soak.errors import SoakError
 
 logger = logging.getLogger(__name__)
@@ -88,11 +90,13 @@ class BuiltinTarget(Target):
     is_builtin = True
 
     def __init__(self, http: httpx.AsyncClient, on_event: EventSink, log_path: Path,
-                 engine_args: tuple[str, ...] = (), start_timeout_s: float = 300.0) -> None:
+                 engine_args: tuple[str, ...] = (), start_timeout_s: float = 300.0,
+                 cpus: Optional[tuple[int, ...]] = None) -> None:
         super().__init__(http, on_event)
         self.log_path = Path(log_path)
         self.engine_args = tuple(engine_args)
         self.start_timeout_s = start_timeout_s
+        self.cpus = cpus  # CPUs the engine process is pinned to (soak.affinity); None = inherited
         self.proc: Optional[subprocess.Popen] = None
         self._log_offset = 0
 
@@ -113,7 +117,7 @@ class BuiltinTarget(Target):
         spawned = time.time()
         self.proc = subprocess.Popen([*self.command, "--port", str(port)], stdin=subprocess.DEVNULL, stdout=log,
                                      stderr=subprocess.STDOUT, start_new_session=True,
-                                     preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+                                     preexec_fn=_in_child(self.cpus))
         log.close()
         self.pid = self.proc.pid
         logger.info("engine pid %d starting on %s", self.pid, self.url)
@@ -164,6 +168,14 @@ class BuiltinTarget(Target):
         await self.start()
         return True
 
+    async def num_running(self) -> Optional[int]:
+        """Requests running or waiting inside the engine; None when it does not answer."""
+        try:
+            status = await self.get_json("/v1/cache/status")
+            return int(status.get("num_running", 0)) + int(status.get("num_waiting", 0))
+        except (httpx.HTTPError, ValueError, AttributeError, TypeError):
+            return None
+
     def check_exit(self) -> Optional[EngineExit]:
         if self.proc is None:
             return None
@@ -195,13 +207,15 @@ class UrlTarget(Target):
         self.restart_cmd = restart_cmd
         self.start_timeout_s = start_timeout_s
         self.pid = pid_listening_on(self.url)
+        self._started_once = False  # the first start waits briefly: the server should be up already
 
     @property
     def can_restart(self) -> bool:
         return self.restart_cmd is not None
 
     async def start(self) -> None:
-        await self._wait_ready(first=self.life < 0)
+        await self._wait_ready(first=not self._started_once)
+        self._started_once = True
         self.pid = pid_listening_on(self.url)
         started = await self.process_start_time()
         # An external engine's age is known only when its /metrics says when its process started.
@@ -252,6 +266,19 @@ class UrlTarget(Target):
         raise SoakError(f"{self.url}/v1/models: expected an OpenAI-compatible server answering 200, found {last}")
 
 
+def make_target(config: SoakConfig, http: httpx.AsyncClient, on_event: EventSink, run_dir: Path,
+                cpus: Optional[tuple[int, ...]] = None, last_life: int = -1) -> Target:
+    """The soaked engine's target for a SoakConfig; `last_life`: a resumed run's last engine life."""
+    if config.is_builtin:
+        target: Target = BuiltinTarget(http, on_event, Path(run_dir) / ENGINE_LOG, config.engine_args,
+                                       config.engine_start_timeout_s, cpus=cpus)
+    else:
+        target = UrlTarget(http, on_event, config.target, config.api_key, config.restart_cmd,
+                           config.engine_start_timeout_s)
+    target.life = last_life  # a resumed run's engines go on counting
+    return target
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -273,6 +300,21 @@ def pid_listening_on(url: str) -> Optional[int]:
     except Exception:  # noqa: BLE001 - permission or platform: the pid is a nicety
         return None
     return None
+
+
+def _in_child(cpus: Optional[tuple[int, ...]]) -> Optional[Callable[[], None]]:
+    """What the engine process does before exec: die with the soak (Linux), move onto its CPUs."""
+    from soak.affinity import in_child
+
+    steps = [step for step in (_die_with_parent if sys.platform == "linux" else None, in_child(cpus)) if step]
+    if not steps:
+        return None
+
+    def run() -> None:
+        for step in steps:
+            step()
+
+    return run
 
 
 def _die_with_parent() -> None:

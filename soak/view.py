@@ -1,13 +1,17 @@
-"""The live terminal view of a soak (rich): time, calls, live tok/s, last probes, engine state."""
+"""What a user watching a soak sees: the live terminal view (rich), or, without a terminal, a
+plain status line a minute and a line per probe cycle."""
 
 from __future__ import annotations
 
+from typing import Any, Optional
+
 from rich.table import Table
 
+from soak.cycle import CONTROL, MAIN, Cycle
 from soak.run import Progress
 
 
-def render(p: Progress) -> Table:
+def render(p: Progress, verdict: Optional[str] = None) -> Table:
     table = Table(title=f"soak → {p.run_dir}", show_header=False, expand=False)
     table.add_column(style="bold")
     table.add_column()
@@ -17,8 +21,50 @@ def render(p: Progress) -> Table:
     table.add_row("live decode", f"{p.live_tps:.1f} tok/s (client, last 30 s)")
     probes = ", ".join(f"{r.decode_tps:.1f}" if r.decode_tps else r.status for r in p.probes) or "none yet"
     table.add_row("probes (tok/s)", probes)
+    table.add_row("last probe pair", pair_text(p.last_cycle))
+    table.add_row("verdict so far", (verdict or "no probe cycle yet").removeprefix("verdict so far:").strip())
     table.add_row("engine", p.engine)
+    table.add_row("control", p.control)
     return table
+
+
+def status_line(p: Progress) -> str:
+    """`[0:12:00] 123 calls, 2 failed; live 41.3 tok/s; last probes main 61.2 / control 60.8 tok/s;
+    engine restarts 0; replay`"""
+    return (f"[{_hms(p.elapsed_s)}] {p.num_calls} calls, {p.num_failed} failed, {p.num_in_flight} in flight; "
+            f"live {p.live_tps:.1f} tok/s; last probes {pair_text(p.last_cycle)}; "
+            f"engine restarts {p.num_engine_restarts}; {p.phase}")
+
+
+def cycle_line(rows: list[dict[str, Any]], p: Progress) -> str:
+    """`[0:12:05] probe cycle 7 (periodic): main 61.2 / control 60.8 tok/s`"""
+    by_role = {r.get("role"): r for r in rows}
+    first = rows[0] if rows else {}
+    parts = [_tps_text(role, by_role.get(role)) for role in (MAIN, CONTROL)]
+    return (f"[{_hms(p.elapsed_s)}] probe cycle {first.get('cycle')} ({first.get('reason')}): "
+            f"{' / '.join(parts)} tok/s")
+
+
+def pair_text(cycle: Optional[Cycle]) -> str:
+    """`main 61.2 / control 60.8 tok/s`; a failed probe shows its status, a missing control `off`."""
+    if cycle is None:
+        return "none yet"
+    parts = []
+    for role in (MAIN, CONTROL):
+        taken = cycle.get(role)
+        parts.append(_tps_text(role, None if taken is None else
+                               {"decode_tps": taken.result.decode_tps, "status": taken.result.status}))
+    return " / ".join(parts) + f" tok/s (cycle {cycle.number})"
+
+
+def _tps_text(role: str, row: Optional[dict[str, Any]]) -> str:
+    if row is None:
+        return f"{role} off"
+    tps = row.get("decode_tps")
+    shown = f"{tps:.1f}" if tps else str(row.get("status"))
+    if tps and row.get("status") not in (None, "ok"):
+        shown += f" ({row['status']})"
+    return f"{role} {shown}"
 
 
 def _hms(seconds: float) -> str:

@@ -3,7 +3,9 @@
 Streams like vLLM with a reasoning parser: an opening role-only frame, reasoning deltas, then
 content deltas, one token each, `token_delay` apart; usage in the last chunk when asked.
 A prompt longer than `--max-context` words (token ids for /v1/completions) is refused with
-vLLM's 400. `/metrics` speaks vLLM's names; `--log FILE` writes a vLLM stats line per second.
+vLLM's 400. `/metrics` speaks vLLM's names; `--log FILE` writes a vLLM stats line per second;
+`--journal DIR` appends to DIR/<port>.jsonl one JSON line per finished generation: when it began and ended, and
+whether it was a tokdrift probe (its prompt starts in the probe namespace).
 """
 
 from __future__ import annotations
@@ -18,7 +20,20 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
 
-def make_app(max_context: int, token_delay: float, strict: bool, log_path: str | None) -> FastAPI:
+PROBE_TOKEN = 255  # replay's probe namespace for the default 256-id vocabulary
+PROBE_TEXT = "[tokdrift-probe"
+
+
+def is_probe(body: dict) -> bool:
+    prompt = body.get("prompt")
+    if isinstance(prompt, list):
+        return bool(prompt) and prompt[0] == PROBE_TOKEN
+    text = " ".join(str(m.get("content", "")) for m in body.get("messages") or ()) or str(prompt)
+    return text.startswith(PROBE_TEXT)
+
+
+def make_app(max_context: int, token_delay: float, strict: bool, log_path: str | None,
+             journal: str | None = None, port: int = 0) -> FastAPI:
     app = FastAPI()
     state = {"running": 0, "prompt": 0, "gen": 0, "start": time.time()}
 
@@ -33,6 +48,7 @@ def make_app(max_context: int, token_delay: float, strict: bool, log_path: str |
         n_out = int(body.get("max_tokens") or 16)
         n_reason = n_out // 4 if chat else 0
         state["running"] += 1
+        t0 = t1 = time.time()
         try:
             if chat:
                 yield _sse({"choices": [{"index": 0, "delta": {"role": "assistant"}}]})
@@ -49,10 +65,14 @@ def make_app(max_context: int, token_delay: float, strict: bool, log_path: str |
                     "prompt_tokens": n_prompt, "completion_tokens": n_out,
                     "prompt_tokens_details": {"cached_tokens": n_prompt // 2},
                     "completion_tokens_details": {"reasoning_tokens": n_reason}}})
+            t1 = time.time()  # before the last frame goes out: the client cannot have seen the end earlier
             yield "data: [DONE]\n\n"
         finally:
             state["running"] -= 1
             state["prompt"] += n_prompt
+            if journal:
+                with open(f"{journal}/{port}.jsonl", "a") as f:
+                    f.write(json.dumps({"t0": t0, "t1": t1, "probe": is_probe(body)}) + "\n")
 
     async def handle(request: Request, chat: bool):
         body = await request.json()
@@ -126,8 +146,13 @@ def main() -> None:
     parser.add_argument("--token-delay", type=float, default=0.002)
     parser.add_argument("--strict", action="store_true", help="refuse ignore_eos / min_tokens")
     parser.add_argument("--log", default=None)
-    args = parser.parse_args()
-    app = make_app(args.max_context, args.token_delay, args.strict, args.log)
+    parser.add_argument("--journal", default=None)
+    parser.add_argument("--host", default="127.0.0.1", help="accepted as `soak serve` takes it")
+    parser.add_argument("--exit-at-once", action="store_true", help="exit with code 3 before serving")
+    args, _ = parser.parse_known_args()  # and any `soak serve` option, ignored
+    if args.exit_at_once:
+        raise SystemExit(3)
+    app = make_app(args.max_context, args.token_delay, args.strict, args.log, args.journal, args.port)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

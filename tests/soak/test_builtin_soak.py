@@ -56,8 +56,11 @@ def test_builtin_soak_survives_an_engine_crash_and_writes_a_complete_run(tmp_pat
     exit_event = next(e for e in events if e["kind"] == "engine_exit")
     assert exit_event["exit_code"] == -signal.SIGKILL and exit_event["engine_life"] == 0
     assert "Resolved config" in exit_event["log_tail"] or "Prefill batch" in exit_event["log_tail"]
-    # Started, crashed and started again, then restarted on purpose for the control probe.
+    # Started, crashed and started again, then restarted on purpose for the control probe; the twin's
+    # starts are its own (control_start), not lives of the soaked engine.
     assert [e["engine_life"] for e in events if e["kind"] == "engine_start"] == [0, 1, 2]
+    assert [e["control_life"] for e in events if e["kind"] == "control_start"] == [0]
+    assert "control_exit" not in kinds and "control_off" not in kinds
     assert next(e for e in events if e["kind"] == "engine_restart")["reason"] == "control"
     assert kinds[0] == "start" and kinds[-1] == "stop"
 
@@ -72,18 +75,25 @@ def test_builtin_soak_survives_an_engine_crash_and_writes_a_complete_run(tmp_pat
     assert (ok["t_send"] < ok["t_first_token"]).all() and (ok["t_first_token"] <= ok["t_last_token"]).all()
     assert ok["prompt_tokens"].gt(0).all() and ok["output_tokens"].gt(0).all()
 
-    probes = rundir.read_table(run_dir, "probes")
-    assert list(probes["reason"])[0] == "start" and list(probes["reason"])[-1] == "after_restart"
+    all_probes = rundir.read_table(run_dir, "probes")
+    assert all_probes["probe_id"].nunique() == 1
+    probes = all_probes[all_probes["role"] == "main"]
+    assert list(probes["reason"])[0] == "start" and list(probes["reason"])[-3:] == ["after_restart"] * 3
     ok_probes = probes[probes["status"] == "ok"]
-    assert len(ok_probes) >= 3 and ok_probes["decode_tps"].gt(0).all() and probes["probe_id"].nunique() == 1
+    assert len(ok_probes) >= 3 and ok_probes["decode_tps"].gt(0).all()
     assert probes["engine_life"].iloc[-1] == 2
     assert (probes.loc[probes["reason"] == "end", "engine_life"] == 1).all()  # the soak went on after the crash
+    twin = all_probes[all_probes["role"] == "control"]  # the young twin, probed in every cycle, never restarted
+    assert sorted(twin["cycle"]) == sorted(probes["cycle"]) and twin["engine_life"].eq(0).all()
+    assert twin["status"].eq("ok").all() and "Resolved config" in (run_dir / "control.log").read_text()
+    assert manifest.raw["control"]["kind"] == "twin" and manifest.raw["control"]["enabled"]
 
     steps = rundir.read_table(run_dir, "steps")
     assert {"decode", "prefill"} <= set(steps["phase"]) and steps["step_time_s"].notna().any()
     assert set(steps["engine_life"]) >= {0, 1, 2}
     snaps = rundir.read_table(run_dir, "snapshots")
     assert snaps["radix_nodes"].notna().any() and snaps["rss_bytes"].gt(1e7).all()
+    assert snaps["control_rss_bytes"].gt(1e7).any() and snaps["driver_rss_bytes"].gt(1e7).all()
     assert snaps["kv_free_tokens"].dropna().between(0, 200).all()
     assert "Resolved config" in (run_dir / "engine.log").read_text()
 
@@ -96,7 +106,9 @@ def test_builtin_soak_survives_an_engine_crash_and_writes_a_complete_run(tmp_pat
     source = load_source(run_dir)
     assert source.engine == "tokdrift" and len(source.steps) == len(steps)
     status = subprocess.run([*SOAK, "status", str(run_dir)], cwd=ROOT, capture_output=True, text=True)
-    assert "completed" in status.stdout and "1 crash(es)" in status.stdout
+    assert "completed" in status.stdout and "1 crash(es)" in status.stdout and "control probes:" in status.stdout
+    # Not on a terminal: the running verdict after every probe cycle.
+    assert err.count("verdict so far: ") == len(probes) and "probe cycle 0 (start): main " in err
 
 
 def test_ctrl_c_while_the_engine_starts_stops_at_once_and_leaves_no_engine(tmp_path):

@@ -100,3 +100,27 @@ def test_a_finished_conversation_is_forgotten_by_the_materializer(tmp_path):
     replayer = asyncio.run(go())
     assert replayer.num_sessions_done >= 3 and len(sids) >= 3
     assert not mat._last  # every conversation that ended left nothing behind
+
+
+def test_a_call_woken_by_the_gate_waits_again_when_it_was_closed_before_it_ran():
+    import asyncio
+
+    from soak.replayer import Gate
+
+    async def go():
+        gate, passed = Gate(), []
+
+        async def call():
+            await gate.wait()
+            passed.append(gate.is_open)
+
+        with gate.closed():
+            waiter = asyncio.create_task(call())
+            await asyncio.sleep(0)
+        with gate.closed():  # opened and closed again before the waiter ran
+            await asyncio.sleep(0.01)
+            assert passed == []
+        await asyncio.wait_for(waiter, 1.0)
+        return passed
+
+    assert asyncio.run(go()) == [True]

@@ -43,6 +43,13 @@ def test_kill_9_then_resume_continues_the_same_run(tmp_path, fake_server):
     kinds = [e["kind"] for e in events]
     assert kinds.count("start") == 1 and kinds.count("resume") == 1 and kinds[-1] == "stop"
     assert kinds.index("resume") > kinds.index("start")
+    # The resumed engine is a new life, and probe cycles go on from the last one written.
+    assert [e["engine_life"] for e in events if e["kind"] == "engine_start"] == [0, 1]
+    probes = rundir.read_table(run_dir, "probes").sort_values("t")
+    assert list(probes["cycle"]) == [0, 1, 2] and list(probes["reason"]) == ["start", "start", "end"]
+    assert list(probes["engine_life"]) == [0, 1, 1]
+    probe_ids = [r["request_id"] for r in read_rows(run_dir, "requests", ["request_id", "kind"]) if r["kind"] == "probe"]
+    assert probe_ids == ["probe-0-start", "probe-1-start", "probe-2-end"]
 
     after = read_rows(run_dir, "requests", ["session", "turn", "status", "kind"])
     assert after[:len(before)] == before  # nothing written was lost or rewritten

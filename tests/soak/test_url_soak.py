@@ -35,6 +35,8 @@ def test_url_soak_records_calls_probes_refusals_and_metrics(tmp_path, fake_serve
     manifest = rundir.read_manifest(run_dir)
     assert manifest.status == "completed" and manifest.raw["steps_source"] == "metrics"
     assert manifest.raw["model"] == "fake-model" and manifest.raw["trace"]["num_calls"] == 12
+    assert manifest.raw["control"]["kind"] is None and manifest.raw["control"]["why_off"] == "no --control-target"
+    assert manifest.raw["affinity"] == {"why_off": "the engine is not started by the soak (URL target)"}
 
     requests = rundir.read_table(run_dir, "requests")
     calls = requests[requests["kind"] != "probe"]
@@ -50,8 +52,10 @@ def test_url_soak_records_calls_probes_refusals_and_metrics(tmp_path, fake_serve
 
     probes = rundir.read_table(run_dir, "probes")
     reasons = list(probes["reason"])
-    assert reasons[0] == "start" and reasons[-2:] == ["end", "after_restart"] and "periodic" in reasons
+    # the restart control at the end: three cycles after the restart, so the fresh level is known from more than one
+    assert reasons[0] == "start" and reasons[-4:] == ["end", *["after_restart"] * 3] and "periodic" in reasons
     assert probes["status"].eq("ok").all() and probes["decode_tps"].gt(0).all()
+    assert probes["role"].eq("main").all() and list(probes["cycle"]) == list(range(len(probes)))
     assert probes["probe_id"].nunique() == 1 and probes["output_tokens"].eq(8).all()
 
     steps = rundir.read_table(run_dir, "steps")
@@ -63,12 +67,42 @@ def test_url_soak_records_calls_probes_refusals_and_metrics(tmp_path, fake_serve
     restarts = [e for e in events if e["kind"] == "engine_restart"]
     assert [e["reason"] for e in restarts] == ["scheduled", "control"] and restarts[0]["command"] == "true"
     assert [e["engine_life"] for e in events if e["kind"] == "engine_start"] == [0, 1, 2]
-    assert list(probes["reason"]).count("after_restart") == 2
+    assert list(probes["reason"]).count("after_restart") == 1 + 3
     dropped = [e for e in _events(run_dir) if e["kind"] == "dropped_request"]
     assert dropped[0]["limit"] is not None and dropped[0]["request_id"] == "s0@0#3"
 
     source = load_source(run_dir)  # diag reads it as a whole
     assert len(source.requests) == len(requests) and len(source.probes) == len(probes)
+
+
+def test_url_soak_pairs_probes_with_a_control_target_restarted_by_its_command(tmp_path, fake_server):
+    server, other = fake_server("--token-delay", "0.005"), fake_server("--token-delay", "0.005")
+    status, run_dir = _soak(tmp_path, server.url, control_target=other.url, control_restart_cmd="true",
+                            twin_restart_every_s=1.5)
+    assert status == "completed"
+    probes = rundir.read_table(run_dir, "probes")
+    pairs = probes.groupby("cycle")["role"].apply(list)
+    assert all(roles == (["main", "control"] if n % 2 == 0 else ["control", "main"]) for n, roles in pairs.items())
+    events = _events(run_dir)
+    assert [e["engine_life"] for e in events if e["kind"] == "engine_start"] == [0]  # no --restart-cmd: no restart
+    restarts = [e for e in events if e["kind"] == "control_restart"]
+    assert restarts and all(e["command"] == "true" for e in restarts)
+    assert [e["control_life"] for e in events if e["kind"] == "control_start"] == list(range(len(restarts) + 1))
+    control = rundir.read_manifest(run_dir).raw["control"]
+    assert control["kind"] == "url" and control["url"] == other.url and control["restart_every_s"] == 1.5
+    requests = rundir.read_table(run_dir, "requests")
+    assert (requests["kind"] == "probe").sum() == (probes["role"] == "main").sum()
+
+
+def test_a_control_target_without_a_restart_command_is_never_restarted(tmp_path, fake_server):
+    server, other = fake_server("--token-delay", "0.005"), fake_server("--token-delay", "0.005")
+    status, run_dir = _soak(tmp_path, server.url, control_target=other.url, twin_restart_every_s=0.5,
+                            duration_s=2.0)
+    assert status == "completed"
+    control = rundir.read_manifest(run_dir).raw["control"]
+    assert control["restart_every_s"] is None and control["never_restarted"] == "no --control-restart-cmd"
+    assert not any(e["kind"] == "control_restart" for e in _events(run_dir))
+    assert set(rundir.read_table(run_dir, "probes")["role"]) == {"main", "control"}
 
 
 def test_url_soak_with_engine_log_takes_steps_from_the_log(tmp_path, fake_server):

@@ -1,0 +1,218 @@
+"""The control engine: a young copy of the soaked engine, probed beside it every cycle.
+
+For the built-in engine it is a twin: a second `soak serve` with the same options (faults
+included: the same engine, only young), started beside the main one on the same CPUs, given no
+replay traffic, and restarted every `twin_restart_every_s` so it stays young. For a URL target
+it is `--control-target`, a second instance of the same server, restarted with
+`--control-restart-cmd` on the same schedule (never without one). Both see the same host: when
+both probes move, the host moved; when only the main one does, the engine aged.
+
+Restarts (scheduled, or after a crash) hold the lock a probe cycle holds, so they happen between
+cycles, never during one. Its events are its own (`control_start`, `control_restart`,
+`control_exit`, `control_off`), never `engine_start`: the soaked engine's lives are the main
+one's alone. A control that cannot start is turned off for the rest of the run with a
+`control_off` event; the soak goes on without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, AsyncIterator, Optional
+
+import httpx
+
+from diagnostics import rundir_schema as schema
+from soak.client import Client
+from soak.config import SoakConfig
+from soak.errors import SoakError
+from soak.targets import BuiltinTarget, EventSink, Target, UrlTarget
+
+logger = logging.getLogger(__name__)
+
+TWIN_MEMORY_MARGIN = 4 * 2**30  # a twin needs the engine's memory again, and leaves this much to spare
+MAX_CONTROL_CRASHES = 20  # crashes in one run before the control is turned off
+POLL_S = 0.5
+
+
+class ControlEngine:
+    def __init__(self, config: SoakConfig, http: httpx.AsyncClient, run_dir: Path, on_event: EventSink,
+                 cpus: Optional[tuple[int, ...]] = None, last_life: int = -1) -> None:
+        self.config = config
+        self.http = http
+        self.on_event = on_event
+        self.target: Optional[Target] = None
+        self.why_off: Optional[str] = None
+        events = _as_control_events(on_event)
+        if config.is_builtin and config.twin is not False:
+            self.kind: Optional[str] = "twin"
+            self.target = BuiltinTarget(http, events, Path(run_dir) / schema.CONTROL_LOG, config.engine_args,
+                                        config.engine_start_timeout_s, cpus=cpus)
+        elif config.control_target is not None:
+            self.kind = "url"
+            self.target = UrlTarget(http, events, config.control_target, config.api_key,
+                                    config.control_restart_cmd, config.engine_start_timeout_s)
+        else:
+            self.kind = None
+            self.why_off = "--no-twin" if config.is_builtin else "no --control-target"
+        if self.target is not None:
+            self.target.life = last_life  # a resumed run's control goes on counting its lives
+        self.client: Optional[Client] = None  # once started
+        self.num_crashes = 0
+        self._started_wall: Optional[float] = None  # when the current life started (its restart schedule)
+        self._lock = asyncio.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return self.why_off is None
+
+    @property
+    def can_restart(self) -> bool:
+        return self.target is not None and self.target.can_restart
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.target.pid if self.enabled and self.target is not None else None
+
+    async def start(self, main_pid: Optional[int], model: Optional[str]) -> None:
+        """Start the control beside a running main engine (a twin only where memory allows)."""
+        if not self.enabled:
+            return
+        if self.kind == "twin" and self.config.twin is None:
+            short = _memory_short(main_pid)
+            if short is not None:
+                self._turn_off(short)
+                return
+        async with self._lock:
+            if await self._start_or_off(first=True):
+                self.client = Client(self.http, self.target.url, self.config.resolved_api, model,
+                                     self.config.api_key, self.config.request_timeout_s)
+
+    @asynccontextmanager
+    async def probing(self) -> AsyncIterator[bool]:
+        """Held by a probe cycle: no restart meanwhile. Yields whether the control can be probed
+        (a control found dead is started again first)."""
+        if not self.enabled:
+            yield False
+            return
+        async with self._lock:
+            await self._recover_if_dead()
+            yield self.enabled and self.client is not None
+
+    async def keep(self) -> None:
+        """Runs beside the soak: a crashed control is started again, a due one restarted."""
+        while self.enabled:
+            await asyncio.sleep(POLL_S)
+            if self._lock.locked():
+                continue
+            async with self._lock:
+                if not await self._recover_if_dead() and self._restart_due():
+                    await self._restart("scheduled")
+
+    async def stop(self) -> None:
+        if self.target is not None:
+            await self.target.stop()
+
+    def describe(self, now: Optional[float] = None) -> str:
+        if not self.enabled or self.target is None:
+            return f"off ({self.why_off})"
+        age = self.target.age(now if now is not None else time.time())
+        return (f"{self.kind} (life {self.target.life}, pid {self.target.pid}"
+                + (f", age {age:.0f} s)" if age is not None else ")"))
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest's `control`."""
+        out: dict[str, Any] = {
+            "kind": self.kind, "url": self.target.url if self.target is not None and self.target.url else None,
+            "restart_every_s": self.config.twin_restart_every_s if self.can_restart else None,
+            "restart_cmd": self.config.control_restart_cmd, "enabled": self.enabled, "why_off": self.why_off}
+        if self.kind == "url" and not self.can_restart:
+            out["never_restarted"] = "no --control-restart-cmd"
+        return out
+
+    # --- lives -------------------------------------------------------------------------------------
+
+    def _restart_due(self) -> bool:
+        return (self.can_restart and self._started_wall is not None
+                and time.time() - self._started_wall >= self.config.twin_restart_every_s)
+
+    async def _recover_if_dead(self) -> bool:
+        """A control that died unasked: recorded and started again (off after too many). True when
+        it had died. The caller holds the lock."""
+        exit_info = self.target.check_exit() if self.enabled and self.target is not None else None
+        if exit_info is None:
+            return False
+        self.num_crashes += 1
+        self.on_event("control_exit", exit_code=exit_info.exit_code, log_tail=exit_info.log_tail,
+                      control_life=self.target.life)
+        logger.warning("control engine exited with code %s; starting it again", exit_info.exit_code)
+        if self.num_crashes > MAX_CONTROL_CRASHES:
+            self._turn_off(f"it died {self.num_crashes} times")
+        else:
+            await self._start_or_off(first=False)
+        return True
+
+    async def _restart(self, reason: str) -> None:
+        try:
+            await self.target.restart(reason)
+        except SoakError as exc:
+            await self.target.stop()
+            self._turn_off(f"restarting it failed: {_first_line(exc)}")
+            return
+        self._started(first=False)
+
+    async def _start_or_off(self, first: bool) -> bool:
+        try:
+            await self.target.start()
+        except SoakError as exc:
+            await self.target.stop()
+            self._turn_off(f"it could not start: {_first_line(exc)}")
+            return False
+        self._started(first)
+        return True
+
+    def _started(self, first: bool) -> None:
+        self._started_wall = time.time()
+        if not first and self.client is not None:
+            self.client.set_base_url(self.target.url)
+
+    def _turn_off(self, why: str) -> None:
+        self.why_off = why
+        self.on_event("control_off", why=why)
+        logger.warning("no control engine for the rest of the run: %s", why)
+
+
+def _as_control_events(sink: EventSink) -> EventSink:
+    """A target's own events, as the control's: its lives are not the soaked engine's."""
+    names = {"engine_start": "control_start", "engine_restart": "control_restart"}
+
+    def on_event(kind: str, **fields: Any) -> None:
+        if kind not in names:
+            logger.debug("control: %s not recorded", kind)
+            return
+        life = fields.pop("engine_life", None)
+        sink(names[kind], control_life=life, **fields)
+
+    return on_event
+
+
+def _memory_short(main_pid: Optional[int]) -> Optional[str]:
+    """Why a twin does not fit in memory now, or None when it does."""
+    import psutil
+
+    try:
+        need = psutil.Process(main_pid).memory_info().rss if main_pid else 0
+    except psutil.Error:
+        need = 0
+    available = psutil.virtual_memory().available
+    if available >= need + TWIN_MEMORY_MARGIN:
+        return None
+    return (f"{available / 2**30:.1f} GiB of memory available; a twin needs the engine's {need / 2**30:.1f} GiB "
+            f"and {TWIN_MEMORY_MARGIN / 2**30:.0f} GiB to spare (--twin starts one anyway)")
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -1,0 +1,66 @@
+"""`soak resume`: the config a run started with, and where its counters go on from.
+
+The trace position comes from the request rows written (replayer.position_from); engine and
+control lives from their start events, so a resumed run's new engine is a new life and not a
+second life 0; probe cycles from the probes table, so pairs stay numbered in order.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import NamedTuple, Optional
+
+from diagnostics import rundir_schema as schema
+from soak.config import SoakConfig
+from soak.errors import SoakError
+from soak.manifest import digest
+from soak.replayer import Position, position_from
+from soak.store import read_manifest, read_rows
+
+
+class ResumePoint(NamedTuple):
+    position: Position
+    num_calls: int  # request rows written
+    engine_life: int  # the last main engine life started (-1: none)
+    control_life: int  # the last control life started (-1: none)
+    next_cycle: int  # the next probe cycle's number
+
+
+START = ResumePoint(Position(0, {}), 0, -1, -1, 0)
+
+
+def config_to_resume(run_dir: Path, api_key: Optional[str] = None) -> SoakConfig:
+    """The run's own config, checked: not completed, and the same trace as it started with."""
+    manifest = read_manifest(run_dir)
+    if manifest.get("status") == "completed":
+        raise SoakError(f"{run_dir}: the run is completed; nothing to resume")
+    configs = manifest.get("configs") or {}
+    if "soak" not in configs:
+        raise SoakError(f"{run_dir}/{schema.MANIFEST}: expected configs.soak to resume from, found none")
+    config = SoakConfig.from_json({**configs["soak"], **({"api_key": api_key} if api_key else {})})
+    recorded = (manifest.get("trace") or {}).get("sha256")
+    if not Path(config.trace).is_file():
+        raise SoakError(f"{run_dir}: the run replays {config.trace}, which is no longer there")
+    if recorded and digest(Path(config.trace)) != recorded:
+        raise SoakError(f"{config.trace}: expected the trace the run started with (sha256 {recorded[:12]}…), "
+                        f"found a different file; resuming would replay other calls")
+    return config
+
+
+def resume_point(run_dir: Path) -> ResumePoint:
+    rows = read_rows(run_dir, "requests", ("session", "turn", "status", "kind"))
+    engine = control = -1
+    path = Path(run_dir) / schema.EVENTS
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:  # a torn last line
+                continue
+            if event.get("kind") == "engine_start" and isinstance(event.get("engine_life"), int):
+                engine = max(engine, event["engine_life"])
+            elif event.get("kind") == "control_start" and isinstance(event.get("control_life"), int):
+                control = max(control, event["control_life"])
+    cycles = [r["cycle"] for r in read_rows(run_dir, "probes", ("cycle",)) if r.get("cycle") is not None]
+    return ResumePoint(position_from(rows), len(rows), engine, control, max(cycles) + 1 if cycles else 0)

@@ -1,0 +1,223 @@
+"""The twin: a second built-in engine probed beside the soaked one every cycle. Here both engines
+are the fake server started as `soak serve` would be, each writing a journal of the generations it
+served, so the tests see the exact sequence of calls each engine got."""
+
+import asyncio
+import json
+import os
+import sys
+
+import pytest
+
+from diagnostics import rundir
+from soak.config import SoakConfig
+from soak.run import Soak
+from soak.targets import BuiltinTarget
+from tests.soak.conftest import write_trace
+
+
+def _fake_engines(monkeypatch, journal, control_args=()):
+    """Every built-in engine the soak starts is the fake server; the twin (its log is control.log)
+    gets `control_args` too."""
+    journal.mkdir()
+
+    def command(self):
+        args = [sys.executable, "-m", "tests.soak.fake_server", "--token-delay", "0.004", "--journal", str(journal)]
+        return args + list(control_args) if self.log_path.name == "control.log" else args
+
+    monkeypatch.setattr(BuiltinTarget, "command", property(command))
+
+
+def _soak(tmp_path, **kw):
+    tmp_path.mkdir(exist_ok=True)
+    trace = write_trace(tmp_path / "trace.jsonl", sessions=3, turns=6, think=0.1, gap=0.2)
+    options = dict(trace=str(trace), duration_s=7.0, concurrency=2, speed=2.0, probe_every_s=1.0,
+                   probe_input_tokens=16, probe_output_tokens=8, flush_every_s=0.5, sample_every_s=0.4,
+                   profiles=False, probe_wait_s=5.0, twin_restart_every_s=2.5, engine_start_timeout_s=30.0)
+    options.update(kw)
+    run_dir = tmp_path / "run"
+    status = asyncio.run(Soak(SoakConfig(**options), run_dir, command=["soak", "run"]).run())
+    return status, run_dir
+
+
+def _events(run_dir):
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+
+
+def _journal(journal, port):
+    path = journal / f"{port}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_twin_probes_pair_by_cycle_alone_in_alternating_order(tmp_path, monkeypatch):
+    journal = tmp_path / "journal"
+    _fake_engines(monkeypatch, journal)
+    status, run_dir = _soak(tmp_path)
+    assert status == "completed"
+    events = _events(run_dir)
+    main_ports = {e["port"] for e in events if e["kind"] == "engine_start"}
+    control_ports = {e["port"] for e in events if e["kind"] == "control_start"}
+    assert main_ports and control_ports and not main_ports & control_ports
+
+    # Every generation either engine served, in time order.
+    served = sorted([{**g, "role": "main"} for p in main_ports for g in _journal(journal, p)]
+                    + [{**g, "role": "control"} for p in control_ports for g in _journal(journal, p)],
+                    key=lambda g: g["t0"])
+    assert all(g["probe"] for g in served if g["role"] == "control")  # the twin takes no replay traffic
+
+    probes = rundir.read_table(run_dir, "probes")
+    assert set(probes["role"]) == {"main", "control"} and probes["status"].eq("ok").all()
+    assert probes["probe_id"].nunique() == 1
+    by_cycle = probes.sort_values("t").groupby("cycle", sort=True)
+    assert list(by_cycle.groups) == list(range(len(by_cycle)))  # 0, 1, 2, ... with no gap
+    for number, rows in by_cycle:
+        order = list(rows["role"])
+        assert order == (["main", "control"] if number % 2 == 0 else ["control", "main"]), (number, order)
+        assert rows["reason"].nunique() == 1  # the control's probe carries its main probe's reason
+    reasons = list(probes.sort_values("t").drop_duplicates("cycle")["reason"])
+    assert reasons[0] == "start" and "periodic" in reasons
+    assert reasons[-4:] == ["end", "after_restart", "after_restart", "after_restart"]  # the restart control
+
+    # The exact sequence of probe calls: each probe, preceded by a warm-up on an engine life's first one.
+    expected, cycle_of_call, seen = [], [], set()
+    for _, row in probes.sort_values(["cycle", "t"]).iterrows():
+        num_calls = 1 if (row["role"], row["engine_life"]) in seen else 2
+        seen.add((row["role"], row["engine_life"]))
+        expected += [row["role"]] * num_calls
+        cycle_of_call += [row["cycle"]] * num_calls
+    probe_calls = [g for g in served if g["probe"]]
+    assert [g["role"] for g in probe_calls] == expected
+    for a, b in zip(probe_calls, probe_calls[1:]):  # back to back, never side by side
+        assert a["t1"] <= b["t0"] + 0.005
+    # While a cycle's probes ran, the main engine served nothing else.
+    replayed = [g for g in served if not g["probe"]]
+    assert len(replayed) >= 6
+    windows = _windows(probe_calls, cycle_of_call)
+    for g in replayed:
+        assert all(g["t1"] <= w0 + 0.005 or g["t0"] >= w1 - 0.005 for w0, w1 in windows), g
+
+    # The twin was restarted on its schedule, between cycles, never during one.
+    restarts = [e for e in events if e["kind"] == "control_restart"]
+    assert restarts and all(e["reason"] == "scheduled" for e in restarts)
+    starts = [e for e in events if e["kind"] == "control_start"]
+    assert [e["control_life"] for e in starts] == list(range(len(starts))) and len(starts) == len(restarts) + 1
+    for restart, start in zip(restarts, starts[1:]):
+        assert all(restart["t"] >= w1 or start["t"] <= w0 for w0, w1 in windows), (restart, start)
+    control = probes[probes["role"] == "control"]
+    assert control["engine_life"].nunique() >= 2 and control["engine_age_s"].max() < 2.5 + 3.0
+
+    # Control probes are not the main engine's traffic; control events are not engine lives.
+    requests = rundir.read_table(run_dir, "requests")
+    main = probes[probes["role"] == "main"]
+    assert sorted(requests.loc[requests["kind"] == "probe", "request_id"]) == sorted(
+        f"probe-{c}-{r}" for c, r in zip(main["cycle"], main["reason"]))
+    assert [e["engine_life"] for e in events if e["kind"] == "engine_start"] == [0, 1]
+    assert not any("engine_life" in e for e in events if e["kind"].startswith("control_"))
+
+    manifest = rundir.read_manifest(run_dir).raw
+    assert manifest["control"] == {"kind": "twin", "url": manifest["control"]["url"], "restart_every_s": 2.5,
+                                   "restart_cmd": None, "enabled": True, "why_off": None}
+    if len(os.sched_getaffinity(0)) >= 2:
+        allowed = sorted(os.sched_getaffinity(0))
+        assert manifest["affinity"] == {"driver": allowed[:1], "engine": allowed[1:]}
+    assert (run_dir / "control.log").exists()
+    snaps = rundir.read_table(run_dir, "snapshots")
+    for column in ("driver_cpu_percent", "driver_rss_bytes", "host_cpu_percent", "control_rss_bytes"):
+        assert snaps[column].notna().any(), column
+    assert snaps["driver_rss_bytes"].dropna().gt(1e7).all() and snaps["host_other_cpu_percent"].dropna().ge(0).all()
+
+
+def _windows(probe_calls, cycle_of_call):
+    """(start, end) of each cycle's calls, warm-ups included."""
+    windows = {}
+    for g, cycle in zip(probe_calls, cycle_of_call):
+        window = windows.setdefault(cycle, [g["t0"], g["t1"]])
+        window[0], window[1] = min(window[0], g["t0"]), max(window[1], g["t1"])
+    return list(windows.values())
+
+
+def test_a_twin_that_cannot_start_turns_off_and_the_soak_completes(tmp_path, monkeypatch):
+    _fake_engines(monkeypatch, tmp_path / "journal", control_args=["--exit-at-once"])
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})  # a 1-CPU machine
+    status, run_dir = _soak(tmp_path, duration_s=3.0)
+    assert status == "completed"
+    events = _events(run_dir)
+    off = [e for e in events if e["kind"] == "control_off"]
+    assert len(off) == 1 and "could not start" in off[0]["why"] and "code 3" in off[0]["why"]
+    assert not any(e["kind"] == "control_start" for e in events)
+    probes = rundir.read_table(run_dir, "probes")
+    assert set(probes["role"]) == {"main"} and probes["cycle"].is_unique and len(probes) >= 3
+    manifest = rundir.read_manifest(run_dir).raw
+    assert manifest["control"]["enabled"] is False and "could not start" in manifest["control"]["why_off"]
+    assert manifest["affinity"] == {"why_off": "the soak may use 1 CPU; separate cores need at least 2"}
+
+
+def test_no_twin_where_memory_is_short_and_with_no_twin(tmp_path, monkeypatch):
+    import psutil
+
+    class Memory:
+        available, total = 3 * 2**30, 8 * 2**30
+
+    _fake_engines(monkeypatch, tmp_path / "journal")
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: Memory())
+    status, run_dir = _soak(tmp_path, duration_s=2.0, probe_every_s=0.0)
+    assert status == "completed"
+    control = rundir.read_manifest(run_dir).raw["control"]
+    assert control["kind"] == "twin" and not control["enabled"] and "3.0 GiB of memory available" in control["why_off"]
+    assert [e["why"] for e in _events(run_dir) if e["kind"] == "control_off"] == [control["why_off"]]
+    assert set(rundir.read_table(run_dir, "probes")["role"]) == {"main"}
+
+    status, run_dir = _soak(tmp_path / "off", duration_s=2.0, probe_every_s=0.0, twin=False, affinity=False)
+    manifest = rundir.read_manifest(run_dir).raw
+    assert manifest["control"]["kind"] is None and manifest["control"]["why_off"] == "--no-twin"
+    assert manifest["affinity"] == {"why_off": "--no-affinity"}
+    assert not any(e["kind"].startswith("control_") for e in _events(run_dir))
+
+
+def test_a_twin_that_dies_is_recorded_and_started_again(tmp_path, monkeypatch):
+    import signal
+
+    from soak import control as control_module
+
+    _fake_engines(monkeypatch, tmp_path / "journal")
+    killed = []
+    keep = control_module.ControlEngine.keep
+
+    async def keep_and_kill(self):  # kill the first twin once it has served a probe
+        async def kill_later():
+            while not (self.client and self.client.base_url and self.target.life == 0 and self.target.proc):
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(1.5)
+            killed.append(self.target.pid)
+            os.kill(self.target.pid, signal.SIGKILL)
+
+        task = asyncio.create_task(kill_later())
+        try:
+            await keep(self)
+        finally:
+            task.cancel()
+
+    monkeypatch.setattr(control_module.ControlEngine, "keep", keep_and_kill)
+    status, run_dir = _soak(tmp_path, duration_s=5.0, twin_restart_every_s=600.0)
+    assert status == "completed" and killed
+    events = _events(run_dir)
+    exits = [e for e in events if e["kind"] == "control_exit"]
+    assert len(exits) == 1 and exits[0]["exit_code"] == -signal.SIGKILL and exits[0]["control_life"] == 0
+    assert [e["control_life"] for e in events if e["kind"] == "control_start"] == [0, 1]
+    assert [e["engine_life"] for e in events if e["kind"] == "engine_start"] == [0, 1]  # the main one's alone
+    control = rundir.read_table(run_dir, "probes").query("role == 'control'")
+    assert 1 in set(control["engine_life"])  # probed again after it came back
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"twin": True, "target": "http://127.0.0.1:9"}, "twin: expected off for a URL target"),
+    ({"control_target": "http://127.0.0.1:9"}, "control_target: expected unset for the builtin target"),
+    ({"target": "http://127.0.0.1:9", "control_target": "http://127.0.0.1:9"}, "a second instance"),
+    ({"target": "http://127.0.0.1:9", "control_restart_cmd": "true"}, "control_restart_cmd: expected unset"),
+    ({"twin_restart_every_s": 0}, "twin_restart_every_s: expected a number of seconds > 0"),
+])
+def test_control_options_are_checked(kw, message):
+    from soak.errors import SoakError
+
+    with pytest.raises(SoakError, match=message):
+        SoakConfig(trace="t.jsonl", duration_s=1.0, **kw)
