@@ -84,7 +84,7 @@ def analyze(source: Source) -> Analysis:
     checks += checks_mod.engine_checks(source, dec.samples)
     return Analysis(
         verdict=decision.verdict, slowdown=_slowdown(decision.decode), onset=found_onset,
-        recovered_by_restart=_recovered(restart), suspects=suspects, checks=tuple(checks), samples=dec.samples,
+        recovered_by_restart=_recovered(restart, decision), suspects=suspects, checks=tuple(checks), samples=dec.samples,
         model=dec.model, changepoints=dec.changepoints, comparisons=comparisons, source_path=source.path,
         source_kind=source.kind, engine=source.engine, prefix_reuse=prefix_reuse,
         age_basis=(decision.basis if decision.basis in ("prefix_reuse", "prefill") else "decode"), prefill=prefill,
@@ -109,12 +109,18 @@ def _slowdown(c: Optional[Comparison]) -> Optional[Slowdown]:
                     i.hi if i.bounded else None)
 
 
-def _recovered(restart: Optional[Comparison]) -> Optional[bool]:
-    """True when the aged engine ran materially slower than the fresh one after the restart,
-    False when that is ruled out, None when the data hold no restart or cannot tell."""
+def _recovered(restart: Optional[Comparison], decision: verdict_mod.Decision) -> Optional[bool]:
+    """Whether a restart brought a slowdown back: for engine age, True when the aged engine ran
+    materially slower than the fresh one after the restart; False when a restart ruled a slowdown
+    out as age (a fresh engine as slow). None without a restart, without a slowdown to bring back,
+    or when the data cannot tell."""
     if restart is None:
         return None
-    return True if restart.loss else False if restart.no_loss else None
+    if decision.verdict == "engine_age_degradation":
+        return True if restart.loss else None
+    if decision.cause == verdict_mod.HOST_DRIFT and any(f.name == "fresh_control" for f in decision.findings):
+        return False if not restart.loss else None
+    return None
 
 
 def _onset(source: Source, dec: decode.DecodeEvidence, decision: verdict_mod.Decision, prefix_reuse, prefill,
