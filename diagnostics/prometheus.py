@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from diagnostics.errors import DiagnosticsError
-from diagnostics.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, assign_engine_lives
+from diagnostics.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, assign_engine_lives, empty_events
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,12 @@ def parse_scrapes(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
         step_time = np.where(np.isfinite(itl) & (itl > 0), itl, 1.0 / per_req_rate)
         step_time = np.where(np.isfinite(step_time) & (step_time > 0), step_time, np.nan)
         gen_tps = d_gen / dt_s
-        running = raw["num_running_reqs"]
+        # A gauge is one moment; a row is the window since the previous scrape. The window decoded
+        # with the requests the scrapes at its ends saw running (a request that finished inside it
+        # leaves 0 at its end): the mean of the ends that saw any.
+        running = _window_state(raw["num_running_reqs"], raw["num_running_reqs"])
+        num_tokens = _window_state(raw["num_tokens"], raw["num_running_reqs"])
+        usage = _window_state(raw["token_usage"], raw["num_running_reqs"])
         # Where the engine reports its per-token time, throughput follows from it and the batch.
         gen_tps = np.where(np.isfinite(step_time) & (running > 0), running / step_time, gen_tps)
         hit_rate = np.where(np.isfinite(delta("prefix_queries")),
@@ -116,9 +121,9 @@ def parse_scrapes(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     lives, ages, _ = assign_engine_lives(t, restarted, np.ones(n, dtype=bool))
     steps = pd.DataFrame({
         "t": t, "engine_life": lives, "engine_age_s": ages, "phase": phase.astype(object),
-        "num_running_reqs": running, "num_queue_reqs": raw["num_queue_reqs"], "num_tokens": raw["num_tokens"],
+        "num_running_reqs": running, "num_queue_reqs": raw["num_queue_reqs"], "num_tokens": num_tokens,
         "gen_tps": gen_tps, "input_tps": d_prompt / dt_s, "step_time_s": step_time,
-        "token_usage": raw["token_usage"], "mamba_usage": raw["mamba_usage"], "cache_hit_rate": hit_rate,
+        "token_usage": usage, "mamba_usage": raw["mamba_usage"], "cache_hit_rate": hit_rate,
         "num_preemptions": np.where(restarted, np.nan, delta("preemptions")),
         "line": np.arange(1, n + 1),
     }).reindex(columns=STEP_FRAME_COLUMNS)
@@ -128,10 +133,23 @@ def parse_scrapes(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     ev_rows += [{"t": t[i], "engine_life": lives[i], "engine_age_s": ages[i], "kind": "preemption",
                  "count": pre[i], "detail": f"{pre[i]:.0f} preempted or retracted", "line": i + 1}
                 for i in np.flatnonzero(np.nan_to_num(pre) > 0)]
-    events = pd.DataFrame(ev_rows).reindex(columns=EVENT_FRAME_COLUMNS)
-    if not events.empty:
-        events = events.sort_values("t", kind="stable", ignore_index=True)
+    if not ev_rows:  # typed columns: an empty frame of objects cannot be compared with a time
+        return steps, empty_events(), engine
+    events = pd.DataFrame(ev_rows).reindex(columns=EVENT_FRAME_COLUMNS).sort_values("t", kind="stable",
+                                                                                    ignore_index=True)
     return steps, events, engine
+
+
+def _window_state(gauge: np.ndarray, running: np.ndarray) -> np.ndarray:
+    """Per scrape, a gauge over the window since the previous one: the mean of its values at the
+    window's ends where requests were running there; its own value where neither end saw any."""
+    prev_gauge = np.concatenate([[np.nan], gauge[:-1]])
+    busy = np.nan_to_num(running) > 0  # [n]
+    prev_busy = np.concatenate([[False], busy[:-1]])
+    num = np.where(busy, gauge, 0.0) + np.where(prev_busy, prev_gauge, 0.0)
+    den = busy.astype(float) + prev_busy
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), gauge)
 
 
 def _first(values: dict[str, float], names: tuple[str, ...]) -> float:
