@@ -7,9 +7,12 @@ engine log's `input throughput`). A cost that lands on admissions — eviction t
 work harder for every page it frees once the pool is full, say — shows there.
 
 - rows: prefill rows of the first engine life with new tokens and a time, in time order;
-- matched conditions: bands of new tokens (powers of BAND); a band's healthy time is the
-  median over the first EARLY_FRACTION of the rows, and every row's residual is
-  log(its time / its band's healthy median);
+- matched conditions: bands of new tokens and, where the rows say it, of cached tokens (powers
+  of BAND each): a prefill attends to its cached prefix, so an append onto a longer context
+  takes longer at the same new-token count, which is context, not age. A band's healthy time
+  is the median over the first EARLY_FRACTION of the rows, and every row's residual is
+  log(its time / its band's healthy median); a late row whose band was never seen early has
+  none and is not compared;
 - a loss: the matched rows of the last LATE_FRACTION took, in total, at least MATERIAL_RATIO
   times what their bands' healthy medians predict (a cost paid by some admissions and not
   others counts by the time it adds), with at least MIN_LATE such rows and more than half of
@@ -66,6 +69,10 @@ def compare(steps: pd.DataFrame) -> Optional[PrefillComparison]:
     new = df["new_tokens"].to_numpy(dtype=float)
     log_t = np.log(new / df["input_tps"].to_numpy(dtype=float))
     band = np.floor(np.log(new) / math.log(BAND))
+    if "cached_tokens" in df:
+        cached = df["cached_tokens"].to_numpy(dtype=float)
+        cached_band = np.where(np.isfinite(cached), np.floor(np.log1p(np.nan_to_num(cached)) / math.log(BAND)), -1)
+        band = band * 1000 + cached_band
     healthy = pd.Series(log_t[:num_early]).groupby(band[:num_early]).median()
     residual = log_t - pd.Series(band).map(healthy).to_numpy(dtype=float)
     age = df["engine_age_s"].to_numpy(dtype=float) if "engine_age_s" in df else np.full(n, np.nan)
@@ -84,7 +91,7 @@ def compare(steps: pd.DataFrame) -> Optional[PrefillComparison]:
     ratio = float(time[ok].sum() / expected[ok].sum())
     share = float(np.mean(late > 0))
     loss = ratio >= MATERIAL_RATIO and share > MIN_SHARE
-    detail = (f"prefill time at matched new-token counts: the last {len(late)} matched prefills took {ratio:.2f}x, in "
+    detail = (f"prefill time at matched new and cached token counts: the last {len(late)} matched prefills took {ratio:.2f}x, in "
               f"total, what the first {num_early} predict ({share:.0%} of them above their band's healthy median; a "
               f"loss from {MATERIAL_RATIO:.1f}x with more than {MIN_SHARE:.0%} slower)")
     onset_t = onset_age = None
@@ -97,6 +104,6 @@ def compare(steps: pd.DataFrame) -> Optional[PrefillComparison]:
     # The material level on the speed scale; most late rows must also be slower than healthy.
     material = 1 / MATERIAL_RATIO if share > MIN_SHARE else 0.0
     comparison = Comparison("prefill", interval, num_early, len(late), material,
-                            f"prefill time at matched new-token counts, predicted over taken for the last {len(late)} "
+                            f"prefill time at matched new and cached token counts, predicted over taken for the last {len(late)} "
                             f"{interval.describe()}", None, "speed")
     return PrefillComparison(ratio, num_early, len(late), share, loss, detail, rows, onset_t, onset_age, comparison)
