@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple, Optional
 
-from diagnostics.intervals import Interval
+from diagnostics.intervals import Interval, divide
 
 DECODE_MATERIAL = 0.9  # a 10 % loss of decode throughput at matched conditions
 
@@ -52,6 +52,14 @@ class Comparison(NamedTuple):
         if self.healthy_level is None or not math.isfinite(self.ratio):
             return None
         return self.healthy_level * self.ratio
+
+    def corrected(self, host: "Comparison") -> "Comparison":
+        """This comparison with the host's own change taken out: divided by a young control's
+        late-over-early ratio over the same run (`control_drift`), intervals combined."""
+        interval = divide(self.interval, host.interval)
+        return self._replace(interval=interval,
+                             detail=f"{self.detail}; corrected for the host by the fresh control's own drift "
+                                    f"({host.interval.describe()}): {interval.describe()}")
 
     def to_dict(self) -> dict:
         i = self.interval

@@ -49,6 +49,17 @@ class Interval(NamedTuple):
         return f"{self.estimate:.{digits}f} ({self.level:.0%} interval {self.lo:.{digits}f}-{self.hi:.{digits}f})"
 
 
+def divide(a: Interval, b: Interval) -> Interval:
+    """a / b with their uncertainties combined in quadrature on the log scale (each side of each
+    interval on its own, as if independent): a ratio corrected by another measured ratio."""
+    if not (a.bounded and b.bounded) or a.estimate <= 0 or b.estimate <= 0 or a.lo <= 0 or b.lo <= 0:
+        return Interval(a.estimate / b.estimate if b.estimate > 0 else math.nan, 0.0, math.inf, a.level)
+    up = math.hypot(math.log(a.hi / a.estimate), math.log(b.estimate / b.lo))
+    down = math.hypot(math.log(a.estimate / a.lo), math.log(b.hi / b.estimate))
+    estimate = a.estimate / b.estimate
+    return Interval(estimate, estimate * math.exp(-down), estimate * math.exp(up), a.level)
+
+
 def log_ratio(early: Sequence[float], late: Sequence[float], level: float = LEVEL) -> Interval:
     """exp(mean log late - mean log early) with its Welch t interval: late over early on a
     ratio scale (values must be > 0; others are dropped)."""
