@@ -2,28 +2,35 @@
 
 The rules, in order (docs/diagnostics.md, "The verdict"):
 
-1. **Decode.** With a paired control (the soaked engine probed back to back with a fresh twin or
-   control instance), the paired comparison alone decides: host drift slows both and cancels.
-   Without one, identical probes decide when their interval can tell; otherwise the step
-   series around an onset, when context cannot explain it, and unless matched bins rule the
-   loss out.
-2. **Controls.** Without a paired control, a decode loss must survive the controls the data
-   hold: a restart whose fresh engine was not shown materially faster than the aged one just
-   before it (`restart`, the same moment compared), or other load on the host rising while the
-   engine slowed, makes it host or load drift (`cause`), not engine age.
-   With a paired control, the main engine's probes falling while the control fell as much is
-   said the same way.
+1. **Decode.** A paired control (the soaked engine probed back to back with a fresh twin or
+   control instance) that shows a loss is engine age; one that rules a loss out ends the
+   question (host drift slowed both and cancels). Otherwise identical probes decide when their
+   interval can tell (a probe loss is age; probes that rule a loss out veto the step series);
+   otherwise the step series after an onset, when context cannot explain it and matched bins
+   do not rule the loss out. Where a control was probed through the run, every comparison of
+   the soaked engine alone that times something (probes, step series, bins, prefill) is first
+   divided by the control's own drift (`control_drift`, intervals combined): what slowed the
+   host slowed the control as much.
+2. **Controls.** A loss seen on the soaked engine alone must survive the controls the data
+   hold: a restart whose fresh engine ran about as slow as the aged one just before it (the
+   `restart` comparison's estimate above its material level: the same moment compared), or —
+   with no control probed beside it —
+   other load on the host rising while the engine slowed, makes it host or load drift
+   (`cause`), not engine age. A loss that the control's drift takes away is said the same way.
 3. **Prefill side.** A prefix cache that stops reusing, or prefill that takes longer and longer,
    carries the verdict when decode shows no loss (or only the probes show one while matched
-   bins rule it out). Prefill time is host-bound: it must survive the control's own drift,
-   the restart and host contention as decode does. Prefix reuse is a share, not a time: no
-   host drift moves it.
-4. **No age.** The decisive decode comparison (the paired control when it has an interval, else
-   whichever of the restart control, the probes, the bins and the step series rules out the
-   most) must rule out a loss of LOW_FLOOR; otherwise the answer is `insufficient_data`. The
-   verdict is then `context_growth_only` when raw throughput fell, else `no_degradation` (also
-   when the fall was host or load drift: neither context nor age). With no interval anywhere
-   but a context-only model that explains the slowdown, it is `context_growth_only`, low.
+   bins rule it out). Prefill time is host-bound: it is corrected and must survive the
+   restart and host contention as decode does. Prefix reuse is a share, not a time: no host
+   drift moves it.
+4. **No age.** The decisive decode comparison — the paired control when it alone can tell; else,
+   of it, the restart control, the probes, the bins and the step series, the one whose interval
+   rules out the most — must rule out a loss of LOW_FLOOR; otherwise the answer is `insufficient_data`. The verdict is
+   then `context_growth_only` when raw throughput fell, else `no_degradation` (also when the
+   fall was host or load drift: neither context nor age). With no interval anywhere but a
+   context-only model that explains the slowdown, it is `context_growth_only`, low. A verdict of
+   no age that rests on the log's own samples (step series, bins) needs them to span MIN_SPAN_S
+   of engine time: a few windows a minute apart cannot show what hours of serving do
+   (`insufficient_data`, failed `data_span` check).
 
 A loss is a comparison whose whole interval lies at or below its material level (see
 diagnostics.comparison). Confidence: engine age is `high` when the interval also clears the
@@ -46,6 +53,9 @@ MARGIN = 0.9  # engine age whose interval clears the material level by this fact
 HOST_DRIFT = "host_or_load_drift"
 SIDE_TEXT = {"prefix_reuse": "prefix reuse", "prefill": "prefill time"}
 DECODE_BASES = ("paired_control", "restart", "probes", "bins", "step_series")
+SANE_RATIO = (0.02, 5.0)  # late over healthy beyond these: the matching failed, not the engine
+MIN_SPAN_S = 300.0  # engine time a verdict of no age from the log's samples needs them to cover
+LOG_BASES = ("bins", "step_series")  # comparisons made from the log's own decode samples
 
 
 class HostLoad(NamedTuple):
@@ -79,6 +89,7 @@ class Evidence(NamedTuple):
     host: Optional[HostLoad] = None
     raw_ratio: Optional[float] = None  # last quarter's raw decode rate over the first quarter's
     no_data: Optional[str] = None  # why neither steps nor probes can carry an analysis
+    span_s: Optional[float] = None  # engine time the usable decode samples cover
 
 
 class Finding(NamedTuple):
@@ -102,10 +113,25 @@ class Decision(NamedTuple):
 
 def decide(ev: Evidence) -> Decision:
     findings: list[Finding] = []
+    insane = [c for c in (ev.paired, ev.restart, ev.probes, ev.bins, ev.steps)
+              if c is not None and math.isfinite(c.ratio) and not SANE_RATIO[0] <= c.ratio <= SANE_RATIO[1]]
+    if insane:
+        lo, hi = SANE_RATIO
+        said = "; ".join(f"{c.basis.replace('_', ' ')} reads {c.ratio:.3g}" for c in insane)
+        findings.append(Finding("ratio_sanity", "fail",
+                                f"late over healthy at matched conditions must lie within {lo:g}-{hi:g}, but {said}: "
+                                f"the matching failed (samples of different work compared), not a measure of the "
+                                f"engine"))
+        return Decision("insufficient_data", None, None, None, None, None,
+                        f"The data cannot tell: the matching failed ({said}, outside {lo:g}-{hi:g}).", tuple(findings))
+    raw = ev
+    ev = _host_corrected(ev)
     decode = _decisive_decode(ev)
     claim, cause = _decode_claim(ev, findings)
-    if claim is not None and ev.paired is None:
+    if claim is not None and claim.basis != "paired_control":
         claim, cause = _survives_controls(claim, ev, findings, "decode")
+    if claim is None and cause is None and (ev.control_drift is not None or ev.paired is not None):
+        cause = _drift_explains(raw, ev, findings)
     side = _side_claim(ev, claim, findings)
     if side is not None:
         claim = side
@@ -119,6 +145,14 @@ def decide(ev: Evidence) -> Decision:
         return Decision("insufficient_data", None, None, None, None, None,
                         f"The data cannot tell: {ev.no_data}.", tuple(findings))
     fell = ev.raw_ratio is not None and ev.raw_ratio < RAW_DROP
+    if (decode is None or decode.basis in LOG_BASES) and ev.span_s is not None and ev.span_s < MIN_SPAN_S:
+        findings.append(Finding("data_span", "fail",
+                                f"the usable decode samples cover {ev.span_s:.0f} s of engine time; a verdict of no "
+                                f"engine age from them needs at least {MIN_SPAN_S / 60:.0f} minutes: a few windows "
+                                f"a minute apart cannot show what hours of serving do"))
+        return Decision("insufficient_data", None if decode is None else decode.basis, decode, decode, cause, None,
+                        f"The data cannot tell: the usable decode samples cover {ev.span_s:.0f} s of engine time, "
+                        f"too short to rule engine age out.", tuple(findings))
     if decode is None and ev.context == "explains":
         return Decision("context_growth_only", "step_series", None, None, "context_growth", "low",
                         "Context growth, low confidence: the most generous context-only model explains the slowdown "
@@ -148,33 +182,49 @@ def decide(ev: Evidence) -> Decision:
 
 
 def _decisive_decode(ev: Evidence) -> Optional[Comparison]:
-    """The decode comparison a verdict of no age rests on: the paired control when it has an
-    interval; else, of the restart control, the probes, the bins and the step series, the one
-    whose interval rules out the most."""
-    if ev.paired is not None and ev.paired.interval.bounded:
+    """The decode comparison a verdict of no age rests on: the paired control when it alone rules
+    out a loss of LOW_FLOOR; else, of it, the restart control, the probes, the bins and the step
+    series (each corrected for the host where there is a control), the one whose interval rules
+    out the most."""
+    if ev.paired is not None and ev.paired.interval.bounded and ev.paired.interval.lo > LOW_FLOOR:
         return ev.paired
     # The step series is measured against a healthy model; when context explains what it shows,
     # it says nothing about age.
     steps = ev.steps if ev.context != "explains" else None
-    bounded = [c for c in (ev.restart, ev.probes, ev.bins, steps) if c is not None and c.interval.bounded]
+    bounded = [c for c in (ev.paired, ev.restart, ev.probes, ev.bins, steps) if c is not None and c.interval.bounded]
     return max(bounded, key=lambda c: c.interval.lo, default=None)
+
+
+def _host_corrected(ev: Evidence) -> Evidence:
+    """With a young control probed through the run, every comparison of the soaked engine alone
+    that times something (probes, step series, bins, prefill) is divided by the control's own
+    drift: what slowed the host slowed the control as much."""
+    if ev.control_drift is None:
+        return ev
+    fix = lambda c: None if c is None else c.corrected(ev.control_drift)  # noqa: E731
+    return ev._replace(probes=fix(ev.probes), steps=fix(ev.steps), bins=fix(ev.bins), prefill=fix(ev.prefill))
+
+
+def _drift_explains(raw: Evidence, ev: Evidence, findings: list[Finding]) -> Optional[str]:
+    """A loss the soaked engine showed alone that is gone once the host's drift is taken out."""
+    alone = next((c for c in (raw.probes, raw.steps if raw.onset_found else None, raw.prefill)
+                  if c is not None and c.loss), None)
+    if alone is None:
+        return None
+    said = "; ".join(c.detail for c in (ev.control_drift, ev.paired) if c is not None)
+    findings.append(Finding("fresh_control", "warn",
+                            f"the soaked engine alone slowed ({alone.detail}), but not against a fresh control "
+                            f"probed beside it ({said}): the host slowed, not the engine"))
+    return HOST_DRIFT
 
 
 def _decode_claim(ev: Evidence, findings: list[Finding]) -> tuple[Optional[Comparison], Optional[str]]:
     """Rule 1: the decode comparison that shows a material loss, if any; and a cause when a loss
     the main engine showed alone was host drift."""
-    alone = next((c for c in (ev.probes, ev.steps) if c is not None and c.loss), None)
-    if ev.paired is not None and ev.paired.interval.bounded:
-        if ev.paired.loss:
-            return ev.paired, None
-        if alone is not None:
-            drift = f"; the control's own probes ran at {ev.control_drift.interval.describe()}" if ev.control_drift else ""
-            findings.append(Finding("fresh_control", "warn",
-                                    f"the soaked engine alone slowed ({alone.detail}), but probed back to back with a "
-                                    f"fresh control it did not ({ev.paired.detail}){drift}: the host slowed, not the "
-                                    f"engine"))
-            return None, HOST_DRIFT
-        return None, None
+    if ev.paired is not None and ev.paired.loss:
+        return ev.paired, None
+    if ev.paired is not None and ev.paired.no_loss:
+        return None, None  # whatever the soaked engine showed alone, the host showed too (_drift_explains)
     if ev.probes is not None and ev.probes.interval.bounded:
         if ev.probes.loss:
             return ev.probes, None
@@ -202,13 +252,13 @@ def _decode_claim(ev: Evidence, findings: list[Finding]) -> tuple[Optional[Compa
 def _survives_controls(claim: Comparison, ev: Evidence, findings: list[Finding], what: str
                        ) -> tuple[Optional[Comparison], Optional[str]]:
     """Rule 2: a loss seen on one engine alone against the restart and host contention."""
-    if ev.restart is not None and not ev.restart.loss:
+    if ev.restart is not None and ev.restart.ratio > ev.restart.material:
         findings.append(Finding("fresh_control", "warn",
-                                f"{what} slowed ({claim.detail}), but a fresh engine right after the restart was not "
-                                f"materially faster than the aged one just before it ({ev.restart.detail}): the "
-                                f"slowdown is the host's or the load's, not the engine's age"))
+                                f"{what} slowed ({claim.detail}), but a fresh engine right after the restart ran about "
+                                f"as slow as the aged one just before it ({ev.restart.detail}): the slowdown is the "
+                                f"host's or the load's, not the engine's age"))
         return None, HOST_DRIFT
-    if ev.host is not None and ev.host.rose:
+    if ev.host is not None and ev.host.rose and ev.control_drift is None:
         findings.append(Finding("host_contention", "warn",
                                 f"{what} slowed ({claim.detail}) while {ev.host.describe()}; with no fresh control "
                                 f"probed beside it, that contention cannot be told from engine age"))
@@ -226,16 +276,7 @@ def _side_claim(ev: Evidence, decode_claim: Optional[Comparison], findings: list
     if ev.reuse is not None and ev.reuse.loss:
         side = ev.reuse
     elif ev.prefill is not None and ev.prefill.loss:
-        side = ev.prefill
-        if ev.control_drift is not None and ev.control_drift.interval.bounded:
-            host = ev.control_drift.ratio
-            if side.interval.hi / host > side.material:
-                findings.append(Finding("fresh_control", "warn",
-                                        f"prefill slowed ({side.detail}), but the fresh control's probes slowed too "
-                                        f"({ev.control_drift.detail}): corrected for the host, the loss is not "
-                                        f"material"))
-                return None
-        side, _ = _survives_controls(side, ev, findings, "prefill")
+        side, _ = _survives_controls(ev.prefill, ev, findings, "prefill")
     if side is not None and contested:
         findings.append(Finding("decode_basis", "warn",
                                 f"only identical probes show a decode loss ({decode_claim.detail}) and matched bins "

@@ -54,8 +54,10 @@ def test_a_restart_whose_fresh_engine_is_as_slow_makes_it_host_drift():
     # a restart that cures it keeps the verdict
     d = decide(Evidence(probes=LOSS, restart=cmp("restart", 0.7, 0.6, 0.8)))
     assert d.verdict == "engine_age_degradation"
-    # a restart the data cannot read either way does not confirm it
-    d = decide(Evidence(probes=LOSS, restart=cmp("restart", 0.8, 0.5, 1.3)))
+    # a restart is read by its estimate: a noisy one that still reads materially faster keeps it,
+    # one that reads about as slow vetoes it however wide its interval
+    assert decide(Evidence(probes=LOSS, restart=cmp("restart", 0.75, 0.3, 1.9))).verdict == "engine_age_degradation"
+    d = decide(Evidence(probes=LOSS, restart=cmp("restart", 0.95, 0.4, 2.2)))
     assert d.verdict != "engine_age_degradation" and d.cause == HOST_DRIFT
 
 
@@ -133,3 +135,53 @@ def test_raw_throughput_that_fell_with_no_loss_at_matched_conditions_is_context_
 def test_no_data_at_all_is_insufficient_with_the_reason():
     d = decide(Evidence(no_data="2 usable decode samples"))
     assert d.verdict == "insufficient_data" and "2 usable decode samples" in d.reason
+
+
+def test_a_ratio_beyond_the_sane_range_is_a_failed_matching_not_a_verdict():
+    # A real vLLM excerpt of six windows, the first two carrying prefill: bins read late 15.7x
+    # faster than "healthy". No engine speeds up fifteenfold; the windows compared were not alike.
+    d = decide(Evidence(bins=cmp("bins", 15.7, 12.0, 20.0), steps=cmp("step_series", 1.02, 0.97, 1.07)))
+    assert d.verdict == "insufficient_data" and d.confidence is None and d.decode is None
+    sanity = names(d)["ratio_sanity"]
+    assert sanity.status == "fail" and "bins reads 15.7" in sanity.detail and "0.02-5" in sanity.detail
+    # ...nor a fiftyfold loss, however tight its interval
+    d = decide(Evidence(steps=cmp("step_series", 0.01, 0.008, 0.012), onset_found=True))
+    assert d.verdict == "insufficient_data" and names(d)["ratio_sanity"].status == "fail"
+    # within the range the rules go on as before
+    assert decide(Evidence(probes=cmp("probes", 0.03, 0.025, 0.035))).verdict == "engine_age_degradation"
+    assert decide(Evidence(probes=cmp("probes", 4.5, 4.0, 5.0))).verdict == "no_degradation"
+
+
+def test_no_age_from_a_minute_of_log_is_insufficient_data():
+    # Four clean 10 s windows agree closely: a tight interval, but a minute of serving says nothing
+    # about what hours of it do.
+    steps = cmp("step_series", 0.99, 0.98, 1.0)
+    d = decide(Evidence(steps=steps, span_s=30.0))
+    assert d.verdict == "insufficient_data" and names(d)["data_span"].status == "fail"
+    assert "30 s of engine time" in names(d)["data_span"].detail
+    assert decide(Evidence(steps=steps, span_s=3600.0)).verdict == "no_degradation"
+    # Probes and controls are measured on purpose, not read off a log: the span rule is not theirs.
+    assert decide(Evidence(probes=cmp("probes", 0.99, 0.97, 1.01), span_s=30.0)).verdict == "no_degradation"
+    # ...and an age claim still stands or falls by its loss and its controls.
+    assert decide(Evidence(steps=cmp("step_series", 0.2, 0.1, 0.3), onset_found=True, span_s=30.0)).verdict == \
+        "engine_age_degradation"
+
+
+def test_with_a_control_every_single_engine_timing_is_corrected_by_the_controls_own_drift():
+    wide_pairs = cmp("paired_control", 0.8, 0.4, 1.6, n=2)
+    steady_host = cmp("control_drift", 1.0, 0.7, 1.4, n=2)
+    slow_host = cmp("control_drift", 0.6, 0.5, 0.72)
+    steps = cmp("step_series", 0.4, 0.36, 0.44)
+    # the pairs cannot tell, but the engine's own steps fell far more than the host could have
+    d = decide(Evidence(paired=wide_pairs, steps=steps, onset_found=True, control_drift=steady_host))
+    assert d.verdict == "engine_age_degradation" and d.basis == "step_series"
+    assert "corrected for the host" in d.decisive.detail and d.decisive.interval.hi < 0.6
+    # the same fall of the steps, with the host as slow: not age
+    d = decide(Evidence(paired=wide_pairs, steps=cmp("step_series", 0.6, 0.55, 0.65), onset_found=True,
+                        control_drift=slow_host))
+    assert d.verdict != "engine_age_degradation" and d.cause == HOST_DRIFT
+    assert names(d)["fresh_control"].status == "warn"
+    # host contention is not ruled on where a control cancels it
+    d = decide(Evidence(paired=wide_pairs, steps=steps, onset_found=True, control_drift=steady_host,
+                        host=HostLoad(5.0, 90.0)))
+    assert d.verdict == "engine_age_degradation"
