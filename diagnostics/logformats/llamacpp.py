@@ -130,7 +130,8 @@ def scan(path: Path) -> Scan:
             continue
         iso, jmon, jday, jtime, ident, iident, rel_m, rel_s, rel_f, msg = WRAPPER.match(line).group(
             "iso", "jmon", "jday", "jtime", "ident", "iident", "rel", "rels", "relf", "msg")
-        msg = msg.rstrip()
+        # Through journald a bare timing line keeps its alignment after the prefix (`       eval time = ...`).
+        msg = msg.strip()
         journal, wall, rel = (), "", np.nan
         if jmon:
             journal = (jmon, f"{jday} {jtime}")

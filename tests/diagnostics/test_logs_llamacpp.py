@@ -228,3 +228,27 @@ def test_log_prefix_without_timestamps_runs_on_busy_time(tmp_path):
     assert steps["engine_age_s"].tolist() == pytest.approx([0.5, 4.5, 4.6, 7.1])
     assert steps["gen_tps"].dropna().tolist() == [50.0, 40.0]
     assert steps["num_running_reqs"].isna().all()  # no release lines: which slots were busy is unknown
+
+
+def test_a_bare_timing_block_through_journald_keeps_its_eval_line(tmp_path):
+    """llama-server inside Ollama prints the timing block as bare lines aligned with spaces; journald
+    puts its prefix before them, so `       eval time = ...` arrives with its spaces after the prefix."""
+    head = "Sep 23 10:23:{:02d} gpu-box ollama[2817]: "
+    path = _write(tmp_path, "ollama-block.log", [
+        head.format(0) + 'time=2026-09-23T10:23:00.000Z level=INFO source=server.go:398 msg="starting llama server"',
+        head.format(1) + "slot launch_slot_: id  2 | task 537 | processing task",
+        head.format(1) + "slot update_slots: id  2 | task 537 | prompt done, n_tokens = 101944, batch.n_tokens = 6609",
+        head.format(50) + "slot print_timing: id  2 | task 537 | ",
+        head.format(50) + "prompt eval time =     645.53 ms /  6609 tokens (    0.10 ms per token, 10238.12 tokens "
+                          "per second)",
+        head.format(50) + "       eval time =   48099.23 ms /   345 tokens (  139.42 ms per token,     7.17 tokens "
+                          "per second)",
+        head.format(50) + "      total time =   48744.76 ms /  6954 tokens",
+        head.format(50) + "slot      release: id  2 | task 537 | stop processing: n_tokens = 102288, truncated = 0",
+    ])
+    steps = parse_log(path, year=2026).steps
+    prefill = steps[steps["phase"] == "prefill"].iloc[0]
+    assert (prefill["new_tokens"], prefill["cached_tokens"]) == (6609, 95335)
+    assert prefill["t"] == pd.Timestamp("2026-09-23 10:23:50") - pd.Timedelta(seconds=48.09923)
+    decode = steps[steps["phase"] == "decode"]
+    assert decode["gen_tps"].tolist() == [7.17]
