@@ -15,9 +15,10 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[engine,test]"
 	touch $@
 
-# A one-minute soak of the example agent trace on the built-in engine, then the report.
-DEMO_SOAK = --trace examples/opencode.jsonl --minutes 1 --scale 0.1 --speed 4 --concurrency 1 \
-	--probe-every 15 --probe-tokens 32 --probe-output 48 --engine-arg=--kv-tokens=2048
+# A three-minute soak of the example agent trace on the built-in engine (a fresh twin probed beside it
+# every cycle), then the report.
+DEMO_SOAK = --trace examples/opencode.jsonl --minutes 3 --scale 0.1 --speed 4 --concurrency 1 \
+	--probe-every 8 --probe-tokens 32 --probe-output 96 --engine-arg=--kv-tokens=2048
 
 demo: setup
 	@run=runs/demo-$$(date +%Y%m%d-%H%M%S) && \
