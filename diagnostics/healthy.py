@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
 
-HEALTHY_FRACTION = 0.25  # of an engine life's decode samples: its early life
+HEALTHY_FRACTION = 0.25  # of an engine life's span (engine time): its early life
 MIN_HEALTHY = 2  # samples; fewer and there is no healthy reference at all
 MIN_SPREAD = 0.2  # (max - min) / max of a feature before its slope is fitted
 GAP_FLOOR_S = 30.0  # a decode line this long after the previous one spans an idle gap...
@@ -83,6 +83,7 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
         "t": t[idx], "engine_life": life.to_numpy()[idx], "engine_age_s": df["engine_age_s"].to_numpy()[idx],
         "batch": batch.to_numpy(dtype=float)[idx], "context": context.to_numpy(dtype=float)[idx],
         "gen_tps": gen[idx], "own_time": own_time[idx], "prev_phase": prev_phase[idx], "step_index": idx,
+        "phase": phase[idx],
     })
     b = out["batch"].fillna(1.0).clip(lower=1.0).to_numpy()
     measured = np.isfinite(out["own_time"].to_numpy()) & (out["own_time"].to_numpy() > 0)
@@ -92,6 +93,16 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
     from_log = ~measured  # only interval-averaged throughput carries other work inside it
     excluded[from_log & np.isin(out["prev_phase"].to_numpy(), ("prefill",))] = "after_prefill"
     excluded[from_log & np.isin(out["prev_phase"].to_numpy(), ("idle",))] = "after_idle"
+    # A window that holds prompt tokens (vLLM's stats lines, a scrape) spent part of its time on
+    # prefill: its decode time per token, or its tokens per wall second, is not a decode step's.
+    windows = from_log | (measured & _interval_rows(out["t"], out["engine_life"], measured))
+    excluded[windows & (excluded == "") & (out["phase"].to_numpy() == "mixed")] = "window_with_prefill"
+    # Tokens over wall time at the batch the line prints hold only while that batch decoded the
+    # whole window: a batch that changed since the previous line (a request finished or joined,
+    # or none runs at the line's moment) mixes batch sizes and idle time into the rate.
+    prev_batch = out.groupby("engine_life")["batch"].shift(1).to_numpy()
+    changed = (out["batch"].to_numpy() != prev_batch) & np.isfinite(prev_batch) & np.isfinite(out["batch"].to_numpy())
+    excluded[from_log & (excluded == "") & (changed | (out["batch"].to_numpy() == 0))] = "batch_changed"
     gap = out.groupby("engine_life")["t"].diff().dt.total_seconds().to_numpy()
     usual = np.nanmedian(gap) if np.isfinite(gap).any() else np.nan
     limit = max(GAP_FLOOR_S, GAP_FACTOR * usual) if np.isfinite(usual) else np.inf
@@ -99,8 +110,14 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
     out["excluded"] = excluded
     out["measured"] = measured
     out = out[np.isfinite(out["step_time_s"]) & (out["step_time_s"] > 0)]
-    out = out.drop(columns=["own_time", "prev_phase"]).reset_index(drop=True)
+    out = out.drop(columns=["own_time", "prev_phase", "phase"]).reset_index(drop=True)
     return _step_blocks(out)
+
+
+def _interval_rows(t: pd.Series, life: pd.Series, measured: np.ndarray) -> np.ndarray:
+    """True where rows with their own step time average an interval (scrapes), not single steps."""
+    gaps = t[measured].groupby(life[measured]).diff().dt.total_seconds()
+    return np.full(len(t), bool(gaps.notna().any() and gaps.median() >= STEP_ROW_MAX_GAP_S))
 
 
 def _step_blocks(out: pd.DataFrame) -> pd.DataFrame:
@@ -129,12 +146,26 @@ def _step_blocks(out: pd.DataFrame) -> pd.DataFrame:
 
 
 def healthy_window(samples: pd.DataFrame) -> Optional[pd.DataFrame]:
-    """The early-life samples of the first engine life that has enough of them."""
+    """The early-life samples of the first engine life that has enough of them.
+
+    Early by engine time, not by count: the usable samples of the first HEALTHY_FRACTION of the
+    life's span (at least MIN_HEALTHY of them). Where clean samples are rarer early than late (a
+    fast engine's windows mostly hold a prefill or a batch change; a slowed one's do not), the
+    first quarter of them by count would reach into the late life and call it healthy. A life
+    whose first MIN_HEALTHY samples lie beyond the first half of its span has no early life to
+    speak of.
+    """
     valid = samples[samples["excluded"] == ""]
     for _, life in valid.groupby("engine_life", sort=True):
-        if len(life) >= MIN_HEALTHY + 1:
-            n = max(MIN_HEALTHY, math.ceil(HEALTHY_FRACTION * len(life)))
-            return life.iloc[:n]
+        if len(life) < MIN_HEALTHY + 1:
+            continue
+        t = life["t"]
+        span = t.iloc[-1] - t.iloc[0]
+        early = life[t <= t.iloc[0] + HEALTHY_FRACTION * span]
+        if len(early) >= MIN_HEALTHY:
+            return early
+        if t.iloc[MIN_HEALTHY - 1] <= t.iloc[0] + 0.5 * span:
+            return life.iloc[:MIN_HEALTHY]
     return None
 
 
