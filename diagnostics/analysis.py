@@ -41,7 +41,7 @@ def analyze(source: Source) -> Analysis:
         paired=paired, probes=probes, bins=dec.bins, steps=dec.steps, onset_found=dec.onset_idx is not None,
         context=dec.context, reuse=prefix_reuse.comparison if prefix_reuse is not None else None,
         prefill=prefill.comparison if prefill is not None else None, control_drift=drift, restart=restart, host=host,
-        raw_ratio=_raw_ratio(dec), no_data=no_data)
+        raw_ratio=_raw_ratio(dec), no_data=no_data, span_s=_span_s(dec))
     decision = verdict_mod.decide(evidence)
 
     checks = list(checks_mod.source_checks(source, dec.samples))
@@ -82,8 +82,9 @@ def analyze(source: Source) -> Analysis:
         if breakdown is not None:
             checks.append(breakdown)
     checks += checks_mod.engine_checks(source, dec.samples)
+    shape = dec.trend.shape if age and dec.trend is not None and decision.basis in DECODE_BASES else None
     return Analysis(
-        verdict=decision.verdict, slowdown=_slowdown(decision.decode), onset=found_onset,
+        verdict=decision.verdict, slowdown=_slowdown(decision.decode, dec.per_hour, shape), onset=found_onset,
         recovered_by_restart=_recovered(restart, decision), suspects=suspects, checks=tuple(checks), samples=dec.samples,
         model=dec.model, changepoints=dec.changepoints, comparisons=comparisons, source_path=source.path,
         source_kind=source.kind, engine=source.engine, prefix_reuse=prefix_reuse,
@@ -101,12 +102,18 @@ def _raw_ratio(dec: decode.DecodeEvidence) -> Optional[float]:
     return float(last.median() / first.median())
 
 
-def _slowdown(c: Optional[Comparison]) -> Optional[Slowdown]:
+def _span_s(dec: decode.DecodeEvidence) -> Optional[float]:
+    """Engine time the usable decode samples of the model's life cover."""
+    t = dec.life_use["t"] if len(dec.life_use) else dec.samples.loc[dec.samples["excluded"] == "", "t"]
+    return (t.max() - t.min()).total_seconds() if len(t) >= 2 else None
+
+
+def _slowdown(c: Optional[Comparison], per_hour, shape: Optional[str]) -> Optional[Slowdown]:
     if c is None or c.healthy_level is None:
         return None
     i = c.interval
     return Slowdown(c.ratio, c.healthy_level, c.late_level, c.basis, i.lo if i.bounded else None,
-                    i.hi if i.bounded else None)
+                    i.hi if i.bounded else None, per_hour, shape)
 
 
 def _recovered(restart: Optional[Comparison], decision: verdict_mod.Decision) -> Optional[bool]:
@@ -133,7 +140,10 @@ def _onset(source: Source, dec: decode.DecodeEvidence, decision: verdict_mod.Dec
         return onset_mod.series_onset(source, prefix_reuse.onset_t, prefix_reuse.onset_age_s, prefix_reuse.calls)
     if decision.basis == "prefill":
         return onset_mod.series_onset(source, prefill.onset_t, prefill.onset_age_s, prefill.rows)
-    step = onset_mod.step_onset(source, dec.life_use, dec.onset_idx) if dec.onset_idx is not None else None
+    if dec.trend is not None and dec.trend.shape == "gradual" and dec.creep_idx is not None:
+        step = onset_mod.creep_onset(dec.life_use, dec.creep_idx, dec.trend.change_age_s)
+    else:
+        step = onset_mod.step_onset(source, dec.life_use, dec.onset_idx) if dec.onset_idx is not None else None
     if decision.basis != "paired_control" and step is not None:
         return step
     series, value = (cycles, "ratio") if decision.basis == "paired_control" else (controls.main_probes(rows), "decode_tps")

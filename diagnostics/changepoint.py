@@ -67,6 +67,17 @@ class ChangePoints(NamedTuple):
         return None
 
 
+    def first_lasting_rise(self, level: float, back: float, min_start: int = 0) -> Optional[Segment]:
+        """The first segment `first_rise` would give after which no segment falls back below
+        `back`: where a series turns materially worse and stays worse. A noisy host wanders into
+        short slow spells and out of them; a slowdown that lasts does not come back."""
+        for k, (prev, seg) in enumerate(zip(self.segments, self.segments[1:]), start=1):
+            if seg.start >= min_start and seg.level >= level and seg.level > prev.level:
+                if all(later.level >= back for later in self.segments[k + 1:]):
+                    return seg
+        return None
+
+
 def detect(r: np.ndarray) -> ChangePoints:
     """Segments of constant mean in `r` (no NaN)."""
     n = len(r)

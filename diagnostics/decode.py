@@ -3,15 +3,20 @@
 1. Decode samples; lines whose window holds a prefill or idle gap are kept out.
 2. Healthy model fitted on the first quarter of the first engine life (diagnostics.healthy).
 3. Residual of every sample against it; change points on the residual series (PELT).
-4. Onset: the first segment slower than healthy by at least the material level.
+4. Onset: the first segment slower than healthy by at least the material level after which
+   the series does not come back to within half that level of healthy, with at least a tenth
+   of the life's span (or of its samples) after it.
 5. When the healthy window could not fix the context slope, or the degraded samples mostly
    run at contexts beyond the window's, context gets the benefit of the doubt: the most
    generous context-only model is fitted to the degraded samples (`context`).
-6. Two comparisons at matched conditions, each with its interval: the step series (speed
-   against the healthy model, block means after the onset against before it, or the last
-   quarter against the healthy window when there is no onset) and batch-and-context bins
-   (same batch size and context band, early against late).
-7. A restart in the data is the control: the next engine life's first samples against the
+6. The slowdown's shape (diagnostics.trend): a step or a gradual creep, and its rate per hour
+   of engine age; a creep's onset is where its trend first stands out of the healthy noise.
+7. Two comparisons at matched conditions, each with its interval: the step series (speed
+   against the healthy model, block means of the latest stretch — the last quarter of the
+   life by engine age, or from the onset when that is later — against the samples before the
+   onset, or against the healthy window for a creep or when there is no onset) and
+   batch-and-context bins (same batch size and context band, early against late).
+8. A restart in the data is the control: the next engine life's first samples against the
    healthy level and the level just before the restart.
 
 What the evidence means is decided elsewhere (diagnostics.verdict).
@@ -25,7 +30,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 import pandas as pd
 
-from diagnostics import changepoint, healthy, intervals
+from diagnostics import changepoint, healthy, intervals, trend as trend_mod
 from diagnostics.changepoint import ChangePoints
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.healthy import HealthyModel
@@ -35,6 +40,9 @@ MATERIAL = math.log(1 / DECODE_MATERIAL)  # the same 10 % on the residual's log 
 MIN_SAMPLES = 4
 CONTEXT_BAND = 1.2  # context bands are powers of this (each about +-10% wide)
 FRESH_FRACTION = 0.25  # of the next engine life's samples: its fresh level
+LATEST_FRACTION = 0.25  # the latest stretch: this last part of the life's span (engine age)
+MIN_LATE = 3  # samples the latest stretch holds at least (the last ones after the onset)
+MIN_ONSET_FRACTION = 0.1  # an onset leaves at least this part of the life's span (or samples) after it
 
 
 class DecodeEvidence(NamedTuple):
@@ -45,6 +53,9 @@ class DecodeEvidence(NamedTuple):
     changepoints: Optional[ChangePoints]
     onset_idx: Optional[int]  # index (in `samples`) of the onset's first sample
     context: str  # fitted, explains, cannot_explain, cannot_say (diagnostics.verdict)
+    trend: Optional[trend_mod.Trend]  # step or gradual, with an onset
+    creep_idx: Optional[int]  # a gradual slowdown: where its trend stands out of the healthy noise
+    per_hour: Optional[trend_mod.PerHour]  # the residual's trend per hour of engine age
     steps: Optional[Comparison]
     bins: Optional[Comparison]
     restart: Optional[Comparison]  # the aged engine just before a restart over the fresh one after it
@@ -86,14 +97,25 @@ def evaluate(steps_frame: pd.DataFrame) -> DecodeEvidence:
     if onset_idx is not None and (not model.context_identified or _beyond_window(model, life_use.loc[onset_idx:])):
         context, check = _context_only_test(life_use.loc[onset_idx:], model, cps.sigma)
         checks.append(check)
-    return DecodeEvidence(samples, use, life_use, model, cps, onset_idx, context,
-                          _step_comparison(use, life_use, onset_idx), _bin_comparison(use, model, onset_idx),
+    age = life_use["engine_age_s"].to_numpy(dtype=float)
+    resid = life_use["residual"].to_numpy(dtype=float)
+    trend = trend_mod.fit(age, resid) if onset_idx is not None else None
+    creep_idx = None
+    if trend is not None and trend.shape == "gradual":
+        base = float(life_use.loc[life_use["healthy"], "residual"].median())
+        pos = trend_mod.creep_onset(age, resid, trend, base, cps.sigma)
+        creep_idx = life_use.index[pos] if pos is not None else None
+    per_hour = trend_mod.per_hour(age, resid, trend.change_age_s if trend is not None else -math.inf)
+    gradual = trend is not None and trend.shape == "gradual"
+    late_from = creep_idx if gradual and creep_idx is not None else onset_idx
+    return DecodeEvidence(samples, use, life_use, model, cps, onset_idx, context, trend, creep_idx, per_hour,
+                          _step_comparison(life_use, late_from, gradual), _bin_comparison(use, model, onset_idx),
                           _restart(use, life_use, onset_idx), tuple(checks), None)
 
 
 def _without_model(samples: pd.DataFrame, why: str) -> DecodeEvidence:
     return DecodeEvidence(samples, samples.iloc[:0], samples.iloc[:0], None, None, None, "fitted", None, None, None,
-                          (), why)
+                          None, None, None, (), why)
 
 
 def _find_onset(use: pd.DataFrame, model: HealthyModel):
@@ -109,31 +131,50 @@ def _find_onset(use: pd.DataFrame, model: HealthyModel):
         # An onset leaves at least half the healthy window before it: a change in the first
         # seconds is the engine warming up under its first, light load, not engine age.
         min_start = max(healthy.MIN_HEALTHY, model.num_points // 2)
-        seg = cps.first_rise(base + MATERIAL, min_start)
+        # Slower and staying slower: no later segment back within half the material level of healthy;
+        # and for long enough to show it (a slow spell in the last minutes of a log is too recent).
+        seg = cps.first_lasting_rise(base + MATERIAL, base + MATERIAL / 2, min_start)
+        if seg is not None:
+            age = rows["engine_age_s"].to_numpy(dtype=float)
+            short = (age[-1] - age[seg.start] < MIN_ONSET_FRACTION * (age[-1] - age[0])
+                     and len(rows) - seg.start < MIN_ONSET_FRACTION * len(rows))
+            if short:
+                seg = None
         return cps, (rows.index[seg.start] if seg is not None else None), rows
     return first_cps, None, use.iloc[:0]
 
 
-def _step_comparison(use: pd.DataFrame, life_use: pd.DataFrame, onset_idx) -> Optional[Comparison]:
-    """Speed against the healthy model (exp(-residual)), block means late against early: after
-    the onset against before it, or the last quarter of the life against the healthy window."""
+def _step_comparison(life_use: pd.DataFrame, onset_idx, gradual: bool) -> Optional[Comparison]:
+    """Speed against the healthy model (exp(-residual)), block means of the latest stretch — the
+    last LATEST_FRACTION of the life by engine age, or from the onset on when that is later —
+    against the samples before the onset (a step), or against the healthy window (a creep, whose
+    samples before its onset already drift; or no onset at all)."""
     if life_use.empty:
         return None
+    age = life_use["engine_age_s"].to_numpy(dtype=float)
+    latest = age >= age.min() + (1 - LATEST_FRACTION) * (age.max() - age.min())
     if onset_idx is not None:
-        early, late = life_use.loc[life_use.index < onset_idx], life_use.loc[life_use.index >= onset_idx]
-        where = "after the onset against before it"
+        after = life_use.index >= onset_idx
+        late = life_use[after & latest]
+        if len(late) < MIN_LATE:
+            late = life_use[after].tail(MIN_LATE)
+        if gradual:
+            early, where = life_use[life_use["healthy"] & ~after], "the healthy window"
+        else:
+            early, where = life_use[~after], "the samples before the onset"
     else:
-        early = life_use[life_use["healthy"]]
-        late = life_use[~life_use["healthy"]].tail(max(2, len(life_use) // 4))
-        where = f"the last {len(late)} samples against the {len(early)} of the healthy window"
+        early, where = life_use[life_use["healthy"]], "the healthy window"
+        late = life_use[latest & ~life_use["healthy"].to_numpy()]
+        if len(late) < MIN_LATE:
+            late = life_use[~life_use["healthy"]].tail(MIN_LATE)
     if early.empty or late.empty:
         return None
     interval = intervals.log_ratio(intervals.blocks(np.exp(-early["residual"].to_numpy())),
                                    intervals.blocks(np.exp(-late["residual"].to_numpy())))
     n_early, n_late = len(intervals.blocks(early["residual"])), len(intervals.blocks(late["residual"]))
     return Comparison("step_series", interval, n_early, n_late, DECODE_MATERIAL,
-                      f"step series at matched conditions (speed against the healthy model, {where}, in "
-                      f"{n_early} and {n_late} block means): {interval.describe()}",
+                      f"step series at matched conditions (speed against the healthy model, the latest {len(late)} "
+                      f"samples against {where}, in {n_early} and {n_late} block means): {interval.describe()}",
                       float(early["gen_tps"].median()))
 
 
@@ -149,8 +190,12 @@ def _bin_comparison(use: pd.DataFrame, model: HealthyModel, onset_idx) -> Option
         return None
 
     def keyed(df: pd.DataFrame) -> pd.DataFrame:
-        band = np.floor(np.log(df["context"].clip(lower=1)) / math.log(CONTEXT_BAND))
-        return df.assign(key=df["batch"].fillna(0) * 10_000 + band, logt=np.log(df["step_time_s"]))
+        # Context may be a token count or a usage fraction (a scrape's KV usage): bands are relative
+        # either way; an empty cache is a band of its own.
+        ctx = df["context"].to_numpy(dtype=float)
+        with np.errstate(divide="ignore"):
+            band = np.where(ctx > 0, np.floor(np.log(np.where(ctx > 0, ctx, 1.0)) / math.log(CONTEXT_BAND)), -9_999)
+        return df.assign(key=df["batch"].fillna(0) * 100_000 + band, logt=np.log(df["step_time_s"]))
 
     e, l = keyed(early.dropna(subset=["context"])), keyed(late.dropna(subset=["context"]))
     ne, nl = e["key"].value_counts(), l["key"].value_counts()
@@ -184,8 +229,10 @@ def _restart(use: pd.DataFrame, life_use: pd.DataFrame, onset_idx) -> Optional[C
     if nxt.empty:
         return None
     nxt = nxt[nxt["engine_life"] == nxt["engine_life"].iloc[0]]
-    fresh = nxt.head(max(2, math.ceil(FRESH_FRACTION * len(nxt))))
-    aged = life_use.tail(max(2, math.ceil(FRESH_FRACTION * len(life_use))))
+    # By engine time, not by count: a slowed engine prints fewer lines an hour, so its last
+    # quarter of lines would reach back into its healthy hours.
+    fresh = _span_end(nxt, FRESH_FRACTION, first=True)
+    aged = _span_end(life_use, FRESH_FRACTION, first=False)
     f = intervals.blocks(np.exp(-fresh["residual"].to_numpy()))
     a = intervals.blocks(np.exp(-aged["residual"].to_numpy()))
     interval = intervals.log_ratio(f, a)
@@ -193,6 +240,16 @@ def _restart(use: pd.DataFrame, life_use: pd.DataFrame, onset_idx) -> Optional[C
                       f"restart control on the step series: the aged engine's last samples over the fresh engine's "
                       f"first ({len(a)} and {len(f)} block means) {interval.describe()}",
                       float(fresh["gen_tps"].median()))
+
+
+def _span_end(rows: pd.DataFrame, fraction: float, first: bool) -> pd.DataFrame:
+    """The rows of the first (or last) `fraction` of their span by engine age, at least two."""
+    age = rows["engine_age_s"].to_numpy(dtype=float)
+    lo, hi = age.min(), age.max()
+    keep = age <= lo + fraction * (hi - lo) if first else age >= hi - fraction * (hi - lo)
+    if keep.sum() >= 2:
+        return rows[keep]
+    return rows.head(2) if first else rows.tail(2)
 
 
 def _beyond_window(model: HealthyModel, degraded: pd.DataFrame) -> bool:

@@ -14,6 +14,7 @@ from diagnostics.comparison import Comparison
 from diagnostics.healthy import HealthyModel
 from diagnostics.prefill import PrefillComparison
 from diagnostics.reuse import ReuseComparison
+from diagnostics.trend import PerHour
 
 RESULT_SCHEMA_VERSION = 1
 VERDICTS = ("engine_age_degradation", "context_growth_only", "no_degradation", "insufficient_data")
@@ -22,7 +23,8 @@ STATUSES = ("ok", "warn", "fail")
 
 class Slowdown(NamedTuple):
     """Three figures from one comparison (`basis`), so that they always agree: degraded_tps is
-    healthy_tps times ratio, the rate now at the healthy conditions."""
+    healthy_tps times ratio, the rate now at the healthy conditions. `per_hour` and `shape` come
+    from the step series (diagnostics.trend)."""
 
     ratio: float  # degraded over healthy throughput at matched conditions
     healthy_tps: float  # the healthy side's level on the basis (geometric mean of probes, median of samples)
@@ -30,6 +32,8 @@ class Slowdown(NamedTuple):
     basis: str = ""  # the comparison the figures come from (diagnostics.comparison)
     lo: Optional[float] = None  # the ratio's interval (diagnostics.intervals.LEVEL)
     hi: Optional[float] = None
+    per_hour: Optional[PerHour] = None  # decode speed's change per hour of engine age, with its interval
+    shape: Optional[str] = None  # step or gradual (an engine-age slowdown only)
 
 
 class Trigger(NamedTuple):
@@ -45,6 +49,9 @@ class Onset(NamedTuple):
     engine_age_s: float
     engine_life: int
     trigger: Optional[Trigger]
+    # The window the change is known to lie in: from the last healthy sample to the first degraded
+    # one (a creep: how long its trend had been rising when it stood out). None: not a step series.
+    window_s: Optional[float] = None
 
 
 class Suspect(NamedTuple):
@@ -109,6 +116,7 @@ class Analysis:
                     "kind": trig.kind, "t": iso(trig.t),
                     "new_tokens": trig.new_tokens, "cached_tokens": trig.cached_tokens,
                 },
+                "window_s": _num(self.onset.window_s),
             }
         return {
             "schema_version": RESULT_SCHEMA_VERSION,
@@ -119,6 +127,11 @@ class Analysis:
                 "degraded_tps": _num(self.slowdown.degraded_tps, 2),
                 "interval": None if self.slowdown.hi is None else [_num(self.slowdown.lo, 3), _num(self.slowdown.hi, 3)],
                 "basis": self.slowdown.basis,
+                "per_hour": None if self.slowdown.per_hour is None else {
+                    "estimate": _num(self.slowdown.per_hour.estimate, 4),
+                    "interval": [_num(self.slowdown.per_hour.lo, 4), _num(self.slowdown.per_hour.hi, 4)],
+                },
+                "shape": self.slowdown.shape,
             },
             "onset": onset,
             "recovered_by_restart": self.recovered_by_restart,

@@ -37,8 +37,15 @@ def render(a: Analysis) -> Group:
         parts.append(Text(f"prefix reuse of continuation turns {r.ratio:.2f} (late / early: {r.late_share:.0%} "
                           f"against {r.healthy_share:.0%})" + ("; the verdict rests on it" if a.age_basis == "prefix_reuse"
                                                                else "")))
+    if a.slowdown is not None and a.slowdown.per_hour is not None:
+        p = a.slowdown.per_hour
+        shape = f"{a.slowdown.shape}; " if a.slowdown.shape else ""
+        parts.append(Text(f"{shape}decode speed {p.estimate:+.1%} per hour of engine age (90% interval "
+                          f"{p.lo:+.1%} to {p.hi:+.1%})"))
     if a.onset is not None:
         line = f"onset {iso(a.onset.t)} at engine age {a.onset.engine_age_s:.0f} s"
+        if a.onset.window_s is not None:
+            line += f" (window {a.onset.window_s:.0f} s)"
         if a.onset.trigger is not None:
             line += f"; trigger {a.onset.trigger.kind} at {iso(a.onset.trigger.t)}: {a.onset.trigger.detail}"
         parts.append(Text(line))

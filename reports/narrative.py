@@ -81,6 +81,25 @@ def rate_clause(a: Analysis) -> str:
             f"{s.degraded_tps:.1f} tok/s now at the same conditions")
 
 
+def per_hour_text(a: Analysis) -> Optional[str]:
+    """`-6.0% per hour of engine age (90% interval -7.1% to -4.9%)`: decode speed's trend."""
+    p = a.slowdown.per_hour if a.slowdown is not None else None
+    if p is None:
+        return None
+    return f"{p.estimate:+.1%} per hour of engine age (90% interval {p.lo:+.1%} to {p.hi:+.1%})"
+
+
+def window_text(a: Analysis) -> Optional[str]:
+    """How precisely the onset is placed: the window the first degraded sample leaves, or how long
+    a creep had been rising when it stood out."""
+    if a.onset is None or a.onset.window_s is None:
+        return None
+    w = duration(a.onset.window_s)
+    if a.slowdown is not None and a.slowdown.shape == "gradual":
+        return f"{w} (how long the trend had been rising when it stood out of the healthy noise)"
+    return f"{w} (from the last healthy sample to the first degraded one; the change lies in between)"
+
+
 def paragraph(a: Analysis) -> str:
     """One paragraph that states the verdict with its numbers, its basis and how sure it is."""
     checks = {c.name: c for c in a.checks}
@@ -94,9 +113,18 @@ def paragraph(a: Analysis) -> str:
         return _prefill_paragraph(a) + " " + a.reason
     if a.verdict == "engine_age_degradation":
         out = []
-        if a.onset is not None:
+        gradual = a.slowdown is not None and a.slowdown.shape == "gradual"
+        if a.onset is not None and gradual:
+            out.append(f"Decode throughput crept down with engine age, {per_hour_text(a)}, and now runs at "
+                       f"{rate_clause(a)}. A creep has no moment it began: the onset ({iso(a.onset.t)}, after "
+                       f"{duration(a.onset.engine_age_s)} of engine life) is where the trend first stood out of the "
+                       f"healthy noise, {duration(a.onset.window_s)} after it began rising.")
+        elif a.onset is not None:
             out.append(f"After {duration(a.onset.engine_age_s)} of engine life, decode throughput fell to "
                        f"{rate_clause(a)} (onset {iso(a.onset.t)}).")
+            if a.onset.window_s is not None:
+                out.append(f"The first degraded sample came {duration(a.onset.window_s)} after the last healthy one; "
+                           f"the change lies in that window.")
             trig = trigger_text(a)
             out.append(f"It began right after {trig}." if trig else "Nothing notable stands out just before it.")
         else:
@@ -170,9 +198,14 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
     if a.slowdown is not None:
         s = a.slowdown
         interval = f" (90% interval {s.lo:.2f}-{s.hi:.2f})" if s.hi is not None else " (too few samples for an interval)"
-        out += [KeyNumber("matched throughput ratio (late / healthy)", f"{s.ratio:.2f}{interval}"),
+        out += [KeyNumber("matched throughput ratio (latest / healthy)", f"{s.ratio:.2f}{interval}"),
                 KeyNumber(f"healthy decode (tok/s, {basis_text(s.basis)})", f"{s.healthy_tps:.1f}"),
                 KeyNumber("decode now at the same conditions (tok/s)", f"{s.degraded_tps:.1f}")]
+        if s.shape is not None:
+            out.append(KeyNumber("shape", {"step": "step: one change, then a new level",
+                                           "gradual": "gradual: a trend that grows with engine age"}[s.shape]))
+        if per_hour_text(a) is not None:
+            out.append(KeyNumber("decode speed trend", per_hour_text(a)))
     if a.prefix_reuse is not None:
         r = a.prefix_reuse
         out.append(KeyNumber("prefix reuse of continuation turns (late / early)",
@@ -182,6 +215,8 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
     if a.onset is not None:
         out += [KeyNumber("onset", iso(a.onset.t)),
                 KeyNumber("engine age at onset", f"{a.onset.engine_age_s:.0f} s ({duration(a.onset.engine_age_s)})")]
+        if window_text(a) is not None:
+            out.append(KeyNumber("onset window", window_text(a)))
         trig = trigger_text(a)
         out.append(KeyNumber("trigger", trig if trig else "none stands out"))
     out.append(KeyNumber("recovered by restart", {True: "yes", False: "no", None: "no restart in the data, or it "

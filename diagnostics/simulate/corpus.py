@@ -70,6 +70,22 @@ def truth(case: Case, trace: Trace) -> Truth:
     return Truth(case.verdict, (lo, hi), (lo, hi), None, None)
 
 
+def motivating(seed: int = 0) -> Case:
+    """shared/formats' motivating report as a whole FreeToken log: an agent whose sessions grow by
+    appends on an engine started at 21:03:12; at 21:18:50 a 5,792-token append lands on a
+    121,712-token cached branch and decode falls from ~58 to ~11 tok/s, and stays there."""
+    start = dt.datetime(2026, 9, 23, 21, 3, 12)
+    onset = dt.datetime(2026, 9, 23, 21, 18, 50)
+    costs = Costs(base_s=0.012, per_seq_s=0.001, per_token_s=3e-8, noise=0.03)
+    return Case("motivating", "the motivating report's engine, its whole log",
+                Workload(hours=1.0, agents=((0.0, 1),), append_tokens=(300, 3_000), think_s=(5.0, 45.0),
+                         session_tokens=(100_000, 190_000), first_context=(60_000, 90_000), pauses=((((onset - start).total_seconds() - 40) / 3600, 1.5),),
+                         seed=seed),
+                EngineSpec(costs, fault=Fault("step", (onset - start).total_seconds() / 3600, factor=5.2,
+                                              new_tokens=5_792, cached_tokens=121_712)),
+                "engine_age_degradation", start=start)
+
+
 # --- the cases ---
 
 def _costs(rng: np.random.Generator, noise: float = 0.03, per_token_s: Optional[float] = None) -> Costs:

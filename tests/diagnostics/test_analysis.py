@@ -197,3 +197,41 @@ def test_a_fresh_twin_cancels_host_drift_and_keeps_engine_age_visible(tmp_path):
     assert doc["verdict"] == "engine_age_degradation" and doc["basis"] == "paired_control"
     assert doc["slowdown"]["ratio"] == pytest.approx(1 / 3, rel=0.1)  # the fault's 3x, not the host's 1.6x on top
     assert abs(pd.Timestamp(doc["onset"]["t"]) - pd.Timestamp(1_790_000_000 + 30 * 60, unit="s")) < pd.Timedelta(minutes=4)
+
+
+VLLM_EXCERPT = [  # six 10 s windows pasted from a report, the first two carrying a prompt's prefill
+    ("14:22:11", 2841.6, 3.2, 11.9), ("14:22:21", 1204.3, 4.1, 17.0), ("14:22:31", 0.0, 61.8, 17.3),
+    ("14:22:41", 0.0, 62.3, 17.5), ("14:22:51", 0.0, 61.5, 17.8), ("14:23:01", 0.0, 60.9, 18.0)]
+
+
+def test_six_windows_of_vllm_are_too_short_to_rule_engine_age_out(tmp_path):
+    """Before: the prefill windows made 'healthy' and late read 15.7x faster, and diag said
+    no_degradation. Now those windows are kept out, and what is left covers 30 s."""
+    path = tmp_path / "vllm.log"
+    path.write_text("".join(
+        f"(APIServer pid=1933) INFO 11-04 {t} [loggers.py:123] Engine 000: Avg prompt throughput: {p:.1f} tokens/s, "
+        f"Avg generation throughput: {g:.1f} tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: {u:.1f}%, "
+        f"Prefix cache hit rate: 31.2%\n" for t, p, g, u in VLLM_EXCERPT))
+    doc = analyze(load_source(path, year=2026)).to_dict()
+    assert doc["verdict"] == "insufficient_data" and doc["confidence"] is None
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert checks["data_span"]["status"] == "fail" and "30 s of engine time" in checks["data_span"]["detail"]
+    assert "2 of 6 decode lines" in checks["decode_after_prefill_or_idle"]["detail"]
+
+
+def test_a_ratio_no_engine_could_show_is_a_failed_matching(tmp_path):
+    """Two machines' logs pasted into one: the second hour decodes 20x faster at the same batch and
+    context. No engine ages into a twentyfold speedup: the matching failed."""
+    t = dt.datetime(2026, 9, 23, 9, 0, 0)
+    lines = [f"[{t:%Y-%m-%d|%H:%M:%S}] INFO     Resolved config: moe_backend='offload'"]
+    for k in range(720):
+        tps = (60.0 if k < 360 else 1200.0) * (1 + 0.01 * (k % 5))
+        lines.append(f"[{t + dt.timedelta(seconds=10 + 10 * k):%Y-%m-%d|%H:%M:%S}] INFO     Decode batch, "
+                     f"#running-req: 2, #token: {20000 + 3000 * (k % 10)}, gen throughput (token/s): {tps:.2f}")
+    path = tmp_path / "pasted.log"
+    path.write_text("\n".join(lines) + "\n")
+    doc = analyze(load_source(path)).to_dict()
+    assert doc["verdict"] == "insufficient_data" and doc["slowdown"] is None and doc["confidence"] is None
+    sanity = {c["name"]: c for c in doc["checks"]}["ratio_sanity"]
+    assert sanity["status"] == "fail" and "outside" not in sanity["detail"] and "0.02-5" in sanity["detail"]
+    assert "the matching failed" in doc["reason"]
