@@ -123,7 +123,7 @@ def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Optional[Comparison]:
         before = main[main["engine_life"] == lives[0]]["decode_tps"]
         after = main[main["engine_life"] == lives[1]]["decode_tps"]
         what = "probes"
-    k = min(len(after), max(MIN_SIDE, math.ceil(THIRD * len(before))))
+    k = min(len(after), max(3, math.ceil(THIRD * len(before))))  # the restart control takes three cycles
     if len(before) < 1 or len(after) < 1:
         return None
     aged, fresh = before.tail(k), after.head(k)

@@ -12,9 +12,9 @@ The rules, in order (docs/diagnostics.md, "The verdict"):
    divided by the control's own drift (`control_drift`, intervals combined): what slowed the
    host slowed the control as much.
 2. **Controls.** A loss seen on the soaked engine alone must survive the controls the data
-   hold: a restart whose fresh engine ran about as slow as the aged one just before it (the
-   `restart` comparison's estimate above its material level: the same moment compared), or —
-   with no control probed beside it —
+   hold: a restart whose fresh engine the data show was not as much faster than the aged one
+   just before it as the loss claims (the `restart` comparison — the same moment compared —
+   has its whole interval above the claimed ratio), or — with no control probed beside it —
    other load on the host rising while the engine slowed, makes it host or load drift
    (`cause`), not engine age. A loss that the control's drift takes away is said the same way.
 3. **Prefill side.** A prefix cache that stops reusing, or prefill that takes longer and longer,
@@ -252,11 +252,11 @@ def _decode_claim(ev: Evidence, findings: list[Finding]) -> tuple[Optional[Compa
 def _survives_controls(claim: Comparison, ev: Evidence, findings: list[Finding], what: str
                        ) -> tuple[Optional[Comparison], Optional[str]]:
     """Rule 2: a loss seen on one engine alone against the restart and host contention."""
-    if ev.restart is not None and ev.restart.ratio > ev.restart.material:
+    if ev.restart is not None and ev.restart.interval.bounded and ev.restart.interval.lo > claim.ratio:
         findings.append(Finding("fresh_control", "warn",
-                                f"{what} slowed ({claim.detail}), but a fresh engine right after the restart ran about "
-                                f"as slow as the aged one just before it ({ev.restart.detail}): the slowdown is the "
-                                f"host's or the load's, not the engine's age"))
+                                f"{what} slowed ({claim.detail}), but a fresh engine right after the restart was not "
+                                f"that much faster than the aged one just before it ({ev.restart.detail}): the "
+                                f"slowdown is the host's or the load's, not the engine's age"))
         return None, HOST_DRIFT
     if ev.host is not None and ev.host.rose and ev.control_drift is None:
         findings.append(Finding("host_contention", "warn",
