@@ -66,8 +66,8 @@ def analyze(source: Source) -> Analysis:
     raw = evidence.raw_ratio
     if raw is not None:
         checks.append(Check("raw_throughput", "ok" if raw >= verdict_mod.RAW_DROP else "warn",
-                            f"per-request decode rate in the last quarter of samples is {raw:.2f}x the first "
-                            f"quarter's (raw, not at matched conditions)"))
+                            f"per-request decode rate in the last quarter of the samples' span is {raw:.2f}x the "
+                            f"first quarter's (raw, not at matched conditions)"))
 
     age = decision.verdict == "engine_age_degradation"
     found_onset = _onset(source, dec, decision, prefix_reuse, prefill, rows, cycles) if age else None
@@ -94,12 +94,18 @@ def analyze(source: Source) -> Analysis:
 
 
 def _raw_ratio(dec: decode.DecodeEvidence) -> Optional[float]:
+    """Per-request decode rate of the last quarter of the usable samples' span over the first's
+    (by time, as the healthy window: a slowed engine prints fewer lines an hour)."""
     use = dec.use
     if len(use) < 4:
         return None
-    k = max(2, len(use) // 4)
-    first, last = 1.0 / use["step_time_s"].head(k), 1.0 / use["step_time_s"].tail(k)
-    return float(last.median() / first.median())
+    t = (use["t"] - use["t"].min()).dt.total_seconds().to_numpy()
+    span = t.max()
+    first, last = use[t <= span / 4], use[t >= 3 * span / 4]
+    if len(first) < 2 or len(last) < 2:
+        k = max(2, len(use) // 4)
+        first, last = use.head(k), use.tail(k)
+    return float((1.0 / last["step_time_s"]).median() / (1.0 / first["step_time_s"]).median())
 
 
 def _span_s(dec: decode.DecodeEvidence) -> Optional[float]:

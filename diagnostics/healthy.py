@@ -83,7 +83,7 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
         "t": t[idx], "engine_life": life.to_numpy()[idx], "engine_age_s": df["engine_age_s"].to_numpy()[idx],
         "batch": batch.to_numpy(dtype=float)[idx], "context": context.to_numpy(dtype=float)[idx],
         "gen_tps": gen[idx], "own_time": own_time[idx], "prev_phase": prev_phase[idx], "step_index": idx,
-        "phase": phase[idx],
+        "phase": phase[idx], "input_tps": df["input_tps"].to_numpy(dtype=float)[idx],
     })
     b = out["batch"].fillna(1.0).clip(lower=1.0).to_numpy()
     measured = np.isfinite(out["own_time"].to_numpy()) & (out["own_time"].to_numpy() > 0)
@@ -95,8 +95,11 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
     excluded[from_log & np.isin(out["prev_phase"].to_numpy(), ("idle",))] = "after_idle"
     # A window that holds prompt tokens (vLLM's stats lines, a scrape) spent part of its time on
     # prefill: its decode time per token, or its tokens per wall second, is not a decode step's.
+    # A prefill forward computes thousands of tokens in the time a decode forward makes one per
+    # request, so a window with no more prompt tokens than generated ones lost a percent or so.
     windows = from_log | (measured & _interval_rows(out["t"], out["engine_life"], measured))
-    excluded[windows & (excluded == "") & (out["phase"].to_numpy() == "mixed")] = "window_with_prefill"
+    heavy = out["input_tps"].to_numpy(dtype=float) > out["gen_tps"].to_numpy(dtype=float)
+    excluded[windows & (excluded == "") & (out["phase"].to_numpy() == "mixed") & heavy] = "window_with_prefill"
     # Tokens over wall time at the batch the line prints hold only while that batch decoded the
     # whole window: a batch that changed since the previous line (a request finished or joined,
     # or none runs at the line's moment) mixes batch sizes and idle time into the rate.
@@ -110,7 +113,7 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
     out["excluded"] = excluded
     out["measured"] = measured
     out = out[np.isfinite(out["step_time_s"]) & (out["step_time_s"] > 0)]
-    out = out.drop(columns=["own_time", "prev_phase", "phase"]).reset_index(drop=True)
+    out = out.drop(columns=["own_time", "prev_phase", "phase", "input_tps"]).reset_index(drop=True)
     return _step_blocks(out)
 
 
