@@ -44,6 +44,7 @@ class Row(NamedTuple):
     case: str
     fmt: str
     expected: str
+    accepted: tuple[str, ...]
     got: str
     confidence: Optional[str]
     onset_error_s: Optional[float]  # None: no onset to compare (or diag gave none where one was due)
@@ -67,13 +68,14 @@ def run_case(case: Case, formats: tuple[str, ...], folder: Path) -> list[Row]:
         try:
             result = analyze(load_source(path, date=case.start.date(), year=case.start.year))
         except Exception as exc:  # a crash is a row, not the end of the benchmark
-            rows.append(Row(case.name, fmt, want.verdict, f"error: {type(exc).__name__}: {exc}"[:60], None, None,
+            rows.append(Row(case.name, fmt, want.verdict, want.accepted, f"error: {type(exc).__name__}: {exc}"[:60],
+                            None, None,
                             want.onset is not None, False if want.trigger else None, None, want.recovered,
                             time.perf_counter() - began))
             continue
         clock = result.checks and next((c.detail for c in result.checks if c.name == "engine_age"), "")
         relative = "since the engine started" in (clock or "") or "busy time" in (clock or "")
-        rows.append(Row(case.name, fmt, want.verdict, result.verdict, result.confidence,
+        rows.append(Row(case.name, fmt, want.verdict, want.accepted, result.verdict, result.confidence,
                         _onset_error(result, want, case, relative), want.onset is not None,
                         _trigger_found(result, want, case, relative), result.recovered_by_restart, want.recovered,
                         time.perf_counter() - began))
@@ -154,8 +156,11 @@ def _print(rows: list[Row], seed: int, seconds: float) -> None:
         onset = "-" if not r.onset_due else "none" if r.onset_error_s is None else f"{r.onset_error_s:.0f}"
         trig = "-" if r.trigger_found is None else ("yes" if r.trigger_found else "no")
         got = r.got + ("" if r.recovered_due is None or r.recovered == r.recovered_due else " (restart misread)")
-        print(f"{r.case:<20} {r.fmt:<18} {r.expected:<23} {got:<23} {r.confidence or '-':<10} {onset:>11} {trig}")
-    right = sum(r.got == r.expected for r in rows)
+        expected = r.expected + ("~" if len(r.accepted) > 1 else "")
+        print(f"{r.case:<20} {r.fmt:<18} {expected:<23} {got:<23} {r.confidence or '-':<10} {onset:>11} {trig}")
+    print("~: the engine's true raw rate fell by 5-15 %, at the 10 % line between no_degradation and "
+          "context_growth_only; either counts")
+    right = sum(r.got in r.accepted for r in rows)
     due = [r for r in rows if r.onset_due]
     onsets = sum(r.onset_error_s is not None and r.onset_error_s <= TOLERANCE_S for r in due)
     trig_due = [r for r in rows if r.trigger_found is not None]
@@ -163,7 +168,7 @@ def _print(rows: list[Row], seed: int, seconds: float) -> None:
     false_alarms = [r for r in healthy if r.got == "engine_age_degradation"]
     by_case = {}
     for r in rows:
-        by_case.setdefault(r.case, []).append(r.got == r.expected)
+        by_case.setdefault(r.case, []).append(r.got in r.accepted)
     print("per case: " + ", ".join(f"{c} {sum(v)}/{len(v)}" for c, v in by_case.items()))
     print(f"false age verdicts on healthy cases: {len(false_alarms)}/{len(healthy)}"
           + "".join(f"; {r.case} ({r.fmt})" for r in false_alarms))
