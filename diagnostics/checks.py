@@ -12,6 +12,9 @@ from diagnostics.result import Check
 from diagnostics.source import Source
 
 AGREEMENT = 0.05  # client versus engine decode rate
+KEPT_OUT = {"after_prefill": "after a prefill", "after_idle": "after an idle gap",
+            "window_with_prefill": "windows holding more prompt than generated tokens",
+            "batch_changed": "with a batch that changed inside the window"}  # healthy.decode_samples
 FULL = 0.95  # KV usage at or above this reads as exhausted
 QUEUE_GROWTH = 2.0
 
@@ -36,8 +39,11 @@ def source_checks(source: Source, samples: pd.DataFrame) -> Iterator[Check]:
     kept_out = samples[samples["excluded"] != ""]
     if len(samples):
         valid = samples[samples["excluded"] == ""]
-        detail = (f"{len(kept_out)} of {len(samples)} decode lines follow a prefill or an idle gap, so their "
-                  f"throughput includes that time; excluded from the fit and the comparisons")
+        counts = kept_out["excluded"].value_counts()
+        why = ", ".join(f"{counts[k]} {text}" for k, text in KEPT_OUT.items() if counts.get(k, 0))
+        detail = (f"{len(kept_out)} of {len(samples)} decode lines hold other work in their window"
+                  + (f" ({why})" if why else "") + ", so their throughput is not a decode step's; excluded from "
+                                                   "the fit and the comparisons")
         if len(kept_out) and len(valid):
             detail += (f" (median {kept_out['gen_tps'].median():.1f} tok/s against {valid['gen_tps'].median():.1f} "
                        f"for the rest)")

@@ -1,5 +1,5 @@
 """benchmarks/diag_accuracy.py still runs (--quick: three short cases in three formats); its figures
-come from full runs (docs/diagnostics.md, section 8)."""
+come from full runs (docs/diagnostics.md, section 9)."""
 
 import re
 import subprocess
