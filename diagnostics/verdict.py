@@ -12,9 +12,9 @@ The rules, in order (docs/diagnostics.md, "The verdict"):
    divided by the control's own drift (`control_drift`, intervals combined): what slowed the
    host slowed the control as much.
 2. **Controls.** A loss seen on the soaked engine alone must survive the controls the data
-   hold: a restart whose fresh engine the data show was not as much faster than the aged one
-   just before it as the loss claims (the `restart` comparison — the same moment compared —
-   has its whole interval above the claimed ratio), or — with no control probed beside it —
+   hold: a restart whose fresh engine the data show did not recover even half the claimed loss
+   (the `restart` comparison — the same moment compared — has its whole interval above the
+   square root of the claimed ratio), or — with no control probed beside it —
    other load on the host rising while the engine slowed, makes it host or load drift
    (`cause`), not engine age. A loss that the control's drift takes away is said the same way.
 3. **Prefill side.** A prefix cache that stops reusing, or prefill that takes longer and longer,
@@ -252,7 +252,10 @@ def _decode_claim(ev: Evidence, findings: list[Finding]) -> tuple[Optional[Compa
 def _survives_controls(claim: Comparison, ev: Evidence, findings: list[Finding], what: str
                        ) -> tuple[Optional[Comparison], Optional[str]]:
     """Rule 2: a loss seen on one engine alone against the restart and host contention."""
-    if ev.restart is not None and ev.restart.interval.bounded and ev.restart.interval.lo > claim.ratio:
+    # The restart must not rule out that a fresh engine recovers at least half the claimed loss
+    # (on the log scale): its whole interval above sqrt(claim) says the fresh engine was nowhere
+    # near as much faster as age would make it.
+    if ev.restart is not None and ev.restart.interval.bounded and ev.restart.interval.lo > math.sqrt(claim.ratio):
         findings.append(Finding("fresh_control", "warn",
                                 f"{what} slowed ({claim.detail}), but a fresh engine right after the restart was not "
                                 f"that much faster than the aged one just before it ({ev.restart.detail}): the "

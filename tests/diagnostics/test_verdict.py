@@ -54,9 +54,11 @@ def test_a_restart_whose_fresh_engine_is_as_slow_makes_it_host_drift():
     # a restart that cures it keeps the verdict
     d = decide(Evidence(probes=LOSS, restart=cmp("restart", 0.7, 0.6, 0.8)))
     assert d.verdict == "engine_age_degradation"
-    # a restart vetoes when it rules the claimed loss out (its interval above the claimed 0.7):
-    # a noisy one that cannot does not, whatever its estimate
-    d = decide(Evidence(probes=LOSS, restart=cmp("restart", 0.95, 0.75, 1.2)))
+    # a restart vetoes when it rules out recovering half the claimed loss (its interval above
+    # sqrt(0.7) = 0.84): a noisy one that cannot does not, whatever its estimate; one that agrees
+    # with the claim (0.7 against 0.7, both tight) keeps it
+    assert decide(Evidence(probes=LOSS, restart=cmp("restart", 0.71, 0.69, 0.73))).verdict == "engine_age_degradation"
+    d = decide(Evidence(probes=LOSS, restart=cmp("restart", 0.97, 0.86, 1.1)))
     assert d.verdict != "engine_age_degradation" and d.cause == HOST_DRIFT
     assert decide(Evidence(probes=LOSS, restart=cmp("restart", 0.95, 0.4, 2.2))).verdict == "engine_age_degradation"
     assert decide(Evidence(probes=LOSS, restart=cmp("restart", 0.75, 0.3, 1.9))).verdict == "engine_age_degradation"
