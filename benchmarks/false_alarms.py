@@ -120,6 +120,8 @@ def main() -> None:
     ap.add_argument("--long-minutes", type=float, default=30.0)
     ap.add_argument("--neighbours", type=int, default=4, help="healthy soaks with a noisy neighbour (cpu, membw in turn)")
     ap.add_argument("--neighbour-minutes", type=float, default=3.0)
+    ap.add_argument("--concurrency", type=int, default=None,
+                    help="every soak at this concurrency (default: 1 and 4 in turn)")
     ap.add_argument("--out", type=Path, default=None, help="directory for the runs (default runs/false-alarms-<time>)")
     ap.add_argument("--quick", action="store_true", help="two short soaks of 40 s, nothing else (a smoke run)")
     args = ap.parse_args()
@@ -137,6 +139,8 @@ def main() -> None:
     results = []
     for case in cases(args.short, args.short_minutes, args.long, args.long_minutes, args.neighbours,
                       args.neighbour_minutes):
+        if args.concurrency is not None:
+            case = case._replace(concurrency=args.concurrency)
         r = run_case(case, out)
         results.append(r)
         print(row(r), flush=True)
