@@ -6,7 +6,8 @@ one scale: late over healthy, where below 1 is worse. Each basis has its materia
 10 % loss of decode throughput, half the prefix reuse, prefill 1.5x slower) and the rules are
 the same for all of them:
 
-- a **loss**: the whole interval lies at or below the material level;
+- a **loss**: the whole interval lies at or below the material level, with at least
+  `min_for_loss` samples on each side (probes: four, see diagnostics.controls);
 - **no loss**: the whole interval lies above it;
 - otherwise the comparison cannot tell.
 """
@@ -30,6 +31,7 @@ class Comparison(NamedTuple):
     detail: str  # one clause with the numbers, naming the basis
     healthy_level: Optional[float] = None  # the healthy side's level in `unit` (tok/s for decode bases)
     unit: str = "tok/s"
+    min_for_loss: int = 1  # samples a side needs before the comparison may show a loss at all
 
     @property
     def ratio(self) -> float:
@@ -38,7 +40,8 @@ class Comparison(NamedTuple):
     @property
     def loss(self) -> bool:
         """The interval clears the material level: a material loss, at the interval's confidence."""
-        return self.interval.bounded and self.interval.hi <= self.material
+        return (self.interval.bounded and self.interval.hi <= self.material
+                and min(self.num_early, self.num_late) >= self.min_for_loss)
 
     @property
     def no_loss(self) -> bool:

@@ -28,6 +28,11 @@ from diagnostics.verdict import HostLoad
 
 THIRD = 1 / 3
 MIN_SIDE = 2
+# Probes a side needs before a probe comparison may show a loss: two probes (or cycles) seconds
+# apart can sit in one burst of a neighbour's load and agree by chance, and two such pairs give
+# an interval that looks tight and is not (seen: a healthy 2-minute soak whose first two cycles
+# ran while other engines started read 0.70, interval 0.55-0.89).
+MIN_FOR_LOSS = 4
 HOST_COLUMNS = ("driver_cpu_percent", "host_other_cpu_percent")  # CPU beside the engine (rundir_schema.SNAPSHOT_HOST)
 
 
@@ -61,7 +66,8 @@ def probes(rows: pd.DataFrame) -> Optional[Comparison]:
     interval = intervals.log_ratio(early, late)
     return Comparison("probes", interval, k, k, DECODE_MATERIAL,
                       f"identical probes of the soaked engine: the last {k} over the first {k} "
-                      f"{interval.describe()} ({_geo(late):.1f} against {_geo(early):.1f} tok/s)", _geo(early))
+                      f"{interval.describe()} ({_geo(late):.1f} against {_geo(early):.1f} tok/s)", _geo(early),
+                      min_for_loss=MIN_FOR_LOSS)
 
 
 def pairs(rows: pd.DataFrame) -> pd.DataFrame:
@@ -92,7 +98,7 @@ def paired(cycles: pd.DataFrame) -> Optional[Comparison]:
                       f"the soaked engine over a fresh control probed back to back: the last {k} cycles over the first "
                       f"{k} {interval.describe()} (main {_geo(first['main'].head(k)):.1f} -> "
                       f"{_geo(first['main'].tail(k)):.1f} tok/s, control {_geo(first['control'].head(k)):.1f} -> "
-                      f"{_geo(first['control'].tail(k)):.1f})", main_early)
+                      f"{_geo(first['control'].tail(k)):.1f})", main_early, min_for_loss=MIN_FOR_LOSS)
 
 
 def control_drift(cycles: pd.DataFrame) -> Optional[Comparison]:

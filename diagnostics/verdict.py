@@ -126,6 +126,11 @@ def decide(ev: Evidence) -> Decision:
                         f"The data cannot tell: the matching failed ({said}, outside {lo:g}-{hi:g}).", tuple(findings))
     raw = ev
     ev = _host_corrected(ev)
+    for c in (ev.paired, ev.probes):
+        if c is not None and c.interval.bounded and c.interval.hi <= c.material and not c.loss:
+            findings.append(Finding("too_few_for_loss", "warn",
+                                    f"{c.detail}: an interval that clears the material level, but on "
+                                    f"{min(c.num_early, c.num_late)} a side; a loss needs {c.min_for_loss}"))
     decode = _decisive_decode(ev)
     claim, cause = _decode_claim(ev, findings)
     if claim is not None and claim.basis != "paired_control":

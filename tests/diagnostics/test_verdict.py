@@ -188,3 +188,11 @@ def test_with_a_control_every_single_engine_timing_is_corrected_by_the_controls_
     d = decide(Evidence(paired=wide_pairs, steps=steps, onset_found=True, control_drift=steady_host,
                         host=HostLoad(5.0, 90.0)))
     assert d.verdict == "engine_age_degradation"
+
+
+def test_probe_comparisons_need_four_a_side_before_they_may_show_a_loss():
+    three = LOSS._replace(num_early=3, num_late=3, min_for_loss=4)
+    d = decide(Evidence(probes=three))
+    assert d.verdict != "engine_age_degradation"
+    assert names(d)["too_few_for_loss"].detail.endswith("on 3 a side; a loss needs 4")
+    assert decide(Evidence(probes=three._replace(num_early=4, num_late=4))).verdict == "engine_age_degradation"
