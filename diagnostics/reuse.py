@@ -109,8 +109,7 @@ def compare(requests: pd.DataFrame) -> Optional[ReuseComparison]:
               f"{MATERIAL_SHARE:.1f}x with {MIN_SHARE:.0%} of them below)")
     if ttft_early is not None:
         detail += f"; their median time to first token went from {ttft_early:.2f} s to {ttft_late:.2f} s"
-    interval = intervals.bootstrap(
-        lambda h, l: np.median(l, axis=1) / np.median(h, axis=1), [share[:num_early], late])
+    interval = intervals.bootstrap(_median_ratio, [share[:num_early], late])
     # A loss needs the interval at or below the material share, and most late calls below half.
     comparison = Comparison("prefix_reuse", interval, num_early, num_late, MATERIAL_SHARE if below >= MIN_SHARE else 0.0,
                             f"prefix reuse of continuation turns, late over early median share {interval.describe()}",
@@ -133,3 +132,10 @@ def _split(share: np.ndarray) -> Optional[int]:
 
     best = min(candidates, key=cost)
     return int(best) if np.median(share[:best]) > np.median(share[best:]) else None
+
+
+def _median_ratio(healthy: np.ndarray, late: np.ndarray) -> np.ndarray:
+    """Late over healthy median share, per resample (a resample whose healthy median is 0 gives inf,
+    which the bootstrap drops)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.median(late, axis=1) / np.median(healthy, axis=1)
