@@ -62,6 +62,14 @@ class MambaCacheStats(NamedTuple):
     num_leaked: int = 0  # state slots of dropped snapshots never freed (the snapshot-leak fault)
 
 
+class IndexMemory(NamedTuple):
+    """Host memory of the cache's index (the KV and states it points to live in the pools)."""
+
+    num_nodes: int  # radix nodes, root excluded
+    nbytes: int  # token and KV-slot arrays of the nodes, each buffer counted once
+    num_heap_entries: int  # eviction heap entries (KV and snapshot), stale ones included
+
+
 class EvictionCounters(NamedTuple):
     num_calls: int  # evict / evict_snapshots calls since start
     num_visited: int  # heap entries popped, tree nodes walked or pages scanned finding victims
@@ -139,6 +147,10 @@ class PrefixCache:
 
     def mamba_stats(self) -> MambaCacheStats:
         return MambaCacheStats(0, 0, 0, 0, 0, 0)
+
+    def index_memory(self) -> IndexMemory:
+        """What the index holds in host memory. O(nodes): call every few seconds, not per step."""
+        return IndexMemory(0, 0, 0)
 
     def check_integrity(self, kv_in_use: int | None = None, state_in_use: int | None = None) -> None:
         """Raise `IntegrityError` with the numbers when the cache disagrees with itself or with

@@ -53,6 +53,11 @@ class EvictionPolicy:
     def check(self, candidates: Iterable[TreeNode]) -> None:
         """Raise `IntegrityError` if some candidate could not be found by `pop`."""
 
+    @property
+    def num_entries(self) -> int:
+        """Entries the policy holds (a heap's, stale ones included); 0 for a policy that scans."""
+        return 0
+
 
 class LRUHeapPolicy(EvictionPolicy):
     name = "lru"
@@ -86,6 +91,10 @@ class LRUHeapPolicy(EvictionPolicy):
                                  f"the heap ({len(self._heap)} entries), first {missing[0]}")
 
     def __len__(self) -> int:
+        return len(self._heap)
+
+    @property
+    def num_entries(self) -> int:
         return len(self._heap)
 
     def _valid(self, entry: tuple[int, int, int, TreeNode]) -> bool:

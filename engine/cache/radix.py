@@ -20,7 +20,7 @@ import time
 import numpy as np
 import torch
 
-from engine.cache.base import (CacheReport, EvictionCounters, InsertResult, MambaCacheStats,
+from engine.cache.base import (CacheReport, EvictionCounters, IndexMemory, InsertResult, MambaCacheStats,
                                MatchResult, PrefixCache, _EMPTY)
 from engine.cache.eviction import make_eviction_policy
 from engine.cache.tree import TreeNode
@@ -207,6 +207,21 @@ class RadixCache(PrefixCache):
     def mamba_stats(self) -> MambaCacheStats:
         return MambaCacheStats(self._num_snapshots, self._num_pinned, self._anchored, self._unused,
                                self._snap_evicted, self._snap_with_kv, len(self._leaked))
+
+    def index_memory(self) -> IndexMemory:
+        # A split leaves both halves views of one buffer: count each buffer once, whole.
+        keys: dict[int, int] = {}  # id of the array owning the memory -> bytes
+        values: dict[int, int] = {}  # storage address -> bytes
+        stack = list(self.root.children.values())
+        while stack:
+            node = stack.pop()
+            stack.extend(node.children.values())
+            owner = node.key if node.key.base is None else node.key.base
+            keys[id(owner)] = owner.nbytes
+            storage = node.value.untyped_storage()
+            values[storage.data_ptr()] = storage.nbytes()
+        heap = self._kv_policy.num_entries + self._snapshot_policy.num_entries
+        return IndexMemory(self._num_nodes, sum(keys.values()) + sum(values.values()), heap)
 
     @property
     def num_truncated_tokens(self) -> int:

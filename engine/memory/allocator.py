@@ -98,6 +98,12 @@ class SlotAllocator:
     def num_used(self) -> int:
         return self.num_slots - self.num_free
 
+    @property
+    def num_released_runs(self) -> int:
+        """Freed page arrays waiting to be merged into the free list: at most one per free
+        since the last merge, and never more than the pages they hold."""
+        return len(self._released)
+
     def pages_for(self, num_tokens: int) -> int:
         return -(-num_tokens // self.page_size)
 
@@ -185,6 +191,11 @@ class SlotAllocator:
     @property
     def events_enabled(self) -> bool:
         return self._events is not None
+
+    @property
+    def num_events_queued(self) -> int:
+        """Events waiting for `take_events()`: at most the queue's maxlen, 0 with events off."""
+        return len(self._events) if self._events is not None else 0
 
     def take_events(self) -> list[AllocEvent]:
         """Drain the queued events, oldest first ([] when events are off)."""

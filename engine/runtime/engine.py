@@ -37,6 +37,7 @@ from engine.runtime import logfmt
 from engine.runtime.config import EngineConfig, EngineConfigError
 from engine.runtime.faults import FaultStats
 from engine.runtime.gcstats import GcStats, gc_monitor
+from engine.runtime.hooks import MambaStats, MemoryReport
 from engine.runtime.hostmalloc import tune_host_malloc
 from engine.runtime.request import Request, RequestStatus, RequestUpdate
 from engine.runtime.scheduler import ScheduledBatch, Scheduler
@@ -290,8 +291,6 @@ class Engine:
 
     def mamba_stats(self):
         """State slots: used by live requests and by snapshots, snapshots anchored and evicted."""
-        from engine.runtime.hooks import MambaStats
-
         snap = self.cache.mamba_stats()
         live = sum(1 for r in self.scheduler.running if r.state_slot is not None)
         return MambaStats(num_slots=self.state_allocator.num_slots, num_free=self.state_allocator.num_free,
@@ -336,6 +335,17 @@ class Engine:
             expert_bytes_copied_total=experts.bytes_copied if experts is not None else None,
             expert_copy_s_total=experts.copy_s if experts is not None else None,
             retained_requests=len(self._retained or ()), retained_objects=self._num_retained_objects)
+
+    def memory_report(self) -> MemoryReport:
+        """Sizes of the engine's host-side structures (engine.runtime.hooks.MemoryReport).
+        O(radix nodes): call every few seconds, not per step."""
+        index = self.cache.index_memory()
+        return MemoryReport(
+            num_requests=len(self._requests), num_pending_updates=len(self._updates),
+            radix_nodes=index.num_nodes, cached_tokens=self.cache.cache_report().cached_tokens,
+            radix_index_bytes=index.nbytes, eviction_heap_entries=index.num_heap_entries,
+            kv_released_runs=self.kv_allocator.num_released_runs,
+            allocator_events=self.kv_allocator.num_events_queued, retained_requests=len(self._retained or ()))
 
     def gc_stats(self) -> GcStats:
         """Python GC collections per generation and pause times since the process started the

@@ -6,8 +6,14 @@ of such a block often hands the pages back to the kernel (munmap, or a heap trim
 next step page-faults the same megabytes in again. Fixed thresholds (an mmap threshold of
 32 MB, glibc's ceiling, and a trim threshold of 256 MB) keep them in the heap: measured on
 the default checkpoint, one torch thread, a batch-8 decode step went from 41-45 ms to
-32-33 ms; batch 1 did not move. The price is up to the trim threshold of freed memory kept
-by the process. Settings the user gave through MALLOC_*_ environment variables are kept.
+32-33 ms; batch 1 did not move. The price is freed memory kept by malloc, up to the trim
+threshold at the top of each arena: in a soak of the default checkpoint, 200-250 MB in the
+engine thread's arena, reached in the first minutes and not exceeded after (docs/soak.md,
+"Memory of a long run"). Settings the user gave through MALLOC_*_ environment variables are
+kept.
+
+`heap_stats()` reads what the arenas hold (glibc's mallinfo2), so that the retained free
+memory can be told from memory in use.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import ctypes
 import logging
 import os
 import sys
+from typing import NamedTuple, Optional
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +32,20 @@ MMAP_THRESHOLD = 32 * 2**20  # glibc refuses more on 64-bit
 TRIM_THRESHOLD = 256 * 2**20
 
 _done = False
+
+
+class HeapStats(NamedTuple):
+    """glibc's malloc arenas, all of them summed (mallinfo2)."""
+
+    arena_bytes: int  # taken from the system for the arenas' heaps (brk and thread-arena heaps)
+    in_use_bytes: int  # of those, in allocated blocks
+    free_bytes: int  # of those, freed but kept by malloc: below the trim threshold, or in holes
+    mmap_bytes: int  # blocks above the mmap threshold, each mapped on its own and unmapped on free
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
 
 
 def tune_host_malloc() -> bool:
@@ -45,3 +66,17 @@ def tune_host_malloc() -> bool:
         logger.info("host malloc: mmap threshold %d MB, trim threshold %d MB",
                     MMAP_THRESHOLD >> 20, TRIM_THRESHOLD >> 20)
     return _done
+
+
+def heap_stats() -> Optional[HeapStats]:
+    """What glibc's malloc holds now; None without glibc 2.33+ (musl, macOS). Walks every
+    arena's free lists under their locks: call it every few seconds, not per step."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):
+        return None
+    mallinfo2.argtypes, mallinfo2.restype = (), _MallInfo2
+    info = mallinfo2()
+    return HeapStats(info.arena, info.uordblks, info.fordblks, info.hblkhd)

@@ -136,6 +136,17 @@ class EngineRunner:
             rows = list(itertools.islice(self._steps, skip, skip + limit))
             return StepPage(first, self._last_step, rows)
 
+    @property
+    def num_steps_held(self) -> int:
+        """Steps in the history: at most `step_history`, about 0.5 KB each."""
+        with self._steps_lock:
+            return len(self._steps)
+
+    @property
+    def num_live(self) -> int:
+        """Requests the engine thread streams to a sink; a finished one is dropped at once."""
+        return len(self._live)
+
     def _put(self, command: tuple, future: Optional[concurrent.futures.Future]) -> None:
         with self._cond:
             if self._stopping or self.error is not None:

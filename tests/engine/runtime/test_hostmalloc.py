@@ -25,3 +25,17 @@ def test_user_malloc_settings_win(monkeypatch):
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "1048576")
     assert hostmalloc.tune_host_malloc() is False
     assert hostmalloc._done is False
+
+
+@glibc
+def test_heap_stats_see_a_block_come_and_go():
+    if hostmalloc.heap_stats() is None:
+        pytest.skip("mallinfo2 needs glibc 2.33")
+    held = lambda s: s.in_use_bytes + s.mmap_bytes  # in an arena or mapped on its own, by size
+    before = hostmalloc.heap_stats()
+    block = bytearray(8 * 2**20)
+    during = hostmalloc.heap_stats()
+    del block
+    after = hostmalloc.heap_stats()
+    assert held(during) - held(before) > 7 * 2**20  # other objects come and go meanwhile
+    assert held(during) - held(after) > 7 * 2**20

@@ -75,6 +75,22 @@ def test_step_history_pages_in_order_and_counts_what_fell_out(runner):
     assert runner.steps_after(page.last_step, limit=5).steps == []
 
 
+def test_finished_aborted_and_refused_requests_leave_nothing_on_the_engine_thread(runner):
+    sinks = {}
+    for i in range(24):
+        sinks[f"m{i}"] = deltas = queue.Queue()
+        runner.submit(f"m{i}", PROMPTS[i % 3], GREEDY, deltas.put).result(timeout=10)
+        if i % 4 == 3:
+            runner.abort(f"m{i}")
+    with pytest.raises(RequestRejected):
+        runner.submit("long", [1] * 5000, GREEDY, lambda d: None).result(timeout=10)
+    for deltas in sinks.values():
+        wait_until(lambda: deltas.get(timeout=20).finished, what="the last delta")
+    assert runner.num_live == 0
+    assert runner.call(lambda engine: engine.memory_report().num_requests).result(timeout=10) == 0
+    assert runner.num_steps_held == 8  # the history's length, however many steps ran
+
+
 def test_failed_engine_fails_live_and_new_requests(runner):
     deltas = queue.Queue()
     runner.submit("x", PROMPTS[0], SamplingParams(max_tokens=1500, ignore_eos=True), deltas.put).result(10)
