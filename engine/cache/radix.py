@@ -209,7 +209,8 @@ class RadixCache(PrefixCache):
                                self._snap_evicted, self._snap_with_kv, len(self._leaked))
 
     def index_memory(self) -> IndexMemory:
-        # A split leaves both halves views of one buffer: count each buffer once, whole.
+        # The eviction-scan fault's page cuts leave a leaf views of its old arrays: count each
+        # buffer once, whole, as it is held.
         keys: dict[int, int] = {}  # id of the array owning the memory -> bytes
         values: dict[int, int] = {}  # storage address -> bytes
         stack = list(self.root.children.values())
@@ -338,12 +339,13 @@ class RadixCache(PrefixCache):
 
     def _split(self, node: TreeNode, n: int) -> TreeNode:
         """Cut `node`'s edge after n tokens; the new upper node is returned. A snapshot stays
-        with `node`, whose end does not move."""
+        with `node`, whose end does not move. Both halves get their own arrays: as views of the
+        old ones, either would keep the other's tokens in memory after that one is evicted."""
         parent = node.parent
-        upper = TreeNode(node.key[:n], node.value[:n], parent, node.last_access)
+        upper = TreeNode(node.key[:n].copy(), node.value[:n].clone(), parent, node.last_access)
         upper.lock_ref = node.lock_ref  # the locks through node pass through upper
         parent.children[node.key[:self.page_size].tobytes()] = upper
-        node.key, node.value, node.parent = node.key[n:], node.value[n:], upper
+        node.key, node.value, node.parent = node.key[n:].copy(), node.value[n:].clone(), upper
         upper.children[node.key[:self.page_size].tobytes()] = node
         self._num_nodes += 1
         self._max_depth = None

@@ -25,7 +25,7 @@ class MemoryReport(NamedTuple):
     num_pending_updates: int  # requests with output not yet taken by take_updates()
     radix_nodes: int  # at most the KV pool's pages
     cached_tokens: int  # at most the KV pool's tokens
-    radix_index_bytes: int  # the tree's token and KV-slot arrays, each buffer counted once
+    radix_index_bytes: int  # the tree's token and KV-slot arrays, 16 bytes per cached token
     eviction_heap_entries: int  # KV and snapshot heaps, each compacted past max(1024, 2 x live entries)
     kv_released_runs: int  # freed page arrays not yet merged, at most the pages they hold
     allocator_events: int  # queued KV alloc/free events, at most max_events; 0 unless enabled

@@ -206,6 +206,18 @@ def test_heap_stays_bounded_under_many_matches():
     assert cache.evict(3) == 3
 
 
+@pytest.mark.parametrize("cache_type", ["radix", "hybrid_radix"])
+def test_a_split_node_outlives_the_long_prompt_it_came_from_without_its_tokens(cache_type):
+    cache, kv, state = build(cache_type, kv_slots=256)
+    put(cache, kv, state, list(range(200)), snapshot=True)
+    put(cache, kv, state, list(range(10)) + [99], snapshot=True)  # splits the first node after 10
+    assert cache.evict(1) == 190  # the least recently used leaf: the long prompt's tail
+    index = cache.index_memory()
+    assert (index.num_nodes, cache.cache_report().cached_tokens) == (2, 11)
+    assert index.nbytes == 16 * 11  # a token id and a KV slot, 8 bytes each, per cached token
+    cache.check_integrity(kv_in_use=0)
+
+
 def test_insert_copies_the_callers_slot_tensor():
     cache, kv, state = build()
     slots = kv.alloc(3)

@@ -48,6 +48,16 @@ def test_finished_and_aborted_requests_leave_nothing_behind(engine):
     engine.check_integrity()
 
 
+def test_radix_index_holds_exactly_what_it_caches(engine):
+    serve(engine, 150)
+    report = engine.memory_report()
+    assert 0 < report.cached_tokens <= KV_TOKENS
+    assert report.radix_nodes <= report.cached_tokens
+    # 8 bytes of token id and 8 of KV slot per cached token: evicted tokens' arrays are gone,
+    # split nodes included
+    assert report.radix_index_bytes == 16 * report.cached_tokens
+
+
 def test_allocator_event_queue_keeps_its_length_and_counts_what_it_dropped(engine):
     serve(engine, 20)
     assert engine.memory_report().allocator_events == 0  # none queued unless enabled
