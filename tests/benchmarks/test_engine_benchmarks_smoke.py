@@ -42,3 +42,13 @@ def test_hooks_overhead_prints_every_mode_last():
     counts = next(line for line in lines if line.startswith("hook readings taken"))
     samples, events = map(int, re.findall(r"\d+", counts))
     assert samples > 0 and events > 0, counts  # the sampled modes read the hooks and drained events
+
+
+def test_engine_memory_prints_the_growth_after_warm_up_last():
+    lines = run_quick("engine_memory.py")
+    assert re.fullmatch(r"rss growth after warm-up: -?[\d.]+ MB over \d+ requests \(-?\d+ KB per 1000 requests\)",
+                        lines[-1]), lines[-1]
+    rows = [line.split() for line in lines if line.split()[0].isdigit()]  # requests steps rss_MB ...
+    requests, live = int(rows[-1][0]), int(rows[-1][-2])
+    assert (requests, live) == (40, 0)  # every request ran; none is left on the engine thread
+    assert int(rows[-1][5]) > 0 and int(rows[-1][6]) > 0  # the prefix cache held nodes and tokens
