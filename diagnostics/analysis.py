@@ -23,6 +23,8 @@ from diagnostics.source import Source
 logger = logging.getLogger(__name__)
 
 DECODE_BASES = verdict_mod.DECODE_BASES
+STEP_BASES = ("step_series", "bins")  # comparisons made from the step series itself
+MIN_TREND_SPAN_S = 1200.0  # samples spanning less than this give no rate per hour (a 3-minute fall is no hourly trend)
 
 
 def analyze(source: Source) -> Analysis:
@@ -83,8 +85,12 @@ def analyze(source: Source) -> Analysis:
             checks.append(breakdown)
     checks += checks_mod.engine_checks(source, dec.samples)
     shape = dec.trend.shape if age and dec.trend is not None and decision.basis in DECODE_BASES else None
+    # The trend per hour is the step series' own: said only when the step series carries the
+    # verdict, over a span long enough for an hourly rate to mean something.
+    trend_ok = decision.basis in STEP_BASES and (evidence.span_s or 0.0) >= MIN_TREND_SPAN_S
     return Analysis(
-        verdict=decision.verdict, slowdown=_slowdown(decision.decode, dec.per_hour, shape), onset=found_onset,
+        verdict=decision.verdict, slowdown=_slowdown(decision.decode, dec.per_hour if trend_ok else None, shape),
+        onset=found_onset,
         recovered_by_restart=_recovered(restart, decision), suspects=suspects, checks=tuple(checks), samples=dec.samples,
         model=dec.model, changepoints=dec.changepoints, comparisons=comparisons, source_path=source.path,
         source_kind=source.kind, engine=source.engine, prefix_reuse=prefix_reuse,
