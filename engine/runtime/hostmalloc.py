@@ -6,11 +6,12 @@ of such a block often hands the pages back to the kernel (munmap, or a heap trim
 next step page-faults the same megabytes in again. Fixed thresholds (an mmap threshold of
 32 MB, glibc's ceiling, and a trim threshold of 256 MB) keep them in the heap: measured on
 the default checkpoint, one torch thread, a batch-8 decode step went from 41-45 ms to
-32-33 ms; batch 1 did not move. The price is freed memory kept by malloc, up to the trim
-threshold at the top of each arena: in a soak of the default checkpoint, 200-250 MB in the
-engine thread's arena, reached in the first minutes and not exceeded after (docs/soak.md,
-"Memory of a long run"). Settings the user gave through MALLOC_*_ environment variables are
-kept.
+32-33 ms; batch 1 did not move. The price is the memory of the largest step's temporaries,
+kept after the step: glibc then trims the main arena's top only past 256 MB, and a thread's
+arena (the server's engine thread has one) only by whole free heaps at its end, its heaps being
+64 MB, below the threshold. In a soak of the default checkpoint that is 200-250 MB, reached in
+the first minutes, flat after (docs/soak.md, "Memory of a long run"). Settings the user gave
+through MALLOC_*_ environment variables are kept.
 
 `heap_stats()` reads what the arenas hold (glibc's mallinfo2), so that the retained free
 memory can be told from memory in use.
@@ -39,7 +40,7 @@ class HeapStats(NamedTuple):
 
     arena_bytes: int  # taken from the system for the arenas' heaps (brk and thread-arena heaps)
     in_use_bytes: int  # of those, in allocated blocks
-    free_bytes: int  # of those, freed but kept by malloc: below the trim threshold, or in holes
+    free_bytes: int  # of those, freed but kept by malloc (the thresholds above say how much)
     mmap_bytes: int  # blocks above the mmap threshold, each mapped on its own and unmapped on free
 
 
