@@ -10,6 +10,7 @@ that carried the verdict and ranks the suspects (diagnostics.suspects) against i
 from __future__ import annotations
 
 import logging
+import math
 from typing import Optional
 
 import pandas as pd
@@ -34,7 +35,7 @@ def analyze(source: Source) -> Analysis:
     probes = controls.probes(rows)
     paired = controls.paired(cycles)
     drift = controls.control_drift(cycles)
-    restart = controls.restart(rows, cycles) or dec.restart
+    restart = _narrower(controls.restart(rows, cycles), dec.restart)
     prefix_reuse = reuse_mod.compare(source.requests)
     prefill = prefill_mod.compare(source.steps)
     host = controls.host_load(source.snapshots)
@@ -97,6 +98,19 @@ def analyze(source: Source) -> Analysis:
         age_basis=(decision.basis if decision.basis in ("prefix_reuse", "prefill") else "decode"), prefill=prefill,
         confidence=decision.confidence, basis=decision.basis, cause=decision.cause, reason=decision.reason,
         probe_pairs=cycles if len(cycles) else None)
+
+
+def _narrower(a: Optional[Comparison], b: Optional[Comparison]) -> Optional[Comparison]:
+    """Of two restart controls (the probes', the step series'), the one whose interval is
+    narrower on the log scale: a step series holds many more samples than three probe cycles."""
+    if a is None or b is None:
+        return a or b
+    if not b.interval.bounded:
+        return a
+    if not a.interval.bounded:
+        return b
+    width = lambda c: math.log(c.interval.hi / c.interval.lo)  # noqa: E731
+    return b if width(b) < width(a) else a
 
 
 def _raw_ratio(dec: decode.DecodeEvidence) -> Optional[float]:

@@ -14,10 +14,13 @@
 7. Two comparisons at matched conditions, each with its interval: the step series (speed
    against the healthy model, block means of the latest stretch — the last quarter of the
    life by engine age, or from the onset when that is later — against the samples before the
-   onset, or against the healthy window for a creep or when there is no onset) and
+   onset, or against the healthy window for a creep or when there is no onset; both sides
+   kept to the context the healthy window held when each has samples there, so that a
+   context slope fitted over a narrow window is not extrapolated into one side only) and
    batch-and-context bins (same batch size and context band, early against late).
-8. A restart in the data is the control: the next engine life's first samples against the
-   healthy level and the level just before the restart.
+8. A restart in the data is the control: the latest stretch of the aged life against the
+   next life's young samples (younger than the onset), which ran minutes later on the same
+   host under the same load.
 
 What the evidence means is decided elsewhere (diagnostics.verdict).
 """
@@ -108,9 +111,11 @@ def evaluate(steps_frame: pd.DataFrame) -> DecodeEvidence:
     per_hour = trend_mod.per_hour(age, resid, trend.change_age_s if trend is not None else -math.inf)
     gradual = trend is not None and trend.shape == "gradual"
     late_from = creep_idx if gradual and creep_idx is not None else onset_idx
+    early, late, where = _claim_sides(life_use, late_from, gradual)
+    steps_cmp = _step_comparison(*_in_range(model, early, late), where)
     return DecodeEvidence(samples, use, life_use, model, cps, onset_idx, context, trend, creep_idx, per_hour,
-                          _step_comparison(life_use, late_from, gradual), _bin_comparison(use, model, onset_idx),
-                          _restart(use, life_use, onset_idx), tuple(checks), None)
+                          steps_cmp, _bin_comparison(use, model, onset_idx),
+                          _restart(model, use, life_use, late, onset_idx), tuple(checks), None)
 
 
 def _without_model(samples: pd.DataFrame, why: str) -> DecodeEvidence:
@@ -144,13 +149,13 @@ def _find_onset(use: pd.DataFrame, model: HealthyModel):
     return first_cps, None, use.iloc[:0]
 
 
-def _step_comparison(life_use: pd.DataFrame, onset_idx, gradual: bool) -> Optional[Comparison]:
-    """Speed against the healthy model (exp(-residual)), block means of the latest stretch — the
-    last LATEST_FRACTION of the life by engine age, or from the onset on when that is later —
-    against the samples before the onset (a step), or against the healthy window (a creep, whose
-    samples before its onset already drift; or no onset at all)."""
+def _claim_sides(life_use: pd.DataFrame, onset_idx, gradual: bool) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """The two sides of the step series' claim: the latest stretch — the last LATEST_FRACTION of
+    the life by engine age, or from the onset on when that is later — and its reference: the
+    samples before the onset (a step), or the healthy window (a creep, whose samples before its
+    onset already drift; or no onset at all)."""
     if life_use.empty:
-        return None
+        return life_use, life_use, "the healthy window"
     age = life_use["engine_age_s"].to_numpy(dtype=float)
     latest = age >= age.min() + (1 - LATEST_FRACTION) * (age.max() - age.min())
     if onset_idx is not None:
@@ -159,14 +164,32 @@ def _step_comparison(life_use: pd.DataFrame, onset_idx, gradual: bool) -> Option
         if len(late) < MIN_LATE:
             late = life_use[after].tail(MIN_LATE)
         if gradual:
-            early, where = life_use[life_use["healthy"] & ~after], "the healthy window"
-        else:
-            early, where = life_use[~after], "the samples before the onset"
-    else:
-        early, where = life_use[life_use["healthy"]], "the healthy window"
-        late = life_use[latest & ~life_use["healthy"].to_numpy()]
-        if len(late) < MIN_LATE:
-            late = life_use[~life_use["healthy"]].tail(MIN_LATE)
+            return life_use[life_use["healthy"] & ~after], late, "the healthy window"
+        return life_use[~after], late, "the samples before the onset"
+    late = life_use[latest & ~life_use["healthy"].to_numpy()]
+    if len(late) < MIN_LATE:
+        late = life_use[~life_use["healthy"]].tail(MIN_LATE)
+    return life_use[life_use["healthy"]], late, "the healthy window"
+
+
+def _in_range(model: HealthyModel, a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Both sides kept to the context the healthy window held (one band beyond it at most) when
+    each side still has MIN_LATE samples there: the model then interpolates on both sides, and
+    a context slope fitted over a narrow window (noise, mostly) cannot make one side look fast.
+    Otherwise both sides whole: the same extrapolation then reaches both."""
+    if model.context_range is None:
+        return a, b
+    top = CONTEXT_BAND * model.context_range[1]
+    keep_a, keep_b = a[~(a["context"] > top)], b[~(b["context"] > top)]
+    if len(keep_a) >= MIN_LATE and len(keep_b) >= MIN_LATE:
+        return keep_a, keep_b
+    return a, b
+
+
+def _step_comparison(early: pd.DataFrame, late: pd.DataFrame, where: str) -> Optional[Comparison]:
+    """Speed against the healthy model (exp(-residual)), block means of the latest stretch
+    against its reference (_claim_sides), at the context the healthy window held where both
+    sides have samples there (_in_range)."""
     if early.empty or late.empty:
         return None
     interval = intervals.log_ratio(intervals.blocks(np.exp(-early["residual"].to_numpy())),
@@ -219,26 +242,36 @@ def _bin_comparison(use: pd.DataFrame, model: HealthyModel, onset_idx) -> Option
                       f"throughput {interval.describe()} of early", float(early_tps.median()))
 
 
-def _restart(use: pd.DataFrame, life_use: pd.DataFrame, onset_idx) -> Optional[Comparison]:
-    """The restart control: the last samples of the life (against the healthy model) over the
-    next engine life's first ones, its fresh level; block means of each."""
-    if life_use.empty:
+def _restart(model: HealthyModel, use: pd.DataFrame, life_use: pd.DataFrame, late: pd.DataFrame,
+             onset_idx) -> Optional[Comparison]:
+    """The restart control: the aged engine's latest stretch (the claim's own late side) over the
+    next engine life's young samples — younger than the onset's engine age (or than the latest
+    stretch's start), over no longer a span than the latest stretch — both against the healthy
+    model, in block means. Aged and fresh run minutes apart at most: a slowdown of the host or
+    of the load reaches both, engine age only the aged one."""
+    if life_use.empty or late.empty:
         return None
     life = int(life_use["engine_life"].iloc[0])
     nxt = use[use["engine_life"] > life]
     if nxt.empty:
         return None
     nxt = nxt[nxt["engine_life"] == nxt["engine_life"].iloc[0]]
-    # By engine time, not by count: a slowed engine prints fewer lines an hour, so its last
-    # quarter of lines would reach back into its healthy hours.
-    fresh = _span_end(nxt, FRESH_FRACTION, first=True)
-    aged = _span_end(life_use, FRESH_FRACTION, first=False)
+    young = float(life_use.loc[onset_idx, "engine_age_s"]) if onset_idx is not None else float(
+        late["engine_age_s"].min())
+    ages = nxt["engine_age_s"].to_numpy(dtype=float)
+    late_span = float(late["engine_age_s"].max() - late["engine_age_s"].min())
+    fresh = nxt[(ages < young) & (ages <= ages.min() + max(late_span, 1e-9))]
+    if len(fresh) < MIN_LATE:
+        # By engine time, not by count: a slowed engine prints fewer lines an hour.
+        fresh = _span_end(nxt, FRESH_FRACTION, first=True)
+    fresh, aged = _in_range(model, fresh, late)
     f = intervals.blocks(np.exp(-fresh["residual"].to_numpy()))
     a = intervals.blocks(np.exp(-aged["residual"].to_numpy()))
     interval = intervals.log_ratio(f, a)
     return Comparison("restart", interval, len(f), len(a), DECODE_MATERIAL,
-                      f"restart control on the step series: the aged engine's last samples over the fresh engine's "
-                      f"first ({len(a)} and {len(f)} block means) {interval.describe()}",
+                      f"restart control on the step series: the aged engine's latest {len(aged)} samples over the "
+                      f"fresh engine's first {len(fresh)} after the restart ({len(a)} and {len(f)} block means) "
+                      f"{interval.describe()}",
                       float(fresh["gen_tps"].median()))
 
 

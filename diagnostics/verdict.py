@@ -12,11 +12,15 @@ The rules, in order (docs/diagnostics.md, "The verdict"):
    divided by the control's own drift (`control_drift`, intervals combined): what slowed the
    host slowed the control as much.
 2. **Controls.** A loss seen on the soaked engine alone must survive the controls the data
-   hold: a restart whose fresh engine the data show did not recover even half the claimed loss
-   (the `restart` comparison — the same moment compared — has its whole interval above the
-   square root of the claimed ratio), or — with no control probed beside it —
-   other load on the host rising while the engine slowed, makes it host or load drift
-   (`cause`), not engine age. A loss that the control's drift takes away is said the same way.
+   hold. A restart after the onset is one: the aged engine's latest stretch against the fresh
+   engine's young samples (the `restart` comparison; minutes apart, on the same host, under
+   the same load). Its whole interval above the square root of the claimed ratio (the fresh
+   engine did not recover even half the loss) makes the slowdown host or load drift
+   (`cause`), not engine age; one that does not show the fresh engine materially faster,
+   while ruling out that it was as much faster as the claimed loss, leaves the claim
+   unconfirmed and no age is claimed (a restart too noisy to rule that out says nothing).
+   With no control probed beside it, other load on the host rising while the engine slowed
+   makes it host or load drift too. A loss that the control's drift takes away is said the same way.
 3. **Prefill side.** A prefix cache that stops reusing, or prefill that takes longer and longer,
    carries the verdict when decode shows no loss (or only the probes show one while matched
    bins rule it out). Prefill time is host-bound: it is corrected and must survive the
@@ -180,10 +184,12 @@ def decide(ev: Evidence) -> Decision:
     confidence = ("high" if decode.interval.lo > HIGH_FLOOR else "medium" if decode.interval.lo > decode.material
                   else "low")
     cause = cause or ("context_growth" if verdict == "context_growth_only" else None)
-    ruled_out = 1 - decode.interval.lo
+    on = decode.basis.replace('_', ' ')
+    said = (f"on {on} the late engine ran at least as fast as the early one ({decode.interval.describe()})"
+            if decode.interval.lo >= 1.0 else
+            f"on {on} the data rule out a loss of more than {1 - decode.interval.lo:.0%} ({decode.interval.describe()})")
     return Decision(verdict, decode.basis, decode, decode, cause, confidence,
-                    f"No engine age, {confidence} confidence: on {decode.basis.replace('_', ' ')} the data rule out a "
-                    f"loss of more than {ruled_out:.0%} ({decode.interval.describe()}).", tuple(findings))
+                    f"No engine age, {confidence} confidence: {said}.", tuple(findings))
 
 
 def _decisive_decode(ev: Evidence) -> Optional[Comparison]:
@@ -266,6 +272,17 @@ def _survives_controls(claim: Comparison, ev: Evidence, findings: list[Finding],
                                 f"that much faster than the aged one just before it ({ev.restart.detail}): the "
                                 f"slowdown is the host's or the load's, not the engine's age"))
         return None, HOST_DRIFT
+    # A restart that does not show the fresh engine materially faster, and rules out that it was
+    # as much faster as the claimed loss, leaves the claim unconfirmed: engine age is what a
+    # restart takes away, and this one took away less than was claimed. (A restart too noisy to
+    # rule that out says nothing either way.)
+    r = ev.restart
+    if r is not None and r.interval.bounded and not r.loss and r.interval.lo > claim.ratio:
+        findings.append(Finding("fresh_control", "warn",
+                                f"{what} slowed ({claim.detail}), but a fresh engine after the restart was not "
+                                f"shown to be materially faster than the aged one ({r.detail}): the data "
+                                f"cannot tell engine age from the host or the load slowing"))
+        return None, None
     if ev.host is not None and ev.host.rose and ev.control_drift is None:
         findings.append(Finding("host_contention", "warn",
                                 f"{what} slowed ({claim.detail}) while {ev.host.describe()}; with no fresh control "

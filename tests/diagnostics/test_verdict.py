@@ -62,6 +62,15 @@ def test_a_restart_whose_fresh_engine_is_as_slow_makes_it_host_drift():
     assert d.verdict != "engine_age_degradation" and d.cause == HOST_DRIFT
     assert decide(Evidence(probes=LOSS, restart=cmp("restart", 0.95, 0.4, 2.2))).verdict == "engine_age_degradation"
     assert decide(Evidence(probes=LOSS, restart=cmp("restart", 0.75, 0.3, 1.9))).verdict == "engine_age_degradation"
+    # between the two: a restart that does not show the fresh engine materially faster and rules
+    # out that it was as much faster as claimed (its interval above 0.7, not all above 0.84)
+    # leaves the claim unconfirmed: no age, and no cause either (a healthy one-minute soak's step
+    # series read 0.85 while its restart read 1.02, 0.95-1.09)
+    d = decide(Evidence(probes=LOSS, restart=cmp("restart", 0.9, 0.78, 1.04)))
+    assert d.verdict != "engine_age_degradation" and d.cause is None
+    assert "cannot tell engine age" in names(d)["fresh_control"].detail
+    # a restart that confirms a smaller loss than claimed still confirms
+    assert decide(Evidence(probes=LOSS, restart=cmp("restart", 0.8, 0.75, 0.86))).verdict == "engine_age_degradation"
 
 
 def test_host_contention_without_a_paired_control_is_not_called_age():

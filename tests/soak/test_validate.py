@@ -2,6 +2,7 @@
 (slow) one real compressed soak of one mechanism plus the control."""
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -55,11 +56,42 @@ def test_unknown_mechanism_is_refused_before_any_run(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+FIXTURES = Path(__file__).parent / "fixtures" / "matrix"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.iterdir() if p.is_dir()))
+def test_recorded_quick_matrix_runs_are_judged_as_their_truth(tmp_path, name):
+    """Real one-minute soaks of the quick matrix, recorded (tests/soak/fixtures/record_matrix.py) on
+    a quiet machine and on a busy one (other soaks and benchmarks beside them, load average 3-5 on
+    two cores): every control is quiet, every gc-pressure run found and named by its own time
+    counter. The live matrix is the slow test below; this one judges the same kind of data
+    without depending on how busy the machine running the tests is. control-quiet was a false
+    alarm once (its step series read 0.74 against early samples the healthy model's context
+    slope had extrapolated far beyond its window, and a restart of three probes a side could not
+    veto it); the fresh engine's step series after the restart reads 1.02 (0.95-1.09)."""
+    import shutil
+
+    mechanism = name.rsplit("-", 1)[0]
+    run = tmp_path / name
+    shutil.copytree(FIXTURES / name, run)
+    row = _judge(mechanism, run)
+    assert row.passed, row
+    if mechanism == "control":
+        assert row.verdict != "engine_age_degradation"
+    else:
+        assert row.verdict == "engine_age_degradation" and row.top_suspect in ("gc_full_pause_s_total",
+                                                                               "gc_pause_s_total")
+
+
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_quick_matrix_finds_gc_pressure_and_keeps_quiet_without_it(tmp_path):
-    """The quick version of the matrix, in the default run: the control and gc-pressure, one
-    minute each (about three minutes in all on two cores, with the engine starts and restarts):
-    the control quiet, gc-pressure found as engine age and its own signal named first."""
+    """The quick version of the matrix, live (`make test-slow`): the control and gc-pressure, one
+    minute each (three to four minutes in all on two cores, with the engine starts and restarts):
+    the control quiet, gc-pressure found as engine age and its own signal named first. On a
+    quiet machine gc-pressure reads about 0.4x; on a busy one (load average 4.5) a minute served
+    12 calls and the collections cost too little to find, which is why the default run judges
+    recorded runs instead (above)."""
     import pandas as pd
 
     from soak.cli import app
