@@ -121,8 +121,11 @@ def test_host_sampler_measures_the_driver_the_control_and_what_other_tenants_use
 
     from soak.samplers import HostSampler
 
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    # The child says when its interpreter is up: sampled before that, its RSS is the exec's.
+    busy = subprocess.Popen([sys.executable, "-c", "print('up', flush=True)\nwhile True: pass"],
+                            stdout=subprocess.PIPE, text=True)
     try:
+        assert busy.stdout.readline().strip() == "up"
         host = HostSampler()
         first = host.sample(10.0, 123, busy.pid)
         assert first["driver_rss_bytes"] > 1e6 and first["host_cpu_percent"] >= 0
