@@ -85,7 +85,15 @@ def test_faults_are_off_by_default_and_named_once():
         EngineConfig(faults=("kv-scatter", "kv-scatter"))
     with pytest.raises(EngineConfigError, match="tuple of fault names"):
         EngineConfig(faults="kv-scatter")
-    assert all(f.real_world and f.signal and f.mechanism for f in FAULTS.values())
+    # Each fault's own signal (the first figure its description names) is one the fault matrix
+    # accepts as the mechanism found and named: the registry and the matrix cannot drift apart.
+    import re
+
+    from soak.validate import EXPECTED_SUSPECTS
+    assert set(FAULTS) == set(EXPECTED_SUSPECTS)
+    for name, fault in FAULTS.items():
+        own = re.findall(r"[a-z0-9]+(?:_[a-z0-9]+)+", fault.signal)
+        assert own and own[0] in EXPECTED_SUSPECTS[name], (name, fault.signal)
 
 
 def test_the_control_leaves_every_fault_signal_at_rest(control):

@@ -1,5 +1,7 @@
 """Samplers: the built-in hooks mapping, the process, the GPU, an external engine's log."""
 
+import pytest
+
 
 def test_hooks_row_maps_the_cache_status_json_and_turns_gc_totals_into_pauses():
     from soak.samplers import EngineHooks
@@ -108,7 +110,7 @@ def test_profiler_records_a_speedscope_profile_of_a_running_python_process(tmp_p
         busy.wait()
     if profiler.disabled_reason:  # no py-spy here, or no ptrace permission: logged, not fatal
         assert profile is None
-        return
+        pytest.skip(f"py-spy cannot profile here ({profiler.disabled_reason}); the soak goes on without profiles")
     data = json.loads(profile.path.read_text())
     assert data["$schema"].startswith("https://www.speedscope.app") and data["profiles"]
     assert any("genexpr" in frame["name"] for frame in data["shared"]["frames"])
