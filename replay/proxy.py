@@ -35,6 +35,7 @@ from starlette.routing import Route
 
 from replay.blocks import text_block_hashes, token_block_hashes
 from replay.errors import TraceError
+from replay.stream import read_chunk, read_usage
 from replay.trace import Call, TraceHeader, TraceWriter, utc_now_iso
 
 log = logging.getLogger(__name__)
@@ -112,11 +113,10 @@ class Recorder:
             text = _prompt_text(body)
             ids = text_block_hashes(text, max(1, round(cfg.block_size * cfg.chars_per_token)))
             estimate = math.ceil(len(text) / cfg.chars_per_token)
-        usage = ex.usage if isinstance(ex.usage, dict) else {}
-        num_in = _int(usage.get("prompt_tokens"), estimate)
-        num_out = _int(usage.get("completion_tokens"), ex.num_deltas)
-        reasoning = _int((usage.get("completion_tokens_details") or {}).get("reasoning_tokens"), None)
-        cached = _int((usage.get("prompt_tokens_details") or {}).get("cached_tokens"), None)
+        usage = read_usage(ex.usage)
+        num_in = estimate if usage.prompt_tokens is None else usage.prompt_tokens
+        num_out = ex.num_deltas if usage.output_tokens is None else usage.output_tokens
+        reasoning, cached = usage.reasoning_tokens, usage.cached_tokens
         session = self._session(tuple(ids), ex.session_hint)
         finished = ex.finished or time.time()
         call = Call(
@@ -283,16 +283,14 @@ class _SSEParser:
         if not isinstance(obj, dict):
             return True
         ex = self.exchange
-        for choice in obj.get("choices") or []:
-            delta = choice.get("delta") or {}
-            if (delta.get("reasoning_content") or delta.get("reasoning") or delta.get("content")
-                    or delta.get("tool_calls") or choice.get("text")):
-                ex.num_deltas += 1
-                if ex.first_token is None:
-                    ex.first_token = time.time()
-        if obj.get("usage"):
-            ex.usage = obj["usage"]
-            if self.drop_usage_only and not obj.get("choices"):
+        chunk = read_chunk(obj)
+        if chunk.generated:
+            ex.num_deltas += 1
+            if ex.first_token is None:
+                ex.first_token = time.time()
+        if chunk.usage is not None:
+            ex.usage = chunk.usage
+            if self.drop_usage_only and not chunk.has_choices:
                 return False
         return True
 
@@ -350,10 +348,6 @@ def _json_or_none(raw: bytes) -> Any:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         return None
-
-
-def _int(value: Any, default: int | None) -> int | None:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else default
 
 
 def _str(value: Any) -> str | None:

@@ -2,8 +2,9 @@
 
 Time to first token is the first chunk carrying anything generated — reasoning, content or
 a tool call — not the opening frame that carries only the role; first content is kept
-beside it. Usage comes from the final chunk (`stream_options.include_usage`); a target
-that sends none gets its output counted from the chunks that carried tokens.
+beside it (replay.stream reads each chunk, for this client and the recording proxy alike).
+Usage comes from the final chunk (`stream_options.include_usage`); a target that sends none
+gets its output counted from the chunks that carried tokens.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import time
 from typing import Any, NamedTuple, Optional
 
 import httpx
+
+from replay import stream
 
 logger = logging.getLogger(__name__)
 
@@ -112,9 +115,9 @@ class Client:
                 text = (await response.aread()).decode("utf-8", "replace")
                 return acc.failed(_refusal_or_error(response.status_code, text), _error_text(response, text))
             async for line in response.aiter_lines():
-                if not line.startswith("data:"):
+                data = stream.data_of(line)
+                if data is None:
                     continue
-                data = line[5:].strip()
                 if data == "[DONE]":
                     acc.done = True
                     break
@@ -135,49 +138,41 @@ class _Accumulator:
     def add(self, data: str) -> None:
         now = time.time()
         try:
-            chunk = json.loads(data)
-        except json.JSONDecodeError:
+            obj = stream.parse_data(data)
+        except ValueError:
             self.status, self.error = "error", f"a stream chunk is not JSON: {data[:80]!r}"
             return
-        if not isinstance(chunk, dict):
+        if obj is None:
             return
-        if "error" in chunk:
-            err = chunk["error"]
-            self.status = "error"
-            self.error = str(err.get("message", err) if isinstance(err, dict) else err)
+        chunk = stream.read_chunk(obj)
+        if chunk.error is not None:
+            self.status, self.error = "error", chunk.error
             return
-        if isinstance(chunk.get("usage"), dict):
-            self.usage = chunk["usage"]
-        for choice in chunk.get("choices") or ():
-            delta = choice.get("delta") or {}
-            content = choice.get("text") if "text" in choice else delta.get("content")
-            generated = bool(content) or bool(delta.get("reasoning_content") or delta.get("reasoning")
-                                              or delta.get("tool_calls"))
-            if generated:
-                self.num_chunks += 1
-                self.t_first = self.t_first or now
-                self.t_last = now
-            if content:
-                self.t_content = self.t_content or now
+        if chunk.usage is not None:
+            self.usage = chunk.usage
+        if chunk.generated:
+            self.num_chunks += 1
+            self.t_first = self.t_first or now
+            self.t_last = now
+        if chunk.content:
+            self.t_content = self.t_content or now
 
     def failed(self, status: str, error: str) -> CallResult:
         self.status, self.error = status, error
         return self.result()
 
     def result(self) -> CallResult:
-        usage = self.usage
-        prompt_details = usage.get("prompt_tokens_details") or {}
-        out_details = usage.get("completion_tokens_details") or {}
+        usage = stream.read_usage(self.usage)
         status, error = self.status, self.error
         if status is None:
-            status, error = ("ok", None) if self.done or usage else ("error", "the stream ended before [DONE]")
-        output = usage.get("completion_tokens")
+            status, error = ("ok", None) if self.done or self.usage else ("error", "the stream ended before [DONE]")
+        output = usage.output_tokens
         if output is None and status == "ok":
             output = self.num_chunks
         return CallResult(t_send=self.t_send, t_first_token=self.t_first, t_first_content=self.t_content,
-                          t_last_token=self.t_last, prompt_tokens=usage.get("prompt_tokens"),
-                          cached_tokens=prompt_details.get("cached_tokens"), output_tokens=output,
-                          reasoning_tokens=out_details.get("reasoning_tokens"), status=status, error=error,
+                          t_last_token=self.t_last, prompt_tokens=usage.prompt_tokens,
+                          cached_tokens=usage.cached_tokens, output_tokens=output,
+                          reasoning_tokens=usage.reasoning_tokens, status=status, error=error,
                           num_token_chunks=self.num_chunks)
 
 
