@@ -33,7 +33,7 @@ MIN_SIDE = 2
 # an interval that looks tight and is not (seen: a healthy 2-minute soak whose first two cycles
 # ran while other engines started read 0.70, interval 0.55-0.89).
 MIN_FOR_LOSS = 4
-HOST_COLUMNS = ("driver_cpu_percent", "host_other_cpu_percent")  # CPU beside the engine (rundir_schema.SNAPSHOT_HOST)
+HOST_COLUMNS = ("driver_cpu_percent", "host_other_cpu_percent")  # CPU beside the engine (rundir.schema.SNAPSHOT_HOST)
 
 
 def probe_rows(probes: pd.DataFrame) -> pd.DataFrame:

@@ -1,7 +1,7 @@
 """The two tables every source becomes: steps (one row per engine step or sample) and events.
 
 Times are naive `datetime64[ns]` in the source's own clock (a log's local time, a run
-directory's UTC); no time zone is invented. Column meanings are in diagnostics.rundir_schema.
+directory's UTC); no time zone is invented. Column meanings are in rundir.schema.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from diagnostics.rundir_schema import STEP_COLUMNS
+from rundir.schema import STEP_COLUMNS
 
 _STEP_FIELDS = [name for name in STEP_COLUMNS if name not in ("t", "engine_age_s", "engine_life", "phase")]
 STEP_FRAME_COLUMNS = ["t", "engine_life", "engine_age_s", "phase", *_STEP_FIELDS, "line"]

@@ -13,7 +13,9 @@ from typing import NamedTuple, Optional
 
 import pandas as pd
 
-from diagnostics import rundir, rundir_schema as schema
+from diagnostics import run_frames
+from rundir import reader, schema
+from rundir.errors import RunDirError
 from diagnostics.errors import DiagnosticsError
 from diagnostics.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, empty_events
 from diagnostics.logs import LogInfo, looks_like_log, parse_log
@@ -30,10 +32,10 @@ class Source(NamedTuple):
     engine: str  # freetoken, tokdrift, sglang, vllm, llama.cpp, ollama, unknown
     steps: pd.DataFrame  # diagnostics.frames.STEP_FRAME_COLUMNS
     events: pd.DataFrame  # diagnostics.frames.EVENT_FRAME_COLUMNS
-    requests: pd.DataFrame  # rundir_schema.REQUEST_COLUMNS (run directories only)
-    probes: pd.DataFrame  # rundir_schema.PROBE_COLUMNS
-    snapshots: pd.DataFrame  # rundir_schema.SNAPSHOT_COLUMNS (+ any extra numeric columns)
-    manifest: Optional[rundir.Manifest]
+    requests: pd.DataFrame  # rundir.schema.REQUEST_COLUMNS (run directories only)
+    probes: pd.DataFrame  # rundir.schema.PROBE_COLUMNS
+    snapshots: pd.DataFrame  # rundir.schema.SNAPSHOT_COLUMNS (+ any extra numeric columns)
+    manifest: Optional[reader.Manifest]
     log_info: Optional[LogInfo]
 
 
@@ -42,8 +44,11 @@ def load_source(path: Path | str, date: Optional[dt.date] = None, year: Optional
     path = Path(path)
     if not path.exists():
         raise DiagnosticsError(f"{path}: expected a run directory, engine log or scrape series; nothing is there")
-    if rundir.is_run_dir(path):
-        return _load_run_dir(path, date, year)
+    if reader.is_run_dir(path):
+        try:
+            return _load_run_dir(path, date, year)
+        except RunDirError as exc:  # diagnostics' callers catch one error type
+            raise DiagnosticsError(str(exc)) from exc
     if looks_like_scrapes(path):
         steps, events, engine = parse_scrapes(path)
         return Source(str(path), "prometheus", engine, steps, events, *_empty_run_tables(), None, None)
@@ -56,9 +61,9 @@ def load_source(path: Path | str, date: Optional[dt.date] = None, year: Optional
 
 
 def _load_run_dir(path: Path, date: Optional[dt.date], year: Optional[int]) -> Source:
-    manifest = rundir.read_manifest(path)
-    events = rundir.read_events(path)
-    steps = rundir.read_table(path, "steps")
+    manifest = reader.read_manifest(path)
+    events = run_frames.read_events(path)
+    steps = reader.read_table(path, "steps")
     log_info = None
     log = path / schema.ENGINE_LOG
     if steps.empty and log.is_file() and looks_like_log(log):
@@ -66,9 +71,9 @@ def _load_run_dir(path: Path, date: Optional[dt.date], year: Optional[int]) -> S
         steps, log_info = parsed.steps, parsed.info
         events = pd.concat([e for e in (events, parsed.events) if not e.empty] or [empty_events()],
                            ignore_index=True).sort_values("t", kind="stable", ignore_index=True)
-    steps = rundir.attach_lives(steps, events).reindex(columns=STEP_FRAME_COLUMNS)
-    tables = {name: rundir.attach_lives(rundir.read_table(path, name), events,
-                                        "t_send" if name == "requests" else "t")
+    steps = run_frames.attach_lives(steps, events).reindex(columns=STEP_FRAME_COLUMNS)
+    tables = {name: run_frames.attach_lives(reader.read_table(path, name), events,
+                                            "t_send" if name == "requests" else "t")
               for name in ("requests", "probes", "snapshots")}
     target = manifest.target if isinstance(manifest.target, str) else "builtin"
     engine = "tokdrift" if target == "builtin" else (log_info.format if log_info else "unknown")

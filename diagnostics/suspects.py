@@ -3,7 +3,7 @@
 Every numeric snapshot column of a run directory (and, for any source, the usage figures
 of the steps table) is aligned to the decode samples (the last value at or before each
 sample) and ranked by the absolute Spearman rank correlation with the residual. A cumulative
-counter (rundir_schema.SNAPSHOT_COUNTERS, or a name ending in `_total`) is first turned into
+counter (rundir.schema.SNAPSHOT_COUNTERS, or a name ending in `_total`) is first turned into
 a rate per second within each engine life, or it would track anything that grows with time.
 
 Rank correlation alone cannot tell a figure that steps up at the onset from one that merely
@@ -36,7 +36,7 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 from diagnostics.result import Onset, Suspect
-from diagnostics.rundir_schema import SNAPSHOT_COUNTERS, SNAPSHOT_HOST, SNAPSHOT_META
+from rundir.schema import SNAPSHOT_COUNTERS, SNAPSHOT_HOST, SNAPSHOT_META
 from diagnostics.source import Source
 
 MIN_POINTS = 8

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, NamedTuple
 
 from replay.errors import TraceError
+from rundir.jsonl import cut_torn_tail
 
 log = logging.getLogger(__name__)
 
@@ -283,19 +284,6 @@ def write_trace(path: str | os.PathLike, header: TraceHeader, calls: Iterable[Ca
 
 def utc_now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def cut_torn_tail(path: Path) -> None:
-    """Drop a last line a crash left half-written, so the next line starts on its own line."""
-    if not path.is_file() or path.stat().st_size == 0:
-        return
-    with open(path, "rb+") as f:
-        data = f.read()
-        if data.endswith(b"\n"):
-            return
-        keep = data.rfind(b"\n") + 1
-        log.warning("%s: cutting a torn last line of %d bytes", path, len(data) - keep)
-        f.truncate(keep)
 
 
 def _check_count(name: str, value: Any) -> None:

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from diagnostics import rundir_schema as schema
+from rundir import schema
 from reports.errors import ReportError
 
 SourceArg = Annotated[Path, typer.Argument(help="A run directory or an engine log (FreeToken, SGLang, vLLM, "

@@ -9,7 +9,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 import pandas as pd
 
-from diagnostics import rundir_schema as schema
+from rundir import schema
 from diagnostics.analysis import analyze
 from diagnostics.result import Analysis
 from diagnostics.source import Source, load_source

@@ -16,7 +16,7 @@ import pandas as pd
 from diagnostics.decode import CONTEXT_BAND
 from diagnostics.errors import DiagnosticsError
 from diagnostics.logs import looks_like_log, parse_log
-from diagnostics.rundir_schema import STARTUP_KINDS
+from rundir.schema import STARTUP_KINDS
 from diagnostics.result import Analysis, iso
 from diagnostics.source import Source
 from reports.inputs import Inputs, model_life_samples

@@ -25,7 +25,7 @@ from typing import Any, AsyncIterator, Optional
 
 import httpx
 
-from diagnostics import rundir_schema as schema
+from rundir import schema
 from soak.client import Client
 from soak.config import SoakConfig
 from soak.errors import SoakError

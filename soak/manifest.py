@@ -10,10 +10,10 @@ from typing import Any, Optional
 
 import httpx
 
-from diagnostics import rundir_schema as schema
+from rundir import schema
 from replay import Trace
 from soak.config import SoakConfig
-from soak.store import read_manifest
+from rundir.reader import read_manifest
 from soak.targets import Target
 from tokdrift import __version__
 
@@ -37,7 +37,7 @@ def new_manifest(config: SoakConfig, trace: Trace, run_dir: Path, command: list[
 
 def resumed_manifest(run_dir: Path, command: list[str]) -> dict[str, Any]:
     """The manifest of a run being resumed: running again, one more entry in `resumes`."""
-    manifest = read_manifest(run_dir)
+    manifest = dict(read_manifest(run_dir).raw)
     manifest["resumes"] = [*manifest.get("resumes", []), {"at": iso(time.time()),
                                                           "previous_status": manifest.get("status"),
                                                           "command": list(command)}]

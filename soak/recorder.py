@@ -12,7 +12,7 @@ from typing import Optional
 
 from replay import Call, Prompt
 from soak.client import CallResult
-from soak.store import RunStore
+from rundir.writer import RunStore
 
 
 class RateWindow:

@@ -11,12 +11,12 @@ import json
 from pathlib import Path
 from typing import NamedTuple, Optional
 
-from diagnostics import rundir_schema as schema
+from rundir import schema
 from soak.config import SoakConfig
 from soak.errors import SoakError
 from soak.manifest import digest
 from soak.replayer import Position, position_from
-from soak.store import read_manifest, read_rows
+from rundir.reader import read_manifest, read_rows
 
 
 class ResumePoint(NamedTuple):
@@ -32,7 +32,7 @@ START = ResumePoint(Position(0, {}), 0, -1, -1, 0)
 
 def config_to_resume(run_dir: Path, api_key: Optional[str] = None) -> SoakConfig:
     """The run's own config, checked: not completed, and the same trace as it started with."""
-    manifest = read_manifest(run_dir)
+    manifest = read_manifest(run_dir).raw
     if manifest.get("status") == "completed":
         raise SoakError(f"{run_dir}: the run is completed; nothing to resume")
     configs = manifest.get("configs") or {}

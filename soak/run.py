@@ -23,7 +23,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import httpx
 
-from diagnostics import rundir_schema as schema
+from rundir import schema
 from replay import Call, MaterializeConfig, Materializer, Prompt, read_trace
 from replay.materialize import shared_block_ids
 from soak import affinity as cpu_affinity
@@ -39,7 +39,7 @@ from soak.profiler import Profiler, Profiles
 from soak.recorder import Recorder
 from soak.replayer import Position, Replayer, sessions_of
 from soak.resume import START, config_to_resume, resume_point
-from soak.store import RunStore
+from rundir.writer import RunStore
 from soak.targets import Target, make_target
 from soak.watch import EngineWatch
 

@@ -212,8 +212,8 @@ class _RunningVerdict:
     """The running verdict on every probe so far (diagnostics.live), a resumed run's included."""
 
     def __init__(self, run_dir: Optional[Path]) -> None:
-        from diagnostics.rundir_schema import PROBE_COLUMNS
-        from soak.store import read_rows
+        from rundir.schema import PROBE_COLUMNS
+        from rundir.reader import read_rows
 
         self.rows: list[dict] = read_rows(run_dir, "probes", PROBE_COLUMNS) if run_dir is not None else []
         self.line: Optional[str] = None

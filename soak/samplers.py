@@ -1,7 +1,7 @@
 """What the soak samples beside the calls: engine steps, engine hooks, the process, the GPU.
 
 Each sampler returns plain rows for one table of the run directory (columns in
-diagnostics.rundir_schema). None of them raises for a missing source: a target without a
+rundir.schema). None of them raises for a missing source: a target without a
 steps route, a process the OS will not show, a machine without a GPU are logged once and
 sampled as nothing.
 """
@@ -313,7 +313,7 @@ def target_restarted(target: Target, t: float, why: str) -> None:
 
 
 def _frame_row(step, local_clock: bool = False) -> dict[str, Any]:
-    from diagnostics.rundir_schema import STEP_COLUMNS
+    from rundir.schema import STEP_COLUMNS
 
     t = step["t"]
     unix = _local_unix(t) if local_clock else t.value / 1e9

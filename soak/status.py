@@ -7,8 +7,8 @@ from collections import Counter
 from pathlib import Path
 from typing import NamedTuple, Optional
 
-from diagnostics import rundir_schema as schema
-from soak.store import read_manifest, read_rows
+from rundir import schema
+from rundir.reader import read_manifest, read_rows
 
 
 class RunSummary(NamedTuple):
@@ -30,7 +30,7 @@ class RunSummary(NamedTuple):
 
 def summarize(run_dir: Path) -> RunSummary:
     run_dir = Path(run_dir)
-    manifest = read_manifest(run_dir)
+    manifest = read_manifest(run_dir).raw
     requests = Counter(r.get("status") for r in read_rows(run_dir, "requests", ("status",)))
     ok = [r for r in read_rows(run_dir, "probes", ("engine_life", "engine_age_s", "decode_tps", "status", "role"))
           if r.get("status") == "ok" and r.get("decode_tps")]

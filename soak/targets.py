@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 import httpx
 
-from diagnostics.rundir_schema import ENGINE_LOG
+from rundir.schema import ENGINE_LOG
 from soak.config import SoakConfig
 from soak.errors import SoakError
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from diagnostics import rundir_schema as schema
+from rundir import schema
 from soak.samplers import (EngineHooks, EngineSteps, GpuSampler, HostSampler, LogTailer, MetricsScraper,
                            ProcessSampler)
 from soak.targets import Target

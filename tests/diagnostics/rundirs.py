@@ -9,7 +9,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from diagnostics import rundir_schema as schema
+from rundir import schema
 
 T0 = 1_790_000_000.0  # Unix seconds
 

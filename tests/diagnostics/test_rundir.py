@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from diagnostics import rundir_schema as schema
+from rundir import schema
 from diagnostics.analysis import analyze
 from diagnostics.errors import DiagnosticsError
 from diagnostics.source import load_source
@@ -15,7 +15,7 @@ from .rundirs import make_run_dir
 
 def test_reader_takes_every_part_and_ignores_tmp_and_a_torn_event(tmp_path, caplog):
     run = make_run_dir(tmp_path / "run", minutes=10, fault_at_min=None, restart_at_min=None)
-    with caplog.at_level(logging.WARNING, logger="diagnostics.rundir"):
+    with caplog.at_level(logging.WARNING, logger="rundir.reader"):
         src = load_source(run)
     assert src.kind == "run_dir" and src.engine == "tokdrift"
     assert len(src.steps) == 600 and len(src.snapshots) == 60
@@ -90,7 +90,7 @@ def test_client_engine_disagreement_is_reported(tmp_path):
 
 
 def test_schema_module_lists_what_the_docs_document():
-    doc = (schema.__file__.replace("diagnostics/rundir_schema.py", "docs/run-directory.md"))
+    doc = (schema.__file__.replace("rundir/schema.py", "docs/run-directory.md"))
     text = open(doc, encoding="utf-8").read()
     for table in schema.TABLES.values():
         for name in table:

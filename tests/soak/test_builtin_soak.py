@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from diagnostics import rundir
+from rundir import reader
 from diagnostics.source import load_source
-from soak.store import read_rows
+from rundir.reader import read_rows
 from tests.soak.conftest import ROOT
 
 SOAK = [sys.executable, "-c", "from soak.cli import main; main()"]
@@ -46,7 +46,7 @@ def test_builtin_soak_survives_an_engine_crash_and_writes_a_complete_run(tmp_pat
     out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err[-3000:]
 
-    manifest = rundir.read_manifest(run_dir)
+    manifest = reader.read_manifest(run_dir)
     assert manifest.status == "completed" and manifest.raw["steps_source"] == "engine"
     assert manifest.raw["configs"]["engine"]["kv_tokens"] == 200
     assert manifest.raw["host"]["num_cpus"] >= 1
@@ -64,7 +64,7 @@ def test_builtin_soak_survives_an_engine_crash_and_writes_a_complete_run(tmp_pat
     assert next(e for e in events if e["kind"] == "engine_restart")["reason"] == "control"
     assert kinds[0] == "start" and kinds[-1] == "stop"
 
-    requests = rundir.read_table(run_dir, "requests")
+    requests = reader.read_table(run_dir, "requests")
     calls = requests[requests["kind"] != "probe"]
     assert set(calls["status"]) <= {"ok", "error", "refused", "aborted"}  # aborted: cut at the deadline
     assert calls["status"].eq("ok").sum() >= 2 and 0 in set(calls["engine_life"])
@@ -75,7 +75,7 @@ def test_builtin_soak_survives_an_engine_crash_and_writes_a_complete_run(tmp_pat
     assert (ok["t_send"] < ok["t_first_token"]).all() and (ok["t_first_token"] <= ok["t_last_token"]).all()
     assert ok["prompt_tokens"].gt(0).all() and ok["output_tokens"].gt(0).all()
 
-    all_probes = rundir.read_table(run_dir, "probes")
+    all_probes = reader.read_table(run_dir, "probes")
     assert all_probes["probe_id"].nunique() == 1
     probes = all_probes[all_probes["role"] == "main"]
     assert list(probes["reason"])[0] == "start" and list(probes["reason"])[-3:] == ["after_restart"] * 3
@@ -88,10 +88,10 @@ def test_builtin_soak_survives_an_engine_crash_and_writes_a_complete_run(tmp_pat
     assert twin["status"].eq("ok").all() and "Resolved config" in (run_dir / "control.log").read_text()
     assert manifest.raw["control"]["kind"] == "twin" and manifest.raw["control"]["enabled"]
 
-    steps = rundir.read_table(run_dir, "steps")
+    steps = reader.read_table(run_dir, "steps")
     assert {"decode", "prefill"} <= set(steps["phase"]) and steps["step_time_s"].notna().any()
     assert set(steps["engine_life"]) >= {0, 1, 2}
-    snaps = rundir.read_table(run_dir, "snapshots")
+    snaps = reader.read_table(run_dir, "snapshots")
     assert snaps["radix_nodes"].notna().any() and snaps["rss_bytes"].gt(1e7).all()
     assert snaps["control_rss_bytes"].gt(1e7).any() and snaps["driver_rss_bytes"].gt(1e7).all()
     assert snaps["kv_free_tokens"].dropna().between(0, 200).all()
@@ -128,7 +128,7 @@ def test_ctrl_c_while_the_engine_starts_stops_at_once_and_leaves_no_engine(tmp_p
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err[-2000:]
-    assert rundir.read_manifest(run_dir).status == "interrupted"
+    assert reader.read_manifest(run_dir).status == "interrupted"
     kinds = [e["kind"] for e in _events(run_dir)]
     assert "probe" not in kinds and kinds[-1] == "stop"  # it stopped waiting for the engine, not after
     assert not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in children)

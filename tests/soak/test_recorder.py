@@ -7,7 +7,7 @@ from replay import Call, MaterializeConfig, Materializer
 from soak.client import CallResult
 from soak.profiler import Profiler, Profiles
 from soak.recorder import RateWindow, Recorder, limit_in
-from soak.store import RunStore
+from rundir.writer import RunStore
 
 
 def _result(t, status="ok"):

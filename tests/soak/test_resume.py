@@ -7,8 +7,8 @@ import subprocess
 import sys
 import time
 
-from diagnostics import rundir
-from soak.store import read_rows
+from rundir import reader
+from rundir.reader import read_rows
 from tests.soak.conftest import ROOT, write_trace
 
 SOAK = [sys.executable, "-c", "from soak.cli import main; main()"]
@@ -29,13 +29,13 @@ def test_kill_9_then_resume_continues_the_same_run(tmp_path, fake_server):
     proc.wait(10)
     before = read_rows(run_dir, "requests", ["session", "turn", "status", "kind"])
     assert len(before) >= 6
-    assert rundir.read_manifest(run_dir).status == "running"  # nobody could write anything else
+    assert reader.read_manifest(run_dir).status == "running"  # nobody could write anything else
     status = subprocess.run([*SOAK, "status", str(run_dir)], cwd=ROOT, capture_output=True, text=True)
     assert status.returncode == 0 and "running" in status.stdout
 
     resumed = subprocess.run([*SOAK, "resume", str(run_dir)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    manifest = rundir.read_manifest(run_dir)
+    manifest = reader.read_manifest(run_dir)
     assert manifest.status == "completed" and manifest.run_id == "run"
     assert len(manifest.raw["resumes"]) == 1 and manifest.raw["resumes"][0]["previous_status"] == "running"
     assert 7.5 <= manifest.raw["elapsed_s"] < 30  # the 8 s budget spans both runs, not 8 s each
@@ -45,7 +45,7 @@ def test_kill_9_then_resume_continues_the_same_run(tmp_path, fake_server):
     assert kinds.index("resume") > kinds.index("start")
     # The resumed engine is a new life, and probe cycles go on from the last one written.
     assert [e["engine_life"] for e in events if e["kind"] == "engine_start"] == [0, 1]
-    probes = rundir.read_table(run_dir, "probes").sort_values("t")
+    probes = reader.read_table(run_dir, "probes").sort_values("t")
     assert list(probes["cycle"]) == [0, 1, 2] and list(probes["reason"]) == ["start", "start", "end"]
     assert list(probes["engine_life"]) == [0, 1, 1]
     probe_ids = [r["request_id"] for r in read_rows(run_dir, "requests", ["request_id", "kind"]) if r["kind"] == "probe"]
@@ -106,7 +106,7 @@ def test_ctrl_c_stops_cleanly_as_interrupted(tmp_path, fake_server):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err.decode()[-2000:]
     assert "Traceback" not in err.decode()
-    manifest = rundir.read_manifest(run_dir)
+    manifest = reader.read_manifest(run_dir)
     assert manifest.status == "interrupted" and manifest.ended_at is not None
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert events[-1]["kind"] == "stop" and events[-1]["status"] == "interrupted"

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from diagnostics import rundir
+from rundir import reader
 from soak.config import SoakConfig
 from soak.run import Soak
 from soak.targets import BuiltinTarget
@@ -65,7 +65,7 @@ def test_twin_probes_pair_by_cycle_alone_in_alternating_order(tmp_path, monkeypa
                     key=lambda g: g["t0"])
     assert all(g["probe"] for g in served if g["role"] == "control")  # the twin takes no replay traffic
 
-    probes = rundir.read_table(run_dir, "probes")
+    probes = reader.read_table(run_dir, "probes")
     assert set(probes["role"]) == {"main", "control"} and probes["status"].eq("ok").all()
     assert probes["probe_id"].nunique() == 1
     by_cycle = probes.sort_values("t").groupby("cycle", sort=True)
@@ -107,21 +107,21 @@ def test_twin_probes_pair_by_cycle_alone_in_alternating_order(tmp_path, monkeypa
     assert control["engine_life"].nunique() >= 2 and control["engine_age_s"].max() < 2.5 + 3.0
 
     # Control probes are not the main engine's traffic; control events are not engine lives.
-    requests = rundir.read_table(run_dir, "requests")
+    requests = reader.read_table(run_dir, "requests")
     main = probes[probes["role"] == "main"]
     assert sorted(requests.loc[requests["kind"] == "probe", "request_id"]) == sorted(
         f"probe-{c}-{r}" for c, r in zip(main["cycle"], main["reason"]))
     assert [e["engine_life"] for e in events if e["kind"] == "engine_start"] == [0, 1]
     assert not any("engine_life" in e for e in events if e["kind"].startswith("control_"))
 
-    manifest = rundir.read_manifest(run_dir).raw
+    manifest = reader.read_manifest(run_dir).raw
     assert manifest["control"] == {"kind": "twin", "url": manifest["control"]["url"], "restart_every_s": 2.5,
                                    "restart_cmd": None, "enabled": True, "why_off": None}
     if len(os.sched_getaffinity(0)) >= 2:
         allowed = sorted(os.sched_getaffinity(0))
         assert manifest["affinity"] == {"driver": allowed[:1], "engine": allowed[1:]}
     assert (run_dir / "control.log").exists()
-    snaps = rundir.read_table(run_dir, "snapshots")
+    snaps = reader.read_table(run_dir, "snapshots")
     for column in ("driver_cpu_percent", "driver_rss_bytes", "host_cpu_percent", "control_rss_bytes"):
         assert snaps[column].notna().any(), column
     assert snaps["driver_rss_bytes"].dropna().gt(1e7).all() and snaps["host_other_cpu_percent"].dropna().ge(0).all()
@@ -145,9 +145,9 @@ def test_a_twin_that_cannot_start_turns_off_and_the_soak_completes(tmp_path, mon
     off = [e for e in events if e["kind"] == "control_off"]
     assert len(off) == 1 and "could not start" in off[0]["why"] and "code 3" in off[0]["why"]
     assert not any(e["kind"] == "control_start" for e in events)
-    probes = rundir.read_table(run_dir, "probes")
+    probes = reader.read_table(run_dir, "probes")
     assert set(probes["role"]) == {"main"} and probes["cycle"].is_unique and len(probes) >= 3
-    manifest = rundir.read_manifest(run_dir).raw
+    manifest = reader.read_manifest(run_dir).raw
     assert manifest["control"]["enabled"] is False and "could not start" in manifest["control"]["why_off"]
     assert manifest["affinity"] == {"why_off": "the soak may use 1 CPU; separate cores need at least 2"}
 
@@ -162,13 +162,13 @@ def test_no_twin_where_memory_is_short_and_with_no_twin(tmp_path, monkeypatch):
     monkeypatch.setattr(psutil, "virtual_memory", lambda: Memory())
     status, run_dir = _soak(tmp_path, duration_s=2.0, probe_every_s=0.0)
     assert status == "completed"
-    control = rundir.read_manifest(run_dir).raw["control"]
+    control = reader.read_manifest(run_dir).raw["control"]
     assert control["kind"] == "twin" and not control["enabled"] and "3.0 GiB of memory available" in control["why_off"]
     assert [e["why"] for e in _events(run_dir) if e["kind"] == "control_off"] == [control["why_off"]]
-    assert set(rundir.read_table(run_dir, "probes")["role"]) == {"main"}
+    assert set(reader.read_table(run_dir, "probes")["role"]) == {"main"}
 
     status, run_dir = _soak(tmp_path / "off", duration_s=2.0, probe_every_s=0.0, twin=False, affinity=False)
-    manifest = rundir.read_manifest(run_dir).raw
+    manifest = reader.read_manifest(run_dir).raw
     assert manifest["control"]["kind"] is None and manifest["control"]["why_off"] == "--no-twin"
     assert manifest["affinity"] == {"why_off": "--no-affinity"}
     assert not any(e["kind"].startswith("control_") for e in _events(run_dir))
@@ -205,7 +205,7 @@ def test_a_twin_that_dies_is_recorded_and_started_again(tmp_path, monkeypatch):
     assert len(exits) == 1 and exits[0]["exit_code"] == -signal.SIGKILL and exits[0]["control_life"] == 0
     assert [e["control_life"] for e in events if e["kind"] == "control_start"] == [0, 1]
     assert [e["engine_life"] for e in events if e["kind"] == "engine_start"] == [0, 1]  # the main one's alone
-    control = rundir.read_table(run_dir, "probes").query("role == 'control'")
+    control = reader.read_table(run_dir, "probes").query("role == 'control'")
     assert 1 in set(control["engine_life"])  # probed again after it came back
 
 

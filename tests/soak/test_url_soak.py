@@ -5,7 +5,7 @@ import json
 
 import pandas as pd
 
-from diagnostics import rundir
+from rundir import reader
 from diagnostics.source import load_source
 from soak.config import SoakConfig
 from soak.run import Soak
@@ -32,13 +32,13 @@ def test_url_soak_records_calls_probes_refusals_and_metrics(tmp_path, fake_serve
     # `true` restarts nothing, but drives the restart path: event, new engine life, probe after it.
     status, run_dir = _soak(tmp_path, server.url, restart_cmd="true", restart_every_s=2.0)
     assert status == "completed"
-    manifest = rundir.read_manifest(run_dir)
+    manifest = reader.read_manifest(run_dir)
     assert manifest.status == "completed" and manifest.raw["steps_source"] == "metrics"
     assert manifest.raw["model"] == "fake-model" and manifest.raw["trace"]["num_calls"] == 12
     assert manifest.raw["control"]["kind"] is None and manifest.raw["control"]["why_off"] == "no --control-target"
     assert manifest.raw["affinity"] == {"why_off": "the engine is not started by the soak (URL target)"}
 
-    requests = rundir.read_table(run_dir, "requests")
+    requests = reader.read_table(run_dir, "requests")
     calls = requests[requests["kind"] != "probe"]
     assert set(calls["status"]) == {"ok", "refused"}
     refused = calls[calls["status"] == "refused"]
@@ -50,7 +50,7 @@ def test_url_soak_records_calls_probes_refusals_and_metrics(tmp_path, fake_serve
     assert (ok["output_tokens"] == 6).all() and ok["reasoning_tokens"].notna().all()
     assert ok["engine_age_s"].gt(0).all()  # process_start_time from /metrics
 
-    probes = rundir.read_table(run_dir, "probes")
+    probes = reader.read_table(run_dir, "probes")
     reasons = list(probes["reason"])
     # the restart control at the end: three cycles after the restart, so the fresh level is known from more than one
     assert reasons[0] == "start" and reasons[-4:] == ["end", *["after_restart"] * 3] and "periodic" in reasons
@@ -58,7 +58,7 @@ def test_url_soak_records_calls_probes_refusals_and_metrics(tmp_path, fake_serve
     assert probes["role"].eq("main").all() and list(probes["cycle"]) == list(range(len(probes)))
     assert probes["probe_id"].nunique() == 1 and probes["output_tokens"].eq(8).all()
 
-    steps = rundir.read_table(run_dir, "steps")
+    steps = reader.read_table(run_dir, "steps")
     assert len(steps) >= 3 and steps["token_usage"].eq(0.25).all()
     assert (run_dir / "metrics.prom").read_text().count("# scrape_time:") >= len(steps)
 
@@ -80,7 +80,7 @@ def test_url_soak_pairs_probes_with_a_control_target_restarted_by_its_command(tm
     status, run_dir = _soak(tmp_path, server.url, control_target=other.url, control_restart_cmd="true",
                             twin_restart_every_s=1.5)
     assert status == "completed"
-    probes = rundir.read_table(run_dir, "probes")
+    probes = reader.read_table(run_dir, "probes")
     pairs = probes.groupby("cycle")["role"].apply(list)
     assert all(roles == (["main", "control"] if n % 2 == 0 else ["control", "main"]) for n, roles in pairs.items())
     events = _events(run_dir)
@@ -88,9 +88,9 @@ def test_url_soak_pairs_probes_with_a_control_target_restarted_by_its_command(tm
     restarts = [e for e in events if e["kind"] == "control_restart"]
     assert restarts and all(e["command"] == "true" for e in restarts)
     assert [e["control_life"] for e in events if e["kind"] == "control_start"] == list(range(len(restarts) + 1))
-    control = rundir.read_manifest(run_dir).raw["control"]
+    control = reader.read_manifest(run_dir).raw["control"]
     assert control["kind"] == "url" and control["url"] == other.url and control["restart_every_s"] == 1.5
-    requests = rundir.read_table(run_dir, "requests")
+    requests = reader.read_table(run_dir, "requests")
     assert (requests["kind"] == "probe").sum() == (probes["role"] == "main").sum()
 
 
@@ -99,10 +99,10 @@ def test_a_control_target_without_a_restart_command_is_never_restarted(tmp_path,
     status, run_dir = _soak(tmp_path, server.url, control_target=other.url, twin_restart_every_s=0.5,
                             duration_s=2.0)
     assert status == "completed"
-    control = rundir.read_manifest(run_dir).raw["control"]
+    control = reader.read_manifest(run_dir).raw["control"]
     assert control["restart_every_s"] is None and control["never_restarted"] == "no --control-restart-cmd"
     assert not any(e["kind"] == "control_restart" for e in _events(run_dir))
-    assert set(rundir.read_table(run_dir, "probes")["role"]) == {"main", "control"}
+    assert set(reader.read_table(run_dir, "probes")["role"]) == {"main", "control"}
 
 
 def test_url_soak_with_engine_log_takes_steps_from_the_log(tmp_path, fake_server):
@@ -111,9 +111,9 @@ def test_url_soak_with_engine_log_takes_steps_from_the_log(tmp_path, fake_server
     server = fake_server("--log", str(log), "--token-delay", "0.01")
     status, run_dir = _soak(tmp_path, server.url, engine_log=str(log), duration_s=4.0)
     assert status == "completed"
-    assert rundir.read_manifest(run_dir).raw["steps_source"] == "engine_log"
+    assert reader.read_manifest(run_dir).raw["steps_source"] == "engine_log"
     copied = (run_dir / "engine.log").read_text().splitlines()
     assert copied and all("Avg generation throughput" in line for line in copied)
-    steps = rundir.read_table(run_dir, "steps")
+    steps = reader.read_table(run_dir, "steps")
     assert len(steps) >= 2 and steps["gen_tps"].notna().all()
     assert steps["t"].max() <= pd.Timestamp.utcnow().tz_localize(None) + pd.Timedelta(seconds=2)

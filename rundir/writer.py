@@ -1,4 +1,4 @@
-"""The run directory on disk: parts, events, manifest (docs/run-directory.md).
+"""Writing the run directory: parts, events, manifest (docs/run-directory.md).
 
 Nothing written is ever rewritten in place: a part is written to `part-NNNNNN.parquet.tmp`
 and renamed, `events.jsonl` is appended a whole line at a time and flushed, the manifest is
@@ -14,14 +14,13 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from diagnostics import rundir_schema as schema
-from replay.trace import cut_torn_tail
-from soak.errors import SoakError
+from rundir import schema
+from rundir.jsonl import cut_torn_tail
 
 logger = logging.getLogger(__name__)
 
@@ -85,34 +84,6 @@ class RunStore:
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         write_json_atomic(self.run_dir / schema.MANIFEST, manifest)
-
-
-def read_manifest(run_dir: Path) -> dict[str, Any]:
-    path = Path(run_dir) / schema.MANIFEST
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SoakError(f"{run_dir}: expected a run directory with {schema.MANIFEST}, found none") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SoakError(f"{path}: expected a JSON manifest, could not read it ({exc})") from None
-    if not isinstance(data, dict) or data.get("schema_version") not in schema.READABLE_VERSIONS:
-        found = data.get("schema_version") if isinstance(data, dict) else type(data).__name__
-        raise SoakError(f"{path}: expected schema_version in {schema.READABLE_VERSIONS}, found {found!r}")
-    return data
-
-
-def read_rows(run_dir: Path, table: str, columns: Iterable[str]) -> list[dict[str, Any]]:
-    """Some columns of every readable part of one table (for resume and status, not analysis)."""
-    out: list[dict[str, Any]] = []
-    for part in sorted((Path(run_dir) / table).glob(schema.PART_GLOB)):
-        try:
-            data = pq.read_table(part)
-        except Exception as exc:  # noqa: BLE001 - a foreign file must not stop a resume
-            logger.warning("%s: not a readable part (%s); skipped", part, exc)
-            continue
-        names = [c for c in columns if c in data.column_names]
-        out.extend(data.select(names).to_pylist())
-    return out
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:

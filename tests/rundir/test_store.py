@@ -2,8 +2,9 @@
 
 import json
 
-from diagnostics import rundir
-from soak.store import RunStore, read_rows
+from rundir import reader
+from rundir.reader import read_rows
+from rundir.writer import RunStore
 
 
 def test_parts_are_readable_by_diagnostics_and_typed_by_the_schema(tmp_path):
@@ -17,11 +18,11 @@ def test_parts_are_readable_by_diagnostics_and_typed_by_the_schema(tmp_path):
     parts = sorted(p.name for p in (tmp_path / "requests").iterdir())
     assert parts == ["part-000001.parquet", "part-000003.parquet"]
     assert not list(tmp_path.glob("*/*.tmp"))
-    df = rundir.read_table(tmp_path, "requests")
+    df = reader.read_table(tmp_path, "requests")
     assert list(df["request_id"]) == ["a#0", "a#1", "a#2"]
     assert str(df["turn"].dtype) in ("int64", "Int64", "float64")
     assert df.loc[1, "error"] == "too long"
-    assert rundir.read_table(tmp_path, "probes")["reason"].tolist() == ["start"]
+    assert reader.read_table(tmp_path, "probes")["reason"].tolist() == ["start"]
 
 
 def test_a_reopened_store_numbers_parts_after_the_existing_ones_and_cuts_a_torn_event(tmp_path):

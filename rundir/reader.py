@@ -1,0 +1,137 @@
+"""Reading a run directory (docs/run-directory.md): the typed manifest, a table's parts as one
+frame, the event lines, and the plain rows that resume and status need.
+
+Parts are read in name order; `*.tmp` files (a part being written) are ignored, and a part that
+is not readable Parquet is warned about and skipped. A run written by an older schema version
+is read with its missing columns filled with nulls; a newer one is refused with a message
+saying so. A line of events.jsonl that is not an event (a crash mid-write tears the last one) is
+warned about and skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from rundir import schema
+from rundir.errors import RunDirError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    schema_version: int
+    run_id: str
+    status: str
+    started_at: Optional[str]
+    ended_at: Optional[str]
+    target: Any
+    raw: dict = field(repr=False, default_factory=dict)  # everything, as written
+
+
+def is_run_dir(path: Path) -> bool:
+    return path.is_dir() and (path / schema.MANIFEST).is_file()
+
+
+def read_manifest(run_dir: Path) -> Manifest:
+    path = Path(run_dir) / schema.MANIFEST
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunDirError(f"{run_dir}: expected a run directory with {schema.MANIFEST}, found none") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise RunDirError(f"{path}: expected a JSON manifest, could not read it ({exc})") from exc
+    if not isinstance(raw, dict):
+        raise RunDirError(f"{path}: expected a JSON object, found {type(raw).__name__}")
+    version = raw.get("schema_version")
+    if not isinstance(version, int):
+        raise RunDirError(f"{path}: expected an integer schema_version, found {version!r}")
+    if version > schema.SCHEMA_VERSION:
+        raise RunDirError(
+            f"{path}: schema_version {version} was written by a newer tokdrift; this one reads up to "
+            f"{schema.SCHEMA_VERSION}. Upgrade tokdrift to read this run")
+    if version not in schema.READABLE_VERSIONS:
+        raise RunDirError(
+            f"{path}: schema_version {version} is no longer readable (readable: {schema.READABLE_VERSIONS})")
+    return Manifest(version, str(raw.get("run_id", Path(run_dir).name)), str(raw.get("status", "unknown")),
+                    raw.get("started_at"), raw.get("ended_at"), raw.get("target"), raw)
+
+
+def read_table(run_dir: Path, table: str) -> pd.DataFrame:
+    """All parts of one table, documented columns first, times as datetime64 (UTC, naive)."""
+    columns = schema.TABLES[table]
+    parts = sorted((run_dir / table).glob(schema.PART_GLOB)) if (run_dir / table).is_dir() else []
+    frames = []
+    for part in parts:
+        try:
+            frames.append(pd.read_parquet(part))
+        except Exception as exc:  # a torn or foreign file must not hide the rest of the run
+            logger.warning("%s: not a readable parquet part (%s); skipped", part, exc)
+    if not frames:
+        df = pd.DataFrame({name: pd.Series(dtype="float64") for name in columns})
+    else:
+        df = pd.concat(frames, ignore_index=True)
+    missing = [name for name, (_, required, _) in columns.items() if required and name not in df.columns]
+    if missing and frames:
+        raise RunDirError(f"{run_dir / table}: expected columns {missing} in its parts, found "
+                            f"{sorted(df.columns)}")
+    extra = [c for c in df.columns if c not in columns]
+    df = df.reindex(columns=[*columns, *extra])
+    for name in df.columns:
+        if name == "t" or name.startswith("t_"):
+            df[name] = to_time(df[name])
+    if "t" in df.columns:
+        df = df.sort_values("t", kind="stable", ignore_index=True)
+    return df
+
+
+def read_event_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """Every event of events.jsonl as written, with its line number (`line`); lines that are not
+    an object with `t` and `kind` are warned about and skipped."""
+    path = Path(run_dir) / schema.EVENTS
+    rows: list[dict[str, Any]] = []
+    if not path.is_file():
+        return rows
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                if not isinstance(row, dict) or "kind" not in row or "t" not in row:
+                    raise ValueError("expected an object with 't' and 'kind'")
+            except ValueError as exc:
+                logger.warning("%s:%d: skipped an event line (%s)", path, lineno, exc)
+                continue
+            rows.append({**row, "line": lineno})
+    return rows
+
+
+def read_rows(run_dir: Path, table: str, columns: Iterable[str]) -> list[dict[str, Any]]:
+    """Some columns of every readable part of one table, as plain rows (for resume and status)."""
+    out: list[dict[str, Any]] = []
+    for part in sorted((Path(run_dir) / table).glob(schema.PART_GLOB)):
+        try:
+            data = pq.read_table(part)
+        except Exception as exc:  # noqa: BLE001 - a foreign file must not stop a resume
+            logger.warning("%s: not a readable part (%s); skipped", part, exc)
+            continue
+        names = [c for c in columns if c in data.column_names]
+        out.extend(data.select(names).to_pylist())
+    return out
+
+
+def to_time(col: pd.Series) -> pd.Series:
+    """Unix seconds, or datetimes with or without a zone, as naive UTC datetime64[ns]."""
+    if pd.api.types.is_datetime64_any_dtype(col):
+        col = col.dt.tz_localize(None) if getattr(col.dt, "tz", None) is not None else col
+    else:
+        col = pd.to_datetime(pd.to_numeric(col, errors="coerce"), unit="s")
+    return col.astype("datetime64[ns]")
