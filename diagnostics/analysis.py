@@ -97,7 +97,7 @@ def analyze(source: Source) -> Analysis:
         source_kind=source.kind, engine=source.engine, prefix_reuse=prefix_reuse,
         age_basis=(decision.basis if decision.basis in ("prefix_reuse", "prefill") else "decode"), prefill=prefill,
         confidence=decision.confidence, basis=decision.basis, cause=decision.cause, reason=decision.reason,
-        probe_pairs=cycles if len(cycles) else None)
+        probe_pairs=cycles if len(cycles) else None, bands=dec.bands)
 
 
 def _narrower(a: Optional[Comparison], b: Optional[Comparison]) -> Optional[Comparison]:

@@ -61,6 +61,7 @@ class DecodeEvidence(NamedTuple):
     per_hour: Optional[trend_mod.PerHour]  # the residual's trend per hour of engine age
     steps: Optional[Comparison]
     bins: Optional[Comparison]
+    bands: Optional[pd.DataFrame]  # the bands `bins` compared (_band_row), for the report
     restart: Optional[Comparison]  # the aged engine just before a restart over the fresh one after it
     checks: tuple[Check, ...]
     why_not: Optional[str]  # why the step series cannot carry the analysis (too few samples)
@@ -113,14 +114,15 @@ def evaluate(steps_frame: pd.DataFrame) -> DecodeEvidence:
     late_from = creep_idx if gradual and creep_idx is not None else onset_idx
     early, late, where = _claim_sides(life_use, late_from, gradual)
     steps_cmp = _step_comparison(*_in_range(model, early, late), where)
+    bins, bands = _bin_comparison(use, model, onset_idx)
     return DecodeEvidence(samples, use, life_use, model, cps, onset_idx, context, trend, creep_idx, per_hour,
-                          steps_cmp, _bin_comparison(use, model, onset_idx),
-                          _restart(model, use, life_use, late, onset_idx), tuple(checks), None)
+                          steps_cmp, bins, bands, _restart(model, use, life_use, late, onset_idx), tuple(checks),
+                          None)
 
 
 def _without_model(samples: pd.DataFrame, why: str) -> DecodeEvidence:
     return DecodeEvidence(samples, samples.iloc[:0], samples.iloc[:0], None, None, None, "fitted", None, None, None,
-                          None, None, None, (), why)
+                          None, None, None, None, (), why)
 
 
 def _find_onset(use: pd.DataFrame, model: HealthyModel):
@@ -201,8 +203,10 @@ def _step_comparison(early: pd.DataFrame, late: pd.DataFrame, where: str) -> Opt
                       float(early["gen_tps"].median()))
 
 
-def _bin_comparison(use: pd.DataFrame, model: HealthyModel, onset_idx) -> Optional[Comparison]:
-    """Same batch size and context band, early against late in the model's engine life."""
+def _bin_comparison(use: pd.DataFrame, model: HealthyModel, onset_idx
+                    ) -> tuple[Optional[Comparison], Optional[pd.DataFrame]]:
+    """Same batch size and context band, early against late in the model's engine life; and the
+    bands compared (_band_row), which the report shows as they were."""
     life = use[use["engine_life"] == model.engine_life]
     if onset_idx is not None:
         early, late = life.loc[life.index < onset_idx], life.loc[life.index >= onset_idx]
@@ -210,7 +214,7 @@ def _bin_comparison(use: pd.DataFrame, model: HealthyModel, onset_idx) -> Option
         half = len(life) // 2
         early, late = life.iloc[:half], life.iloc[half:]
     if life["context"].isna().all():
-        return None
+        return None, None
 
     def keyed(df: pd.DataFrame) -> pd.DataFrame:
         # Context may be a token count or a usage fraction (a scrape's KV usage): bands are relative
@@ -226,7 +230,7 @@ def _bin_comparison(use: pd.DataFrame, model: HealthyModel, onset_idx) -> Option
     # would call it certain.
     shared = sorted(k for k in set(ne.index) & set(nl.index) if min(ne[k], nl[k]) >= 2)
     if not shared:
-        return None
+        return None, None
     weights = np.array([min(ne[k], nl[k]) for k in shared], dtype=float)
     groups = [df.loc[df["key"] == key, "logt"].to_numpy() for key in shared for df in (e, l)]
 
@@ -237,9 +241,22 @@ def _bin_comparison(use: pd.DataFrame, model: HealthyModel, onset_idx) -> Option
     interval = intervals.bootstrap(ratio, groups)
     support = int(weights.sum())
     early_tps = e.loc[e["key"].isin(shared), "gen_tps"]
+    bands = pd.DataFrame([_band_row(e[e["key"] == key], l[l["key"] == key]) for key in shared])
     return Comparison("bins", interval, support, support, DECODE_MATERIAL,
                       f"{len(shared)} batch-and-context bands hold samples early and late ({support} pairs): late "
-                      f"throughput {interval.describe()} of early", float(early_tps.median()))
+                      f"throughput {interval.describe()} of early", float(early_tps.median())), bands
+
+
+def _band_row(early: pd.DataFrame, late: pd.DataFrame) -> dict:
+    """One band of the bins comparison, as the report shows it: batch, context range, samples and
+    median decode rate on each side."""
+    ctx = pd.concat([early["context"], late["context"]])
+    band = math.floor(math.log(ctx.min()) / math.log(CONTEXT_BAND)) if ctx.min() > 0 else None
+    return {"batch": float(early["batch"].iloc[0]) if early["batch"].notna().any() else math.nan,
+            "context_lo": 0.0 if band is None else CONTEXT_BAND ** band,
+            "context_hi": 0.0 if band is None else CONTEXT_BAND ** (band + 1),
+            "num_early": len(early), "early_tps": float(early["gen_tps"].median()),
+            "num_late": len(late), "late_tps": float(late["gen_tps"].median())}
 
 
 def _restart(model: HealthyModel, use: pd.DataFrame, life_use: pd.DataFrame, late: pd.DataFrame,

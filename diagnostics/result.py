@@ -96,6 +96,9 @@ class Analysis:
     cause: Optional[str] = None
     reason: str = ""
     probe_pairs: Optional[pd.DataFrame] = None  # one row per probe cycle with a control (diagnostics.controls.pairs)
+    # The batch-and-context bands the `bins` comparison compared: batch, context_lo, context_hi,
+    # num_early, early_tps, num_late, late_tps (diagnostics.decode).
+    bands: Optional[pd.DataFrame] = None
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:

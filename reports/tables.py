@@ -6,20 +6,18 @@ anything the analysis decided.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import NamedTuple, Optional
 
 import numpy as np
 import pandas as pd
 
-from diagnostics.decode import CONTEXT_BAND
 from diagnostics.errors import DiagnosticsError
 from diagnostics.logs import looks_like_log, parse_log
 from rundir.schema import STARTUP_KINDS
 from diagnostics.result import Analysis, iso
 from diagnostics.source import Source
-from reports.inputs import Inputs, model_life_samples
+from reports.inputs import Inputs
 
 MAX_BANDS = 12
 MAX_EVENTS = 60
@@ -65,23 +63,12 @@ class LogLine(NamedTuple):
 
 
 def matched_bands(a: Analysis) -> list[BandRow]:
-    """Same batch size and context band (about +-10%), before and after the onset (or the halves)."""
-    life = model_life_samples(a).dropna(subset=["context"])
-    if life.empty:
+    """The batch-and-context bands the analysis' `bins` comparison compared, as it compared them
+    (diagnostics.decode): the best supported first."""
+    if a.bands is None or a.bands.empty:
         return []
-    if a.onset is not None:
-        early, late = life[life["t"] < a.onset.t], life[life["t"] >= a.onset.t]
-    else:
-        early, late = life.iloc[: len(life) // 2], life.iloc[len(life) // 2:]
-    rows = []
-    band = lambda df: np.floor(np.log(df["context"].clip(lower=1)) / math.log(CONTEXT_BAND))  # noqa: E731
-    ge = early.assign(band=band(early)).groupby(["batch", "band"])
-    gl = late.assign(band=band(late)).groupby(["batch", "band"])
-    for key in sorted(set(ge.groups) & set(gl.groups)):
-        e, l = ge.get_group(key), gl.get_group(key)
-        lo, hi = CONTEXT_BAND ** key[1], CONTEXT_BAND ** (key[1] + 1)
-        rows.append(BandRow(f"{key[0]:g}", f"{lo:,.0f}-{hi:,.0f}", len(e), float(e["gen_tps"].median()),
-                            len(l), float(l["gen_tps"].median())))
+    rows = [BandRow(f"{r.batch:g}", f"{r.context_lo:,.0f}-{r.context_hi:,.0f}", int(r.num_early), r.early_tps,
+                    int(r.num_late), r.late_tps) for r in a.bands.itertuples()]
     rows.sort(key=lambda r: -min(r.num_early, r.num_late))
     return rows[:MAX_BANDS]
 

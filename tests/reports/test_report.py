@@ -110,6 +110,15 @@ def test_synthetic_log_report_has_all_figures(log_page):
     bands = _section(log_page, "matched").find("table", class_="bands")
     ratios = [float(_text(r.find_all("td")[-1])) for r in bands.find_all("tr")[1:]]
     assert ratios and all(r == pytest.approx(0.25, abs=0.06) for r in ratios)  # the 4x slowdown, band by band
+
+
+def test_the_bands_table_is_the_bands_the_analysis_compared(log_inputs, log_page):
+    """The table shows what the `bins` comparison used, not a binning of its own."""
+    a = log_inputs.analysis
+    bins = next(c for c in a.comparisons if c.basis == "bins")
+    rows = _section(log_page, "matched").find("table", class_="bands").find_all("tr")[1:]
+    assert len(rows) == min(len(a.bands), 12) and f"{len(a.bands)} batch-and-context bands" in bins.detail
+    assert sum(min(r.num_early, r.num_late) for r in a.bands.itertuples()) == bins.num_early
     checks = _section(log_page, "checks").find_all("tr", class_=re.compile("check-"))
     assert {"healthy_model", "matched_conditions"} <= {_text(r.find("td")) for r in checks}
 
