@@ -138,8 +138,8 @@ def _slowdown(c: Optional[Comparison], per_hour, shape: Optional[str]) -> Option
     if c is None or c.healthy_level is None:
         return None
     i = c.interval
-    return Slowdown(c.ratio, c.healthy_level, c.late_level, c.basis, i.lo if i.bounded else None,
-                    i.hi if i.bounded else None, per_hour, shape)
+    return Slowdown(ratio=c.ratio, healthy_tps=c.healthy_level, degraded_tps=c.late_level, basis=c.basis,
+                    lo=i.lo if i.bounded else None, hi=i.hi if i.bounded else None, per_hour=per_hour, shape=shape)
 
 
 def _recovered(restart: Optional[Comparison], decision: verdict_mod.Decision) -> Optional[bool]:

@@ -39,7 +39,8 @@ def onset_at(source: Source, t, engine_age_s: float, life: int, window_s: Option
     """An onset found in a per-call or per-prefill series: its trigger is a fault switched on
     before it, if any (no step window to search for a standout prefill)."""
     found = trigger(source, source.steps.iloc[:0], life, pd.Timestamp.min, t)
-    return Onset(pd.Timestamp(t).to_datetime64(), engine_age_s, life, found, window_s)
+    return Onset(t=pd.Timestamp(t).to_datetime64(), engine_age_s=engine_age_s, engine_life=life, trigger=found,
+                 window_s=window_s)
 
 
 def step_onset(source: Source, life_use: pd.DataFrame, onset_idx) -> Onset:
@@ -71,7 +72,8 @@ def step_onset(source: Source, life_use: pd.DataFrame, onset_idx) -> Onset:
         busy = [i for i in range(lo, hi + 1) if steps["phase"].iloc[i] != "idle"] or [hi]
         at = pd.Timestamp(steps["t"].iloc[busy[0]])
     age = float(first_bad["engine_age_s"]) - (t1 - at).total_seconds()
-    return Onset(at.to_datetime64(), age, life, found, (t1 - t0).total_seconds())
+    return Onset(t=at.to_datetime64(), engine_age_s=age, engine_life=life, trigger=found,
+                 window_s=(t1 - t0).total_seconds())
 
 
 def creep_onset(life_use: pd.DataFrame, idx, change_age_s: float) -> Onset:
@@ -79,8 +81,8 @@ def creep_onset(life_use: pd.DataFrame, idx, change_age_s: float) -> Onset:
     trigger; `window_s` is how long the trend had been rising by then (from where it started)."""
     row = life_use.loc[idx]
     age = float(row["engine_age_s"])
-    return Onset(pd.Timestamp(row["t"]).to_datetime64(), age, int(row["engine_life"]), None,
-                 max(0.0, age - change_age_s))
+    return Onset(t=pd.Timestamp(row["t"]).to_datetime64(), engine_age_s=age, engine_life=int(row["engine_life"]),
+                 trigger=None, window_s=max(0.0, age - change_age_s))
 
 
 def trigger(source: Source, window: pd.DataFrame, life: int, t0, t1) -> Optional[Trigger]:
@@ -154,8 +156,9 @@ def _prefills(steps: pd.DataFrame, window: pd.DataFrame) -> list[Trigger]:
         prev = steps.iloc[pos - 1] if pos > 0 and steps["engine_life"].iloc[pos - 1] == row["engine_life"] else None
         width = (row["t"] - prev["t"]).total_seconds() if prev is not None else np.nan
         tokens = int(round(row["input_tps"] * width)) if np.isfinite(width) else None
-        out.append(Trigger("prefill", pd.Timestamp(row["t"]).to_datetime64(), tokens, None,
-                           f"about {tokens} prompt tokens in the {width:.0f} s window ending here" if tokens
+        out.append(Trigger(kind="prefill", t=pd.Timestamp(row["t"]).to_datetime64(), new_tokens=tokens,
+                           cached_tokens=None,
+                           detail=f"about {tokens} prompt tokens in the {width:.0f} s window ending here" if tokens
                            else "prompt tokens in the window ending here"))
     return out
 
@@ -168,9 +171,9 @@ def _is_prefill(rows: pd.DataFrame) -> pd.Series:
 def _prefill_trigger(row: pd.Series) -> Trigger:
     cached = row["cached_tokens"]
     kind = "prefill_append" if pd.notna(cached) and cached > 0 else "prefill"
-    return Trigger(kind, pd.Timestamp(row["t"]).to_datetime64(), int(row["new_tokens"]),
-                   None if pd.isna(cached) else int(cached),
-                   f"{int(row['new_tokens'])} new tokens onto {0 if pd.isna(cached) else int(cached)} cached")
+    return Trigger(kind=kind, t=pd.Timestamp(row["t"]).to_datetime64(), new_tokens=int(row["new_tokens"]),
+                   cached_tokens=None if pd.isna(cached) else int(cached),
+                   detail=f"{int(row['new_tokens'])} new tokens onto {0 if pd.isna(cached) else int(cached)} cached")
 
 
 def _faults(source: Source, t0, t1) -> pd.DataFrame:
@@ -183,4 +186,5 @@ def _event_trigger(e) -> Trigger:
         e = e.iloc[-1]
     new = None if pd.isna(e["new_tokens"]) else int(e["new_tokens"])
     cached = None if pd.isna(e["cached_tokens"]) else int(e["cached_tokens"])
-    return Trigger(str(e["kind"]), e["t"].to_datetime64(), new, cached, "" if pd.isna(e["detail"]) else str(e["detail"]))
+    return Trigger(kind=str(e["kind"]), t=e["t"].to_datetime64(), new_tokens=new, cached_tokens=cached,
+                   detail="" if pd.isna(e["detail"]) else str(e["detail"]))
