@@ -58,15 +58,19 @@ class EngineSteps:
             except (httpx.HTTPError, ValueError) as exc:
                 _once("steps", "engine steps: %s; no steps sampled from it", exc)
                 return rows
-            items = data.get("steps", []) if isinstance(data, dict) else data
-            if isinstance(data, dict):
-                self.num_missed += int(data.get("num_missed") or 0)
-            for item in items or ():
-                if isinstance(item, dict):
-                    if isinstance(item.get("step"), int):
-                        self.after = max(self.after, item["step"])
-                    rows.append(step_row(item, self.target.life))
-            if len(items or ()) < 8192:  # the server's page size: a full page means more are waiting
+            if not isinstance(data, dict):
+                _once("steps-shape", "engine steps: expected a JSON object, found %s; no steps sampled from it",
+                      type(data).__name__)
+                return rows
+            self.num_missed += int(data.get("num_missed") or 0)
+            page = [item for item in data.get("steps") or () if isinstance(item, dict)]
+            rows += [step_row(item, self.target.life) for item in page]
+            # The server says where to go on from and the newest step it has run: pages until
+            # the two meet, whatever its page size.
+            nxt, last = data.get("next_after"), data.get("last_step")
+            if isinstance(nxt, int):
+                self.after = max(self.after, nxt)
+            if not page or not isinstance(last, int) or self.after >= last:
                 return rows
 
 

@@ -148,3 +148,31 @@ def test_host_sampler_measures_the_driver_the_control_and_what_other_tenants_use
     finally:
         busy.kill()
         busy.wait()
+
+
+def test_engine_steps_pages_until_next_after_meets_last_step_whatever_the_page_size():
+    import asyncio
+
+    from soak.samplers import EngineSteps
+
+    class PagedTarget:  # the built-in server's reply shape, with pages of three steps
+        life = 0
+
+        def __init__(self, last: int) -> None:
+            self.last, self.asked = last, []
+
+        async def get_json(self, path: str):
+            after = int(path.rsplit("=", 1)[1])
+            self.asked.append(after)
+            steps = [{"step": n, "forward_s": 0.01, "num_decode_tokens": 1, "batch_size": 1}
+                     for n in range(after + 1, min(after + 3, self.last) + 1)]
+            return {"first_step": 1, "last_step": self.last, "next_after": steps[-1]["step"] if steps else after,
+                    "num_missed": 0, "steps": steps}
+
+    target = PagedTarget(last=8)
+    steps = EngineSteps(target)
+    rows = asyncio.run(steps.sample())
+    assert len(rows) == 8 and target.asked == [0, 3, 6] and steps.after == 8
+    target.last = 9  # one more step since: one request, one row
+    assert len(asyncio.run(steps.sample())) == 1 and target.asked[-1] == 8
+    assert asyncio.run(steps.sample()) == [] and target.asked[-1] == 9
