@@ -12,8 +12,6 @@ Not thread-safe: one thread drives `step()`; the server hands requests over thro
 
 from __future__ import annotations
 
-import atexit
-import gc
 import itertools
 import logging
 import time
@@ -35,7 +33,7 @@ from engine.model.loader import load_model
 from engine.moe import make_expert_provider
 from engine.runtime import logfmt
 from engine.runtime.config import EngineConfig, EngineConfigError
-from engine.runtime.faults import FaultStats
+from engine.runtime.faults import FaultStats, GcPressure
 from engine.runtime.gcstats import GcStats, gc_monitor
 from engine.runtime.hooks import MambaStats, MemoryReport
 from engine.runtime.hostmalloc import tune_host_malloc
@@ -101,15 +99,7 @@ class Engine:
         self._gen_meter = logfmt.GenThroughputMeter()
         self._idle_logged = False
         self.num_dropped = 0
-        # gc-pressure fault: None = off; else a record of every finished request, kept for good
-        self._retained: Optional[list] = [] if "gc-pressure" in faults else None
-        if self._retained is not None:
-            # Out of the collector's walk goes the startup heap (model, imports), as engines that
-            # freeze it after warm-up do: what a collection walks is then what serving left behind.
-            gc.collect()
-            gc.freeze()
-            atexit.register(gc.unfreeze)  # let the interpreter's last collection see everything
-        self._num_retained_objects = 0
+        self._gc_pressure: Optional[GcPressure] = GcPressure() if "gc-pressure" in faults else None
         self._gc = gc_monitor()
         self._log_startup(kv_tokens)
 
@@ -206,10 +196,8 @@ class Engine:
             logits = self.model(forward_batch, self.kv_pool, self.state_pool, self.attention)  # [B, V]
         t2 = time.perf_counter()
         num_finished = self._after_forward(batch, logits)
-        if self._retained is not None:
-            # gc-pressure: a full collection every step, as serving loops that bound memory with a
-            # gc.collect() per iteration do; each pause walks everything finished requests left behind.
-            gc.collect()
+        if self._gc_pressure is not None:
+            self._gc_pressure.on_step_end()
         t3 = time.perf_counter()
         self._step += 1
         stats = self._stats(batch, num_prefill, num_decode, t1 - t0, t2 - t1, t3 - t2, num_finished,
@@ -261,18 +249,9 @@ class Engine:
         self._requests.pop(request.request_id, None)
         if request not in self._updates:
             self._updates.append(request)
-        if self._retained is not None:
-            self._retain(request)
-
-    def _retain(self, request: Request) -> None:
-        """gc-pressure: keep a record of the finished request for good — per token, a small list
-        with its top four alternatives, as (prompt) logprob records are kept. The full collection
-        that walks them all runs at the end of every step (`step`)."""
-        ids = request.prompt_ids + request.output_ids
-        per_token = [[token, position, [[(token + k) % 256, k] for k in range(1, 5)]]  # 6 containers a token
-                     for position, token in enumerate(ids)]
-        self._retained.append((request.request_id, request.finish_time, per_token))
-        self._num_retained_objects += 6 * len(per_token) + 2
+        if self._gc_pressure is not None:
+            self._gc_pressure.on_finish(request.request_id, request.finish_time,
+                                        request.prompt_ids + request.output_ids)
 
     # --- hooks ------------------------------------------------------------------------------
 
@@ -334,7 +313,8 @@ class Engine:
             if experts is not None and experts.hits + experts.misses else None,
             expert_bytes_copied_total=experts.bytes_copied if experts is not None else None,
             expert_copy_s_total=experts.copy_s if experts is not None else None,
-            retained_requests=len(self._retained or ()), retained_objects=self._num_retained_objects)
+            retained_requests=len(self._gc_pressure.retained) if self._gc_pressure else 0,
+            retained_objects=self._gc_pressure.num_objects if self._gc_pressure else 0)
 
     def memory_report(self) -> MemoryReport:
         """Sizes of the engine's host-side structures (engine.runtime.hooks.MemoryReport).
@@ -345,7 +325,7 @@ class Engine:
             radix_nodes=index.num_nodes, cached_tokens=self.cache.cache_report().cached_tokens,
             radix_index_bytes=index.nbytes, eviction_heap_entries=index.num_heap_entries,
             kv_released_runs=self.kv_allocator.num_released_runs,
-            allocator_events=self.kv_allocator.num_events_queued, retained_requests=len(self._retained or ()))
+            allocator_events=self.kv_allocator.num_events_queued, retained_requests=len(self._gc_pressure.retained) if self._gc_pressure else 0)
 
     def gc_stats(self) -> GcStats:
         """Python GC collections per generation and pause times since the process started the

@@ -13,14 +13,16 @@ computed whether or not a fault is on, so a control run has the same columns.
 | snapshot-leak | engine/cache/radix.py | an evicted snapshot's state slot is never freed |
 | kv-scatter | engine/memory/allocator.py | freed KV pages return shuffled and are never re-sorted |
 | expert-thrash | engine/moe/expert_cache.py | a step's staging slot is never given back: slots leak, misses climb |
-| gc-pressure | engine/runtime/engine.py | finished requests are retained; a full GC runs every step |
+| gc-pressure | engine/runtime/faults.py (`GcPressure`) | finished requests are retained; a full GC runs every step |
 
 docs/faults.md gives the real-world case behind each, with links.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+import atexit
+import gc
+from typing import NamedTuple, Optional, Sequence
 
 
 class Fault(NamedTuple):
@@ -121,3 +123,29 @@ def check_faults(faults, moe_backend: str) -> Optional[str]:
     return None
 
 
+
+
+class GcPressure:
+    """The gc-pressure mechanism, a hook the engine calls where it is on (absent when off):
+    every finished request leaves a record behind for good — per token, a small list with its
+    top four alternatives, as (prompt) logprob records are kept — and a full collection runs
+    at the end of every step, as serving loops that bound memory with a gc.collect() per
+    iteration do; each pause walks everything the finished requests left behind."""
+
+    def __init__(self) -> None:
+        self.retained: list = []
+        self.num_objects = 0
+        # Out of the collector's walk goes the startup heap (model, imports), as engines that
+        # freeze it after warm-up do: what a collection walks is then what serving left behind.
+        gc.collect()
+        gc.freeze()
+        atexit.register(gc.unfreeze)  # let the interpreter's last collection see everything
+
+    def on_finish(self, request_id: str, finish_time: float, token_ids: Sequence[int]) -> None:
+        per_token = [[token, position, [[(token + k) % 256, k] for k in range(1, 5)]]  # 6 containers a token
+                     for position, token in enumerate(token_ids)]
+        self.retained.append((request_id, finish_time, per_token))
+        self.num_objects += 6 * len(per_token) + 2
+
+    def on_step_end(self) -> None:
+        gc.collect()
