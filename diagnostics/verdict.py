@@ -185,8 +185,9 @@ def decide(ev: Evidence) -> Decision:
                   else "low")
     cause = cause or ("context_growth" if verdict == "context_growth_only" else None)
     on = decode.basis.replace('_', ' ')
-    said = (f"on {on} the late engine ran at least as fast as the early one ({decode.interval.describe()})"
-            if decode.interval.lo >= 1.0 else
+    faster = ("the aged engine ran at least as fast as the fresh one after the restart"
+              if decode.basis == "restart" else "the late engine ran at least as fast as the early one")
+    said = (f"on {on} {faster} ({decode.interval.describe()})" if decode.interval.lo >= 1.0 else
             f"on {on} the data rule out a loss of more than {1 - decode.interval.lo:.0%} ({decode.interval.describe()})")
     return Decision(verdict, decode.basis, decode, decode, cause, confidence,
                     f"No engine age, {confidence} confidence: {said}.", tuple(findings))
