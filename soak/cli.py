@@ -157,7 +157,7 @@ def validate(
     """Soak the built-in engine with each degradation mechanism and a control; check that diag finds and names each."""
     import time
 
-    from soak.validate import MECHANISMS, machine_description, render_markdown, validate as run_matrix
+    from soak.fault_matrix import MECHANISMS, machine_description, render_markdown, validate as run_matrix
 
     out = out or Path("runs") / f"validate-{time.strftime('%Y%m%d-%H%M%S')}"
     mechanisms = tuple(fault) if fault else MECHANISMS

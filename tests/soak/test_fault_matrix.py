@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from soak.errors import SoakError
-from soak.validate import EXPECTED_SUSPECTS, MatrixRow, _judge, render_markdown, validate
+from soak.fault_matrix import EXPECTED_SUSPECTS, MatrixRow, _judge, render_markdown, validate
 from tests.diagnostics.rundirs import make_run_dir
 
 
