@@ -14,12 +14,12 @@ from typing import NamedTuple, Optional
 import pandas as pd
 
 from diagnostics import run_frames
-from rundir import reader, schema
-from rundir.errors import RunDirError
 from diagnostics.errors import DiagnosticsError
 from diagnostics.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, empty_events
 from diagnostics.logs import LogInfo, looks_like_log, parse_log
 from diagnostics.prometheus import looks_like_scrapes, parse_scrapes
+from rundir import reader, schema
+from rundir.errors import RunDirError
 
 logger = logging.getLogger(__name__)
 

@@ -36,8 +36,8 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 from diagnostics.result import Onset, Suspect
-from rundir.schema import SNAPSHOT_COUNTERS, SNAPSHOT_HOST, SNAPSHOT_META
 from diagnostics.source import Source
+from rundir.schema import SNAPSHOT_COUNTERS, SNAPSHOT_HOST, SNAPSHOT_META
 
 MIN_POINTS = 8
 MIN_SCORE = 0.3

@@ -10,7 +10,9 @@ The rules, in order (docs/diagnostics.md, "The verdict"):
    do not rule the loss out. Where a control was probed through the run, every comparison of
    the soaked engine alone that times something (probes, step series, bins, prefill) is first
    divided by the control's own drift (`control_drift`, intervals combined): what slowed the
-   host slowed the control as much.
+   host slowed the control as much. The drift must be measured itself: one whose interval
+   spans more than a factor of DRIFT_SPREAD corrects nothing (a `control_drift` warning says
+   so), and the controls of rule 2 guard the verdict as they do without a control.
 2. **Controls.** A loss seen on the soaked engine alone must survive the controls the data
    hold. A restart after the onset is one: the aged engine's latest stretch against the fresh
    engine's young samples (the `restart` comparison; minutes apart, on the same host, under
@@ -23,9 +25,10 @@ The rules, in order (docs/diagnostics.md, "The verdict"):
    makes it host or load drift too. A loss that the control's drift takes away is said the same way.
 3. **Prefill side.** A prefix cache that stops reusing, or prefill that takes longer and longer,
    carries the verdict when decode shows no loss (or only the probes show one while matched
-   bins rule it out). Prefill time is host-bound: it is corrected and must survive the
-   restart and host contention as decode does. Prefix reuse is a share, not a time: no host
-   drift moves it.
+   bins rule it out). Prefill time is host-bound: it is corrected by the control's drift and
+   must survive host contention as decode does; the restart comparisons measure decode and do
+   not judge it (decode can hold while admissions slow). Prefix reuse is a share, not a time:
+   no host drift moves it.
 4. **No age.** The decisive decode comparison — the paired control when it alone can tell; else,
    of it, the restart control, the probes, the bins and the step series, the one whose interval
    rules out the most — must rule out a loss of LOW_FLOOR; otherwise the answer is `insufficient_data`. The verdict is
@@ -60,6 +63,7 @@ DECODE_BASES = ("paired_control", "restart", "probes", "bins", "step_series")
 SANE_RATIO = (0.02, 5.0)  # late over healthy beyond these: the matching failed, not the engine
 MIN_SPAN_S = 300.0  # engine time a verdict of no age from the log's samples needs them to cover
 LOG_BASES = ("bins", "step_series")  # comparisons made from the log's own decode samples
+DRIFT_SPREAD = 2.0  # a control drift whose interval spans more than this factor corrects nothing
 
 
 class HostLoad(NamedTuple):
@@ -128,6 +132,15 @@ def decide(ev: Evidence) -> Decision:
                                 f"engine"))
         return Decision("insufficient_data", None, None, None, None, None,
                         f"The data cannot tell: the matching failed ({said}, outside {lo:g}-{hi:g}).", tuple(findings))
+    d = ev.control_drift
+    if d is not None and not (d.interval.bounded and d.interval.hi <= DRIFT_SPREAD * d.interval.lo):
+        # A correction must be measured itself: two probes a side of a control on a busy host can
+        # read anything (0.18-7.77 once), and dividing by that erases any loss.
+        findings.append(Finding("control_drift", "warn",
+                                f"{d.detail}: the host's drift is not measured to within a factor of "
+                                f"{DRIFT_SPREAD:g}; nothing is corrected by it, and the restart rule and the host "
+                                f"contention check guard the verdict instead"))
+        ev = ev._replace(control_drift=None)
     raw = ev
     ev = _host_corrected(ev)
     for c in (ev.paired, ev.probes):
@@ -263,7 +276,11 @@ def _decode_claim(ev: Evidence, findings: list[Finding]) -> tuple[Optional[Compa
 
 def _survives_controls(claim: Comparison, ev: Evidence, findings: list[Finding], what: str
                        ) -> tuple[Optional[Comparison], Optional[str]]:
-    """Rule 2: a loss seen on one engine alone against the restart and host contention."""
+    """Rule 2: a loss seen on one engine alone against the restart and host contention. The
+    restart comparisons measure decode: they judge a decode claim only (a prefill claim has no
+    restart of its own to compare, and decode can hold while admissions slow)."""
+    if what != "decode":
+        ev = ev._replace(restart=None)
     # The restart must not rule out that a fresh engine recovers at least half the claimed loss
     # (on the log scale): its whole interval above sqrt(claim) says the fresh engine was nowhere
     # near as much faster as age would make it.

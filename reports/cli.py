@@ -9,8 +9,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from rundir import schema
 from reports.errors import ReportError
+from rundir import schema
 
 SourceArg = Annotated[Path, typer.Argument(help="A run directory or an engine log (FreeToken, SGLang, vLLM, "
                                                 "tokdrift), or a saved Prometheus scrape series.")]

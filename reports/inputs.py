@@ -9,10 +9,10 @@ from typing import NamedTuple, Optional
 import numpy as np
 import pandas as pd
 
-from rundir import schema
 from diagnostics.analysis import analyze
 from diagnostics.result import Analysis
 from diagnostics.source import Source, load_source
+from rundir import schema
 
 
 class Inputs(NamedTuple):

@@ -14,10 +14,10 @@ import pandas as pd
 
 from diagnostics.errors import DiagnosticsError
 from diagnostics.logs import looks_like_log, parse_log
-from rundir.schema import STARTUP_KINDS
 from diagnostics.result import Analysis, iso
 from diagnostics.source import Source
 from reports.inputs import Inputs
+from rundir.schema import STARTUP_KINDS
 
 MAX_BANDS = 12
 MAX_EVENTS = 60

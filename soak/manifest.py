@@ -10,10 +10,11 @@ from typing import Any, Optional
 
 import httpx
 
-from rundir import schema
+from engine.server.wire import CacheStatus
 from replay import Trace
-from soak.config import SoakConfig
+from rundir import schema
 from rundir.reader import read_manifest
+from soak.config import SoakConfig
 from soak.targets import Target
 from tokdrift import __version__
 
@@ -53,10 +54,9 @@ async def describe_engine(target: Target, config: SoakConfig) -> tuple[dict[str,
     if target.is_builtin:
         engine.update(name="tokdrift", version=__version__, args=list(config.engine_args))
         try:
-            status = await target.get_json("/v1/cache/status")
-            engine_config = status.get("config")
-            engine["max_context"] = status.get("max_context")
-        except (httpx.HTTPError, ValueError, AttributeError):
+            status = CacheStatus.from_json(await target.get_json("/v1/cache/status"))
+            engine_config, engine["max_context"] = status.config or None, status.max_context
+        except (httpx.HTTPError, ValueError):
             pass
     else:
         engine["name"] = "unknown"

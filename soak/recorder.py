@@ -11,8 +11,8 @@ from collections import deque
 from typing import Optional
 
 from replay import Call, Prompt
-from soak.client import CallResult
 from rundir.writer import RunStore
+from soak.client import CallResult
 
 
 class RateWindow:

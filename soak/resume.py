@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import NamedTuple, Optional
 
 from rundir import schema
+from rundir.reader import read_manifest, read_rows
 from soak.config import SoakConfig
 from soak.errors import SoakError
 from soak.manifest import digest
 from soak.replayer import Position, position_from
-from rundir.reader import read_manifest, read_rows
 
 
 class ResumePoint(NamedTuple):

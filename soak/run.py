@@ -23,9 +23,10 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import httpx
 
-from rundir import schema
 from replay import Call, MaterializeConfig, Materializer, Prompt, read_trace
 from replay.materialize import shared_block_ids
+from rundir import schema
+from rundir.writer import RunStore
 from soak import affinity as cpu_affinity
 from soak.client import CallResult, Client, list_models
 from soak.config import SoakConfig
@@ -39,7 +40,6 @@ from soak.profiler import Profiler, Profiles
 from soak.recorder import Recorder
 from soak.replayer import Position, Replayer, sessions_of
 from soak.resume import START, config_to_resume, resume_point
-from rundir.writer import RunStore
 from soak.targets import Target, make_target
 from soak.watch import EngineWatch
 
@@ -141,8 +141,10 @@ class Soak:
         affinity = cpu_affinity.plan(cfg.affinity, starts_engines=cfg.is_builtin)
         self.manifest["affinity"] = affinity.to_json()
         cpus_before = cpu_affinity.pin_driver(affinity)
-        self._segment_start = time.time()
-        self._deadline = self._segment_start + max(0.0, cfg.duration_s - self._elapsed_before)
+        # The duration is serving time: it starts with the replay, once the engines are up and the
+        # start probe cycle is done (_run); until then nothing of it is spent.
+        self._segment_start = float("inf")
+        self._deadline = time.time() + max(0.0, cfg.duration_s - self._elapsed_before)
         limits = httpx.Limits(max_connections=cfg.concurrency + 16, max_keepalive_connections=cfg.concurrency + 16)
         status = RunStatus.CRASHED
         try:
@@ -219,7 +221,7 @@ class Soak:
         return self.session
 
     async def _run(self, s: _Session, position: Position) -> RunStatus:
-        cfg, deadline = self.config, self._deadline
+        cfg = self.config
         background = [asyncio.create_task(coro) for coro in
                       (self._flusher(), self._sampler(), self._monitor(), s.control.keep())]
         try:
@@ -227,14 +229,22 @@ class Soak:
             await self._unless_stopped(self._probe_cycle("start"))
             self._profile("start")
             self._phase = "replay"
+            self._segment_start = time.time()
+            self._deadline = deadline = self._segment_start + max(0.0, cfg.duration_s - self._elapsed_before)
             replay = asyncio.create_task(s.replayer.run(deadline, position))
-            scheduler = asyncio.create_task(self._scheduler(deadline))
+            scheduler_done = asyncio.Event()
+            scheduler = asyncio.create_task(self._scheduler(deadline, scheduler_done))
             stop = asyncio.create_task(self._stop.wait())
             drain_s = min(60.0, max(5.0, 0.1 * cfg.duration_s))
             done, _ = await asyncio.wait({replay, stop}, return_when=asyncio.FIRST_COMPLETED,
                                          timeout=max(0.0, deadline - time.time()) + drain_s)
-            scheduler.cancel()
-            await asyncio.gather(scheduler, return_exceptions=True)
+            # A probe cycle (or scheduled restart) in flight finishes and is recorded: cancelled, it
+            # would have taken its cycle number and left no rows. An interrupt does not wait.
+            scheduler_done.set()
+            if stop in done:
+                scheduler.cancel()
+            await asyncio.gather(asyncio.wait_for(scheduler, timeout=cfg.probe_wait_s + 60.0),
+                                 return_exceptions=True)
             if stop in done:
                 await self._cancel(replay)
                 return RunStatus.INTERRUPTED
@@ -321,7 +331,9 @@ class Soak:
         s = self.session
         s.profiles.take(reason, s.target.pid, s.target.life)
 
-    async def _scheduler(self, deadline: float) -> None:
+    async def _scheduler(self, deadline: float, done: asyncio.Event) -> None:
+        """Periodic probe cycles, scheduled restarts and the end profile until the deadline, or
+        until `done` is set (what is in flight then finishes first)."""
         cfg, s = self.config, self.session
         next_probe = time.time() + cfg.probe_every_s if cfg.probe_every_s > 0 else float("inf")
         next_restart = time.time() + cfg.restart_every_s if cfg.restart_every_s else float("inf")
@@ -330,9 +342,13 @@ class Soak:
         while True:
             now = time.time()
             due = min(next_probe, next_restart, end_profile)
-            if due >= deadline:
+            if due >= deadline or done.is_set():
                 return
-            await asyncio.sleep(max(0.0, due - now))
+            try:
+                await asyncio.wait_for(done.wait(), timeout=max(0.0, due - now))
+                return
+            except asyncio.TimeoutError:
+                pass
             if time.time() >= end_profile:
                 self._profile("end")
                 end_profile = float("inf")
@@ -428,7 +444,7 @@ class Soak:
         self.store.write_manifest(self.manifest)
 
     def _elapsed(self, now: float) -> float:
-        return self._elapsed_before + (now - self._segment_start)
+        return self._elapsed_before + max(0.0, now - self._segment_start)
 
     # --- manifest and target -------------------------------------------------------------------------
 

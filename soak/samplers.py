@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 import httpx
 
+from engine.server.wire import CacheStatus, StepsPage
 from soak.targets import Target
 
 logger = logging.getLogger(__name__)
@@ -58,19 +59,17 @@ class EngineSteps:
             except (httpx.HTTPError, ValueError) as exc:
                 _once("steps", "engine steps: %s; no steps sampled from it", exc)
                 return rows
-            if not isinstance(data, dict):
-                _once("steps-shape", "engine steps: expected a JSON object, found %s; no steps sampled from it",
-                      type(data).__name__)
+            try:
+                page = StepsPage.from_json(data)
+            except ValueError as exc:
+                _once("steps-shape", "engine steps: %s; no steps sampled from it", exc)
                 return rows
-            self.num_missed += int(data.get("num_missed") or 0)
-            page = [item for item in data.get("steps") or () if isinstance(item, dict)]
-            rows += [step_row(item, self.target.life) for item in page]
+            self.num_missed += page.num_missed
+            rows += [step_row(item, self.target.life) for item in page.steps]
             # The server says where to go on from and the newest step it has run: pages until
             # the two meet, whatever its page size.
-            nxt, last = data.get("next_after"), data.get("last_step")
-            if isinstance(nxt, int):
-                self.after = max(self.after, nxt)
-            if not page or not isinstance(last, int) or self.after >= last:
+            self.after = max(self.after, page.next_after)
+            if not page.steps or self.after >= page.last_step:
                 return rows
 
 
@@ -115,68 +114,51 @@ class EngineHooks:
             # (a timeout's message is empty: name its type)
             _once("hooks", "engine hooks: %s; that snapshot skipped (said once)", str(exc) or type(exc).__name__)
             return {}
-        return self.row(data) if isinstance(data, dict) else {}
+        try:
+            return self.row(CacheStatus.from_json(data))
+        except ValueError as exc:
+            _once("hooks-shape", "engine hooks: %s; that snapshot skipped (said once)", exc)
+            return {}
 
-    def row(self, data: dict[str, Any]) -> dict[str, Any]:
-        cache = _first_dict(data, "cache_report", "cache")
-        mamba = _first_dict(data, "mamba_stats", "mamba")
-        alloc = _first_dict(data, "allocator_summary", "allocator", "kv_allocator")
-        experts = _first_dict(data, "expert_cache_stats", "expert_cache", "experts")
-        gc_info = _first_dict(data, "gc", "python_gc")
+    def row(self, status: CacheStatus) -> dict[str, Any]:
+        cache, slots, free = status.cache, status.state_slots, status.kv_free_list
         row: dict[str, Any] = {
-            "radix_nodes": cache.get("num_nodes"), "radix_cached_tokens": cache.get("cached_tokens"),
-            "radix_evictable_tokens": cache.get("evictable_tokens"),
-            "radix_locked_tokens": cache.get("locked_tokens"),
-            "mamba_slots_used": _used(mamba), "mamba_snapshots": mamba.get("num_snapshots"),
-            "kv_free_tokens": alloc.get("num_free"), "kv_free_runs": alloc.get("num_free_runs"),
-            "kv_largest_free_run": alloc.get("largest_free_run"), "kv_fragmentation": alloc.get("fragmentation"),
+            "engine_age_s": status.engine_age_s,
+            "radix_nodes": cache.num_nodes, "radix_cached_tokens": cache.cached_tokens,
+            "radix_evictable_tokens": cache.evictable_tokens, "radix_locked_tokens": cache.locked_tokens,
+            "mamba_slots_used": slots.num_used, "mamba_snapshots": slots.num_snapshots,
+            "kv_free_tokens": free.num_free, "kv_free_runs": free.num_free_runs,
+            "kv_largest_free_run": free.largest_free_run, "kv_fragmentation": free.fragmentation,
         }
-        if data.get("engine_age_s") is not None:
-            row["engine_age_s"] = data["engine_age_s"]
-        if experts:
-            hits, misses = experts.get("hits"), experts.get("misses")
-            row.update(expert_hits=hits, expert_misses=misses, expert_evictions=experts.get("evictions"))
+        experts = status.experts
+        if experts is not None:
+            row.update(expert_hits=experts.hits, expert_misses=experts.misses, expert_evictions=experts.evictions)
             last = self._last_experts
-            if hits is not None and misses is not None:
+            if experts.hits is not None and experts.misses is not None:
                 if last is not None and last[0] == self.target.life:
-                    d_hits, d_misses = hits - last[1], misses - last[2]
+                    d_hits, d_misses = experts.hits - last[1], experts.misses - last[2]
                     row["expert_miss_rate"] = d_misses / (d_hits + d_misses) if d_hits + d_misses > 0 else None
-                self._last_experts = (self.target.life, hits, misses)
-        if gc_info:
-            gen2 = gc_info.get("gen2_collections", gc_info.get("collections_gen2"))
-            if gen2 is None and isinstance(gc_info.get("collections"), list) and len(gc_info["collections"]) > 2:
-                gen2 = gc_info["collections"][2]
-            row["gc_gen2_collections"] = gen2
-            row["gc_pause_s"] = gc_info.get("pause_s", gc_info.get("pause_since_last_s"))
-            total = gc_info.get("pause_s_total")
-            if row["gc_pause_s"] is None and isinstance(total, (int, float)):
+                self._last_experts = (self.target.life, experts.hits, experts.misses)
+        gc_stats = status.gc
+        if gc_stats is not None:
+            row["gc_gen2_collections"] = gc_stats.gen2_collections
+            # Cumulative pause times (rates in analysis), the pause since the last snapshot, and
+            # the latest full pause.
+            total = gc_stats.pause_s_total
+            if isinstance(total, (int, float)):
                 last = self._last_gc_pause
                 if last is not None and last[0] == self.target.life:
                     row["gc_pause_s"] = max(0.0, total - last[1])
                 self._last_gc_pause = (self.target.life, total)
-            # tokdrift's engine: cumulative pause times (rates in analysis) and the latest full pause
-            for name in ("pause_s_total", "full_pause_s_total", "last_full_pause_s"):
-                row["gc_" + name] = gc_info.get(name)
-        # tokdrift's engine: the degradation mechanisms' own signals (engine.runtime.faults.FaultStats),
-        # one snapshot column each, under the hook's own names (counters end in _total)
-        for name, value in _first_dict(data, "fault_stats").items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                row.setdefault(name, value)
+            row.update(gc_pause_s_total=total, gc_full_pause_s_total=gc_stats.full_pause_s_total,
+                       gc_last_full_pause_s=gc_stats.last_full_pause_s)
+        # The degradation mechanisms' own signals (engine.runtime.faults.FaultStats), one snapshot
+        # column each, under the hook's own names (counters end in _total).
+        if status.faults is not None:
+            for name, value in status.faults._asdict().items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    row.setdefault(name, value)
         return {k: v for k, v in row.items() if v is not None}
-
-
-def _first_dict(data: dict[str, Any], *names: str) -> dict[str, Any]:
-    for name in names:
-        value = data.get(name)
-        if isinstance(value, dict):
-            return value
-    return {}
-
-
-def _used(mamba: dict[str, Any]) -> Optional[float]:
-    if "num_slots" in mamba and "num_free" in mamba:
-        return mamba["num_slots"] - mamba["num_free"]
-    return mamba.get("num_used")
 
 
 # --- external engines: /metrics and the log -------------------------------------------------------

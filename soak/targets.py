@@ -21,6 +21,7 @@ from urllib.parse import urlparse
 
 import httpx
 
+from engine.server.wire import CacheStatus
 from rundir.schema import ENGINE_LOG
 from soak.config import SoakConfig
 from soak.errors import SoakError
@@ -142,10 +143,7 @@ class BuiltinTarget(Target):
             await asyncio.sleep(0.2)
         started = spawned
         try:
-            status = await self.get_json("/v1/cache/status")
-            age = status.get("engine_age_s") if isinstance(status, dict) else None
-            if isinstance(age, (int, float)):
-                started = time.time() - float(age)
+            started = time.time() - CacheStatus.from_json(await self.get_json("/v1/cache/status")).engine_age_s
         except (httpx.HTTPError, ValueError):
             pass
         self._started(started, port=port)
@@ -171,10 +169,10 @@ class BuiltinTarget(Target):
     async def num_running(self) -> Optional[int]:
         """Requests running or waiting inside the engine; None when it does not answer."""
         try:
-            status = await self.get_json("/v1/cache/status")
-            return int(status.get("num_running", 0)) + int(status.get("num_waiting", 0))
-        except (httpx.HTTPError, ValueError, AttributeError, TypeError):
+            status = CacheStatus.from_json(await self.get_json("/v1/cache/status"))
+        except (httpx.HTTPError, ValueError):
             return None
+        return status.num_running + status.num_waiting
 
     def check_exit(self) -> Optional[EngineExit]:
         if self.proc is None:

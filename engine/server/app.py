@@ -31,6 +31,7 @@ from engine.server.errors import EngineUnavailable
 from engine.server.metrics import CONTENT_TYPE, ServerMetrics
 from engine.server.runner import Delta, EngineRunner
 from engine.server.status import as_json, take_snapshot
+from engine.server.wire import StepsPage
 
 logger = logging.getLogger(__name__)
 
@@ -120,9 +121,9 @@ class _OpenAIServer:
         page = self.runner.steps_after(after, limit)
         rows = [s._asdict() | {"duration_s": s.duration_s} for s in page.steps]
         missed = 0 if page.first_step is None else max(0, page.first_step - after - 1)
-        return JSONResponse({"first_step": page.first_step, "last_step": page.last_step,
-                             "next_after": rows[-1]["step"] if rows else max(after, 0),
-                             "num_missed": missed, "steps": rows})
+        return JSONResponse(StepsPage(first_step=page.first_step, last_step=page.last_step,
+                                      next_after=rows[-1]["step"] if rows else max(after, 0), num_missed=missed,
+                                      steps=rows).to_json())
 
     # --- generation -------------------------------------------------------------------------
 

@@ -5,10 +5,10 @@ import logging
 
 import pytest
 
-from rundir import schema
 from diagnostics.analysis import analyze
 from diagnostics.errors import DiagnosticsError
 from diagnostics.source import load_source
+from rundir import schema
 
 from .rundirs import make_run_dir
 

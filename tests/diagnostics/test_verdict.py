@@ -181,7 +181,7 @@ def test_no_age_from_a_minute_of_log_is_insufficient_data():
 
 def test_with_a_control_every_single_engine_timing_is_corrected_by_the_controls_own_drift():
     wide_pairs = cmp("paired_control", 0.8, 0.4, 1.6, n=2)
-    steady_host = cmp("control_drift", 1.0, 0.7, 1.4, n=2)
+    steady_host = cmp("control_drift", 1.0, 0.75, 1.35, n=3)
     slow_host = cmp("control_drift", 0.6, 0.5, 0.72)
     steps = cmp("step_series", 0.4, 0.36, 0.44)
     # the pairs cannot tell, but the engine's own steps fell far more than the host could have
@@ -197,6 +197,29 @@ def test_with_a_control_every_single_engine_timing_is_corrected_by_the_controls_
     d = decide(Evidence(paired=wide_pairs, steps=steps, onset_found=True, control_drift=steady_host,
                         host=HostLoad(5.0, 90.0)))
     assert d.verdict == "engine_age_degradation"
+
+
+def test_a_control_drift_of_too_few_probes_corrects_nothing():
+    """Two control probes a side read 1.19 (0.18-7.77) in a gc-pressure run: divided by that, a
+    clear step-series loss became 0.45 (0.07-2.99) and the verdict insufficient_data."""
+    unmeasured = cmp("control_drift", 1.19, 0.18, 7.77, n=2)
+    steps = cmp("step_series", 0.53, 0.40, 0.72)
+    d = decide(Evidence(paired=cmp("paired_control", 0.59, 0.38, 0.92, n=2), steps=steps, onset_found=True,
+                        control_drift=unmeasured))
+    assert d.verdict == "engine_age_degradation" and d.decisive.interval.hi == 0.72
+    assert names(d)["control_drift"].status == "warn" and "not measured to within a factor of 2" in names(d)["control_drift"].detail
+    # ...so host contention is ruled on as if there were no control
+    d = decide(Evidence(steps=steps, onset_found=True, control_drift=unmeasured, host=HostLoad(5.0, 90.0)))
+    assert d.verdict != "engine_age_degradation" and d.cause == HOST_DRIFT
+
+
+def test_a_decode_restart_does_not_judge_a_prefill_loss():
+    """eviction-scan: admissions took 2.3x (prefill 0.43) while decode held within 15 %; the
+    restart comparisons measure decode, so a fresh engine as fast at decoding says nothing of it."""
+    prefill = Comparison("prefill", Interval(0.43, 0.37, 0.57), 19, 15, 1 / 1.5, "prefill", None, "speed")
+    decode_restart = cmp("restart", 0.86, 0.77, 0.97)
+    d = decide(Evidence(bins=cmp("bins", 0.96, 0.9, 1.02), prefill=prefill, restart=decode_restart))
+    assert d.verdict == "engine_age_degradation" and d.basis == "prefill"
 
 
 def test_probe_comparisons_need_four_a_side_before_they_may_show_a_loss():

@@ -4,10 +4,10 @@ soak must not slow its own driver down (or let it grow into the engine's memory)
 import asyncio
 
 from replay import Call, MaterializeConfig, Materializer
+from rundir.writer import RunStore
 from soak.client import CallResult
 from soak.profiler import Profiler, Profiles
 from soak.recorder import RateWindow, Recorder, limit_in
-from rundir.writer import RunStore
 
 
 def _result(t, status="ok"):

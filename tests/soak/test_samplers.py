@@ -4,6 +4,7 @@ import pytest
 
 
 def test_hooks_row_maps_the_cache_status_json_and_turns_gc_totals_into_pauses():
+    from engine.server.wire import CacheStatus
     from soak.samplers import EngineHooks
 
     class FakeTarget:
@@ -17,13 +18,13 @@ def test_hooks_row_maps_the_cache_status_json_and_turns_gc_totals_into_pauses():
                                     "fragmentation": 0.2},
               "expert_cache_stats": {"hits": 90, "misses": 10, "evictions": 4},
               "gc": {"gen2_collections": 2, "pause_s_total": 0.5}}
-    first = hooks.row(status)
+    first = hooks.row(CacheStatus.from_json(status))
     assert first["radix_nodes"] == 7 and first["radix_locked_tokens"] == 100
     assert first["mamba_slots_used"] == 2 and first["kv_largest_free_run"] == 40
     assert first["gc_gen2_collections"] == 2 and "gc_pause_s" not in first and "expert_miss_rate" not in first
     status["gc"] = {"gen2_collections": 3, "pause_s_total": 0.75}
     status["expert_cache_stats"] = {"hits": 120, "misses": 20, "evictions": 9}
-    second = hooks.row(status)
+    second = hooks.row(CacheStatus.from_json(status))
     assert second["gc_pause_s"] == 0.25 and second["expert_miss_rate"] == 0.25
 
 

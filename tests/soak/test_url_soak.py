@@ -5,8 +5,8 @@ import json
 
 import pandas as pd
 
-from rundir import reader
 from diagnostics.source import load_source
+from rundir import reader
 from soak.config import SoakConfig
 from soak.run import Soak
 from tests.soak.conftest import write_trace

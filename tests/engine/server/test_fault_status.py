@@ -8,6 +8,7 @@ import httpx
 
 from engine.runtime.faults import FaultStats
 from engine.runtime.gcstats import GcStats
+from engine.server.wire import CacheStatus
 from soak.samplers import EngineHooks
 from tests.engine.server.conftest import engine_config, running_server, status
 
@@ -24,9 +25,39 @@ def test_status_has_fault_stats_and_gc_and_the_sampler_keeps_them(tiny_checkpoin
     assert set(body["gc"]) == set(GcStats._fields) and body["gc"]["gen2_collections"] >= 1
     assert body["config"]["faults"] == ["kv-scatter", "gc-pressure"]
 
-    row = EngineHooks(target=SimpleNamespace(life=0)).row(body)
+    # The wire types read every figure the soak records from the server's own body: no name of
+    # theirs is missing from it (a rename on one side fails here).
+    wire = CacheStatus.from_json(body)
+    for part, key in ((wire.cache, "cache_report"), (wire.state_slots, "mamba_stats"),
+                      (wire.kv_free_list, "allocator_summary")):
+        assert set(part._fields) <= set(body[key]) and None not in part, key
+    assert wire.experts is None and wire.gc.gen2_collections == body["gc"]["gen2_collections"]
+    assert wire.faults.faults == ("kv-scatter", "gc-pressure") and wire.config["faults"] == ["kv-scatter", "gc-pressure"]
+
+    row = EngineHooks(target=SimpleNamespace(life=0)).row(wire)
     assert row["retained_objects"] == faults["retained_objects"]
     assert row["kv_free_list_disorder"] == faults["kv_free_list_disorder"]
     assert row["gc_full_pause_s_total"] == body["gc"]["full_pause_s_total"] > 0
     assert "faults" not in row  # only numbers become columns
     gc.unfreeze()  # gc-pressure froze this test process's startup heap
+
+
+def test_the_wire_types_refuse_what_is_not_their_body_and_import_without_torch():
+    import subprocess
+    import sys
+
+    import pytest
+
+    from engine.server.wire import CacheStatus, StepsPage
+
+    for body in ([1, 2], {"detail": "Not Found"}, "<html>"):
+        with pytest.raises(ValueError, match="expected the"):
+            CacheStatus.from_json(body)
+        with pytest.raises(ValueError, match="expected the"):
+            StepsPage.from_json(body)
+    page = StepsPage.from_json({"last_step": 9, "steps": [{"step": 8}, {"step": 9}, "junk"]})
+    assert page.next_after == 9 and len(page.steps) == 2 and page.num_missed == 0
+    # soak reads these bodies without loading the engine
+    code = "import sys, engine.server.wire, soak.samplers; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
