@@ -111,7 +111,8 @@ class Soak:
         self._phase = "starting"
         self._status: Optional[RunStatus] = None
         self._elapsed_before = 0.0
-        self._segment_start = float("inf")  # when this segment's replay began (_run); until then none of it is spent
+        self._segment_start = time.time()
+        self._deadline = self._segment_start + config.duration_s
 
     @classmethod
     def resume(cls, run_dir: Path, api_key: Optional[str] = None,
@@ -140,7 +141,10 @@ class Soak:
         affinity = cpu_affinity.plan(cfg.affinity, starts_engines=cfg.is_builtin)
         self.manifest["affinity"] = affinity.to_json()
         cpus_before = cpu_affinity.pin_driver(affinity)
+        # The duration is serving time: it starts with the replay, once the engines are up and the
+        # start probe cycle is done (_run); until then nothing of it is spent.
         self._segment_start = float("inf")
+        self._deadline = time.time() + max(0.0, cfg.duration_s - self._elapsed_before)
         limits = httpx.Limits(max_connections=cfg.concurrency + 16, max_keepalive_connections=cfg.concurrency + 16)
         status = RunStatus.CRASHED
         try:
@@ -226,7 +230,7 @@ class Soak:
             self._profile("start")
             self._phase = "replay"
             self._segment_start = time.time()
-            deadline = self._deadline
+            self._deadline = deadline = self._segment_start + max(0.0, cfg.duration_s - self._elapsed_before)
             replay = asyncio.create_task(s.replayer.run(deadline, position))
             scheduler_done = asyncio.Event()
             scheduler = asyncio.create_task(self._scheduler(deadline, scheduler_done))
@@ -441,13 +445,6 @@ class Soak:
 
     def _elapsed(self, now: float) -> float:
         return self._elapsed_before + max(0.0, now - self._segment_start)
-
-    @property
-    def _deadline(self) -> float:
-        """The duration is serving time: it counts from the replay's start, once the engines are up
-        and the start probe cycle is done; before that, the whole of what is left lies ahead."""
-        start = self._segment_start if self._segment_start != float("inf") else time.time()
-        return start + max(0.0, self.config.duration_s - self._elapsed_before)
 
     # --- manifest and target -------------------------------------------------------------------------
 
