@@ -130,7 +130,7 @@ def main() -> None:
     out = args.out or ROOT / "runs" / f"false-alarms-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from soak.fault_matrix import machine_description
+    from tokdrift.cli.fault_matrix import machine_description
 
     print(f"machine: {machine_description()}", flush=True)
     print("| run | minutes | concurrency | neighbour | verdict | confidence | basis | cause | ratio | interval |",

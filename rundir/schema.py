@@ -17,6 +17,7 @@ READABLE_VERSIONS = (1,)
 MANIFEST = "manifest.json"
 EVENTS = "events.jsonl"
 ENGINE_LOG = "engine.log"
+ENGINE_CONFIG = "engine-config.json"  # the built-in engine's options, one JSON document (engine.server.cli)
 CONTROL_LOG = "control.log"  # the control engine's own log (a twin's); diag reads engine.log only
 METRICS = "metrics.prom"  # URL targets: every /metrics scrape, a scrape series diag reads
 PROFILES = "profiles"

@@ -39,6 +39,7 @@ class SoakConfig:
     profiles: bool = True  # take py-spy profiles at all
     engine_log: Optional[str] = None  # a URL target's log file, tailed and parsed into steps
     engine_args: tuple[str, ...] = ()  # extra `soak serve` options for the builtin target
+    faults: tuple[str, ...] = ()  # degradation mechanisms switched on in the builtin engine (docs/faults.md)
     engine_start_timeout_s: float = 300.0  # how long the builtin engine may take to answer /health
     # The control: a young twin of the built-in engine (None: on where memory allows), or a second
     # instance of a URL target's server. Probed beside the soaked engine every cycle, it tells host
@@ -97,6 +98,25 @@ class SoakConfig:
         if self.engine_log is not None and self.is_builtin:
             _fail("engine_log", "unset for the builtin target (its log is runs/<id>/engine.log)", self.engine_log)
         object.__setattr__(self, "engine_args", tuple(self.engine_args))
+        object.__setattr__(self, "faults", tuple(self.faults))
+        if self.faults and not self.is_builtin:
+            _fail("faults", "none for a URL target (faults live in tokdrift's engine)", list(self.faults))
+        if self.is_builtin:
+            self.engine_options()  # a bad --engine-arg or fault fails here, before anything starts
+
+    def engine_options(self):
+        """The built-in engine's options (engine.server.cli.ServeOptions): --engine-arg words and the
+        faults, handed to each engine the soak starts as one JSON document."""
+        from engine.server.cli import parse_args
+        from engine.server.errors import ServerError
+
+        try:
+            options = parse_args(self.engine_args)
+            faults = [*options.engine.get("faults", ()), *(f for f in self.faults
+                                                         if f not in options.engine.get("faults", ()))]
+            return options.with_(engine={"faults": faults}) if faults else options
+        except ServerError as exc:
+            raise SoakError(f"--engine-arg / --fault: {exc}") from None
 
     @property
     def is_builtin(self) -> bool:
@@ -111,6 +131,7 @@ class SoakConfig:
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["engine_args"] = list(self.engine_args)
+        out["faults"] = list(self.faults)
         if out.get("api_key"):
             out["api_key"] = "<redacted>"
         return out
@@ -121,6 +142,9 @@ class SoakConfig:
         if known.get("api_key") == "<redacted>":
             known["api_key"] = None
         known["engine_args"] = tuple(known.get("engine_args", ()))
+        # Before the faults had their own field they were kept in `extra` (and in engine_args as
+        # --fault words, which engine_options() merges with these).
+        known["faults"] = tuple(known.get("faults") or (known.get("extra") or {}).get("faults") or ())
         return cls(**known)
 
 

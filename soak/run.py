@@ -136,7 +136,7 @@ class Soak:
                              sessions_in_progress=len(at.position.next_turn), elapsed_s=self._elapsed_before)
         else:
             self.store.event("start", run_id=self.manifest["run_id"])
-            for fault in cfg.extra.get("faults", ()):  # switched on in the engine from its start
+            for fault in cfg.engine_options().engine.get("faults", ()):  # switched on in the engine from its start
                 self.store.event("fault_on", fault=fault)
         affinity = cpu_affinity.plan(cfg.affinity, starts_engines=cfg.is_builtin)
         self.manifest["affinity"] = affinity.to_json()

@@ -21,8 +21,9 @@ from urllib.parse import urlparse
 
 import httpx
 
+from engine.server.cli import ServeOptions
 from engine.server.wire import CacheStatus
-from rundir.schema import ENGINE_LOG
+from rundir.schema import ENGINE_CONFIG, ENGINE_LOG
 from soak.config import SoakConfig
 from soak.errors import SoakError
 
@@ -86,16 +87,18 @@ class Target:
 
 
 class BuiltinTarget(Target):
-    """`soak serve` in its own process on a free loopback port; its output goes to engine.log."""
+    """The built-in server (`python -m engine.server`) in its own process on a free loopback port,
+    its options in one JSON document (the run's engine-config.json); its output goes to engine.log."""
 
     is_builtin = True
 
     def __init__(self, http: httpx.AsyncClient, on_event: EventSink, log_path: Path,
-                 engine_args: tuple[str, ...] = (), start_timeout_s: float = 300.0,
+                 options: ServeOptions = ServeOptions(), start_timeout_s: float = 300.0,
                  cpus: Optional[tuple[int, ...]] = None) -> None:
         super().__init__(http, on_event)
         self.log_path = Path(log_path)
-        self.engine_args = tuple(engine_args)
+        self.options = options
+        self.config_path = self.log_path.with_name(ENGINE_CONFIG)
         self.start_timeout_s = start_timeout_s
         self.cpus = cpus  # CPUs the engine process is pinned to (soak.affinity); None = inherited
         self.proc: Optional[subprocess.Popen] = None
@@ -107,13 +110,13 @@ class BuiltinTarget(Target):
 
     @property
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "soak", "serve", "--host", "127.0.0.1",
-                *self.engine_args]
+        return [sys.executable, "-m", "engine.server", "--config", str(self.config_path), "--host", "127.0.0.1"]
 
     async def start(self) -> None:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self.options.write(self.config_path)
         log = open(self.log_path, "ab")
         spawned = time.time()
         self.proc = subprocess.Popen([*self.command, "--port", str(port)], stdin=subprocess.DEVNULL, stdout=log,
@@ -268,7 +271,7 @@ def make_target(config: SoakConfig, http: httpx.AsyncClient, on_event: EventSink
                 cpus: Optional[tuple[int, ...]] = None, last_life: int = -1) -> Target:
     """The soaked engine's target for a SoakConfig; `last_life`: a resumed run's last engine life."""
     if config.is_builtin:
-        target: Target = BuiltinTarget(http, on_event, Path(run_dir) / ENGINE_LOG, config.engine_args,
+        target: Target = BuiltinTarget(http, on_event, Path(run_dir) / ENGINE_LOG, config.engine_options(),
                                        config.engine_start_timeout_s, cpus=cpus)
     else:
         target = UrlTarget(http, on_event, config.target, config.api_key, config.restart_cmd,

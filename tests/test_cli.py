@@ -6,8 +6,8 @@ import sys
 import pytest
 import typer
 
-from diagnostics.cli import app as diag_app
-from soak.cli import app as soak_app
+from tokdrift.cli.diag import app as diag_app
+from tokdrift.cli.soak import app as soak_app
 
 
 def _walk(command, path: tuple[str, ...]):

@@ -7,8 +7,7 @@ import torch
 from engine.errors import EngineError
 from engine.model.experts import ExpertProvider, ResidentExperts
 from engine.moe.expert_cache import ExpertCacheStats, LayerExpertStats, OffloadExperts
-
-MOE_BACKENDS = ("resident", "offload")
+from engine.runtime.config import MOE_BACKENDS
 
 __all__ = ["MOE_BACKENDS", "ExpertCacheStats", "LayerExpertStats", "OffloadExperts",
            "make_expert_provider"]

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Optional
 
-from engine.cache import CACHE_TYPES
 from engine.errors import EngineError
-from engine.moe import MOE_BACKENDS
-from engine.runtime.faults import check_faults
+from engine.runtime.faults import FaultSet, check_faults
 
+# The choices, named here so that the config (and the server's command line built from it) loads
+# without torch; engine.cache and engine.moe check that their builders agree.
 ATTENTION_BACKENDS = ("auto", "torch", "triton")
+CACHE_TYPES = ("hybrid_radix", "radix", "none")
+MOE_BACKENDS = ("resident", "offload")
+
+
+def option(default, help: str, flag: Optional[str] = None):
+    """A config field with its command-line help (and its flag where it is not --<name>): the server's
+    options are generated from these fields (engine.server.cli), so each is declared once."""
+    return field(default=default, metadata={"help": help, **({"flag": flag} if flag else {})})
 
 
 class EngineConfigError(EngineError):
@@ -19,26 +27,32 @@ class EngineConfigError(EngineError):
 
 @dataclass(frozen=True)
 class EngineConfig:
-    model: Optional[str] = None  # checkpoint directory; None = the built-in default
-    dtype: str = "float32"  # CPU matmuls are fastest and exact in float32
-    device: str = "auto"  # cuda when available, else cpu
-    attention_backend: str = "auto"  # triton on CUDA, torch elsewhere
-    max_running_requests: int = 4  # a small engine on two cores; FreeToken's default is larger
-    chunked_prefill_size: int = 8192  # tokens of prefill per step, as FreeToken
-    page_size: int = 1  # tokens per KV page; 1 = token-granular prefix matching
-    kv_tokens: Optional[int] = None  # KV pool size in tokens; None = sized by memory_ratio
-    memory_ratio: float = 0.05  # share of free memory the KV pool may take when kv_tokens is None
-    max_kv_tokens: int = 262144  # cap on the memory_ratio sizing, so a big host doesn't over-allocate
-    mamba_slots: int = 32  # linear-attention state slots: live requests + cached snapshots
-    cache_type: str = "hybrid_radix"
-    moe_backend: str = "resident"
-    moe_cache_size: Optional[int] = None  # expert slots (of layers x experts) with offload
-    mixed_chunk: bool = False  # let decodes ride along prefill steps (SGLang --enable-mixed-chunk)
-    decode_log_interval: int = 40  # decode forwards between `Decode batch` log lines
-    max_events: int = 65536  # bound of each hook's event queue
-    seed: int = 0
-    num_threads: Optional[int] = None  # torch intra-op threads on the CPU; None = torch's default (all cores)
-    faults: tuple[str, ...] = ()  # degradation mechanisms switched on (engine.runtime.faults); none by default
+    model: Optional[str] = option(None, "Checkpoint directory (HF layout); the built-in default when unset.")
+    dtype: str = option("float32", "Weight and KV dtype (CPU matmuls are fastest and exact in float32).")
+    device: str = option("auto", "auto (cuda when available, else cpu), cpu or cuda.")
+    attention_backend: str = option("auto", "auto (triton on CUDA, torch elsewhere), torch or triton.")
+    max_running_requests: int = option(4, "Requests decoded together at most.")
+    chunked_prefill_size: int = option(8192, "Prompt tokens computed per step at most.")
+    page_size: int = option(1, "Tokens per KV page (1: token-granular prefix matching).")
+    kv_tokens: Optional[int] = option(None, "KV pool size in tokens; sized by --memory-ratio when unset.")
+    memory_ratio: float = option(0.05, "Share of free memory the KV pool may take when --kv-tokens is unset.")
+    max_kv_tokens: int = option(262144, "Cap on the --memory-ratio sizing, so a big host doesn't over-allocate.")
+    mamba_slots: int = option(32, "Linear-attention state slots: running requests plus cached snapshots.")
+    cache_type: str = option("hybrid_radix", "Prefix cache: hybrid_radix, radix or none.")
+    moe_backend: str = option("resident", "Where experts live: resident, or offload (a host tier behind "
+                                          "--moe-cache-size device slots).")
+    moe_cache_size: Optional[int] = option(None, "Device expert slots with --moe-backend offload.")
+    mixed_chunk: bool = option(False, "Let decodes ride along prefill steps (SGLang's --enable-mixed-chunk).",
+                               flag="--enable-mixed-chunk")
+    decode_log_interval: int = option(40, "Decode forwards between 'Decode batch' log lines.")
+    max_events: int = option(65536, "Bound of each hook's event queue.")
+    seed: int = option(0, "Seed of sampling and of the faults that shuffle.")
+    num_threads: Optional[int] = option(None, "Torch threads for the model on the CPU (unset: torch's default; "
+                                              "`soak serve` leaves one core to the server thread).",
+                                        flag="--threads")
+    faults: tuple[str, ...] = option((), "Switch on a degradation mechanism (repeatable): eviction-scan, "
+                                         "snapshot-leak, kv-scatter, expert-thrash (needs --moe-backend "
+                                         "offload), gc-pressure. See docs/faults.md.", flag="--fault")
 
     def __post_init__(self) -> None:
         if isinstance(self.faults, list):
@@ -72,6 +86,11 @@ class EngineConfig:
             raise EngineConfigError(
                 f"kv_tokens must be a multiple of page_size ({self.page_size}), got {self.kv_tokens}"
             )
+
+    @property
+    def fault_set(self) -> FaultSet:
+        """The faults switched on, one flag each."""
+        return FaultSet.of(self.faults)
 
     def resolved_line(self) -> str:
         """The `Resolved config:` log line body, MoE backend first as FreeToken prints it."""

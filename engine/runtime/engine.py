@@ -77,13 +77,13 @@ class Engine:
         kv_tokens = config.kv_tokens or self._kv_tokens_from_memory(dtype)
         self.kv_pool = KVPool(kv_tokens, mc.full_attention_layers, mc.num_key_value_heads, mc.head_dim,
                               dtype=dtype, device=self.device)
-        faults = config.faults
+        faults = config.fault_set
         self.kv_allocator = SlotAllocator(kv_tokens, config.page_size, name="kv",
-                                          scatter_seed=config.seed if "kv-scatter" in faults else None)
+                                          scatter_seed=config.seed if faults.kv_scatter else None)
         self.state_allocator = SlotAllocator(config.mamba_slots, 1, name="state")
-        leak_limit = config.mamba_slots - config.max_running_requests if "snapshot-leak" in faults else None
+        leak_limit = config.mamba_slots - config.max_running_requests if faults.snapshot_leak else None
         self.cache = make_prefix_cache(config.cache_type, self.kv_allocator, self.state_allocator,
-                                       eviction_policy="lru_page_scan" if "eviction-scan" in faults else "lru",
+                                       eviction_policy="lru_page_scan" if faults.eviction_scan else "lru",
                                        leak_snapshots_limit=leak_limit)
         self.scheduler = Scheduler(self.kv_allocator, self.state_allocator, self.state_pool, self.cache,
                                    config.max_running_requests, config.chunked_prefill_size,
@@ -99,7 +99,7 @@ class Engine:
         self._gen_meter = logfmt.GenThroughputMeter()
         self._idle_logged = False
         self.num_dropped = 0
-        self._gc_pressure: Optional[GcPressure] = GcPressure() if "gc-pressure" in faults else None
+        self._gc_pressure: Optional[GcPressure] = GcPressure() if faults.gc_pressure else None
         self._gc = gc_monitor()
         self._log_startup(kv_tokens)
 
@@ -342,7 +342,7 @@ class Engine:
 
     def _make_experts(self) -> ExpertProvider:
         return make_expert_provider(self.config.moe_backend, self.config.moe_cache_size, self.device,
-                                    thrash="expert-thrash" in self.config.faults)
+                                    thrash=self.config.fault_set.expert_thrash)
 
     def _kv_tokens_from_memory(self, dtype: torch.dtype) -> int:
         mc = self.model_config

@@ -108,6 +108,25 @@ class FaultStats(NamedTuple):
     retained_objects: int  # Python containers those records hold
 
 
+class FaultSet(NamedTuple):
+    """The faults switched on, resolved from their names once (`EngineConfig.fault_set`): one flag
+    each, so the engine asks `faults.kv_scatter` rather than whether a string is in a tuple."""
+
+    eviction_scan: bool = False
+    snapshot_leak: bool = False
+    kv_scatter: bool = False
+    expert_thrash: bool = False
+    gc_pressure: bool = False
+
+    @classmethod
+    def of(cls, names: Sequence[str]) -> "FaultSet":
+        return cls(**{name.replace("-", "_"): True for name in names})
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name.replace("_", "-") for name, on in self._asdict().items() if on)
+
+
 def check_faults(faults, moe_backend: str) -> Optional[str]:
     """Why `faults` is not a valid choice (a message naming the field), or None when it is."""
     if isinstance(faults, str) or not all(isinstance(f, str) for f in faults):

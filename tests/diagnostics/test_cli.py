@@ -7,7 +7,7 @@ import sys
 import pandas as pd
 from typer.testing import CliRunner
 
-from diagnostics.cli import app
+from tokdrift.cli.diag import app
 
 from .rundirs import make_run_dir
 
@@ -43,12 +43,12 @@ def test_analyze_prints_a_summary_of_a_run_directory(tmp_path):
 
 
 def test_bad_input_is_one_line_without_traceback(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", "from diagnostics.cli import main; main()", "analyze",
+    proc = subprocess.run([sys.executable, "-c", "from tokdrift.cli.diag import main; main()", "analyze",
                            str(tmp_path / "missing.log")], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert "missing.log" in proc.stderr and "nothing is there" in proc.stderr
-    proc = subprocess.run([sys.executable, "-c", "from diagnostics.cli import main; main()", "analyze",
+    proc = subprocess.run([sys.executable, "-c", "from tokdrift.cli.diag import main; main()", "analyze",
                            str(tmp_path), "--date", "23/09/2026"], capture_output=True, text=True)
     assert proc.returncode == 2 and "YYYY-MM-DD" in proc.stderr
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from diagnostics.cli import app
+from tokdrift.cli.diag import app
 from diagnostics.errors import DiagnosticsError
 from diagnostics.logs import parse_log
 

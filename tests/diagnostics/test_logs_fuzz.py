@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from diagnostics.cli import app
+from tokdrift.cli.diag import app
 from diagnostics.errors import DiagnosticsError
 from diagnostics.logs import parse_log
 
@@ -146,7 +146,7 @@ def test_damaged_logs_are_read_or_refused_in_one_line(tmp_path, sample, damage):
 def test_the_installed_cli_exits_0_or_2_without_a_traceback(tmp_path, content):
     path = tmp_path / "engine.log"
     path.write_bytes(content)
-    proc = subprocess.run([sys.executable, "-c", "from diagnostics.cli import main; main()", "analyze", str(path),
+    proc = subprocess.run([sys.executable, "-c", "from tokdrift.cli.diag import main; main()", "analyze", str(path),
                            "--json"], capture_output=True, text=True, timeout=120)
     assert proc.returncode in (0, 2), proc.stderr
     assert "Traceback" not in proc.stderr

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from diagnostics.cli import app
+from tokdrift.cli.diag import app
 from diagnostics.logs import parse_log
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"

@@ -89,7 +89,7 @@ def test_faults_are_off_by_default_and_named_once():
     # accepts as the mechanism found and named: the registry and the matrix cannot drift apart.
     import re
 
-    from soak.fault_matrix import EXPECTED_SUSPECTS
+    from tokdrift.cli.fault_matrix import EXPECTED_SUSPECTS
     assert set(FAULTS) == set(EXPECTED_SUSPECTS)
     for name, fault in FAULTS.items():
         own = re.findall(r"[a-z0-9]+(?:_[a-z0-9]+)+", fault.signal)

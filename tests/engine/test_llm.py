@@ -100,7 +100,7 @@ def test_bad_requests_are_refused_with_numbers(llm):
 
 
 def test_soak_generate_and_checkpoint_commands(home, tmp_path):
-    from soak.cli import app
+    from tokdrift.cli.soak import app
 
     runner = CliRunner()
     result = runner.invoke(app, ["generate", "hello", "--max-tokens", "8"], env={"TOKDRIFT_HOME": str(home)})
@@ -112,7 +112,7 @@ def test_soak_generate_and_checkpoint_commands(home, tmp_path):
 
 
 def test_soak_generate_with_a_missing_model_is_a_user_error(tmp_path):
-    from soak.cli import app
+    from tokdrift.cli.soak import app
 
     result = CliRunner().invoke(app, ["generate", "hi", "--model", str(tmp_path / "nope")])
     assert isinstance(result.exception, TokdriftError)

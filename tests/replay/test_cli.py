@@ -11,7 +11,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from replay import TraceError, read_trace
-from replay.cli import trace_app
+from tokdrift.cli.trace import trace_app
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -49,7 +49,7 @@ def test_stats_of_a_malformed_trace_is_one_line_error_or_skipped(tmp_path):
     lines = (ROOT / "examples" / "opencode.jsonl").read_text().splitlines()[:5]
     lines[3] = lines[3].replace('"input_tokens"', '"input_tokenz"')
     path.write_text("\n".join(lines) + "\n")
-    cmd = [sys.executable, "-c", "from soak.cli import main; main()", "trace", "stats", str(path)]
+    cmd = [sys.executable, "-c", "from tokdrift.cli.soak import main; main()", "trace", "stats", str(path)]
     env = {**os.environ, "COLUMNS": "1000"}  # rich wraps long messages at the terminal width
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
     assert proc.returncode == 2

@@ -123,7 +123,7 @@ def test_writer_flushes_each_call_and_append_cuts_a_torn_line(tmp_path):
 def test_importing_replay_does_not_import_torch():
     code = (
         "import sys\n"
-        "import replay, replay.cli, replay.proxy, replay.synth, replay.stats, replay.importers, replay.materialize\n"
+        "import replay, tokdrift.cli.trace, replay.proxy, replay.synth, replay.stats, replay.importers, replay.materialize\n"
         "print('torch' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -7,7 +7,7 @@ import tarfile
 from bs4 import BeautifulSoup
 from typer.testing import CliRunner
 
-from diagnostics.cli import app
+from tokdrift.cli.diag import app
 from reports.errors import ReportError
 
 from .conftest import API_KEY, HOME

@@ -22,7 +22,7 @@ def test_rendering_a_report_loads_no_torch(tmp_path):
     log = Path(__file__).resolve().parents[2] / "examples" / "freetoken-excerpt.log"
     script = (
         "import sys, datetime as dt\n"
-        "from diagnostics.cli import app\n"
+        "from tokdrift.cli.diag import app\n"
         "from reports.inputs import load\n"
         "from reports.report import render_report\n"
         "from reports.summary import render_summary\n"

@@ -52,7 +52,7 @@ def test_the_driver_is_pinned_and_given_its_cpus_back():
 def test_an_engine_started_on_its_cpus_sizes_its_threads_to_them():
     """`soak serve`'s default model threads follow the CPUs the process may use, all but one."""
     allowed = sorted(os.sched_getaffinity(0))
-    code = "from soak.cli import serving_threads; import os; print(sorted(os.sched_getaffinity(0)), serving_threads())"
+    code = "from engine.server.cli import serving_threads; import os; print(sorted(os.sched_getaffinity(0)), serving_threads())"
     for cpus in (allowed[-1:], allowed):
         out = subprocess.run([sys.executable, "-c", code], preexec_fn=affinity.in_child(tuple(cpus)),
                              capture_output=True, text=True, check=True).stdout.split("]")

@@ -15,7 +15,7 @@ from diagnostics.source import load_source
 from rundir.reader import read_rows
 from tests.soak.conftest import ROOT
 
-SOAK = [sys.executable, "-c", "from soak.cli import main; main()"]
+SOAK = [sys.executable, "-c", "from tokdrift.cli.soak import main; main()"]
 
 
 def _events(run_dir):

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from soak.errors import SoakError
-from soak.fault_matrix import EXPECTED_SUSPECTS, MatrixRow, _judge, render_markdown, validate
+from tokdrift.cli.fault_matrix import EXPECTED_SUSPECTS, MatrixRow, _judge, render_markdown, validate
 from tests.diagnostics.rundirs import make_run_dir
 
 
@@ -94,7 +94,7 @@ def test_quick_matrix_finds_gc_pressure_and_keeps_quiet_without_it(tmp_path):
     recorded runs instead (above)."""
     import pandas as pd
 
-    from soak.cli import app
+    from tokdrift.cli.soak import app
 
     result = CliRunner().invoke(app, ["validate", "--minutes", "1", "--fault", "gc-pressure",
                                       "--out", str(tmp_path)])

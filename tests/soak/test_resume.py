@@ -11,7 +11,7 @@ from rundir import reader
 from rundir.reader import read_rows
 from tests.soak.conftest import ROOT, write_trace
 
-SOAK = [sys.executable, "-c", "from soak.cli import main; main()"]
+SOAK = [sys.executable, "-c", "from tokdrift.cli.soak import main; main()"]
 
 
 def test_kill_9_then_resume_continues_the_same_run(tmp_path, fake_server):

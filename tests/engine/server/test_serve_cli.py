@@ -12,7 +12,7 @@ import httpx
 from engine.server.main import bind
 from tests.engine.server.conftest import wait_until
 
-SOAK = [sys.executable, "-c", "from soak.cli import main; main()"]
+SOAK = [sys.executable, "-c", "from tokdrift.cli.soak import main; main()"]
 
 
 def free_port() -> int:

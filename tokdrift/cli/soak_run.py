@@ -93,17 +93,6 @@ def run(
     """Replay a trace against an engine for hours, record everything, probe at matched conditions."""
     from soak.config import SoakConfig
 
-    faults = tuple(fault or ())
-    if faults:
-        if target != "builtin":
-            raise SoakError(f"--fault: expected the builtin target (faults live in tokdrift's engine), found {target!r}")
-        from engine.runtime.faults import FAULTS
-
-        unknown = [f for f in faults if f not in FAULTS]
-        if unknown:
-            raise SoakError(f"--fault: unknown fault {unknown[0]!r}; known: {', '.join(FAULTS)}")
-        engine_arg = [*(engine_arg or ()), *(f"--fault={f}" for f in faults)]
-
     given = [v for v in (hours and hours * 3600, minutes and minutes * 60, seconds) if v]
     if len(given) != 1:
         raise SoakError(f"duration: expected exactly one of --hours, --minutes, --seconds, found {len(given)}")
@@ -115,9 +104,9 @@ def run(
         restart_at_end=not no_restart_at_end, restart_cmd=restart_cmd, flush_every_s=flush_every,
         sample_every_s=sample_every, profile_drop=profile_drop, profile_seconds=profile_seconds, profiles=not no_profiles,
         engine_log=str(engine_log) if engine_log else None, engine_args=tuple(engine_arg or ()),
+        faults=tuple(fault or ()),
         twin=twin, twin_restart_every_s=twin_restart_every, control_target=control_target,
-        control_restart_cmd=control_restart_cmd, affinity=affinity,
-        extra={"faults": list(faults)} if faults else {})
+        control_restart_cmd=control_restart_cmd, affinity=affinity)
     run_dir = out or Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{trace.stem}"
     from soak.run import Soak
 

@@ -114,7 +114,7 @@ def analyze(
 
 
 # report, summary, bundle and compare live in reports/ (reports -> diagnostics, never back).
-from reports.cli import register as _register_reports  # noqa: E402
+from tokdrift.cli.reports import register as _register_reports  # noqa: E402
 
 _register_reports(app)
 

@@ -155,13 +155,13 @@ def _soak(name: str, minutes: float, trace: Path, run_dir: Path, engine_args: Se
     if run_dir.exists() and (run_dir / "manifest.json").exists():
         raise SoakError(f"{run_dir}: a run is already there; give validate a fresh --out")
     faults = [] if name == CONTROL else [name]
-    args = [*BASE_ENGINE_ARGS, *MECHANISM_ENGINE_ARGS.get(name, ()), *engine_args, *(f"--fault={f}" for f in faults)]
+    args = [*BASE_ENGINE_ARGS, *MECHANISM_ENGINE_ARGS.get(name, ()), *engine_args]
     duration = minutes * 60
     config = SoakConfig(trace=str(trace), duration_s=duration, speed=speed, scale=scale,
                         probe_every_s=max(10.0, duration / 10),
                         probe_wait_s=30.0, probe_input_tokens=probe_tokens,
                         probe_output_tokens=probe_output_tokens, profiles=False, engine_args=tuple(args),
-                        extra={"faults": faults, "validate": name})
+                        faults=tuple(faults), extra={"validate": name})
     logger.info("validate: %s for %.1f min (engine %s)", name, minutes, " ".join(args))
     soak = Soak(config, run_dir, command=["soak", "validate", name])
     status = asyncio.run(soak.run())
