@@ -96,13 +96,13 @@ def parse_args(args: Sequence[str]) -> ServeOptions:
         ctx = command.make_context("serve", list(args))
     except typer.exceptions.TyperException as exc:  # the parser's usage errors
         raise ServerError(f"engine options {' '.join(args)!r}: {exc.format_message()}") from None
-    given = {k: v for k, v in ctx.params.items() if v is not None and v != []}
+    given = {k: v for k, v in ctx.params.items() if v is not None and v != [] and v != ()}
     return _options(given)
 
 
 def serve(**given: Any) -> None:
     """Serve until interrupted. Parameters are generated (see `_signature`)."""
-    given = {k: v for k, v in given.items() if v is not None and v != []}
+    given = {k: v for k, v in given.items() if v is not None and v != [] and v != ()}
     options = _options(given)
     run(options)
 
