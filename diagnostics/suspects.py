@@ -47,7 +47,7 @@ MIN_ADDED_SHARE = 0.05  # of wall time: a time counter that added this much acco
 SHARE_GROWTH = 2.0
 STEP_WINDOW_S = 10.0  # per-step figures are judged by their rolling median over this window
 STEP_TIME_PARTS = ("schedule_s", "forward_s", "sample_s")
-STEP_FIGURES = ("token_usage", "mamba_usage", "num_mamba_used", "cache_hit_rate", "num_queue_reqs",
+STEP_FIGURES = ("token_usage", "mamba_usage", "mamba_slots_used", "cache_hit_rate", "num_queue_reqs",
                 "num_preemptions", "schedule_s", "sample_s")
 
 

@@ -71,7 +71,7 @@ def read_table(run_dir: Path, table: str) -> pd.DataFrame:
     frames = []
     for part in parts:
         try:
-            frames.append(pd.read_parquet(part))
+            frames.append(_renamed(pd.read_parquet(part), table))
         except Exception as exc:  # a torn or foreign file must not hide the rest of the run
             logger.warning("%s: not a readable parquet part (%s); skipped", part, exc)
     if not frames:
@@ -123,9 +123,20 @@ def read_rows(run_dir: Path, table: str, columns: Iterable[str]) -> list[dict[st
         except Exception as exc:  # noqa: BLE001 - a foreign file must not stop a resume
             logger.warning("%s: not a readable part (%s); skipped", part, exc)
             continue
-        names = [c for c in columns if c in data.column_names]
-        out.extend(data.select(names).to_pylist())
+        # a part written before a rename (schema.RENAMED): read the old column, give it the new name
+        new_to_old = {new: old for old, new in schema.RENAMED.get(table, {}).items()
+                      if old in data.column_names and new not in data.column_names}
+        back = {old: new for new, old in new_to_old.items()}
+        names = [new_to_old.get(c, c) for c in columns if new_to_old.get(c, c) in data.column_names]
+        out.extend({back.get(k, k): v for k, v in row.items()} for row in data.select(names).to_pylist())
     return out
+
+
+def _renamed(df: pd.DataFrame, table: str) -> pd.DataFrame:
+    """A part written before a column was renamed (schema.RENAMED), under the new names."""
+    renames = {old: new for old, new in schema.RENAMED.get(table, {}).items()
+               if old in df.columns and new not in df.columns}
+    return df.rename(columns=renames) if renames else df
 
 
 def to_time(col: pd.Series) -> pd.Series:

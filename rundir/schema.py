@@ -10,9 +10,15 @@ the row belongs to started; `engine_life` counts engine starts from 0.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
-# Versions this reader understands. Older ones are read with missing columns filled with nulls.
-READABLE_VERSIONS = (1,)
+SCHEMA_VERSION = 2
+# Versions this reader understands. Older ones are read with missing columns filled with nulls,
+# and with the columns that have since been renamed under their new names (RENAMED).
+READABLE_VERSIONS = (1, 2)
+# table -> {old name: new name}. Version 2 gave the state slots one name in every table (and in the
+# engine's /metrics and hooks): steps had num_mamba_used / num_mamba_total.
+RENAMED: dict[str, dict[str, str]] = {
+    "steps": {"num_mamba_used": "mamba_slots_used", "num_mamba_total": "mamba_slots_total"},
+}
 
 MANIFEST = "manifest.json"
 EVENTS = "events.jsonl"
@@ -76,8 +82,8 @@ STEP_COLUMNS: dict[str, tuple[str, bool, str]] = {
     "full_token_usage": ("float64", False, "hybrid: full-attention KV usage, 0..1"),
     "swa_token_usage": ("float64", False, "SWA usage, 0..1"),
     "mamba_usage": ("float64", False, "state-slot usage, 0..1"),
-    "num_mamba_used": ("float64", False, "state slots in use"),
-    "num_mamba_total": ("float64", False, "state slots in all"),
+    "mamba_slots_used": ("float64", False, "state slots in use"),
+    "mamba_slots_total": ("float64", False, "state slots in all"),
     "cache_hit_rate": ("float64", False, "prefix cache hit rate, 0..1"),
     "accept_len": ("float64", False, "speculative: accepted length"),
     "accept_rate": ("float64", False, "speculative: acceptance rate"),

@@ -40,7 +40,7 @@ POLL_S = 0.5
 
 class ControlEngine:
     def __init__(self, config: SoakConfig, http: httpx.AsyncClient, run_dir: Path, on_event: EventSink,
-                 cpus: Optional[tuple[int, ...]] = None, last_life: int = -1) -> None:
+                 cpus: Optional[tuple[int, ...]] = None, last_life: Optional[int] = None) -> None:
         self.config = config
         self.http = http
         self.on_event = on_event

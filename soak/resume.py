@@ -22,12 +22,12 @@ from soak.replayer import Position, position_from
 class ResumePoint(NamedTuple):
     position: Position
     num_calls: int  # request rows written
-    engine_life: int  # the last main engine life started (-1: none)
-    control_life: int  # the last control life started (-1: none)
+    engine_life: Optional[int]  # the last main engine life started (None: none)
+    control_life: Optional[int]  # the last control life started (None: none)
     next_cycle: int  # the next probe cycle's number
 
 
-START = ResumePoint(Position(0, {}), 0, -1, -1, 0)
+START = ResumePoint(Position(0, {}), 0, None, None, 0)
 
 
 def config_to_resume(run_dir: Path, api_key: Optional[str] = None) -> SoakConfig:
@@ -50,7 +50,8 @@ def config_to_resume(run_dir: Path, api_key: Optional[str] = None) -> SoakConfig
 
 def resume_point(run_dir: Path) -> ResumePoint:
     rows = read_rows(run_dir, "requests", ("session", "turn", "status", "kind"))
-    engine = control = -1
+    engine: Optional[int] = None
+    control: Optional[int] = None
     path = Path(run_dir) / schema.EVENTS
     if path.is_file():
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -59,8 +60,8 @@ def resume_point(run_dir: Path) -> ResumePoint:
             except json.JSONDecodeError:  # a torn last line
                 continue
             if event.get("kind") == "engine_start" and isinstance(event.get("engine_life"), int):
-                engine = max(engine, event["engine_life"])
+                engine = max(engine, event["engine_life"]) if engine is not None else event["engine_life"]
             elif event.get("kind") == "control_start" and isinstance(event.get("control_life"), int):
-                control = max(control, event["control_life"])
+                control = max(control, event["control_life"]) if control is not None else event["control_life"]
     cycles = [r["cycle"] for r in read_rows(run_dir, "probes", ("cycle",)) if r.get("cycle") is not None]
     return ResumePoint(position_from(rows), len(rows), engine, control, max(cycles) + 1 if cycles else 0)

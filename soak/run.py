@@ -19,7 +19,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, Optional
 
 import httpx
 
@@ -35,12 +35,13 @@ from soak.cycle import MAIN, Cycle, ProbeCycles
 from soak.errors import SoakError
 from soak.lifecycle import MainEngine
 from soak.manifest import describe_engine, iso, new_manifest, resumed_manifest
-from soak.probes import ProbeResult, Prober
+from soak.probes import Prober
 from soak.profiler import Profiler, Profiles
 from soak.recorder import Recorder
 from soak.replayer import Position, Replayer, sessions_of
 from soak.resume import START, config_to_resume, resume_point
 from soak.targets import Target, make_target
+from soak.view import Progress
 from soak.watch import EngineWatch
 
 logger = logging.getLogger(__name__)
@@ -57,24 +58,6 @@ class RunStatus(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
-
-
-class Progress(NamedTuple):
-    """What the live view and the status lines show; sent to `on_progress` about twice a second."""
-
-    run_dir: str
-    elapsed_s: float
-    remaining_s: float
-    num_calls: int
-    num_failed: int  # error or refused
-    num_in_flight: int
-    live_tps: float  # generated tokens/s the client saw over the last 30 s
-    probes: tuple[ProbeResult, ...]  # the main engine's last few
-    engine: str  # "up (life 0, pid 123, age 42 s)", "restarting", ...
-    phase: str  # replay, end probes, stopping
-    last_cycle: Optional[Cycle] = None  # the last probe pair
-    num_engine_restarts: int = 0  # crashes and deliberate restarts, this segment
-    control: str = "off"  # "twin (life 1, pid 456, age 30 s)", "off (why)"
 
 
 @dataclass

@@ -80,7 +80,7 @@ def step_row(s: dict[str, Any], life: int) -> dict[str, Any]:
     n_decode = s.get("num_decode_tokens") or 0
     n_prefill = s.get("num_prefill_tokens") or 0
     n_cached = s.get("num_cached_tokens") or 0
-    slots_total = s.get("state_slots_total")
+    slots_total = s.get("mamba_slots_total")
     return {
         "t": s.get("t"), "engine_age_s": s.get("engine_age_s"), "engine_life": life,
         "phase": s.get("phase") or ("decode" if n_decode else "prefill"),
@@ -92,8 +92,8 @@ def step_row(s: dict[str, Any], life: int) -> dict[str, Any]:
         "step_time_s": duration if n_decode else None, "num_decode_tokens": n_decode,
         "schedule_s": sched, "forward_s": fwd, "sample_s": samp,
         "token_usage": s.get("kv_usage"),
-        "mamba_usage": s.get("state_slots_used") / slots_total if slots_total else None,
-        "num_mamba_used": s.get("state_slots_used"), "num_mamba_total": slots_total,
+        "mamba_usage": s.get("mamba_slots_used") / slots_total if slots_total else None,
+        "mamba_slots_used": s.get("mamba_slots_used"), "mamba_slots_total": slots_total,
         "cache_hit_rate": n_cached / (n_cached + n_prefill) if n_prefill else None,
         "num_preemptions": s.get("num_retracted"),
     }
@@ -293,7 +293,7 @@ def target_restarted(target: Target, t: float, why: str) -> None:
     """An external engine restarted on its own (we learnt it from its metrics or log)."""
     if target.started_at is not None and t <= target.started_at + 1.0:
         return
-    target.life += 1
+    target.next_life()
     target.started_at = t
     target.on_event("engine_start", t=t, engine_life=target.life, pid=target.pid, url=target.url, detail=why)
 

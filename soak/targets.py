@@ -48,7 +48,7 @@ class Target:
         self.on_event = on_event
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.url = ""
-        self.life = -1  # engine starts seen; 0 is the first
+        self.life: Optional[int] = None  # the current engine's start counter (0 the first); None before one
         self.started_at: Optional[float] = None
         self.pid: Optional[int] = None
 
@@ -80,8 +80,13 @@ class Target:
         response.raise_for_status()
         return response.json()
 
+    def next_life(self) -> int:
+        """Count one more engine start; its life."""
+        self.life = 0 if self.life is None else self.life + 1
+        return self.life
+
     def _started(self, started_at: float, **fields: Any) -> None:
-        self.life += 1
+        self.next_life()
         self.started_at = started_at
         self.on_event("engine_start", t=started_at, engine_life=self.life, pid=self.pid, url=self.url, **fields)
 
@@ -220,7 +225,7 @@ class UrlTarget(Target):
         self.pid = pid_listening_on(self.url)
         started = await self.process_start_time()
         # An external engine's age is known only when its /metrics says when its process started.
-        self.life += 1
+        self.next_life()
         self.started_at = started
         self.on_event("engine_start", t=started or time.time(), engine_life=self.life, pid=self.pid,
                       url=self.url, age_known=started is not None)
@@ -268,7 +273,7 @@ class UrlTarget(Target):
 
 
 def make_target(config: SoakConfig, http: httpx.AsyncClient, on_event: EventSink, run_dir: Path,
-                cpus: Optional[tuple[int, ...]] = None, last_life: int = -1) -> Target:
+                cpus: Optional[tuple[int, ...]] = None, last_life: Optional[int] = None) -> Target:
     """The soaked engine's target for a SoakConfig; `last_life`: a resumed run's last engine life."""
     if config.is_builtin:
         target: Target = BuiltinTarget(http, on_event, Path(run_dir) / ENGINE_LOG, config.engine_options(),

@@ -3,12 +3,30 @@ plain status line a minute and a line per probe cycle."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from rich.table import Table
 
 from soak.cycle import CONTROL, MAIN, Cycle
-from soak.run import Progress
+from soak.probes import ProbeResult
+
+
+class Progress(NamedTuple):
+    """What the live view and the status lines show; sent to `on_progress` about twice a second."""
+
+    run_dir: str
+    elapsed_s: float
+    remaining_s: float
+    num_calls: int
+    num_failed: int  # error or refused
+    num_in_flight: int
+    live_tps: float  # generated tokens/s the client saw over the last 30 s
+    probes: tuple[ProbeResult, ...]  # the main engine's last few
+    engine: str  # "up (life 0, pid 123, age 42 s)", "restarting", ...
+    phase: str  # replay, end probes, stopping
+    last_cycle: Optional[Cycle] = None  # the last probe pair
+    num_engine_restarts: int = 0  # crashes and deliberate restarts, this segment
+    control: str = "off"  # "twin (life 1, pid 456, age 30 s)", "off (why)"
 
 
 def render(p: Progress, verdict: Optional[str] = None) -> Table:

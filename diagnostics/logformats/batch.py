@@ -50,11 +50,11 @@ IDLE_PREFIXES = ("Scheduler is idle",)
 # Field name as printed -> steps column. FreeToken, SGLang and vLLM spellings together.
 FIELDS: dict[str, str] = {
     "#new-seq": "num_new_seqs", "#new-token": "new_tokens", "#cached-token": "cached_tokens",
-    "token usage": "token_usage", "#mamba-slot": "num_mamba_used", "mamba usage": "mamba_usage",
+    "token usage": "token_usage", "#mamba-slot": "mamba_slots_used", "mamba usage": "mamba_usage",
     "#running-req": "num_running_reqs", "#queue-req": "num_queue_reqs",
     "input throughput (token/s)": "input_tps", "#token": "num_tokens",
     "gen throughput (token/s)": "gen_tps", "cache hit rate": "cache_hit_rate",
-    "full token usage": "full_token_usage", "mamba num": "num_mamba_used",
+    "full token usage": "full_token_usage", "mamba num": "mamba_slots_used",
     "#full token": "num_tokens", "#swa token": "num_swa_tokens", "swa token usage": "swa_token_usage",
     "cuda graph": "cuda_graph", "accept len": "accept_len", "accept rate": "accept_rate",
     "#retracted-req": "num_preemptions",
@@ -168,8 +168,8 @@ class BatchBuilder(Records):
             column = None
             if before.endswith(": "):
                 column = FIELDS.get(KEY_SPLIT.split(before[:-2])[-1].strip())
-            elif before == "/" and positions and positions[-1] and positions[-1][0] == "num_mamba_used":
-                column = "num_mamba_total"
+            elif before == "/" and positions and positions[-1] and positions[-1][0] == "mamba_slots_used":
+                column = "mamba_slots_total"
             positions.append((column, 0.01 if after.startswith("%") else 1.0) if column else None)
         # The careful parser's reading of this very line is the reference.
         probe = BatchBuilder()
@@ -261,10 +261,10 @@ class BatchBuilder(Records):
 
     def _value(self, i: int, column: str, text: str, lineno: int, key: str, path: Path) -> None:
         try:
-            if column == "num_mamba_used" and "/" in text:
+            if column == "mamba_slots_used" and "/" in text:
                 used, total = text.split("/")
-                self.put(i, "num_mamba_used", float(used))
-                self.put(i, "num_mamba_total", float(total))
+                self.put(i, "mamba_slots_used", float(used))
+                self.put(i, "mamba_slots_total", float(total))
                 return
             if column == "cuda_graph":
                 value = 1.0 if text == "True" else 0.0 if text == "False" else float(text)

@@ -23,6 +23,7 @@ import torch
 from engine.cache.base import (CacheReport, EvictionCounters, IndexMemory, InsertResult, MambaCacheStats,
                                MatchResult, PrefixCache, _EMPTY)
 from engine.cache.eviction import make_eviction_policy
+from engine.cache.integrity import check_radix
 from engine.cache.tree import TreeNode
 from engine.errors import EngineError
 from engine.memory.allocator import IntegrityError, SlotAllocator
@@ -238,60 +239,7 @@ class RadixCache(PrefixCache):
                                 self._evict_s)
 
     def check_integrity(self, kv_in_use: int | None = None, state_in_use: int | None = None) -> None:
-        nodes, leaves, kv_cand, snap_cand = [], 0, [], []
-        evictable = locked = pinned = 0
-        snapshots: list[int] = []
-        stack = [self.root]
-        while stack:
-            node = stack.pop()
-            children_locks = 0
-            for first, child in node.children.items():
-                if child.parent is not node or not child.alive:
-                    raise IntegrityError(f"{child}: parent link or alive flag broken under {node}")
-                if first != child.key[:self.page_size].tobytes():
-                    raise IntegrityError(f"{child}: filed under a first page its key does not start with")
-                children_locks += child.lock_ref
-                stack.append(child)
-            if node is self.root:
-                if node.snapshot is not None or node.lock_ref != 1:
-                    raise IntegrityError(f"root holds snapshot {node.snapshot}, lock_ref {node.lock_ref}")
-                continue
-            nodes.append(node)
-            n = len(node.key)
-            if n == 0 or n % self.page_size or len(node.value) != n:
-                raise IntegrityError(f"{node}: key of {n} tokens, {len(node.value)} slots, "
-                                     f"page_size {self.page_size}")
-            if node.direct_locks < 0 or node.lock_ref != node.direct_locks + children_locks:
-                raise IntegrityError(f"{node}: lock_ref {node.lock_ref} != direct {node.direct_locks} "
-                                     f"+ children {children_locks}")
-            leaves += node.is_leaf
-            if node.lock_ref:
-                locked += n
-            else:
-                evictable += n
-            if self._is_evictable_leaf(node):
-                kv_cand.append(node)
-            if node.snapshot is not None:
-                if not self.keeps_snapshots:
-                    raise IntegrityError(f"{node}: a {self.cache_type} cache holds a snapshot")
-                snapshots.append(node.snapshot)
-                pinned += node.direct_locks > 0
-                if self._is_evictable_snapshot(node):
-                    snap_cand.append(node)
-        counted = (self._num_nodes, self._num_leaves, self._evictable, self._locked,
-                   self._num_snapshots, self._num_pinned)
-        found = (len(nodes), leaves, evictable, locked, len(snapshots), pinned)
-        if counted != found:
-            raise IntegrityError("counters (nodes, leaves, evictable, locked, snapshots, pinned) "
-                                 f"{counted} != tree {found}")
-        self._kv_policy.check(kv_cand)
-        self._snapshot_policy.check(snap_cand)
-        kv = torch.cat([n.value for n in nodes]) if nodes else _EMPTY
-        self._check_slots("KV", self.kv_allocator, kv.numpy(), kv_in_use)
-        if self.state_allocator is not None:
-            # leaked slots (snapshot-leak fault) are held, by nobody: counted, never free
-            held = np.array(snapshots + self._leaked, np.int64)
-            self._check_slots("state", self.state_allocator, held, state_in_use)
+        check_radix(self, kv_in_use, state_in_use)
 
     # --- private: walking and matching ------------------------------------------------------
 
@@ -437,23 +385,6 @@ class RadixCache(PrefixCache):
             deepest = max(deepest, depth)
             stack.extend((c, depth + 1) for c in node.children.values())
         return deepest
-
-    def _check_slots(self, what: str, allocator: SlotAllocator, held: np.ndarray,
-                     in_use: int | None) -> None:
-        if len(np.unique(held)) != len(held):
-            raise IntegrityError(f"{what}: the cache holds {len(held) - len(np.unique(held))} "
-                                 "slot(s) twice")
-        if len(held) and allocator.is_free(held).any():
-            raise IntegrityError(f"{what}: {int(allocator.is_free(held).sum())} cached slot(s) "
-                                 "are marked free in the allocator")
-        free, total = allocator.num_free, allocator.num_slots
-        if in_use is None:
-            if free + len(held) > total:
-                raise IntegrityError(f"{what}: free({free}) + cached({len(held)}) > total({total})")
-        elif free + len(held) + in_use != total:
-            raise IntegrityError(f"{what}: free({free}) + cached({len(held)}) + in_use({in_use}) "
-                                 f"!= total({total})")
-
 
 class HybridRadixCache(RadixCache):
     """`cache_type='hybrid_radix'`: KV prefixes plus linear-attention state snapshots.

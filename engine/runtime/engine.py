@@ -369,7 +369,7 @@ class Engine:
             num_running=len(self.scheduler.running), num_waiting=len(self.scheduler.waiting),
             kv_used_tokens=kv_used, kv_total_tokens=kv_total,
             kv_usage=(kv_used - evictable) / kv_total,
-            state_slots_used=self.state_allocator.num_used, state_slots_total=self.state_allocator.num_slots,
+            mamba_slots_used=self.state_allocator.num_used, mamba_slots_total=self.state_allocator.num_slots,
             schedule_s=schedule_s, forward_s=forward_s, sample_s=sample_s,
             num_retracted=len(batch.retracted), num_finished=num_finished, expert_misses=misses,
             evict_s=evict_s)
@@ -397,14 +397,14 @@ class Engine:
             elapsed = stats.duration_s
             logger.info(logfmt.prefill_line(
                 batch.num_new_seqs, stats.num_prefill_tokens, batch.num_cached_tokens, stats.kv_usage,
-                stats.state_slots_used, stats.state_slots_total, stats.num_running, stats.num_waiting,
+                stats.mamba_slots_used, stats.mamba_slots_total, stats.num_running, stats.num_waiting,
                 stats.num_prefill_tokens / elapsed if elapsed > 0 else 0.0))
         if batch.phase in ("decode", "mixed") and batch.items:
             self._num_decode_steps += 1
             if self._num_decode_steps % self.config.decode_log_interval == 0:
                 logger.info(logfmt.decode_line(
-                    stats.num_decode_tokens, self.kv_allocator.num_used, stats.kv_usage, stats.state_slots_used,
-                    stats.state_slots_total, self._gen_meter.take(), stats.num_waiting))
+                    stats.num_decode_tokens, self.kv_allocator.num_used, stats.kv_usage, stats.mamba_slots_used,
+                    stats.mamba_slots_total, self._gen_meter.take(), stats.num_waiting))
 
 
 def _replace_max_tokens(params: SamplingParams, max_tokens: int) -> SamplingParams:

@@ -21,8 +21,8 @@ class StepStats(NamedTuple):
     kv_used_tokens: int  # KV slots held by requests and the cache
     kv_total_tokens: int
     kv_usage: float  # (total - free - evictable) / total, as FreeToken's `token usage`
-    state_slots_used: int
-    state_slots_total: int
+    mamba_slots_used: int
+    mamba_slots_total: int
     schedule_s: float  # choosing the batch, matching prefixes, allocating
     forward_s: float  # the model forward
     sample_s: float  # sampling and bookkeeping of new tokens

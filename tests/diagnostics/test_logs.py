@@ -42,7 +42,7 @@ def test_freetoken_full_prefix_with_pid_rank_and_colours(tmp_path):
     assert steps["phase"].tolist() == ["prefill", "decode", "idle"]
     prefill, decode = steps.iloc[0], steps.iloc[1]
     assert (prefill["new_tokens"], prefill["cached_tokens"], prefill["num_running_reqs"]) == (4982, 7306, 12)
-    assert (prefill["num_mamba_used"], prefill["num_mamba_total"], prefill["input_tps"]) == (96, 32 * 3, 2210.55)
+    assert (prefill["mamba_slots_used"], prefill["mamba_slots_total"], prefill["input_tps"]) == (96, 32 * 3, 2210.55)
     assert (decode["num_tokens"], decode["gen_tps"], decode["token_usage"]) == (230129, 38.16, 0.94)
     assert decode["t"] == pd.Timestamp("2026-09-23 21:04:24")
     assert decode["engine_age_s"] == 72.0  # from the first startup line, not the second
@@ -108,7 +108,7 @@ def test_sglang_old_and_new_forms_hybrid_and_swa(tmp_path):
     assert s.iloc[1][["num_running_reqs", "num_tokens", "gen_tps"]].tolist() == [8, 62531, 186.64]
     assert s.iloc[2]["cuda_graph"] == 1.0 and s.iloc[3]["cuda_graph"] == 0.0
     hybrid = s.iloc[3]
-    assert (hybrid["num_tokens"], hybrid["full_token_usage"], hybrid["num_mamba_used"], hybrid["mamba_usage"]) == (
+    assert (hybrid["num_tokens"], hybrid["full_token_usage"], hybrid["mamba_slots_used"], hybrid["mamba_usage"]) == (
         41100, 0.30, 6, 0.19)
     assert (hybrid["accept_len"], hybrid["accept_rate"], hybrid["num_queue_reqs"]) == (2.10, 0.70, 1)
     swa = s.iloc[4]

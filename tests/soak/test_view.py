@@ -5,7 +5,7 @@ import subprocess
 from soak.client import CallResult
 from soak.cycle import Cycle, Taken
 from soak.probes import ProbeResult
-from soak.run import Progress
+from soak.view import Progress
 from soak.view import cycle_line, render, status_line
 from tests.soak.conftest import ROOT, write_trace
 from tests.soak.test_resume import SOAK

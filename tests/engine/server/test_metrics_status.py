@@ -45,7 +45,7 @@ def test_metrics_move_with_traffic(server):
     assert delta("tokdrift:engine_steps_total") >= 9
     assert after["tokdrift:num_requests_running"] == 0 and after["tokdrift:num_requests_waiting"] == 0
     assert after["tokdrift:radix_nodes"] >= 1 and after["tokdrift:cached_tokens"] > 0
-    assert after["tokdrift:state_slots_total"] == 32
+    assert after["tokdrift:mamba_slots_total"] == 32
     assert 0 <= after["tokdrift:kv_cache_usage_perc"] <= 1
     assert types["tokdrift:time_to_first_token_seconds"] == "histogram"
     assert types["tokdrift:prefix_cache_hits"] == "counter"
