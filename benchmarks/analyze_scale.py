@@ -1,6 +1,6 @@
 """How long `diag analyze` takes on a 12-hour FreeToken log of about a million lines.
 
-Generates the log (diagnostics.synthetic: a coding agent, an engine-age slowdown at hour 7,
+Generates the log (logsim.synthetic: a coding agent, an engine-age slowdown at hour 7,
 a restart at hour 10), then analyses it in a fresh child process so that the peak memory
 reported is the analysis's own (ru_maxrss of that process). Targets: <= 20 s, <= 2 GB.
 
@@ -52,7 +52,7 @@ def main() -> None:
     if args.child:
         _analyze_child(args.child)
         return
-    from diagnostics.synthetic import Scenario, write
+    from logsim.synthetic import Scenario, write
 
     sc = Scenario(hours=args.hours, forwards_per_line=args.forwards_per_line,
                   onset_h=args.hours * 7 / 12, restart_h=args.hours * 10 / 12, lines_per_turn=(20, 60),

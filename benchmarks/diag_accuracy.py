@@ -5,10 +5,10 @@
     .venv/bin/python benchmarks/diag_accuracy.py --quick         # three short cases in three formats
     .venv/bin/python benchmarks/diag_accuracy.py --cases gradual_creep --formats vllm --keep runs/acc
 
-The corpus (diagnostics/simulate/corpus.py) simulates an engine serving agent sessions — a step
+The corpus (logsim/corpus.py) simulates an engine serving agent sessions — a step
 slowdown after an append, a gradual creep, context growth, a batch walk, a restart that cures it,
 a preemption storm, idle gaps, prefill-heavy windows, a six-line excerpt, host noise of 2 % and
-10 % — and prints each run the way every engine prints its log (diagnostics/simulate/). `diag
+10 % — and prints each run the way every engine prints its log (logsim/). `diag
 analyze` reads each log; one row per case and format, then the headline, last:
 
     verdicts right: N/M, onsets within 60 s: N/M, triggers found: N/M
@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from diagnostics.simulate import FORMATS, simulate, write  # noqa: E402
-from diagnostics.simulate.corpus import NAMES, QUICK, Case, Truth, cases, truth  # noqa: E402
+from logsim import FORMATS, simulate, write  # noqa: E402
+from logsim.corpus import NAMES, QUICK, Case, Truth, cases, truth  # noqa: E402
 
 TOLERANCE_S = 60.0
 QUICK_FORMATS = ("freetoken", "vllm", "llama.cpp")

@@ -9,7 +9,7 @@ import pytest
 
 from diagnostics.analysis import analyze
 from diagnostics.source import load_source
-from diagnostics.synthetic import FORMATS, Scenario, write
+from logsim.synthetic import FORMATS, Scenario, write
 
 DESIGN_KEYS = ["schema_version", "verdict", "slowdown", "onset", "recovered_by_restart", "suspects", "checks"]
 AGE = Scenario(hours=2, onset_h=1.0, restart_h=1.6)
@@ -114,7 +114,7 @@ def test_diagnostics_never_imports_torch(excerpt):
     code = ("import sys, datetime\n"
             "from diagnostics.source import load_source\n"
             "from diagnostics.analysis import analyze\n"
-            "import tokdrift.cli.diag, diagnostics.summary, diagnostics.synthetic\n"
+            "import tokdrift.cli.diag, diagnostics.summary, logsim.synthetic\n"
             f"analyze(load_source({str(excerpt)!r}, date=datetime.date(2026, 9, 23)))\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'engine', 'soak'))\n"
             "assert not bad, bad\n")

@@ -54,7 +54,7 @@ def test_bad_input_is_one_line_without_traceback(tmp_path):
 
 
 def test_ingest_reads_run_directories_and_scrape_series(tmp_path):
-    from diagnostics.synthetic import Scenario, write
+    from logsim.synthetic import Scenario, write
 
     run = make_run_dir(tmp_path / "run", minutes=10, fault_at_min=None, restart_at_min=None)
     result = runner.invoke(app, ["ingest", str(run)])

@@ -5,8 +5,8 @@ import datetime as dt
 import pandas as pd
 
 from diagnostics.analysis import analyze
-from diagnostics.simulate import simulate, write
-from diagnostics.simulate.corpus import motivating
+from logsim import simulate, write
+from logsim.corpus import motivating
 from diagnostics.source import load_source
 from reports import narrative
 

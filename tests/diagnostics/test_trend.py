@@ -10,7 +10,7 @@ import pytest
 from diagnostics import trend
 from diagnostics.analysis import analyze
 from diagnostics.source import load_source
-from diagnostics.synthetic import Scenario, write
+from logsim.synthetic import Scenario, write
 from reports import narrative
 
 START = dt.datetime(2026, 9, 23, 9, 0, 0)

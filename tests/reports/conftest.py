@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnostics.synthetic import Scenario, write
+from logsim.synthetic import Scenario, write
 from reports.inputs import load
 from tests.diagnostics.rundirs import T0, make_run_dir
 

@@ -14,8 +14,8 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from diagnostics.simulate.engine import Costs, EngineSpec, Fault, Trace
-from diagnostics.simulate.workload import Workload
+from logsim.engine import Costs, EngineSpec, Fault, Trace
+from logsim.workload import Workload
 
 MATERIAL = 0.10  # a creep's onset span ends where the slowdown reaches this
 RAW_DROP = 0.9  # diag calls a healthy engine's fall context growth below this raw ratio (diagnostics.verdict)

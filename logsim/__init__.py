@@ -4,6 +4,9 @@
 and returns every forward, prefill, idle spell and restart with its time; `write(trace, fmt,
 path)` prints it as that engine prints its log (batchlog.py, vllm.py, llamacpp.py), so a test or
 benchmark can check what `diag` recovers against the truth the simulation knows (corpus.py).
+synthetic.py is the older, smaller scenario generator the analysis tests are written against.
+
+For tests and benchmarks only: not one of the installed packages, and it imports none of them.
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ import datetime as dt
 from pathlib import Path
 from typing import Optional
 
-from diagnostics.simulate import batchlog, llamacpp, vllm
-from diagnostics.simulate.engine import Costs, EngineSpec, Fault, Trace, simulate
-from diagnostics.simulate.workload import Workload
+from logsim import batchlog, llamacpp, vllm
+from logsim.engine import Costs, EngineSpec, Fault, Trace, simulate
+from logsim.workload import Workload
 
 FORMATS = (*batchlog.FORMATS, "vllm", "prometheus", *llamacpp.FORMATS)
 START = dt.datetime(2026, 9, 23, 9, 0, 0)

@@ -26,7 +26,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from diagnostics.simulate.workload import Agents, Turn, Workload
+from logsim.workload import Agents, Turn, Workload
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Iterator
 
 import numpy as np
 
-from diagnostics.simulate.engine import Trace
+from logsim.engine import Trace
 
 INTERVAL_S = 10.0
 ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,

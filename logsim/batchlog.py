@@ -16,7 +16,7 @@ from typing import Iterator
 
 import numpy as np
 
-from diagnostics.simulate.engine import Trace
+from logsim.engine import Trace
 
 DECODE_LOG_INTERVAL = 40
 MAMBA_SLOTS = 32

@@ -20,7 +20,7 @@ from typing import Iterator
 
 import numpy as np
 
-from diagnostics.simulate.engine import Request, Trace
+from logsim.engine import Request, Trace
 
 FORMATS = ("llama.cpp", "llama.cpp-2024", "ollama")
 PROGRESS_MIN_TOKENS = 100
