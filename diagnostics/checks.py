@@ -7,7 +7,7 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
-from diagnostics.logformats import CLOCK_NOTES
+from logformats import CLOCK_NOTES
 from diagnostics.result import Check
 from diagnostics.source import Source
 

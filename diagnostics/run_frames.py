@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from diagnostics.frames import EVENT_FRAME_COLUMNS, assign_engine_lives
+from logformats.frames import EVENT_FRAME_COLUMNS, assign_engine_lives
 from rundir import reader, schema
 
 
 def read_events(run_dir: Path) -> pd.DataFrame:
-    """events.jsonl as the events frame (diagnostics.frames): one row per event, what the frame
+    """events.jsonl as the events frame (logformats.frames): one row per event, what the frame
     has no column for said in `detail`."""
     rows = reader.read_event_rows(run_dir)
     if not rows:

@@ -15,9 +15,10 @@ import pandas as pd
 
 from diagnostics import run_frames
 from diagnostics.errors import DiagnosticsError
-from diagnostics.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, empty_events
-from diagnostics.logs import LogInfo, looks_like_log, parse_log
-from diagnostics.prometheus import looks_like_scrapes, parse_scrapes
+from logformats.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, empty_events
+from logformats import LogInfo, looks_like_log, parse_log
+from logformats.errors import LogFormatError
+from logformats.prometheus import looks_like_scrapes, parse_scrapes
 from rundir import reader, schema
 from rundir.errors import RunDirError
 
@@ -30,8 +31,8 @@ class Source(NamedTuple):
     path: str
     kind: str  # run_dir, log, prometheus
     engine: str  # freetoken, tokdrift, sglang, vllm, llama.cpp, ollama, unknown
-    steps: pd.DataFrame  # diagnostics.frames.STEP_FRAME_COLUMNS
-    events: pd.DataFrame  # diagnostics.frames.EVENT_FRAME_COLUMNS
+    steps: pd.DataFrame  # logformats.frames.STEP_FRAME_COLUMNS
+    events: pd.DataFrame  # logformats.frames.EVENT_FRAME_COLUMNS
     requests: pd.DataFrame  # rundir.schema.REQUEST_COLUMNS (run directories only)
     probes: pd.DataFrame  # rundir.schema.PROBE_COLUMNS
     snapshots: pd.DataFrame  # rundir.schema.SNAPSHOT_COLUMNS (+ any extra numeric columns)
@@ -41,14 +42,17 @@ class Source(NamedTuple):
 
 def load_source(path: Path | str, date: Optional[dt.date] = None, year: Optional[int] = None) -> Source:
     """Read a run directory, a Prometheus scrape series or an engine log."""
-    path = Path(path)
+    try:
+        return _load(Path(path), date, year)
+    except (RunDirError, LogFormatError) as exc:  # diagnostics' callers catch one error type
+        raise DiagnosticsError(str(exc)) from exc
+
+
+def _load(path: Path, date: Optional[dt.date], year: Optional[int]) -> Source:
     if not path.exists():
         raise DiagnosticsError(f"{path}: expected a run directory, engine log or scrape series; nothing is there")
     if reader.is_run_dir(path):
-        try:
-            return _load_run_dir(path, date, year)
-        except RunDirError as exc:  # diagnostics' callers catch one error type
-            raise DiagnosticsError(str(exc)) from exc
+        return _load_run_dir(path, date, year)
     if looks_like_scrapes(path):
         steps, events, engine = parse_scrapes(path)
         return Source(str(path), "prometheus", engine, steps, events, *_empty_run_tables(), None, None)

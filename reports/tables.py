@@ -12,8 +12,8 @@ from typing import NamedTuple, Optional
 import numpy as np
 import pandas as pd
 
-from diagnostics.errors import DiagnosticsError
-from diagnostics.logs import looks_like_log, parse_log
+from logformats import looks_like_log, parse_log
+from logformats.errors import LogFormatError
 from diagnostics.result import Analysis, iso
 from diagnostics.source import Source
 from reports.inputs import Inputs
@@ -132,7 +132,7 @@ def trigger_line(inputs: Inputs) -> Optional[int]:
         return None
     try:
         rows = parse_log(log).steps.dropna(subset=["line"])
-    except DiagnosticsError:
+    except LogFormatError:
         return None
     if rows.empty:
         return None

@@ -9,8 +9,6 @@ sampled as nothing.
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -18,6 +16,9 @@ from typing import Any, Optional
 import httpx
 
 from engine.server.wire import CacheStatus, StepsPage
+from logformats import Text, parse_log
+from logformats.errors import LogFormatError
+from logformats.prometheus import PREFIXES, parse_scrapes
 from soak.targets import Target
 
 logger = logging.getLogger(__name__)
@@ -165,7 +166,7 @@ class EngineHooks:
 
 class MetricsScraper:
     """Scrapes `/metrics` (vLLM, SGLang, FreeToken, tokdrift names); one steps row per scrape after the
-    first, computed by diagnostics' own scrape reader. Each scrape is also appended to metrics.prom, a
+    first, computed by the scrape reader diag uses (logformats.prometheus). Each scrape is also appended to metrics.prom, a
     scrape series `diag` reads on its own."""
 
     def __init__(self, target: Target, save_to: Path) -> None:
@@ -194,8 +195,6 @@ def _keep_engine_samples(text: str) -> str:
     """The samples diag reads: engine-prefixed names and the process start time, without histogram
     buckets or comments. A vLLM /metrics page is ~100 KB, mostly buckets; every 2 s for 12 hours
     that would be 2 GB."""
-    from diagnostics.prometheus import PREFIXES
-
     keep = []
     for line in text.splitlines():
         if not line or line.startswith("#"):
@@ -209,17 +208,10 @@ def _keep_engine_samples(text: str) -> str:
 
 
 def _scrape_pair_row(text: str, target: Target) -> list[dict[str, Any]]:
-    from diagnostics.errors import DiagnosticsError
-    from diagnostics.prometheus import parse_scrapes
-
-    with tempfile.NamedTemporaryFile("w", suffix=".prom", delete=False, encoding="utf-8") as f:
-        f.write(text)
     try:
-        steps, events, _ = parse_scrapes(Path(f.name))
-    except DiagnosticsError:
+        steps, events, _ = parse_scrapes(Text(text, "/metrics"))
+    except LogFormatError:
         return []
-    finally:
-        os.unlink(f.name)
     if len(steps) < 2:
         return []
     row = _frame_row(steps.iloc[-1])
@@ -232,7 +224,7 @@ def _scrape_pair_row(text: str, target: Target) -> list[dict[str, Any]]:
 
 class LogTailer:
     """Follows an external engine's log: new lines are copied into the run's engine.log and parsed
-    (diagnostics.logs) into steps rows. Starts at the end of the file as it is now."""
+    (logformats) into steps rows. Starts at the end of the file as it is now."""
 
     def __init__(self, target: Target, path: Path, copy_to: Path) -> None:
         self.target = target
@@ -266,17 +258,10 @@ class LogTailer:
     def _parse(self, chunk: bytes) -> list[dict[str, Any]]:
         import datetime as dt
 
-        from diagnostics.errors import DiagnosticsError
-        from diagnostics.logs import parse_log
-
-        with tempfile.NamedTemporaryFile("wb", suffix=".log", delete=False) as f:
-            f.write(chunk)
         try:
-            parsed = parse_log(Path(f.name), date=dt.date.today(), year=dt.date.today().year)
-        except DiagnosticsError:
+            parsed = parse_log(Text(chunk, str(self.path)), date=dt.date.today(), year=dt.date.today().year)
+        except LogFormatError:
             return []
-        finally:
-            os.unlink(f.name)
         starts = parsed.events[parsed.events["kind"] == "engine_start"] if not parsed.events.empty else None
         if starts is not None and len(starts):
             target_restarted(target=self.target, t=_local_unix(starts["t"].iloc[0]), why="a startup line in the log")

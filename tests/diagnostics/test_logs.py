@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from tokdrift.cli.diag import app
 from diagnostics.errors import DiagnosticsError
-from diagnostics.logs import parse_log
+from logformats.errors import LogFormatError
+from logformats import parse_log
 
 DAY = dt.date(2026, 9, 23)
 
@@ -65,7 +66,7 @@ def test_pasted_excerpt_needs_a_date(tmp_path):
     lines = ["23:59:50  Decode batch, #running-req: 1, gen throughput (token/s): 10.00",
              "00:00:10  Decode batch, gen throughput (token/s): 11.00"]
     path = _write(tmp_path, "excerpt.log", lines)
-    with pytest.raises(DiagnosticsError, match="--date"):
+    with pytest.raises(LogFormatError, match="--date"):
         parse_log(path)
     steps = parse_log(path, date=DAY).steps
     # Past midnight the clock goes back: the next day.
@@ -156,7 +157,7 @@ def test_unknown_lines_are_counted_and_a_bad_number_warns_with_its_line(tmp_path
         "[2026-09-23|09:00:05] INFO     Decode batch, #running-req: 1, #token: 1x0, gen throughput (token/s): 11.00",
         "[2026-09-23|09:00:10] INFO     Decode batch, #running-req: 1, #token: 120, gen throughput (token/s): 12.00",
     ])
-    with caplog.at_level(logging.WARNING, logger="diagnostics.logs"):
+    with caplog.at_level(logging.WARNING, logger="logformats"):
         parsed = parse_log(path)
     assert parsed.info.num_unknown_lines == 2
     assert parsed.info.num_bad_values == 1
@@ -184,7 +185,7 @@ def test_a_restart_begins_a_new_engine_life(tmp_path):
 
 def test_a_file_that_is_no_engine_log_is_refused(tmp_path):
     path = _write(tmp_path, "notes.txt", ["hello", "world"])
-    with pytest.raises(DiagnosticsError, match="none of the first 2 lines"):
+    with pytest.raises(LogFormatError, match="none of the first 2 lines"):
         parse_log(path)
 
 
@@ -193,7 +194,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 
 def test_sglang_2024_time_only_lines_need_a_date():
     path = FIXTURES / "sglang-2024.log"
-    with pytest.raises(DiagnosticsError, match=r"only a time of day \(SGLang releases of 2024 print no date\); "
+    with pytest.raises(LogFormatError, match=r"only a time of day \(SGLang releases of 2024 print no date\); "
                                                r"expected --date YYYY-MM-DD"):
         parse_log(path)
     result = CliRunner().invoke(app, ["analyze", str(path)])

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from tokdrift.cli.diag import app
 from diagnostics.errors import DiagnosticsError
-from diagnostics.logs import parse_log
+from logformats import parse_log
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tokdrift.cli.diag import app
-from diagnostics.logs import parse_log
+from logformats import parse_log
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 runner = CliRunner()

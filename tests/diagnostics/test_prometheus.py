@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from diagnostics.errors import DiagnosticsError
-from diagnostics.prometheus import parse_scrapes
+from logformats.prometheus import parse_scrapes
 from diagnostics.source import load_source
 
 
@@ -45,7 +45,7 @@ def test_folder_of_scrapes_with_unix_times_and_a_restart(tmp_path, caplog):
         "num_requests_running", "num_running_reqs")
         + "# scrape_time: 1790000015\nthis is { not prometheus\n"
         + _scrape("1790000020", 1, 50, 0.5, 50, engine="sglang"), encoding="utf-8")
-    with caplog.at_level(logging.WARNING, logger="diagnostics.prometheus"):
+    with caplog.at_level(logging.WARNING, logger="logformats.prometheus"):
         steps, events, engine = parse_scrapes(folder)
     assert engine == "sglang"
     assert len(steps) == 3  # the bad block is skipped, the rest kept

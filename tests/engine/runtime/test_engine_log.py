@@ -3,7 +3,7 @@
 import logging
 import re
 
-from diagnostics.logs import parse_log
+from logformats import parse_log
 from engine.runtime.config import EngineConfig
 from engine.runtime.engine import Engine, RequestRejected
 from engine.runtime.logfmt import attach_log

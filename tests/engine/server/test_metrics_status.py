@@ -92,7 +92,7 @@ def test_engine_steps_page_without_gaps(server):
 
 
 def test_diag_reads_saved_scrapes_of_this_server(server, tmp_path):
-    from diagnostics.prometheus import parse_scrapes
+    from logformats.prometheus import parse_scrapes
 
     blocks = []
     for i in range(3):

@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from diagnostics.logformats.records import MAX_WARNINGS, Records
+from logformats.records import MAX_WARNINGS, Records
 
 logger = logging.getLogger(__name__)
 

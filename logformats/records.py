@@ -3,7 +3,7 @@
 A record is one step row or one event, with the number of the line it came from. Columns are
 sparse: each holds the indices of the records that have it and their values, so a reader
 puts only what a line says. `finish` turns them, with one time per record, into the tables of
-diagnostics.frames; a record whose time is impossible (NaT) is dropped and counted.
+logformats.frames; a record whose time is impossible (NaT) is dropped and counted.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from diagnostics.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, assign_engine_lives
+from logformats.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, assign_engine_lives
 
 logger = logging.getLogger(__name__)
 

@@ -23,12 +23,12 @@ from typing import NamedTuple, Optional
 import numpy as np
 import pandas as pd
 
-from diagnostics.errors import DiagnosticsError
-from diagnostics.logformats import batch, llamacpp, messages
-from diagnostics.logformats.records import MAX_WARNINGS, finish
-from diagnostics.logformats.slots import SlotReader
-from diagnostics.logformats.text import head
-from diagnostics.logtime import log_times
+from logformats.errors import LogFormatError
+from logformats import batch, llamacpp, messages
+from logformats.records import MAX_WARNINGS, finish
+from logformats.slots import SlotReader
+from logformats.text import Readable, Text, head
+from logformats.logtime import log_times
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class ParsedLog(NamedTuple):
 
 def looks_like_log(path: Path, num_lines: int = 200) -> Optional[str]:
     """The log format of `path`, or None when no format matches its first lines."""
-    return detect(head(Path(path), num_lines))
+    return detect(head(path if isinstance(path, Text) else Path(path), num_lines))
 
 
 def detect(lines: list[str]) -> Optional[str]:
@@ -77,15 +77,16 @@ def detect(lines: list[str]) -> Optional[str]:
     return best if counts[best] else None
 
 
-def parse_log(path: Path, date: Optional[dt.date] = None, year: Optional[int] = None) -> ParsedLog:
-    """Read an engine log. `date` is needed for time-only lines, `year` for vLLM's and journald's
-    dates (which have none); `date` also anchors llama.cpp's clocks that are no time of day."""
-    path = Path(path)
+def parse_log(path: Readable, date: Optional[dt.date] = None, year: Optional[int] = None) -> ParsedLog:
+    """Read an engine log: a path, or its text (`Text`). `date` is needed for time-only lines,
+    `year` for vLLM's and journald's dates (which have none); `date` also anchors llama.cpp's
+    clocks that are no time of day."""
+    path = path if isinstance(path, Text) else Path(path)
     lines = head(path)
     fmt = detect(lines)
     if fmt is None:
         found = "the file is empty" if not lines else f"none of the first {len(lines)} lines has a known prefix"
-        raise DiagnosticsError(f"{path}: expected an engine log ({KNOWN}), but {found}")
+        raise LogFormatError(f"{path}: expected an engine log ({KNOWN}), but {found}")
     if fmt in ("llama.cpp", "ollama"):
         return _parse_per_request(path, date, year)
     return _parse_batch(path, fmt, date, year)

@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from diagnostics.logformats.llamacpp import Entry
-from diagnostics.logformats.slots import SlotReader
+from logformats.llamacpp import Entry
+from logformats.slots import SlotReader
 
 TIMING = re.compile(r"(prompt eval|generation eval|eval|total) time\s*=\s*(\S+) ms(?:\s*/\s*(\d+) (?:tokens|runs)"
                     r"\s*\(\s*(\S+) ms per token,\s*(\S+) tokens per second\))?")

@@ -10,9 +10,10 @@ without being read.
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator, NamedTuple, Optional, Union
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ufffd]")  # tab excepted
@@ -21,9 +22,23 @@ HEAD_LINES = 200  # lines a format is detected from
 OVERLONG = "(a line longer than 64 KiB)"  # stands for one in a head: a line no format matches
 
 
-def read_lines(path: Path) -> Iterator[tuple[int, Optional[str]]]:
+class Text(NamedTuple):
+    """Log or scrape text already in memory (the lines a soak just tailed, a test's lines), read
+    as a file with that content would be; `name` stands for the path in messages."""
+
+    data: Union[str, bytes]
+    name: str = "<text>"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+Readable = Union[Path, str, Text]  # a path, or the text itself
+
+
+def read_lines(path: Readable) -> Iterator[tuple[int, Optional[str]]]:
     """(line number, text without its line end), or (line number, None) for an over-long line."""
-    with open(path, encoding=_encoding(path), errors="replace") as f:
+    with _open(path) as f:
         for lineno, line in enumerate(f, 1):
             if len(line) > MAX_LINE:
                 yield lineno, None
@@ -51,9 +66,20 @@ def is_text(line: str) -> bool:
     return CONTROL.search(line) is None
 
 
-def _encoding(path: Path) -> str:
+def _open(path: Readable) -> io.TextIOBase:
+    if not isinstance(path, Text):
+        return open(path, encoding=_encoding(_start(path)), errors="replace")
+    if isinstance(path.data, str):
+        return io.StringIO(path.data)
+    return io.TextIOWrapper(io.BytesIO(path.data), encoding=_encoding(path.data[:4096]), errors="replace")
+
+
+def _start(path: Path) -> bytes:
     with open(path, "rb") as f:
-        start = f.read(4096)
+        return f.read(4096)
+
+
+def _encoding(start: bytes) -> str:
     if start.startswith(b"\xef\xbb\xbf"):
         return "utf-8-sig"
     if start.startswith((b"\xff\xfe", b"\xfe\xff")):

@@ -31,8 +31,8 @@ from typing import NamedTuple, Optional
 import numpy as np
 import pandas as pd
 
-from diagnostics.logformats.text import is_text, read_lines
-from diagnostics.logtime import EPOCH, file_year, iso_times, journal_iso
+from logformats.text import is_text, read_lines
+from logformats.logtime import EPOCH, file_year, iso_times, journal_iso
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from typing import Optional
 
 import numpy as np
 
-from diagnostics.logformats.records import MAX_WARNINGS, Records
-from diagnostics.logformats.text import read_lines
+from logformats.records import MAX_WARNINGS, Records
+from logformats.text import read_lines
 
 logger = logging.getLogger(__name__)
 

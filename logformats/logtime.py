@@ -16,7 +16,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from diagnostics.errors import DiagnosticsError
+from logformats.errors import LogFormatError
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def log_times(fmt: str, dates: list[str], clock: list[str], path: Path, date: Op
     if fmt in TIME_ONLY:
         start = date or date_from_name(path)
         if start is None:
-            raise DiagnosticsError(
+            raise LogFormatError(
                 f"{path}: lines carry only a time of day ({TIME_ONLY[fmt]}); expected --date YYYY-MM-DD "
                 f"(or a date in the file name), found neither")
         clock = _stamps(["1970-01-01"] * len(clock), clock) - EPOCH
@@ -78,14 +78,18 @@ def journal_iso(months: list[str], rests: list[str], year: int) -> list[str]:
     return out
 
 
-def file_year(path: Path, why: str) -> int:
+def file_year(path, why: str) -> int:
+    """The year a log with yearless dates was written: its file's modification year, or this year
+    for text read from memory (a log being tailed)."""
+    if not isinstance(path, Path):
+        return dt.date.today().year
     year = dt.datetime.fromtimestamp(path.stat().st_mtime).year
     logger.warning("%s: %s; assuming %d (the file's modification year); pass --year to set it", path, why, year)
     return year
 
 
-def date_from_name(path: Path) -> Optional[dt.date]:
-    m = re.search(r"(\d{4})-(\d{2})-(\d{2})", path.name)
+def date_from_name(path) -> Optional[dt.date]:
+    m = re.search(r"(\d{4})-(\d{2})-(\d{2})", getattr(path, "name", str(path)))
     if not m:
         return None
     try:

@@ -21,8 +21,9 @@ from typing import NamedTuple, Optional
 import numpy as np
 import pandas as pd
 
-from diagnostics.errors import DiagnosticsError
-from diagnostics.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, assign_engine_lives, empty_events
+from logformats.errors import LogFormatError
+from logformats.text import Readable, Text
+from logformats.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, assign_engine_lives, empty_events
 
 logger = logging.getLogger(__name__)
 
@@ -67,20 +68,20 @@ def looks_like_scrapes(path: Path) -> bool:
     return False
 
 
-def read_scrapes(path: Path) -> list[Scrape]:
-    """Every scrape under `path`, in time order."""
-    path = Path(path)
-    files = sorted(path.glob("*.prom")) if path.is_dir() else [path]
+def read_scrapes(path: Readable) -> list[Scrape]:
+    """Every scrape under `path` (a file, a folder of *.prom files, or the text itself), in time order."""
+    path = path if isinstance(path, Text) else Path(path)
+    files = [path] if isinstance(path, Text) or not path.is_dir() else sorted(path.glob("*.prom"))
     scrapes: list[Scrape] = []
     for file in files:
         scrapes.extend(_read_file(file))
     if not scrapes:
-        raise DiagnosticsError(f"{path}: expected Prometheus scrapes each headed '{HEADER} T', found none")
+        raise LogFormatError(f"{path}: expected Prometheus scrapes each headed '{HEADER} T', found none")
     scrapes.sort(key=lambda s: s.t)
     return scrapes
 
 
-def parse_scrapes(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+def parse_scrapes(path: Readable) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """Steps and events from a scrape series, and the engine the metric names belong to."""
     scrapes = read_scrapes(path)
     engine = max({s.engine for s in scrapes}, key=lambda e: sum(s.engine == e for s in scrapes))
@@ -159,10 +160,13 @@ def _first(values: dict[str, float], names: tuple[str, ...]) -> float:
     return np.nan
 
 
-def _read_file(path: Path) -> list[Scrape]:
+def _read_file(path: Path | Text) -> list[Scrape]:
     from prometheus_client.parser import text_string_to_metric_families
 
-    text = path.read_text(encoding="utf-8", errors="replace")
+    if isinstance(path, Text):
+        text = path.data if isinstance(path.data, str) else path.data.decode("utf-8", errors="replace")
+    else:
+        text = path.read_text(encoding="utf-8", errors="replace")
     blocks = re.split(r"^" + re.escape(HEADER), text, flags=re.M)
     out: list[Scrape] = []
     lineno = 1 + blocks[0].count("\n")
