@@ -69,7 +69,18 @@ class Recorder:
             self.recent.add(r.t_last_token, r.output_tokens)
 
 
+# Where each engine names its context limit in a refusal (the number right after the phrase); the
+# requested length is named too, so "the last number" would often be the wrong one.
+_LIMIT_PHRASES = re.compile(
+    r"(?:maximum context length is|maximum model length of|max_model_len(?: of| is|=|:)?|"  # vLLM
+    r"model's context length \(|context length of|"  # SGLang
+    r"available context size \(|context size of|n_ctx(?: of| is|=|:)?|"  # llama.cpp
+    r"engine's context of|context window of|limit of|limit is)\s*(\d+)",  # tokdrift, generic
+    re.IGNORECASE)
+
+
 def limit_in(error: Optional[str]) -> Optional[int]:
-    """The context limit a refusal names: the last number in its message."""
-    numbers = re.findall(r"\d+", error or "")
-    return int(numbers[-1]) if numbers else None
+    """The context limit a refusal names (vLLM, SGLang, llama.cpp and tokdrift phrasings), or None
+    when its message names none."""
+    m = _LIMIT_PHRASES.search(error or "")
+    return int(m.group(1)) if m else None

@@ -85,7 +85,7 @@ def step_row(s: dict[str, Any], life: int) -> dict[str, Any]:
     return {
         "t": s.get("t"), "engine_age_s": s.get("engine_age_s"), "engine_life": life,
         "phase": s.get("phase") or ("decode" if n_decode else "prefill"),
-        "num_running_reqs": s.get("batch_size", s.get("num_running")), "num_queue_reqs": s.get("num_waiting"),
+        "num_running_reqs": s.get("batch_size"), "num_queue_reqs": s.get("num_waiting"),
         "num_tokens": s.get("num_context_tokens"),
         "new_tokens": n_prefill if n_prefill else None, "cached_tokens": n_cached if n_prefill else None,
         "gen_tps": n_decode / duration if n_decode and duration > 0 else None,

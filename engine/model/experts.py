@@ -8,7 +8,7 @@ number of slots on a miss.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import torch
 
@@ -36,6 +36,18 @@ class ExpertProvider:
     def load(self, layer: int, expert: int, weights: ExpertWeights) -> None:
         """Take ownership of one expert's weights at load time."""
         raise NotImplementedError
+
+    def allocate(self) -> Optional[tuple[int, int, int]]:
+        """Called once every expert is loaded: reserve what serving needs. (experts, device slots,
+        device bytes of the slots) where experts are cached in slots, else None."""
+        return None
+
+    def stats(self):
+        """Hits, misses and evictions per layer (engine.moe.ExpertCacheStats); None where nothing is cached."""
+        return None
+
+    def check_integrity(self) -> None:
+        """Raise IntegrityError where the provider's bookkeeping is broken; nothing to check by default."""
 
 
 class ResidentExperts(ExpertProvider):

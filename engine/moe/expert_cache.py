@@ -134,11 +134,12 @@ class OffloadExperts(ExpertProvider):
 
     # --- public API -------------------------------------------------------------------------
 
-    def allocate(self) -> None:
+    def allocate(self) -> tuple[int, int, int]:
         """Preallocate the slots, min(moe_cache_size, experts loaded) of them; idempotent.
-        Called by the first `get`; call it after loading to size the cache up front."""
+        Called by the first `get`; call it after loading to size the cache up front.
+        (experts, slots, device bytes of the slots)."""
         if self._gate_up is not None:
-            return
+            return self.num_experts, self.num_slots, self.slot_bytes
         if not self._host:
             raise EngineError("OffloadExperts: no expert was loaded before the slots were allocated")
         self.num_slots = min(self._requested_slots, len(self._host))
@@ -153,6 +154,7 @@ class OffloadExperts(ExpertProvider):
         self._free = list(range(self.num_slots - 1, -1, -1))  # pop() hands out slot 0 first
         logger.info("MoE expert cache: %d/%d slots (%.2f GiB)", self.num_slots, len(self._host),
                     self.slot_bytes / 2**30)
+        return self.num_experts, self.num_slots, self.slot_bytes
 
     @property
     def num_experts(self) -> int:

@@ -288,8 +288,7 @@ class Engine:
 
     def expert_cache_stats(self):
         """Expert cache hits, misses, evictions per layer; None with the resident backend."""
-        stats = getattr(self.experts, "stats", None)
-        return stats() if stats is not None else None
+        return self.experts.stats()
 
     def fault_stats(self) -> FaultStats:
         """The degradation mechanisms' own signals (engine.runtime.faults.FaultStats), computed
@@ -334,9 +333,7 @@ class Engine:
 
     def check_integrity(self) -> None:
         self.scheduler.check_integrity()
-        check = getattr(self.experts, "check_integrity", None)
-        if check is not None:
-            check()
+        self.experts.check_integrity()
 
     # --- internals --------------------------------------------------------------------------
 
@@ -381,11 +378,7 @@ class Engine:
         logger.info("Resolved config: %s", self.config.resolved_line())
         if self.config.faults:
             logger.warning("Degradation faults switched on: %s", ", ".join(self.config.faults))
-        moe_total = moe_slots = None
-        moe_bytes = 0
-        if hasattr(self.experts, "allocate"):
-            self.experts.allocate()
-            moe_total, moe_slots, moe_bytes = self.experts.num_experts, self.experts.num_slots, self.experts.slot_bytes
+        moe_total, moe_slots, moe_bytes = self.experts.allocate() or (None, None, 0)
         logger.info(logfmt.cache_geometry_line(
             kv_tokens // self.config.page_size, self.config.page_size, self.kv_pool.nbytes,
             self.state_pool.num_slots, self.state_pool.num_slots * self.state_pool.bytes_per_slot,

@@ -39,8 +39,13 @@ def test_the_live_rate_counts_the_last_window_only():
     assert window.rate(200.0) == 0.0 and len(window) == 0
 
 
-def test_a_refusal_names_its_limit():
-    assert limit_in("HTTP 400: This model's maximum context length is 4096 tokens") == 4096
+def test_a_refusal_names_its_limit_not_the_length_asked_for():
+    assert limit_in("HTTP 400: This model's maximum context length is 4096 tokens. However, you requested "
+                    "5000 tokens (4000 in the messages, 1000 in the completion).") == 4096
+    assert limit_in("HTTP 400: The input (5000 tokens) is longer than the model's context length (4096 tokens).") == 4096
+    assert limit_in("HTTP 400: the request exceeds the available context size (2048 tokens), try increasing it") == 2048
+    assert limit_in("HTTP 400: request probe-1: input of 3000 tokens exceeds the engine's context of 2048 tokens") == 2048
+    assert limit_in("HTTP 400: prompt too long") is None
     assert limit_in(None) is None
 
 
