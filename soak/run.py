@@ -41,7 +41,7 @@ from soak.recorder import Recorder
 from soak.replayer import Position, Replayer, sessions_of
 from soak.resume import START, config_to_resume, resume_point
 from soak.targets import Target, make_target
-from soak.view import Progress
+from soak.live_view import Progress
 from soak.watch import EngineWatch
 
 logger = logging.getLogger(__name__)

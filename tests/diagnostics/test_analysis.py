@@ -114,7 +114,7 @@ def test_diagnostics_never_imports_torch(excerpt):
     code = ("import sys, datetime\n"
             "from diagnostics.source import load_source\n"
             "from diagnostics.analysis import analyze\n"
-            "import tokdrift.cli.diag, diagnostics.summary, logsim.synthetic\n"
+            "import tokdrift.cli.diag, diagnostics.console, logsim.synthetic\n"
             f"analyze(load_source({str(excerpt)!r}, date=datetime.date(2026, 9, 23)))\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'engine', 'soak'))\n"
             "assert not bad, bad\n")

@@ -101,7 +101,7 @@ def analyze(
 
     from diagnostics.analysis import analyze as run_analysis
     from diagnostics.source import load_source
-    from diagnostics.summary import render
+    from diagnostics.console import render
 
     result = run_analysis(load_source(source, date=_date(date), year=year))
     doc = json.dumps(result.to_dict(), indent=2)

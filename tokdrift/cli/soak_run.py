@@ -131,7 +131,7 @@ def status(
     run_dir: Annotated[Path, typer.Argument(help="Run directory to summarise.")],
 ) -> None:
     """Print a short summary of a run, finished or not."""
-    from soak.status import render, summarize
+    from soak.run_summary import render, summarize
 
     typer.echo(render(summarize(run_dir)))
 
@@ -142,8 +142,8 @@ def _drive(soak, live: bool) -> None:
     from rich.console import Console
     from rich.live import Live
 
-    from soak.status import render as render_status, summarize
-    from soak.view import render as render_view
+    from soak.run_summary import render as render_status, summarize
+    from soak.live_view import render as render_view
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per call and per sample otherwise
     verdict = _RunningVerdict(soak.run_dir if soak.resuming else None)
@@ -183,7 +183,7 @@ class _StatusLines:
         self._last: Optional[float] = None
 
     def progress(self, p) -> None:
-        from soak.view import status_line
+        from soak.live_view import status_line
 
         if p.phase != "replay" and self._last is None:
             return
@@ -192,7 +192,7 @@ class _StatusLines:
             typer.echo(status_line(p), err=True)
 
     def cycle(self, rows: list[dict], verdict: str, p) -> None:
-        from soak.view import cycle_line
+        from soak.live_view import cycle_line
 
         typer.echo(f"{cycle_line(rows, p)}; {verdict}", err=True)
 

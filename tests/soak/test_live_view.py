@@ -5,8 +5,8 @@ import subprocess
 from soak.client import CallResult
 from soak.cycle import Cycle, Taken
 from soak.probes import ProbeResult
-from soak.view import Progress
-from soak.view import cycle_line, render, status_line
+from soak.live_view import Progress
+from soak.live_view import cycle_line, render, status_line
 from tests.soak.conftest import ROOT, write_trace
 from tests.soak.test_resume import SOAK
 
