@@ -1,8 +1,7 @@
-"""Small synthetic run directories, written with pandas the way the soak writer will."""
+"""Small synthetic run directories, written through the soak's own writer (rundir.writer.RunStore)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -10,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from rundir import schema
+from rundir.writer import RunStore
 
 T0 = 1_790_000_000.0  # Unix seconds
 
@@ -31,7 +31,7 @@ def make_run_dir(root: Path, minutes: int = 60, fault_at_min: Optional[float] = 
     counter `eviction_s_total` (its true suspect) climbs at a higher rate.
     """
     rng = np.random.default_rng(seed)
-    root.mkdir(parents=True, exist_ok=True)
+    store = RunStore(root)
     t = T0 + np.arange(0, minutes * 60, 1.0)
     restart = T0 + restart_at_min * 60 if restart_at_min is not None else np.inf
     fault = T0 + fault_at_min * 60 if fault_at_min is not None else np.inf
@@ -56,7 +56,7 @@ def make_run_dir(root: Path, minutes: int = 60, fault_at_min: Optional[float] = 
                                                      * (1 + rng.normal(0, 0.03, len(t)))), np.nan)
     if drop_life_columns:
         steps = steps.drop(columns=["engine_age_s", "engine_life"])
-    _parts(root / "steps", steps, 2)
+    _parts(store, "steps", steps, 2)
     (root / "steps" / "part-000009.parquet.tmp").write_bytes(b"half-written")
 
     ts = T0 + np.arange(0, minutes * 60, 10.0)
@@ -81,7 +81,7 @@ def make_run_dir(root: Path, minutes: int = 60, fault_at_min: Optional[float] = 
     if reuse_lost_at_min is not None:
         lost = T0 + reuse_lost_at_min * 60
         snaps["state_slots_leaked"] = np.where((ts >= lost) & (s_life == 0), 12.0, 0.0) + rng.integers(0, 2, len(ts))
-    _parts(root / "snapshots", snaps, 1)
+    _parts(store, "snapshots", snaps, 1)
 
     tp = T0 + np.arange(60, minutes * 60, 180.0)
     p_deg = (tp >= fault) & (tp < restart)
@@ -97,7 +97,7 @@ def make_run_dir(root: Path, minutes: int = 60, fault_at_min: Optional[float] = 
         control = probes.assign(role="control", t=tp + 4.0, engine_life=0, engine_age_s=(tp + 4.0 - T0) % 600,
                                 decode_tps=61.0 / host(tp + 4.0) * (1 + rng.normal(0, 0.01, len(tp))))
         probes = pd.concat([probes, control]).sort_values("t", kind="stable").reset_index(drop=True)
-    _parts(root / "probes", probes, 1)
+    _parts(store, "probes", probes, 1)
 
     tr = T0 + np.arange(30, minutes * 60 - 30, 120.0)
     r_deg = (tr >= fault) & (tr < restart)
@@ -112,7 +112,7 @@ def make_run_dir(root: Path, minutes: int = 60, fault_at_min: Optional[float] = 
     })
     if reuse_lost_at_min is not None:
         requests.loc[(tr >= T0 + reuse_lost_at_min * 60) & (tr < restart), "cached_tokens"] = 0
-    _parts(root / "requests", requests, 1)
+    _parts(store, "requests", requests, 1)
 
     events = [{"t": T0 - 5, "kind": "start", "run_id": "test"}, {"t": T0, "kind": "engine_start", "pid": 1}]
     if fault_at_min is not None:
@@ -120,16 +120,26 @@ def make_run_dir(root: Path, minutes: int = 60, fault_at_min: Optional[float] = 
     if restart_at_min is not None:
         events += [{"t": restart - 1, "kind": "engine_restart", "reason": "scheduled"},
                    {"t": restart, "kind": "engine_start", "pid": 2}]
-    lines = [json.dumps(e) for e in events]
-    (root / schema.EVENTS).write_text("\n".join(lines) + '\n{"t": 17900', encoding="utf-8")  # torn last line
+    for event in events:
+        store.event(**event)
     manifest = {"schema_version": schema_version, "run_id": "test", "status": "completed",
                 "started_at": "2026-09-23T09:00:00Z", "ended_at": "2026-09-23T10:00:00Z", "target": "builtin",
                 "command": ["soak", "run"], "configs": {}, "host": {"cpu": "test"}}
-    (root / schema.MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    store.write_manifest(manifest)
+    store.close()
+    with open(root / schema.EVENTS, "a", encoding="utf-8") as f:
+        f.write('{"t": 17900')  # a torn last line, as a crash mid-write leaves
     return root
 
 
-def _parts(folder: Path, df: pd.DataFrame, n: int) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    for i, chunk in enumerate(np.array_split(np.arange(len(df)), n)):
-        df.iloc[chunk].to_parquet(folder / f"part-{i:06d}.parquet", index=False)
+def _parts(store: RunStore, table: str, df: pd.DataFrame, n: int) -> None:
+    """`df` as `n` parts of `table`, each one flush of the writer."""
+    for chunk in np.array_split(np.arange(len(df)), n):
+        for row in df.iloc[chunk].to_dict("records"):
+            store.add(table, {k: (None if isinstance(v, float) and v != v and k in _NON_FLOAT.get(table, ()) else v)
+                              for k, v in row.items()})
+        store.flush()
+
+
+_NON_FLOAT = {table: {name for name, (kind, _, _) in columns.items() if kind != "float64"}
+              for table, columns in schema.TABLES.items()}

@@ -43,7 +43,7 @@ def test_missing_required_column_names_it(tmp_path):
     run = make_run_dir(tmp_path / "run", minutes=5)
     import pandas as pd
 
-    part = run / "probes" / "part-000000.parquet"
+    part = next((run / "probes").glob("part-*.parquet"))
     pd.read_parquet(part).drop(columns=["decode_tps"]).to_parquet(part)
     with pytest.raises(DiagnosticsError, match="decode_tps"):
         load_source(run)

@@ -71,7 +71,7 @@ def run_dir(tmp_path_factory) -> Path:
         "[2026-09-21|14:33:10] INFO     Decode batch, #running-req: 2, #token: 31000, gen throughput (token/s): 100.00\n"
         "[2026-09-21|14:33:21] INFO     Decode batch, #running-req: 2, #token: 31100, gen throughput (token/s): 34.00\n")
     profiles = root / "profiles"
-    profiles.mkdir()
+    profiles.mkdir(exist_ok=True)
     for label, hot in (("healthy", 1), ("degraded", 2)):
         (profiles / f"20260921T1430{'00' if label == 'healthy' else '59'}-{label}.speedscope.json").write_text(
             json.dumps(speedscope(hot)))
