@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from tokdrift import __version__, configure_logging, run_app
+from tokdrift import __version__, run_app
+from tokdrift.cli import verbose_callback
 
 app = typer.Typer(
     help="Tell engine-age degradation from context growth, with evidence for a bug report.",
@@ -18,11 +19,7 @@ app = typer.Typer(
 )
 
 
-@app.callback()
-def _callback(
-    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="More log output (-vv for debug).")] = 0,
-) -> None:
-    configure_logging(verbose)
+app.callback()(verbose_callback)
 
 
 @app.command()

@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from tokdrift.cli.trace import trace_app
-from tokdrift import configure_logging, run_app
+from tokdrift import run_app
+from tokdrift.cli import verbose_callback
 
 app = typer.Typer(
     help="Replay agent sessions against an inference engine for hours and record everything.",
@@ -22,11 +23,7 @@ from tokdrift.cli.soak_run import register as _register_soak_commands  # noqa: E
 _register_soak_commands(app)
 
 
-@app.callback()
-def _callback(
-    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="More log output (-vv for debug).")] = 0,
-) -> None:
-    configure_logging(verbose)
+app.callback()(verbose_callback)
 
 
 @app.command()
