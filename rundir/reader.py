@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
@@ -21,19 +20,12 @@ import pyarrow.parquet as pq
 
 from rundir import schema
 from rundir.errors import RunDirError
+from rundir.manifest import RunManifest
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Manifest:
-    schema_version: int
-    run_id: str
-    status: str
-    started_at: Optional[str]
-    ended_at: Optional[str]
-    target: Any
-    raw: dict = field(repr=False, default_factory=dict)  # everything, as written
+Manifest = RunManifest  # what read_manifest returns
 
 
 def is_run_dir(path: Path) -> bool:
@@ -60,8 +52,7 @@ def read_manifest(run_dir: Path) -> Manifest:
     if version not in schema.READABLE_VERSIONS:
         raise RunDirError(
             f"{path}: schema_version {version} is no longer readable (readable: {schema.READABLE_VERSIONS})")
-    return Manifest(version, str(raw.get("run_id", Path(run_dir).name)), str(raw.get("status", "unknown")),
-                    raw.get("started_at"), raw.get("ended_at"), raw.get("target"), raw)
+    return RunManifest.from_json(raw, default_run_id=Path(run_dir).name)
 
 
 def read_table(run_dir: Path, table: str) -> pd.DataFrame:

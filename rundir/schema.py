@@ -36,7 +36,7 @@ STATUSES = ("running", "completed", "interrupted", "crashed")
 
 # manifest.json: required fields first, then optional ones.
 MANIFEST_REQUIRED = ("schema_version", "run_id", "status", "started_at")
-MANIFEST_OPTIONAL = ("ended_at", "command", "configs", "trace", "target", "host", "engine",
+MANIFEST_OPTIONAL = ("ended_at", "command", "configs", "trace", "target", "host", "tokdrift_version", "engine",
                      "model", "steps_source", "elapsed_s", "num_requests", "resumes", "materialized",
                      "steps_missed", "control", "affinity")
 

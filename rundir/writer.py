@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rundir import schema
+from rundir.manifest import RunManifest
 from rundir.jsonl import cut_torn_tail
 
 logger = logging.getLogger(__name__)
@@ -82,8 +83,8 @@ class RunStore:
 
     # --- manifest ------------------------------------------------------------------------------
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
-        write_json_atomic(self.run_dir / schema.MANIFEST, manifest)
+    def write_manifest(self, manifest: RunManifest) -> None:
+        write_json_atomic(self.run_dir / schema.MANIFEST, manifest.to_json())
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:

@@ -13,37 +13,30 @@ import httpx
 from engine.server.wire import CacheStatus
 from replay import Trace
 from rundir import schema
+from rundir.manifest import RunManifest
 from rundir.reader import read_manifest
 from soak.config import SoakConfig
 from soak.targets import Target
 from tokdrift import __version__
 
 
-def new_manifest(config: SoakConfig, trace: Trace, run_dir: Path, command: list[str]) -> dict[str, Any]:
-    return {
-        "schema_version": schema.SCHEMA_VERSION,
-        "run_id": run_dir.name,
-        "status": "running",
-        "started_at": iso(time.time()),
-        "command": list(command),
-        "configs": {"soak": config.to_json()},
-        "trace": {"path": str(Path(config.trace).resolve()), "sha256": digest(Path(config.trace)),
-                  "source": trace.header.source, "block_size": trace.header.block_size,
-                  "num_calls": len(trace.calls), "num_sessions": len({c.session for c in trace.calls})},
-        "target": config.target,
-        "host": host_info(),
-        "tokdrift_version": __version__,
-    }
+def new_manifest(config: SoakConfig, trace: Trace, run_dir: Path, command: list[str]) -> RunManifest:
+    return RunManifest(
+        run_id=run_dir.name, status="running", started_at=iso(time.time()), command=list(command),
+        configs={"soak": config.to_json()},
+        trace={"path": str(Path(config.trace).resolve()), "sha256": digest(Path(config.trace)),
+               "source": trace.header.source, "block_size": trace.header.block_size,
+               "num_calls": len(trace.calls), "num_sessions": len({c.session for c in trace.calls})},
+        target=config.target, host=host_info(), tokdrift_version=__version__)
 
 
-def resumed_manifest(run_dir: Path, command: list[str]) -> dict[str, Any]:
+def resumed_manifest(run_dir: Path, command: list[str]) -> RunManifest:
     """The manifest of a run being resumed: running again, one more entry in `resumes`."""
-    manifest = dict(read_manifest(run_dir).raw)
-    manifest["resumes"] = [*manifest.get("resumes", []), {"at": iso(time.time()),
-                                                          "previous_status": manifest.get("status"),
-                                                          "command": list(command)}]
-    manifest["status"] = "running"
-    manifest.pop("ended_at", None)
+    manifest = read_manifest(run_dir)
+    manifest.resumes = [*manifest.resumes, {"at": iso(time.time()), "previous_status": manifest.status,
+                                            "command": list(command)}]
+    manifest.status, manifest.ended_at = "running", None
+    manifest.schema_version = schema.SCHEMA_VERSION  # what it writes from now on
     return manifest
 
 

@@ -32,14 +32,14 @@ START = ResumePoint(Position(0, {}), 0, None, None, 0)
 
 def config_to_resume(run_dir: Path, api_key: Optional[str] = None) -> SoakConfig:
     """The run's own config, checked: not completed, and the same trace as it started with."""
-    manifest = read_manifest(run_dir).raw
-    if manifest.get("status") == "completed":
+    manifest = read_manifest(run_dir)
+    if manifest.status == "completed":
         raise SoakError(f"{run_dir}: the run is completed; nothing to resume")
-    configs = manifest.get("configs") or {}
+    configs = manifest.configs
     if "soak" not in configs:
         raise SoakError(f"{run_dir}/{schema.MANIFEST}: expected configs.soak to resume from, found none")
     config = SoakConfig.from_json({**configs["soak"], **({"api_key": api_key} if api_key else {})})
-    recorded = (manifest.get("trace") or {}).get("sha256")
+    recorded = (manifest.trace or {}).get("sha256")
     if not Path(config.trace).is_file():
         raise SoakError(f"{run_dir}: the run replays {config.trace}, which is no longer there")
     if recorded and digest(Path(config.trace)) != recorded:

@@ -26,6 +26,7 @@ import httpx
 from replay import Call, MaterializeConfig, Materializer, Prompt, read_trace
 from replay.materialize import shared_block_ids
 from rundir import schema
+from rundir.manifest import RunManifest
 from rundir.writer import RunStore
 from soak import affinity as cpu_affinity
 from soak.client import CallResult, Client, list_models
@@ -115,14 +116,14 @@ class Soak:
         at = resume_point(self.run_dir) if self.resuming else START
         self.recorder = Recorder(self.store, num_calls=at.num_calls)
         if self.resuming:
-            self.store.event("resume", run_id=self.manifest["run_id"], loop=at.position.loop,
+            self.store.event("resume", run_id=self.manifest.run_id, loop=at.position.loop,
                              sessions_in_progress=len(at.position.next_turn), elapsed_s=self._elapsed_before)
         else:
-            self.store.event("start", run_id=self.manifest["run_id"])
+            self.store.event("start", run_id=self.manifest.run_id)
             for fault in cfg.engine_options().engine.get("faults", ()):  # switched on in the engine from its start
                 self.store.event("fault_on", fault=fault)
         affinity = cpu_affinity.plan(cfg.affinity, starts_engines=cfg.is_builtin)
-        self.manifest["affinity"] = affinity.to_json()
+        self.manifest.affinity = affinity.to_json()
         cpus_before = cpu_affinity.pin_driver(affinity)
         # The duration is serving time: it starts with the replay, once the engines are up and the
         # start probe cycle is done (_run); until then nothing of it is spent.
@@ -134,7 +135,7 @@ class Soak:
             async with httpx.AsyncClient(limits=limits, timeout=30.0) as http:
                 target = make_target(cfg, http, self.store.event, self.run_dir, affinity.engine, at.engine_life)
                 control = ControlEngine(cfg, http, self.run_dir, self.store.event, affinity.engine, at.control_life)
-                self.manifest["control"] = control.to_json()
+                self.manifest.control = control.to_json()
                 try:
                     session = await self._open(http, target, control, at.next_cycle)
                     status = await self._run(session, at.position)
@@ -193,13 +194,13 @@ class Soak:
         profiler = Profiler(self.run_dir / schema.PROFILES, cfg.profile_seconds, cfg.profiles)
         profiles = Profiles(profiler, self.run_dir, self.store.event, cfg.profile_drop)
         self.session = _Session(target, main, control, materializer, profiles, replayer, cycles, watch)
-        self.manifest["steps_source"] = watch.steps_source
-        self.manifest["model"] = model
-        self.manifest["engine"], engine_config = await describe_engine(target, cfg)
+        self.manifest.steps_source = watch.steps_source
+        self.manifest.model = model
+        self.manifest.engine, engine_config = await describe_engine(target, cfg)
         if target.is_builtin:
-            self.manifest["configs"]["engine"] = engine_config
+            self.manifest.configs["engine"] = engine_config
         await self._unless_stopped(control.start(target.pid, model))
-        self.manifest["control"] = control.to_json()
+        self.manifest.control = control.to_json()
         self.store.write_manifest(self.manifest)
         return self.session
 
@@ -407,23 +408,23 @@ class Soak:
         self._status = status
         s = self.session
         self.store.event("stop", status=status.value, engine_life=s.target.life if s is not None else None)
-        self.manifest["status"] = status.value
-        self.manifest["ended_at"] = iso(time.time())
+        self.manifest.status = status.value
+        self.manifest.ended_at = iso(time.time())
         if s is not None:
             m = s.materializer
-            self.manifest["materialized"] = {"calls": m.num_calls, "dropped": m.num_dropped,
+            self.manifest.materialized = {"calls": m.num_calls, "dropped": m.num_dropped,
                                              "trimmed": m.num_trimmed, "over_limit": m.num_over_limit}
             if s.watch.num_missed_steps is not None:
-                self.manifest["steps_missed"] = s.watch.num_missed_steps
+                self.manifest.steps_missed = s.watch.num_missed_steps
         self.store.flush()
         self._write_manifest()
         self.store.close()
 
     def _write_manifest(self) -> None:
-        self.manifest["elapsed_s"] = round(self._elapsed(time.time()), 3)
-        self.manifest["num_requests"] = self.recorder.num_calls if self.recorder is not None else 0
+        self.manifest.elapsed_s = round(self._elapsed(time.time()), 3)
+        self.manifest.num_requests = self.recorder.num_calls if self.recorder is not None else 0
         if self.session is not None:
-            self.manifest["control"] = self.session.control.to_json()
+            self.manifest.control = self.session.control.to_json()
         self.store.write_manifest(self.manifest)
 
     def _elapsed(self, now: float) -> float:
@@ -431,10 +432,10 @@ class Soak:
 
     # --- manifest and target -------------------------------------------------------------------------
 
-    def _manifest(self) -> dict[str, Any]:
+    def _manifest(self) -> RunManifest:
         if self.resuming:
             manifest = resumed_manifest(self.run_dir, self.command)
-            self._elapsed_before = float(manifest.get("elapsed_s") or 0.0)
+            self._elapsed_before = float(manifest.elapsed_s or 0.0)
             return manifest
         self._elapsed_before = 0.0
         return new_manifest(self.config, self.trace, self.run_dir, self.command)

@@ -30,7 +30,7 @@ class RunSummary(NamedTuple):
 
 def summarize(run_dir: Path) -> RunSummary:
     run_dir = Path(run_dir)
-    manifest = read_manifest(run_dir).raw
+    manifest = read_manifest(run_dir)
     requests = Counter(r.get("status") for r in read_rows(run_dir, "requests", ("status",)))
     ok = [r for r in read_rows(run_dir, "probes", ("engine_life", "engine_age_s", "decode_tps", "status", "role"))
           if r.get("status") == "ok" and r.get("decode_tps")]
@@ -44,11 +44,11 @@ def summarize(run_dir: Path) -> RunSummary:
                 events[json.loads(line).get("kind")] += 1
             except (json.JSONDecodeError, AttributeError):
                 continue
-    return RunSummary(str(manifest.get("run_id")), str(manifest.get("status")), manifest.get("started_at"),
-                      manifest.get("ended_at"), manifest.get("elapsed_s"), str(manifest.get("target")),
+    return RunSummary(manifest.run_id, manifest.status, manifest.started_at,
+                      manifest.ended_at, manifest.elapsed_s, str(manifest.target),
                       dict(requests), len(read_rows(run_dir, "steps", ("t",))),
                       len(read_rows(run_dir, "snapshots", ("t",))), probes, dict(events),
-                      events.get("engine_start", 0), len(manifest.get("resumes", [])), control)
+                      events.get("engine_start", 0), len(manifest.resumes), control)
 
 
 def render(s: RunSummary) -> str:

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from rundir import schema
+from rundir.manifest import RunManifest
 from rundir.writer import RunStore
 
 T0 = 1_790_000_000.0  # Unix seconds
@@ -125,7 +126,7 @@ def make_run_dir(root: Path, minutes: int = 60, fault_at_min: Optional[float] = 
     manifest = {"schema_version": schema_version, "run_id": "test", "status": "completed",
                 "started_at": "2026-09-23T09:00:00Z", "ended_at": "2026-09-23T10:00:00Z", "target": "builtin",
                 "command": ["soak", "run"], "configs": {}, "host": {"cpu": "test"}}
-    store.write_manifest(manifest)
+    store.write_manifest(RunManifest.from_json(manifest))
     store.close()
     with open(root / schema.EVENTS, "a", encoding="utf-8") as f:
         f.write('{"t": 17900')  # a torn last line, as a crash mid-write leaves

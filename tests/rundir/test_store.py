@@ -66,3 +66,24 @@ def test_a_version_1_part_is_read_under_the_renamed_columns(tmp_path):
     assert "num_mamba_used" not in df.columns
     rows = reader.read_rows(tmp_path, "steps", ["t", "mamba_slots_used"])
     assert rows == [{"t": 1.0, "mamba_slots_used": 3.0}, {"t": 2.0, "mamba_slots_used": 4.0}]
+
+
+def test_the_manifest_is_one_typed_object_that_round_trips(tmp_path):
+    from dataclasses import fields
+
+    from rundir import schema
+    from rundir.manifest import RunManifest
+
+    names = {f.name for f in fields(RunManifest)} - {"extra"}
+    assert names == set(schema.MANIFEST_REQUIRED) | set(schema.MANIFEST_OPTIONAL)
+    store = RunStore(tmp_path)
+    manifest = RunManifest(run_id="r", status="running", started_at="2026-12-01T00:00:00Z", target="builtin")
+    manifest.extra["written_by_a_later_version"] = {"x": 1}
+    store.write_manifest(manifest)
+    raw = json.loads((tmp_path / "manifest.json").read_text())
+    assert raw["schema_version"] == schema.SCHEMA_VERSION and "ended_at" not in raw
+    again = reader.read_manifest(tmp_path)
+    assert again == manifest and again.raw["written_by_a_later_version"] == {"x": 1}
+    again.status, again.ended_at = "completed", "2026-12-01T01:00:00Z"
+    store.write_manifest(again)
+    assert reader.read_manifest(tmp_path).status == "completed"

@@ -1,0 +1,70 @@
+"""manifest.json as one typed object: what ran, where, when, and how it ended.
+
+The soak builds it, updates its fields as the run goes and writes it through the run store; the
+reader gives the same type back (rundir.reader.read_manifest). Field meanings are in
+docs/run-directory.md. Keys a reader does not know (written by a later version, or by hand) are
+kept in `extra` and written back unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Optional
+
+from rundir import schema
+
+
+@dataclass
+class RunManifest:
+    run_id: str
+    status: str  # one of schema.STATUSES
+    started_at: Optional[str]  # ISO 8601, UTC
+    schema_version: int = schema.SCHEMA_VERSION
+    ended_at: Optional[str] = None
+    command: list[str] = field(default_factory=list)
+    configs: dict[str, Any] = field(default_factory=dict)  # "soak": SoakConfig, "engine": the engine's resolved config
+    trace: Optional[dict[str, Any]] = None  # path, sha256, source, block_size, num_calls, num_sessions
+    target: Optional[str] = None  # "builtin" or the URL
+    host: Optional[dict[str, Any]] = None
+    tokdrift_version: Optional[str] = None
+    engine: Optional[dict[str, Any]] = None  # url, pid, name, version, args, options, max_context
+    model: Optional[str] = None
+    steps_source: Optional[str] = None  # engine, engine_log or metrics
+    elapsed_s: Optional[float] = None  # serving time so far, across resumes
+    num_requests: Optional[int] = None
+    resumes: list[dict[str, Any]] = field(default_factory=list)
+    materialized: Optional[dict[str, Any]] = None  # calls, dropped, trimmed, over_limit
+    steps_missed: Optional[int] = None
+    control: Optional[dict[str, Any]] = None
+    affinity: Optional[dict[str, Any]] = None
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)  # keys this version does not know
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest.json object: set fields (required ones always), then the unknown keys as read."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "extra":
+                continue
+            value = getattr(self, f.name)
+            if f.name in schema.MANIFEST_REQUIRED or value not in (None, [], {}):
+                out[f.name] = value
+        return {**out, **{k: v for k, v in self.extra.items() if k not in out}}
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        """Everything, as manifest.json holds it."""
+        return self.to_json()
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any], default_run_id: str = "") -> "RunManifest":
+        known = {f.name for f in fields(cls)} - {"extra"}
+        given = {k: v for k, v in raw.items() if k in known}
+        given["run_id"] = str(raw.get("run_id", default_run_id))
+        given["status"] = str(raw.get("status", "unknown"))
+        given.setdefault("started_at", None)
+        for name in ("command", "resumes"):
+            if not isinstance(given.get(name), list):
+                given.pop(name, None)
+        if not isinstance(given.get("configs"), dict):
+            given.pop("configs", None)
+        return cls(**given, extra={k: v for k, v in raw.items() if k not in known})
