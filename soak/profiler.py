@@ -38,6 +38,10 @@ class Profiler:
         """Record `seconds` of the process; None (logged once) when it cannot."""
         if self.disabled_reason or pid is None:
             return None
+        exe = _executable(pid)
+        if exe is not None and "python" not in exe.lower():
+            self._give_up(f"the engine (pid {pid}, {exe}) is not a Python process, which is all py-spy reads")
+            return None
         self.out_dir.mkdir(parents=True, exist_ok=True)
         path = self.out_dir / f"{time.strftime('%Y%m%dT%H%M%S')}-{label}.speedscope.json"
         cmd = [self.exe, "record", "--pid", str(pid), "--duration", str(max(1, round(self.seconds))),
@@ -71,6 +75,16 @@ class Profiler:
     def _give_up(self, why: str) -> None:
         self.disabled_reason = why
         logger.warning("no more profiles this run: %s", why)
+
+
+def _executable(pid: int) -> Optional[str]:
+    """The file name of a process's executable (llama-server, python3.11), None when it cannot be read."""
+    try:
+        import psutil
+
+        return Path(psutil.Process(pid).exe()).name or None
+    except Exception:  # noqa: BLE001 - gone or hidden: let py-spy say
+        return None
 
 
 def _find_py_spy() -> Optional[str]:
