@@ -89,7 +89,11 @@ cmd_start() {
     local engine=$1 port=$2 cmd
     [ "$engine" = transformers ] && [ -f "$HF/config.json" ] || check_ready
     case $engine in
-        llama) cmd=$(llama_cmd "$port" "${LLAMA_LOG:-$CACHE/llama-server-$port.log}") ;;
+        llama)
+            local logfile=${LLAMA_LOG:-$CACHE/llama-server-$port.log}
+            # llama-server's --log-file starts the file over: keep the previous life's log beside it.
+            [ -f "$logfile" ] && mv "$logfile" "$logfile.prev"
+            cmd=$(llama_cmd "$port" "$logfile") ;;
         transformers) cmd=$(transformers_cmd "$port") ;;
         *) log "engine: llama or transformers, not '$engine'"; exit 2 ;;
     esac
