@@ -11,7 +11,7 @@ is the same command: `soak run --trace examples/opencode.jsonl --minutes M --con
 --probe-every 0 --no-restart-at-end --no-profiles`, the built-in engine without its twin. Runs
 go one at a time; the load average is printed with each.
 
-Per run, from its run directory: requests served (replayed calls answered `ok`), output tokens
+Per run, from its run directory: requests served (replayed calls, turns and compactions, answered `ok`), output tokens
 per second over the replay, TTFT p50 / p95, the median per-request decode rate the client saw
 ((output - 1) / (last token - first token)), the start and end probes' decode rate, and what the
 engine's own figures say: the built-in engine's median decode step (its steps table), llama.cpp's
@@ -90,7 +90,8 @@ def run(engine: str, concurrency: int, minutes: float, trace: str, run_dir: Path
 
 def figures(engine: str, run_dir: Path, minutes: float) -> dict[str, Any]:
     requests = read_table(run_dir, "requests")
-    turns = requests[(requests["kind"] == "turn") & (requests["status"] == "ok")]
+    calls = requests[requests["kind"] != "probe"]  # replayed turns and compactions
+    turns = calls[calls["status"] == "ok"]
     seconds = lambda a, b: (turns[a] - turns[b]).dt.total_seconds()  # noqa: E731
     ttft = seconds("t_first_token", "t_send")
     decode_s = seconds("t_last_token", "t_first_token")
@@ -99,7 +100,7 @@ def figures(engine: str, run_dir: Path, minutes: float) -> dict[str, Any]:
     probes = probes[(probes["status"] == "ok") & (probes["role"] == "main")]
     out = {
         "served": int(len(turns)),
-        "failed": int((requests["kind"] == "turn").sum() - len(turns)),
+        "failed": int(len(calls) - len(turns)),
         "output_tps": float(turns["output_tokens"].sum() / (minutes * 60.0)),
         "ttft_p50_s": _q(ttft, 0.5), "ttft_p95_s": _q(ttft, 0.95),
         "decode_tps_p50": _q(per_request, 0.5),
@@ -118,29 +119,38 @@ def engine_figures(engine: str, run_dir: Path) -> dict[str, Any]:
                                f"({1.0 / float(np.median(step_s)):.0f} tok/s per request), "
                                f"mean batch {decode['num_running_reqs'].mean():.2f}"} if len(decode) else {}
     if engine == "llama":
-        first, last = _scrape(run_dir, 0), _scrape(run_dir, -1)
-        if not first or not last:
+        scrapes = _scrapes(run_dir)
+        if len(scrapes) < 2:
             return {"engine_says": "no /metrics scrapes"}
-        tokens = last["tokens_predicted_total"] - first["tokens_predicted_total"]
-        secs = last["tokens_predicted_seconds_total"] - first["tokens_predicted_seconds_total"]
+        lives, tokens, secs = [[scrapes[0]]], 0.0, 0.0
+        for prev, cur in zip(scrapes, scrapes[1:]):
+            if cur["tokens_predicted_total"] < prev["tokens_predicted_total"]:  # a new process starts over
+                lives.append([cur])
+                continue
+            lives[-1].append(cur)
+            tokens += cur["tokens_predicted_total"] - prev["tokens_predicted_total"]
+            secs += cur["tokens_predicted_seconds_total"] - prev["tokens_predicted_seconds_total"]
+        busy = max(lives, key=len)[-1]["n_busy_slots_per_decode"]  # an average over the life
         return {"engine_says": f"{tokens / secs:.1f} tok/s per request (tokens_predicted / its seconds), "
-                               f"{last['n_busy_slots_per_decode']:.2f} busy slots per decode"}
+                               f"{busy:.2f} busy slots per decode"}
     return {"engine_says": "no /metrics (transformers serve)"}
 
 
-def _scrape(run_dir: Path, which: int) -> dict[str, float]:
+def _scrapes(run_dir: Path) -> list[dict[str, float]]:
+    """llama.cpp's samples of every scrape in metrics.prom, in order."""
     path = run_dir / "metrics.prom"
     if not path.is_file():
-        return {}
-    blocks = [b for b in path.read_text().split("# scrape_time:") if b.strip()]
-    if not blocks:
-        return {}
-    values = {}
-    for line in blocks[which].splitlines()[1:]:
-        m = re.fullmatch(r"llamacpp:(\w+) (\S+)", line.strip())
-        if m:
-            values[m.group(1)] = float(m.group(2))
-    return values
+        return []
+    out = []
+    for block in path.read_text().split("# scrape_time:")[1:]:
+        values = {}
+        for line in block.splitlines()[1:]:
+            m = re.fullmatch(r"llamacpp:(\w+) (\S+)", line.strip())
+            if m:
+                values[m.group(1)] = float(m.group(2))
+        if "tokens_predicted_total" in values:
+            out.append(values)
+    return out
 
 
 def _q(values, q: float) -> Optional[float]:
