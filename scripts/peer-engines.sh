@@ -2,13 +2,17 @@
 # Real third-party engines as soak targets: llama.cpp's llama-server and
 # `transformers serve`, on a seeded random Qwen3 checkpoint made here.
 #
-#   scripts/peer-engines.sh build                  # llama-server from the pinned source, once
+#   scripts/peer-engines.sh build                  # llama-server from the pinned source, once (689 s, -j2, 2 cores)
 #   scripts/peer-engines.sh model                  # HF checkpoint + GGUF (f32), once
 #   scripts/peer-engines.sh start llama PORT       # in the background; log $CACHE/llama-server-PORT.log
 #   scripts/peer-engines.sh start transformers PORT
 #   scripts/peer-engines.sh wait ENGINE PORT       # until /v1/models answers
 #   scripts/peer-engines.sh restart ENGINE PORT    # stop and start (a soak's --restart-cmd)
 #   scripts/peer-engines.sh stop ENGINE PORT
+#
+# llama-server: -np 4 -c 32768 -t 1 --metrics, log with --log-timestamps --log-prefix (the
+# previous start's log is kept as .prev); transformers serve: --device cpu, OMP_NUM_THREADS as
+# set by the caller. docs/soak.md, "Against a real engine", has the soaks and what they showed.
 #
 # Everything lives in $TOKDRIFT_PEERS (default ~/.cache/tokdrift/peers),
 # outside git. PYTHON defaults to the python on PATH; it needs transformers,
