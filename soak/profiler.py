@@ -38,10 +38,6 @@ class Profiler:
         """Record `seconds` of the process; None (logged once) when it cannot."""
         if self.disabled_reason or pid is None:
             return None
-        exe = _executable(pid)
-        if exe is not None and "python" not in exe.lower():
-            self._give_up(f"the engine (pid {pid}, {exe}) is not a Python process, which is all py-spy reads")
-            return None
         self.out_dir.mkdir(parents=True, exist_ok=True)
         path = self.out_dir / f"{time.strftime('%Y%m%dT%H%M%S')}-{label}.speedscope.json"
         cmd = [self.exe, "record", "--pid", str(pid), "--duration", str(max(1, round(self.seconds))),
@@ -65,8 +61,11 @@ class Profiler:
         if proc.returncode != 0 or not path.is_file():
             text = out.decode("utf-8", "replace").strip().splitlines()
             message = text[-1] if text else f"exit code {proc.returncode}"
+            exe = _executable(pid)  # asked only after a failure: the success path touches nothing
             if "permission" in message.lower() or "ptrace" in message.lower() or "root" in message.lower():
                 self._give_up(f"py-spy has no permission to attach ({message})")
+            elif exe is not None and "python" not in exe.lower():
+                self._give_up(f"the engine (pid {pid}, {exe}) is not a Python process, which is all py-spy reads")
             else:
                 logger.warning("py-spy record failed: %s", message)
             return None

@@ -163,6 +163,27 @@ def test_profiler_records_a_speedscope_profile_of_a_running_python_process(tmp_p
     assert any("genexpr" in frame["name"] for frame in data["shared"]["frames"])
 
 
+def test_profiler_stops_trying_on_an_engine_that_is_not_python(tmp_path):
+    # llama-server: py-spy fails on it at every profile point; the soak gives up once, saying why.
+    import asyncio
+    import subprocess
+
+    from soak.profiler import Profiler
+
+    native = subprocess.Popen(["sleep", "30"])
+    try:
+        profiler = Profiler(tmp_path, seconds=1.0)
+        if profiler.disabled_reason:
+            pytest.skip(f"py-spy cannot profile here ({profiler.disabled_reason})")
+        assert asyncio.run(profiler.record(native.pid, "start", "start")) is None
+    finally:
+        native.kill()
+        native.wait()
+    if "permission" in (profiler.disabled_reason or ""):
+        pytest.skip(profiler.disabled_reason)
+    assert "(pid %d, sleep) is not a Python process" % native.pid in profiler.disabled_reason
+
+
 def test_host_sampler_measures_the_driver_the_control_and_what_other_tenants_use():
     import os
     import subprocess
