@@ -32,6 +32,8 @@ PROMPT_DONE = re.compile(r"prompt done, (?:n_past\s*=\s*(\d+), )?n_tokens\s*=\s*
 RELEASE = re.compile(r"stop processing: (?:n_past|n_tokens)\s*=\s*(\d+)")
 DRAFT = re.compile(r"draft acceptance(?: rate)?\s*=\s*(\S+) \(.*?\)(?:, mean len\s*=\s*(\S+))?")
 REQUEST = re.compile(r"(?:done )?request: ([A-Z]+) (\S+) \S+ (\d{3})")
+# llama-server since 2026: `srv load_model: initializing, n_slots = 4, n_ctx_slot = 8192, kv_unified = 'false'`
+SLOTS_CTX = re.compile(r"initializing, n_slots = (\d+), n_ctx_slot = (\d+)(?:, kv_unified = '(\w+)')?")
 N_CTX = re.compile(r"(?:llama_context|llama_new_context_with_model): +n_ctx += +(\d+)")
 GO_DURATION = re.compile(r"([\d.]+)(ms|µs|μs|us|ns|h|m|s)")
 GO_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "µs": 1e-6, "μs": 1e-6, "us": 1e-6, "ns": 1e-9}
@@ -54,6 +56,11 @@ def read(reader: SlotReader, entry: Entry, sec: float) -> None:
             reader.idle(lineno)
         elif func == "load_model" and body.startswith("loading model"):
             reader.startup(lineno, "llama.cpp " + body[:200])
+        elif func == "load_model" and (m := SLOTS_CTX.match(body)):
+            # Each slot holds n_ctx_slot tokens; a unified KV cache is one of that size shared by all.
+            num_slots, per_slot = int(m.group(1)), int(m.group(2))
+            reader.kv_capacity = per_slot if m.group(3) == "true" else num_slots * per_slot
+            reader.other()
         elif m := REQUEST.match(body):
             reader.request(lineno, m.group(1), m.group(2), int(m.group(3)), None)
         else:

@@ -6,9 +6,16 @@ zone invented) or Unix seconds. Either one file holding many blocks, or a direct
 `*.prom` files holding one or more blocks each. Each block is parsed with
 prometheus_client's own parser; one unparsable block is warned about and skipped.
 
-Metric names of vLLM, SGLang, FreeToken and tokdrift's engine are all read; a scrape
-becomes one steps row whose rates are deltas against the previous scrape. A counter that
-goes down means the engine restarted: an `engine_start` event.
+Metric names of vLLM, SGLang, FreeToken, llama.cpp's server and tokdrift's engine are all
+read; a scrape becomes one steps row whose rates are deltas against the previous scrape. A
+counter that goes down means the engine restarted: an `engine_start` event.
+
+llama.cpp (`llamacpp:`, llama-server `--metrics`) adds its generated tokens and their decode
+time to its counters when a request ends, not token by token: a window's rate is the
+per-request decode rate of the requests that finished in it (Δtokens_predicted_total /
+Δtokens_predicted_seconds_total), and a window where none finished has no rate. Its prompt
+counter excludes the tokens reused from its cache, which it counts apart
+(`prompt_tokens_cached_total`): the window's hit rate is cached over cached + processed.
 """
 
 from __future__ import annotations
@@ -28,27 +35,29 @@ from logformats.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, assign_en
 logger = logging.getLogger(__name__)
 
 HEADER = "# scrape_time:"
-PREFIXES = ("vllm:", "sglang:", "freetoken:", "tokdrift:")
+PREFIXES = ("vllm:", "sglang:", "freetoken:", "llamacpp:", "tokdrift:")
 
 # Canonical name -> metric names (without engine prefix) that carry it, first found wins.
 GAUGES = {
-    "num_running_reqs": ("num_requests_running", "num_running_reqs"),
-    "num_queue_reqs": ("num_requests_waiting", "num_queue_reqs"),
-    "num_tokens": ("num_used_tokens",),
-    "token_usage": ("kv_cache_usage_perc", "gpu_cache_usage_perc", "token_usage"),
+    "num_running_reqs": ("num_requests_running", "num_running_reqs", "requests_processing"),
+    "num_queue_reqs": ("num_requests_waiting", "num_queue_reqs", "requests_deferred"),
+    # llama.cpp's kv_cache_* gauges: releases before mid-2025 only (the pinned one has none)
+    "num_tokens": ("num_used_tokens", "kv_cache_tokens"),
+    "token_usage": ("kv_cache_usage_perc", "gpu_cache_usage_perc", "token_usage", "kv_cache_usage_ratio"),
     "mamba_usage": ("mamba_usage",),
     "cache_hit_rate_gauge": ("cache_hit_rate",),
 }
 COUNTERS = {
-    "generation_tokens": ("generation_tokens_total", "generation_tokens"),
+    "generation_tokens": ("generation_tokens_total", "generation_tokens", "tokens_predicted_total"),
     "prompt_tokens": ("prompt_tokens_total", "prompt_tokens"),
+    "prompt_cached_tokens": ("prompt_tokens_cached_total",),  # llama.cpp: not in prompt_tokens_total
     "preemptions": ("num_preemptions_total", "num_preemptions", "num_retracted_requests_total"),
     "prefix_queries": ("prefix_cache_queries_total", "prefix_cache_queries"),
     "prefix_hits": ("prefix_cache_hits_total", "prefix_cache_hits"),
     "itl_sum": ("inter_token_latency_seconds_sum", "time_per_output_token_seconds_sum"),
     "itl_count": ("inter_token_latency_seconds_count", "time_per_output_token_seconds_count"),
-    "decode_time_sum": ("request_decode_time_seconds_sum",),
-    "request_gen_sum": ("request_generation_tokens_sum",),
+    "decode_time_sum": ("request_decode_time_seconds_sum", "tokens_predicted_seconds_total"),
+    "request_gen_sum": ("request_generation_tokens_sum", "tokens_predicted_total"),
 }
 
 
@@ -113,11 +122,20 @@ def parse_scrapes(path: Readable) -> tuple[pd.DataFrame, pd.DataFrame, str]:
         usage = _window_state(raw["token_usage"], raw["num_running_reqs"])
         # Where the engine reports its per-token time, throughput follows from it and the batch.
         gen_tps = np.where(np.isfinite(step_time) & (running > 0), running / step_time, gen_tps)
+        d_cached = delta("prompt_cached_tokens")
         hit_rate = np.where(np.isfinite(delta("prefix_queries")),
-                            delta("prefix_hits") / delta("prefix_queries"), raw["cache_hit_rate_gauge"])
+                            delta("prefix_hits") / delta("prefix_queries"),
+                            np.where(np.isfinite(d_cached), d_cached / (d_cached + d_prompt),
+                                     raw["cache_hit_rate_gauge"]))
+    busy = np.nan_to_num(d_gen) > 0
+    if engine == "llamacpp":
+        # Tokens are credited when their request ends: a window in which none ended decoded all the
+        # same while requests ran, at a rate its counters cannot tell.
+        gen_tps = np.where(np.isfinite(step_time), gen_tps, np.nan)
+        busy |= np.nan_to_num(running) > 0
     for arr in (d_gen, d_prompt, step_time, gen_tps):
         arr[restarted] = np.nan
-    phase = np.where(np.nan_to_num(d_gen) > 0, np.where(np.nan_to_num(d_prompt) > 0, "mixed", "decode"), "idle")
+    phase = np.where(busy, np.where(np.nan_to_num(d_prompt) > 0, "mixed", "decode"), "idle")
     phase[0] = "idle"  # no window before the first scrape
     lives, ages, _ = assign_engine_lives(t, restarted, np.ones(n, dtype=bool))
     steps = pd.DataFrame({

@@ -61,8 +61,11 @@ class Profiler:
         if proc.returncode != 0 or not path.is_file():
             text = out.decode("utf-8", "replace").strip().splitlines()
             message = text[-1] if text else f"exit code {proc.returncode}"
+            exe = _executable(pid)  # asked only after a failure: the success path touches nothing
             if "permission" in message.lower() or "ptrace" in message.lower() or "root" in message.lower():
                 self._give_up(f"py-spy has no permission to attach ({message})")
+            elif exe is not None and "python" not in exe.lower():
+                self._give_up(f"the engine (pid {pid}, {exe}) is not a Python process, which is all py-spy reads")
             else:
                 logger.warning("py-spy record failed: %s", message)
             return None
@@ -71,6 +74,16 @@ class Profiler:
     def _give_up(self, why: str) -> None:
         self.disabled_reason = why
         logger.warning("no more profiles this run: %s", why)
+
+
+def _executable(pid: int) -> Optional[str]:
+    """The file name of a process's executable (llama-server, python3.11), None when it cannot be read."""
+    try:
+        import psutil
+
+        return Path(psutil.Process(pid).exe()).name or None
+    except Exception:  # noqa: BLE001 - gone or hidden: let py-spy say
+        return None
 
 
 def _find_py_spy() -> Optional[str]:

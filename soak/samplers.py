@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import httpx
+import numpy as np
 
 from engine.server.wire import CacheStatus, StepsPage
 from logformats import Text, parse_log
@@ -222,9 +223,18 @@ def _scrape_pair_row(text: str, target: Target) -> list[dict[str, Any]]:
     return [row]
 
 
+RESTART_SLACK_S = 10.0  # a start read from relative stamps this close to the known one is that one
+
+
 class LogTailer:
     """Follows an external engine's log: new lines are copied into the run's engine.log and parsed
-    (logformats) into steps rows. Starts at the end of the file as it is now."""
+    (logformats) into steps rows. Starts at the end of the file as it is now.
+
+    A row's time comes from the log's own clock. Where the lines carry a date (`wall`), it is the
+    machine's local time. llama-server's `--log-timestamps` stamps are the time since its process
+    started (`relative`): a row is then at the engine's start plus its stamp, and a stamp below the
+    last one read means a new process. Where nothing is stamped (`busy`), a row is at the time its
+    line was read (within one sample interval of when it was printed)."""
 
     def __init__(self, target: Target, path: Path, copy_to: Path) -> None:
         self.target = target
@@ -232,6 +242,7 @@ class LogTailer:
         self.copy_to = Path(copy_to)
         self.offset = self.path.stat().st_size if self.path.exists() else 0
         self._partial = b""
+        self._last_stamp: Optional[float] = None  # the last relative stamp read (engine age, s)
 
     def sample(self) -> list[dict[str, Any]]:
         try:
@@ -239,7 +250,7 @@ class LogTailer:
         except OSError as exc:
             _once("log", "--engine-log %s: %s; not tailed", self.path, exc)
             return []
-        if size < self.offset:  # rotated or truncated: start over
+        if size < self.offset:  # rotated or truncated (llama-server's --log-file on a restart): start over
             self.offset, self._partial = 0, b""
         if size == self.offset:
             return []
@@ -253,25 +264,50 @@ class LogTailer:
             return []
         with open(self.copy_to, "ab") as f:
             f.write(chunk)
-        return self._parse(chunk)
+        return self._parse(chunk, read_at=time.time())
 
-    def _parse(self, chunk: bytes) -> list[dict[str, Any]]:
+    def _parse(self, chunk: bytes, read_at: float) -> list[dict[str, Any]]:
         import datetime as dt
 
         try:
             parsed = parse_log(Text(chunk, str(self.path)), date=dt.date.today(), year=dt.date.today().year)
         except LogFormatError:
             return []
-        starts = parsed.events[parsed.events["kind"] == "engine_start"] if not parsed.events.empty else None
-        if starts is not None and len(starts):
-            target_restarted(target=self.target, t=_local_unix(starts["t"].iloc[0]), why="a startup line in the log")
+        clock = parsed.info.clock
+        if clock == "relative":
+            self._follow_relative(parsed.steps)
+        else:
+            starts = parsed.events[parsed.events["kind"] == "engine_start"] if not parsed.events.empty else None
+            if starts is not None and len(starts) and clock == "wall":
+                target_restarted(target=self.target, t=_local_unix(starts["t"].iloc[0]),
+                                 why="a startup line in the log")
         rows = []
         for _, step in parsed.steps.iterrows():
             row = _frame_row(step, local_clock=True)
+            if clock == "relative" and self.target.started_at is not None:
+                row["t"] = self.target.started_at + float(step["engine_age_s"])
+            elif clock != "wall":
+                row["t"] = read_at
             row["engine_life"] = self.target.life
             row["engine_age_s"] = self.target.age(row["t"])
             rows.append(row)
         return rows
+
+    def _follow_relative(self, steps) -> None:
+        """A chunk's stamps below the last one read: the engine is a new process, started that long
+        before now."""
+        if steps.empty:
+            return
+        ages = steps["engine_age_s"].to_numpy(dtype=float)
+        lives = steps["engine_life"].to_numpy()
+        went_back = self._last_stamp is not None and ages[0] < self._last_stamp - 1.0
+        if went_back or lives.max() > lives.min():
+            new_life = lives == lives.max() if lives.max() > lives.min() else np.ones(len(ages), dtype=bool)
+            started = time.time() - float(ages[new_life].max())  # late by up to the time since it was printed
+            known = self.target.started_at
+            if known is None or started > known + RESTART_SLACK_S:  # not the start the soak itself saw
+                target_restarted(self.target, started, "llama.cpp's stamps went back")
+        self._last_stamp = float(ages[-1])
 
 
 def target_restarted(target: Target, t: float, why: str) -> None:

@@ -223,12 +223,16 @@ class UrlTarget(Target):
         await self._wait_ready(first=not self._started_once)
         self._started_once = True
         self.pid = pid_listening_on(self.url)
-        started = await self.process_start_time()
-        # An external engine's age is known only when its /metrics says when its process started.
+        started, source = await self.process_start_time(), "metrics"
+        if started is None:  # llama-server's and transformers serve's /metrics say nothing of it
+            started, source = process_create_time(self.pid), "process"
+        # An external engine's age is known when its /metrics says when its process started, or
+        # when it is a local process (found by its port).
         self.next_life()
         self.started_at = started
         self.on_event("engine_start", t=started or time.time(), engine_life=self.life, pid=self.pid,
-                      url=self.url, age_known=started is not None)
+                      url=self.url, age_known=started is not None,
+                      age_from=source if started is not None else None)
 
     async def restart(self, reason: str) -> bool:
         if self.restart_cmd is None:
@@ -306,6 +310,18 @@ def pid_listening_on(url: str) -> Optional[int]:
     except Exception:  # noqa: BLE001 - permission or platform: the pid is a nicety
         return None
     return None
+
+
+def process_create_time(pid: Optional[int]) -> Optional[float]:
+    """When a local process started (Unix seconds), or None."""
+    if pid is None:
+        return None
+    try:
+        import psutil
+
+        return psutil.Process(pid).create_time()
+    except Exception:  # noqa: BLE001 - gone, or not ours to see: the age stays unknown
+        return None
 
 
 def _in_child(cpus: Optional[tuple[int, ...]]) -> Optional[Callable[[], None]]:

@@ -252,3 +252,25 @@ def test_a_bare_timing_block_through_journald_keeps_its_eval_line(tmp_path):
     assert prefill["t"] == pd.Timestamp("2026-09-23 10:23:50") - pd.Timedelta(seconds=48.09923)
     decode = steps[steps["phase"] == "decode"]
     assert decode["gen_tps"].tolist() == [7.17]
+
+
+def test_a_real_llama_server_log_reads_its_slots_and_its_kv_capacity():
+    # The first 70 lines of llama-server's own log (llama.cpp pinned by scripts/peer-engines.sh;
+    # `--log-file --log-timestamps --log-prefix -np 4 -c 32768`) during a soak of examples/opencode.jsonl.
+    # This build prints no `new prompt` / `prompt done` lines at the default verbosity: a request's
+    # context comes from its release line.
+    parsed = parse_log(FIXTURES / "llama-server-real.log")
+    info, steps = parsed.info, parsed.steps
+    assert (info.format, info.clock, info.num_unknown_lines, info.num_bad_lines) == ("llama.cpp", "relative", 0, 0)
+    assert info.kv_capacity == 4 * 8192  # `load_model: initializing, n_slots = 4, n_ctx_slot = 8192, kv_unified = 'false'`
+    progress = steps[steps["line"] == 34].iloc[0]  # task 133: n_gen = 100, tg_3s = 26.39
+    assert (progress["gen_tps"], progress["num_decode_tokens"]) == (26.39, 100)
+    assert progress["engine_age_s"] == pytest.approx(12.063278)
+    beside = steps[(steps["line"] == 30) & (steps["phase"] == "decode")].iloc[0]  # task 176 while 133 decodes
+    assert (beside["gen_tps"], beside["num_running_reqs"]) == (31.11, 2)
+    assert beside["step_time_s"] == pytest.approx(0.03214)
+    # Task 241: 616 prompt tokens computed; its release (n_tokens = 1849, 112 generated) puts its
+    # context at 1738, so 1122 came from the slot's cache.
+    prefill = steps[(steps["line"] == 51) & (steps["phase"] == "prefill")].iloc[0]
+    assert (prefill["new_tokens"], prefill["cached_tokens"]) == (616, 1122)
+    assert parsed.events["kind"].tolist() == ["engine_start", "engine_start"]  # stamp 0, and `load_model: loading model`

@@ -1,6 +1,7 @@
 """Saved Prometheus scrape series: the file and folder forms, rates, restarts, bad blocks."""
 
 import logging
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -69,3 +70,24 @@ def test_freetoken_names_and_time_per_output_token(tmp_path):
     assert engine == "freetoken"
     assert steps["step_time_s"].iloc[1:].tolist() == pytest.approx([0.01, 0.01])
     assert steps["token_usage"].tolist() == pytest.approx([0.2, 0.2, 0.2])
+
+
+LLAMA_SCRAPES = Path(__file__).parent / "fixtures" / "metrics" / "llama-server-scrapes.prom"
+
+
+def test_llama_server_scrapes_give_per_request_rates_only_where_a_request_ended():
+    # Real scrapes of llama-server (llama.cpp pinned by scripts/peer-engines.sh, `--metrics -np 4`),
+    # 2 s apart, as the soak saved them: it credits generated tokens when their request ends.
+    steps, events, engine = parse_scrapes(LLAMA_SCRAPES)
+    assert engine == "llamacpp" and events.empty and len(steps) == 14
+    # 393 - 384 tokens over 6.20092 - 5.89802 s of decode, one request running.
+    assert steps["step_time_s"].iloc[2] == pytest.approx(0.30290 / 9, rel=1e-4)
+    assert steps["gen_tps"].iloc[2] == pytest.approx(9 / 0.30290, rel=1e-4)
+    # A request decoding through windows in which none ended: busy, at a rate the counters cannot tell
+    # (not an idle engine decoding at 0 tok/s).
+    quiet = steps.iloc[10:13]
+    assert quiet["phase"].tolist() == ["decode"] * 3 and quiet["gen_tps"].isna().all()
+    assert quiet["num_running_reqs"].tolist() == [1.0] * 3
+    # Cached prompt tokens are counted apart from processed ones: 1511 cached, 616 processed.
+    assert steps["cache_hit_rate"].iloc[4] == pytest.approx(1511 / (1511 + 616))
+    assert steps["phase"].iloc[4] == "mixed" and steps["input_tps"].iloc[4] > 0

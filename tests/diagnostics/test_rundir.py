@@ -111,3 +111,18 @@ def test_probes_alone_decide_when_there_are_no_steps(tmp_path):
     assert doc["onset"]["engine_age_s"] == pytest.approx(1800, abs=180)  # probes every 3 minutes
     assert doc["onset"]["trigger"]["kind"] == "fault_on"
     assert {c["name"]: c for c in doc["checks"]}["data"]["status"] == "warn"
+
+
+def test_agreement_names_the_missing_engine_side_when_only_the_client_timed_the_requests():
+    # transformers serve: the requests were streamed and timed, the engine has no /metrics and no log.
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from diagnostics.checks import _agreement
+
+    t0 = pd.Timestamp("2026-12-01 21:30:00")
+    requests = pd.DataFrame({"t_first_token": [t0], "t_last_token": [t0 + pd.Timedelta(seconds=2)],
+                             "output_tokens": [64], "status": ["ok"]})
+    check = _agreement(SimpleNamespace(requests=requests), pd.DataFrame())
+    assert check.status == "ok" and "engine reports no decode timing" in check.detail

@@ -33,7 +33,7 @@ def is_probe(body: dict) -> bool:
 
 
 def make_app(max_context: int, token_delay: float, strict: bool, log_path: str | None,
-             journal: str | None = None, port: int = 0) -> FastAPI:
+             journal: str | None = None, port: int = 0, start_time: bool = True) -> FastAPI:
     app = FastAPI()
     state = {"running": 0, "prompt": 0, "gen": 0, "start": time.time()}
 
@@ -113,8 +113,8 @@ def make_app(max_context: int, token_delay: float, strict: bool, log_path: str |
             f"vllm:generation_tokens_total{{model_name=\"fake\"}} {state['gen']}\n"
             "# TYPE vllm:prompt_tokens counter\n"
             f"vllm:prompt_tokens_total{{model_name=\"fake\"}} {state['prompt']}\n"
-            "# TYPE process_start_time_seconds gauge\n"
-            f"process_start_time_seconds {state['start']}\n")
+            + ("# TYPE process_start_time_seconds gauge\n"
+               f"process_start_time_seconds {state['start']}\n" if start_time else ""))
 
     if log_path:
         @app.on_event("startup")
@@ -148,11 +148,14 @@ def main() -> None:
     parser.add_argument("--log", default=None)
     parser.add_argument("--journal", default=None)
     parser.add_argument("--host", default="127.0.0.1", help="accepted as `soak serve` takes it")
+    parser.add_argument("--no-start-time", action="store_true",
+                        help="no process_start_time_seconds in /metrics (as llama-server and transformers serve)")
     parser.add_argument("--exit-at-once", action="store_true", help="exit with code 3 before serving")
     args, _ = parser.parse_known_args()  # and any `soak serve` option, ignored
     if args.exit_at_once:
         raise SystemExit(3)
-    app = make_app(args.max_context, args.token_delay, args.strict, args.log, args.journal, args.port)
+    app = make_app(args.max_context, args.token_delay, args.strict, args.log, args.journal, args.port,
+                   start_time=not args.no_start_time)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

@@ -75,6 +75,41 @@ def test_log_tailer_copies_new_lines_and_parses_engine_lines_in_local_time(tmp_p
     assert (tmp_path / "copy.log").read_text().count("\n") == 1  # the torn line waits for its end
 
 
+def test_log_tailer_places_llama_server_stamps_at_the_engine_start_and_sees_a_new_process(tmp_path):
+    import time
+
+    from soak.samplers import LogTailer
+
+    class FakeTarget:
+        life, pid, url = 0, None, "http://x"
+        started_at = time.time() - 100.0  # the process started 100 s ago
+
+        def age(self, t):
+            return t - self.started_at
+
+        def on_event(self, kind, **fields):
+            events.append((kind, fields))
+
+    events = []
+    timing = ("{stamp} I slot print_timing: id  3 | task {task} |        eval time =     878.75 ms /    64 tokens "
+              "(   13.95 ms per token,    71.69 tokens per second)\n")
+    log = tmp_path / "llama-server.log"
+    log.write_text("0.00.008.976 I srv  llama_server: initializing ...\n" * 5)
+    target = FakeTarget()
+    tailer = LogTailer(target, log, tmp_path / "copy.log")
+    with open(log, "a") as f:
+        f.write(timing.format(stamp="1.30.000.000", task=1))  # 90 s after the start
+    (row,) = tailer.sample()
+    assert row["t"] == pytest.approx(target.started_at + 90.0) and row["engine_age_s"] == pytest.approx(90.0)
+    assert row["gen_tps"] == 71.69 and events == []
+    # llama-server started again (its --log-file starts over): stamps from 0 again, a new engine life.
+    log.write_text("0.00.008.976 I srv  llama_server: initializing ...\n" + timing.format(stamp="0.02.000.000", task=1))
+    (row,) = tailer.sample()
+    assert [kind for kind, _ in events] == ["engine_start"] and target.life == 1
+    assert target.started_at == pytest.approx(time.time() - 2.0, abs=1.0)
+    assert row["engine_life"] == 1 and row["engine_age_s"] == pytest.approx(2.0, abs=1.0)
+
+
 def test_saved_scrapes_keep_what_diag_reads_and_drop_histogram_buckets():
     from soak.samplers import _keep_engine_samples
 
@@ -92,6 +127,17 @@ def test_saved_scrapes_keep_what_diag_reads_and_drop_histogram_buckets():
                     'vllm:inter_token_latency_seconds_sum{model_name="m"} 2.5',
                     'vllm:inter_token_latency_seconds_count{model_name="m"} 100.0',
                     "process_start_time_seconds 1.7e9"]
+
+
+def test_a_real_llama_server_page_keeps_every_llamacpp_sample():
+    from pathlib import Path
+
+    from soak.samplers import _keep_engine_samples
+
+    page = (Path(__file__).parents[1] / "diagnostics" / "fixtures" / "metrics" / "llama-server-metrics.txt").read_text()
+    kept = _keep_engine_samples(page).splitlines()
+    assert len(kept) == 15 and all(line.startswith("llamacpp:") for line in kept)
+    assert "llamacpp:tokens_predicted_total 715" in kept and "llamacpp:requests_processing 2" in kept
 
 
 def test_profiler_records_a_speedscope_profile_of_a_running_python_process(tmp_path):
@@ -115,6 +161,27 @@ def test_profiler_records_a_speedscope_profile_of_a_running_python_process(tmp_p
     data = json.loads(profile.path.read_text())
     assert data["$schema"].startswith("https://www.speedscope.app") and data["profiles"]
     assert any("genexpr" in frame["name"] for frame in data["shared"]["frames"])
+
+
+def test_profiler_stops_trying_on_an_engine_that_is_not_python(tmp_path):
+    # llama-server: py-spy fails on it at every profile point; the soak gives up once, saying why.
+    import asyncio
+    import subprocess
+
+    from soak.profiler import Profiler
+
+    native = subprocess.Popen(["sleep", "30"])
+    try:
+        profiler = Profiler(tmp_path, seconds=1.0)
+        if profiler.disabled_reason:
+            pytest.skip(f"py-spy cannot profile here ({profiler.disabled_reason})")
+        assert asyncio.run(profiler.record(native.pid, "start", "start")) is None
+    finally:
+        native.kill()
+        native.wait()
+    if "permission" in (profiler.disabled_reason or ""):
+        pytest.skip(profiler.disabled_reason)
+    assert "(pid %d, sleep) is not a Python process" % native.pid in profiler.disabled_reason
 
 
 def test_host_sampler_measures_the_driver_the_control_and_what_other_tenants_use():

@@ -118,3 +118,7 @@ _register_reports(app)
 
 def main() -> None:
     run_app(app)
+
+
+if __name__ == "__main__":  # python -m tokdrift.cli.diag
+    main()

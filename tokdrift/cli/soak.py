@@ -105,3 +105,7 @@ def validate(
 
 def main() -> None:
     run_app(app)
+
+
+if __name__ == "__main__":  # python -m tokdrift.cli.soak
+    main()

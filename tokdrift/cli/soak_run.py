@@ -1,4 +1,4 @@
-"""`soak run`, `soak resume`, `soak status`: the soak driver's commands (registered in soak/cli.py)."""
+"""`soak run`, `soak resume`, `soak status`: the soak driver's commands (registered in tokdrift/cli/soak.py)."""
 
 from __future__ import annotations
 
