@@ -90,6 +90,10 @@ def test_log_tailer_places_llama_server_stamps_at_the_engine_start_and_sees_a_ne
         def on_event(self, kind, **fields):
             events.append((kind, fields))
 
+        def next_life(self):
+            self.life += 1
+            return self.life
+
     events = []
     timing = ("{stamp} I slot print_timing: id  3 | task {task} |        eval time =     878.75 ms /    64 tokens "
               "(   13.95 ms per token,    71.69 tokens per second)\n")
