@@ -112,3 +112,9 @@ def test_quick_matrix_finds_gc_pressure_and_keeps_quiet_without_it(tmp_path):
     first_life = snaps[snaps["engine_life"] == 0].sort_values("t")
     assert first_life["retained_objects"].iloc[-1] > first_life["retained_objects"].iloc[0]
     assert first_life["gc_full_pause_s_total"].iloc[-1] > 0
+
+
+def test_the_matrix_default_trace_is_the_example_trace():
+    from tokdrift.cli.fault_matrix import DEFAULT_TRACE
+
+    assert DEFAULT_TRACE.is_file() and DEFAULT_TRACE.parent.name == "examples"

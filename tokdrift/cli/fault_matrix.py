@@ -68,7 +68,7 @@ MECHANISM_PROBE_TOKENS: dict[str, int] = {"kv-scatter": 4096}
 # Probe output length: a 64-token probe lasts about a second here, and identical idle probes of a
 # fault-free engine then varied by +-12% on a quiet 2-core machine; a longer probe averages more steps.
 PROBE_OUTPUT_TOKENS = 192
-DEFAULT_TRACE = Path(__file__).resolve().parents[1] / "examples" / "opencode.jsonl"
+DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "examples" / "opencode.jsonl"
 
 
 class MatrixRow(NamedTuple):
