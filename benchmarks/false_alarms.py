@@ -72,7 +72,7 @@ def cases(num_short: int, short_minutes: float, num_long: int, long_minutes: flo
 
 def run_case(case: Case, out: Path) -> Result:
     run_dir = out / case.name
-    cmd = [sys.executable, "-m", "soak", "run", "--trace", str(TRACE), "--minutes", f"{case.minutes:g}",
+    cmd = [sys.executable, "-m", "tokdrift.cli.soak", "run", "--trace", str(TRACE), "--minutes", f"{case.minutes:g}",
            "--concurrency", str(case.concurrency), "--probe-every", f"{case.probe_every_s:g}", *SOAK_ARGS,
            "-o", str(run_dir)]
     start = time.time()
