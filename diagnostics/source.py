@@ -20,6 +20,7 @@ from logformats import LogInfo, looks_like_log, parse_log
 from logformats.errors import LogFormatError
 from logformats.prometheus import looks_like_scrapes, parse_scrapes
 from rundir import reader, schema
+from rundir.manifest import RunManifest
 from rundir.errors import RunDirError
 
 logger = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ class Source(NamedTuple):
     requests: pd.DataFrame  # rundir.schema.REQUEST_COLUMNS (run directories only)
     probes: pd.DataFrame  # rundir.schema.PROBE_COLUMNS
     snapshots: pd.DataFrame  # rundir.schema.SNAPSHOT_COLUMNS (+ any extra numeric columns)
-    manifest: Optional[reader.Manifest]
+    manifest: Optional[RunManifest]
     log_info: Optional[LogInfo]
 
 

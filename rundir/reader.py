@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -25,14 +25,11 @@ from rundir.manifest import RunManifest
 logger = logging.getLogger(__name__)
 
 
-Manifest = RunManifest  # what read_manifest returns
-
-
 def is_run_dir(path: Path) -> bool:
     return path.is_dir() and (path / schema.MANIFEST).is_file()
 
 
-def read_manifest(run_dir: Path) -> Manifest:
+def read_manifest(run_dir: Path) -> RunManifest:
     path = Path(run_dir) / schema.MANIFEST
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
@@ -114,20 +111,23 @@ def read_rows(run_dir: Path, table: str, columns: Iterable[str]) -> list[dict[st
         except Exception as exc:  # noqa: BLE001 - a foreign file must not stop a resume
             logger.warning("%s: not a readable part (%s); skipped", part, exc)
             continue
-        # a part written before a rename (schema.RENAMED): read the old column, give it the new name
-        new_to_old = {new: old for old, new in schema.RENAMED.get(table, {}).items()
-                      if old in data.column_names and new not in data.column_names}
-        back = {old: new for new, old in new_to_old.items()}
+        renames = _renames(table, data.column_names)  # read an old column, give it its new name
+        new_to_old = {new: old for old, new in renames.items()}
         names = [new_to_old.get(c, c) for c in columns if new_to_old.get(c, c) in data.column_names]
-        out.extend({back.get(k, k): v for k, v in row.items()} for row in data.select(names).to_pylist())
+        out.extend({renames.get(k, k): v for k, v in row.items()} for row in data.select(names).to_pylist())
     return out
 
 
 def _renamed(df: pd.DataFrame, table: str) -> pd.DataFrame:
     """A part written before a column was renamed (schema.RENAMED), under the new names."""
-    renames = {old: new for old, new in schema.RENAMED.get(table, {}).items()
-               if old in df.columns and new not in df.columns}
+    renames = _renames(table, df.columns)
     return df.rename(columns=renames) if renames else df
+
+
+def _renames(table: str, columns: Iterable[str]) -> dict[str, str]:
+    """{old: new} for the renamed columns (schema.RENAMED) a part still has under the old name."""
+    present = set(columns)
+    return {old: new for old, new in schema.RENAMED.get(table, {}).items() if old in present and new not in present}
 
 
 def to_time(col: pd.Series) -> pd.Series:

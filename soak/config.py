@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any, Optional
 
 from soak.errors import SoakError
@@ -102,8 +103,9 @@ class SoakConfig:
         if self.faults and not self.is_builtin:
             _fail("faults", "none for a URL target (faults live in tokdrift's engine)", list(self.faults))
         if self.is_builtin:
-            self.engine_options()  # a bad --engine-arg or fault fails here, before anything starts
+            self.engine_options  # parsed once, here: a bad --engine-arg or fault fails before anything starts
 
+    @cached_property
     def engine_options(self):
         """The built-in engine's options (engine.server.cli.ServeOptions): --engine-arg words and the
         faults, handed to each engine the soak starts as one JSON document."""
@@ -112,8 +114,7 @@ class SoakConfig:
 
         try:
             options = parse_args(self.engine_args)
-            faults = [*options.engine.get("faults", ()), *(f for f in self.faults
-                                                         if f not in options.engine.get("faults", ()))]
+            faults = list(dict.fromkeys([*options.engine.get("faults", ()), *self.faults]))  # in order, once each
             return options.with_(engine={"faults": faults}) if faults else options
         except ServerError as exc:
             raise SoakError(f"--engine-arg / --fault: {exc}") from None
@@ -143,7 +144,7 @@ class SoakConfig:
             known["api_key"] = None
         known["engine_args"] = tuple(known.get("engine_args", ()))
         # Before the faults had their own field they were kept in `extra` (and in engine_args as
-        # --fault words, which engine_options() merges with these).
+        # --fault words, which engine_options merges with these).
         known["faults"] = tuple(known.get("faults") or (known.get("extra") or {}).get("faults") or ())
         return cls(**known)
 

@@ -49,7 +49,7 @@ class ControlEngine:
         events = _as_control_events(on_event)
         if config.is_builtin and config.twin is not False:
             self.kind: Optional[str] = "twin"
-            self.target = BuiltinTarget(http, events, Path(run_dir) / schema.CONTROL_LOG, config.engine_options(),
+            self.target = BuiltinTarget(http, events, Path(run_dir) / schema.CONTROL_LOG, config.engine_options,
                                         config.engine_start_timeout_s, cpus=cpus)
         elif config.control_target is not None:
             self.kind = "url"

@@ -46,7 +46,7 @@ async def describe_engine(target: Target, config: SoakConfig) -> tuple[dict[str,
     engine_config = None
     if target.is_builtin:
         engine.update(name="tokdrift", version=__version__, args=list(config.engine_args),
-                      options=config.engine_options().to_json())
+                      options=config.engine_options.to_json())
         try:
             status = CacheStatus.from_json(await target.get_json("/v1/cache/status"))
             engine_config, engine["max_context"] = status.config or None, status.max_context

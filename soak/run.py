@@ -120,7 +120,7 @@ class Soak:
                              sessions_in_progress=len(at.position.next_turn), elapsed_s=self._elapsed_before)
         else:
             self.store.event("start", run_id=self.manifest.run_id)
-            for fault in cfg.engine_options().engine.get("faults", ()):  # switched on in the engine from its start
+            for fault in cfg.engine_options.engine.get("faults", ()):  # switched on in the engine from its start
                 self.store.event("fault_on", fault=fault)
         affinity = cpu_affinity.plan(cfg.affinity, starts_engines=cfg.is_builtin)
         self.manifest.affinity = affinity.to_json()
@@ -413,7 +413,7 @@ class Soak:
         if s is not None:
             m = s.materializer
             self.manifest.materialized = {"calls": m.num_calls, "dropped": m.num_dropped,
-                                             "trimmed": m.num_trimmed, "over_limit": m.num_over_limit}
+                                          "trimmed": m.num_trimmed, "over_limit": m.num_over_limit}
             if s.watch.num_missed_steps is not None:
                 self.manifest.steps_missed = s.watch.num_missed_steps
         self.store.flush()

@@ -280,7 +280,7 @@ def make_target(config: SoakConfig, http: httpx.AsyncClient, on_event: EventSink
                 cpus: Optional[tuple[int, ...]] = None, last_life: Optional[int] = None) -> Target:
     """The soaked engine's target for a SoakConfig; `last_life`: a resumed run's last engine life."""
     if config.is_builtin:
-        target: Target = BuiltinTarget(http, on_event, Path(run_dir) / ENGINE_LOG, config.engine_options(),
+        target: Target = BuiltinTarget(http, on_event, Path(run_dir) / ENGINE_LOG, config.engine_options,
                                        config.engine_start_timeout_s, cpus=cpus)
     else:
         target = UrlTarget(http, on_event, config.target, config.api_key, config.restart_cmd,

@@ -122,10 +122,6 @@ class FaultSet(NamedTuple):
     def of(cls, names: Sequence[str]) -> "FaultSet":
         return cls(**{name.replace("-", "_"): True for name in names})
 
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(name.replace("_", "-") for name, on in self._asdict().items() if on)
-
 
 def check_faults(faults, moe_backend: str) -> Optional[str]:
     """Why `faults` is not a valid choice (a message naming the field), or None when it is."""

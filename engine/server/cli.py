@@ -96,15 +96,12 @@ def parse_args(args: Sequence[str]) -> ServeOptions:
         ctx = command.make_context("serve", list(args))
     except typer.exceptions.TyperException as exc:  # the parser's usage errors
         raise ServerError(f"engine options {' '.join(args)!r}: {exc.format_message()}") from None
-    given = {k: v for k, v in ctx.params.items() if v is not None and v != [] and v != ()}
-    return _options(given)
+    return _options(ctx.params)
 
 
 def serve(**given: Any) -> None:
     """Serve until interrupted. Parameters are generated (see `_signature`)."""
-    given = {k: v for k, v in given.items() if v is not None and v != [] and v != ()}
-    options = _options(given)
-    run(options)
+    run(_options(given))
 
 
 def run(options: ServeOptions) -> None:
@@ -142,7 +139,9 @@ def serving_threads() -> int:
     return max(1, num_cpus - 1)
 
 
-def _options(given: dict[str, Any]) -> ServeOptions:
+def _options(params: dict[str, Any]) -> ServeOptions:
+    """The options of a parsed command line; an option not given is None (a repeatable one empty)."""
+    given = {k: v for k, v in params.items() if v is not None and v != [] and v != ()}
     base = ServeOptions.read(given.pop("config")) if "config" in given else ServeOptions()
     log_file = given.pop("log_file", None)
     engine_names = {f.name for f in fields(EngineConfig)}
