@@ -16,10 +16,12 @@ import re
 from pathlib import Path
 
 import torch
+from torch import nn
 
 from engine.errors import CheckpointError
 from engine.model.config import ModelConfig
-from engine.model.experts import ExpertProvider, ExpertWeights, ResidentExperts
+from engine.model.experts import ExpertProvider, ExpertWeights, ResidentExperts, input_major
+from engine.model.moe import Router
 from engine.model.qwen3_next import Qwen3NextForCausalLM
 
 logger = logging.getLogger(__name__)
@@ -83,11 +85,20 @@ def load_model(path: str | Path, dtype: str | torch.dtype = "float32", device: s
         more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
         raise CheckpointError(f"{path}: missing tensor {shown}{more}")
     model.load_state_dict(state, strict=True, assign=True)
+    _input_major(model)
     for layer in range(config.num_hidden_layers):
         if config.is_moe_layer(layer):
             _load_experts(config, layer, expert_parts.get(layer, {}), experts, torch_dtype, device, path)
     logger.info("loaded %s: %d tensors from %d file(s), dtype %s", path, len(state), len(files), torch_dtype)
     return model.eval()
+
+
+def _input_major(model: Qwen3NextForCausalLM) -> None:
+    """Every projection's weight stored input-major (`experts.input_major`), the layout the
+    CPU's BLAS multiplies fastest; the modules still see [out, in] matrices."""
+    for module in model.modules():
+        if isinstance(module, (nn.Linear, Router)):
+            module.weight = nn.Parameter(input_major(module.weight.detach()), requires_grad=False)
 
 
 def _tensor_files(path: Path) -> dict[Path, list[str]]:
@@ -134,8 +145,8 @@ def _load_experts(config: ModelConfig, layer: int, parts: dict[str, torch.Tensor
             raise CheckpointError(f"{path}: unexpected tensor '{prefix}.{leftover[0]}' beside the fused experts")
         for e in range(num):
             experts.load(layer, e, ExpertWeights(
-                gate_up=parts["gate_up_proj"][e].to(device=device, dtype=dtype),  # [2I, H]
-                down=parts["down_proj"][e].to(device=device, dtype=dtype)))  # [H, I]
+                gate_up=input_major(parts["gate_up_proj"][e].to(device=device, dtype=dtype)),  # [2I, H]
+                down=input_major(parts["down_proj"][e].to(device=device, dtype=dtype))))  # [H, I]
         return
     shapes = {"gate_proj.weight": (inter, hidden), "up_proj.weight": (inter, hidden), "down_proj.weight": (hidden, inter)}
     for key in parts:
@@ -150,5 +161,6 @@ def _load_experts(config: ModelConfig, layer: int, parts: dict[str, torch.Tensor
                 raise CheckpointError(f"{path}: missing tensor '{prefix}.{name}' {list(shape)}")
             _check_shape(f"{prefix}.{name}", shape, tuple(parts[name].shape), path)
         gate_up = torch.cat((parts[f"{e}.gate_proj.weight"], parts[f"{e}.up_proj.weight"]), dim=0)  # [2I, H]
-        experts.load(layer, e, ExpertWeights(gate_up=gate_up.to(device=device, dtype=dtype),
-                                             down=parts[f"{e}.down_proj.weight"].to(device=device, dtype=dtype)))
+        experts.load(layer, e, ExpertWeights(
+            gate_up=input_major(gate_up.to(device=device, dtype=dtype)),  # [2I, H]
+            down=input_major(parts[f"{e}.down_proj.weight"].to(device=device, dtype=dtype))))  # [H, I]

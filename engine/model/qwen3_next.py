@@ -70,6 +70,16 @@ class Qwen3NextForCausalLM(nn.Module):
         if not config.tie_word_embeddings:
             self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.rotary = RotaryEmbedding(config.head_dim, config.rotary_dim, config.rope_theta)
+        self.fast_decode = None  # engine.model.fast_decode.FastDecode once `use_fast_decode()` says yes
+
+    def use_fast_decode(self) -> str | None:
+        """Take decode steps through `FastDecode` from now on; why not, where it cannot."""
+        from engine.model.fast_decode import FastDecode, unsupported
+
+        reason = unsupported(self)
+        if reason is None and self.fast_decode is None:
+            self.fast_decode = FastDecode(self)
+        return reason
 
     @property
     def lm_head_weight(self) -> torch.Tensor:
@@ -79,6 +89,8 @@ class Qwen3NextForCausalLM(nn.Module):
     def forward(self, batch: ForwardBatch, kv_pool: KVPool, state_pool: StatePool,
                 backend: TorchAttention) -> torch.Tensor:
         """Logits float32: [B, V] for the last new token of each request, or [T, V] if the batch asked for all."""
+        if self.fast_decode is not None and batch.is_decode and batch.logits_indices.shape[0] == batch.num_tokens:
+            return self.fast_decode.forward(batch, kv_pool, state_pool, backend)
         self.experts.begin_step()
         x = self.model.embed_tokens(batch.input_ids)  # [T, H]
         cos, sin = self.rotary.cos_sin(batch.positions, x.dtype)  # [T, R] each

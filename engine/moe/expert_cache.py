@@ -144,11 +144,12 @@ class OffloadExperts(ExpertProvider):
             raise EngineError("OffloadExperts: no expert was loaded before the slots were allocated")
         self.num_slots = min(self._requested_slots, len(self._host))
         gate_up, down = next(iter(self._host.values()))
-        self._gate_up = torch.empty((self.num_slots, *gate_up.shape), dtype=gate_up.dtype,
-                                    device=self.device)  # [S, 2I, H]
-        self._down = torch.empty((self.num_slots, *down.shape), dtype=down.dtype,
-                                 device=self.device)  # [S, H, I]
-        self._views = [ExpertWeights(self._gate_up[s], self._down[s]) for s in range(self.num_slots)]
+        # input-major like the host copies (experts.input_major): a slot is seen as [2I, H] and [H, I]
+        self._gate_up = torch.empty((self.num_slots, *reversed(gate_up.shape)), dtype=gate_up.dtype,
+                                    device=self.device)  # [S, H, 2I]
+        self._down = torch.empty((self.num_slots, *reversed(down.shape)), dtype=down.dtype,
+                                 device=self.device)  # [S, I, H]
+        self._views = [ExpertWeights(self._gate_up[s].t(), self._down[s].t()) for s in range(self.num_slots)]
         self._slot_key = [None] * self.num_slots
         self._slot_step = [-1] * self.num_slots
         self._free = list(range(self.num_slots - 1, -1, -1))  # pop() hands out slot 0 first
@@ -243,5 +244,6 @@ class OffloadExperts(ExpertProvider):
         return slot
 
     def _to_host(self, t: torch.Tensor) -> torch.Tensor:
-        t = t.detach().to("cpu").contiguous()
-        return t.pin_memory() if self.pin_memory else t
+        """An [O, I] weight kept input-major ([I, O] contiguous, seen through .t()), as the slots."""
+        t = t.detach().to("cpu").t().contiguous()
+        return (t.pin_memory() if self.pin_memory else t).t()

@@ -12,6 +12,7 @@ from engine.runtime.faults import FaultSet, check_faults
 # without torch; engine.cache and engine.moe check that their builders agree.
 ATTENTION_BACKENDS = ("auto", "torch", "triton")
 CACHE_TYPES = ("hybrid_radix", "radix", "none")
+DECODE_PATHS = ("fast", "reference")
 MOE_BACKENDS = ("resident", "offload")
 
 
@@ -42,6 +43,8 @@ class EngineConfig:
     moe_backend: str = option("resident", "Where experts live: resident, or offload (a host tier behind "
                                           "--moe-cache-size device slots).")
     moe_cache_size: Optional[int] = option(None, "Device expert slots with --moe-backend offload.")
+    decode_path: str = option("fast", "fast: decode steps through fused weights and batched ops (the log says "
+                                      "why where the model cannot); reference: the layer modules, op by op.")
     mixed_chunk: bool = option(False, "Let decodes ride along prefill steps (SGLang's --enable-mixed-chunk).",
                                flag="--enable-mixed-chunk")
     decode_log_interval: int = option(40, "Decode forwards between 'Decode batch' log lines.")
@@ -75,6 +78,7 @@ class EngineConfig:
         _check_choice("cache_type", self.cache_type, CACHE_TYPES)
         _check_choice("moe_backend", self.moe_backend, MOE_BACKENDS)
         _check_choice("attention_backend", self.attention_backend, ATTENTION_BACKENDS)
+        _check_choice("decode_path", self.decode_path, DECODE_PATHS)
         if self.moe_backend == "offload" and self.moe_cache_size is None:
             raise EngineConfigError("moe_cache_size must be set (expert slots) with moe_backend='offload'")
         if self.mamba_slots < self.max_running_requests:

@@ -64,6 +64,12 @@ class Engine:
         self.experts = self._make_experts()
         self.model = load_model(self.checkpoint, dtype=config.dtype, device=self.device, experts=self.experts)
         mc = self.model_config = self.model.config
+        self.decode_path = config.decode_path
+        if config.decode_path == "fast":
+            why_not = self.model.use_fast_decode()
+            if why_not is not None:
+                self.decode_path = "reference"
+                logger.warning("Fast decode path off: %s; decode steps run through the reference layers", why_not)
         self.tokenizer = load_tokenizer(self.checkpoint, mc.vocab_size, mc.eos_token_ids)
         self.has_linear_layers = bool(mc.linear_attention_layers)
         if config.cache_type == "radix" and self.has_linear_layers:
@@ -376,6 +382,7 @@ class Engine:
 
         logger.info("tokdrift engine %s starting: %s on %s", __version__, self.checkpoint, self.device)
         logger.info("Resolved config: %s", self.config.resolved_line())
+        logger.info("Decode path: %s", self.decode_path)
         if self.config.faults:
             logger.warning("Degradation faults switched on: %s", ", ".join(self.config.faults))
         moe_total, moe_slots, moe_bytes = self.experts.allocate() or (None, None, 0)

@@ -1,4 +1,5 @@
-"""The engine's model gives transformers' Qwen3NextForCausalLM logits, however the work is split."""
+"""The engine's model gives transformers' Qwen3NextForCausalLM logits, however the work is split,
+through the reference layers and through the fast decode path (engine.model.fast_decode)."""
 
 from __future__ import annotations
 
@@ -14,19 +15,23 @@ from tests.engine._reference import CONFIGS, make_pools, write_reference
 ATOL = 1e-4
 
 
-@pytest.fixture(scope="module", params=sorted(CONFIGS))
+@pytest.fixture(scope="module", params=[(name, path) for name in sorted(CONFIGS) for path in ("reference", "fast")],
+                ids=lambda p: "-".join(p))
 def pair(request, tmp_path_factory):
-    """(transformers model, our model, checkpoint dir, token ids) for one config."""
-    path = tmp_path_factory.mktemp(request.param)
-    reference = write_reference(request.param, path)
+    """(transformers model, our model, checkpoint dir, token ids, decode path) for one config."""
+    name, decode_path = request.param
+    path = tmp_path_factory.mktemp(name)
+    reference = write_reference(name, path)
     ours = load_model(path)
-    ids = torch.randint(0, CONFIGS[request.param]["vocab_size"], (150,), generator=torch.Generator().manual_seed(1))
-    return reference, ours, path, ids.tolist()
+    if decode_path == "fast":
+        assert ours.use_fast_decode() is None
+    ids = torch.randint(0, CONFIGS[name]["vocab_size"], (150,), generator=torch.Generator().manual_seed(1))
+    return reference, ours, path, ids.tolist(), decode_path
 
 
 @pytest.fixture(scope="module")
 def reference_logits(pair):
-    reference, _, _, ids = pair
+    reference, _, _, ids, _ = pair
     with torch.no_grad():
         return reference(torch.tensor([ids])).logits[0]  # [150, V]
 
@@ -36,14 +41,14 @@ def _run(model, pools, slices, all_logits=True):
 
 
 def test_full_prefill_matches(pair, reference_logits):
-    _, ours, _, ids = pair
+    _, ours, _, ids, _ = pair
     logits = _run(ours, make_pools(ours.config), [RequestSlice(ids, 0, range(len(ids)), 0)])
     assert logits.shape == reference_logits.shape
     torch.testing.assert_close(logits, reference_logits, atol=ATOL, rtol=0)
 
 
 def test_chunked_prefill_carries_kv_and_state(pair, reference_logits):
-    _, ours, _, ids = pair
+    _, ours, _, ids, _ = pair
     pools = make_pools(ours.config)
     # uneven chunks: one token, one past the 64-token delta-rule chunk, scattered KV slots
     bounds = [0, 37, 38, 110, 150]
@@ -53,7 +58,7 @@ def test_chunked_prefill_carries_kv_and_state(pair, reference_logits):
 
 
 def test_token_by_token_decode_after_prefill(pair, reference_logits):
-    _, ours, _, ids = pair
+    _, ours, _, ids, _ = pair
     pools = make_pools(ours.config)
     out = [_run(ours, pools, [RequestSlice(ids[:90], 0, range(90), 1)], all_logits=False)]
     for t in range(90, 120):
@@ -63,7 +68,7 @@ def test_token_by_token_decode_after_prefill(pair, reference_logits):
 
 def test_batched_requests_match_one_at_a_time(pair):
     """Three requests of different lengths share each forward (extend, then batched decode)."""
-    reference, ours, _, ids = pair
+    reference, ours, _, ids, _ = pair
     prompts = [ids[:20], ids[30:95], ids[100:101]]
     total = [p + ids[140:146] for p in prompts]  # each continues with the same 6 tokens
     pools = make_pools(ours.config)
@@ -83,9 +88,10 @@ def test_batched_requests_match_one_at_a_time(pair):
 
 
 def test_greedy_generation_gives_the_same_tokens(pair):
-    reference, _, path, ids = pair
+    reference, _, path, ids, decode_path = pair
     prompt = ids[:20]
-    llm = LLM(str(path), attention_backend="torch", max_model_len=64)
+    llm = LLM(str(path), attention_backend="torch", max_model_len=64, decode_path=decode_path)
+    assert llm.engine.decode_path == decode_path
     out = llm.generate([prompt], SamplingParams(max_tokens=12, temperature=0, ignore_eos=True))[0]
     with torch.no_grad():
         want = reference.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False,
@@ -97,7 +103,7 @@ def test_greedy_generation_gives_the_same_tokens(pair):
 
 def test_state_slot_snapshot_forks_a_shared_prefix(pair):
     """What the radix cache does: keep a prefix's KV slots, copy its state slot, continue two ways."""
-    reference, ours, _, ids = pair
+    reference, ours, _, ids, _ = pair
     prefix, left, right = ids[:50], ids[50:60], ids[60:75]
     kv, states = make_pools(ours.config)
     _run(ours, (kv, states), [RequestSlice(prefix, 0, range(50), 0)], all_logits=False)
@@ -112,7 +118,7 @@ def test_state_slot_snapshot_forks_a_shared_prefix(pair):
 
 
 def test_state_pool_reset_and_copy_touch_only_their_slot(pair):
-    _, ours, _, ids = pair
+    _, ours, _, ids, _ = pair
     kv, states = make_pools(ours.config)
     _run(ours, (kv, states), [RequestSlice(ids[:10], 0, range(10), 1)])
     assert all(rec[1].abs().sum() > 0 for rec in states.recurrent)
@@ -122,3 +128,16 @@ def test_state_pool_reset_and_copy_touch_only_their_slot(pair):
     states.reset(1)
     assert all(rec[1].abs().sum() == 0 and conv[1].abs().sum() == 0 for rec, conv in zip(states.recurrent, states.conv))
     assert all(rec[2].abs().sum() > 0 for rec in states.recurrent)
+
+
+def test_one_token_prompts_start_from_a_zero_state(pair):
+    """A batch of one-token prompts is decode-shaped: the state slots they get must read as zeros,
+    whatever an earlier request left in them."""
+    reference, ours, _, ids, _ = pair
+    kv, states = make_pools(ours.config)
+    _run(ours, (kv, states), [RequestSlice(ids[:30], 0, range(30), 1), RequestSlice(ids[30:50], 0, range(30, 50), 2)])
+    got = _run(ours, (kv, states), [RequestSlice(ids[60:61], 0, [100], 1), RequestSlice(ids[70:71], 0, [101], 2)],
+               all_logits=False)
+    with torch.no_grad():
+        want = torch.cat([reference(torch.tensor([[t]])).logits[0] for t in (ids[60], ids[70])])  # [2, V]
+    torch.testing.assert_close(got, want, atol=ATOL, rtol=0)

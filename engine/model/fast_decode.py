@@ -1,0 +1,347 @@
+"""The fast decode step: the reference layers' arithmetic in fewer, larger ops.
+
+At decode every request brings one token, and on a CPU a step costs less in its matrix
+products (a matrix-vector product per weight) than in dispatching the ~1,200 small ops
+around them, 4–6 µs each. `FastDecode` runs the same model with:
+
+- fused projections, one matrix product each: Gated DeltaNet's `in_proj_qkvz` + `in_proj_ba`;
+  attention's q, k, v; the router, the shared expert's gate and its gate/up rows together;
+  a dense MLP's gate and up. The modules' parameters become views into the fused weights,
+  so the reference path (prefill, and `decode_path='reference'`) reads the same memory;
+- the residual add folded into the output projection (`addmm`);
+- per step, once: the rotary table and the attention's gather plan (slot ids, padding mask);
+- the linear-attention update as batched matrix products, in place on the gathered state;
+  q and k l2-normalised by one `rms_norm` over both (l2norm(x) = rms_norm(x, eps / D) / sqrt(D));
+- plain functions over tensors: no module calls in the step.
+
+The reference layers (`qwen3_next.py`, proven against transformers) stay the specification:
+tests run both paths and compare logits and greedy tokens. Prefill always takes the
+reference layers.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from engine.model.attention_backend import TorchAttention
+from engine.model.forward_batch import ForwardBatch
+from engine.model.mlp import MLP
+from engine.model.moe import SparseMoE
+
+def unsupported(model) -> Optional[str]:
+    """Why `model` cannot take the fast decode step, or None where it can."""
+    if model.model.embed_tokens.weight.device.type == "meta":
+        return "the model's weights are not loaded"
+    return None
+
+
+class _Linear(NamedTuple):
+    """A projection for `torch.mm(x, weight_t)` / `torch.addmm(bias, x, weight_t)`."""
+
+    weight_t: torch.Tensor  # [I, O] contiguous (input-major, experts.input_major)
+    bias: Optional[torch.Tensor]  # [O] or None
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.mm(x, self.weight_t) if self.bias is None else torch.addmm(self.bias, x, self.weight_t)
+
+
+def _fuse(*linears: nn.Module) -> _Linear:
+    """One input-major weight (and bias) for several projections of the same input (modules
+    with a `weight` [O, I] and maybe a `bias`); their parameters become views of it, so every
+    path keeps reading the same memory."""
+    weight_t = torch.cat([m.weight.detach().t() for m in linears], dim=1).contiguous()  # [I, sum O]
+    biases = [getattr(m, "bias", None) for m in linears]
+    bias = None
+    if any(b is not None for b in biases):  # a missing bias is zeros
+        bias = torch.cat([b.detach() if b is not None else weight_t.new_zeros(m.weight.shape[0])
+                          for m, b in zip(linears, biases)])  # [sum O]
+    start = 0
+    for m, b in zip(linears, biases):
+        rows = m.weight.shape[0]
+        m.weight = nn.Parameter(weight_t[:, start:start + rows].t(), requires_grad=False)
+        if b is not None:
+            m.bias = nn.Parameter(bias[start:start + rows], requires_grad=False)
+        start += rows
+    return _Linear(weight_t, bias)
+
+
+def _linear(module: nn.Linear) -> _Linear:
+    """A projection left alone, for `_Linear`'s calls (its weight is input-major since loading)."""
+    return _Linear(module.weight.detach().t(), None if module.bias is None else module.bias.detach())
+
+
+def _norm_weight(norm: nn.Module) -> torch.Tensor:
+    """The scale of a zero-centred RMSNorm (1 + weight), float32."""
+    return 1.0 + norm.weight.detach().float()  # [D]
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """The reference `RMSNorm` (float32 inside, cast back), one op in float32."""
+    if x.dtype == torch.float32:
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
+    return F.rms_norm(x.float(), (x.shape[-1],), weight, eps).type_as(x)
+
+
+class _Step(NamedTuple):
+    """What every layer of one decode step shares, computed once."""
+
+    batch: ForwardBatch
+    cos: torch.Tensor  # [B, 1, R]
+    sin_signed: torch.Tensor  # [B, 1, R]: -sin on the first half, +sin on the second (rotate_half's signs)
+    kv_slots: torch.Tensor  # [B, L] (or [L] at batch 1): each request's context slots, padded
+    kv_mask: Optional[torch.Tensor]  # [B, 1, 1, L] valid keys; None at batch 1
+    fresh: list[int]  # requests with no prefix: their linear-attention state starts at zero
+
+
+class FastDecode:
+    def __init__(self, model) -> None:
+        self.model = model
+        self.config = mc = model.config
+        self.eps = mc.rms_norm_eps
+        self.experts = model.experts
+        self.layers = []
+        for layer in model.model.layers:
+            mixer = _GdnLayer(layer.linear_attn, mc) if not layer.is_full_attention else _AttentionLayer(layer.self_attn)
+            ffn = _MoeLayer(layer.mlp, model.experts) if isinstance(layer.mlp, SparseMoE) else _MlpLayer(layer.mlp)
+            self.layers.append((_norm_weight(layer.input_layernorm), mixer,
+                                _norm_weight(layer.post_attention_layernorm), ffn))
+        self.final_norm = _norm_weight(model.model.norm)
+
+    @torch.inference_mode()
+    def forward(self, batch: ForwardBatch, kv_pool, state_pool, backend) -> torch.Tensor:
+        """Logits float32 [B, V] of a decode batch (every request extends by one token)."""
+        model, eps = self.model, self.eps
+        self.experts.begin_step()
+        x = model.model.embed_tokens(batch.input_ids)  # [B, H]
+        step = self._step(batch, x.dtype, backend)
+        for in_norm, mixer, post_norm, ffn in self.layers:
+            x = mixer(x, _rms_norm(x, in_norm, eps), step, kv_pool, state_pool, backend)  # [B, H], residual added
+            x = ffn(x, _rms_norm(x, post_norm, eps))  # [B, H], residual added
+        x = _rms_norm(x, self.final_norm, eps)  # [B, H]
+        return F.linear(x, model.lm_head_weight).float()  # [B, V]
+
+    def _step(self, batch: ForwardBatch, dtype: torch.dtype, backend) -> _Step:
+        cos, sin = self.model.rotary.cos_sin(batch.positions, dtype)  # [B, R] each
+        half = cos.shape[-1] // 2
+        sin_signed = torch.cat((-sin[:, :half], sin[:, half:]), dim=-1)  # [B, R]
+        fresh = [b for b, p in enumerate(batch.prefix_lens) if p == 0]
+        kv_slots, kv_mask = batch.kv_slots, None  # [L] at batch 1
+        if batch.num_requests > 1 and type(backend) is TorchAttention:
+            # each context padded to the longest one, masked:
+            #   idx[b, j] = kv_indptr[b] + j (clamped to the request's last slot), valid while j < len[b]
+            lens = batch.kv_indptr[1:] - batch.kv_indptr[:-1]  # [B]
+            j = torch.arange(int(lens.max()), device=lens.device)  # [L]
+            idx = torch.minimum(batch.kv_indptr[:-1, None] + j[None, :], batch.kv_indptr[1:, None] - 1)  # [B, L]
+            kv_slots = batch.kv_slots[idx]  # [B, L]
+            kv_mask = (j[None, :] < lens[:, None])[:, None, None, :]  # [B, 1, 1, L]
+        return _Step(batch, cos[:, None, :], sin_signed[:, None, :], kv_slots, kv_mask, fresh)
+
+
+class _GdnLayer:
+    """Gated DeltaNet at decode (`GatedDeltaNet._decode` and the projections around it)."""
+
+    def __init__(self, module, mc) -> None:
+        self.layer = module.layer
+        self.proj = _fuse(module.in_proj_qkvz, module.in_proj_ba)
+        hk, hv, dk, dv = module.num_k_heads, module.num_v_heads, module.head_k_dim, module.head_v_dim
+        self.hk, self.hv, self.dk, self.dv, self.r = hk, hv, dk, dv, hv // hk
+        self.conv_dim, self.value_dim = module.conv_dim, module.value_dim
+        # The fused projection's columns, per key head [q | k | v | z] then per key head [b | a],
+        # put in the order the step reads them: q (all heads) k v | z | b | a.
+        group, r = 2 * dk + 2 * self.r * dv, self.r
+        qkvz = hk * group
+        cols = {name: [] for name in "qkvzba"}
+        for h in range(hk):
+            base = h * group
+            cols["q"] += range(base, base + dk)
+            cols["k"] += range(base + dk, base + 2 * dk)
+            cols["v"] += range(base + 2 * dk, base + 2 * dk + r * dv)
+            cols["z"] += range(base + 2 * dk + r * dv, base + group)
+            cols["b"] += range(qkvz + h * 2 * r, qkvz + h * 2 * r + r)
+            cols["a"] += range(qkvz + h * 2 * r + r, qkvz + (h + 1) * 2 * r)
+        self.order = torch.tensor([c for name in "qkvzba" for c in cols[name]], device=self.proj.weight_t.device)
+        self.conv_weight = module.conv1d.weight.detach()[:, 0, :]  # [C, K]
+        self.neg_a = -module.A_log.detach().float().exp()  # [Hv]
+        self.dt_bias = module.dt_bias.detach()  # [Hv]
+        # l2norm(x) = rms_norm(x, eps / D) / sqrt(D); q is further scaled by D^-0.5 as the reference does
+        self.qk_eps = 1e-6 / dk
+        self.qk_scale = torch.full((dk,), dk ** -0.5, device=self.proj.weight_t.device)  # [Dk]
+        self.q_scale = dk ** -0.5
+        self.norm_weight = module.norm.weight.detach()  # [Dv]
+        self.norm_eps = module.norm.eps
+        self.out_proj_t = module.out_proj.weight.detach().t()  # [Hv*Dv, H] contiguous
+
+    def __call__(self, x, h, step: _Step, kv_pool, state_pool, backend) -> torch.Tensor:
+        n, hk, hv, dk, dv, r = x.shape[0], self.hk, self.hv, self.dk, self.dv, self.r
+        p = self.proj(h).index_select(1, self.order)  # [B, C + Hv*Dv + 2Hv]: q k v | z | b | a
+        c, vd = self.conv_dim, self.value_dim
+        mixed, z = p[:, :c], p[:, c:c + vd]  # [B, C], [B, Hv*Dv]
+        beta = p[:, c + vd:c + vd + hv].sigmoid().float()  # [B, Hv]
+        g = self.neg_a * F.softplus(p[:, c + vd + hv:].float() + self.dt_bias)  # [B, Hv] log decay
+        conv_buf, rec_buf = state_pool.buffers(self.layer)  # [S, C, K-1], [S, Hv, Dk, Dv]
+        slots = step.batch.state_slots  # [B]
+        conv_state = conv_buf.index_select(0, slots)  # [B, C, K-1]
+        state = rec_buf.index_select(0, slots)  # [B, Hv, Dk, Dv] float32, a copy
+        if step.fresh:  # a request with no prefix starts from zeros, whatever its slot held
+            conv_state[step.fresh] = 0
+            state[step.fresh] = 0
+        window = torch.cat((conv_state.to(self.conv_weight.dtype), mixed[..., None].to(self.conv_weight.dtype)),
+                           dim=-1)  # [B, C, K]
+        y = F.silu((window * self.conv_weight).sum(dim=-1)).to(x.dtype)  # [B, C]
+        conv_buf.index_copy_(0, slots, window[..., 1:].to(conv_buf.dtype))
+        qk = F.rms_norm(y[:, :2 * hk * dk].float().view(n, 2 * hk, dk), (dk,), self.qk_scale,
+                        self.qk_eps)  # [B, 2Hk, Dk]: l2-normalised q heads, then k heads
+        q = qk[:, :hk] * self.q_scale  # [B, Hk, Dk]
+        k = qk[:, hk:]  # [B, Hk, Dk]
+        v = y[:, 2 * hk * dk:].float().view(n, hk, r, dv)  # [B, Hk, r, Dv]
+        # The delta rule, with the r value heads of each key head (GQA) as a batch dimension:
+        #   S' = d S + k delta^T,  delta = beta (v - d S^T k),  o = S'^T q = d S^T q + (q . k) delta
+        # so S is read once (q and k against the old state, one batched product), then updated
+        # in place: S *= d, S += k delta^T.
+        s = state.view(n, hk, r, dk, dv)  # [B, Hk, r, Dk, Dv]
+        qk_s = torch.stack((q, k), dim=2)[:, :, None] @ s  # [B, Hk, r, 2, Dv]: S^T q, S^T k
+        decay = g.exp().view(n, hk, r, 1)  # [B, Hk, r, 1]
+        delta = (v - decay * qk_s[..., 1, :]) * beta.view(n, hk, r, 1)  # [B, Hk, r, Dv]
+        qk_dot = (q * k).sum(dim=-1)[:, :, None, None]  # [B, Hk, 1, 1]
+        out = torch.addcmul(decay * qk_s[..., 0, :], qk_dot, delta).view(n, hv, dv)  # [B, Hv, Dv]
+        s.mul_(decay[..., None])
+        k_col = k[:, :, None, :, None].expand(n, hk, r, dk, 1).reshape(n * hv, dk, 1)  # [B*Hv, Dk, 1]
+        state.view(n * hv, dk, dv).baddbmm_(k_col, delta.reshape(n * hv, 1, dv))  # S += k delta^T
+        rec_buf.index_copy_(0, slots, state)
+        out = F.rms_norm(out, (dv,), None, self.norm_eps).to(x.dtype) * self.norm_weight  # [B, Hv, Dv]
+        out = (out * F.silu(z.float().view(n, hv, dv))).to(x.dtype)  # [B, Hv, Dv]
+        return torch.addmm(x, out.view(n, vd), self.out_proj_t)  # [B, H]: x + out_proj(out)
+
+
+class _AttentionLayer:
+    """Gated attention at decode (`GatedAttention` with the torch or Triton backend)."""
+
+    def __init__(self, module) -> None:
+        self.layer = module.layer
+        self.hq, self.hkv, self.d = module.num_heads, module.num_kv_heads, module.head_dim
+        self.scale = module.scale
+        self.proj = _fuse(module.q_proj, module.k_proj, module.v_proj)
+        # q heads then k heads normalised in one op: each head's own scale
+        self.qk_norm = torch.cat((_norm_weight(module.q_norm).expand(self.hq, -1),
+                                  _norm_weight(module.k_norm).expand(self.hkv, -1)))  # [Hq + Hkv, D]
+        self.eps = module.q_norm.eps
+        self.o_proj = _linear(module.o_proj)
+
+    def __call__(self, x, h, step: _Step, kv_pool, state_pool, backend) -> torch.Tensor:
+        n, hq, hkv, d = x.shape[0], self.hq, self.hkv, self.d
+        p = self.proj(h)  # [B, Hq*2D + 2*Hkv*D]
+        q_gate = p[:, :hq * 2 * d].view(n, hq, 2 * d)  # [B, Hq, 2D]: per head [query | gate]
+        k = p[:, hq * 2 * d:hq * 2 * d + hkv * d].view(n, hkv, d)  # [B, Hkv, D]
+        v = p[:, hq * 2 * d + hkv * d:].view(n, hkv, d)  # [B, Hkv, D]
+        qk = torch.cat((q_gate[..., :d], k), dim=1)  # [B, Hq + Hkv, D]
+        if qk.dtype == torch.float32:
+            qk = F.rms_norm(qk, (d,), None, self.eps) * self.qk_norm  # [B, Hq + Hkv, D]
+        else:
+            qk = (F.rms_norm(qk.float(), (d,), None, self.eps) * self.qk_norm).type_as(qk)
+        rot = step.cos.shape[-1]
+        x_rot = qk[..., :rot]  # [B, Hq + Hkv, R]
+        # x cos + rotate_half(x) sin, rotate_half(x) = [-x2, x1] = roll(x) with the signs on sin
+        qk[..., :rot] = torch.addcmul(x_rot * step.cos, x_rot.roll(rot // 2, dims=-1), step.sin_signed)
+        q, k = qk[:, :hq], qk[:, hq:]  # [B, Hq, D], [B, Hkv, D]
+        kv_pool.write(self.layer, step.batch.new_kv_slots, k, v)
+        k_buf, v_buf = kv_pool.buffers(self.layer)  # [S, Hkv, D] each
+        if type(backend) is TorchAttention:
+            out = self._attend(q, k_buf, v_buf, step, backend)  # [B, Hq, D]
+        else:
+            out = backend.decode(q, k_buf, v_buf, step.batch, self.scale)  # [B, Hq, D]
+        out = out.reshape(n, hq * d) * torch.sigmoid(q_gate[..., d:].reshape(n, hq * d))  # [B, Hq*D]
+        if self.o_proj.bias is not None:
+            return x + self.o_proj(out)
+        return torch.addmm(x, out, self.o_proj.weight_t)  # [B, H]: x + o_proj(out)
+
+    def _attend(self, q, k_buf, v_buf, step: _Step, backend: TorchAttention) -> torch.Tensor:
+        n, length = q.shape[0], step.kv_slots.shape[-1]
+        kb, vb = backend.gather_rows(k_buf, v_buf, step.kv_slots.view(-1))  # [B*L, Hkv, D] each
+        kb = kb.view(n, length, self.hkv, self.d).transpose(1, 2)  # [B, Hkv, L, D]
+        vb = vb.view(n, length, self.hkv, self.d).transpose(1, 2)  # [B, Hkv, L, D]
+        out = F.scaled_dot_product_attention(q[:, :, None, :], kb, vb, attn_mask=step.kv_mask, scale=self.scale,
+                                             enable_gqa=True)  # [B, Hq, 1, D]
+        return out[:, :, 0, :]
+
+
+class _MoeLayer:
+    """Sparse MoE at decode: router and shared expert in one product, routed experts from the provider."""
+
+    def __init__(self, module: SparseMoE, experts) -> None:
+        self.layer = module.layer
+        self.experts = experts
+        self.num_experts, self.top_k = module.gate.weight.shape[0], module.gate.top_k
+        self.norm_topk_prob = module.gate.norm_topk_prob
+        self.has_shared = module.has_shared
+        if self.has_shared:
+            shared = module.shared_expert
+            self.shared_inter = shared.gate_proj.weight.shape[0]
+            self.proj = _fuse(module.gate, module.shared_expert_gate, shared.gate_proj, shared.up_proj)
+            self.shared_down_t = shared.down_proj.weight.detach().t()  # [Is, H] contiguous
+        else:
+            self.proj = _Linear(module.gate.weight.detach().t(), None)
+
+    def __call__(self, x, h) -> torch.Tensor:
+        n, e = x.shape[0], self.num_experts
+        p = self.proj(h)  # [B, E (+ 1 + 2Is)]: router logits | shared gate | shared gate, up
+        probs = torch.softmax(p[:, :e], dim=-1, dtype=torch.float32)  # [B, E]
+        top_w, top_ids = torch.topk(probs, self.top_k, dim=-1)  # [B, k], [B, k]
+        if self.norm_topk_prob:
+            top_w = top_w / top_w.sum(dim=-1, keepdim=True)  # [B, k]
+        top_w = top_w.to(x.dtype)
+        out = self._one_token(h, top_w, top_ids) if n == 1 else self._many_tokens(h, top_w, top_ids)  # [B, H]
+        if self.has_shared:
+            si = self.shared_inter
+            act = F.silu(p[:, e + 1:e + 1 + si]) * p[:, e + 1 + si:]  # [B, Is]
+            out.addcmul_(torch.sigmoid(p[:, e:e + 1]), torch.mm(act, self.shared_down_t))  # routed + gate * shared
+        return x + out  # [B, H]
+
+    def _expert(self, expert: int, h: torch.Tensor) -> torch.Tensor:
+        w = self.experts.get(self.layer, expert)  # valid until the next get that misses: used at once
+        gate_up = F.linear(h, w.gate_up)  # [n, 2I]; an input-major weight: mm(h, gate_up.t())
+        inter = gate_up.shape[-1] // 2
+        return F.linear(F.silu(gate_up[:, :inter]) * gate_up[:, inter:], w.down)  # [n, H]
+
+    def _one_token(self, h, top_w, top_ids) -> torch.Tensor:
+        """Experts added in ascending id, as the reference does."""
+        picks = sorted(zip(top_ids[0].tolist(), range(top_ids.shape[1])))
+        weights = top_w.t()[..., None]  # [k, 1, 1]
+        out = None
+        for expert, k in picks:
+            y = self._expert(expert, h)  # [1, H]
+            out = y * weights[k] if out is None else out.addcmul_(y, weights[k])
+        return out
+
+    def _many_tokens(self, h, top_w, top_ids) -> torch.Tensor:
+        """(token, pick) pairs grouped by expert with one stable sort (`SparseMoE._many_tokens`)."""
+        num_picks = top_ids.shape[1]
+        flat_ids = top_ids.reshape(-1)  # [B*k]
+        order = torch.argsort(flat_ids, stable=True)  # [B*k]
+        experts, counts = torch.unique_consecutive(flat_ids[order], return_counts=True)  # [E'], [E']
+        token_idx = order // num_picks  # [B*k]
+        hs = h[token_idx]  # [B*k, H]
+        parts, start = [], 0
+        for expert, n in zip(experts.tolist(), counts.tolist()):
+            parts.append(self._expert(expert, hs[start:start + n]))  # [n, H]
+            start += n
+        y = torch.cat(parts) * top_w.reshape(-1)[order, None]  # [B*k, H]
+        return torch.zeros_like(h).index_add_(0, token_idx, y)  # [B, H]
+
+
+class _MlpLayer:
+    """The dense SwiGLU MLP, gate and up in one product."""
+
+    def __init__(self, module: MLP) -> None:
+        self.proj = _fuse(module.gate_proj, module.up_proj)
+        self.inter = module.gate_proj.weight.shape[0]
+        self.down_t = module.down_proj.weight.detach().t()  # [I, H] contiguous
+
+    def __call__(self, x, h) -> torch.Tensor:
+        gate_up = self.proj(h)  # [B, 2I]
+        act = F.silu(gate_up[:, :self.inter]) * gate_up[:, self.inter:]  # [B, I]
+        return torch.addmm(x, act, self.down_t)  # [B, H]: x + down(act)
+
