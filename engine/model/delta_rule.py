@@ -71,23 +71,27 @@ def chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, 
     k_beta = k * beta[..., None]  # [Hv, Lp, Dk]
     q, k, k_beta, v_beta = (x.reshape(num_heads, num_chunks, chunk_size, -1) for x in (q, k, k_beta, v_beta))
     g = g.reshape(num_heads, num_chunks, chunk_size).cumsum(dim=-1)  # [Hv, N, C] decay from chunk start
-    upper = torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=q.device).triu(1)  # [C, C]
-    # decay[i, j] = exp(g_i - g_j) for j <= i, 0 above the diagonal
-    decay = (g[..., :, None] - g[..., None, :]).masked_fill(upper, float("-inf")).exp()  # [Hv, N, C, C]
+    # decay[i, j] = exp(g_i - g_j) for j <= i, 0 above the diagonal (-inf added there: cheaper than masked_fill)
+    above = torch.full((chunk_size, chunk_size), float("-inf"), device=q.device).triu(1)  # [C, C]
+    decay = (g[..., :, None] - g[..., None, :] + above).exp()  # [Hv, N, C, C]
     ut = (k_beta @ k.transpose(-1, -2)) * decay  # [Hv, N, C, C]; its strict lower part is the UT system
     intra = (q @ k.transpose(-1, -2)) * decay  # [Hv, N, C, C]
-    # Solve (I + strict_lower(ut)) X = RHS: the values to write (u) and decayed keys reading the old state (w).
-    u = torch.linalg.solve_triangular(ut, v_beta, upper=False, unitriangular=True)  # [Hv, N, C, Dv]
-    w = torch.linalg.solve_triangular(ut, k_beta * g.exp()[..., None], upper=False, unitriangular=True)  # [Hv, N, C, Dk]
+    # Solve (I + strict_lower(ut)) X = RHS for both right-hand sides in one call: the values to
+    # write (u) and decayed keys reading the old state (w).
+    rhs = torch.cat((v_beta, k_beta * g.exp()[..., None]), dim=-1)  # [Hv, N, C, Dv + Dk]
+    u, w = torch.linalg.solve_triangular(ut, rhs, upper=False, unitriangular=True).split(
+        [value_dim, q.shape[-1]], dim=-1)  # [Hv, N, C, Dv], [Hv, N, C, Dk]
     q = q * g.exp()[..., None]  # [Hv, N, C, Dk]
-    k = k * (g[..., -1:] - g).exp()[..., None]  # [Hv, N, C, Dk] decayed to the chunk end
+    k_t = (k * (g[..., -1:] - g).exp()[..., None]).transpose(-1, -2)  # [Hv, N, Dk, C] decayed to the chunk end
     chunk_decay = g[..., -1].exp()[..., None, None]  # [Hv, N, 1, 1]
+    wq = torch.cat((w, q), dim=-2)  # [Hv, N, 2C, Dk]: the old state is read by both in one product
     s = torch.zeros(num_heads, q.shape[-1], value_dim, device=q.device) if state is None else state.float()  # [Hv, Dk, Dv]
     out = torch.empty_like(u)  # [Hv, N, C, Dv]
     for i in range(num_chunks):
-        v_new = u[:, i] - w[:, i] @ s  # [Hv, C, Dv]
-        out[:, i] = q[:, i] @ s + intra[:, i] @ v_new  # [Hv, C, Dv]
-        s = s * chunk_decay[:, i] + k[:, i].transpose(-1, -2) @ v_new  # [Hv, Dk, Dv]
+        ws, qs = (wq[:, i] @ s).split(chunk_size, dim=-2)  # [Hv, C, Dv] each
+        v_new = u[:, i] - ws  # [Hv, C, Dv]
+        torch.baddbmm(qs, intra[:, i], v_new, out=out[:, i])  # [Hv, C, Dv]
+        s = torch.baddbmm(s * chunk_decay[:, i], k_t[:, i], v_new)  # [Hv, Dk, Dv]
     out = out.reshape(num_heads, -1, value_dim)[:, :length]  # [Hv, L, Dv]
     return out.transpose(0, 1).to(dtype), s
 

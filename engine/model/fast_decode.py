@@ -95,6 +95,7 @@ class _Step(NamedTuple):
     kv_slots: torch.Tensor  # [B, L] (or [L] at batch 1): each request's context slots, padded
     kv_mask: Optional[torch.Tensor]  # [B, 1, 1, L] valid keys; None at batch 1
     fresh: list[int]  # requests with no prefix: their linear-attention state starts at zero
+    state_slots: list[int]  # each request's linear-attention state slot
 
 
 class FastDecode:
@@ -106,7 +107,7 @@ class FastDecode:
         self.layers = []
         for layer in model.model.layers:
             mixer = _GdnLayer(layer.linear_attn, mc) if not layer.is_full_attention else _AttentionLayer(layer.self_attn)
-            ffn = _MoeLayer(layer.mlp, model.experts) if isinstance(layer.mlp, SparseMoE) else _MlpLayer(layer.mlp)
+            ffn = _MoeLayer(layer.mlp, model.experts, mc.moe_intermediate_size) if isinstance(layer.mlp, SparseMoE) else _MlpLayer(layer.mlp)
             self.layers.append((_norm_weight(layer.input_layernorm), mixer,
                                 _norm_weight(layer.post_attention_layernorm), ffn))
         self.final_norm = _norm_weight(model.model.norm)
@@ -138,7 +139,8 @@ class FastDecode:
             idx = torch.minimum(batch.kv_indptr[:-1, None] + j[None, :], batch.kv_indptr[1:, None] - 1)  # [B, L]
             kv_slots = batch.kv_slots[idx]  # [B, L]
             kv_mask = (j[None, :] < lens[:, None])[:, None, None, :]  # [B, 1, 1, L]
-        return _Step(batch, cos[:, None, :], sin_signed[:, None, :], kv_slots, kv_mask, fresh)
+        return _Step(batch, cos[:, None, :], sin_signed[:, None, :], kv_slots, kv_mask, fresh,
+                     batch.state_slots.tolist())
 
 
 class _GdnLayer:
@@ -192,7 +194,6 @@ class _GdnLayer:
         window = torch.cat((conv_state.to(self.conv_weight.dtype), mixed[..., None].to(self.conv_weight.dtype)),
                            dim=-1)  # [B, C, K]
         y = F.silu((window * self.conv_weight).sum(dim=-1)).to(x.dtype)  # [B, C]
-        conv_buf.index_copy_(0, slots, window[..., 1:].to(conv_buf.dtype))
         qk = F.rms_norm(y[:, :2 * hk * dk].float().view(n, 2 * hk, dk), (dk,), self.qk_scale,
                         self.qk_eps)  # [B, 2Hk, Dk]: l2-normalised q heads, then k heads
         q = qk[:, :hk] * self.q_scale  # [B, Hk, Dk]
@@ -211,7 +212,10 @@ class _GdnLayer:
         s.mul_(decay[..., None])
         k_col = k[:, :, None, :, None].expand(n, hk, r, dk, 1).reshape(n * hv, dk, 1)  # [B*Hv, Dk, 1]
         state.view(n * hv, dk, dv).baddbmm_(k_col, delta.reshape(n * hv, 1, dv))  # S += k delta^T
-        rec_buf.index_copy_(0, slots, state)
+        # back into the slots one request at a time: plain copies, 2x faster than index_copy_ on a CPU
+        for i, slot in enumerate(step.state_slots):
+            conv_buf[slot].copy_(window[i, :, 1:])
+            rec_buf[slot].copy_(state[i])
         out = F.rms_norm(out, (dv,), None, self.norm_eps).to(x.dtype) * self.norm_weight  # [B, Hv, Dv]
         out = (out * F.silu(z.float().view(n, hv, dv))).to(x.dtype)  # [B, Hv, Dv]
         return torch.addmm(x, out.view(n, vd), self.out_proj_t)  # [B, H]: x + out_proj(out)
@@ -271,11 +275,13 @@ class _AttentionLayer:
 class _MoeLayer:
     """Sparse MoE at decode: router and shared expert in one product, routed experts from the provider."""
 
-    def __init__(self, module: SparseMoE, experts) -> None:
+    def __init__(self, module: SparseMoE, experts, inter: int) -> None:
         self.layer = module.layer
         self.experts = experts
         self.num_experts, self.top_k = module.gate.weight.shape[0], module.gate.top_k
         self.norm_topk_prob = module.gate.norm_topk_prob
+        self.inter = inter  # routed experts' intermediate size
+        self.resident = self.resident_provider(experts)
         self.has_shared = module.has_shared
         if self.has_shared:
             shared = module.shared_expert
@@ -300,6 +306,14 @@ class _MoeLayer:
             out.addcmul_(torch.sigmoid(p[:, e:e + 1]), torch.mm(act, self.shared_down_t))  # routed + gate * shared
         return x + out  # [B, H]
 
+    @staticmethod
+    def resident_provider(experts) -> bool:
+        """Whether `get` hands out weights that stay put (every expert resident), so a step may
+        hold several at once; an expert cache's may be overwritten by its next miss."""
+        from engine.model.experts import ResidentExperts
+
+        return isinstance(experts, ResidentExperts)
+
     def _expert(self, expert: int, h: torch.Tensor) -> torch.Tensor:
         w = self.experts.get(self.layer, expert)  # valid until the next get that misses: used at once
         gate_up = F.linear(h, w.gate_up)  # [n, 2I]; an input-major weight: mm(h, gate_up.t())
@@ -317,18 +331,33 @@ class _MoeLayer:
         return out
 
     def _many_tokens(self, h, top_w, top_ids) -> torch.Tensor:
-        """(token, pick) pairs grouped by expert with one stable sort (`SparseMoE._many_tokens`)."""
+        """(token, pick) pairs grouped by expert with one stable sort (`SparseMoE._many_tokens`); each
+        expert's products written into one buffer, the activation run once over all of them."""
         num_picks = top_ids.shape[1]
         flat_ids = top_ids.reshape(-1)  # [B*k]
         order = torch.argsort(flat_ids, stable=True)  # [B*k]
         experts, counts = torch.unique_consecutive(flat_ids[order], return_counts=True)  # [E'], [E']
         token_idx = order // num_picks  # [B*k]
         hs = h[token_idx]  # [B*k, H]
-        parts, start = [], 0
+        groups, start = [], 0
         for expert, n in zip(experts.tolist(), counts.tolist()):
-            parts.append(self._expert(expert, hs[start:start + n]))  # [n, H]
+            groups.append((expert, start, start + n))
             start += n
-        y = torch.cat(parts) * top_w.reshape(-1)[order, None]  # [B*k, H]
+        weights = [self.experts.get(self.layer, expert) for expert, _, _ in groups] if self.resident else None
+        gate_up = h.new_empty(start, 2 * self.inter)  # [B*k, 2I]
+        y = h.new_empty(start, h.shape[1])  # [B*k, H]
+        if weights is None:  # an expert cache: each expert's weights used before the next get
+            for expert, a, b in groups:
+                w = self.experts.get(self.layer, expert)
+                torch.mm(hs[a:b], w.gate_up.t(), out=gate_up[a:b])
+                torch.mm(F.silu(gate_up[a:b, :self.inter]) * gate_up[a:b, self.inter:], w.down.t(), out=y[a:b])
+        else:
+            for w, (_, a, b) in zip(weights, groups):
+                torch.mm(hs[a:b], w.gate_up.t(), out=gate_up[a:b])
+            act = F.silu(gate_up[:, :self.inter]) * gate_up[:, self.inter:]  # [B*k, I]
+            for w, (_, a, b) in zip(weights, groups):
+                torch.mm(act[a:b], w.down.t(), out=y[a:b])
+        y.mul_(top_w.reshape(-1)[order, None])  # [B*k, H]
         return torch.zeros_like(h).index_add_(0, token_idx, y)  # [B, H]
 
 

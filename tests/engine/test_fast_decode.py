@@ -1,0 +1,77 @@
+"""The fast decode path (engine.model.fast_decode) against the reference layers, inside the engine.
+
+The logits of both paths against transformers are in test_model_equivalence.py; here: the same
+greedy tokens through whole engine runs (batches that grow and shrink, prefix-cache hits, an
+expert cache that misses and stages), the option, and that fusing shares the weights' memory.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from engine import SamplingParams
+from engine.model.loader import load_model
+from engine.runtime.config import EngineConfig, EngineConfigError
+from engine.runtime.engine import Engine
+from tests.engine._reference import CONFIGS, write_reference
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    path = tmp_path_factory.mktemp("hybrid")
+    write_reference("hybrid_moe_shared_gqa", path)
+    return path
+
+
+def _serve(checkpoint, decode_path: str, **options) -> list[list[int]]:
+    """Greedy tokens of a workload whose decode batches grow and shrink, with shared prefixes."""
+    engine = Engine(EngineConfig(model=str(checkpoint), device="cpu", max_running_requests=4, kv_tokens=2048,
+                                 decode_path=decode_path, **options))
+    assert engine.decode_path == decode_path
+    gen = torch.Generator().manual_seed(3)
+    system = torch.randint(0, CONFIGS["hybrid_moe_shared_gqa"]["vocab_size"], (40,), generator=gen).tolist()
+    outputs = []
+    for wave in range(2):  # the second wave's prompts hit the first's cached prefix
+        requests = []
+        for i, (extra, max_tokens) in enumerate([(1, 9), (17, 14), (5, 5), (30, 11), (2, 7), (0, 12)]):
+            tail = torch.randint(0, 300, (extra,), generator=gen).tolist()
+            prompt = (system if i % 2 else system[:7]) + tail if extra or i % 2 else [wave + 3]
+            requests.append(engine.add_request(prompt, SamplingParams(max_tokens=max_tokens, temperature=0,
+                                                                      ignore_eos=True)))
+        while engine.has_work():
+            engine.step()
+        outputs += [list(r.output_ids) for r in requests]
+    engine.check_integrity()
+    return outputs
+
+
+@pytest.mark.parametrize("options", [{}, {"moe_backend": "offload", "moe_cache_size": 3}],
+                         ids=["resident", "offload"])
+def test_fast_and_reference_paths_give_the_same_tokens(checkpoint, options):
+    fast = _serve(checkpoint, "fast", **options)
+    assert fast == _serve(checkpoint, "reference", **options)
+    assert all(len(out) > 0 for out in fast)
+
+
+def test_the_decode_path_is_an_option_and_is_logged(checkpoint, caplog):
+    with pytest.raises(EngineConfigError, match="decode_path"):
+        EngineConfig(decode_path="compiled")
+    with caplog.at_level(logging.INFO, logger="engine"):
+        Engine(EngineConfig(model=str(checkpoint), device="cpu", kv_tokens=256))
+    assert "Decode path: fast" in caplog.text
+
+
+def test_fused_weights_share_the_modules_memory(checkpoint):
+    model = load_model(checkpoint)
+    before = sum(p.numel() for p in model.parameters())
+    assert model.use_fast_decode() is None
+    assert sum(p.numel() for p in model.parameters()) == before
+    layer = model.model.layers[0]
+    fused = model.fast_decode.layers[0][1].proj.weight_t  # the linear-attention layer's in_proj
+    assert layer.linear_attn.in_proj_qkvz.weight.untyped_storage().data_ptr() == fused.untyped_storage().data_ptr()
+    assert layer.linear_attn.in_proj_ba.weight.untyped_storage().data_ptr() == fused.untyped_storage().data_ptr()
+    # and every projection is stored input-major: [out, in] seen through a transpose
+    assert layer.linear_attn.out_proj.weight.t().is_contiguous()
