@@ -1,13 +1,16 @@
 """tokdrift's engine against transformers `generate` on the same checkpoint (float32, CPU).
 
-    .venv/bin/python benchmarks/engine_vs_hf.py [--quick] [--tokens 48] [--reps 3] [--turns 8]
+    .venv/bin/python benchmarks/engine_vs_hf.py [--quick] [--configs default,small] [--threads 1,2]
+                                                [--tokens 96] [--prompt 256] [--reps 3] [--turns 8]
 
-Two checkpoints: the built-in default (~35M parameters) and a larger random Qwen3-Next
-config built with transformers and written with `save_pretrained` to a temporary directory.
-For each: decode tok/s at batch 1 and batch 8 (same prompts, greedy, a fixed output length:
-`ignore_eos` here, `min_new_tokens` there), and the end-to-end time of a multi-turn agent
-session (each turn's prompt = the previous prompt + its output + a new append), where
+Checkpoints: the built-in default (~35M parameters), `small` (an 18M random Qwen3-Next:
+vocab 4096, hidden 256, 8 layers, 16 experts top-2) and `large` (161M), the random ones built
+with transformers and written with `save_pretrained` to a temporary directory. For each, at
+each thread count: decode tok/s at batch 1 and batch 8 (same prompts, greedy, a fixed output
+length: `ignore_eos` here, `min_new_tokens` there), and the end-to-end time of a multi-turn
+agent session (each turn's prompt = the previous prompt + its output + a new append), where
 tokdrift's prefix cache computes only the append and transformers recomputes the context.
+tokdrift runs with its default decode path (`decode_path='fast'`).
 
 Decode time is measured the same way on both sides: from the first sampled token to the
 last (N - 1 forwards), through engine steps here and a logits processor's clock there.
@@ -17,7 +20,8 @@ transformers' Qwen3-Next runs its linear-attention layers through a reference Py
 fallback when `flash-linear-attention` and `causal-conv1d` are not installed (they need a
 GPU): that is the reference as users get it on a CPU, and this benchmark measures it.
 
-The headline, last: speedups on the default checkpoint, batch 1 and multi-turn session.
+The headline, last: the smallest speedup over every config and thread count, batch 1, batch 8
+and session.
 """
 
 from __future__ import annotations
@@ -42,6 +46,12 @@ LARGE = dict(vocab_size=8192, hidden_size=1024, num_hidden_layers=8, full_attent
              linear_conv_kernel_dim=4, num_experts=16, num_experts_per_tok=4, moe_intermediate_size=256,
              shared_expert_intermediate_size=512, intermediate_size=2048, mlp_only_layers=[0],
              norm_topk_prob=True, max_position_embeddings=8192, eos_token_id=256, tie_word_embeddings=False)
+# The 18M shape the engine-speed work was judged on: narrow, so per-op cost weighs most.
+SMALL = dict(LARGE, vocab_size=4096, hidden_size=256, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+             linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=64, linear_value_head_dim=64,
+             num_experts_per_tok=2, moe_intermediate_size=128, shared_expert_intermediate_size=256,
+             intermediate_size=1024, mlp_only_layers=[])
+RANDOM = {"small": SMALL, "large": LARGE}
 # --quick: the same kinds of layers, tiny.
 TINY = dict(LARGE, vocab_size=512, hidden_size=64, num_hidden_layers=4, full_attention_interval=2,
             num_attention_heads=4, num_key_value_heads=2, head_dim=16, linear_num_key_heads=2,
@@ -58,63 +68,78 @@ class Side(NamedTuple):
 
 class Result(NamedTuple):
     name: str
+    threads: int
     num_params: int
     tokdrift: Side
     hf: Side
     same_tokens: bool  # greedy batch-1 outputs agree
 
+    def ratio(self, key: str) -> float:
+        """tokdrift's speedup over transformers: batch1, batch8 (tok/s) or session (seconds)."""
+        if key == "session":
+            return self.hf.session_s / self.tokdrift.session_s
+        return getattr(self.tokdrift, f"{key}_tps") / getattr(self.hf, f"{key}_tps")
+
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one repetition (smoke test)")
-    parser.add_argument("--tokens", type=int, default=48, help="tokens decoded per request")
-    parser.add_argument("--prompt", type=int, default=32, help="prompt length in tokens for the decode runs")
+    parser.add_argument("--configs", default="default,small", help="comma-separated: default, small, large")
+    parser.add_argument("--threads", default="1,2",
+                        help="comma-separated torch thread counts, both sides (each config runs at each)")
+    parser.add_argument("--tokens", type=int, default=96, help="tokens decoded per request")
+    parser.add_argument("--prompt", type=int, default=256, help="prompt length in tokens for the decode runs")
     parser.add_argument("--reps", type=int, default=3, help="repetitions per measurement (median)")
     parser.add_argument("--turns", type=int, default=8, help="turns of the agent session")
     parser.add_argument("--append", type=int, default=128, help="tokens appended per turn")
     parser.add_argument("--turn-tokens", type=int, default=16, help="tokens generated per turn")
     parser.add_argument("--system", type=int, default=512, help="first turn's prompt length")
-    parser.add_argument("--skip-large", action="store_true", help="only the built-in default checkpoint")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads, both sides (on a shared machine, 2+ spinning threads collapse)")
     args = parser.parse_args(argv)
+    configs = [c for c in args.configs.split(",") if c]
+    threads = [int(t) for t in args.threads.split(",") if t]
+    unknown = set(configs) - {"default", *RANDOM}
+    if unknown:
+        parser.error(f"--configs: unknown {sorted(unknown)}; expected default, small, large")
     if args.quick:
-        args.tokens, args.reps, args.turns, args.append, args.turn_tokens, args.system = 4, 1, 2, 8, 2, 16
-    set_threads(args.threads)
+        args.tokens, args.prompt, args.reps, args.turns, args.append, args.turn_tokens, args.system = 4, 16, 1, 2, 8, 2, 16
+        configs, threads = ["tiny"], threads[:1]
     logging.getLogger("transformers").setLevel(logging.ERROR)
     logging.getLogger("engine").setLevel(logging.WARNING)
     import transformers
 
     transformers.logging.set_verbosity_error()
+    set_threads(threads[0])
     print(machine_line() + f"; transformers {transformers.__version__}")
 
     from engine.model.checkpoint import default_checkpoint
 
     results = []
-    if not args.quick:  # --quick runs only the tiny model, and calls it the headline's checkpoint
-        default_dir = default_checkpoint()
-        results.append(compare("default", default_dir, _load_hf(default_dir), args))
-    if args.quick or not args.skip_large:
-        tmp = Path(tempfile.mkdtemp(prefix="tokdrift-large-"))
+    for name in configs:
+        tmp = Path(tempfile.mkdtemp(prefix=f"tokdrift-{name}-"))
         try:
-            hf = _random_hf(TINY if args.quick else LARGE, tmp)
-            results.append(compare("tiny" if args.quick else "large", tmp, hf, args))
+            if name == "default":
+                checkpoint, hf = default_checkpoint(), _load_hf(default_checkpoint())
+            else:
+                checkpoint, hf = tmp, _random_hf(TINY if name == "tiny" else RANDOM[name], tmp)
+            for num_threads in threads:
+                set_threads(num_threads)
+                r = compare(name, num_threads, checkpoint, hf, args)
+                results.append(r)
+                t, h = r.tokdrift, r.hf
+                print(f"{r.name} ({r.num_params / 1e6:.1f}M params), {num_threads} thread(s): decode batch 1 "
+                      f"tokdrift {t.batch1_tps:.1f} tok/s, transformers {h.batch1_tps:.1f} tok/s "
+                      f"({t.batch1_tps / h.batch1_tps:.2f}x); batch 8 {t.batch8_tps:.1f} vs {h.batch8_tps:.1f} tok/s "
+                      f"({t.batch8_tps / h.batch8_tps:.2f}x); {args.turns}-turn session {t.session_s:.2f} s vs "
+                      f"{h.session_s:.2f} s ({h.session_s / t.session_s:.2f}x); same greedy tokens: {r.same_tokens}",
+                      flush=True)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    for r in results:
-        t, h = r.tokdrift, r.hf
-        print(f"{r.name} ({r.num_params / 1e6:.1f}M params): decode batch 1 tokdrift {t.batch1_tps:.1f} tok/s, "
-              f"transformers {h.batch1_tps:.1f} tok/s ({t.batch1_tps / h.batch1_tps:.1f}x); batch 8 "
-              f"{t.batch8_tps:.1f} vs {h.batch8_tps:.1f} tok/s ({t.batch8_tps / h.batch8_tps:.1f}x); "
-              f"{args.turns}-turn session {t.session_s:.2f} s vs {h.session_s:.2f} s "
-              f"({h.session_s / t.session_s:.1f}x); same greedy tokens: {r.same_tokens}")
-    d = results[0]
-    print(f"speedup_batch1={d.tokdrift.batch1_tps / d.hf.batch1_tps:.1f}x "
-          f"speedup_batch8={d.tokdrift.batch8_tps / d.hf.batch8_tps:.1f}x "
-          f"speedup_session={d.hf.session_s / d.tokdrift.session_s:.1f}x ({d.name} checkpoint)")
+    worst = {key: min(results, key=lambda r: r.ratio(key)) for key in ("batch1", "batch8", "session")}
+    print(" ".join(f"speedup_{key}={r.ratio(key):.2f}x ({r.name}, {r.threads} thread(s))" for key, r in worst.items())
+          + f"; same greedy tokens everywhere: {all(r.same_tokens for r in results)}")
 
 
-def compare(name: str, checkpoint: Path, hf, args) -> Result:
+def compare(name: str, threads: int, checkpoint: Path, hf, args) -> Result:
     from engine.runtime.config import EngineConfig
     from engine.runtime.engine import Engine
 
@@ -136,7 +161,7 @@ def compare(name: str, checkpoint: Path, hf, args) -> Result:
         runs["ts"].append(_session(lambda ctx: _engine_generate(engine, ctx, args.turn_tokens), seed, args))
         runs["hs"].append(_session(lambda ctx: _hf_generate(hf, ctx, args.turn_tokens), seed, args))
     med = {k: median(v) for k, v in runs.items()}
-    return Result(name, num_params, Side(med["t1"], med["t8"], med["ts"]), Side(med["h1"], med["h8"], med["hs"]),
+    return Result(name, threads, num_params, Side(med["t1"], med["t8"], med["ts"]), Side(med["h1"], med["h8"], med["hs"]),
                   same)
 
 

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.model import delta_rule
 from engine.model.attention_backend import TorchAttention
 from engine.model.forward_batch import ForwardBatch
 from engine.model.mlp import MLP
@@ -205,7 +206,7 @@ class _GdnLayer:
         # in place: S *= d, S += k delta^T.
         s = state.view(n, hk, r, dk, dv)  # [B, Hk, r, Dk, Dv]
         qk_s = torch.stack((q, k), dim=2)[:, :, None] @ s  # [B, Hk, r, 2, Dv]: S^T q, S^T k
-        decay = g.exp().view(n, hk, r, 1)  # [B, Hk, r, 1]
+        decay = delta_rule.decay(g).view(n, hk, r, 1)  # [B, Hk, r, 1]; never subnormal
         delta = (v - decay * qk_s[..., 1, :]) * beta.view(n, hk, r, 1)  # [B, Hk, r, Dv]
         qk_dot = (q * k).sum(dim=-1)[:, :, None, None]  # [B, Hk, 1, 1]
         out = torch.addcmul(decay * qk_s[..., 0, :], qk_dot, delta).view(n, hv, dv)  # [B, Hv, Dv]

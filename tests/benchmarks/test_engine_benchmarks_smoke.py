@@ -22,9 +22,10 @@ def run_quick(script: str) -> list[str]:
 def test_engine_vs_hf_prints_speedups_last():
     pytest.importorskip("transformers")
     lines = run_quick("engine_vs_hf.py")
-    assert re.fullmatch(r"speedup_batch1=[\d.]+x speedup_batch8=[\d.]+x speedup_session=[\d.]+x \(tiny checkpoint\)",
-                        lines[-1]), lines[-1]
-    assert "same greedy tokens: True" in lines[-2], lines[-2]  # both sides ran the same model
+    assert re.fullmatch(r"speedup_batch1=[\d.]+x \(tiny, 1 thread\(s\)\) speedup_batch8=[\d.]+x \(tiny, 1 thread\(s\)\) "
+                        r"speedup_session=[\d.]+x \(tiny, 1 thread\(s\)\); same greedy tokens everywhere: True",
+                        lines[-1]), lines[-1]  # both sides ran the same model
+    assert "same greedy tokens: True" in lines[-2], lines[-2]
 
 
 def test_roofline_prints_the_fraction_last():

@@ -75,3 +75,21 @@ def test_fused_weights_share_the_modules_memory(checkpoint):
     assert layer.linear_attn.in_proj_ba.weight.untyped_storage().data_ptr() == fused.untyped_storage().data_ptr()
     # and every projection is stored input-major: [out, in] seen through a transpose
     assert layer.linear_attn.out_proj.weight.t().is_contiguous()
+
+
+def test_decays_never_reach_subnormal_floats():
+    """Subnormal floats make a CPU's arithmetic ~100x slower: a decay too small to matter is 0."""
+    from engine.model import delta_rule
+
+    got = delta_rule.decay(torch.tensor([-200.0, -64.5, -63.0, -1.0, 0.0]))
+    assert got[:2].eq(0).all() and torch.equal(got[2:], torch.tensor([-63.0, -1.0, 0.0]).exp())
+    # a head decaying fast over a long extend: every intermediate and output stays normal or zero
+    gen = torch.Generator().manual_seed(0)
+    length, heads, dim = 150, 2, 8
+    q, k = torch.randn(length, heads, dim, generator=gen), torch.randn(length, heads, dim, generator=gen)
+    v = torch.randn(length, heads, dim, generator=gen)
+    g = torch.full((length, heads), -3.0)  # exp(-3 * 64) is far below float32's smallest normal
+    out, state = delta_rule.chunked(q, k, v, g, torch.rand(length, heads, generator=gen), None)
+    tiny = torch.finfo(torch.float32).tiny
+    for t in (out, state):
+        assert not ((t != 0) & (t.abs() < tiny)).any()
