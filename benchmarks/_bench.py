@@ -69,10 +69,12 @@ def median(values: Sequence[float]) -> float:
 
 
 def engine_decode(engine, prompts: Sequence[Sequence[int]], max_tokens: int,
-                  on_step: Optional[Callable[[object], None]] = None) -> DecodeRun:
+                  on_step: Optional[Callable[[object], None]] = None,
+                  outputs: Optional[list] = None) -> DecodeRun:
     """Run `prompts` as one batch through `engine` (greedy, `max_tokens` each, eos ignored) and
     time the decode: from the step that gave every request its first token to the last step.
-    `on_step(stats)` runs after each decode step, inside the timed span."""
+    `on_step(stats)` runs after each decode step, inside the timed span; `outputs`, when given,
+    receives each request's token ids."""
     from engine import SamplingParams
 
     params = SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True)
@@ -90,6 +92,8 @@ def engine_decode(engine, prompts: Sequence[Sequence[int]], max_tokens: int,
             on_step(stats)
         engine.take_updates()
     seconds = clock() - t0
+    if outputs is not None:
+        outputs.extend(list(r.output_ids) for r in requests)
     return DecodeRun(sum(len(r.output_ids) for r in requests) - first, seconds, num_steps)
 
 

@@ -28,6 +28,11 @@ def test_engine_vs_hf_prints_speedups_last():
     assert "same greedy tokens: True" in lines[-2], lines[-2]
 
 
+def test_decode_paths_prints_the_ratios_last():
+    lines = run_quick("decode_paths.py")
+    assert re.fullmatch(r"fast_vs_reference batch1=[\d.]+x batch8=[\d.]+x; same greedy tokens: True", lines[-1]), lines[-1]
+
+
 def test_roofline_prints_the_fraction_last():
     lines = run_quick("roofline.py")
     assert re.fullmatch(r"roofline_fraction=\d+% \(batch-1 decode vs the (copy|read|mv)-bandwidth limit\)",
