@@ -101,7 +101,8 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         parser.error(f"--configs: unknown {sorted(unknown)}; expected default, small, large")
     if args.quick:
-        args.tokens, args.prompt, args.reps, args.turns, args.append, args.turn_tokens, args.system = 4, 16, 1, 2, 8, 2, 16
+        args.tokens, args.prompt, args.reps, args.turns = 4, 16, 1, 2
+        args.append, args.turn_tokens, args.system = 8, 2, 16
         configs, threads = ["tiny"], threads[:1]
     logging.getLogger("transformers").setLevel(logging.ERROR)
     logging.getLogger("engine").setLevel(logging.WARNING)
@@ -161,7 +162,8 @@ def compare(name: str, threads: int, checkpoint: Path, hf, args) -> Result:
         runs["ts"].append(_session(lambda ctx: _engine_generate(engine, ctx, args.turn_tokens), seed, args))
         runs["hs"].append(_session(lambda ctx: _hf_generate(hf, ctx, args.turn_tokens), seed, args))
     med = {k: median(v) for k, v in runs.items()}
-    return Result(name, threads, num_params, Side(med["t1"], med["t8"], med["ts"]), Side(med["h1"], med["h8"], med["hs"]),
+    return Result(name, threads, num_params, Side(med["t1"], med["t8"], med["ts"]),
+                  Side(med["h1"], med["h8"], med["hs"]),
                   same)
 
 

@@ -66,22 +66,31 @@ class SparseMoE(nn.Module):
         return out
 
     def _many_tokens(self, x: torch.Tensor, top_w: torch.Tensor, top_ids: torch.Tensor) -> torch.Tensor:
-        # The (token, pick) pairs grouped by expert with one stable sort, instead of a torch.where per
-        # expert: each expert gets the same rows in the same (token) order as a per-expert search would,
-        # and the one index_add_ adds them expert by expert in ascending id, as the reference does.
-        #   pairs      (t0,e5) (t0,e2) (t1,e2) (t1,e7)      flat_ids [T*k] = top_ids row by row
-        #   sorted     (t0,e2) (t1,e2) (t0,e5) (t1,e7)      token_idx = order // k
-        num_picks = top_ids.shape[1]
-        flat_ids = top_ids.reshape(-1)  # [T*k]
-        order = torch.argsort(flat_ids, stable=True)  # [T*k]
-        experts, counts = torch.unique_consecutive(flat_ids[order], return_counts=True)  # [E'], [E']
-        token_idx = order // num_picks  # [T*k]
+        order, token_idx, groups = group_by_expert(top_ids)
         xs = x[token_idx]  # [T*k, H]
-        parts, start = [], 0
-        for expert, n in zip(experts.tolist(), counts.tolist()):
-            parts.append(self._expert(expert, xs[start:start + n]))  # [n, H]
-            start += n
+        parts = [self._expert(expert, xs[start:end]) for expert, start, end in groups]  # [n, H] each
         h = torch.cat(parts) * top_w.reshape(-1)[order, None]  # [T*k, H]
         out = torch.zeros_like(x)  # [T, H]
         out.index_add_(0, token_idx, h.to(out.dtype))
         return out
+
+
+def group_by_expert(top_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[tuple[int, int, int]]]:
+    """The (token, pick) pairs of top_ids [T, k] grouped by expert with one stable sort, instead of a
+    torch.where per expert: each expert gets the same rows in the same (token) order as a per-expert
+    search would, and one index_add_ of the results adds them expert by expert in ascending id, as
+    the reference does.
+      pairs      (t0,e5) (t0,e2) (t1,e2) (t1,e7)      flat_ids [T*k] = top_ids row by row
+      sorted     (t0,e2) (t1,e2) (t0,e5) (t1,e7)      token_idx = order // k
+    Returns order [T*k] (pair index of each sorted position), token_idx [T*k] and
+    (expert, start, end) of each expert's run in the sorted order.
+    """
+    num_picks = top_ids.shape[1]
+    flat_ids = top_ids.reshape(-1)  # [T*k]
+    order = torch.argsort(flat_ids, stable=True)  # [T*k]
+    experts, counts = torch.unique_consecutive(flat_ids[order], return_counts=True)  # [E'], [E']
+    groups, start = [], 0
+    for expert, n in zip(experts.tolist(), counts.tolist()):
+        groups.append((expert, start, start + n))
+        start += n
+    return order, order // num_picks, groups
