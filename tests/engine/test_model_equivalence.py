@@ -141,3 +141,6 @@ def test_one_token_prompts_start_from_a_zero_state(pair):
     with torch.no_grad():
         want = torch.cat([reference(torch.tensor([[t]])).logits[0] for t in (ids[60], ids[70])])  # [2, V]
     torch.testing.assert_close(got, want, atol=ATOL, rtol=0)
+    # alone (batch 1, which the fast path updates in its slot), in a slot that now holds a state
+    alone = _run(ours, (kv, states), [RequestSlice(ids[70:71], 0, [102], 1)], all_logits=False)
+    torch.testing.assert_close(alone, want[1:], atol=ATOL, rtol=0)
