@@ -2,7 +2,8 @@
 
 The logits of both paths against transformers are in test_model_equivalence.py; here: the same
 greedy tokens through whole engine runs (batches that grow and shrink, prefix-cache hits, an
-expert cache that misses and stages), the option, and that fusing shares the weights' memory.
+expert cache that misses and stages), bfloat16, the option, and that fusing shares the
+weights' memory.
 """
 
 from __future__ import annotations
