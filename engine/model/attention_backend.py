@@ -36,19 +36,13 @@ class TorchAttention:
         """Seconds spent gathering K/V contexts from the pool since start; None where not measured."""
         return self._gather_s if self._timed else None
 
-    def _gather(self, k_buf: torch.Tensor, v_buf: torch.Tensor, slots: torch.Tensor):
-        """K/V rows of `slots` (any shape), timed on a CPU."""
-        if not self._timed:
-            return k_buf[slots], v_buf[slots]
-        start = time.perf_counter()
-        kb, vb = k_buf[slots], v_buf[slots]
-        self._gather_s += time.perf_counter() - start
-        return kb, vb
-
-    def gather_rows(self, k_buf: torch.Tensor, v_buf: torch.Tensor, slots: torch.Tensor):
-        """K/V rows of `slots` (1-D) through index_select (4x cheaper on a CPU than indexing), timed."""
+    def gather(self, k_buf: torch.Tensor, v_buf: torch.Tensor, slots: torch.Tensor):
+        """K/V rows of `slots` (any shape) -> [*slots.shape, Hkv, D] each, timed on a CPU. Through
+        index_select on the flattened ids: the same rows as indexing, 4x cheaper on a CPU."""
         start = time.perf_counter() if self._timed else 0.0
-        kb, vb = k_buf.index_select(0, slots), v_buf.index_select(0, slots)
+        flat = slots.reshape(-1)
+        kb = k_buf.index_select(0, flat).view(*slots.shape, *k_buf.shape[1:])
+        vb = v_buf.index_select(0, flat).view(*slots.shape, *v_buf.shape[1:])
         if self._timed:
             self._gather_s += time.perf_counter() - start
         return kb, vb
@@ -66,7 +60,7 @@ class TorchAttention:
         for b, (start, end) in enumerate(batch.token_ranges()):
             slots = batch.kv_slots[indptr[b]:indptr[b + 1]]  # [L]
             qb = q[start:end].transpose(0, 1)[None]  # [1, Hq, n, D]
-            kb, vb = self._gather(k_buf, v_buf, slots)  # [L, Hkv, D] each
+            kb, vb = self.gather(k_buf, v_buf, slots)  # [L, Hkv, D] each
             kb, vb = kb.transpose(0, 1)[None], vb.transpose(0, 1)[None]  # [1, Hkv, L, D]
             n, prefix = end - start, batch.prefix_lens[b]
             if prefix == 0:
@@ -88,7 +82,7 @@ class TorchAttention:
         j = torch.arange(max_len, device=q.device)  # [L]
         idx = torch.minimum(batch.kv_indptr[:-1, None] + j[None, :], batch.kv_indptr[1:, None] - 1)  # [B, L]
         slots = batch.kv_slots[idx]  # [B, L]
-        kb, vb = self._gather(k_buf, v_buf, slots)  # [B, L, Hkv, D] each
+        kb, vb = self.gather(k_buf, v_buf, slots)  # [B, L, Hkv, D] each
         kb, vb = kb.transpose(1, 2), vb.transpose(1, 2)  # [B, Hkv, L, D]
         qb = q[:, :, None, :]  # [B, Hq, 1, D]
         if batch.num_requests == 1:

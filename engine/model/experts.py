@@ -18,7 +18,7 @@ def input_major(weight: torch.Tensor) -> torch.Tensor:
 
     `F.linear(x, w)` multiplies by `w.t()`; with this layout that is a plain row-major matrix,
     which the CPU's BLAS multiplies 1.2x (one row) to 2.3x (eight rows) faster than the
-    transposed one it gets from an [O, I] tensor (`benchmarks/matmul_layout.py`).
+    transposed one it gets from an [O, I] tensor (docs/benchmarks.md, "Fixes made while measuring").
     """
     return weight.t().contiguous().t()
 

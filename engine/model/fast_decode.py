@@ -30,9 +30,11 @@ from torch import nn
 
 from engine.model import delta_rule
 from engine.model.attention_backend import TorchAttention
+from engine.model.experts import ResidentExperts
 from engine.model.forward_batch import ForwardBatch
 from engine.model.mlp import MLP
 from engine.model.moe import SparseMoE, group_by_expert
+from engine.model.norm import rms_norm
 
 
 def unsupported(model) -> Optional[str]:
@@ -77,18 +79,6 @@ def _linear(module: nn.Linear) -> _Linear:
     return _Linear(module.weight.detach().t(), None if module.bias is None else module.bias.detach())
 
 
-def _norm_weight(norm: nn.Module) -> torch.Tensor:
-    """The scale of a zero-centred RMSNorm (1 + weight), float32."""
-    return 1.0 + norm.weight.detach().float()  # [D]
-
-
-def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """The reference `RMSNorm` (float32 inside, cast back), one op in float32."""
-    if x.dtype == torch.float32:
-        return F.rms_norm(x, (x.shape[-1],), weight, eps)
-    return F.rms_norm(x.float(), (x.shape[-1],), weight, eps).type_as(x)
-
-
 class _Step(NamedTuple):
     """What every layer of one decode step shares, computed once."""
 
@@ -99,13 +89,12 @@ class _Step(NamedTuple):
     kv_mask: Optional[torch.Tensor]  # [B, 1, 1, L] valid keys; None at batch 1
     fresh: list[int]  # requests with no prefix: their linear-attention state starts at zero
     state_slots: list[int]  # each request's linear-attention state slot
-    state_run: Optional[slice]  # at batch 1, the one slot as a slice (updated in place)
 
 
 class FastDecode:
     def __init__(self, model) -> None:
         self.model = model
-        self.config = mc = model.config
+        mc = model.config
         self.eps = mc.rms_norm_eps
         self.experts = model.experts
         self.layers = []
@@ -118,9 +107,9 @@ class FastDecode:
                 ffn = _MoeLayer(layer.mlp, model.experts, mc.moe_intermediate_size)
             else:
                 ffn = _MlpLayer(layer.mlp)
-            self.layers.append((_norm_weight(layer.input_layernorm), mixer,
-                                _norm_weight(layer.post_attention_layernorm), ffn))
-        self.final_norm = _norm_weight(model.model.norm)
+            self.layers.append((layer.input_layernorm.scale.detach(), mixer,
+                                layer.post_attention_layernorm.scale.detach(), ffn))
+        self.final_norm = model.model.norm.scale.detach()
 
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch, kv_pool, state_pool, backend) -> torch.Tensor:
@@ -130,9 +119,9 @@ class FastDecode:
         x = model.model.embed_tokens(batch.input_ids)  # [B, H]
         step = self._step(batch, x.dtype, backend)
         for in_norm, mixer, post_norm, ffn in self.layers:
-            x = mixer(x, _rms_norm(x, in_norm, eps), step, kv_pool, state_pool, backend)  # [B, H], residual added
-            x = ffn(x, _rms_norm(x, post_norm, eps))  # [B, H], residual added
-        x = _rms_norm(x, self.final_norm, eps)  # [B, H]
+            x = mixer(x, rms_norm(x, in_norm, eps), step, kv_pool, state_pool, backend)  # [B, H], residual added
+            x = ffn(x, rms_norm(x, post_norm, eps))  # [B, H], residual added
+        x = rms_norm(x, self.final_norm, eps)  # [B, H]
         return F.linear(x, model.lm_head_weight).float()  # [B, V]
 
     def _step(self, batch: ForwardBatch, dtype: torch.dtype, backend) -> _Step:
@@ -149,12 +138,8 @@ class FastDecode:
             idx = torch.minimum(batch.kv_indptr[:-1, None] + j[None, :], batch.kv_indptr[1:, None] - 1)  # [B, L]
             kv_slots = batch.kv_slots[idx]  # [B, L]
             kv_mask = (j[None, :] < lens[:, None])[:, None, None, :]  # [B, 1, 1, L]
-        state_slots = batch.state_slots.tolist()
-        # Batch 1 works on its slot in place. A larger batch always gathers and writes back, even
-        # when its slots happen to be one run: slots fragment as a server ages, and a step that
-        # got slower with that would be an engine-age effect of the engine's own making.
-        run = slice(state_slots[0], state_slots[0] + 1) if len(state_slots) == 1 else None
-        return _Step(batch, cos[:, None, :], sin_signed[:, None, :], kv_slots, kv_mask, fresh, state_slots, run)
+        return _Step(batch, cos[:, None, :], sin_signed[:, None, :], kv_slots, kv_mask, fresh,
+                     batch.state_slots.tolist())
 
 
 class _GdnLayer:
@@ -199,8 +184,13 @@ class _GdnLayer:
         beta = p[:, c + vd:c + vd + hv].sigmoid().float()  # [B, Hv]
         g = self.neg_a * F.softplus(p[:, c + vd + hv:].float() + self.dt_bias)  # [B, Hv] log decay
         conv_buf, rec_buf = state_pool.buffers(self.layer)  # [S, C, K-1], [S, Hv, Dk, Dv]
-        if step.state_run is not None:  # batch 1: work in place
-            conv_state, state = conv_buf[step.state_run], rec_buf[step.state_run]  # views of the pool
+        # Batch 1 works on its slot in place. A larger batch always gathers and writes back, even
+        # when its slots happen to be one run: slots fragment as a server ages, and a step that
+        # got slower with that would be an engine-age effect of the engine's own making.
+        in_place = n == 1
+        if in_place:
+            slot = step.state_slots[0]
+            conv_state, state = conv_buf[slot:slot + 1], rec_buf[slot:slot + 1]  # views of the pool
         else:
             conv_state = conv_buf.index_select(0, step.batch.state_slots)  # [B, C, K-1]
             state = rec_buf.index_select(0, step.batch.state_slots)  # [B, Hv, Dk, Dv] float32, a copy
@@ -228,7 +218,7 @@ class _GdnLayer:
         s.mul_(decay[..., None])
         k_col = k[:, :, None, :, None].expand(n, hk, r, dk, 1).reshape(n * hv, dk, 1)  # [B*Hv, Dk, 1]
         state.view(n * hv, dk, dv).baddbmm_(k_col, delta.reshape(n * hv, 1, dv))  # S += k delta^T
-        if step.state_run is not None:  # the recurrent state was updated where it lives
+        if in_place:  # the recurrent state was updated where it lives
             conv_state.copy_(window[..., 1:])
         else:  # back into the slots one request at a time: plain copies, 2x faster than index_copy_ on a CPU
             for i, slot in enumerate(step.state_slots):
@@ -248,8 +238,8 @@ class _AttentionLayer:
         self.scale = module.scale
         self.proj = _fuse(module.q_proj, module.k_proj, module.v_proj)
         # q heads then k heads normalised in one op: each head's own scale
-        self.qk_norm = torch.cat((_norm_weight(module.q_norm).expand(self.hq, -1),
-                                  _norm_weight(module.k_norm).expand(self.hkv, -1)))  # [Hq + Hkv, D]
+        self.qk_norm = torch.cat((module.q_norm.scale.detach().expand(self.hq, -1),
+                                  module.k_norm.scale.detach().expand(self.hkv, -1)))  # [Hq + Hkv, D]
         self.eps = module.q_norm.eps
         self.o_proj = _linear(module.o_proj)
 
@@ -282,7 +272,7 @@ class _AttentionLayer:
 
     def _attend(self, q, k_buf, v_buf, step: _Step, backend: TorchAttention) -> torch.Tensor:
         n, length = q.shape[0], step.kv_slots.shape[-1]
-        kb, vb = backend.gather_rows(k_buf, v_buf, step.kv_slots.view(-1))  # [B*L, Hkv, D] each
+        kb, vb = backend.gather(k_buf, v_buf, step.kv_slots)  # [(B,) L, Hkv, D] each
         kb = kb.view(n, length, self.hkv, self.d).transpose(1, 2)  # [B, Hkv, L, D]
         vb = vb.view(n, length, self.hkv, self.d).transpose(1, 2)  # [B, Hkv, L, D]
         out = F.scaled_dot_product_attention(q[:, :, None, :], kb, vb, attn_mask=step.kv_mask, scale=self.scale,
@@ -299,7 +289,10 @@ class _MoeLayer:
         self.num_experts, self.top_k = module.gate.weight.shape[0], module.gate.top_k
         self.norm_topk_prob = module.gate.norm_topk_prob
         self.inter = inter  # routed experts' intermediate size
-        self.resident = self.resident_provider(experts)
+        # resident weights stay put, so a step may hold several at once; an expert cache's may be
+        # overwritten by its next miss
+        self.resident = isinstance(experts, ResidentExperts)
+        self._expert = module._expert  # the reference's: get, gate/up, SwiGLU, down
         self.has_shared = module.has_shared
         if self.has_shared:
             shared = module.shared_expert
@@ -324,20 +317,6 @@ class _MoeLayer:
             out.addcmul_(torch.sigmoid(p[:, e:e + 1]), torch.mm(act, self.shared_down_t))  # routed + gate * shared
         return x + out  # [B, H]
 
-    @staticmethod
-    def resident_provider(experts) -> bool:
-        """Whether `get` hands out weights that stay put (every expert resident), so a step may
-        hold several at once; an expert cache's may be overwritten by its next miss."""
-        from engine.model.experts import ResidentExperts
-
-        return isinstance(experts, ResidentExperts)
-
-    def _expert(self, expert: int, h: torch.Tensor) -> torch.Tensor:
-        w = self.experts.get(self.layer, expert)  # valid until the next get that misses: used at once
-        gate_up = F.linear(h, w.gate_up)  # [n, 2I]; an input-major weight: mm(h, gate_up.t())
-        inter = gate_up.shape[-1] // 2
-        return F.linear(F.silu(gate_up[:, :inter]) * gate_up[:, inter:], w.down)  # [n, H]
-
     def _one_token(self, h, top_w, top_ids) -> torch.Tensor:
         """Experts added in ascending id, as the reference does."""
         picks = sorted(zip(top_ids[0].tolist(), range(top_ids.shape[1])))
@@ -355,14 +334,12 @@ class _MoeLayer:
         hs = h[token_idx]  # [B*k, H]
         start = groups[-1][2]  # B*k
         weights = [self.experts.get(self.layer, expert) for expert, _, _ in groups] if self.resident else None
-        gate_up = h.new_empty(start, 2 * self.inter)  # [B*k, 2I]
         y = h.new_empty(start, h.shape[1])  # [B*k, H]
         if weights is None:  # an expert cache: each expert's weights used before the next get
             for expert, a, b in groups:
-                w = self.experts.get(self.layer, expert)
-                torch.mm(hs[a:b], w.gate_up.t(), out=gate_up[a:b])
-                torch.mm(F.silu(gate_up[a:b, :self.inter]) * gate_up[a:b, self.inter:], w.down.t(), out=y[a:b])
+                y[a:b] = self._expert(expert, hs[a:b])
         else:
+            gate_up = h.new_empty(start, 2 * self.inter)  # [B*k, 2I]
             for w, (_, a, b) in zip(weights, groups):
                 torch.mm(hs[a:b], w.gate_up.t(), out=gate_up[a:b])
             act = F.silu(gate_up[:, :self.inter]) * gate_up[:, self.inter:]  # [B*k, I]

@@ -13,6 +13,15 @@ import torch.nn.functional as F
 from torch import nn
 
 
+def rms_norm(x: torch.Tensor, scale: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm of x with `scale` (float32, [D]) in float32, cast back to x's dtype. F.rms_norm runs
+    the reference's pow-mean-add-rsqrt-mul sequence in one call (same bits): at batch-1 decode a
+    step runs 21 of these norms, and per-op dispatch is most of their cost."""
+    if x.dtype == torch.float32:
+        return F.rms_norm(x, (x.shape[-1],), scale, eps)
+    return F.rms_norm(x.float(), (x.shape[-1],), scale, eps).type_as(x)  # [..., D]
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float) -> None:
         super().__init__()
@@ -20,9 +29,12 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.zeros(dim))  # [D], offset from 1
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # F.rms_norm runs the reference's pow-mean-add-rsqrt-mul sequence in one call (same bits):
-        # at batch-1 decode a step runs 21 of these norms, and per-op dispatch is most of their cost.
-        return F.rms_norm(x.float(), (x.shape[-1],), 1.0 + self.weight.float(), self.eps).type_as(x)  # [..., D]
+        return rms_norm(x, self.scale, self.eps)  # [..., D]
+
+    @property
+    def scale(self) -> torch.Tensor:
+        """1 + weight, float32 [D]: what the norm multiplies by."""
+        return 1.0 + self.weight.float()
 
 
 class GatedRMSNorm(nn.Module):
