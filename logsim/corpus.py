@@ -197,22 +197,20 @@ def _short_excerpt(rng, seed, scale):
                 head_steps=6)
 
 
-def _noise_2pct(rng, seed, scale):
-    hours = float(rng.uniform(2.5, 3.5)) * scale
-    return Case("noise_2pct", "a small step (1.4-1.8x) after an append, host noise 2%",
-                Workload(hours=hours, agents=((0.0, 2),), session_tokens=(60_000, 120_000), seed=seed),
-                EngineSpec(_costs(rng, noise=0.02),
-                           fault=_step(rng, hours * float(rng.uniform(0.35, 0.6)), float(rng.uniform(1.4, 1.8)))),
-                "engine_age_degradation")
+def _noisy_step(name: str, description: str, noise: float, factor: tuple[float, float]):
+    """A case: a step slowdown by `factor` after an append, on a host whose speed wanders by `noise`."""
+    def build(rng, seed, scale):
+        hours = float(rng.uniform(2.5, 3.5)) * scale
+        return Case(name, description,
+                    Workload(hours=hours, agents=((0.0, 2),), session_tokens=(60_000, 120_000), seed=seed),
+                    EngineSpec(_costs(rng, noise=noise),
+                               fault=_step(rng, hours * float(rng.uniform(0.35, 0.6)), float(rng.uniform(*factor)))),
+                    "engine_age_degradation")
+    return build
 
 
-def _noise_10pct(rng, seed, scale):
-    hours = float(rng.uniform(2.5, 3.5)) * scale
-    return Case("noise_10pct", "a 2-3x step after an append, host noise 10%",
-                Workload(hours=hours, agents=((0.0, 2),), session_tokens=(60_000, 120_000), seed=seed),
-                EngineSpec(_costs(rng, noise=0.10),
-                           fault=_step(rng, hours * float(rng.uniform(0.35, 0.6)), float(rng.uniform(2.0, 3.0)))),
-                "engine_age_degradation")
+_noise_2pct = _noisy_step("noise_2pct", "a small step (1.4-1.8x) after an append, host noise 2%", 0.02, (1.4, 1.8))
+_noise_10pct = _noisy_step("noise_10pct", "a 2-3x step after an append, host noise 10%", 0.10, (2.0, 3.0))
 
 
 def _healthy_noise_10pct(rng, seed, scale):
