@@ -16,7 +16,7 @@ from typing import Optional
 import pandas as pd
 
 from diagnostics import checks as checks_mod, controls, decode, onset as onset_mod, prefill as prefill_mod
-from diagnostics import reuse as reuse_mod, suspects as suspects_mod, verdict as verdict_mod
+from diagnostics import identity, reuse as reuse_mod, suspects as suspects_mod, verdict as verdict_mod
 from diagnostics.comparison import Comparison
 from diagnostics.result import Analysis, Check, Onset, Slowdown
 from diagnostics.source import Source
@@ -29,7 +29,8 @@ MIN_TREND_SPAN_S = 1200.0  # samples spanning less than this give no rate per ho
 
 
 def analyze(source: Source) -> Analysis:
-    dec = decode.evaluate(source.steps)
+    lives = identity.lives(source.steps, source.events)
+    dec = decode.evaluate(source.steps, identity.engine_of(lives))
     rows = controls.probe_rows(source.probes)
     cycles = controls.pairs(rows)
     probes = controls.probes(rows)
@@ -48,6 +49,14 @@ def analyze(source: Source) -> Analysis:
     decision = verdict_mod.decide(evidence)
 
     checks = list(checks_mod.source_checks(source, dec.samples))
+    changed = identity.changes(lives)
+    if changed:
+        checks.append(Check("engine_identity", "warn",
+                            "the engine changed between lives: " + "; ".join(c.describe() for c in changed)
+                            + "; no restart control across different engines"))
+    elif len(lives) > 1:
+        checks.append(Check("engine_identity", "ok", f"one engine in {len(lives)} lives, as far as their start-up "
+                                                     f"lines say: {lives[0].describe()}"))
     if dec.why_not is not None:
         checks.append(Check("data", "fail" if no_data else "warn",
                             dec.why_not if no_data else f"the decode steps cannot carry the analysis ({dec.why_not}); "
@@ -115,11 +124,11 @@ def _narrower(a: Optional[Comparison], b: Optional[Comparison]) -> Optional[Comp
 
 def _raw_ratio(dec: decode.DecodeEvidence) -> Optional[float]:
     """Per-request decode rate of the last quarter of the usable samples' span over the first's
-    (by time, as the healthy window: a slowed engine prints fewer lines an hour)."""
+    (by busy time, as the healthy window: a slowed engine prints fewer lines an hour)."""
     use = dec.use
     if len(use) < 4:
         return None
-    t = (use["t"] - use["t"].min()).dt.total_seconds().to_numpy()
+    t = (use["busy_s"] - use["busy_s"].min()).to_numpy(dtype=float)
     span = t.max()
     first, last = use[t <= span / 4], use[t >= 3 * span / 4]
     if len(first) < 2 or len(last) < 2:
@@ -129,9 +138,9 @@ def _raw_ratio(dec: decode.DecodeEvidence) -> Optional[float]:
 
 
 def _span_s(dec: decode.DecodeEvidence) -> Optional[float]:
-    """Engine time the usable decode samples of the model's life cover."""
-    t = dec.life_use["t"] if len(dec.life_use) else dec.samples.loc[dec.samples["excluded"] == "", "t"]
-    return (t.max() - t.min()).total_seconds() if len(t) >= 2 else None
+    """Engine busy time the usable decode samples of the model's life cover."""
+    busy = dec.life_use["busy_s"] if len(dec.life_use) else dec.samples.loc[dec.samples["excluded"] == "", "busy_s"]
+    return float(busy.max() - busy.min()) if len(busy) >= 2 else None
 
 
 def _slowdown(c: Optional[Comparison], per_hour, shape: Optional[str]) -> Optional[Slowdown]:

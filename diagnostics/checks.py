@@ -8,13 +8,11 @@ import numpy as np
 import pandas as pd
 
 from logformats import CLOCK_NOTES
+from diagnostics.healthy import KEPT_OUT
 from diagnostics.result import Check
 from diagnostics.source import Source
 
 AGREEMENT = 0.05  # client versus engine decode rate
-KEPT_OUT = {"after_prefill": "after a prefill", "after_idle": "after an idle gap",
-            "window_with_prefill": "windows holding more prompt than generated tokens",
-            "batch_changed": "with a batch that changed inside the window"}  # healthy.decode_samples
 FULL = 0.95  # KV usage at or above this reads as exhausted
 QUEUE_GROWTH = 2.0
 

@@ -67,7 +67,9 @@ class DecodeEvidence(NamedTuple):
     why_not: Optional[str]  # why the step series cannot carry the analysis (too few samples)
 
 
-def evaluate(steps_frame: pd.DataFrame) -> DecodeEvidence:
+def evaluate(steps_frame: pd.DataFrame, engines: Optional[dict[int, int]] = None) -> DecodeEvidence:
+    """`engines`: each life's engine (diagnostics.identity.engine_of); lives of another engine than
+    the healthy model's are not compared with it (a restart into another build is no control)."""
     samples = healthy.decode_samples(steps_frame)
     samples["residual"] = np.nan
     samples["matched"] = False
@@ -75,13 +77,14 @@ def evaluate(steps_frame: pd.DataFrame) -> DecodeEvidence:
     valid = samples[samples["excluded"] == ""]
     window = healthy.healthy_window(samples) if len(valid) >= MIN_SAMPLES else None
     if window is None:
-        return _without_model(samples, f"{len(valid)} usable decode samples ({len(samples) - len(valid)} more kept "
-                                       f"out); need at least {MIN_SAMPLES}, with {healthy.MIN_HEALTHY + 1} in one "
-                                       f"engine life")
+        return _without_model(samples, _why_no_window(samples, valid))
     for _ in range(2):
         model = healthy.fit_healthy(window)
         samples["residual"] = healthy.residuals(model, samples)
         samples["matched"] = healthy.matched(model, samples) & (samples["engine_life"] >= model.engine_life)
+        if engines:
+            same = samples["engine_life"].map(engines) == engines.get(model.engine_life)
+            samples["matched"] &= same.to_numpy()
         samples["healthy"] = samples.index.isin(window.index)
         use = samples[(samples["excluded"] == "") & samples["matched"] & samples["residual"].notna()]
         later = use[~use["healthy"]]
@@ -101,7 +104,7 @@ def evaluate(steps_frame: pd.DataFrame) -> DecodeEvidence:
     if onset_idx is not None and (not model.context_identified or _beyond_window(model, life_use.loc[onset_idx:])):
         context, check = _context_only_test(life_use.loc[onset_idx:], model, cps.sigma)
         checks.append(check)
-    age = life_use["engine_age_s"].to_numpy(dtype=float)
+    age = life_use["busy_s"].to_numpy(dtype=float)  # the trend is per hour of work, not of idling
     resid = life_use["residual"].to_numpy(dtype=float)
     trend = trend_mod.fit(age, resid) if onset_idx is not None else None
     creep_idx = None
@@ -118,6 +121,25 @@ def evaluate(steps_frame: pd.DataFrame) -> DecodeEvidence:
     return DecodeEvidence(samples, use, life_use, model, cps, onset_idx, context, trend, creep_idx, per_hour,
                           steps_cmp, bins, bands, _restart(model, use, life_use, late, onset_idx), tuple(checks),
                           None)
+
+
+def _why_no_window(samples: pd.DataFrame, valid: pd.DataFrame) -> str:
+    """What is missing for a healthy window, in words: too few usable samples at all (and why the
+    others were kept out), or too few in any one engine life, or none early in a life."""
+    kept = samples.loc[samples["excluded"] != "", "excluded"].value_counts()
+    why = ", ".join(f"{n} {healthy.KEPT_OUT.get(k, k)}" for k, n in kept.items())
+    kept_text = f" ({len(samples) - len(valid)} kept out: {why})" if len(kept) else ""
+    if len(samples) == 0:
+        return "the data hold no decode throughput at all (no decode lines, stats lines or per-request timings)"
+    if len(valid) < MIN_SAMPLES:
+        return (f"only {len(valid)} usable decode samples of {len(samples)}{kept_text}; at least {MIN_SAMPLES} "
+                f"are needed")
+    per_life = valid.groupby("engine_life").size()
+    if per_life.max() < healthy.MIN_HEALTHY + 1:
+        return (f"{len(valid)} usable decode samples{kept_text}, but spread over {len(per_life)} engine lives with at "
+                f"most {per_life.max()} in one; a healthy reference needs {healthy.MIN_HEALTHY + 1} in one life")
+    return (f"{len(valid)} usable decode samples{kept_text}, but no engine life has {healthy.MIN_HEALTHY} of them "
+            f"in the first half of its busy time: no early life to call healthy")
 
 
 def _without_model(samples: pd.DataFrame, why: str) -> DecodeEvidence:
@@ -142,7 +164,7 @@ def _find_onset(use: pd.DataFrame, model: HealthyModel):
         # and for long enough to show it (a slow spell in the last minutes of a log is too recent).
         seg = cps.first_lasting_rise(base + MATERIAL, base + MATERIAL / 2, min_start)
         if seg is not None:
-            age = rows["engine_age_s"].to_numpy(dtype=float)
+            age = rows["busy_s"].to_numpy(dtype=float)
             short = (age[-1] - age[seg.start] < MIN_ONSET_FRACTION * (age[-1] - age[0])
                      and len(rows) - seg.start < MIN_ONSET_FRACTION * len(rows))
             if short:
@@ -158,7 +180,7 @@ def _claim_sides(life_use: pd.DataFrame, onset_idx, gradual: bool) -> tuple[pd.D
     onset already drift; or no onset at all)."""
     if life_use.empty:
         return life_use, life_use, "the healthy window"
-    age = life_use["engine_age_s"].to_numpy(dtype=float)
+    age = life_use["busy_s"].to_numpy(dtype=float)
     latest = age >= age.min() + (1 - LATEST_FRACTION) * (age.max() - age.min())
     if onset_idx is not None:
         after = life_use.index >= onset_idx
@@ -222,7 +244,10 @@ def _bin_comparison(use: pd.DataFrame, model: HealthyModel, onset_idx
         ctx = df["context"].to_numpy(dtype=float)
         with np.errstate(divide="ignore"):
             band = np.where(ctx > 0, np.floor(np.log(np.where(ctx > 0, ctx, 1.0)) / math.log(CONTEXT_BAND)), -9_999)
-        return df.assign(key=df["batch"].fillna(0) * 100_000 + band, logt=np.log(df["step_time_s"]))
+        batch = df["batch"].to_numpy(dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            batch_band = np.where(batch > 0, np.floor(np.log(batch) / math.log(healthy.BATCH_BAND)), -1)
+        return df.assign(key=np.nan_to_num(batch_band, nan=-1) * 100_000 + band, logt=np.log(df["step_time_s"]))
 
     e, l = keyed(early.dropna(subset=["context"])), keyed(late.dropna(subset=["context"]))
     ne, nl = e["key"].value_counts(), l["key"].value_counts()
@@ -273,10 +298,9 @@ def _restart(model: HealthyModel, use: pd.DataFrame, life_use: pd.DataFrame, lat
     if nxt.empty:
         return None
     nxt = nxt[nxt["engine_life"] == nxt["engine_life"].iloc[0]]
-    young = float(life_use.loc[onset_idx, "engine_age_s"]) if onset_idx is not None else float(
-        late["engine_age_s"].min())
-    ages = nxt["engine_age_s"].to_numpy(dtype=float)
-    late_span = float(late["engine_age_s"].max() - late["engine_age_s"].min())
+    young = float(life_use.loc[onset_idx, "busy_s"]) if onset_idx is not None else float(late["busy_s"].min())
+    ages = nxt["busy_s"].to_numpy(dtype=float)
+    late_span = float(late["busy_s"].max() - late["busy_s"].min())
     fresh = nxt[(ages < young) & (ages <= ages.min() + max(late_span, 1e-9))]
     if len(fresh) < MIN_LATE:
         # By engine time, not by count: a slowed engine prints fewer lines an hour.
@@ -293,8 +317,8 @@ def _restart(model: HealthyModel, use: pd.DataFrame, life_use: pd.DataFrame, lat
 
 
 def _span_end(rows: pd.DataFrame, fraction: float, first: bool) -> pd.DataFrame:
-    """The rows of the first (or last) `fraction` of their span by engine age, at least two."""
-    age = rows["engine_age_s"].to_numpy(dtype=float)
+    """The rows of the first (or last) `fraction` of their span by engine busy time, at least two."""
+    age = rows["busy_s"].to_numpy(dtype=float)
     lo, hi = age.min(), age.max()
     keep = age <= lo + fraction * (hi - lo) if first else age >= hi - fraction * (hi - lo)
     if keep.sum() >= 2:

@@ -27,8 +27,14 @@ MIN_HEALTHY = 2  # samples; fewer and there is no healthy reference at all
 MIN_SPREAD = 0.2  # (max - min) / max of a feature before its slope is fitted
 GAP_FLOOR_S = 30.0  # a decode line this long after the previous one spans an idle gap...
 GAP_FACTOR = 10.0  # ...or this many times the usual interval
+IDLE_GAP_S = 600.0  # no row for this long (nor GAP_FACTOR usual intervals) without an idle line: idle all the same
+BATCH_BAND = 1.1  # batch sizes within this ratio are one batch: a step's cost barely moves inside it
 STEP_BLOCK = 16  # an engine's own per-step times are averaged over this many decode steps
 STEP_ROW_MAX_GAP_S = 0.5  # rows this close together are single steps, not interval averages
+# Why a decode sample is kept out of the fit (decode_samples' `excluded`), in words.
+KEPT_OUT = {"after_prefill": "after a prefill", "after_idle": "after an idle gap",
+            "window_with_prefill": "windows holding more prompt than generated tokens",
+            "batch_changed": "with a batch that changed inside the window"}
 
 
 class HealthyModel(NamedTuple):
@@ -81,6 +87,7 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
     t = df["t"].to_numpy(dtype="datetime64[ns]")
     out = pd.DataFrame({
         "t": t[idx], "engine_life": life.to_numpy()[idx], "engine_age_s": df["engine_age_s"].to_numpy()[idx],
+        "busy_s": busy_clock(df)[idx],
         "batch": batch.to_numpy(dtype=float)[idx], "context": context.to_numpy(dtype=float)[idx],
         "gen_tps": gen[idx], "own_time": own_time[idx], "prev_phase": prev_phase[idx], "step_index": idx,
         "phase": phase[idx], "input_tps": df["input_tps"].to_numpy(dtype=float)[idx],
@@ -103,9 +110,17 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
     # Tokens over wall time at the batch the line prints hold only while that batch decoded the
     # whole window: a batch that changed since the previous line (a request finished or joined,
     # or none runs at the line's moment) mixes batch sizes and idle time into the rate.
+    # Batch sizes are compared in bands (same_batch): 1,000 running requests draining to 999 is one
+    # batch, whose window averaged the two; 1 against 2 is not.
     prev_batch = out.groupby("engine_life")["batch"].shift(1).to_numpy()
-    changed = (out["batch"].to_numpy() != prev_batch) & np.isfinite(prev_batch) & np.isfinite(out["batch"].to_numpy())
-    excluded[from_log & (excluded == "") & (changed | (out["batch"].to_numpy() == 0))] = "batch_changed"
+    cur_batch = out["batch"].to_numpy()
+    both = np.isfinite(prev_batch) & np.isfinite(cur_batch)
+    close = both & same_batch(cur_batch, prev_batch)
+    changed = both & ~close
+    excluded[from_log & (excluded == "") & (changed | (cur_batch == 0))] = "batch_changed"
+    drift = from_log & close & (cur_batch != prev_batch)
+    out.loc[drift, "batch"] = (cur_batch[drift] + prev_batch[drift]) / 2
+    out.loc[drift, "step_time_s"] = out.loc[drift, "batch"] / out.loc[drift, "gen_tps"]
     gap = out.groupby("engine_life")["t"].diff().dt.total_seconds().to_numpy()
     usual = np.nanmedian(gap) if np.isfinite(gap).any() else np.nan
     limit = max(GAP_FLOOR_S, GAP_FACTOR * usual) if np.isfinite(usual) else np.inf
@@ -115,6 +130,34 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
     out = out[np.isfinite(out["step_time_s"]) & (out["step_time_s"] > 0)]
     out = out.drop(columns=["own_time", "prev_phase", "phase", "input_tps"]).reset_index(drop=True)
     return _step_blocks(out)
+
+
+def busy_clock(steps: pd.DataFrame) -> np.ndarray:
+    """Engine busy time (s) at each step row, per engine life: its age less the time it sat idle.
+
+    Idle is the time after a row that says so (an idle line, a stats line with nothing running)
+    until the next row, and any gap between rows longer than max(IDLE_GAP_S, GAP_FACTOR x the
+    usual interval) (no engine is silent that long while it works; a shorter gap may be lines
+    an excerpt left out); each such gap counts as one usual interval. Eighteen hours with nothing to do are not eighteen hours of age: the early life
+    is where the engine first worked, and a trend per hour is per hour of work."""
+    df = steps.reset_index(drop=True)
+    out = np.zeros(len(df))
+    if df.empty:
+        return out
+    for _, rows in df.groupby("engine_life", sort=False):
+        idx = rows.index.to_numpy()
+        age = rows["engine_age_s"].to_numpy(dtype=float)
+        dt = np.diff(age, prepend=0.0)
+        dt[0] = max(age[0], 0.0) if np.isfinite(age[0]) else 0.0
+        dt = np.where(np.isfinite(dt) & (dt > 0), dt, 0.0)
+        usual = float(np.median(dt[1:])) if len(dt) > 1 else 0.0
+        limit = max(IDLE_GAP_S, GAP_FACTOR * usual)
+        gen = rows["gen_tps"].to_numpy(dtype=float)
+        prev_idle = np.concatenate([[False], (rows["phase"].to_numpy() == "idle")[:-1]
+                                    | ((rows["num_running_reqs"].to_numpy(dtype=float) == 0) & ~(gen > 0))[:-1]])
+        idle = (dt > limit) | (prev_idle & (dt > usual))
+        out[idx] = np.cumsum(np.where(idle, np.minimum(dt, usual), dt))
+    return out
 
 
 def _interval_rows(t: pd.Series, life: pd.Series, measured: np.ndarray) -> np.ndarray:
@@ -139,6 +182,7 @@ def _step_blocks(out: pd.DataFrame) -> pd.DataFrame:
     key = steps.groupby("engine_life").cumcount() // STEP_BLOCK
     blocks = steps.groupby([steps["engine_life"], key], sort=False).agg(
         t=("t", "last"), engine_life=("engine_life", "last"), engine_age_s=("engine_age_s", "last"),
+        busy_s=("busy_s", "last"),
         batch=("batch", "mean"), context=("context", "mean"), step_time_s=("step_time_s", "mean"),
         step_index=("step_index", "last"), excluded=("excluded", "first"), num_steps=("t", "size"))
     blocks["gen_tps"] = blocks["batch"].clip(lower=1.0) / blocks["step_time_s"]
@@ -151,8 +195,8 @@ def _step_blocks(out: pd.DataFrame) -> pd.DataFrame:
 def healthy_window(samples: pd.DataFrame) -> Optional[pd.DataFrame]:
     """The early-life samples of the first engine life that has enough of them.
 
-    Early by engine time, not by count: the usable samples of the first HEALTHY_FRACTION of the
-    life's span (at least MIN_HEALTHY of them). Where clean samples are rarer early than late (a
+    Early by engine busy time (busy_clock), not by count: the usable samples of the first
+    HEALTHY_FRACTION of the life's busy span (at least MIN_HEALTHY of them). Where clean samples are rarer early than late (a
     fast engine's windows mostly hold a prefill or a batch change; a slowed one's do not), the
     first quarter of them by count would reach into the late life and call it healthy. A life
     whose first MIN_HEALTHY samples lie beyond the first half of its span has no early life to
@@ -162,12 +206,12 @@ def healthy_window(samples: pd.DataFrame) -> Optional[pd.DataFrame]:
     for _, life in valid.groupby("engine_life", sort=True):
         if len(life) < MIN_HEALTHY + 1:
             continue
-        t = life["t"]
-        span = t.iloc[-1] - t.iloc[0]
-        early = life[t <= t.iloc[0] + HEALTHY_FRACTION * span]
+        busy = life["busy_s"]  # engine busy time: hours idle are not early life
+        span = busy.iloc[-1] - busy.iloc[0]
+        early = life[busy <= busy.iloc[0] + HEALTHY_FRACTION * span]
         if len(early) >= MIN_HEALTHY:
             return early
-        if t.iloc[MIN_HEALTHY - 1] <= t.iloc[0] + 0.5 * span:
+        if busy.iloc[MIN_HEALTHY - 1] <= busy.iloc[0] + 0.5 * span:
             return life.iloc[:MIN_HEALTHY]
     return None
 
@@ -210,10 +254,20 @@ def residuals(model: HealthyModel, samples: pd.DataFrame) -> np.ndarray:
 
 
 def matched(model: HealthyModel, samples: pd.DataFrame) -> np.ndarray:
-    """Samples whose batch the model covers: its batch term, or a batch seen in the window."""
+    """Samples whose batch the model covers: its batch term, or a batch seen in the window (in
+    bands: same_batch)."""
     if "batch" in model.terms or not model.batch_values:
         return np.ones(len(samples), dtype=bool)
-    return samples["batch"].isin(model.batch_values).to_numpy() | samples["batch"].isna().to_numpy()
+    batch = samples["batch"].to_numpy(dtype=float)
+    seen = np.asarray(model.batch_values, dtype=float)
+    near = same_batch(batch[:, None], seen[None, :]).any(axis=1)
+    return near | np.isnan(batch)
+
+
+def same_batch(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Batch sizes in one band: within BATCH_BAND of each other (999 and 1,000; never 1 and 2)."""
+    with np.errstate(invalid="ignore"):
+        return np.maximum(a, b) <= BATCH_BAND * np.minimum(a, b)
 
 
 def robust_sigma(r: np.ndarray) -> float:

@@ -82,7 +82,7 @@ def creep_onset(life_use: pd.DataFrame, idx, change_age_s: float) -> Onset:
     row = life_use.loc[idx]
     age = float(row["engine_age_s"])
     return Onset(t=pd.Timestamp(row["t"]).to_datetime64(), engine_age_s=age, engine_life=int(row["engine_life"]),
-                 trigger=None, window_s=max(0.0, age - change_age_s))
+                 trigger=None, window_s=max(0.0, float(row["busy_s"]) - change_age_s))
 
 
 def trigger(source: Source, window: pd.DataFrame, life: int, t0, t1) -> Optional[Trigger]:

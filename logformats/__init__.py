@@ -27,7 +27,7 @@ from logformats.errors import LogFormatError
 from logformats import batch, llamacpp, messages
 from logformats.records import MAX_WARNINGS, finish
 from logformats.slots import SlotReader
-from logformats.text import Readable, Text, head
+from logformats.text import HEAD_LINES, Readable, Text, head
 from logformats.logtime import log_times
 
 logger = logging.getLogger(__name__)
@@ -63,9 +63,14 @@ class ParsedLog(NamedTuple):
     info: LogInfo
 
 
+FAR_HEAD_LINES = 5000  # where the first 200 lines match no format (a wrapper's banner, a download's progress)
+
+
 def looks_like_log(path: Path, num_lines: int = 200) -> Optional[str]:
-    """The log format of `path`, or None when no format matches its first lines."""
-    return detect(head(path if isinstance(path, Text) else Path(path), num_lines))
+    """The log format of `path`, or None when no format matches its first lines (or, failing
+    those, its first FAR_HEAD_LINES: an engine started by a wrapper that printed first)."""
+    path = path if isinstance(path, Text) else Path(path)
+    return detect(head(path, num_lines)) or detect(head(path, FAR_HEAD_LINES))
 
 
 def detect(lines: list[str]) -> Optional[str]:
@@ -84,6 +89,9 @@ def parse_log(path: Readable, date: Optional[dt.date] = None, year: Optional[int
     path = path if isinstance(path, Text) else Path(path)
     lines = head(path)
     fmt = detect(lines)
+    if fmt is None and len(lines) == HEAD_LINES:
+        lines = head(path, FAR_HEAD_LINES)
+        fmt = detect(lines)
     if fmt is None:
         found = "the file is empty" if not lines else f"none of the first {len(lines)} lines has a known prefix"
         raise LogFormatError(f"{path}: expected an engine log ({KNOWN}), but {found}")

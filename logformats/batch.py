@@ -17,6 +17,7 @@ from typing import Optional
 
 import numpy as np
 
+from logformats import identity
 from logformats.records import MAX_WARNINGS, Records
 from logformats.text import read_lines
 
@@ -226,6 +227,10 @@ class BatchBuilder(Records):
     def _startup(self, lineno: int, date: str, clock: str, msg: str) -> None:
         i = self._record(lineno, date, clock, "engine_start")
         self.put(i, "detail", msg[:200])
+        for key, value in identity.facts(msg):
+            k = self._record(lineno, date, clock, "engine_config")
+            self.put(k, "detail", f"{key}={value}")
+            self.num_events += 1
         if "tokdrift" in msg.lower():
             self.saw_tokdrift = True
         for pattern in CAPACITY:

@@ -38,9 +38,9 @@ logger = logging.getLogger(__name__)
 
 WRAPPER = re.compile(
     r"\s*(?:(?P<iso>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?)(?:Z|[+-]\d{2}:?\d{2})?\s+"
-    r"(?:\S+\s+(?P<iident>[^\s\[:]+)\[\d+\]:\s)?"
-    r"|(?P<jmon>[A-Z][a-z]{2})\s+(?P<jday>\d{1,2})\s+(?P<jtime>\d{2}:\d{2}:\d{2}(?:\.\d+)?)\s+\S+\s+"
-    r"(?P<ident>[^\s\[:]+)(?:\[\d+\])?:\s)?"
+    r"(?:(?:\S+\s+)?(?P<iident>[^\s\[:]+)\[\d+\]:\s)?"
+    r"|(?P<jmon>[A-Z][a-z]{2})\s+(?P<jday>\d{1,2})\s+(?P<jtime>\d{2}:\d{2}:\d{2}(?:\.\d+)?)\s+"
+    r"(?:\S+\s+)?(?P<ident>[^\s\[:]+)(?:\[\d+\])?:\s)?"
     r"(?:\[(?P<child>\d+)\]\s+)?"
     r"(?:(?P<rel>\d+)\.(?P<rels>\d{2})\.(?P<relf>\d{3}\.\d{3})\s)?"
     r"(?:(?P<lvl>[IWEDT])\s)?"
@@ -63,7 +63,10 @@ SIGNATURE = re.compile(
 TAG = re.compile(r"[A-Za-z_][\w.]*\s*: ")  # `function: text`, the shape of most llama.cpp lines
 TEXT_KEPT = re.compile(r"(?:prompt eval|generation eval|eval|total) time\s*=|draft acceptance|build(?:_info)?: |"
                        r"system_info: |main: loading model|(?:done )?request: [A-Z]+ |"
-                       r"(?:llama_context|llama_new_context_with_model): +n_ctx +=")
+                       r"(?:llama_context|llama_new_context_with_model): +(?:n_ctx|flash_attn) +=|"
+                       # what the engine says it is (logformats.identity)
+                       r"main: build = |common_params_print_info: build |llama_model_loader: loaded meta|"
+                       r"\w+: using device |ggml_\w+: [Ff]ound \d+ |(?:llm_)?load_tensors: offloaded")
 MAX_SECONDS = 10 * 365 * 86400.0  # a llama.cpp stamp beyond ten years is a garbled one
 RESTART_BACKSTEP_S = 1.0  # relative stamps that go back further than this: a new process
 

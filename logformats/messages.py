@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from logformats import identity
 from logformats.llamacpp import Entry
 from logformats.slots import SlotReader
 
@@ -56,6 +57,9 @@ def read(reader: SlotReader, entry: Entry, sec: float) -> None:
             reader.idle(lineno)
         elif func == "load_model" and body.startswith("loading model"):
             reader.startup(lineno, "llama.cpp " + body[:200])
+        elif func == "load_model" and body.startswith("initializing slots"):
+            reader.config(lineno, identity.facts(f"{func}: {body}"))
+            reader.other()
         elif func == "load_model" and (m := SLOTS_CTX.match(body)):
             # Each slot holds n_ctx_slot tokens; a unified KV cache is one of that size shared by all.
             num_slots, per_slot = int(m.group(1)), int(m.group(2))
@@ -71,6 +75,10 @@ def read(reader: SlotReader, entry: Entry, sec: float) -> None:
         level, msg, rest = payload
         if msg.startswith(STARTUP_OLLAMA):
             reader.startup(lineno, "ollama " + (msg + rest)[:200])
+            reader.config(lineno, identity.ollama_runner_facts(rest))
+        elif found := identity.facts(f"{msg} {rest.strip()}"):  # the version, the devices
+            reader.config(lineno, found)
+            reader.other()
         else:
             reader.other()
     elif kind == "gin":
@@ -123,6 +131,10 @@ def _old_line(reader: SlotReader, lineno: int, func: str, text: str, kv: dict) -
         fields = " ".join(f"{k}={v}" for k, v in kv.items()
                           if k not in ("tid", "timestamp", "level", "function", "line", "msg"))
         reader.startup(lineno, f"llama.cpp {text} {fields}"[:200])
+        found = [("build", kv["build"] + (f" ({kv['commit']})" if "commit" in kv else ""))] if "build" in kv else []
+        if "n_threads" in kv:
+            found.append(("threads", kv["n_threads"]))
+        reader.config(lineno, found)
     elif text == "request" and "path" in kv:
         reader.request(lineno, kv.get("method", ""), kv["path"], _int(kv.get("status"), 0), None)
     else:
@@ -136,8 +148,13 @@ def _text_line(reader: SlotReader, lineno: int, msg: str) -> None:
         _draft(reader, reader.block_slot[0], msg)
     elif msg.startswith(STARTUP_TEXT):
         reader.startup(lineno, "llama.cpp " + msg[:200])
+        reader.config(lineno, identity.facts(msg))
     elif m := N_CTX.match(msg):
         reader.kv_capacity = int(m.group(1))
+        reader.config(lineno, identity.facts(msg))
+        reader.other()
+    elif found := identity.facts(msg):
+        reader.config(lineno, found)
         reader.other()
     elif m := REQUEST.match(msg):
         reader.request(lineno, m.group(1), m.group(2), int(m.group(3)), None)

@@ -143,7 +143,8 @@ class SlotReader:
             self._running(i, slot)
             self._context(slot, i, 0.0, num_new)
         tail, tail_s = num_out - slot.decoded, eval_ms / 1000.0 - slot.tgen
-        if slot.decoded == 0 and tps and num_out >= 1:
+        # One token is no decode to time (llama.cpp prints it as 0.00 ms, a million tokens a second).
+        if slot.decoded == 0 and tps and num_out >= 2 and eval_ms > 0:
             rate, step = tps, (per / 1000.0 if per else 1.0 / tps)
         elif slot.decoded > 0 and tail >= 1 and tail_s > 0:
             rate, step = tail / tail_s, tail_s / tail
@@ -189,6 +190,13 @@ class SlotReader:
 
     def startup(self, lineno: int, detail: str) -> None:
         self._start(lineno, self.now, detail)
+
+    def config(self, lineno: int, facts: list[tuple[str, str]]) -> None:
+        """What a start-up line says the engine is (logformats.identity): `engine_config` events."""
+        for key, value in facts:
+            i = self._add(lineno, "engine_config", self.now)
+            self.records.put(i, "detail", f"{key}={value}")
+            self.num_events += 1
 
     def new_life(self, lineno: int, origin: float) -> None:
         """A process start the relative stamps count from (their 0.00.000.000)."""

@@ -1,5 +1,6 @@
 """The lines of a log file as text, whatever it was saved as.
 
+A gzip-compressed file (a rotated `engine.log.1.gz`) is read through gzip, by its magic bytes.
 UTF-8 is the usual; a byte-order mark selects UTF-8 or UTF-16 (PowerShell's `>` writes
 UTF-16), as do NUL bytes at every other position without one. Line ends may be CRLF. NUL
 bytes elsewhere are dropped (a file whose tail was never flushed before a crash reads as
@@ -10,10 +11,14 @@ without being read.
 
 from __future__ import annotations
 
+import gzip
 import io
+import logging
 import re
 from pathlib import Path
 from typing import Iterator, NamedTuple, Optional, Union
+
+logger = logging.getLogger(__name__)
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ufffd]")  # tab excepted
@@ -39,7 +44,7 @@ Readable = Union[Path, str, Text]  # a path, or the text itself
 def read_lines(path: Readable) -> Iterator[tuple[int, Optional[str]]]:
     """(line number, text without its line end), or (line number, None) for an over-long line."""
     with _open(path) as f:
-        for lineno, line in enumerate(f, 1):
+        for lineno, line in enumerate(_lines(f, path), 1):
             if len(line) > MAX_LINE:
                 yield lineno, None
                 continue
@@ -48,6 +53,15 @@ def read_lines(path: Readable) -> Iterator[tuple[int, Optional[str]]]:
             if "\x1b" in line:
                 line = ANSI.sub("", line)
             yield lineno, line.rstrip("\r\n")
+
+
+def _lines(f: io.TextIOBase, path: Readable) -> Iterator[str]:
+    """The file's lines; a compressed file cut short (a crash while it was written) ends where
+    its readable part does, with a warning."""
+    try:
+        yield from f
+    except (EOFError, OSError) as exc:
+        logger.warning("%s: compressed data ends early (%s); read up to there", path, exc)
 
 
 def head(path: Path, num_lines: int = HEAD_LINES) -> list[str]:
@@ -66,17 +80,34 @@ def is_text(line: str) -> bool:
     return CONTROL.search(line) is None
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
 def _open(path: Readable) -> io.TextIOBase:
     if not isinstance(path, Text):
+        if _raw_start(path).startswith(GZIP_MAGIC):
+            return gzip.open(path, "rt", encoding=_encoding(_start(path)), errors="replace")
         return open(path, encoding=_encoding(_start(path)), errors="replace")
     if isinstance(path.data, str):
         return io.StringIO(path.data)
     return io.TextIOWrapper(io.BytesIO(path.data), encoding=_encoding(path.data[:4096]), errors="replace")
 
 
-def _start(path: Path) -> bytes:
+def _raw_start(path: Path) -> bytes:
     with open(path, "rb") as f:
         return f.read(4096)
+
+
+def _start(path: Path) -> bytes:
+    """The first bytes of the text (decompressed where the file is gzip)."""
+    start = _raw_start(path)
+    if start.startswith(GZIP_MAGIC):
+        try:
+            with gzip.open(path, "rb") as f:
+                return f.read(4096)
+        except (OSError, EOFError):
+            return b""
+    return start
 
 
 def _encoding(start: bytes) -> str:

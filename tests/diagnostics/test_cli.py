@@ -21,7 +21,10 @@ def test_ingest_writes_steps_and_events(tmp_path, excerpt):
     assert "9 steps" in result.output and "0 with no known prefix skipped" in result.output
     steps = pd.read_parquet(out)
     assert steps["new_tokens"].dropna().tolist() == [5792, 8192]
-    assert pd.read_parquet(events)["kind"].tolist() == ["engine_start", "engine_start"]
+    ev = pd.read_parquet(events)
+    assert ev.loc[ev["kind"] != "engine_config", "kind"].tolist() == ["engine_start", "engine_start"]
+    # `Resolved config: moe_backend='offload', attention_backend='triton', ...` says what the engine is
+    assert "moe_backend=offload" in ev.loc[ev["kind"] == "engine_config", "detail"].tolist()
 
 
 def test_analyze_json_is_the_design_document(tmp_path, excerpt):

@@ -274,3 +274,22 @@ def test_a_real_llama_server_log_reads_its_slots_and_its_kv_capacity():
     prefill = steps[(steps["line"] == 51) & (steps["phase"] == "prefill")].iloc[0]
     assert (prefill["new_tokens"], prefill["cached_tokens"]) == (616, 1122)
     assert parsed.events["kind"].tolist() == ["engine_start", "engine_start"]  # stamp 0, and `load_model: loading model`
+
+
+@pytest.mark.parametrize("stamp", [
+    "Nov 27 14:55:15 gpu-box ollama[40647]: ",  # journalctl's default, -o short
+    "Nov 27 14:55:15 ollama[40647]: ",  # the same without the host field (as pasted, or -o cat-like tools)
+    "Nov 27 14:55:15.123456 gpu-box ollama[40647]: ",  # -o short-precise
+    "2025-11-27T14:55:15+0100 gpu-box ollama[40647]: ",  # -o short-iso
+    "2025-11-27T14:55:15.123456+01:00 ollama[40647]: ",  # -o short-iso-precise, no host
+])
+def test_journald_variants_read_as_ollama(tmp_path, stamp):
+    gin = '[GIN] 2025/11/27 - 14:55:15 | 200 |  5.257673085s |       127.0.0.1 | POST     "/api/chat"'
+    timing = ("       eval time =    1000.00 ms /    50 tokens (   20.00 ms per token,    50.00 tokens per "
+              "second)")
+    path = _write(tmp_path, "ollama.log", [stamp + gin, stamp + timing, stamp + gin])
+    parsed = parse_log(path, year=2025)
+    assert parsed.info.format == "ollama"
+    assert parsed.info.num_unknown_lines == 0
+    assert len(parsed.events[parsed.events["kind"] == "request"]) == 2
+    assert parsed.steps.loc[parsed.steps["phase"] == "decode", "gen_tps"].tolist() == [50.0]

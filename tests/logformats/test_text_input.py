@@ -10,7 +10,7 @@ import pytest
 from logformats import Text, detect, parse_log
 from logformats.errors import LogFormatError
 from logformats.prometheus import parse_scrapes
-from logformats.text import head
+from logformats.text import head, read_lines
 
 LOGS = Path(__file__).resolve().parents[1] / "diagnostics" / "fixtures" / "logs"
 DAY = dt.date(2026, 9, 23)
@@ -46,3 +46,16 @@ def test_scrapes_as_text():
     steps, events, engine = parse_scrapes(Text(body, "/metrics"))
     assert engine == "vllm" and len(steps) == 2
     assert steps["gen_tps"].iloc[1] == pytest.approx(30.0)
+
+
+def test_a_gzip_log_reads_as_its_text_and_a_cut_one_up_to_the_cut(tmp_path):
+    import gzip
+
+    lines = [f"line {k}" for k in range(2000)]
+    path = tmp_path / "engine.log.gz"
+    path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    assert [text for _, text in read_lines(path)] == lines
+    cut = tmp_path / "cut.log.gz"
+    cut.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
+    got = [text for _, text in read_lines(cut)]
+    assert 0 < len(got) < len(lines) and got == lines[: len(got)]
