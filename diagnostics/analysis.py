@@ -16,7 +16,7 @@ from typing import Optional
 import pandas as pd
 
 from diagnostics import checks as checks_mod, controls, decode, onset as onset_mod, prefill as prefill_mod
-from diagnostics import identity, reuse as reuse_mod, suspects as suspects_mod, verdict as verdict_mod
+from diagnostics import caps, identity, reuse as reuse_mod, suspects as suspects_mod, verdict as verdict_mod
 from diagnostics.comparison import Comparison
 from diagnostics.result import Analysis, Check, Onset, Slowdown
 from diagnostics.source import Source
@@ -64,7 +64,8 @@ def analyze(source: Source) -> Analysis:
     checks += dec.checks
     comparisons = tuple(c for c in (paired, restart, probes, dec.bins, dec.steps, drift,
                                     evidence.reuse, evidence.prefill) if c is not None)
-    checks.append(Check("verdict_basis", "ok" if decision.confidence in ("high", "medium") else "warn", decision.reason))
+    verdict_basis = len(checks)  # its text waits for the confidence the data checks allow (below)
+    checks.append(Check("verdict_basis", "ok", decision.reason))
     checks.append(Check("matched_conditions", "ok", "; ".join(c.detail for c in comparisons
                                                               if c.basis in DECODE_BASES) or "no matched comparison"))
     checks += [Check(f.name, f.status, f.detail) for f in decision.findings]
@@ -98,15 +99,24 @@ def analyze(source: Source) -> Analysis:
     # The trend per hour is the step series' own: said only when the step series carries the
     # verdict, over a span long enough for an hourly rate to mean something.
     trend_ok = decision.basis in STEP_BASES and (evidence.span_s or 0.0) >= MIN_TREND_SPAN_S
+    slowdown, decode_held = _headline(decision, dec.per_hour if trend_ok else None, shape)
+    confidence, cap = caps.capped(decision.verdict, decision.confidence, slowdown.ratio if slowdown else None,
+                                  raw, checks)
+    reason = decision.reason
+    if cap is not None:
+        checks.append(cap)
+        reason = reason.replace(f"{decision.confidence} confidence",
+                                f"{confidence} confidence ({decision.confidence} by its interval, lowered: see "
+                                f"confidence_cap)", 1)
+    checks[verdict_basis] = Check("verdict_basis", "ok" if confidence in ("high", "medium") else "warn", reason)
     return Analysis(
-        verdict=decision.verdict, slowdown=_slowdown(decision.decode, dec.per_hour if trend_ok else None, shape),
-        onset=found_onset,
+        verdict=decision.verdict, slowdown=slowdown, onset=found_onset,
         recovered_by_restart=_recovered(restart, decision), suspects=suspects, checks=tuple(checks), samples=dec.samples,
         model=dec.model, changepoints=dec.changepoints, comparisons=comparisons, source_path=source.path,
         source_kind=source.kind, engine=source.engine, prefix_reuse=prefix_reuse,
         age_basis=(decision.basis if decision.basis in ("prefix_reuse", "prefill") else "decode"), prefill=prefill,
-        confidence=decision.confidence, basis=decision.basis, cause=decision.cause, reason=decision.reason,
-        probe_pairs=cycles if len(cycles) else None, bands=dec.bands)
+        confidence=confidence, basis=decision.basis, cause=decision.cause, reason=reason,
+        probe_pairs=cycles if len(cycles) else None, bands=dec.bands, decode_held=decode_held)
 
 
 def _narrower(a: Optional[Comparison], b: Optional[Comparison]) -> Optional[Comparison]:
@@ -141,6 +151,26 @@ def _span_s(dec: decode.DecodeEvidence) -> Optional[float]:
     """Engine busy time the usable decode samples of the model's life cover."""
     busy = dec.life_use["busy_s"] if len(dec.life_use) else dec.samples.loc[dec.samples["excluded"] == "", "busy_s"]
     return float(busy.max() - busy.min()) if len(busy) >= 2 else None
+
+
+def _headline(decision: verdict_mod.Decision, per_hour, shape: Optional[str]
+              ) -> tuple[Optional[Slowdown], Optional[Slowdown]]:
+    """The `slowdown` block, and decode's own figures beside a prefill-side claim.
+
+    The block describes what the verdict rests on, late over healthy (below 1 is slower): the
+    decode comparison that decided; for an age claim on prefix reuse or prefill time, that
+    claim's ratio (its kind in `basis`, no decode rates), with decode's figures apart in
+    `decode_held`. A verdict that cannot tell has no headline figure: a comparison it does not
+    stand on is not printed as a loss."""
+    if decision.verdict == "insufficient_data":
+        return None, None
+    claim = decision.decisive
+    if claim is not None and claim.basis in verdict_mod.SIDE_BASES:
+        i = claim.interval
+        side = Slowdown(ratio=claim.ratio, healthy_tps=None, degraded_tps=None, basis=claim.basis,
+                        lo=i.lo if i.bounded else None, hi=i.hi if i.bounded else None)
+        return side, _slowdown(decision.decode, None, None)
+    return _slowdown(decision.decode, per_hour, shape), None
 
 
 def _slowdown(c: Optional[Comparison], per_hour, shape: Optional[str]) -> Optional[Slowdown]:

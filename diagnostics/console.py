@@ -29,9 +29,10 @@ def render(a: Analysis) -> Group:
     if a.slowdown is not None:
         s = a.slowdown
         interval = f" (90% interval {s.lo:.2f}-{s.hi:.2f})" if s.hi is not None else ""
-        parts.append(Text(f"matched throughput ratio {s.ratio:.2f}{interval} (late / healthy, on "
-                          f"{s.basis.replace('_', ' ')}): {s.healthy_tps:.1f} tok/s healthy, {s.degraded_tps:.1f} tok/s "
-                          f"now at the same conditions"))
+        rates = (f": {s.healthy_tps:.1f} tok/s healthy, {s.degraded_tps:.1f} tok/s now at the same conditions"
+                 if s.healthy_tps is not None else "")
+        parts.append(Text(f"matched ratio {s.ratio:.2f}{interval} (late / healthy, on {s.basis.replace('_', ' ')})"
+                          + rates))
     if a.prefix_reuse is not None:
         r = a.prefix_reuse
         parts.append(Text(f"prefix reuse of continuation turns {r.ratio:.2f} (late / early: {r.late_share:.0%} "

@@ -26,9 +26,11 @@ class Slowdown(NamedTuple):
     healthy_tps times ratio, the rate now at the healthy conditions. `per_hour` and `shape` come
     from the step series (diagnostics.trend)."""
 
-    ratio: float  # degraded over healthy throughput at matched conditions
-    healthy_tps: float  # the healthy side's level on the basis (geometric mean of probes, median of samples)
-    degraded_tps: float  # healthy_tps * ratio
+    ratio: float  # latest over healthy at matched conditions on `basis` (below 1 is slower)
+    # The healthy side's level on the basis (geometric mean of probes, median of samples) and
+    # healthy_tps * ratio; None for a claim of another kind than decode speed (prefix reuse, prefill).
+    healthy_tps: Optional[float]
+    degraded_tps: Optional[float]
     basis: str = ""  # the comparison the figures come from (diagnostics.comparison)
     lo: Optional[float] = None  # the ratio's interval (diagnostics.intervals.LEVEL)
     hi: Optional[float] = None
@@ -99,6 +101,8 @@ class Analysis:
     # The batch-and-context bands the `bins` comparison compared: batch, context_lo, context_hi,
     # num_early, early_tps, num_late, late_tps (diagnostics.decode).
     bands: Optional[pd.DataFrame] = None
+    # Decode's own figures beside an age claim on prefix reuse or prefill time (`slowdown` is the claim's).
+    decode_held: Optional[Slowdown] = None
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:

@@ -59,6 +59,7 @@ LOW_FLOOR = 0.81  # ...above this: low confidence; at or below it the data canno
 MARGIN = 0.9  # engine age whose interval clears the material level by this factor again: high
 HOST_DRIFT = "host_or_load_drift"
 SIDE_TEXT = {"prefix_reuse": "prefix reuse", "prefill": "prefill time"}
+SIDE_BASES = tuple(SIDE_TEXT)  # claims of another kind than decode speed
 DECODE_BASES = ("paired_control", "restart", "probes", "bins", "step_series")
 SANE_RATIO = (0.02, 5.0)  # late over healthy beyond these: the matching failed, not the engine
 MIN_SPAN_S = 300.0  # engine time a verdict of no age from the log's samples needs them to cover

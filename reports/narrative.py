@@ -72,10 +72,10 @@ def basis_text(basis: Optional[str]) -> str:
     return BASIS_TEXT.get(basis or "", (basis or "no comparison").replace("_", " "))
 
 
-def rate_clause(a: Analysis) -> str:
+def rate_clause(a: Analysis, s=None) -> str:
     """`0.81x (90% interval 0.74-0.88) on identical probes: 37.0 tok/s healthy, 30.0 now at the same
     conditions` — three figures from one basis, which therefore agree."""
-    s = a.slowdown
+    s = s if s is not None else a.slowdown
     interval = f" (90% interval {s.lo:.2f}-{s.hi:.2f})" if s.hi is not None else ""
     return (f"{s.ratio:.2f}x{interval} on {basis_text(s.basis)}: {s.healthy_tps:.1f} tok/s healthy, "
             f"{s.degraded_tps:.1f} tok/s now at the same conditions")
@@ -172,8 +172,8 @@ def _prefill_paragraph(a: Analysis) -> str:
 def _decode_held(a: Analysis) -> list[str]:
     """The sentences after a prefill-side finding: decode held, what began it, the top suspect."""
     out = []
-    if a.slowdown is not None:
-        out.append(f"Decode itself held: late decode ran at {rate_clause(a)}.")
+    if a.decode_held is not None:
+        out.append(f"Decode itself held: late decode ran at {rate_clause(a, a.decode_held)}.")
     if a.onset is not None:
         trig = trigger_text(a)
         out.append(f"It began after {trig}." if trig else "Nothing notable stands out just before it.")
@@ -195,7 +195,11 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
            KeyNumber("decided by", basis_text(a.basis))]
     if a.cause == "host_or_load_drift":
         out.append(KeyNumber("cause", "host or load drift: a fresh engine was as slow"))
-    if a.slowdown is not None:
+    if a.slowdown is not None and a.slowdown.healthy_tps is None:  # a claim on prefix reuse or prefill time
+        s = a.slowdown
+        interval = f" (90% interval {s.lo:.2f}-{s.hi:.2f})" if s.hi is not None else ""
+        out.append(KeyNumber(f"matched ratio (latest / healthy, {basis_text(s.basis)})", f"{s.ratio:.2f}{interval}"))
+    elif a.slowdown is not None:
         s = a.slowdown
         interval = f" (90% interval {s.lo:.2f}-{s.hi:.2f})" if s.hi is not None else " (too few samples for an interval)"
         out += [KeyNumber("matched throughput ratio (latest / healthy)", f"{s.ratio:.2f}{interval}"),

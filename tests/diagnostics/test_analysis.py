@@ -27,7 +27,11 @@ def test_seed_excerpt_is_engine_age_with_onset_and_trigger(excerpt):
     assert list(doc)[:len(DESIGN_KEYS)] == DESIGN_KEYS and doc["schema_version"] == 1
     assert list(doc)[len(DESIGN_KEYS):] == ["age_basis", "prefix_reuse", "prefill", "confidence", "basis", "cause",
                                             "reason", "comparisons"]
-    assert doc["confidence"] == "high" and doc["basis"] == "step_series" and doc["cause"] == "engine_age"
+    # Its interval would make it high; two healthy lines cap it (a data check warns, and says so).
+    assert doc["confidence"] == "medium" and doc["basis"] == "step_series" and doc["cause"] == "engine_age"
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert checks["confidence_cap"]["status"] == "warn" and "healthy_model" in checks["confidence_cap"]["detail"]
+    assert doc["reason"].startswith("Engine age, medium confidence (high by its interval, lowered")
     assert doc["verdict"] == "engine_age_degradation"
     assert doc["onset"]["t"] == "2026-09-23T21:18:50"
     assert doc["onset"]["engine_age_s"] == 938

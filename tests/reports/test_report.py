@@ -65,13 +65,13 @@ def test_seed_verdict_paragraph_states_the_numbers(seed_page):
     assert "engine_age_degradation" in _text(verdict.find(class_="name"))
     paragraph = _text(verdict.find("p", class_="paragraph"))
     for number in ("0.10x (90% interval 0.06-0.17)", "112.5 tok/s healthy", "11.8 tok/s now at the same conditions",
-                   "2026-09-23T21:18:50", "5,792 new tokens", "121,712 cached", "15.6 min", "high confidence"):
+                   "2026-09-23T21:18:50", "5,792 new tokens", "121,712 cached", "15.6 min", "medium confidence"):
         assert number in paragraph, number
     assert "Longer context cannot explain it" in paragraph
     cells = {_text(r.find_all("td")[0]): _text(r.find_all("td")[1]) for r in verdict.find_all("tr")}
     assert cells["engine age at onset"] == "938 s (15.6 min)"
     assert cells["recovered by restart"].startswith("no restart in the data")
-    assert cells["confidence"] == "high" and cells["decided by"] == "the step series against the healthy model"
+    assert cells["confidence"] == "medium" and cells["decided by"] == "the step series against the healthy model"
 
 
 def test_seed_sections_without_data_say_so(seed_page):
@@ -166,7 +166,7 @@ def test_a_run_that_crashed_before_any_step_still_gets_a_report(tmp_path):
     assert "insufficient_data" in _text(_section(soup, "verdict"))
     for name in ("throughput-time", "throughput-context", "probes", "residuals", "prefills", "suspects", "profiles"):
         assert _section(soup, name).find(class_="empty") is not None, name
-    assert "0 usable decode samples" in _text(_section(soup, "checks"))
+    assert "the data hold no decode throughput at all" in _text(_section(soup, "checks"))
 
 
 def test_run_dir_events_get_engine_life_and_age_from_engine_starts(run_page):

@@ -1,0 +1,41 @@
+"""How sure a verdict may say it is, once the data have been checked: a warning caps it.
+
+The verdict's confidence comes from its interval (diagnostics.verdict). An interval measures
+noise, not whether the samples meant what the analysis took them to mean: windows that held a
+prefill or a stall, a restart into another build, a healthy model fitted on a handful of
+points, a raw rate that tells another story than the matched one. `high` is a promise that is
+never broken, so any check that warns about the data caps the confidence at `medium`, and the
+reason says which checks did it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from diagnostics.result import Check
+
+# Checks whose warning says the samples may not mean what the comparison takes them to mean.
+DATA_CHECKS = ("engine_identity", "decode_after_prefill_or_idle", "stalled_windows", "healthy_model",
+               "context_only_model", "idle_time", "fresh_control", "too_few_for_loss", "control_drift",
+               "matched_conditions", "material_loss", "decode_basis", "host_contention")
+REASON_CHECKS = ("fresh_control", "host_contention")
+RAW_AGREEMENT = 2.0  # an age claim whose raw late/early rate differs from the matched ratio by more: disagreeing
+
+
+def capped(verdict: str, confidence: Optional[str], ratio: Optional[float], raw_ratio: Optional[float],
+           checks: list[Check]) -> tuple[Optional[str], Optional[Check]]:
+    """The confidence the data allow, and a `confidence_cap` check when it was lowered."""
+    if confidence != "high":
+        return confidence, None
+    # A fresh engine as slow, or other load rising, is why a verdict says no age: its reason, not a doubt.
+    reasons = REASON_CHECKS if verdict != "engine_age_degradation" else ()
+    warned = [c.name for c in checks if c.status == "warn" and c.name in DATA_CHECKS and c.name not in reasons]
+    if (verdict == "engine_age_degradation" and raw_ratio is not None and ratio is not None and ratio > 0
+            and raw_ratio > 0 and abs(math.log(raw_ratio / ratio)) > math.log(RAW_AGREEMENT)):
+        warned.append(f"raw_throughput ({raw_ratio:.2f}x raw against {ratio:.2f}x matched)")
+    if not warned:
+        return confidence, None
+    return "medium", Check("confidence_cap", "warn",
+                           f"high by its interval, lowered to medium: the data checks warn ({', '.join(warned)}); "
+                           f"a high confidence is given only where nothing in the data could mislead it")
