@@ -45,7 +45,7 @@ def analyze(source: Source) -> Analysis:
         paired=paired, probes=probes, bins=dec.bins, steps=dec.steps, onset_found=dec.onset_idx is not None,
         context=dec.context, reuse=prefix_reuse.comparison if prefix_reuse is not None else None,
         prefill=prefill.comparison if prefill is not None else None, control_drift=drift, restart=restart, host=host,
-        raw_ratio=_raw_ratio(dec), no_data=no_data, span_s=_span_s(dec))
+        raw_ratio=_raw_ratio(dec), no_data=no_data, span_s=_span_s(dec), unmatched=dec.unmatched)
     decision = verdict_mod.decide(evidence)
 
     checks = list(checks_mod.source_checks(source, dec.samples))

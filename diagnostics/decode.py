@@ -65,6 +65,7 @@ class DecodeEvidence(NamedTuple):
     restart: Optional[Comparison]  # the aged engine just before a restart over the fresh one after it
     checks: tuple[Check, ...]
     why_not: Optional[str]  # why the step series cannot carry the analysis (too few samples)
+    unmatched: Optional[str] = None  # why the latest samples have no matched conditions, when they have none
 
 
 def evaluate(steps_frame: pd.DataFrame, engines: Optional[dict[int, int]] = None) -> DecodeEvidence:
@@ -117,10 +118,11 @@ def evaluate(steps_frame: pd.DataFrame, engines: Optional[dict[int, int]] = None
     late_from = creep_idx if gradual and creep_idx is not None else onset_idx
     early, late, where = _claim_sides(life_use, late_from, gradual)
     steps_cmp = _step_comparison(*_in_range(model, early, late), where)
+    unmatched = _unmatched(model, late) if steps_cmp is None else None
     bins, bands = _bin_comparison(use, model, onset_idx)
     return DecodeEvidence(samples, use, life_use, model, cps, onset_idx, context, trend, creep_idx, per_hour,
                           steps_cmp, bins, bands, _restart(model, use, life_use, late, onset_idx), tuple(checks),
-                          None)
+                          None, unmatched)
 
 
 def _why_no_window(samples: pd.DataFrame, valid: pd.DataFrame) -> str:
@@ -140,6 +142,19 @@ def _why_no_window(samples: pd.DataFrame, valid: pd.DataFrame) -> str:
                 f"most {per_life.max()} in one; a healthy reference needs {healthy.MIN_HEALTHY + 1} in one life")
     return (f"{len(valid)} usable decode samples{kept_text}, but no engine life has {healthy.MIN_HEALTHY} of them "
             f"in the first half of its busy time: no early life to call healthy")
+
+
+def _unmatched(model: HealthyModel, late: pd.DataFrame) -> Optional[str]:
+    """In words, when the latest samples ran at batch sizes the healthy window never saw."""
+    if "batch" not in model.terms or not model.batch_values or late.empty:
+        return None
+    lo, hi = model.batch_values[0], model.batch_values[-1]
+    b = late["batch"].dropna()
+    if b.empty or b.between(lo / healthy.BATCH_BAND, hi * healthy.BATCH_BAND).sum() >= MIN_LATE:
+        return None
+    return (f"the latest samples ran {b.min():.0f}-{b.max():.0f} requests at a time, the healthy window "
+            f"{lo:.0f}-{hi:.0f}: the load never came back to the early conditions, so nothing late can be "
+            f"compared with them (a steady load, or identical probes from `soak run --target`, would answer)")
 
 
 def _without_model(samples: pd.DataFrame, why: str) -> DecodeEvidence:
@@ -200,7 +215,16 @@ def _in_range(model: HealthyModel, a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd
     """Both sides kept to the context the healthy window held (one band beyond it at most) when
     each side still has MIN_LATE samples there: the model then interpolates on both sides, and
     a context slope fitted over a narrow window (noise, mostly) cannot make one side look fast.
-    Otherwise both sides whole: the same extrapolation then reaches both."""
+    Otherwise both sides whole: the same extrapolation then reaches both.
+
+    Batch sizes are kept to the window's range (one band beyond it) always: a batch term fitted
+    over 800-965 running requests says nothing of 100 (a one-shot batch draining), and a side
+    with fewer than MIN_LATE samples there is not compared at all (empty)."""
+    if "batch" in model.terms and model.batch_values:
+        lo, hi = model.batch_values[0] / healthy.BATCH_BAND, model.batch_values[-1] * healthy.BATCH_BAND
+        a, b = (x[x["batch"].isna() | x["batch"].between(lo, hi)] for x in (a, b))
+        if len(a) < MIN_LATE or len(b) < MIN_LATE:
+            return a.iloc[:0], b.iloc[:0]
     if model.context_range is None:
         return a, b
     top = CONTEXT_BAND * model.context_range[1]
@@ -306,6 +330,8 @@ def _restart(model: HealthyModel, use: pd.DataFrame, life_use: pd.DataFrame, lat
         # By engine time, not by count: a slowed engine prints fewer lines an hour.
         fresh = _span_end(nxt, FRESH_FRACTION, first=True)
     fresh, aged = _in_range(model, fresh, late)
+    if fresh.empty or aged.empty:
+        return None
     f = intervals.blocks(np.exp(-fresh["residual"].to_numpy()))
     a = intervals.blocks(np.exp(-aged["residual"].to_numpy()))
     interval = intervals.log_ratio(f, a)
@@ -370,6 +396,10 @@ def _model_check(model: HealthyModel) -> Check:
     ctx = "" if model.context_identified else (
         "; the window does not fix the context slope (context missing or constant), so the verdict also "
         "requires the generous context-only test")
+    if model.left_out:
+        ctx = (f"; the {' and '.join(model.left_out)} term{'s' if len(model.left_out) > 1 else ''} did not predict "
+               f"held-out samples better than a model without {'them' if len(model.left_out) > 1 else 'it'} "
+               f"(cross-validated), so {'they are' if len(model.left_out) > 1 else 'it is'} left out") + ctx
     status = "ok" if model.num_points >= 8 and model.context_identified else "warn"
     r2 = f", R^2 {model.r2:.2f}" if model.r2 is not None else ""
     return Check("healthy_model", status,

@@ -25,6 +25,9 @@ from scipy.optimize import nnls
 HEALTHY_FRACTION = 0.25  # of an engine life's span (engine time): its early life
 MIN_HEALTHY = 2  # samples; fewer and there is no healthy reference at all
 MIN_SPREAD = 0.2  # (max - min) / max of a feature before its slope is fitted
+CV_MIN = 12  # window samples before terms are chosen by cross-validation (fewer: every identifiable term)
+CV_FOLDS = 6
+CV_MARGIN = 0.02  # a term must cut the held-out error by more than this to beat the constant
 GAP_FLOOR_S = 30.0  # a decode line this long after the previous one spans an idle gap...
 GAP_FACTOR = 10.0  # ...or this many times the usual interval
 IDLE_GAP_S = 600.0  # no row for this long (nor GAP_FACTOR usual intervals) without an idle line: idle all the same
@@ -46,6 +49,9 @@ class HealthyModel(NamedTuple):
     batch_values: tuple[float, ...]  # batch sizes seen in the window
     context_range: Optional[tuple[float, float]]
     r2: Optional[float]
+    # Terms the window could identify that predicted held-out samples no better than the model
+    # without them (fit_healthy): left out, and said so.
+    left_out: tuple[str, ...] = ()
 
     @property
     def context_identified(self) -> bool:
@@ -217,20 +223,27 @@ def healthy_window(samples: pd.DataFrame) -> Optional[pd.DataFrame]:
 
 
 def fit_healthy(window: pd.DataFrame) -> HealthyModel:
+    """The healthy model on the early-life window: the terms the window identifies, and of those
+    the ones that predict held-out samples better than the model without them (CV_FOLDS-fold
+    cross-validation on relative error, in time order): a term that fits noise is no baseline."""
     n = len(window)
     y = window["step_time_s"].to_numpy(dtype=float)
     batch = window["batch"].to_numpy(dtype=float)
     context = window["context"].to_numpy(dtype=float)
-    columns, terms = [np.ones(n)], ["intercept"]
-    if n >= 4 and _identifiable(batch):
-        columns.append(batch)
-        terms.append("batch")
-    if n >= 4 and _identifiable(context):
-        columns.append(context)
-        terms.append("context")
-    x = np.column_stack(columns)
-    w = 1.0 / y  # relative error: a 10 ms miss on a 20 ms step matters more than on a 200 ms one
-    coef, _ = nnls(x * w[:, None], y * w)
+    features = {"batch": batch, "context": context}
+    candidates = [t for t in ("batch", "context") if n >= 4 and _identifiable(features[t])]
+    terms = ["intercept", *candidates]
+    left_out: tuple[str, ...] = ()
+    if n >= CV_MIN and candidates:
+        subsets = [["intercept", *[t for k, t in enumerate(candidates) if keep >> k & 1]]
+                   for keep in range(2 ** len(candidates))]
+        errors = [_cv_error(y, [features[t] for t in s[1:]]) for s in subsets]
+        best = min(range(len(subsets)), key=lambda k: (errors[k] * (1 - CV_MARGIN * (len(subsets[k]) == 1)),
+                                                         len(subsets[k])))
+        terms = subsets[best]
+        left_out = tuple(t for t in candidates if t not in terms)
+    x = np.column_stack([np.ones(n), *[features[t] for t in terms[1:]]])
+    coef = _fit(x, y)
     pred = x @ coef
     ss = float(np.sum((y - y.mean()) ** 2))
     r2 = 1.0 - float(np.sum((y - pred) ** 2)) / ss if ss > 0 and n > len(terms) > 1 else None
@@ -238,7 +251,29 @@ def fit_healthy(window: pd.DataFrame) -> HealthyModel:
     return HealthyModel(tuple(terms), tuple(float(k) for k in coef), int(window["engine_life"].iloc[0]), n,
                         window["t"].iloc[-1].to_datetime64(),
                         tuple(sorted({float(v) for v in batch[np.isfinite(batch)]})),
-                        (float(ctx.min()), float(ctx.max())) if len(ctx) else None, r2)
+                        (float(ctx.min()), float(ctx.max())) if len(ctx) else None, r2, left_out)
+
+
+def _fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Non-negative least squares on relative error: a 10 ms miss on a 20 ms step matters more
+    than on a 200 ms one."""
+    w = 1.0 / y
+    coef, _ = nnls(x * w[:, None], y * w)
+    return coef
+
+
+def _cv_error(y: np.ndarray, columns: list[np.ndarray]) -> float:
+    """Relative squared error of held-out predictions, CV_FOLDS contiguous folds in time order."""
+    n = len(y)
+    x = np.column_stack([np.ones(n), *columns])
+    folds = np.array_split(np.arange(n), min(CV_FOLDS, n))
+    err = 0.0
+    for held in folds:
+        train = np.ones(n, dtype=bool)
+        train[held] = False
+        coef = _fit(x[train], y[train])
+        err += float(np.sum(((y[held] - x[held] @ coef) / y[held]) ** 2))
+    return err
 
 
 def residuals(model: HealthyModel, samples: pd.DataFrame) -> np.ndarray:

@@ -99,6 +99,7 @@ class Evidence(NamedTuple):
     raw_ratio: Optional[float] = None  # last quarter's raw decode rate over the first quarter's
     no_data: Optional[str] = None  # why neither steps nor probes can carry an analysis
     span_s: Optional[float] = None  # engine time the usable decode samples cover
+    unmatched: Optional[str] = None  # why the step series found no matched conditions, when that is why
 
 
 class Finding(NamedTuple):
@@ -182,8 +183,9 @@ def decide(ev: Evidence) -> Decision:
                         "(context_only_model), and no matched comparison has enough samples for an interval.",
                         tuple(findings))
     if decode is None:
-        return Decision("insufficient_data", None, None, None, cause, None,
-                        "The data cannot tell: no matched comparison has enough samples for an interval.",
+        why = ev.unmatched or "no matched comparison has enough samples for an interval"
+        findings.append(Finding("data", "fail", why))
+        return Decision("insufficient_data", None, None, None, cause, None, f"The data cannot tell: {why}.",
                         tuple(findings))
     if decode.interval.lo <= LOW_FLOOR:
         findings.append(Finding("confidence", "fail",
