@@ -30,7 +30,8 @@ MIN_TREND_SPAN_S = 1200.0  # samples spanning less than this give no rate per ho
 
 def analyze(source: Source) -> Analysis:
     lives = identity.lives(source.steps, source.events)
-    dec = decode.evaluate(source.steps, identity.engine_of(lives))
+    access_only = source.log_info is not None and any(n.startswith("only access lines") for n in source.log_info.notes)
+    dec = decode.evaluate(source.steps, identity.engine_of(lives), access_only)
     rows = controls.probe_rows(source.probes)
     cycles = controls.pairs(rows)
     probes = controls.probes(rows)
@@ -45,7 +46,8 @@ def analyze(source: Source) -> Analysis:
         paired=paired, probes=probes, bins=dec.bins, steps=dec.steps, onset_found=dec.onset_idx is not None,
         context=dec.context, reuse=prefix_reuse.comparison if prefix_reuse is not None else None,
         prefill=prefill.comparison if prefill is not None else None, control_drift=drift, restart=restart, host=host,
-        raw_ratio=_raw_ratio(dec), no_data=no_data, span_s=_span_s(dec), unmatched=dec.unmatched)
+        raw_ratio=_raw_ratio(dec), no_data=no_data, span_s=_span_s(dec), unmatched=dec.unmatched,
+        context_effect=decode.context_effect(dec.model, dec.use))
     decision = verdict_mod.decide(evidence)
 
     checks = list(checks_mod.source_checks(source, dec.samples))
@@ -116,7 +118,9 @@ def analyze(source: Source) -> Analysis:
         source_kind=source.kind, engine=source.engine, prefix_reuse=prefix_reuse,
         age_basis=(decision.basis if decision.basis in ("prefix_reuse", "prefill") else "decode"), prefill=prefill,
         confidence=confidence, basis=decision.basis, cause=decision.cause, reason=reason,
-        probe_pairs=cycles if len(cycles) else None, bands=dec.bands, decode_held=decode_held)
+        probe_pairs=cycles if len(cycles) else None, bands=dec.bands, decode_held=decode_held,
+        clock=source.log_info.clock if source.log_info is not None else "wall",
+        dated=source.log_info.dated if source.log_info is not None else True, lives=lives)
 
 
 def _narrower(a: Optional[Comparison], b: Optional[Comparison]) -> Optional[Comparison]:

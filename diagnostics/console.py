@@ -44,7 +44,9 @@ def render(a: Analysis) -> Group:
         parts.append(Text(f"{shape}decode speed {p.estimate:+.1%} per hour of engine age (90% interval "
                           f"{p.lo:+.1%} to {p.hi:+.1%})"))
     if a.onset is not None:
-        line = f"onset {iso(a.onset.t)} at engine age {a.onset.engine_age_s:.0f} s"
+        when = iso(a.onset.t) if a.dated else "(no time of day in this log)"
+        age = "engine busy time" if a.clock == "busy" else "engine age"
+        line = f"onset {when} at {age} {a.onset.engine_age_s:.0f} s"
         if a.onset.window_s is not None:
             line += f" (window {a.onset.window_s:.0f} s)"
         if a.onset.trigger is not None:

@@ -68,7 +68,14 @@ class DecodeEvidence(NamedTuple):
     unmatched: Optional[str] = None  # why the latest samples have no matched conditions, when they have none
 
 
-def evaluate(steps_frame: pd.DataFrame, engines: Optional[dict[int, int]] = None) -> DecodeEvidence:
+NO_TIMINGS = ("the data hold no decode throughput at all (no decode lines, stats lines or per-request timings)")
+ACCESS_ONLY = ("the log holds request latencies only (access lines), no token counts: a decode rate cannot be "
+               "read from it. Ollama since 0.30 runs llama-server, whose per-request timing lines diag reads; or a "
+               "soak against the server (`soak run --target URL`) records token counts and timings itself")
+
+
+def evaluate(steps_frame: pd.DataFrame, engines: Optional[dict[int, int]] = None,
+             access_only: bool = False) -> DecodeEvidence:
     """`engines`: each life's engine (diagnostics.identity.engine_of); lives of another engine than
     the healthy model's are not compared with it (a restart into another build is no control)."""
     samples = healthy.decode_samples(steps_frame)
@@ -78,7 +85,7 @@ def evaluate(steps_frame: pd.DataFrame, engines: Optional[dict[int, int]] = None
     valid = samples[samples["excluded"] == ""]
     window = healthy.healthy_window(samples) if len(valid) >= MIN_SAMPLES else None
     if window is None:
-        return _without_model(samples, _why_no_window(samples, valid))
+        return _without_model(samples, ACCESS_ONLY if access_only and samples.empty else _why_no_window(samples, valid))
     for _ in range(2):
         model = healthy.fit_healthy(window)
         samples["residual"] = healthy.residuals(model, samples)
@@ -132,7 +139,7 @@ def _why_no_window(samples: pd.DataFrame, valid: pd.DataFrame) -> str:
     why = ", ".join(f"{n} {healthy.KEPT_OUT.get(k, k)}" for k, n in kept.items())
     kept_text = f" ({len(samples) - len(valid)} kept out: {why})" if len(kept) else ""
     if len(samples) == 0:
-        return "the data hold no decode throughput at all (no decode lines, stats lines or per-request timings)"
+        return NO_TIMINGS
     if len(valid) < MIN_SAMPLES:
         return (f"only {len(valid)} usable decode samples of {len(samples)}{kept_text}; at least {MIN_SAMPLES} "
                 f"are needed")
@@ -142,6 +149,47 @@ def _why_no_window(samples: pd.DataFrame, valid: pd.DataFrame) -> str:
                 f"most {per_life.max()} in one; a healthy reference needs {healthy.MIN_HEALTHY + 1} in one life")
     return (f"{len(valid)} usable decode samples{kept_text}, but no engine life has {healthy.MIN_HEALTHY} of them "
             f"in the first half of its busy time: no early life to call healthy")
+
+
+def context_effect(model: Optional[HealthyModel], use: pd.DataFrame) -> Optional[tuple[float, str]]:
+    """What context costs decode in this log: speed at the longest contexts served (90th percentile
+    of the usable samples of the model's life) over the shortest (10th), at the median batch, and
+    the words for it. The cost model is fitted on the whole life (its terms chosen as the healthy
+    model's are): for a verdict of no age, all of it is healthy, and more samples pin the context
+    slope that a short early window may leave out. None without a context term or a context spread."""
+    if model is None or use.empty:
+        return None
+    life = use[use["engine_life"] == model.engine_life]
+    if len(life) >= healthy.CV_MIN:
+        model = healthy.fit_healthy(life)
+    if not model.context_identified:
+        return None
+    ctx = life["context"].dropna().to_numpy(dtype=float)
+    if len(ctx) < MIN_SAMPLES:
+        return None
+    short, long = np.percentile(ctx, [10, 90])
+    batch = np.array([float(life["batch"].median()) if life["batch"].notna().any() else 1.0] * 2)
+    fast, slow = model.predict(batch, np.array([short, long]))
+    if not (fast > 0 and slow > 0) or long <= short:
+        return None
+    ratio = float(fast / slow)
+    unit = "KV usage" if long <= 1.0 else "tokens"
+    at = (lambda v: f"{v:.0%}") if unit == "KV usage" else (lambda v: f"{v:,.0f}")
+    back = _back_to_short(life, short, long)
+    return ratio, (f"decode runs {1 - ratio:.0%} slower at {at(long)} {unit} of context than at {at(short)} (the "
+                   f"healthy model's context slope, {model.describe()})" + back)
+
+
+def _back_to_short(life: pd.DataFrame, short: float, long: float) -> str:
+    """`; late samples back at short context run at the early speed (1.01x)` where the log shows it:
+    a new session starts fast again, as context growth and not age would have it."""
+    n = len(life)
+    late = life.iloc[n // 2:]
+    back = late[late["context"] <= short + 0.25 * (long - short)]
+    if len(back) < MIN_LATE or not life["residual"].notna().any():
+        return ""
+    speed = float(np.exp(-back["residual"].median()))
+    return f"; late samples back at short context run at {speed:.2f}x the healthy speed there"
 
 
 def _unmatched(model: HealthyModel, late: pd.DataFrame) -> Optional[str]:

@@ -103,6 +103,12 @@ class Analysis:
     bands: Optional[pd.DataFrame] = None
     # Decode's own figures beside an age claim on prefix reuse or prefill time (`slowdown` is the claim's).
     decode_held: Optional[Slowdown] = None
+    # The clock of the source's times: wall (a time of day), relative (since the engine started) or
+    # busy (engine busy time, a log without stamps); `dated` False when times are no time of day,
+    # so that an onset is said in engine time, never as a 1970 date.
+    clock: str = "wall"
+    dated: bool = True
+    lives: tuple = ()  # diagnostics.identity.LifeIdentity of each engine life
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -117,7 +123,7 @@ class Analysis:
         if self.onset is not None:
             trig = self.onset.trigger
             onset = {
-                "t": iso(self.onset.t),
+                "t": iso(self.onset.t) if self.dated else None,
                 "engine_age_s": _num(self.onset.engine_age_s),
                 "trigger": None if trig is None else {
                     "kind": trig.kind, "t": iso(trig.t),
@@ -160,6 +166,9 @@ class Analysis:
             "cause": self.cause,
             "reason": self.reason,
             "comparisons": [c.to_dict() for c in self.comparisons],
+            "clock": self.clock,
+            "lives": [{"life": int(x.life), "start": iso(x.start) if self.dated else None, "identity": dict(x.facts)}
+                      for x in self.lives],
         }
 
 

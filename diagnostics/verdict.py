@@ -100,6 +100,9 @@ class Evidence(NamedTuple):
     no_data: Optional[str] = None  # why neither steps nor probes can carry an analysis
     span_s: Optional[float] = None  # engine time the usable decode samples cover
     unmatched: Optional[str] = None  # why the step series found no matched conditions, when that is why
+    # What context costs in this log, in words and as speed at the longest contexts served over the
+    # shortest (diagnostics.decode.context_effect): below RAW_DROP, context slowed decode materially.
+    context_effect: Optional[tuple[float, str]] = None
 
 
 class Finding(NamedTuple):
@@ -169,6 +172,9 @@ def decide(ev: Evidence) -> Decision:
         return Decision("insufficient_data", None, None, None, None, None,
                         f"The data cannot tell: {ev.no_data}.", tuple(findings))
     fell = ev.raw_ratio is not None and ev.raw_ratio < RAW_DROP
+    # Context slowed decode materially in this log even where the raw rate came back (each new
+    # session starts short again): the user asked why it slowed, and context is the answer.
+    by_context = ev.context_effect is not None and ev.context_effect[0] < RAW_DROP
     if (decode is None or decode.basis in LOG_BASES) and ev.span_s is not None and ev.span_s < MIN_SPAN_S:
         findings.append(Finding("data_span", "fail",
                                 f"the usable decode samples cover {ev.span_s:.0f} s of engine time; a verdict of no "
@@ -196,7 +202,7 @@ def decide(ev: Evidence) -> Decision:
                         f"cannot rule out a loss of {1 - LOW_FLOOR:.0%}.", tuple(findings))
     # A slowdown a fresh engine shared is the host's or the load's: throughput fell, but neither
     # by context nor by age.
-    verdict = "context_growth_only" if fell and cause != HOST_DRIFT else "no_degradation"
+    verdict = "context_growth_only" if (fell or by_context) and cause != HOST_DRIFT else "no_degradation"
     confidence = ("high" if decode.interval.lo > HIGH_FLOOR else "medium" if decode.interval.lo > decode.material
                   else "low")
     cause = cause or ("context_growth" if verdict == "context_growth_only" else None)
@@ -205,8 +211,9 @@ def decide(ev: Evidence) -> Decision:
               if decode.basis == "restart" else "the late engine ran at least as fast as the early one")
     said = (f"on {on} {faster} ({decode.interval.describe()})" if decode.interval.lo >= 1.0 else
             f"on {on} the data rule out a loss of more than {1 - decode.interval.lo:.0%} ({decode.interval.describe()})")
+    context = f" Context explains what slowed: {ev.context_effect[1]}." if by_context and verdict != "no_degradation" else ""
     return Decision(verdict, decode.basis, decode, decode, cause, confidence,
-                    f"No engine age, {confidence} confidence: {said}.", tuple(findings))
+                    f"No engine age, {confidence} confidence: {said}.{context}", tuple(findings))
 
 
 def _decisive_decode(ev: Evidence) -> Optional[Comparison]:

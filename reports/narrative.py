@@ -37,11 +37,23 @@ def duration(seconds: Optional[float]) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def _life_words(a: Analysis) -> str:
+    """What engine age counts: life (wall time since the start) or busy time (a log without stamps)."""
+    return "of engine busy time" if a.clock == "busy" else "of engine life"
+
+
+def onset_when(a: Analysis) -> str:
+    """The onset in the source's clock: a time of day, or engine time where the log has none (never a 1970 date)."""
+    if a.dated:
+        return iso(a.onset.t)
+    return f"{duration(a.onset.engine_age_s)} {_life_words(a)}"
+
+
 def trigger_text(a: Analysis) -> Optional[str]:
     if a.onset is None or a.onset.trigger is None:
         return None
     tr = a.onset.trigger
-    when = iso(tr.t)
+    when = iso(tr.t) if a.dated else "the onset"
     if tr.kind in ("prefill_append", "prefill") and tr.new_tokens is not None:
         cached = tr.cached_tokens or 0
         what = (f"a prefill appending {tr.new_tokens:,} new tokens onto {cached:,} cached tokens" if cached
@@ -116,12 +128,12 @@ def paragraph(a: Analysis) -> str:
         gradual = a.slowdown is not None and a.slowdown.shape == "gradual"
         if a.onset is not None and gradual:
             out.append(f"Decode throughput crept down with engine age, {per_hour_text(a)}, and now runs at "
-                       f"{rate_clause(a)}. A creep has no moment it began: the onset ({iso(a.onset.t)}, after "
-                       f"{duration(a.onset.engine_age_s)} of engine life) is where the trend first stood out of the "
+                       f"{rate_clause(a)}. A creep has no moment it began: the onset ({onset_when(a)}, after "
+                       f"{duration(a.onset.engine_age_s)} {_life_words(a)}) is where the trend first stood out of the "
                        f"healthy noise, {duration(a.onset.window_s)} after it began rising.")
         elif a.onset is not None:
-            out.append(f"After {duration(a.onset.engine_age_s)} of engine life, decode throughput fell to "
-                       f"{rate_clause(a)} (onset {iso(a.onset.t)}).")
+            out.append(f"After {duration(a.onset.engine_age_s)} {_life_words(a)}, decode throughput fell to "
+                       f"{rate_clause(a)} (onset {onset_when(a)}).")
             if a.onset.window_s is not None:
                 out.append(f"The first degraded sample came {duration(a.onset.window_s)} after the last healthy one; "
                            f"the change lies in that window.")
@@ -151,7 +163,7 @@ def paragraph(a: Analysis) -> str:
 
 def _reuse_paragraph(a: Analysis) -> str:
     r = a.prefix_reuse
-    when = f"After {duration(a.onset.engine_age_s)} of engine life, the" if a.onset is not None else "Late in the run, the"
+    when = f"After {duration(a.onset.engine_age_s)} {_life_words(a)}, the" if a.onset is not None else "Late in the run, the"
     out = [f"{when} engine's prefix cache stopped reusing what an agent's next turn shares with the last: "
            f"continuation turns reused a median {r.late_share:.0%} of their prompt from cache, against "
            f"{r.healthy_share:.0%} early"
@@ -163,7 +175,7 @@ def _reuse_paragraph(a: Analysis) -> str:
 
 def _prefill_paragraph(a: Analysis) -> str:
     p = a.prefill
-    when = f"After {duration(a.onset.engine_age_s)} of engine life, the" if a.onset is not None else "Late in the run, the"
+    when = f"After {duration(a.onset.engine_age_s)} {_life_words(a)}, the" if a.onset is not None else "Late in the run, the"
     out = [f"{when} engine took longer and longer to admit a prompt: the last {p.num_late} prefills took {p.ratio:.2f}x, "
            f"in total, what prefills of the same size took while it was young."]
     return " ".join(out + _decode_held(a))
@@ -217,7 +229,7 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
     if a.prefill is not None:
         out.append(KeyNumber("prefill time at matched sizes (late / healthy)", f"{a.prefill.ratio:.2f}"))
     if a.onset is not None:
-        out += [KeyNumber("onset", iso(a.onset.t)),
+        out += [KeyNumber("onset", onset_when(a)),
                 KeyNumber("engine age at onset", f"{a.onset.engine_age_s:.0f} s ({duration(a.onset.engine_age_s)})")]
         if window_text(a) is not None:
             out.append(KeyNumber("onset window", window_text(a)))

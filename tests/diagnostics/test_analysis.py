@@ -14,7 +14,8 @@ from logsim.synthetic import FORMATS, Scenario, write
 DESIGN_KEYS = ["schema_version", "verdict", "slowdown", "onset", "recovered_by_restart", "suspects", "checks"]
 AGE = Scenario(hours=2, onset_h=1.0, restart_h=1.6)
 CONTEXT = Scenario(hours=2, batch=1, context_reset=None, context_start=10_000, append=(1000, 4000), per_token_s=2e-7)
-FLAT = Scenario(hours=1.5)
+FLAT = Scenario(hours=1.5, per_token_s=1e-9)  # context costs next to nothing
+SAWTOOTH = Scenario(hours=1.5)  # sessions grow 20K -> 40K tokens and start again: each 20% slower at its end
 
 
 def _analyze(tmp_path, sc, fmt):
@@ -26,7 +27,8 @@ def test_seed_excerpt_is_engine_age_with_onset_and_trigger(excerpt):
     doc = analyze(load_source(excerpt, date=dt.date(2026, 9, 23))).to_dict()
     assert list(doc)[:len(DESIGN_KEYS)] == DESIGN_KEYS and doc["schema_version"] == 1
     assert list(doc)[len(DESIGN_KEYS):] == ["age_basis", "prefix_reuse", "prefill", "confidence", "basis", "cause",
-                                            "reason", "comparisons"]
+                                            "reason", "comparisons", "clock", "lives"]
+    assert doc["clock"] == "wall" and doc["lives"][0]["identity"]["moe_backend"] == "offload"
     # Its interval would make it high; two healthy lines cap it (a data check warns, and says so).
     assert doc["confidence"] == "medium" and doc["basis"] == "step_series" and doc["cause"] == "engine_age"
     checks = {c["name"]: c for c in doc["checks"]}
@@ -75,6 +77,16 @@ def test_context_growth_alone_is_not_called_engine_age(tmp_path, fmt):
 def test_flat_log_is_no_degradation(tmp_path, fmt):
     doc = _analyze(tmp_path, FLAT, fmt)
     assert doc["verdict"] == "no_degradation"
+    assert doc["onset"] is None
+
+
+@pytest.mark.parametrize("fmt", ["freetoken", "sglang"])
+def test_sessions_that_grow_and_start_again_are_named_context_growth(tmp_path, fmt):
+    """No age, and the raw rate is back where it began at every new session; but decode ran materially
+    slower at the end of each session, and the user asked why: context, with the figure."""
+    doc = _analyze(tmp_path, SAWTOOTH, fmt)
+    assert doc["verdict"] == "context_growth_only" and doc["cause"] == "context_growth"
+    assert "Context explains what slowed: decode runs" in doc["reason"] and "tokens of context than at" in doc["reason"]
     assert doc["onset"] is None
 
 

@@ -125,6 +125,8 @@ def test_ollama_access_lines_alone_are_insufficient_data():
     assert doc["verdict"] == "insufficient_data"
     assert checks["log_lines"]["status"] == "warn"
     assert "only access lines: request latency without token counts" in checks["log_lines"]["detail"]
+    # The refusal names what is missing and what would give it.
+    assert "request latencies only" in checks["data"]["detail"] and "soak run --target" in checks["data"]["detail"]
 
 
 def test_journald_dates_take_a_year_and_roll_into_the_next(tmp_path):

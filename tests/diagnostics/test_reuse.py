@@ -62,7 +62,7 @@ def test_a_run_whose_cache_stops_reusing_is_engine_age_with_the_leak_first(tmp_p
 
 def test_a_healthy_run_reports_its_reuse_as_ok(tmp_path):
     a = analyze(load_source(make_run_dir(tmp_path / "run", fault_at_min=None, restart_at_min=None)))
-    assert a.verdict == "no_degradation" and a.age_basis == "decode"
+    assert a.verdict == "context_growth_only" and a.age_basis == "decode"  # its contexts cost 12% at the long end
     (check,) = [c for c in a.checks if c.name == "prefix_reuse"]
     assert check.status == "ok"
 

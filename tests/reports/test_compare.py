@@ -25,9 +25,9 @@ def _rows(soup):
 def test_before_and_after_a_fix(run_inputs, fixed):
     soup = BeautifulSoup(render_compare(run_inputs, fixed), "html.parser")
     verdicts = [v.find(class_="name").get_text() for v in soup.find_all(class_="verdict")]
-    assert verdicts == ["A: test: engine_age_degradation", "B: test: no_degradation"]
+    assert verdicts == ["A: test: engine_age_degradation", "B: test: context_growth_only"]  # fixed; context costs 12%
     rows = _rows(soup)
-    assert rows["verdict"] == ["engine_age_degradation", "no_degradation", "better"]
+    assert rows["verdict"] == ["engine_age_degradation", "context_growth_only", "better"]
     a, b, change = rows["matched identical probes: late / early"]
     assert float(a) == pytest.approx(1 / 3, abs=0.05) and float(b) == pytest.approx(1.0, abs=0.05)
     assert change == "better"

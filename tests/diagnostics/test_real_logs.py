@@ -1,0 +1,42 @@
+"""diag on real logs users published: each corpus log's pinned answer, and never engine age where
+its source does not establish it (benchmarks/real_logs.json; docs/real-logs.md).
+
+The logs are other people's data and are kept outside this repository: in `../shared/real-logs`
+beside the checkout, or where `TOKDRIFT_REAL_LOGS` points. Where neither holds them, the tests
+say so and skip; the catalogue itself is checked always."""
+
+import json
+import re
+
+import pytest
+
+from benchmarks.real_logs import CATALOGUE, analyze_one, catalogue, corpus_dir
+
+ENTRIES = catalogue()
+FOLDER = corpus_dir()
+VERDICTS = ("engine_age_degradation", "context_growth_only", "no_degradation", "insufficient_data")
+
+
+def test_the_catalogue_names_each_log_its_source_and_truth():
+    doc = json.loads(CATALOGUE.read_text(encoding="utf-8"))
+    assert len(ENTRIES) >= 20
+    for e in doc["logs"]:
+        assert re.fullmatch(r"[0-9a-f]{40}", e["commit"]) and re.fullmatch(r"[0-9a-f]{40}", e["blob"]), e["file"]
+        assert e["repository"].count("/") == 1 and e["path"], e["file"]
+        assert e["truth"] in ("no_age_established", "age_established", "unknown"), e["file"]
+        assert e["expect"] and set(e["expect"]) <= set(VERDICTS), e["file"]
+        if e["truth"] != "age_established":
+            assert "engine_age_degradation" not in e["expect"], e["file"]
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.file for e in ENTRIES])
+def test_each_real_log_keeps_its_answer(entry):
+    path = FOLDER / entry.file
+    if not path.is_file():
+        pytest.skip(f"the real-log corpus is not in {FOLDER} (docs/real-logs.md)")
+    result = analyze_one(path, entry.args)
+    assert result.verdict in entry.expect, result.reason
+    if entry.truth != "age_established":
+        assert result.verdict != "engine_age_degradation", result.reason
+    if result.confidence == "high":  # a high confidence is given only where no data check warns
+        assert not any(c.name == "confidence_cap" for c in result.checks)
