@@ -294,8 +294,11 @@ def matched(model: HealthyModel, samples: pd.DataFrame) -> np.ndarray:
     if "batch" in model.terms or not model.batch_values:
         return np.ones(len(samples), dtype=bool)
     batch = samples["batch"].to_numpy(dtype=float)
-    seen = np.asarray(model.batch_values, dtype=float)
-    near = same_batch(batch[:, None], seen[None, :]).any(axis=1)
+    seen = np.asarray(model.batch_values, dtype=float)  # sorted
+    # The nearest seen size on either side is the only one that can lie in the band.
+    right = np.clip(np.searchsorted(seen, batch), 0, len(seen) - 1)
+    left = np.clip(right - 1, 0, len(seen) - 1)
+    near = same_batch(batch, seen[right]) | same_batch(batch, seen[left])
     return near | np.isnan(batch)
 
 
