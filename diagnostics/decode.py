@@ -45,6 +45,7 @@ CONTEXT_BAND = 1.2  # context bands are powers of this (each about +-10% wide)
 FRESH_FRACTION = 0.25  # of the next engine life's samples: its fresh level
 LATEST_FRACTION = 0.25  # the latest stretch: this last part of the life's span (engine age)
 MIN_LATE = 3  # samples the latest stretch holds at least (the last ones after the onset)
+PREFILL_SHARE = 0.5  # a mixed window whose fitted prefill time is more than this share of it stays out
 MAX_BIN_SAMPLES = 400  # samples per band and side the bins' bootstrap resamples (_spread)
 MIN_ONSET_FRACTION = 0.1  # an onset leaves at least this part of the life's span (or samples) after it
 
@@ -83,12 +84,13 @@ def evaluate(steps_frame: pd.DataFrame, engines: Optional[dict[int, int]] = None
     samples["residual"] = np.nan
     samples["matched"] = False
     samples["healthy"] = False
+    required = ("prompt",) if _admit_mixed_windows(samples) else ()
     valid = samples[samples["excluded"] == ""]
     window = healthy.healthy_window(samples) if len(valid) >= MIN_SAMPLES else None
     if window is None:
         return _without_model(samples, ACCESS_ONLY if access_only and samples.empty else _why_no_window(samples, valid))
     for _ in range(2):
-        model = healthy.fit_healthy(window)
+        model = healthy.fit_healthy(window, required)
         samples["residual"] = healthy.residuals(model, samples)
         samples["matched"] = healthy.matched(model, samples) & (samples["engine_life"] >= model.engine_life)
         if engines:
@@ -133,6 +135,36 @@ def evaluate(steps_frame: pd.DataFrame, engines: Optional[dict[int, int]] = None
                           None, unmatched)
 
 
+def _admit_mixed_windows(samples: pd.DataFrame) -> bool:
+    """Where most windows admitted a turn (agent traffic: 431 prompt tok/s beside 42 generated, in
+    every window), keeping them out leaves nothing. Such windows are taken in when the healthy
+    model can fit what their prompt tokens cost (its `prompt` term, chosen by cross-validation on
+    the early window); a window whose time then went mostly to prefill (PREFILL_SHARE) stays out
+    (`prefill_dominated`), and the healthy model keeps the term. Where the term does not earn its
+    place, they stay out as before. True when they were taken in."""
+    mixed = (samples["excluded"] == "window_with_prefill").to_numpy()
+    if mixed.sum() <= 0.5 * np.isin(samples["excluded"], ("", "window_with_prefill")).sum():
+        return False
+    trial = samples["excluded"].where(~mixed, "")
+    window = healthy.healthy_window(samples.assign(excluded=trial))
+    if window is None or len(window) < healthy.CV_MIN:
+        return False
+    model = healthy.fit_healthy(window)
+    if "prompt" not in model.terms:
+        # Prompt tokens that do not predict a window's time do not make it a decode window: at a
+        # batch of one, a window that admitted a turn also holds the client's think time.
+        return False
+    k = model.coef[model.terms.index("prompt")]
+    batch = samples["batch"].fillna(1.0).to_numpy(dtype=float)
+    context = samples["context"].to_numpy(dtype=float) if model.context_identified else np.zeros(len(samples))
+    prompt = samples["prompt"].fillna(0.0).to_numpy(dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = k * prompt / model.predict(batch, np.nan_to_num(context), prompt)
+    samples["excluded"] = np.where(mixed, np.where(share > PREFILL_SHARE, "prefill_dominated", ""),
+                                   samples["excluded"].to_numpy())
+    return True
+
+
 def _why_no_window(samples: pd.DataFrame, valid: pd.DataFrame) -> str:
     """What is missing for a healthy window, in words: too few usable samples at all (and why the
     others were kept out), or too few in any one engine life, or none early in a life."""
@@ -160,7 +192,7 @@ def context_effect(model: Optional[HealthyModel], use: pd.DataFrame) -> Optional
     slope that a short early window may leave out. None without a context term or a context spread."""
     if model is None or use.empty:
         return None
-    life = use[use["engine_life"] == model.engine_life]
+    life = use[(use["engine_life"] == model.engine_life) & (use["context"] > 0)]
     if len(life) >= healthy.CV_MIN:
         model = healthy.fit_healthy(life)
     if not model.context_identified:
@@ -177,11 +209,13 @@ def context_effect(model: Optional[HealthyModel], use: pd.DataFrame) -> Optional
     unit = "KV usage" if long <= 1.0 else "tokens"
     at = (lambda v: f"{v:.0%}") if unit == "KV usage" else (lambda v: f"{v:,.0f}")
     back = _back_to_short(life, short, long)
+    if back is None:
+        return None  # short contexts late ran slower than early: not what context growth looks like
     return ratio, (f"decode runs {1 - ratio:.0%} slower at {at(long)} {unit} of context than at {at(short)} (the "
                    f"healthy model's context slope, {model.describe()})" + back)
 
 
-def _back_to_short(life: pd.DataFrame, short: float, long: float) -> str:
+def _back_to_short(life: pd.DataFrame, short: float, long: float) -> Optional[str]:
     """`; late samples back at short context run at the early speed (1.01x)` where the log shows it:
     a new session starts fast again, as context growth and not age would have it."""
     n = len(life)
@@ -190,6 +224,8 @@ def _back_to_short(life: pd.DataFrame, short: float, long: float) -> str:
     if len(back) < MIN_LATE or not life["residual"].notna().any():
         return ""
     speed = float(np.exp(-back["residual"].median()))
+    if speed < DECODE_MATERIAL:
+        return None
     return f"; late samples back at short context run at {speed:.2f}x the healthy speed there"
 
 

@@ -31,13 +31,16 @@ CV_MARGIN = 0.02  # a term must cut the held-out error by more than this to beat
 GAP_FLOOR_S = 30.0  # a decode line this long after the previous one spans an idle gap...
 GAP_FACTOR = 10.0  # ...or this many times the usual interval
 IDLE_GAP_S = 600.0  # no row for this long (nor GAP_FACTOR usual intervals) without an idle line: idle all the same
+PENDING_RATE = 0.25  # a window whose per-request rate is below this share of the median is a stall
 BATCH_BAND = 1.1  # batch sizes within this ratio are one batch: a step's cost barely moves inside it
 STEP_BLOCK = 16  # an engine's own per-step times are averaged over this many decode steps
 STEP_ROW_MAX_GAP_S = 0.5  # rows this close together are single steps, not interval averages
 # Why a decode sample is kept out of the fit (decode_samples' `excluded`), in words.
 KEPT_OUT = {"after_prefill": "after a prefill", "after_idle": "after an idle gap",
             "window_with_prefill": "windows holding more prompt than generated tokens",
-            "batch_changed": "with a batch that changed inside the window"}
+            "batch_changed": "with a batch that changed inside the window",
+            "prefill_pending": "holding a prefill that completed in a later window (almost nothing generated)",
+            "prefill_dominated": "whose time went mostly to prefill by the fitted prompt cost"}
 
 
 class HealthyModel(NamedTuple):
@@ -57,15 +60,20 @@ class HealthyModel(NamedTuple):
     def context_identified(self) -> bool:
         return "context" in self.terms
 
-    def predict(self, batch: np.ndarray, context: np.ndarray) -> np.ndarray:
-        """Healthy step time (s) at the given batch sizes and context tokens."""
+    def predict(self, batch: np.ndarray, context: np.ndarray, prompt: Optional[np.ndarray] = None) -> np.ndarray:
+        """Healthy step time (s) at the given batch sizes and context tokens; with the prompt term,
+        a window's apparent step time, `prompt` tokens of prefill per decode step inside it (none
+        when not given: the decode step alone)."""
+        features = {"batch": batch, "context": context,
+                    "prompt": prompt if prompt is not None else np.zeros(len(batch))}
         out = np.zeros(len(batch))
         for term, k in zip(self.terms, self.coef):
-            out = out + k * (1.0 if term == "intercept" else batch if term == "batch" else context)
+            out = out + k * (1.0 if term == "intercept" else features[term])
         return out
 
     def describe(self) -> str:
-        parts = {"intercept": "{:.4g} s", "batch": "{:.3g} s/seq", "context": "{:.3g} s/token"}
+        parts = {"intercept": "{:.4g} s", "batch": "{:.3g} s/seq", "context": "{:.3g} s/token",
+                 "prompt": "{:.3g} s per prompt token in the window"}
         return " + ".join(parts[t].format(k) for t, k in zip(self.terms, self.coef))
 
 
@@ -89,6 +97,9 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
     # Previous step row of the same life: a decode line's window covers everything since the
     # previous decode line, so a prefill or idle row between them lands inside it.
     prev_phase = pd.Series(phase).groupby(life).shift(1).to_numpy()
+    # Prompt tokens the next row completed: vLLM V1 and scrapes count a prompt in the window its
+    # prefill ends in, so a window before it may hold that prefill with nothing to show for it.
+    next_input = df["input_tps"].groupby(life).shift(-1).to_numpy(dtype=float)
     idx = np.flatnonzero(usable)
     t = df["t"].to_numpy(dtype="datetime64[ns]")
     out = pd.DataFrame({
@@ -96,7 +107,7 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
         "busy_s": busy_clock(df)[idx],
         "batch": batch.to_numpy(dtype=float)[idx], "context": context.to_numpy(dtype=float)[idx],
         "gen_tps": gen[idx], "own_time": own_time[idx], "prev_phase": prev_phase[idx], "step_index": idx,
-        "phase": phase[idx], "input_tps": df["input_tps"].to_numpy(dtype=float)[idx],
+        "phase": phase[idx], "input_tps": df["input_tps"].to_numpy(dtype=float)[idx], "next_input": next_input[idx],
     })
     b = out["batch"].fillna(1.0).clip(lower=1.0).to_numpy()
     measured = np.isfinite(out["own_time"].to_numpy()) & (out["own_time"].to_numpy() > 0)
@@ -111,8 +122,15 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
     # A prefill forward computes thousands of tokens in the time a decode forward makes one per
     # request, so a window with no more prompt tokens than generated ones lost a percent or so.
     windows = from_log | (measured & _interval_rows(out["t"], out["engine_life"], measured))
-    heavy = out["input_tps"].to_numpy(dtype=float) > out["gen_tps"].to_numpy(dtype=float)
-    excluded[windows & (excluded == "") & (out["phase"].to_numpy() == "mixed") & heavy] = "window_with_prefill"
+    inp = np.nan_to_num(out["input_tps"].to_numpy(dtype=float))
+    heavy = inp > out["gen_tps"].to_numpy(dtype=float)
+    mixed = windows & (out["phase"].to_numpy() == "mixed")
+    excluded[(excluded == "") & mixed & heavy] = "window_with_prefill"
+    # Prompt tokens per decode step inside the window: the healthy model may fit what they cost
+    # (fit_healthy's `prompt` term) and so read decode speed from windows that admitted a turn.
+    out["prompt"] = np.where(mixed, inp * b / out["gen_tps"].to_numpy(dtype=float), 0.0)
+    if (phase == "mixed").any():  # one line per window carries both prompt and generated tokens
+        excluded[(excluded == "") & _pending_prefill(out, from_log)] = "prefill_pending"
     # Tokens over wall time at the batch the line prints hold only while that batch decoded the
     # whole window: a batch that changed since the previous line (a request finished or joined,
     # or none runs at the line's moment) mixes batch sizes and idle time into the rate.
@@ -134,8 +152,27 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
     out["excluded"] = excluded
     out["measured"] = measured
     out = out[np.isfinite(out["step_time_s"]) & (out["step_time_s"] > 0)]
-    out = out.drop(columns=["own_time", "prev_phase", "phase", "input_tps"]).reset_index(drop=True)
+    out = out.drop(columns=["own_time", "prev_phase", "phase", "input_tps", "next_input"]).reset_index(drop=True)
     return _step_blocks(out)
+
+
+def _pending_prefill(out: pd.DataFrame, from_log: np.ndarray) -> np.ndarray:
+    """Windows that hold a prefill still running: requests running, no prompt completed, almost
+    nothing generated (a per-request rate below PENDING_RATE of the life's median), and the next
+    window completed prompt tokens, or is such a window itself. A prefill longer than a window
+    stalls the decodes beside it for windows on end, and its prompt is counted only where it
+    ends (20,000 tok/s there): the windows before it are not decode speed."""
+    rate = out["gen_tps"].to_numpy(dtype=float) / out["batch"].fillna(1.0).clip(lower=1.0).to_numpy()
+    median = pd.Series(rate).groupby(out["engine_life"].to_numpy()).transform("median").to_numpy()
+    inp = np.nan_to_num(out["input_tps"].to_numpy(dtype=float))
+    stalled = from_log & (inp == 0) & (out["batch"].fillna(0).to_numpy() >= 1) & (rate < PENDING_RATE * median)
+    nxt = np.nan_to_num(out["next_input"].to_numpy(dtype=float)) > 0
+    life = out["engine_life"].to_numpy()
+    pending = np.zeros(len(out), dtype=bool)
+    for i in np.flatnonzero(stalled)[::-1]:
+        chained = i + 1 < len(out) and pending[i + 1] and life[i + 1] == life[i]
+        pending[i] = nxt[i] or chained
+    return pending
 
 
 def busy_clock(steps: pd.DataFrame) -> np.ndarray:
@@ -222,21 +259,27 @@ def healthy_window(samples: pd.DataFrame) -> Optional[pd.DataFrame]:
     return None
 
 
-def fit_healthy(window: pd.DataFrame) -> HealthyModel:
+def fit_healthy(window: pd.DataFrame, required: tuple[str, ...] = ()) -> HealthyModel:
     """The healthy model on the early-life window: the terms the window identifies, and of those
     the ones that predict held-out samples better than the model without them (CV_FOLDS-fold
-    cross-validation on relative error, in time order): a term that fits noise is no baseline."""
+    cross-validation on relative error, in time order): a term that fits noise is no baseline.
+    `required` terms stay in wherever the window identifies them (the prompt term, once mixed
+    windows were taken in because of it)."""
     n = len(window)
     y = window["step_time_s"].to_numpy(dtype=float)
     batch = window["batch"].to_numpy(dtype=float)
     context = window["context"].to_numpy(dtype=float)
-    features = {"batch": batch, "context": context}
+    prompt = window["prompt"].to_numpy(dtype=float) if "prompt" in window else np.zeros(n)
+    features = {"batch": batch, "context": context, "prompt": np.nan_to_num(prompt)}
     candidates = [t for t in ("batch", "context") if n >= 4 and _identifiable(features[t])]
+    if n >= CV_MIN and _identifiable(features["prompt"], allow_zero=True):
+        candidates.append("prompt")
     terms = ["intercept", *candidates]
     left_out: tuple[str, ...] = ()
     if n >= CV_MIN and candidates:
         subsets = [["intercept", *[t for k, t in enumerate(candidates) if keep >> k & 1]]
                    for keep in range(2 ** len(candidates))]
+        subsets = [s for s in subsets if all(t in s for t in required if t in candidates)]
         errors = [_cv_error(y, [features[t] for t in s[1:]]) for s in subsets]
         best = min(range(len(subsets)), key=lambda k: (errors[k] * (1 - CV_MARGIN * (len(subsets[k]) == 1)),
                                                          len(subsets[k])))
@@ -282,7 +325,8 @@ def residuals(model: HealthyModel, samples: pd.DataFrame) -> np.ndarray:
     context = samples["context"].to_numpy(dtype=float)
     if not model.context_identified:
         context = np.zeros(len(samples))
-    pred = model.predict(batch, context)
+    prompt = samples["prompt"].fillna(0.0).to_numpy(dtype=float) if "prompt" in samples else None
+    pred = model.predict(batch, context, prompt)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.log(samples["step_time_s"].to_numpy(dtype=float) / pred)
     return np.where(np.isfinite(r), r, np.nan)
@@ -317,8 +361,11 @@ def robust_sigma(r: np.ndarray) -> float:
     return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
 
 
-def _identifiable(values: np.ndarray) -> bool:
+def _identifiable(values: np.ndarray, allow_zero: bool = False) -> bool:
+    """A feature varies enough in the window to fix its slope (`allow_zero`: most values may be
+    0, as a window's prompt tokens are where no turn began)."""
     if not np.isfinite(values).all():
         return False
     hi, lo = float(values.max()), float(values.min())
-    return hi > 0 and (hi - lo) / hi >= MIN_SPREAD and len(np.unique(values)) >= 3
+    enough = len(np.unique(values)) >= 3 and (not allow_zero or np.count_nonzero(values) >= 3)
+    return hi > 0 and (hi - lo) / hi >= MIN_SPREAD and enough
