@@ -15,6 +15,7 @@ from diagnostics.source import Source
 AGREEMENT = 0.05  # client versus engine decode rate
 FULL = 0.95  # KV usage at or above this reads as exhausted
 QUEUE_GROWTH = 2.0
+IDLE_SHARE = 0.5  # idle for more than this share of the life: said, and a high confidence lowered
 
 
 def source_checks(source: Source, samples: pd.DataFrame) -> Iterator[Check]:
@@ -46,6 +47,31 @@ def source_checks(source: Source, samples: pd.DataFrame) -> Iterator[Check]:
             detail += (f" (median {kept_out['gen_tps'].median():.1f} tok/s against {valid['gen_tps'].median():.1f} "
                        f"for the rest)")
         yield Check("decode_after_prefill_or_idle", "warn" if len(kept_out) > 0.5 * len(samples) else "ok", detail)
+        stalled = int(counts.get("prefill_pending", 0)) + int(counts.get("prefill_dominated", 0))
+        if stalled:
+            yield Check("stalled_windows", "warn",
+                        f"{stalled} windows held a prefill (running requests, little or nothing generated): kept out, "
+                        f"and a reminder that this log's windows mix prefill into decode")
+        idle = _idle_share(samples)
+        if idle is not None:
+            share, idle_s, span_s = idle
+            yield Check("idle_time", "warn" if share > IDLE_SHARE else "ok",
+                        f"no work for {idle_s / 3600:.1f} h of the {span_s / 3600:.1f} h the first engine life spans "
+                        f"({share:.0%}: idle, or lines an excerpt left out); its early life and trend are counted in "
+                        f"busy time")
+
+
+def _idle_share(samples: pd.DataFrame):
+    """(idle share, idle s, span s) of the first engine life with samples, from its age and busy time."""
+    if samples.empty or "busy_s" not in samples:
+        return None
+    life = samples[samples["engine_life"] == samples["engine_life"].min()]
+    span = float(life["engine_age_s"].max() - life["engine_age_s"].min())
+    busy = float(life["busy_s"].max() - life["busy_s"].min())
+    if span <= 0:
+        return None
+    idle = max(0.0, span - busy)
+    return idle / span, idle, span
 
 
 def engine_checks(source: Source, samples: pd.DataFrame) -> Iterator[Check]:

@@ -117,20 +117,6 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
     from_log = ~measured  # only interval-averaged throughput carries other work inside it
     excluded[from_log & np.isin(out["prev_phase"].to_numpy(), ("prefill",))] = "after_prefill"
     excluded[from_log & np.isin(out["prev_phase"].to_numpy(), ("idle",))] = "after_idle"
-    # A window that holds prompt tokens (vLLM's stats lines, a scrape) spent part of its time on
-    # prefill: its decode time per token, or its tokens per wall second, is not a decode step's.
-    # A prefill forward computes thousands of tokens in the time a decode forward makes one per
-    # request, so a window with no more prompt tokens than generated ones lost a percent or so.
-    windows = from_log | (measured & _interval_rows(out["t"], out["engine_life"], measured))
-    inp = np.nan_to_num(out["input_tps"].to_numpy(dtype=float))
-    heavy = inp > out["gen_tps"].to_numpy(dtype=float)
-    mixed = windows & (out["phase"].to_numpy() == "mixed")
-    excluded[(excluded == "") & mixed & heavy] = "window_with_prefill"
-    # Prompt tokens per decode step inside the window: the healthy model may fit what they cost
-    # (fit_healthy's `prompt` term) and so read decode speed from windows that admitted a turn.
-    out["prompt"] = np.where(mixed, inp * b / out["gen_tps"].to_numpy(dtype=float), 0.0)
-    if (phase == "mixed").any():  # one line per window carries both prompt and generated tokens
-        excluded[(excluded == "") & _pending_prefill(out, from_log)] = "prefill_pending"
     # Tokens over wall time at the batch the line prints hold only while that batch decoded the
     # whole window: a batch that changed since the previous line (a request finished or joined,
     # or none runs at the line's moment) mixes batch sizes and idle time into the rate.
@@ -149,6 +135,22 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
     usual = np.nanmedian(gap) if np.isfinite(gap).any() else np.nan
     limit = max(GAP_FLOOR_S, GAP_FACTOR * usual) if np.isfinite(usual) else np.inf
     excluded[from_log & (excluded == "") & (gap > limit)] = "after_idle"
+    # Last, so that a window kept out for holding prompt tokens has nothing else against it
+    # (diagnostics.decode may take such windows back in). A window that holds prompt tokens (vLLM's
+    # stats lines, a scrape) spent part of its time on prefill: its decode time per token, or its
+    # tokens per wall second, is not a decode step's.
+    # A prefill forward computes thousands of tokens in the time a decode forward makes one per
+    # request, so a window with no more prompt tokens than generated ones lost a percent or so.
+    windows = from_log | (measured & _interval_rows(out["t"], out["engine_life"], measured))
+    inp = np.nan_to_num(out["input_tps"].to_numpy(dtype=float))
+    heavy = inp > out["gen_tps"].to_numpy(dtype=float)
+    mixed = windows & (out["phase"].to_numpy() == "mixed")
+    excluded[(excluded == "") & mixed & heavy] = "window_with_prefill"
+    # Prompt tokens per decode step inside the window: the healthy model may fit what they cost
+    # (fit_healthy's `prompt` term) and so read decode speed from windows that admitted a turn.
+    out["prompt"] = np.where(mixed, inp * b / out["gen_tps"].to_numpy(dtype=float), 0.0)
+    if (phase == "mixed").any():  # one line per window carries both prompt and generated tokens
+        excluded[(excluded == "") & _pending_prefill(out, from_log)] = "prefill_pending"
     out["excluded"] = excluded
     out["measured"] = measured
     out = out[np.isfinite(out["step_time_s"]) & (out["step_time_s"] > 0)]
