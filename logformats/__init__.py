@@ -55,6 +55,7 @@ class LogInfo(NamedTuple):
     num_bad_lines: int = 0  # a known shape that does not read: an impossible time, a truncated timing line
     clock: str = "wall"  # wall (the log's own dates), relative (time since start), busy (engine busy time)
     notes: tuple[str, ...] = ()  # what the reader could not get from this log, for the log_lines check
+    dated: bool = True  # False: the clock is no time of day (busy time, or stamps since start without --date)
 
 
 class ParsedLog(NamedTuple):
@@ -151,7 +152,8 @@ def _parse_per_request(path: Path, date: Optional[dt.date], year: Optional[int])
     info = LogInfo(str(path), "ollama" if scan.ollama else "llama.cpp", scan.num_lines,
                    reader.num_step_lines, reader.num_events, scan.num_other + reader.num_other, scan.num_unknown,
                    reader.num_bad_values + frames.num_bad_values, reader.kv_capacity, frames.age_known,
-                   num_bad + reader.num_bad_lines + frames.num_bad_lines, clock.kind, tuple(notes))
+                   num_bad + reader.num_bad_lines + frames.num_bad_lines, clock.kind, tuple(notes),
+                   clock.kind == "wall" or (clock.kind == "relative" and date is not None))
     _log_skipped(info)
     return ParsedLog(frames.steps, frames.events, info)
 
