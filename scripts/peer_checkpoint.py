@@ -1,12 +1,18 @@
-"""A seeded random Qwen3 checkpoint with a real BPE tokenizer, made here without any download.
+"""A seeded random Qwen3 (or Qwen2) checkpoint with a real BPE tokenizer, made here without any download.
 
-    python scripts/peer_checkpoint.py OUT_DIR [--seed 0]
+    python scripts/peer_checkpoint.py OUT_DIR [--seed 0] [--arch qwen3|qwen2]
 
 The tokenizer is a byte-level BPE trained with the `tokenizers` library on this repository's
 own docs and code, with Qwen2's pre-tokenizer (the same split regex and byte-level mapping), so
 that llama.cpp's converter can label it `qwen2` (scripts/peer_gguf.py). The weights are
 transformers' own initialisation of `Qwen3ForCausalLM` under `torch.manual_seed(seed)`: the
 model is random, its timings are real.
+
+`--arch qwen2` makes the same model as a `Qwen2ForCausalLM` (same sizes, head_dim 512/8 = 64,
+plus Qwen2's q/k/v biases): llama.cpp has read Qwen2 since 2024, so every llama-cpp-python
+release from 0.3.1 on loads it, while Qwen3 arrived in 2025. Its config.json also carries
+`rope_theta` at the top level (transformers 5 writes it only inside `rope_parameters`, which
+older converters do not read).
 """
 
 from __future__ import annotations
@@ -73,23 +79,36 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--arch", choices=("qwen3", "qwen2"), default="qwen3")
     args = parser.parse_args()
 
     import torch
-    from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
     args.out.mkdir(parents=True, exist_ok=True)
     fast = make_tokenizer(args.out)
     eos, pad = fast.convert_tokens_to_ids("<|im_end|>"), fast.convert_tokens_to_ids("<|endoftext|>")
-    config = Qwen3Config(**MODEL, eos_token_id=eos, pad_token_id=pad, bos_token_id=pad, torch_dtype="float32")
+    if args.arch == "qwen3":
+        config_class, model_class, sizes = Qwen3Config, Qwen3ForCausalLM, MODEL
+    else:  # Qwen2 has no head_dim setting: hidden_size / num_attention_heads, 64 here as well
+        config_class, model_class = Qwen2Config, Qwen2ForCausalLM
+        sizes = {k: v for k, v in MODEL.items() if k != "head_dim"}
+    config = config_class(**sizes, eos_token_id=eos, pad_token_id=pad, bos_token_id=pad, torch_dtype="float32")
     torch.manual_seed(args.seed)
-    model = Qwen3ForCausalLM(config).eval()
+    model = model_class(config).eval()
     model.generation_config = GenerationConfig(eos_token_id=eos, pad_token_id=pad, do_sample=False)
     model.save_pretrained(args.out)
+    # Older llama.cpp converters read rope_theta (and torch_dtype) at the top level only.
+    config_path = args.out / "config.json"
+    saved = json.loads(config_path.read_text())
+    saved.setdefault("rope_theta", MODEL["rope_theta"])
+    saved.setdefault("torch_dtype", "float32")
+    config_path.write_text(json.dumps(saved, indent=2) + "\n")
     num_params = sum(p.numel() for p in model.parameters())
     (args.out / "tokdrift-peer.json").write_text(json.dumps({"seed": args.seed, "num_params": num_params,
-                                                             "vocab_size": VOCAB_SIZE}, indent=1) + "\n")
-    print(f"{args.out}: Qwen3, {num_params / 1e6:.1f}M parameters, float32, seed {args.seed}")
+                                                             "arch": args.arch, "vocab_size": VOCAB_SIZE},
+                                                            indent=1) + "\n")
+    print(f"{args.out}: {model_class.__name__}, {num_params / 1e6:.1f}M parameters, float32, seed {args.seed}")
 
 
 if __name__ == "__main__":
