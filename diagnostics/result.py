@@ -126,7 +126,7 @@ class Analysis:
                 "t": iso(self.onset.t) if self.dated else None,
                 "engine_age_s": _num(self.onset.engine_age_s),
                 "trigger": None if trig is None else {
-                    "kind": trig.kind, "t": iso(trig.t),
+                    "kind": trig.kind, "t": iso(trig.t) if self.dated else None,
                     "new_tokens": trig.new_tokens, "cached_tokens": trig.cached_tokens,
                 },
                 "window_s": _num(self.onset.window_s),

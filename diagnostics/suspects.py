@@ -48,7 +48,10 @@ SHARE_GROWTH = 2.0
 STEP_WINDOW_S = 10.0  # per-step figures are judged by their rolling median over this window
 STEP_TIME_PARTS = ("schedule_s", "forward_s", "sample_s")
 STEP_FIGURES = ("token_usage", "mamba_usage", "mamba_slots_used", "cache_hit_rate", "num_queue_reqs",
-                "num_preemptions", "schedule_s", "sample_s")
+                "num_preemptions", "schedule_s", "sample_s", "idle_slot_tokens")
+# What a figure is, where its name does not say it: the mechanism it stands for, in the evidence.
+MEANING = {"idle_slot_tokens": "KV cells held by idle slots (their last conversations, kept for prompt caching; "
+                               "where all slots share one KV buffer, every decode attends over them)"}
 
 
 def rank(source: Source, samples: pd.DataFrame, onset: Optional[Onset],
@@ -161,8 +164,9 @@ def _suspect(name: str, series: pd.DataFrame, samples: pd.DataFrame, onset: Opti
         k = max(1, len(aligned) // 4)
         move = f"median {aligned[name].head(k).median():.4g} early, {aligned[name].tail(k).median():.4g} late"
     direction = "rises" if rho > 0 else "falls"
+    what = f"{MEANING[name]}: " if name in MEANING else ""
     return Suspect(name, float(score),
-                   f"{direction} as {symptom}: Spearman rho {rho:+.2f} with the residual over {len(aligned)} samples "
+                   f"{what}{direction} as {symptom}: Spearman rho {rho:+.2f} with the residual over {len(aligned)} samples "
                    f"({partial:+.2f} beyond engine age); {move}")
 
 

@@ -278,6 +278,7 @@ class SlotReader:
     def _context(self, slot: _Slot, i: int, mid: float, num_new: Optional[float] = None) -> None:
         others: Optional[float] = 0.0
         if self.has_release:  # without release lines, which slots are busy is unknown: own context only
+            self._idle_held(slot, i)
             for other in self.slots.values():
                 if other is slot or not other.busy:
                     continue
@@ -289,6 +290,20 @@ class SlotReader:
             slot.pending.append((i, mid, others, num_new))
             return
         self._put_context(i, slot.prompt, mid, others, num_new)
+
+    def _idle_held(self, slot: _Slot, i: int) -> None:
+        """KV tokens the idle slots still hold: each keeps its last conversation for prompt caching
+        until its next task. Where the KV cache is one buffer for all slots (llama.cpp before
+        per-slot streams), a decode attends up to the highest cell used, theirs included."""
+        held = 0.0
+        for other in self.slots.values():
+            if other is slot or other.busy:
+                continue
+            if other.end_context is not None:
+                held += other.end_context
+            elif other.prompt is not None:
+                held += other.prompt + other.decoded
+        self.records.put(i, "idle_slot_tokens", held)
 
     def _resolve(self, slot: _Slot) -> None:
         """Rows that waited for their request's context get it once the release line gives it."""

@@ -91,6 +91,7 @@ STEP_COLUMNS: dict[str, tuple[str, bool, str]] = {
     "num_deferred": ("float64", False, "vLLM: deferred requests"),
     "num_swa_tokens": ("float64", False, "SWA: sliding-window tokens in use"),
     "cuda_graph": ("float64", False, "1 when the step ran as a CUDA graph"),
+    "idle_slot_tokens": ("float64", False, "llama.cpp logs: KV tokens idle slots still hold (their last conversations)"),
 }
 
 SNAPSHOT_COLUMNS: dict[str, tuple[str, bool, str]] = {

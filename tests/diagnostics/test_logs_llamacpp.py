@@ -295,3 +295,36 @@ def test_journald_variants_read_as_ollama(tmp_path, stamp):
     assert parsed.info.num_unknown_lines == 0
     assert len(parsed.events[parsed.events["kind"] == "request"]) == 2
     assert parsed.steps.loc[parsed.steps["phase"] == "decode", "gen_tps"].tolist() == [50.0]
+
+
+def test_idle_slots_hold_their_conversations_and_that_is_a_suspect(tmp_path):
+    """llama-server keeps a finished request's cells in its slot for prompt caching. Where every slot
+    shares one KV buffer (llama.cpp before per-slot streams), a decode attends over them: the tokens
+    idle slots hold are read into every decode row, and rank first when decode slows with them."""
+    def request(slot, task, n_past, per_ms):
+        return [f"slot launch_slot_: id  {slot} | task {task} | processing task",
+                f"slot print_timing: id  {slot} | task {task} | ",
+                "prompt eval time =     100.00 ms /   100 tokens (    1.00 ms per token,  1000.00 tokens per second)",
+                f"       eval time =    {per_ms * 64:.2f} ms /    64 tokens (   {per_ms:.2f} ms per token,   "
+                f"{1000 / per_ms:.2f} tokens per second)",
+                "      total time =    1000.00 ms /   164 tokens",
+                f"slot      release: id  {slot} | task {task} | stop processing: n_past = {n_past}, truncated = 0",
+                "srv  update_slots: all slots are idle"]
+    lines = ["build: 5300 (79e0b68) with cc for x86_64", "main: loading model"]
+    task = 0
+    for k in range(40):  # slot 0 serves a probe; slots 1..7 fill up with long conversations
+        filled = min(k // 5, 7)
+        lines += request(0, task, 300, 10.0 * (1 + 0.5 * filled))
+        task += 1
+        if k % 5 == 4 and filled < 7:
+            lines += request(filled + 1, task, 4000, 10.0)
+            task += 1
+    path = _write(tmp_path, "shared-kv.log", lines)
+    steps = parse_log(path).steps
+    decode = steps[steps["phase"] == "decode"]
+    assert decode["idle_slot_tokens"].iloc[0] == 0.0
+    assert decode["idle_slot_tokens"].max() == 7 * 4000  # the last probes: seven full slots idle beside them
+    doc, _ = _checks(path)
+    assert doc["verdict"] == "engine_age_degradation"
+    assert doc["suspects"][0]["name"] == "idle_slot_tokens"
+    assert doc["suspects"][0]["evidence"].startswith("KV cells held by idle slots")
