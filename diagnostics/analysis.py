@@ -15,7 +15,8 @@ from typing import Optional
 
 import pandas as pd
 
-from diagnostics import checks as checks_mod, controls, decode, onset as onset_mod, prefill as prefill_mod
+from diagnostics import checks as checks_mod, context as context_mod, controls, decode, onset as onset_mod
+from diagnostics import prefill as prefill_mod
 from diagnostics import caps, identity, reuse as reuse_mod, suspects as suspects_mod, verdict as verdict_mod
 from diagnostics.comparison import Comparison
 from diagnostics.result import Analysis, Check, Onset, Slowdown
@@ -47,7 +48,7 @@ def analyze(source: Source) -> Analysis:
         context=dec.context, reuse=prefix_reuse.comparison if prefix_reuse is not None else None,
         prefill=prefill.comparison if prefill is not None else None, control_drift=drift, restart=restart, host=host,
         raw_ratio=_raw_ratio(dec), no_data=no_data, span_s=_span_s(dec), unmatched=dec.unmatched,
-        context_effect=decode.context_effect(dec.model, dec.use))
+        context_effect=context_mod.context_effect(dec.model, dec.use))
     decision = verdict_mod.decide(evidence)
 
     checks = list(checks_mod.source_checks(source, dec.samples))

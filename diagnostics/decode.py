@@ -33,7 +33,8 @@ from typing import NamedTuple, Optional
 import numpy as np
 import pandas as pd
 
-from diagnostics import changepoint, healthy, intervals, trend as trend_mod
+from diagnostics import changepoint, context as context_mod, healthy, intervals, trend as trend_mod
+from diagnostics.context import CONTEXT_BAND
 from diagnostics.changepoint import ChangePoints
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.healthy import HealthyModel
@@ -41,7 +42,6 @@ from diagnostics.result import Check
 
 MATERIAL = math.log(1 / DECODE_MATERIAL)  # the same 10 % on the residual's log scale
 MIN_SAMPLES = 4
-CONTEXT_BAND = 1.2  # context bands are powers of this (each about +-10% wide)
 FRESH_FRACTION = 0.25  # of the next engine life's samples: its fresh level
 LATEST_FRACTION = 0.25  # the latest stretch: this last part of the life's span (engine age)
 MIN_LATE = 3  # samples the latest stretch holds at least (the last ones after the onset)
@@ -112,8 +112,9 @@ def evaluate(steps_frame: pd.DataFrame, engines: Optional[dict[int, int]] = None
         window = early
     checks = [_model_check(model)]
     context = "fitted"
-    if onset_idx is not None and (not model.context_identified or _beyond_window(model, life_use.loc[onset_idx:])):
-        context, check = _context_only_test(life_use.loc[onset_idx:], model, cps.sigma)
+    degraded = life_use.loc[onset_idx:] if onset_idx is not None else None
+    if degraded is not None and (not model.context_identified or context_mod.beyond_window(model, degraded)):
+        context, check = context_mod.context_only_test(degraded, model, cps.sigma)
         checks.append(check)
     age = life_use["busy_s"].to_numpy(dtype=float)  # the trend is per hour of work, not of idling
     resid = life_use["residual"].to_numpy(dtype=float)
@@ -182,51 +183,6 @@ def _why_no_window(samples: pd.DataFrame, valid: pd.DataFrame) -> str:
                 f"most {per_life.max()} in one; a healthy reference needs {healthy.MIN_HEALTHY + 1} in one life")
     return (f"{len(valid)} usable decode samples{kept_text}, but no engine life has {healthy.MIN_HEALTHY} of them "
             f"in the first half of its busy time: no early life to call healthy")
-
-
-def context_effect(model: Optional[HealthyModel], use: pd.DataFrame) -> Optional[tuple[float, str]]:
-    """What context costs decode in this log: speed at the longest contexts served (90th percentile
-    of the usable samples of the model's life) over the shortest (10th), at the median batch, and
-    the words for it. The cost model is fitted on the whole life (its terms chosen as the healthy
-    model's are): for a verdict of no age, all of it is healthy, and more samples pin the context
-    slope that a short early window may leave out. None without a context term or a context spread."""
-    if model is None or use.empty:
-        return None
-    life = use[(use["engine_life"] == model.engine_life) & (use["context"] > 0)]
-    if len(life) >= healthy.CV_MIN:
-        model = healthy.fit_healthy(life)
-    if not model.context_identified:
-        return None
-    ctx = life["context"].dropna().to_numpy(dtype=float)
-    if len(ctx) < MIN_SAMPLES:
-        return None
-    short, long = np.percentile(ctx, [10, 90])
-    batch = np.array([float(life["batch"].median()) if life["batch"].notna().any() else 1.0] * 2)
-    fast, slow = model.predict(batch, np.array([short, long]))
-    if not (fast > 0 and slow > 0) or long <= short:
-        return None
-    ratio = float(fast / slow)
-    unit = "KV usage" if long <= 1.0 else "tokens"
-    at = (lambda v: f"{v:.0%}") if unit == "KV usage" else (lambda v: f"{v:,.0f}")
-    back = _back_to_short(life, short, long)
-    if back is None:
-        return None  # short contexts late ran slower than early: not what context growth looks like
-    return ratio, (f"decode runs {1 - ratio:.0%} slower at {at(long)} {unit} of context than at {at(short)} (the "
-                   f"healthy model's context slope, {model.describe()})" + back)
-
-
-def _back_to_short(life: pd.DataFrame, short: float, long: float) -> Optional[str]:
-    """`; late samples back at short context run at the early speed (1.01x)` where the log shows it:
-    a new session starts fast again, as context growth and not age would have it."""
-    n = len(life)
-    late = life.iloc[n // 2:]
-    back = late[late["context"] <= short + 0.25 * (long - short)]
-    if len(back) < MIN_LATE or not life["residual"].notna().any():
-        return ""
-    speed = float(np.exp(-back["residual"].median()))
-    if speed < DECODE_MATERIAL:
-        return None
-    return f"; late samples back at short context run at {speed:.2f}x the healthy speed there"
 
 
 def _unmatched(model: HealthyModel, late: pd.DataFrame) -> Optional[str]:
@@ -445,46 +401,6 @@ def _span_end(rows: pd.DataFrame, fraction: float, first: bool) -> pd.DataFrame:
     if keep.sum() >= 2:
         return rows[keep]
     return rows.head(2) if first else rows.tail(2)
-
-
-def _beyond_window(model: HealthyModel, degraded: pd.DataFrame) -> bool:
-    """Do most degraded samples run at more context than the healthy window ever held? Then the
-    window's context slope is an extrapolation there, fitted over a range that may not show it."""
-    if model.context_range is None:
-        return True
-    ctx = degraded["context"].to_numpy(dtype=float)
-    ctx = ctx[np.isfinite(ctx)]
-    return len(ctx) > 0 and float(np.median(ctx)) > CONTEXT_BAND * model.context_range[1]
-
-
-def _context_only_test(degraded: pd.DataFrame, model: HealthyModel, sigma: float) -> tuple[str, Check]:
-    """Could context alone explain the degraded samples? `explains`, `cannot_explain`, or
-    `cannot_say` when the data cannot test it.
-
-    The generous model: healthy step time as if the healthy window had held no context at all,
-    plus c * context with c >= 0 chosen to fit the degraded samples best (relative error).
-    """
-    ctx = degraded["context"].to_numpy(dtype=float)
-    s = degraded["step_time_s"].to_numpy(dtype=float)
-    ok = np.isfinite(ctx) & (ctx > 0)
-    if ok.sum() < 2 or (ctx[ok].max() - ctx[ok].min()) / ctx[ok].max() < healthy.MIN_SPREAD:
-        return "cannot_say", Check("context_only_model", "warn",
-                                   "the healthy window holds no context figures and the degraded samples do not vary "
-                                   "in context enough to test whether context alone explains the slowdown")
-    ctx, s = ctx[ok], s[ok]
-    base = model.predict(degraded["batch"].fillna(1.0).to_numpy(dtype=float)[ok], np.zeros(len(s)))
-    u = ctx / s
-    c = max(0.0, float(np.sum(u * (1 - base / s)) / np.sum(u * u)))
-    r = np.log(s / (base + c * ctx))
-    rms = float(np.sqrt(np.mean(r**2)))
-    limit = max(2 * (sigma if np.isfinite(sigma) else 0.0), math.log(1.2))
-    worst = int(np.argmax(np.abs(r)))
-    detail = (f"most generous context-only model (healthy step time + {c:.3g} s per context token, fitted to the "
-              f"{len(s)} degraded samples): misses them by {rms:.2f} in log RMS (limit {limit:.2f}); worst: "
-              f"{ctx[worst]:.0f} context tokens ran {math.exp(r[worst]):.2f}x its prediction")
-    if rms <= limit:
-        return "explains", Check("context_only_model", "ok", "context explains the slowdown: " + detail)
-    return "cannot_explain", Check("context_only_model", "warn", "context cannot explain it: " + detail)
 
 
 def _model_check(model: HealthyModel) -> Check:

@@ -180,11 +180,12 @@ def _pending_prefill(out: pd.DataFrame, from_log: np.ndarray) -> np.ndarray:
 def busy_clock(steps: pd.DataFrame) -> np.ndarray:
     """Engine busy time (s) at each step row, per engine life: its age less the time it sat idle.
 
-    Idle is the time after a row that says so (an idle line, a stats line with nothing running)
-    until the next row, and any gap between rows longer than max(IDLE_GAP_S, GAP_FACTOR x the
-    usual interval) (no engine is silent that long while it works; a shorter gap may be lines
-    an excerpt left out); each such gap counts as one usual interval. Eighteen hours with nothing to do are not eighteen hours of age: the early life
-    is where the engine first worked, and a trend per hour is per hour of work."""
+    Idle is the time after a row that says so (an idle line, a stats line with nothing running) until
+    the next row, and any gap between rows longer than max(IDLE_GAP_S, GAP_FACTOR x the usual
+    interval) (no engine is silent that long while it works; a shorter gap may be lines an excerpt
+    left out); each such gap counts as one usual interval. Eighteen hours with nothing to do are not
+    eighteen hours of age: the early life is where the engine first worked, and a trend per hour is
+    per hour of work."""
     df = steps.reset_index(drop=True)
     out = np.zeros(len(df))
     if df.empty:
@@ -241,11 +242,11 @@ def healthy_window(samples: pd.DataFrame) -> Optional[pd.DataFrame]:
     """The early-life samples of the first engine life that has enough of them.
 
     Early by engine busy time (busy_clock), not by count: the usable samples of the first
-    HEALTHY_FRACTION of the life's busy span (at least MIN_HEALTHY of them). Where clean samples are rarer early than late (a
-    fast engine's windows mostly hold a prefill or a batch change; a slowed one's do not), the
-    first quarter of them by count would reach into the late life and call it healthy. A life
-    whose first MIN_HEALTHY samples lie beyond the first half of its span has no early life to
-    speak of.
+    HEALTHY_FRACTION of the life's busy span (at least MIN_HEALTHY of them). Where clean samples are
+    rarer early than late (a fast engine's windows mostly hold a prefill or a batch change; a slowed
+    one's do not), the first quarter of them by count would reach into the late life and call it
+    healthy. A life whose first MIN_HEALTHY samples lie beyond the first half of its span has no
+    early life to speak of.
     """
     valid = samples[samples["excluded"] == ""]
     for _, life in valid.groupby("engine_life", sort=True):

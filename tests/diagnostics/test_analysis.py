@@ -162,12 +162,12 @@ def test_a_slowdown_a_fresh_engine_shows_too_is_not_engine_age(tmp_path):
 def test_a_context_slope_is_not_trusted_far_beyond_the_window_that_fitted_it():
     """A healthy window of short contexts fixes no slope for contexts several times longer: there
     the verdict must also pass the generous context-only test."""
-    from diagnostics.decode import _beyond_window
+    from diagnostics.context import beyond_window
     from diagnostics.healthy import HealthyModel
 
     model = HealthyModel(("intercept", "context"), (0.016, 0.0), 0, 100, None, (1.0,), (300.0, 1000.0), None)
-    assert _beyond_window(model, pd.DataFrame({"context": [2000.0, 3000.0, 900.0]}))
-    assert not _beyond_window(model, pd.DataFrame({"context": [500.0, 900.0, 2000.0]}))
+    assert beyond_window(model, pd.DataFrame({"context": [2000.0, 3000.0, 900.0]}))
+    assert not beyond_window(model, pd.DataFrame({"context": [500.0, 900.0, 2000.0]}))
 
 
 def test_a_short_excursion_then_a_small_loss_is_not_engine_age(tmp_path):
