@@ -26,6 +26,10 @@ logger = logging.getLogger(__name__)
 
 DECODE_BASES = verdict_mod.DECODE_BASES
 STEP_BASES = ("step_series", "bins")  # comparisons made from the step series itself
+# What a user with only a log can add, said with every refusal of one (a log of access lines says its own).
+WHAT_WOULD_ANSWER = ("What would answer it: a longer stretch of steady work at the conditions the log began with, "
+                     "a restart of the same engine in the log (the control), or identical probes from a soak "
+                     "(`soak run --target URL`, with `--control-target` for a fresh second instance).")
 MIN_TREND_SPAN_S = 1200.0  # samples spanning less than this give no rate per hour (a 3-minute fall is no hourly trend)
 
 
@@ -106,6 +110,8 @@ def analyze(source: Source) -> Analysis:
     confidence, cap = caps.capped(decision.verdict, decision.confidence, slowdown.ratio if slowdown else None,
                                   raw, checks)
     reason = decision.reason
+    if decision.verdict == "insufficient_data" and source.kind == "log" and not access_only:
+        reason += " " + WHAT_WOULD_ANSWER
     if cap is not None:
         checks.append(cap)
         reason = reason.replace(f"{decision.confidence} confidence",

@@ -160,14 +160,15 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
 
 def _pending_prefill(out: pd.DataFrame, from_log: np.ndarray) -> np.ndarray:
     """Windows that hold a prefill still running: requests running, no prompt completed, almost
-    nothing generated (a per-request rate below PENDING_RATE of the life's median), and the next
-    window completed prompt tokens, or is such a window itself. A prefill longer than a window
+    nothing generated (a per-request rate below PENDING_RATE of the rate the life reaches, its 90th
+    percentile: a median falls with the stalls themselves where long prompts come one after
+    another), and the next window completed prompt tokens, or is such a window itself. A prefill longer than a window
     stalls the decodes beside it for windows on end, and its prompt is counted only where it
     ends (20,000 tok/s there): the windows before it are not decode speed."""
     rate = out["gen_tps"].to_numpy(dtype=float) / out["batch"].fillna(1.0).clip(lower=1.0).to_numpy()
-    median = pd.Series(rate).groupby(out["engine_life"].to_numpy()).transform("median").to_numpy()
+    reach = pd.Series(rate).groupby(out["engine_life"].to_numpy()).transform(lambda r: r.quantile(0.9)).to_numpy()
     inp = np.nan_to_num(out["input_tps"].to_numpy(dtype=float))
-    stalled = from_log & (inp == 0) & (out["batch"].fillna(0).to_numpy() >= 1) & (rate < PENDING_RATE * median)
+    stalled = from_log & (inp == 0) & (out["batch"].fillna(0).to_numpy() >= 1) & (rate < PENDING_RATE * reach)
     nxt = np.nan_to_num(out["next_input"].to_numpy(dtype=float)) > 0
     life = out["engine_life"].to_numpy()
     pending = np.zeros(len(out), dtype=bool)

@@ -114,3 +114,18 @@ def test_a_restart_into_another_build_is_no_control_and_is_said(tmp_path):
     assert not any(c.basis == "restart" for c in a.comparisons)
     assert a.recovered_by_restart is None
     assert [life.facts.get("threads") for life in a.lives] == ["9", "4"]
+
+
+def test_the_summary_lists_each_engine_life(tmp_path):
+    from reports import narrative
+
+    lines = ["build: 8319 (6de1bc631) with clang for aarch64", "system_info: n_threads = 9 | CPU : NEON = 1 |"]
+    path = tmp_path / "llama.log"
+    timing = ("slot print_timing: id  0 | task {t} | \n"
+              "       eval time =    2000.00 ms /   100 tokens (   20.00 ms per token,    50.00 tokens per second)\n"
+              "slot      release: id  0 | task {t} | stop processing: n_tokens = 1200, truncated = 0")
+    lines += [timing.format(t=t) for t in range(10)]
+    path.write_text("\n".join(lines) + "\n")
+    a = analyze(load_source(path))
+    numbers = {k.label: k.value for k in narrative.key_numbers(a)}
+    assert numbers["engine lives"] == "life 0: build 8319 (6de1bc631), threads 9"
