@@ -59,7 +59,7 @@ def test_a_restart_whose_fresh_engine_is_as_slow_makes_it_host_drift():
     # with the claim (0.7 against 0.7, both tight) keeps it
     assert decide(Evidence(probes=LOSS, restart=cmp("restart", 0.71, 0.69, 0.73))).verdict == "engine_age_degradation"
     d = decide(Evidence(probes=LOSS, restart=cmp("restart", 0.97, 0.86, 1.1)))
-    assert d.verdict != "engine_age_degradation" and d.cause == HOST_DRIFT
+    assert d.verdict == "no_degradation" and d.cause == HOST_DRIFT
     assert decide(Evidence(probes=LOSS, restart=cmp("restart", 0.95, 0.4, 2.2))).verdict == "engine_age_degradation"
     assert decide(Evidence(probes=LOSS, restart=cmp("restart", 0.75, 0.3, 1.9))).verdict == "engine_age_degradation"
     # between the two: a restart that does not show the fresh engine materially faster and rules
@@ -67,7 +67,7 @@ def test_a_restart_whose_fresh_engine_is_as_slow_makes_it_host_drift():
     # leaves the claim unconfirmed: no age, and no cause either (a healthy one-minute soak's step
     # series read 0.85 while its restart read 1.02, 0.95-1.09)
     d = decide(Evidence(probes=LOSS, restart=cmp("restart", 0.9, 0.78, 1.04)))
-    assert d.verdict != "engine_age_degradation" and d.cause is None
+    assert d.verdict == "insufficient_data" and d.cause is None
     assert "cannot tell engine age" in names(d)["fresh_control"].detail
     # a restart that confirms a smaller loss than claimed still confirms
     assert decide(Evidence(probes=LOSS, restart=cmp("restart", 0.8, 0.75, 0.86))).verdict == "engine_age_degradation"
@@ -75,7 +75,7 @@ def test_a_restart_whose_fresh_engine_is_as_slow_makes_it_host_drift():
 
 def test_host_contention_without_a_paired_control_is_not_called_age():
     d = decide(Evidence(probes=LOSS, host=HostLoad(early=10.0, late=95.0)))
-    assert d.verdict != "engine_age_degradation" and d.cause == HOST_DRIFT
+    assert d.verdict == "insufficient_data" and d.cause == HOST_DRIFT
     assert names(d)["host_contention"].status == "warn"
     # with a paired control the contention cancels: the pairs decide
     d = decide(Evidence(paired=cmp("paired_control", 0.6, 0.5, 0.7), host=HostLoad(10.0, 95.0)))
@@ -86,7 +86,7 @@ def test_the_step_series_needs_an_onset_context_that_cannot_explain_it_and_no_ve
     steps = cmp("step_series", 0.5, 0.4, 0.6)
     assert decide(Evidence(steps=steps, onset_found=True)).verdict == "engine_age_degradation"
     assert decide(Evidence(steps=steps, onset_found=True, context="cannot_explain")).verdict == "engine_age_degradation"
-    assert decide(Evidence(steps=steps, onset_found=False)).verdict != "engine_age_degradation"
+    assert decide(Evidence(steps=steps, onset_found=False)).verdict == "insufficient_data"
     d = decide(Evidence(steps=steps, onset_found=True, context="explains"))
     assert d.verdict == "context_growth_only" and d.confidence == "low"
     d = decide(Evidence(steps=steps, onset_found=True, bins=cmp("bins", 1.0, 0.97, 1.03)))
@@ -191,7 +191,7 @@ def test_with_a_control_every_single_engine_timing_is_corrected_by_the_controls_
     # the same fall of the steps, with the host as slow: not age
     d = decide(Evidence(paired=wide_pairs, steps=cmp("step_series", 0.6, 0.55, 0.65), onset_found=True,
                         control_drift=slow_host))
-    assert d.verdict != "engine_age_degradation" and d.cause == HOST_DRIFT
+    assert d.verdict == "no_degradation" and d.cause == HOST_DRIFT
     assert names(d)["fresh_control"].status == "warn"
     # host contention is not ruled on where a control cancels it
     d = decide(Evidence(paired=wide_pairs, steps=steps, onset_found=True, control_drift=steady_host,
@@ -210,7 +210,7 @@ def test_a_control_drift_of_too_few_probes_corrects_nothing():
     assert names(d)["control_drift"].status == "warn" and "not measured to within a factor of 2" in names(d)["control_drift"].detail
     # ...so host contention is ruled on as if there were no control
     d = decide(Evidence(steps=steps, onset_found=True, control_drift=unmeasured, host=HostLoad(5.0, 90.0)))
-    assert d.verdict != "engine_age_degradation" and d.cause == HOST_DRIFT
+    assert d.verdict == "insufficient_data" and d.cause == HOST_DRIFT
 
 
 def test_a_decode_restart_does_not_judge_a_prefill_loss():
@@ -225,6 +225,6 @@ def test_a_decode_restart_does_not_judge_a_prefill_loss():
 def test_probe_comparisons_need_four_a_side_before_they_may_show_a_loss():
     three = LOSS._replace(num_early=3, num_late=3, min_for_loss=4)
     d = decide(Evidence(probes=three))
-    assert d.verdict != "engine_age_degradation"
+    assert d.verdict == "insufficient_data"
     assert names(d)["too_few_for_loss"].detail.endswith("on 3 a side; a loss needs 4")
     assert decide(Evidence(probes=three._replace(num_early=4, num_late=4))).verdict == "engine_age_degradation"
