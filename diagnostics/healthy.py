@@ -301,6 +301,13 @@ def fit_healthy(window: pd.DataFrame, required: tuple[str, ...] = ()) -> Healthy
                         (float(ctx.min()), float(ctx.max())) if len(ctx) else None, r2, left_out)
 
 
+def batch_band(batch: np.ndarray) -> np.ndarray:
+    """Each batch size's band (powers of BATCH_BAND); -1 for none or unknown."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        band = np.where(batch > 0, np.floor(np.log(batch) / math.log(BATCH_BAND)), -1.0)
+    return np.nan_to_num(band, nan=-1.0)
+
+
 def _fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Non-negative least squares on relative error: a 10 ms miss on a 20 ms step matters more
     than on a 200 ms one."""

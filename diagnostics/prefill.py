@@ -8,7 +8,7 @@ work harder for every page it frees once the pool is full, say — shows there.
 
 - rows: prefill rows of the first engine life with new tokens and a time, in time order;
 - matched conditions: bands of new tokens and, where the rows say it, of cached tokens (powers
-  of BAND each) and of the requests running beside it: a prefill attends to its cached prefix, so an append onto a longer context
+  of BAND each) and of the requests running beside it (healthy.batch_band): a prefill attends to its cached prefix, so an append onto a longer context
   takes longer at the same new-token count, which is context, not age. A band's healthy time
   is the median over the first EARLY_FRACTION of the rows, and every row's residual is
   log(its time / its band's healthy median); a late row whose band was never seen early has
@@ -30,7 +30,7 @@ import pandas as pd
 from diagnostics import changepoint, intervals
 from diagnostics.comparison import Comparison
 from diagnostics.frames import first_life_ends
-from diagnostics.healthy import BATCH_BAND
+from diagnostics.healthy import batch_band
 
 BAND = 1.5
 EARLY_FRACTION = 1 / 3
@@ -77,10 +77,7 @@ def compare(steps: pd.DataFrame) -> Optional[PrefillComparison]:
     if "num_running_reqs" in df and df["num_running_reqs"].notna().any():
         # Requests running beside it: a prefill shares the engine with them (llama.cpp's slots
         # take turns in one batch), so it is matched on their number too (in bands: healthy.BATCH_BAND).
-        running = df["num_running_reqs"].to_numpy(dtype=float)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            running_band = np.where(running > 0, np.floor(np.log(running) / math.log(BATCH_BAND)), -1)
-        band = band * 1000 + np.nan_to_num(running_band, nan=-2)
+        band = band * 1000 + batch_band(df["num_running_reqs"].to_numpy(dtype=float))
     healthy = pd.Series(log_t[:num_early]).groupby(band[:num_early]).median()
     residual = log_t - pd.Series(band).map(healthy).to_numpy(dtype=float)
     age = df["engine_age_s"].to_numpy(dtype=float) if "engine_age_s" in df else np.full(n, np.nan)

@@ -56,6 +56,7 @@ CONTEXT_STATES = ("fitted", "explains", "cannot_explain", "cannot_say")
 RAW_DROP = 0.9  # raw per-request throughput late / early below this: it "fell"
 HIGH_FLOOR = 0.95  # no age with its interval above this: high confidence
 LOW_FLOOR = 0.81  # ...above this: low confidence; at or below it the data cannot tell
+UNCONTROLLED = 0.85  # a loss read with no control in the data must clear this whole (_beyond_the_host)
 MARGIN = 0.9  # engine age whose interval clears the material level by this factor again: high
 HOST_DRIFT = "host_or_load_drift"
 SIDE_TEXT = {"prefix_reuse": "prefix reuse", "prefill": "prefill time"}
@@ -157,6 +158,8 @@ def decide(ev: Evidence) -> Decision:
     claim, cause = _decode_claim(ev, findings)
     if claim is not None and claim.basis != "paired_control":
         claim, cause = _survives_controls(claim, ev, findings, "decode")
+    if claim is not None and claim.basis in LOG_BASES:
+        claim = _beyond_the_host(claim, ev, findings)
     if claim is None and cause is None and (ev.control_drift is not None or ev.paired is not None):
         cause = _drift_explains(raw, ev, findings)
     side = _side_claim(ev, claim, findings)
@@ -285,6 +288,26 @@ def _decode_claim(ev: Evidence, findings: list[Finding]) -> tuple[Optional[Compa
                                 f"the healthy model saw a slowdown but matched bins rule it out: {ev.bins.detail}"))
         return None, None
     return ev.steps, None
+
+
+def _beyond_the_host(claim: Comparison, ev: Evidence, findings: list[Finding]) -> Optional[Comparison]:
+    """A loss read from a log's own samples, with no control in the data at all (no restart of the
+    same engine, no control probed beside it), must be larger than a host alone makes: its whole
+    interval at or below UNCONTROLLED (a loss of at least 15 %). A phone that heats, a neighbour's
+    load, a shared host's 35-55 tok/s from run to run: a smaller loss with nothing to compare it
+    with cannot be told from them. (A phone's llama.cpp log read 0.75, 0.63-0.89, with no restart
+    of the same build; a simulated creep of 5-8 %/h over six hours reads 0.80, 0.78-0.82.)"""
+    if ev.restart is not None or ev.paired is not None or ev.control_drift is not None:
+        return claim
+    if claim.interval.bounded and claim.interval.hi <= UNCONTROLLED:
+        return claim
+    findings.append(Finding("no_control", "warn",
+                            f"decode slowed ({claim.detail}), but the data hold no control (no restart of the same "
+                            f"engine, no control probed beside it), and a loss that may be under "
+                            f"{1 - UNCONTROLLED:.0%} cannot be told from the host slowing; a restart in "
+                            f"the log, or a soak with a control (`soak run --target URL --control-target URL2`), "
+                            f"would tell"))
+    return None
 
 
 def _survives_controls(claim: Comparison, ev: Evidence, findings: list[Finding], what: str
