@@ -237,7 +237,7 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
         out.append(KeyNumber("trigger", trig if trig else "none stands out"))
     out.append(KeyNumber("recovered by restart", {True: "yes", False: "no", None: "no restart in the data, or it "
                                                                                "cannot tell"}[a.recovered_by_restart]))
-    if len(a.lives) > 1 or (a.lives and a.lives[0].facts):
+    if any(x.facts for x in a.lives):  # a run directory's lives say nothing of themselves yet
         out.append(KeyNumber("engine lives", "; ".join(f"life {x.life}: {x.describe()}" for x in a.lives[:6])
                              + (f"; and {len(a.lives) - 6} more" if len(a.lives) > 6 else "")))
     if a.model is not None:
