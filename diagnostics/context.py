@@ -52,7 +52,7 @@ def context_effect(model: Optional[HealthyModel], use: pd.DataFrame) -> Optional
     if back is None:
         return None  # short contexts late ran slower than early: not what context growth looks like
     return ratio, (f"decode runs {1 - ratio:.0%} slower at {at(long)} {unit} of context than at {at(short)} (the "
-                   f"healthy model's context slope, {model.describe()})" + back)
+                   f"cost fitted on the life's samples, {model.describe()})" + back)
 
 
 def _back_to_short(life: pd.DataFrame, short: float, long: float) -> Optional[str]:

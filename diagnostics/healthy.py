@@ -31,7 +31,7 @@ CV_MARGIN = 0.02  # a term must cut the held-out error by more than this to beat
 GAP_FLOOR_S = 30.0  # a decode line this long after the previous one spans an idle gap...
 GAP_FACTOR = 10.0  # ...or this many times the usual interval
 IDLE_GAP_S = 600.0  # no row for this long (nor GAP_FACTOR usual intervals) without an idle line: idle all the same
-PENDING_RATE = 0.25  # a window whose per-request rate is below this share of the median is a stall
+PENDING_RATE = 0.25  # a window below this share of the per-request rate its life reaches (90th pct) is a stall
 BATCH_BAND = 1.1  # batch sizes within this ratio are one batch: a step's cost barely moves inside it
 STEP_BLOCK = 16  # an engine's own per-step times are averaged over this many decode steps
 STEP_ROW_MAX_GAP_S = 0.5  # rows this close together are single steps, not interval averages
@@ -162,9 +162,9 @@ def _pending_prefill(out: pd.DataFrame, from_log: np.ndarray) -> np.ndarray:
     """Windows that hold a prefill still running: requests running, no prompt completed, almost
     nothing generated (a per-request rate below PENDING_RATE of the rate the life reaches, its 90th
     percentile: a median falls with the stalls themselves where long prompts come one after
-    another), and the next window completed prompt tokens, or is such a window itself. A prefill longer than a window
-    stalls the decodes beside it for windows on end, and its prompt is counted only where it
-    ends (20,000 tok/s there): the windows before it are not decode speed."""
+    another), and the next window completed prompt tokens, or is such a window itself. A prefill
+    longer than a window stalls the decodes beside it for windows on end, and its prompt is
+    counted only where it ends (20,000 tok/s there): the windows before it are not decode speed."""
     rate = out["gen_tps"].to_numpy(dtype=float) / out["batch"].fillna(1.0).clip(lower=1.0).to_numpy()
     reach = pd.Series(rate).groupby(out["engine_life"].to_numpy()).transform(lambda r: r.quantile(0.9)).to_numpy()
     inp = np.nan_to_num(out["input_tps"].to_numpy(dtype=float))

@@ -69,8 +69,11 @@ def lives(steps: pd.DataFrame, events: pd.DataFrame) -> tuple[LifeIdentity, ...]
                 continue
             got = facts[life]
             # Several devices: all of them; anything else stated twice: the last word.
-            got[key] = (got[key] + " + " + value if key == "device" and value not in got[key].split(" + ")
-                        else value) if key in got else value
+            if key == "device" and key in got:
+                if value not in got[key].split(" + "):
+                    got[key] += " + " + value
+            else:
+                got[key] = value
     return tuple(LifeIdentity(life, first.loc[life, "t"], facts[life]) for life in first.index)
 
 

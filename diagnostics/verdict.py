@@ -102,7 +102,7 @@ class Evidence(NamedTuple):
     span_s: Optional[float] = None  # engine time the usable decode samples cover
     unmatched: Optional[str] = None  # why the step series found no matched conditions, when that is why
     # What context costs in this log, in words and as speed at the longest contexts served over the
-    # shortest (diagnostics.decode.context_effect): below RAW_DROP, context slowed decode materially.
+    # shortest (diagnostics.context.context_effect): below RAW_DROP, context slowed decode materially.
     context_effect: Optional[tuple[float, str]] = None
 
 

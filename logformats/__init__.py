@@ -67,11 +67,21 @@ class ParsedLog(NamedTuple):
 FAR_HEAD_LINES = 5000  # where the first 200 lines match no format (a wrapper's banner, a download's progress)
 
 
-def looks_like_log(path: Path, num_lines: int = 200) -> Optional[str]:
+def looks_like_log(path: Path) -> Optional[str]:
     """The log format of `path`, or None when no format matches its first lines (or, failing
     those, its first FAR_HEAD_LINES: an engine started by a wrapper that printed first)."""
-    path = path if isinstance(path, Text) else Path(path)
-    return detect(head(path, num_lines)) or detect(head(path, FAR_HEAD_LINES))
+    return _detect_head(path if isinstance(path, Text) else Path(path))[0]
+
+
+def _detect_head(path: Readable) -> tuple[Optional[str], list[str]]:
+    """The format of the file's first HEAD_LINES lines, or of its first FAR_HEAD_LINES where those
+    match none; and the lines it was decided on."""
+    lines = head(path)
+    fmt = detect(lines)
+    if fmt is None and len(lines) == HEAD_LINES:
+        lines = head(path, FAR_HEAD_LINES)
+        fmt = detect(lines)
+    return fmt, lines
 
 
 def detect(lines: list[str]) -> Optional[str]:
@@ -88,11 +98,7 @@ def parse_log(path: Readable, date: Optional[dt.date] = None, year: Optional[int
     `year` for vLLM's and journald's dates (which have none); `date` also anchors llama.cpp's
     clocks that are no time of day."""
     path = path if isinstance(path, Text) else Path(path)
-    lines = head(path)
-    fmt = detect(lines)
-    if fmt is None and len(lines) == HEAD_LINES:
-        lines = head(path, FAR_HEAD_LINES)
-        fmt = detect(lines)
+    fmt, lines = _detect_head(path)
     if fmt is None:
         found = "the file is empty" if not lines else f"none of the first {len(lines)} lines has a known prefix"
         raise LogFormatError(f"{path}: expected an engine log ({KNOWN}), but {found}")

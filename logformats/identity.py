@@ -28,7 +28,7 @@ them (docs/diagnostics.md, "Engine identity"):
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterator
+from typing import Callable
 
 Fact = tuple[str, str]
 
@@ -41,13 +41,15 @@ def _model_name(path: str) -> str:
     return name
 
 
-def _kv_list(text: str, keys: dict[str, str]) -> Iterator[Fact]:
+def _kv_list(text: str, keys: dict[str, str]) -> list[Fact]:
     """`key=value` or `key='value'` pairs of a config dump, those named in `keys` (printed name -> fact)."""
+    out = []
     for m in re.finditer(r"(\w+)=('[^']*'|\"[^\"]*\"|[^,)\s]+)", text):
         name = keys.get(m.group(1))
         if name is not None:
             value = m.group(2).strip("'\"")
-            yield name, _model_name(value) if name == "model" else value
+            out.append((name, _model_name(value) if name == "model" else value))
+    return out
 
 
 VLLM_KEYS = {"model": "model", "tensor_parallel_size": "tp", "pipeline_parallel_size": "pp", "dtype": "dtype",
@@ -62,32 +64,32 @@ FREETOKEN_KEYS = {"moe_backend": "moe_backend", "moe_strategy": "moe_backend", "
 OLLAMA_CMD = {"--model": "model", "--ctx-size": "n_ctx", "--n-gpu-layers": "gpu_layers", "--threads": "threads",
               "--parallel": "slots", "--batch-size": "batch_size", "--flash-attn": "flash_attn"}
 
-Rule = tuple["re.Pattern[str]", Callable[["re.Match[str]"], Iterator[Fact]]]
+Rule = tuple["re.Pattern[str]", Callable[["re.Match[str]"], list[Fact]]]
 RULES: tuple[Rule, ...] = (
     (re.compile(r"build(?:_info)?\s*[:=]\s*b?(\d+)(?:\s*\((\w+)\)|-(\w+))?"),
-     lambda m: iter([("build", m.group(1) + (f" ({m.group(2) or m.group(3)})" if m.group(2) or m.group(3) else ""))])),
-    (re.compile(r"common_params_print_info: build (\d+) \((\w+)\)"), lambda m: iter([("build", f"{m.group(1)} "
-                                                                                                f"({m.group(2)})")])),
-    (re.compile(r"system_info: n_threads = (\d+)"), lambda m: iter([("threads", m.group(1))])),
-    (re.compile(r"llama_model_loader: loaded meta data .* from (\S+)"), lambda m: iter([("model", _model_name(
-        m.group(1)))])),
-    (re.compile(r"\w+: using device (\w+) \(([^)]*)\)"), lambda m: iter([("device", f"{m.group(1)} ({m.group(2)})")])),
+     lambda m: [("build", m.group(1) + (f" ({m.group(2) or m.group(3)})" if m.group(2) or m.group(3) else ""))]),
+    (re.compile(r"common_params_print_info: build (\d+) \((\w+)\)"),
+     lambda m: [("build", f"{m.group(1)} ({m.group(2)})")]),
+    (re.compile(r"system_info: n_threads = (\d+)"), lambda m: [("threads", m.group(1))]),
+    (re.compile(r"llama_model_loader: loaded meta data .* from (\S+)"),
+     lambda m: [("model", _model_name(m.group(1)))]),
+    (re.compile(r"\w+: using device (\w+) \(([^)]*)\)"), lambda m: [("device", f"{m.group(1)} ({m.group(2)})")]),
     (re.compile(r"ggml_(vulkan|cuda_init|metal_init|sycl_init|hip_init)\w*: [Ff]ound (\d+) "),
-     lambda m: iter([("backend", {"cuda_init": "CUDA", "metal_init": "Metal", "sycl_init": "SYCL",
-                                  "hip_init": "HIP"}.get(m.group(1), m.group(1).capitalize()))])),
+     lambda m: [("backend", {"cuda_init": "CUDA", "metal_init": "Metal", "sycl_init": "SYCL",
+                             "hip_init": "HIP"}.get(m.group(1), m.group(1).capitalize()))]),
     (re.compile(r"(?:llm_)?load_tensors: offloaded (\d+)/(\d+) layers to GPU"),
-     lambda m: iter([("gpu_layers", f"{m.group(1)}/{m.group(2)}")])),
-    (re.compile(r"(?:llama_context|llama_new_context_with_model): +n_ctx += +(\d+)"), lambda m: iter([("n_ctx",
-                                                                                                     m.group(1))])),
+     lambda m: [("gpu_layers", f"{m.group(1)}/{m.group(2)}")]),
+    (re.compile(r"(?:llama_context|llama_new_context_with_model): +n_ctx += +(\d+)"),
+     lambda m: [("n_ctx", m.group(1))]),
     (re.compile(r"(?:llama_context|llama_new_context_with_model): +flash_attn += +(\S+)"),
-     lambda m: iter([("flash_attn", m.group(1))])),
-    (re.compile(r"initializing slots, n_slots = (\d+)"), lambda m: iter([("slots", m.group(1))])),
-    (re.compile(r"Listening on \S+ \(version ([\w.+-]+)\)"), lambda m: iter([("version", m.group(1))])),
+     lambda m: [("flash_attn", m.group(1))]),
+    (re.compile(r"initializing slots, n_slots = (\d+)"), lambda m: [("slots", m.group(1))]),
+    (re.compile(r"Listening on \S+ \(version ([\w.+-]+)\)"), lambda m: [("version", m.group(1))]),
     (re.compile(r"inference compute.*?library=(\w+).*?description=\"([^\"]*)\""),
-     lambda m: iter([("device", f"{m.group(1)} ({m.group(2)})")])),
-    (re.compile(r"vLLM API server version ([\w.+-]+)"), lambda m: iter([("version", m.group(1))])),
+     lambda m: [("device", f"{m.group(1)} ({m.group(2)})")]),
+    (re.compile(r"vLLM API server version ([\w.+-]+)"), lambda m: [("version", m.group(1))]),
     (re.compile(r"Initializing an? (?:V1 )?LLM engine \(v?([\w.+-]+)\) with config: (.*)"),
-     lambda m: iter([("version", m.group(1)), *_kv_list(m.group(2), VLLM_KEYS)])),
+     lambda m: [("version", m.group(1)), *_kv_list(m.group(2), VLLM_KEYS)]),
     (re.compile(r"server_args=ServerArgs\((.*)"), lambda m: _kv_list(m.group(1), SGLANG_KEYS)),
     (re.compile(r"Resolved config: (.*)"), lambda m: _kv_list(m.group(1), FREETOKEN_KEYS)),
 )
@@ -101,16 +103,13 @@ STARTS = ("build", "main: build", "common_params_print_info", "system_info", "ll
 
 def facts(message: str) -> list[Fact]:
     """The identity facts one start-up message states (empty for any other message)."""
-    out: list[Fact] = []
     if not message.startswith(STARTS):
-        return out
+        return []
     for pattern, read in RULES:
         m = pattern.search(message)
-        if m is not None:
-            out.extend(read(m))
-            if out:
-                return out
-    return out
+        if m is not None and (found := read(m)):
+            return found
+    return []
 
 
 def ollama_runner_facts(command: str) -> list[Fact]:
