@@ -16,7 +16,7 @@ from typing import Optional
 import pandas as pd
 
 from diagnostics import checks as checks_mod, context as context_mod, controls, decode, onset as onset_mod
-from diagnostics import prefill as prefill_mod
+from diagnostics import intervals, prefill as prefill_mod, sequential
 from diagnostics import caps, identity, reuse as reuse_mod, suspects as suspects_mod, verdict as verdict_mod
 from diagnostics.comparison import Comparison
 from diagnostics.result import Analysis, Check, Onset, Slowdown
@@ -39,9 +39,10 @@ def analyze(source: Source) -> Analysis:
     dec = decode.evaluate(source.steps, identity.engine_of(lives), access_only)
     rows = controls.probe_rows(source.probes)
     cycles = controls.pairs(rows)
-    probes = controls.probes(rows)
-    paired = controls.paired(cycles)
-    drift = controls.control_drift(cycles)
+    level = probe_level(source.manifest)
+    probes = controls.probes(rows, level)
+    paired = controls.paired(cycles, level)
+    drift = controls.control_drift(cycles, level)
     restart = _narrower(controls.restart(rows, cycles), dec.restart)
     prefix_reuse = reuse_mod.compare(source.requests)
     prefill = prefill_mod.compare(source.steps)
@@ -69,6 +70,9 @@ def analyze(source: Source) -> Analysis:
                             dec.why_not if no_data else f"the decode steps cannot carry the analysis ({dec.why_not}); "
                                                         f"probes decide"))
     checks += dec.checks
+    stopped = _stopped_early(source.manifest, level)
+    if stopped is not None:
+        checks.append(stopped)
     comparisons = tuple(c for c in (paired, restart, probes, dec.bins, dec.steps, drift,
                                     evidence.reuse, evidence.prefill) if c is not None)
     verdict_basis = len(checks)  # its text waits for the confidence the data checks allow (below)
@@ -128,6 +132,33 @@ def analyze(source: Source) -> Analysis:
         probe_pairs=cycles if len(cycles) else None, bands=dec.bands, decode_held=decode_held,
         clock=source.log_info.clock if source.log_info is not None else "wall",
         dated=source.log_info.dated if source.log_info is not None else True, lives=lives)
+
+
+def probe_level(manifest) -> float:
+    """The level of the probe comparisons' intervals. A soak that ran its planned length is one
+    planned look: the plain level. One that stopped early — at a decided running verdict, or
+    interrupted by a user who watched it — stopped where the data led, so its comparisons keep
+    the level that holds over every look it planned (diagnostics.sequential)."""
+    if manifest is None or manifest.stop_reason in (None, "duration"):
+        return intervals.LEVEL
+    soak = manifest.configs.get("soak") or {}
+    try:
+        looks = sequential.looks_planned(float(soak["duration_s"]), float(soak.get("probe_every_s", 300.0)))
+    except (KeyError, TypeError, ValueError):
+        return intervals.LEVEL
+    return sequential.level_for(looks)
+
+
+def _stopped_early(manifest, level: float) -> Optional[Check]:
+    """A soak that stopped before its planned end: why, and the level its probe comparisons keep."""
+    if manifest is None or manifest.stop_reason in (None, "duration"):
+        return None
+    d = manifest.decided or {}
+    why = (f"once its running verdict was decided at cycle {d.get('cycle')} ({d.get('verdict')})"
+           if manifest.stop_reason == "decided" else f"{manifest.stop_reason}")
+    return Check("stopped_early", "ok", f"the soak stopped before its planned end, {why}; its probe comparisons "
+                                        f"are taken at {level:.2%}, the level that keeps every look it planned "
+                                        f"valid together (docs/diagnostics.md, \"Running verdicts\")")
 
 
 def _narrower(a: Optional[Comparison], b: Optional[Comparison]) -> Optional[Comparison]:

@@ -23,11 +23,11 @@ import numpy as np
 import pandas as pd
 
 from diagnostics import changepoint, intervals
+from diagnostics.sequential import MIN_SIDE, side as _side
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.verdict import HostLoad
 
 THIRD = 1 / 3
-MIN_SIDE = 2
 # Probes a side needs before a probe comparison may show a loss: two probes (or cycles) seconds
 # apart can sit in one burst of a neighbour's load and agree by chance, and two such pairs give
 # an interval that looks tight and is not (seen: a healthy 2-minute soak whose first two cycles
@@ -56,14 +56,15 @@ def main_probes(rows: pd.DataFrame) -> pd.DataFrame:
     return main[main["engine_life"] == main["engine_life"].min()] if len(main) else main
 
 
-def probes(rows: pd.DataFrame) -> Optional[Comparison]:
-    """The soaked engine's identical probes: the last third of its first life against the first."""
+def probes(rows: pd.DataFrame, level: float = intervals.LEVEL) -> Optional[Comparison]:
+    """The soaked engine's identical probes: the last third of its first life against the first
+    (the interval at `level`: a running verdict's, diagnostics.sequential)."""
     first = main_probes(rows)
     k = _side(len(first))
     if k is None:
         return None
     early, late = first["decode_tps"].head(k), first["decode_tps"].tail(k)
-    interval = intervals.log_ratio(early, late)
+    interval = intervals.log_ratio(early, late, level)
     return Comparison("probes", interval, k, k, DECODE_MATERIAL,
                       f"identical probes of the soaked engine: the last {k} over the first {k} "
                       f"{interval.describe()} ({_geo(late):.1f} against {_geo(early):.1f} tok/s)", _geo(early),
@@ -85,14 +86,14 @@ def pairs(rows: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values("t", kind="stable").reset_index(drop=True)
 
 
-def paired(cycles: pd.DataFrame) -> Optional[Comparison]:
+def paired(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Optional[Comparison]:
     """Main over control per cycle, the last third of the main engine's first life against the first."""
-    first = cycles[cycles["engine_life"] == cycles["engine_life"].min()] if len(cycles) else cycles
+    first = first_life(cycles)
     k = _side(len(first))
     if k is None:
         return None
     early, late = first["ratio"].head(k), first["ratio"].tail(k)
-    interval = intervals.log_ratio(early, late)
+    interval = intervals.log_ratio(early, late, level)
     main_early = _geo(first["main"].head(k))
     return Comparison("paired_control", interval, k, k, DECODE_MATERIAL,
                       f"the soaked engine over a fresh control probed back to back: the last {k} cycles over the first "
@@ -101,13 +102,18 @@ def paired(cycles: pd.DataFrame) -> Optional[Comparison]:
                       f"{_geo(first['control'].tail(k)):.1f})", main_early, min_for_loss=MIN_FOR_LOSS)
 
 
-def control_drift(cycles: pd.DataFrame) -> Optional[Comparison]:
+def first_life(cycles: pd.DataFrame) -> pd.DataFrame:
+    """The probe cycles of the main engine's first life."""
+    return cycles[cycles["engine_life"] == cycles["engine_life"].min()] if len(cycles) else cycles
+
+
+def control_drift(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Optional[Comparison]:
     """The control's own probes over the main engine's first life, late against early: the host's speed."""
-    first = cycles[cycles["engine_life"] == cycles["engine_life"].min()] if len(cycles) else cycles
+    first = first_life(cycles)
     k = _side(len(first))
     if k is None:
         return None
-    interval = intervals.log_ratio(first["control"].head(k), first["control"].tail(k))
+    interval = intervals.log_ratio(first["control"].head(k), first["control"].tail(k), level)
     return Comparison("control_drift", interval, k, k, DECODE_MATERIAL,
                       f"the fresh control's own probes, last {k} over first {k}: {interval.describe()} (the host's "
                       f"speed, which the control's youth leaves as the only change)", _geo(first["control"].head(k)))
@@ -163,12 +169,6 @@ def host_load(snapshots: pd.DataFrame) -> Optional[HostLoad]:
         return None
     k = len(load) // 4
     return HostLoad(float(load.head(k).median()), float(load.tail(k).median()))
-
-
-def _side(n: int) -> Optional[int]:
-    """Samples on each side of an early-against-late comparison of n: a third, at least MIN_SIDE."""
-    k = max(MIN_SIDE, math.ceil(THIRD * n))
-    return k if 2 * k <= n else (n // 2 if n // 2 >= MIN_SIDE else None)
 
 
 def _geo(values) -> float:

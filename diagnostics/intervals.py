@@ -44,9 +44,15 @@ class Interval(NamedTuple):
 
     def describe(self, digits: int = 2) -> str:
         """`0.93 (90% interval 0.88-0.97)`, or a note that too few samples bound it."""
+        level = f"{self.level:.0%}" if self.level < 0.995 else f"{100 * self.level:.2f}".rstrip("0").rstrip(".") + "%"
         if not self.bounded:
-            return f"{self.estimate:.{digits}f} (too few samples for a {self.level:.0%} interval)"
-        return f"{self.estimate:.{digits}f} ({self.level:.0%} interval {self.lo:.{digits}f}-{self.hi:.{digits}f})"
+            return f"{self.estimate:.{digits}f} (too few samples for a {level} interval)"
+        return f"{self.estimate:.{digits}f} ({level} interval {_bound(self.lo, digits)}-{_bound(self.hi, digits)})"
+
+
+def _bound(x: float, digits: int) -> str:
+    """An interval's end: fixed digits, or three significant ones where it is far out (0.00-3.4e+35)."""
+    return f"{x:.{digits}f}" if x < 1000 else f"{x:.3g}"
 
 
 def divide(a: Interval, b: Interval) -> Interval:

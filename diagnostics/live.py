@@ -1,28 +1,91 @@
-"""The running verdict a soak prints after every probe cycle: what the probes so far say.
+"""The running verdict a soak prints after every probe cycle: what the probes so far say, and
+whether that is decided.
 
 Only the probes (and the paired control, where the run has one) are read, so it costs nothing
-however long the run; `diag analyze` on the run directory weighs everything else too.
+however long the run; `diag analyze` on the run directory weighs everything else too. Every
+look takes its intervals at the level that keeps all the looks a soak plans valid together
+(diagnostics.sequential), so a user who watches every cycle, or `soak run --until-decided`
+stopping at the first decided one, is wrong no more often than one look at the end would be.
+
+Decided means, of the decode comparisons the probes make (paired control, else the identical
+probes alone):
+
+- **age**: engine age at medium or high confidence (a material loss, the whole interval at or
+  below the material level, with enough cycles a side);
+- **no age**: no degradation with the decisive interval wholly above 1 - `rule_out` (a loss of
+  more than `rule_out` ruled out; by default the material level, 10 %).
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple, Optional
+
 import pandas as pd
 
-from diagnostics import controls
+from diagnostics import controls, sequential
+from diagnostics.comparison import DECODE_MATERIAL
 from diagnostics.verdict import Evidence, decide
 
+AGE = "engine_age_degradation"
+NO_AGE = "no_degradation"
+RULE_OUT = 1 - DECODE_MATERIAL  # the loss a decided "no age" must rule out, by default
 
-def running_verdict(probes: pd.DataFrame) -> str:
-    """One line on the probes so far (columns of the run directory's probes table, with the
-    optional `role` and `cycle`)."""
+
+class Running(NamedTuple):
+    """One look at the probes so far."""
+
+    line: str  # "verdict so far: ...", as printed
+    verdict: Optional[str]  # None with too few probes
+    decided: Optional[str]  # AGE or NO_AGE once decided at the requested level, else None
+    looks: int  # looks taken so far (paired cycles, or main probes, less the first three)
+    level: float  # the level every look's intervals are taken at
+    onset_cycle: Optional[int] = None  # with decided age: the probe cycle where the loss set in
+    ratio: Optional[float] = None  # the decisive comparison's late-over-healthy ratio
+    interval: Optional[tuple[float, float]] = None
+
+
+def running_verdict(probes: pd.DataFrame, looks_planned: int = 0, rule_out: float = RULE_OUT) -> Running:
+    """The verdict on the probes so far (columns of the run directory's probes table, with the
+    optional `role` and `cycle`), its intervals valid over max(looks_planned, looks so far) looks."""
     rows = controls.probe_rows(probes)
     cycles = controls.pairs(rows)
-    evidence = Evidence(paired=controls.paired(cycles), probes=controls.probes(rows),
-                        control_drift=controls.control_drift(cycles), restart=controls.restart(rows, cycles))
+    paired_n = len(controls.first_life(cycles))
+    n = paired_n if paired_n else len(controls.main_probes(rows))
+    looks = max(0, n - sequential.MIN_CYCLES + 1)
+    level = sequential.level_for(max(looks_planned, looks))
+    evidence = Evidence(paired=controls.paired(cycles, level), probes=controls.probes(rows, level),
+                        control_drift=controls.control_drift(cycles, level), restart=controls.restart(rows, cycles))
     if evidence.paired is None and evidence.probes is None:
-        return f"verdict so far: too few probes ({len(rows)} ok) to compare early with late"
+        return Running(f"verdict so far: too few probes ({len(rows)} ok) to compare early with late", None, None,
+                       looks, level)
     d = decide(evidence)
     shown = d.decisive or evidence.paired or evidence.probes
+    decided = _decided(d, shown, rule_out)
+    onset = _onset_cycle(rows, cycles) if decided == AGE else None
     how = f", {d.confidence} confidence" if d.confidence else ""
     cause = "; host or load drift, not age" if d.cause == "host_or_load_drift" else ""
-    return f"verdict so far: {d.verdict}{how} ({shown.basis.replace('_', ' ')} {shown.interval.describe()}){cause}"
+    line = f"verdict so far: {d.verdict}{how} ({shown.basis.replace('_', ' ')} {shown.interval.describe()}){cause}"
+    if decided == AGE:
+        line += "; decided: engine age" + (f" from cycle {onset}" if onset is not None else "")
+    elif decided == NO_AGE:
+        line += f"; decided: a loss of more than {rule_out:.0%} ruled out"
+    i = shown.interval
+    return Running(line, d.verdict, decided, looks, level, onset, i.estimate, (i.lo, i.hi) if i.bounded else None)
+
+
+def _decided(d, shown, rule_out: float) -> Optional[str]:
+    if d.verdict == AGE and d.confidence in ("medium", "high") and d.basis in ("paired_control", "probes"):
+        return AGE
+    if d.verdict == NO_AGE and shown is not None and shown.interval.bounded and shown.interval.lo > 1 - rule_out:
+        return NO_AGE
+    return None
+
+
+def _onset_cycle(rows: pd.DataFrame, cycles: pd.DataFrame) -> Optional[int]:
+    """The probe cycle where the paired ratio (else the main probes' rate) first runs materially low."""
+    series, value = (controls.first_life(cycles), "ratio") if len(cycles) else (controls.main_probes(rows), "decode_tps")
+    at = controls.probe_onset(series.reset_index(drop=True), value)
+    if at is None:
+        return None
+    cycle = series["cycle"].iloc[at] if "cycle" in series else None
+    return int(cycle) if cycle is not None and pd.notna(cycle) else int(at)

@@ -25,9 +25,11 @@ def environment(source: Source, redactor: Redactor) -> Environment:
     m = source.manifest
     if m is not None:
         raw = redactor.json(m.raw)
-        for key in ("run_id", "status", "started_at", "ended_at", "target"):
+        for key in ("run_id", "status", "stop_reason", "started_at", "ended_at", "target"):
             if raw.get(key) is not None:
                 rows.append((key, _value(raw[key])))
+        if isinstance(raw.get("decided"), dict) and raw["decided"].get("line"):
+            rows.append(("decided", _value(raw["decided"]["line"])))
         if isinstance(raw.get("command"), list):
             rows.append(("command", " ".join(str(x) for x in raw["command"])))
         for section in SECTIONS:

@@ -37,6 +37,10 @@ class RunManifest:
     steps_missed: Optional[int] = None
     control: Optional[dict[str, Any]] = None
     affinity: Optional[dict[str, Any]] = None
+    # The first probe cycle whose running verdict was decided: verdict, cycle, elapsed_s, looks_planned,
+    # level, line (diagnostics.live); absent while undecided.
+    decided: Optional[dict[str, Any]] = None
+    stop_reason: Optional[str] = None  # duration, decided, interrupted or crashed
     extra: dict[str, Any] = field(default_factory=dict, repr=False)  # keys this version does not know
 
     def to_json(self) -> dict[str, Any]:

@@ -38,7 +38,7 @@ STATUSES = ("running", "completed", "interrupted", "crashed")
 MANIFEST_REQUIRED = ("schema_version", "run_id", "status", "started_at")
 MANIFEST_OPTIONAL = ("ended_at", "command", "configs", "trace", "target", "host", "tokdrift_version", "engine",
                      "model", "steps_source", "elapsed_s", "num_requests", "resumes", "materialized",
-                     "steps_missed", "control", "affinity")
+                     "steps_missed", "control", "affinity", "decided", "stop_reason")
 
 # One table per folder: column -> (pyarrow-ish type name, required, meaning).
 REQUEST_COLUMNS: dict[str, tuple[str, bool, str]] = {
@@ -164,7 +164,7 @@ TABLES: dict[str, dict[str, tuple[str, bool, str]]] = {
 EVENT_KINDS: dict[str, str] = {
     "start": "the soak started (fields: run_id)",
     "resume": "the soak resumed after an interruption",
-    "stop": "the soak ended (fields: status)",
+    "stop": "the soak ended (fields: status, reason: duration, decided, interrupted or crashed)",
     "engine_start": "an engine process started; engine age restarts at 0 (fields: pid, engine_life)",
     "engine_exit": "the engine exited (fields: exit_code, log_tail)",
     "engine_restart": "a deliberate restart (fields: reason); an engine_start follows",
@@ -179,6 +179,7 @@ EVENT_KINDS: dict[str, str] = {
     "control_restart": "a deliberate restart of the control engine (fields: reason)",
     "control_exit": "the control engine exited unasked (fields: exit_code, log_tail)",
     "control_off": "the control is off for the rest of the run (fields: why)",
+    "decided": "the running verdict became decided (fields: verdict, cycle, elapsed_s, line)",
 }
 # Event kinds that start a new engine life.
 STARTUP_KINDS = ("engine_start",)

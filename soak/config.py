@@ -50,6 +50,10 @@ class SoakConfig:
     control_target: Optional[str] = None  # URL of a second instance of the target's server
     control_restart_cmd: Optional[str] = None  # shell command that restarts --control-target
     affinity: Optional[bool] = None  # driver and engines on separate CPUs (None: where there are >= 2)
+    # Stop as soon as the running verdict is decided either way (age found, or a loss of more
+    # than rule_out ruled out), restart control included; duration_s is then the most it may take.
+    until_decided: bool = False
+    rule_out: float = 0.10  # the loss a decided "no age" rules out
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)  # free-form, kept in the manifest
 
@@ -78,6 +82,10 @@ class SoakConfig:
             _fail("max_context", "an integer >= 2 or unset", self.max_context)
         if self.over_limit not in ("drop", "trim", "keep"):
             _fail("over_limit", "one of drop, trim, keep", self.over_limit)
+        if not (isinstance(self.rule_out, (int, float)) and 0 < self.rule_out < 1):
+            _fail("rule_out", "a fraction in (0, 1)", self.rule_out)
+        if self.until_decided and self.probe_every_s <= 0:
+            _fail("probe_every_s", "a period > 0 with until_decided (only probe cycles decide)", self.probe_every_s)
         if not 0 < self.profile_drop < 1:
             _fail("profile_drop", "a fraction in (0, 1)", self.profile_drop)
         if self.restart_cmd is not None and self.is_builtin:

@@ -34,7 +34,7 @@ def render(p: Progress, verdict: Optional[str] = None) -> Table:
     table.add_column(style="bold")
     table.add_column()
     table.add_row("phase", p.phase)
-    table.add_row("elapsed / remaining", f"{_hms(p.elapsed_s)} / {_hms(p.remaining_s)}")
+    table.add_row("elapsed / remaining", f"{hms(p.elapsed_s)} / {hms(p.remaining_s)}")
     table.add_row("calls", f"{p.num_calls} done, {p.num_failed} failing, {p.num_in_flight} in flight")
     table.add_row("live decode", f"{p.live_tps:.1f} tok/s (client, last 30 s)")
     probes = ", ".join(f"{r.decode_tps:.1f}" if r.decode_tps else r.status for r in p.probes) or "none yet"
@@ -49,7 +49,7 @@ def render(p: Progress, verdict: Optional[str] = None) -> Table:
 def status_line(p: Progress) -> str:
     """`[0:12:00] 123 calls, 2 failed; live 41.3 tok/s; last probes main 61.2 / control 60.8 tok/s;
     engine restarts 0; replay`"""
-    return (f"[{_hms(p.elapsed_s)}] {p.num_calls} calls, {p.num_failed} failed, {p.num_in_flight} in flight; "
+    return (f"[{hms(p.elapsed_s)}] {p.num_calls} calls, {p.num_failed} failed, {p.num_in_flight} in flight; "
             f"live {p.live_tps:.1f} tok/s; last probes {pair_text(p.last_cycle)}; "
             f"engine restarts {p.num_engine_restarts}; {p.phase}")
 
@@ -59,7 +59,7 @@ def cycle_line(rows: list[dict[str, Any]], p: Progress) -> str:
     by_role = {r.get("role"): r for r in rows}
     first = rows[0] if rows else {}
     parts = [_tps_text(role, by_role.get(role)) for role in (MAIN, CONTROL)]
-    return (f"[{_hms(p.elapsed_s)}] probe cycle {first.get('cycle')} ({first.get('reason')}): "
+    return (f"[{hms(p.elapsed_s)}] probe cycle {first.get('cycle')} ({first.get('reason')}): "
             f"{' / '.join(parts)} tok/s")
 
 
@@ -85,6 +85,6 @@ def _tps_text(role: str, row: Optional[dict[str, Any]]) -> str:
     return f"{role} {shown}"
 
 
-def _hms(seconds: float) -> str:
+def hms(seconds: float) -> str:
     s = int(seconds)
     return f"{s // 3600:d}:{s // 60 % 60:02d}:{s % 60:02d}"

@@ -121,6 +121,7 @@ class Replayer:
         self.num_in_flight = 0
         self.num_sessions_done = 0
         self.loop = 0
+        self.deadline = float("inf")  # set by run(); end_now() brings it forward
         first = min(s.start for s in sessions)
         last = max(c.t for s in sessions for c in s.calls)
         self.span_s = max(last - first, 1.0)  # trace time from the first call to the last send
@@ -131,6 +132,7 @@ class Replayer:
         """Launch sessions loop after loop until `deadline` (time.time()); returns when all launched
         sessions have ended or been cancelled."""
         position = position or Position(0, {})
+        self.deadline = deadline
         origin = time.time()
         pending_skip = position.next_turn
         if pending_skip:
@@ -147,13 +149,13 @@ class Replayer:
                         continue
                     started = loop == position.loop and session.name in pending_skip
                     at = origin if started else origin + (session.start - self._first) / self.speed
-                    if not await _sleep_until(min(at, deadline)) or time.time() >= deadline:
+                    if not await _sleep_until(min(at, self.deadline)) or time.time() >= self.deadline:
                         return
                     await self.slots.acquire()
-                    if time.time() >= deadline:
+                    if time.time() >= self.deadline:
                         self.slots.release()
                         return
-                    task = asyncio.create_task(self._session(session_id(session.name, loop), calls, deadline, loop))
+                    task = asyncio.create_task(self._session(session_id(session.name, loop), calls, loop))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
                 origin = max(origin + self.span_s / self.speed + 1.0 / self.speed, time.time())
@@ -167,7 +169,12 @@ class Replayer:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def _session(self, sid: str, calls: list[Call], deadline: float, loop: int = 0) -> None:
+    def end_now(self) -> None:
+        """Launch no more sessions and no more turns (`soak run --until-decided`); calls in flight
+        finish, and `run` returns once they have."""
+        self.deadline = time.time()
+
+    async def _session(self, sid: str, calls: list[Call], loop: int = 0) -> None:
         try:
             prev_end: Optional[float] = None
             prev: Optional[Call] = None
@@ -178,7 +185,7 @@ class Replayer:
                     else:
                         think = max(0.0, call.t - prev.t - (prev.duration or 0.0))
                     await asyncio.sleep(think / self.speed)
-                if time.time() >= deadline:
+                if time.time() >= self.deadline:
                     return
                 prompt = self.materialize(call, loop=loop, session_key=sid)
                 if prompt is None:  # over max_context under policy "drop"

@@ -92,6 +92,7 @@ class Soak:
         self.recorder: Optional[Recorder] = None
         self.session: Optional[_Session] = None
         self._stop = asyncio.Event()
+        self._decided = asyncio.Event()  # --until-decided: the running verdict is decided, end the replay
         self._phase = "starting"
         self._status: Optional[RunStatus] = None
         self._elapsed_before = 0.0
@@ -106,6 +107,19 @@ class Soak:
     def stop(self) -> None:
         """Stop cleanly (Ctrl-C): status interrupted."""
         self._stop.set()
+
+    def decided(self, verdict: str, cycle: Optional[int], line: str, **details: Any) -> None:
+        """The running verdict (computed by the caller, which reads each probe cycle's rows) is
+        decided: recorded once, as a `decided` event and the manifest's `decided`; with
+        `until_decided` the replay ends now and the run goes on to its end probes and restart
+        control."""
+        if self.store is None or self.manifest.decided is not None:
+            return
+        elapsed = round(self._elapsed(time.time()), 3)
+        self.manifest.decided = {"verdict": verdict, "cycle": cycle, "elapsed_s": elapsed, "line": line, **details}
+        self.store.event("decided", verdict=verdict, cycle=cycle, elapsed_s=elapsed, line=line)
+        if self.config.until_decided and self._phase == "replay":
+            self._decided.set()
 
     async def run(self) -> RunStatus:
         cfg = self.config
@@ -219,9 +233,14 @@ class Soak:
             scheduler_done = asyncio.Event()
             scheduler = asyncio.create_task(self._scheduler(deadline, scheduler_done))
             stop = asyncio.create_task(self._stop.wait())
+            decided = asyncio.create_task(self._decided.wait())
             drain_s = min(60.0, max(5.0, 0.1 * cfg.duration_s))
-            done, _ = await asyncio.wait({replay, stop}, return_when=asyncio.FIRST_COMPLETED,
+            done, _ = await asyncio.wait({replay, stop, decided}, return_when=asyncio.FIRST_COMPLETED,
                                          timeout=max(0.0, deadline - time.time()) + drain_s)
+            if decided in done and not done & {replay, stop}:  # --until-decided: end as at the deadline
+                s.replayer.end_now()
+                done, _ = await asyncio.wait({replay, stop}, return_when=asyncio.FIRST_COMPLETED, timeout=drain_s)
+            decided.cancel()
             # A probe cycle (or scheduled restart) in flight finishes and is recorded: cancelled, it
             # would have taken its cycle number and left no rows. An interrupt does not wait.
             scheduler_done.set()
@@ -407,8 +426,10 @@ class Soak:
             return
         self._status = status
         s = self.session
-        self.store.event("stop", status=status.value, engine_life=s.target.life if s is not None else None)
+        reason = ("decided" if self._decided.is_set() else "duration") if status is RunStatus.COMPLETED else status.value
+        self.store.event("stop", status=status.value, reason=reason, engine_life=s.target.life if s is not None else None)
         self.manifest.status = status.value
+        self.manifest.stop_reason = reason
         self.manifest.ended_at = iso(time.time())
         if s is not None:
             m = s.materializer

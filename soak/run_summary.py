@@ -26,6 +26,8 @@ class RunSummary(NamedTuple):
     num_engine_starts: int
     num_resumes: int
     control_probes: list[tuple[int, float, float]]  # the same, of the control engine's
+    stop_reason: Optional[str] = None  # duration, decided, interrupted or crashed (manifest)
+    decided: Optional[dict] = None  # the first decided running verdict (manifest)
 
 
 def summarize(run_dir: Path) -> RunSummary:
@@ -48,12 +50,13 @@ def summarize(run_dir: Path) -> RunSummary:
                       manifest.ended_at, manifest.elapsed_s, str(manifest.target),
                       dict(requests), len(read_rows(run_dir, "steps", ("t",))),
                       len(read_rows(run_dir, "snapshots", ("t",))), probes, dict(events),
-                      events.get("engine_start", 0), len(manifest.resumes), control)
+                      events.get("engine_start", 0), len(manifest.resumes), control, manifest.stop_reason,
+                      manifest.decided)
 
 
 def render(s: RunSummary) -> str:
     elapsed = f"{s.elapsed_s / 60:.1f} min" if s.elapsed_s is not None else "unknown"
-    lines = [f"run {s.run_id}: {s.status}",
+    lines = [f"run {s.run_id}: {s.status}" + (f" ({_stop_text(s)})" if s.stop_reason else ""),
              f"  target {s.target}; started {s.started_at}; ended {s.ended_at or '-'}; elapsed {elapsed}"
              + (f"; resumed {s.num_resumes}x" if s.num_resumes else ""),
              "  requests: " + (", ".join(f"{n} {k}" for k, n in sorted(s.requests.items(), key=lambda kv: str(kv[0])))
@@ -61,6 +64,10 @@ def render(s: RunSummary) -> str:
              f"  engine: {s.num_engine_starts} start(s), {s.events.get('engine_exit', 0)} crash(es), "
              f"{s.events.get('engine_restart', 0)} deliberate restart(s); {s.num_steps} step rows, "
              f"{s.num_snapshots} snapshots"]
+    if s.decided:
+        d = s.decided
+        at = f", {d['elapsed_s'] / 60:.1f} min into the soak" if d.get("elapsed_s") is not None else ""
+        lines.append(f"  decided at probe cycle {d.get('cycle')}{at}: {d.get('line', d.get('verdict'))}")
     if s.probes:
         first, last = s.probes[0], s.probes[-1]
         lines.append(f"  probes: {len(s.probes)} ok; first {first[2]:.1f} tok/s, last {last[2]:.1f} tok/s "
@@ -73,3 +80,8 @@ def render(s: RunSummary) -> str:
                      f"tok/s ({s.events.get('control_start', 0)} control start(s), "
                      f"{s.events.get('control_exit', 0)} crash(es))")
     return "\n".join(lines)
+
+
+def _stop_text(s: RunSummary) -> str:
+    return {"duration": "ran its planned length", "decided": "stopped once decided (--until-decided)",
+            "interrupted": "stopped by the user", "crashed": "the driver crashed"}.get(s.stop_reason, s.stop_reason)

@@ -67,13 +67,15 @@ def test_host_load_reads_the_driver_and_other_processes_cpu():
 def test_the_running_verdict_reads_the_probes_so_far():
     from diagnostics.live import running_verdict
 
-    assert running_verdict(probe_table([60, 59])).startswith("verdict so far: too few probes (2 ok)")
+    assert running_verdict(probe_table([60, 59])).line.startswith("verdict so far: too few probes (2 ok)")
     # three cycles a side are too few for a loss (two bursts of a neighbour can agree by chance)...
     few = running_verdict(probe_table([60, 59, 61, 60, 30, 31, 30, 31], [60, 60, 60, 61, 59, 60, 60, 61]))
-    assert "engine_age_degradation" not in few
+    assert "engine_age_degradation" not in few.line and few.decided is None
     # ...four are enough
     main, control = [60, 59, 61, 60, 61, 60, 30, 31, 30, 31, 30, 31], [60, 60, 60, 61, 59, 60] * 2
     aged = running_verdict(probe_table(main, control))
-    assert aged.startswith("verdict so far: engine_age_degradation, high confidence (paired control 0.5")
+    assert aged.line.startswith("verdict so far: engine_age_degradation, high confidence (paired control 0.5")
+    assert aged.decided == "engine_age_degradation" and aged.onset_cycle == 6 and "from cycle 6" in aged.line
     drift = running_verdict(probe_table(main, [60, 60, 60, 61, 59, 60, 31, 30, 30, 31, 30, 31]))
-    assert drift.startswith("verdict so far: no_degradation") and drift.endswith("host or load drift, not age")
+    assert drift.line.startswith("verdict so far: no_degradation") and "host or load drift, not age" in drift.line
+    assert drift.decided == "no_degradation" and drift.line.endswith("a loss of more than 10% ruled out")

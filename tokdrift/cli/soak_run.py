@@ -13,6 +13,8 @@ import typer
 
 from soak.errors import SoakError
 
+DEFAULT_MAX_HOURS = 2.0  # --until-decided without a duration: the longest it may run
+
 
 def register(app: typer.Typer) -> None:
     app.command("run")(run)
@@ -86,6 +88,17 @@ def run(
                                                                                    "the others (default: on where "
                                                                                    "there are at least 2 CPUs).",
                                                      show_default=False)] = None,
+    until_decided: Annotated[bool, typer.Option("--until-decided", help="Stop as soon as the running verdict is "
+                                                                       "decided either way (engine age found, or a "
+                                                                       "loss above --rule-out ruled out), after the "
+                                                                       "end probes and the restart control; the "
+                                                                       "duration (or --max-hours, default "
+                                                                       f"{DEFAULT_MAX_HOURS:g}) is the most it may "
+                                                                       "take.")] = False,
+    max_hours: Annotated[Optional[float], typer.Option(help="With --until-decided: the longest the soak may run, "
+                                                            "in hours.")] = None,
+    rule_out: Annotated[float, typer.Option(help="The loss a decided 'no degradation' rules out, as a fraction "
+                                                 "(0.10: a loss of more than 10 %).")] = 0.10,
     live: Annotated[bool, typer.Option(help="Show the live view (default when stdout is a terminal); without it, "
                                             "a status line a minute and the running verdict after every probe "
                                             "cycle.")] = sys.stdout.isatty(),
@@ -93,9 +106,15 @@ def run(
     """Replay a trace against an engine for hours, record everything, probe at matched conditions."""
     from soak.config import SoakConfig
 
-    given = [v for v in (hours and hours * 3600, minutes and minutes * 60, seconds) if v]
+    if max_hours is not None and not until_decided:
+        raise SoakError("--max-hours: only with --until-decided (otherwise the duration is --hours)")
+    given = [v for v in (hours and hours * 3600, minutes and minutes * 60, seconds,
+                         max_hours and max_hours * 3600) if v]
+    if until_decided and not given:
+        given = [DEFAULT_MAX_HOURS * 3600]
     if len(given) != 1:
-        raise SoakError(f"duration: expected exactly one of --hours, --minutes, --seconds, found {len(given)}")
+        raise SoakError(f"duration: expected exactly one of --hours, --minutes, --seconds (or --max-hours with "
+                        f"--until-decided), found {len(given)}")
     config = SoakConfig(
         trace=str(trace.resolve()), duration_s=float(given[0]), target=target, model=model, api=api, api_key=api_key,
         concurrency=concurrency, speed=speed, scale=scale, max_context=max_context, over_limit=over_limit,
@@ -106,7 +125,7 @@ def run(
         engine_log=str(engine_log) if engine_log else None, engine_args=tuple(engine_arg or ()),
         faults=tuple(fault or ()),
         twin=twin, twin_restart_every_s=twin_restart_every, control_target=control_target,
-        control_restart_cmd=control_restart_cmd, affinity=affinity)
+        control_restart_cmd=control_restart_cmd, affinity=affinity, until_decided=until_decided, rule_out=rule_out)
     run_dir = out or Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{trace.stem}"
     from soak.run import Soak
 
@@ -146,7 +165,7 @@ def _drive(soak, live: bool) -> None:
     from soak.live_view import render as render_view
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per call and per sample otherwise
-    verdict = _RunningVerdict(soak.run_dir if soak.resuming else None)
+    verdict = _RunningVerdict(soak)
     view = Live(console=Console(stderr=True), refresh_per_second=2, transient=False) if live else None
     if view is not None:
         soak.on_progress = lambda p: view.update(render_view(p, verdict.line))
@@ -198,24 +217,45 @@ class _StatusLines:
 
 
 class _RunningVerdict:
-    """The running verdict on every probe so far (diagnostics.live), a resumed run's included."""
+    """The running verdict on every probe so far (diagnostics.live), a resumed run's included, its
+    intervals valid over every look the soak plans; the first decided look is handed to the soak
+    (which records it, and with --until-decided ends the replay)."""
 
-    def __init__(self, run_dir: Optional[Path]) -> None:
+    def __init__(self, soak) -> None:
+        from diagnostics import sequential
+        from rundir.reader import read_manifest, read_rows
         from rundir.schema import PROBE_COLUMNS
-        from rundir.reader import read_rows
 
-        self.rows: list[dict] = read_rows(run_dir, "probes", PROBE_COLUMNS) if run_dir is not None else []
+        self.soak = soak
+        self.rows: list[dict] = read_rows(soak.run_dir, "probes", PROBE_COLUMNS) if soak.resuming else []
+        cfg = soak.config
+        self.looks_planned = sequential.looks_planned(cfg.duration_s, cfg.probe_every_s)
+        sequential.level_for(self.looks_planned)  # simulated once now, before any engine runs
+        self.first_decided: Optional[dict] = read_manifest(soak.run_dir).decided if soak.resuming else None
         self.line: Optional[str] = None
 
     def add(self, rows: list[dict]) -> str:
         import pandas as pd
 
         from diagnostics.live import running_verdict
+        from soak.live_view import hms
 
         self.rows.extend(rows)
         try:
-            line = running_verdict(pd.DataFrame(self.rows))
+            running = running_verdict(pd.DataFrame(self.rows), self.looks_planned, self.soak.config.rule_out)
         except Exception as exc:  # noqa: BLE001 - the verdict so far must never stop the soak
-            line = f"unavailable ({type(exc).__name__}: {exc})"
-        self.line = "verdict so far: " + line.removeprefix("verdict so far:").strip()
-        return self.line
+            self.line = f"verdict so far: unavailable ({type(exc).__name__}: {exc})"
+            return self.line
+        line = running.line
+        if running.decided and self.first_decided is None:
+            cycle = rows[0].get("cycle") if rows else None
+            self.first_decided = {"verdict": running.decided, "cycle": cycle}
+            self.soak.decided(running.decided, cycle, line, looks_planned=self.looks_planned,
+                              level=round(running.level, 5), onset_cycle=running.onset_cycle)
+            self.first_decided = self.soak.manifest.decided or self.first_decided
+        elif self.first_decided is not None:
+            d = self.first_decided
+            when = f", {hms(d['elapsed_s'])} into the soak" if d.get("elapsed_s") is not None else ""
+            line += f" [first decided at cycle {d.get('cycle')}{when}: {d.get('verdict')}]"
+        self.line = line
+        return line

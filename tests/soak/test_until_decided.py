@@ -1,0 +1,54 @@
+"""`soak run --until-decided`: the soak ends at the first decided running verdict, and says so."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from rundir import reader
+from soak.errors import SoakError
+from tests.soak.conftest import write_trace
+from tokdrift.cli.soak import app
+
+
+def _run(tmp_path, main, control, *extra):
+    trace = write_trace(tmp_path / "trace.jsonl", sessions=3, turns=4)
+    run_dir = tmp_path / "run"
+    result = CliRunner().invoke(app, ["run", "--trace", str(trace), "--target", main.url, "--control-target",
+                                      control.url, "--until-decided", "--seconds", "90", "--probe-every", "0.2",
+                                      "--probe-tokens", "16", "--probe-output", "24", "--probe-wait", "5",
+                                      "--concurrency", "1", "--speed", "4", "--no-profiles", "--flush-every", "0.5",
+                                      "--sample-every", "0.5", "--no-live", "-o", str(run_dir), *extra])
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    return run_dir, result.output
+
+
+def test_an_engine_that_slows_is_decided_aged_and_the_soak_stops_early(tmp_path, fake_server):
+    # noisy enough that five fast cycles cannot rule a loss out; from the sixth probe on, 2.5x slower
+    main = fake_server("--token-delay", "0.004", "--jitter", "0.15", "--slow-after-probes", "6", "--slow-factor", "2.5")
+    control = fake_server("--token-delay", "0.004", "--jitter", "0.15")
+    run_dir, output = _run(tmp_path, main, control)
+    manifest = reader.read_manifest(run_dir)
+    assert manifest.stop_reason == "decided" and manifest.elapsed_s < 60
+    assert manifest.decided["verdict"] == "engine_age_degradation" and manifest.decided["looks_planned"] > 100
+    assert manifest.decided["level"] > 0.99  # hundreds of planned looks: every interval far wider than 90 %
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert [e["verdict"] for e in events if e["kind"] == "decided"] == ["engine_age_degradation"]
+    assert [e["reason"] for e in events if e["kind"] == "stop"] == ["decided"]
+    assert "decided: engine age" in output and "stopped once decided (--until-decided)" in output
+    assert "end" in set(reader.read_table(run_dir, "probes")["reason"])  # the end probes were still taken
+
+
+def test_a_steady_engine_is_decided_healthy_once_a_loss_is_ruled_out(tmp_path, fake_server):
+    main, control = fake_server("--token-delay", "0.004"), fake_server("--token-delay", "0.004")
+    run_dir, output = _run(tmp_path, main, control, "--rule-out", "0.15")
+    manifest = reader.read_manifest(run_dir)
+    assert manifest.stop_reason == "decided" and manifest.decided["verdict"] == "no_degradation"
+    assert manifest.elapsed_s < 60
+    assert "a loss of more than 15% ruled out" in manifest.decided["line"]
+
+
+def test_max_hours_belongs_to_until_decided(tmp_path):
+    result = CliRunner().invoke(app, ["run", "--trace", "examples/opencode.jsonl", "--max-hours", "1",
+                                      "-o", str(tmp_path / "run")])
+    assert isinstance(result.exception, SoakError) and "--max-hours: only with --until-decided" in str(result.exception)
