@@ -7,7 +7,9 @@ one scale: late over healthy, where below 1 is worse. Each basis has its materia
 the same for all of them:
 
 - a **loss**: the whole interval lies at or below the material level, with at least
-  `min_for_loss` samples on each side (probes: four, see diagnostics.controls);
+  `min_for_loss` samples on each side (probes: four, see diagnostics.controls); for the paired
+  control, whose fresh control cancels the host, the interval need only rule out a loss below
+  `detect` (5 %) with the estimate itself material;
 - **no loss**: the whole interval lies above it;
 - otherwise the comparison cannot tell.
 """
@@ -32,16 +34,25 @@ class Comparison(NamedTuple):
     healthy_level: Optional[float] = None  # the healthy side's level in `unit` (tok/s for decode bases)
     unit: str = "tok/s"
     min_for_loss: int = 1  # samples a side needs before the comparison may show a loss at all
+    # Where the comparison has a fresh control beside it (paired_control): a loss is established
+    # when the interval's upper end lies at or below `detect` and the estimate at or below the
+    # material level. None: the whole interval at or below the material level.
+    detect: Optional[float] = None
 
     @property
     def ratio(self) -> float:
         return self.interval.estimate
 
     @property
+    def clears(self) -> bool:
+        """The interval shows a material loss, however few samples it rests on."""
+        limit = self.material if self.detect is None else self.detect
+        return self.interval.bounded and self.interval.hi <= limit and self.ratio <= self.material
+
+    @property
     def loss(self) -> bool:
-        """The interval clears the material level: a material loss, at the interval's confidence."""
-        return (self.interval.bounded and self.interval.hi <= self.material
-                and min(self.num_early, self.num_late) >= self.min_for_loss)
+        """A material loss, at the interval's confidence, on enough samples a side."""
+        return self.clears and min(self.num_early, self.num_late) >= self.min_for_loss
 
     @property
     def no_loss(self) -> bool:

@@ -33,6 +33,15 @@ THIRD = 1 / 3
 # an interval that looks tight and is not (seen: a healthy 2-minute soak whose first two cycles
 # ran while other engines started read 0.70, interval 0.55-0.89).
 MIN_FOR_LOSS = 4
+# A paired comparison shows a loss when its interval rules out a loss smaller than this and its
+# estimate is material: the fresh control beside it takes the host's drift out, so what is left
+# is the engine's (docs/diagnostics.md, "Running verdicts": a 15 % loss decided in minutes
+# rather than the hour a whole interval below 0.9 needs at this host's noise).
+PAIRED_DETECT = 0.95
+# The early side of a probe comparison is the engine's youth: the first third of its first life's
+# probes, but none later than YOUTH_S into it, unless that leaves fewer than YOUTH_MIN.
+YOUTH_S = 300.0
+YOUTH_MIN = 8
 HOST_COLUMNS = ("driver_cpu_percent", "host_other_cpu_percent")  # CPU beside the engine (rundir.schema.SNAPSHOT_HOST)
 
 
@@ -60,13 +69,14 @@ def probes(rows: pd.DataFrame, level: float = intervals.LEVEL) -> Optional[Compa
     """The soaked engine's identical probes: the last third of its first life against the first
     (the interval at `level`: a running verdict's, diagnostics.sequential)."""
     first = main_probes(rows)
-    k = _side(len(first))
-    if k is None:
+    sides = _sides(first)
+    if sides is None:
         return None
-    early, late = first["decode_tps"].head(k), first["decode_tps"].tail(k)
+    e, k = sides
+    early, late = first["decode_tps"].head(e), first["decode_tps"].tail(k)
     interval = intervals.log_ratio(early, late, level)
-    return Comparison("probes", interval, k, k, DECODE_MATERIAL,
-                      f"identical probes of the soaked engine: the last {k} over the first {k} "
+    return Comparison("probes", interval, e, k, DECODE_MATERIAL,
+                      f"identical probes of the soaked engine: the last {k} over the first {e} "
                       f"{interval.describe()} ({_geo(late):.1f} against {_geo(early):.1f} tok/s)", _geo(early),
                       min_for_loss=MIN_FOR_LOSS)
 
@@ -89,17 +99,19 @@ def pairs(rows: pd.DataFrame) -> pd.DataFrame:
 def paired(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Optional[Comparison]:
     """Main over control per cycle, the last third of the main engine's first life against the first."""
     first = first_life(cycles)
-    k = _side(len(first))
-    if k is None:
+    sides = _sides(first)
+    if sides is None:
         return None
-    early, late = first["ratio"].head(k), first["ratio"].tail(k)
+    e, k = sides
+    early, late = first["ratio"].head(e), first["ratio"].tail(k)
     interval = intervals.log_ratio(early, late, level)
-    main_early = _geo(first["main"].head(k))
-    return Comparison("paired_control", interval, k, k, DECODE_MATERIAL,
+    main_early = _geo(first["main"].head(e))
+    return Comparison("paired_control", interval, e, k, DECODE_MATERIAL,
                       f"the soaked engine over a fresh control probed back to back: the last {k} cycles over the first "
-                      f"{k} {interval.describe()} (main {_geo(first['main'].head(k)):.1f} -> "
-                      f"{_geo(first['main'].tail(k)):.1f} tok/s, control {_geo(first['control'].head(k)):.1f} -> "
-                      f"{_geo(first['control'].tail(k)):.1f})", main_early, min_for_loss=MIN_FOR_LOSS)
+                      f"{e} {interval.describe()} (main {main_early:.1f} -> "
+                      f"{_geo(first['main'].tail(k)):.1f} tok/s, control {_geo(first['control'].head(e)):.1f} -> "
+                      f"{_geo(first['control'].tail(k)):.1f})", main_early, min_for_loss=MIN_FOR_LOSS,
+                      detect=PAIRED_DETECT)
 
 
 def first_life(cycles: pd.DataFrame) -> pd.DataFrame:
@@ -110,13 +122,14 @@ def first_life(cycles: pd.DataFrame) -> pd.DataFrame:
 def control_drift(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Optional[Comparison]:
     """The control's own probes over the main engine's first life, late against early: the host's speed."""
     first = first_life(cycles)
-    k = _side(len(first))
-    if k is None:
+    sides = _sides(first)
+    if sides is None:
         return None
-    interval = intervals.log_ratio(first["control"].head(k), first["control"].tail(k), level)
-    return Comparison("control_drift", interval, k, k, DECODE_MATERIAL,
-                      f"the fresh control's own probes, last {k} over first {k}: {interval.describe()} (the host's "
-                      f"speed, which the control's youth leaves as the only change)", _geo(first["control"].head(k)))
+    e, k = sides
+    interval = intervals.log_ratio(first["control"].head(e), first["control"].tail(k), level)
+    return Comparison("control_drift", interval, e, k, DECODE_MATERIAL,
+                      f"the fresh control's own probes, last {k} over first {e}: {interval.describe()} (the host's "
+                      f"speed, which the control's youth leaves as the only change)", _geo(first["control"].head(e)))
 
 
 def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Optional[Comparison]:
@@ -169,6 +182,25 @@ def host_load(snapshots: pd.DataFrame) -> Optional[HostLoad]:
         return None
     k = len(load) // 4
     return HostLoad(float(load.head(k).median()), float(load.tail(k).median()))
+
+
+def _sides(first: pd.DataFrame) -> Optional[tuple[int, int]]:
+    """Samples (probes or cycles, in time order) on the early and the late side of a probe
+    comparison: the last third, against the first third but no more of it than the engine's
+    first YOUTH_S (at least YOUTH_MIN samples): a step at minute 10 of a two-hour soak is then
+    still a step, not a third of it averaged into the healthy side; None when there are too few
+    for two sides."""
+    k = _side(len(first))
+    if k is None:
+        return None
+    since = _seconds(first["t"]) - _seconds(first["t"].head(1))[0]
+    return min(k, max(YOUTH_MIN, int((since <= YOUTH_S).sum()))), k
+
+
+def _seconds(t: pd.Series) -> np.ndarray:
+    if pd.api.types.is_datetime64_any_dtype(t):
+        return (t - pd.Timestamp(0, tz=getattr(t.dt, "tz", None))).dt.total_seconds().to_numpy()
+    return t.to_numpy(dtype=float)
 
 
 def _geo(values) -> float:

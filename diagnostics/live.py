@@ -48,7 +48,12 @@ def running_verdict(probes: pd.DataFrame, looks_planned: int = 0, rule_out: floa
     """The verdict on the probes so far (columns of the run directory's probes table, with the
     optional `role` and `cycle`), its intervals valid over max(looks_planned, looks so far) looks."""
     rows = controls.probe_rows(probes)
-    cycles = controls.pairs(rows)
+    return look(rows, controls.pairs(rows), looks_planned, rule_out)
+
+
+def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_out: float = RULE_OUT) -> Running:
+    """`running_verdict` on probe rows and paired cycles already taken apart (controls.probe_rows,
+    controls.pairs): what a benchmark that looks at every prefix of one run calls."""
     paired_n = len(controls.first_life(cycles))
     n = paired_n if paired_n else len(controls.main_probes(rows))
     looks = max(0, n - sequential.MIN_CYCLES + 1)

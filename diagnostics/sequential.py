@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import Optional
 
 import numpy as np
 from scipy.stats import norm, t as student_t
@@ -71,12 +72,14 @@ def looks_planned(duration_s: float, probe_every_s: float, extra: int = 2) -> in
 
 
 @lru_cache(maxsize=64)
-def thirds_boundary(looks: int, alpha: float = ALPHA, num_sims: int = NUM_SIMS, seed: int = SEED) -> float:
-    """c with P(max over looks |Z_n| > c) = alpha for the Welch thirds comparison at n = MIN_CYCLES,
-    MIN_CYCLES + 1, ... (one look per cycle, `looks` of them) on independent normal samples."""
+def thirds_boundary(looks: int, alpha: float = ALPHA, early_max: Optional[int] = None, num_sims: int = NUM_SIMS,
+                    seed: int = SEED) -> float:
+    """c with P(max over looks |Z_n| > c) = alpha for the Welch comparison of the last third with
+    the first (at most `early_max` samples: the engine's youth) at n = MIN_CYCLES, MIN_CYCLES + 1,
+    ... (one look per cycle, `looks` of them) on independent normal samples."""
     ns = np.arange(MIN_CYCLES, MIN_CYCLES + looks)
     num_sims = min(num_sims, max(MIN_SIMS, SIM_BUDGET // looks))  # a 12-hour soak probed every 8 s: 5,400 looks
-    return _quantile_of_max(lambda x: _thirds_scores(x, ns), int(ns[-1]), alpha, num_sims, seed)
+    return _quantile_of_max(lambda x: _thirds_scores(x, ns, early_max), int(ns[-1]), alpha, num_sims, seed)
 
 
 @lru_cache(maxsize=64)
@@ -99,16 +102,17 @@ def _quantile_of_max(scores, length: int, alpha: float, num_sims: int, seed: int
     return float(np.quantile(np.concatenate(maxima), 1 - alpha))
 
 
-def _thirds_scores(x: np.ndarray, ns: np.ndarray) -> np.ndarray:
+def _thirds_scores(x: np.ndarray, ns: np.ndarray, early_max: Optional[int] = None) -> np.ndarray:
     """The standardised Welch statistic of the last third over the first third at each n in ns,
     as normal scores (sims x looks)."""
     s1 = np.concatenate([np.zeros((len(x), 1)), np.cumsum(x, axis=1)], axis=1)
     s2 = np.concatenate([np.zeros((len(x), 1)), np.cumsum(x * x, axis=1)], axis=1)
     k = np.array([side(int(n)) for n in ns])
-    m1, v1 = _moments(s1, s2, np.zeros_like(k), k)
+    e = np.minimum(k, max(MIN_SIDE, early_max)) if early_max else k
+    m1, v1 = _moments(s1, s2, np.zeros_like(e), e)
     m2, v2 = _moments(s1, s2, ns - k, ns)
-    se2 = (v1 + v2) / k
-    df = se2**2 / (((v1 / k) ** 2 + (v2 / k) ** 2) / (k - 1))
+    se2 = v1 / e + v2 / k
+    df = se2**2 / ((v1 / e) ** 2 / (e - 1) + (v2 / k) ** 2 / (k - 1))
     return _scores((m2 - m1) / np.sqrt(se2), df)
 
 

@@ -150,7 +150,7 @@ def decide(ev: Evidence) -> Decision:
     raw = ev
     ev = _host_corrected(ev)
     for c in (ev.paired, ev.probes):
-        if c is not None and c.interval.bounded and c.interval.hi <= c.material and not c.loss:
+        if c is not None and c.clears and not c.loss:
             findings.append(Finding("too_few_for_loss", "warn",
                                     f"{c.detail}: an interval that clears the material level, but on "
                                     f"{min(c.num_early, c.num_late)} a side; a loss needs {c.min_for_loss}"))

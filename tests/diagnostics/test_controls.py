@@ -1,6 +1,7 @@
 """Probes and controls: pairs by cycle, the paired ratio cancels host drift, the restart control."""
 
 import numpy as np
+import pytest
 import pandas as pd
 
 from diagnostics import controls
@@ -79,3 +80,28 @@ def test_the_running_verdict_reads_the_probes_so_far():
     drift = running_verdict(probe_table(main, [60, 60, 60, 61, 59, 60, 31, 30, 30, 31, 30, 31]))
     assert drift.line.startswith("verdict so far: no_degradation") and "host or load drift, not age" in drift.line
     assert drift.decided == "no_degradation" and drift.line.endswith("a loss of more than 10% ruled out")
+
+
+def test_the_healthy_side_is_the_engines_youth_not_a_third_of_a_long_run():
+    rng = np.random.default_rng(3)
+    main = 60 * np.r_[np.ones(12), np.full(48, 0.85)] * np.exp(rng.normal(0, 0.03, 60))  # 15 % slower from cycle 12
+    control = 60 * np.exp(rng.normal(0, 0.03, 60))
+    paired = controls.paired(controls.pairs(controls.probe_rows(probe_table(main, control))))
+    # cycles a minute apart: the first 5 minutes hold 6, fewer than YOUTH_MIN, so the first 8 (all before the step)
+    assert (paired.num_early, paired.num_late) == (controls.YOUTH_MIN, 20)
+    assert paired.loss and paired.ratio == pytest.approx(0.85, abs=0.03)
+    assert "the last 20 cycles over the first 8" in paired.detail
+
+
+def test_a_paired_loss_needs_a_material_estimate_and_an_interval_below_five_percent():
+    from diagnostics.comparison import Comparison
+    from diagnostics.intervals import Interval
+
+    def paired(estimate, lo, hi):
+        return Comparison("paired_control", Interval(estimate, lo, hi), 10, 10, 0.9, "", min_for_loss=4,
+                          detect=controls.PAIRED_DETECT)
+
+    assert paired(0.85, 0.78, 0.94).loss  # a 15 % loss, a loss below 5 % ruled out
+    assert not paired(0.91, 0.88, 0.94).loss  # a loss is shown, but the estimate is not material
+    assert not paired(0.85, 0.72, 0.97).loss  # the interval allows a loss of 3 %
+    assert not paired(0.85, 0.78, 0.94)._replace(num_early=3).loss  # too few cycles a side

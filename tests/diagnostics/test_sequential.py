@@ -38,3 +38,9 @@ def test_watched_at_every_cycle_a_stationary_series_is_wrong_as_often_as_one_loo
     fixed_misses = np.mean([_misses_any_look(s, 1 - sequential.ALPHA) for s in series])
     assert sequential_misses <= sequential.ALPHA + 0.03  # 600 series: the binomial spread is about 0.012
     assert fixed_misses > 2.5 * sequential.ALPHA  # a fixed 90 % at every look is wrong far more often
+
+
+def test_an_early_side_capped_at_the_engines_youth_needs_no_wider_boundary():
+    # the running verdict uses the uncapped boundary: on the safe side for any cap
+    for looks in (40, 400):
+        assert sequential.thirds_boundary(looks, early_max=12) <= sequential.thirds_boundary(looks) + 0.005

@@ -1,0 +1,238 @@
+"""How many minutes a soak needs before its running verdict is decided, and how often watching
+every cycle calls a healthy engine aged.
+
+The noise is real: paired probe series (the soaked engine and its fresh twin, one pair a cycle)
+recorded by healthy soaks of the built-in engine on this host (benchmarks/data/paired-probes/,
+one CSV each, described in recordings.json: concurrency, probe length, cycle period, what ran
+beside). Many runs are drawn from each by a circular block bootstrap (blocks of BLOCK cycles, so
+the host's short-range correlation stays in), and a known loss is applied to the soaked engine's
+probes from a known minute on. Every cycle is looked at by the product's own running verdict
+(diagnostics.live.look, its intervals valid over the looks planned for the horizon), as a user
+watching the soak and `soak run --until-decided` do. These are resampled runs, not live ones;
+tests/soak/test_until_decided.py and the live soaks in docs/diagnostics.md check the live path.
+
+    .venv/bin/python benchmarks/time_to_verdict.py                     # every recording, 40 trials
+    .venv/bin/python benchmarks/time_to_verdict.py --trials 10 --only c1
+    .venv/bin/python benchmarks/time_to_verdict.py --record RUN_DIR --name NAME --note "..."
+
+Per recording and scenario one row: runs decided within the horizon, minutes to decide (median
+and 90th percentile; from the start for a healthy engine, from the onset for a loss), runs whose
+first decision was wrong (a healthy engine called aged; an aged one cleared after its onset), and
+for healthy runs the false age verdicts at any look. The headline comes last:
+
+    time to verdict: ...; false age verdicts 0/120 watched at every cycle
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import NamedTuple, Optional
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from diagnostics import controls, sequential  # noqa: E402
+from diagnostics.live import AGE, NO_AGE, look  # noqa: E402
+from rundir import reader  # noqa: E402
+
+DATA = ROOT / "benchmarks" / "data" / "paired-probes"
+BLOCK = 6  # cycles per bootstrap block
+SEED = 0
+LOSSES = (0.0, 0.10, 0.15, 0.20, 0.30)
+RULE_OUTS = (0.15, 0.10)  # healthy runs: minutes until a loss of more than each is ruled out
+
+
+class Recording(NamedTuple):
+    name: str
+    period_s: float  # median seconds between cycles
+    main: np.ndarray  # decode tok/s per cycle
+    control: np.ndarray
+    note: str
+
+    @property
+    def log_ratio_sd(self) -> float:
+        return float(np.std(np.log(self.main / self.control), ddof=1))
+
+
+class Trial(NamedTuple):
+    first: Optional[tuple[str, float]]  # (decided verdict, minutes into the run) of the first decided look
+    first_age_min: Optional[float]  # the first look that decided age, watching on after anything else
+    no_age_min: dict[float, Optional[float]]  # rule_out -> minutes until a loss above it was ruled out
+
+
+def load(names: Optional[list[str]] = None) -> list[Recording]:
+    catalogue = json.loads((DATA / "recordings.json").read_text())
+    out = []
+    for name, about in catalogue.items():
+        if names and not any(n in name for n in names):
+            continue
+        frame = pd.read_csv(DATA / f"{name}.csv")
+        out.append(Recording(name, float(frame["t_s"].diff().median()), frame["main_tps"].to_numpy(float),
+                             frame["control_tps"].to_numpy(float), about.get("note", "")))
+    return out
+
+
+def record(run_dir: Path, name: str, note: str) -> Path:
+    """Keep a soak's first-life probe cycles as a recording: t_s, main_tps, control_tps."""
+    rows = controls.probe_rows(reader.read_table(run_dir, "probes"))
+    cycles = controls.first_life(controls.pairs(rows))
+    if len(cycles) < 4 * BLOCK:
+        raise SystemExit(f"{run_dir}: {len(cycles)} paired cycles; a recording needs at least {4 * BLOCK}")
+    t = (cycles["t"] - cycles["t"].iloc[0]).dt.total_seconds() if hasattr(cycles["t"], "dt") else \
+        cycles["t"] - cycles["t"].iloc[0]
+    DATA.mkdir(parents=True, exist_ok=True)
+    path = DATA / f"{name}.csv"
+    pd.DataFrame({"t_s": np.round(t.to_numpy(float), 3), "main_tps": cycles["main"].round(3).to_numpy(),
+                  "control_tps": cycles["control"].round(3).to_numpy()}).to_csv(path, index=False)
+    catalogue_path = DATA / "recordings.json"
+    catalogue = json.loads(catalogue_path.read_text()) if catalogue_path.exists() else {}
+    manifest = reader.read_manifest(run_dir)
+    soak = manifest.configs.get("soak", {})
+    catalogue[name] = {"note": note, "run_id": manifest.run_id, "started_at": manifest.started_at,
+                       "cycles": len(cycles), **{k: soak.get(k) for k in ("concurrency", "probe_every_s",
+                                                                           "probe_input_tokens",
+                                                                           "probe_output_tokens")}}
+    catalogue_path.write_text(json.dumps(catalogue, indent=1) + "\n")
+    return path
+
+
+def synthetic(rec: Recording, num_cycles: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A run of num_cycles cycles drawn from the recording in circular blocks."""
+    n = len(rec.main)
+    starts = rng.integers(0, n, math.ceil(num_cycles / BLOCK))
+    idx = np.concatenate([(s + np.arange(BLOCK)) % n for s in starts])[:num_cycles]
+    return rec.main[idx].copy(), rec.control[idx].copy()
+
+
+def frames(main: np.ndarray, control: np.ndarray, period_s: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The probe rows and paired cycles diagnostics.live reads, for one synthetic run."""
+    n = len(main)
+    t = pd.Timestamp("2026-12-01") + pd.to_timedelta(np.arange(n) * period_s, unit="s")
+    base = {"engine_life": 0, "probe_id": "p", "status": "ok", "cycle": np.arange(n, dtype=float)}
+    rows = pd.concat([pd.DataFrame({"t": t, "engine_age_s": np.arange(n) * period_s, "decode_tps": main,
+                                    "role": "main", **base}),
+                      pd.DataFrame({"t": t + pd.Timedelta(seconds=1), "engine_age_s": np.nan, "decode_tps": control,
+                                    "role": "control", **base})]).sort_values("t", kind="stable")
+    rows = rows.reset_index(drop=True)
+    cycles = pd.DataFrame({"cycle": np.arange(n, dtype=float), "t": t, "engine_life": 0,
+                           "engine_age_s": np.arange(n) * period_s, "main": main, "control": control,
+                           "ratio": main / control})
+    return rows, cycles
+
+
+def watch(rows: pd.DataFrame, cycles: pd.DataFrame, period_s: float, looks_planned: int,
+          stop_at_first: bool) -> Trial:
+    """Look at every cycle; stop at the first decided look when asked (an aged engine's run)."""
+    first, first_age = None, None
+    no_age: dict[float, Optional[float]] = {r: None for r in RULE_OUTS}
+    for n in range(sequential.MIN_CYCLES, len(cycles) + 1):
+        minutes = (n - 1) * period_s / 60
+        loose = look(rows.iloc[:2 * n], cycles.iloc[:n], looks_planned, RULE_OUTS[0])
+        if loose.decided == NO_AGE and no_age[RULE_OUTS[0]] is None:
+            no_age[RULE_OUTS[0]] = minutes
+        strict = loose if loose.decided != NO_AGE else look(rows.iloc[:2 * n], cycles.iloc[:n], looks_planned,
+                                                            RULE_OUTS[1])
+        if strict.decided == NO_AGE and no_age[RULE_OUTS[1]] is None:
+            no_age[RULE_OUTS[1]] = minutes
+        if strict.decided and first is None:
+            first = (strict.decided, minutes)
+        if loose.decided == AGE and first_age is None:
+            first_age = minutes
+            if stop_at_first:
+                break
+    return Trial(first, first_age, no_age)
+
+
+def run_scenario(rec: Recording, loss: float, trials: int, horizon_min: float, onset_min: float,
+                 rng: np.random.Generator) -> list[Trial]:
+    num_cycles = int(horizon_min * 60 / rec.period_s)
+    looks_planned = sequential.looks_planned(horizon_min * 60, rec.period_s)
+    onset = int(onset_min * 60 / rec.period_s)
+    out = []
+    for _ in range(trials):
+        main, control = synthetic(rec, num_cycles, rng)
+        if loss:
+            main[onset:] *= 1 - loss
+        rows, cycles = frames(main, control, rec.period_s)
+        out.append(watch(rows, cycles, rec.period_s, looks_planned, stop_at_first=bool(loss)))
+    return out
+
+
+def _quantiles(values: list[float]) -> str:
+    if not values:
+        return "-"
+    return f"{np.median(values):.1f} / {np.quantile(values, 0.9):.1f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=40)
+    parser.add_argument("--horizon-min", type=float, default=60.0, help="planned soak length (the looks planned)")
+    parser.add_argument("--onset-min", type=float, default=10.0, help="minute the loss sets in")
+    parser.add_argument("--losses", default=",".join(f"{x:g}" for x in LOSSES))
+    parser.add_argument("--only", action="append", help="recordings whose name contains this (repeatable)")
+    parser.add_argument("--record", type=Path, help="a soak run directory to keep as a recording")
+    parser.add_argument("--name", help="with --record: the recording's name")
+    parser.add_argument("--note", default="", help="with --record: what ran (concurrency, neighbour, ...)")
+    args = parser.parse_args()
+    if args.record:
+        print(record(args.record, args.name or args.record.name, args.note))
+        return
+    losses = [float(x) for x in args.losses.split(",")]
+    rng = np.random.default_rng(SEED)
+    recordings = load(args.only)
+    started = time.time()
+    print(f"horizon {args.horizon_min:g} min, loss from minute {args.onset_min:g}, {args.trials} resampled runs "
+          f"per row (blocks of {BLOCK} cycles), every cycle looked at")
+    print(f"{'recording':<18} {'cyc s':>5} {'sd':>5} {'loss':>5} {'decided':>8} {'min med/p90':>12} "
+          f"{'wrong 1st':>9} {'15% out':>12} {'10% out':>12} {'false age':>9}")
+    summary: dict[float, list[float]] = {loss: [] for loss in losses}
+    no_age_15, no_age_10, false_age, healthy_runs = [], [], 0, 0
+    for rec in recordings:
+        for loss in losses:
+            trials = run_scenario(rec, loss, args.trials, args.horizon_min, args.onset_min, rng)
+            if loss:
+                times = [t.first_age_min - args.onset_min for t in trials if t.first_age_min is not None]
+                wrong = sum(t.first is not None and t.first[0] == NO_AGE and t.first[1] > args.onset_min
+                            for t in trials)
+                decided = len(times)
+                summary[loss] += times + [math.inf] * (len(trials) - len(times))
+                outs = ("", "")
+                fa = ""
+            else:
+                times = [t.first[1] for t in trials if t.first is not None]
+                wrong = sum(t.first is not None and t.first[0] == AGE for t in trials)
+                decided = len(times)
+                fa_runs = sum(t.first_age_min is not None for t in trials)
+                false_age += fa_runs
+                healthy_runs += len(trials)
+                r15 = [t.no_age_min[0.15] for t in trials if t.no_age_min[0.15] is not None]
+                r10 = [t.no_age_min[0.10] for t in trials if t.no_age_min[0.10] is not None]
+                no_age_15 += r15 + [math.inf] * (len(trials) - len(r15))
+                no_age_10 += r10 + [math.inf] * (len(trials) - len(r10))
+                outs = (_quantiles(r15) + f" ({len(r15)})", _quantiles(r10) + f" ({len(r10)})")
+                fa = f"{fa_runs}/{len(trials)}"
+            print(f"{rec.name:<18} {rec.period_s:>5.1f} {rec.log_ratio_sd:>5.3f} {loss:>5.0%} "
+                  f"{decided:>4}/{len(trials):<3} {_quantiles(times):>12} {wrong:>9} {outs[0]:>12} {outs[1]:>12} "
+                  f"{fa:>9}", flush=True)
+    print(f"({time.time() - started:.0f} s)")
+    parts = [f"healthy: 15% loss ruled out in {_median(no_age_15)} min, 10% in {_median(no_age_10)} min"]
+    parts += [f"{loss:.0%} loss decided age in {_median(summary[loss])} min after onset" for loss in losses if loss]
+    print(f"time to verdict (median over recordings and runs; inf: not within {args.horizon_min:g} min): "
+          + "; ".join(parts) + f"; false age verdicts {false_age}/{healthy_runs} watched at every cycle")
+
+
+def _median(values: list[float]) -> str:
+    return f"{np.median(values):.1f}" if values else "-"
+
+
+if __name__ == "__main__":
+    main()
