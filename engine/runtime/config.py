@@ -55,7 +55,11 @@ class EngineConfig:
                                         flag="--threads")
     faults: tuple[str, ...] = option((), "Switch on a degradation mechanism (repeatable): eviction-scan, "
                                          "snapshot-leak, kv-scatter, expert-thrash (needs --moe-backend "
-                                         "offload), gc-pressure. See docs/faults.md.", flag="--fault")
+                                         "offload), gc-pressure, output-buffer. See docs/faults.md.", flag="--fault")
+    fault_buffer_rows: int = option(2048, "output-buffer fault: vocabulary rows the output buffer grows to (the "
+                                          "slowdown's size).")
+    fault_after: int = option(100, "output-buffer fault: the finished request that grows the buffer (the "
+                                   "slowdown's onset).")
 
     def __post_init__(self) -> None:
         if isinstance(self.faults, list):
@@ -64,7 +68,7 @@ class EngineConfig:
         if problem is not None:
             raise EngineConfigError(problem)
         positive = ("max_running_requests", "chunked_prefill_size", "page_size", "mamba_slots",
-                    "decode_log_interval", "max_events", "max_kv_tokens")
+                    "decode_log_interval", "max_events", "max_kv_tokens", "fault_buffer_rows", "fault_after")
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:

@@ -33,7 +33,7 @@ from engine.model.loader import load_model
 from engine.moe import make_expert_provider
 from engine.runtime import logfmt
 from engine.runtime.config import EngineConfig, EngineConfigError
-from engine.runtime.faults import FaultStats, GcPressure
+from engine.runtime.faults import FaultStats, GcPressure, OutputBuffer
 from engine.runtime.gcstats import GcStats, gc_monitor
 from engine.runtime.hooks import MambaStats, MemoryReport
 from engine.runtime.hostmalloc import tune_host_malloc
@@ -106,6 +106,9 @@ class Engine:
         self._idle_logged = False
         self.num_dropped = 0
         self._gc_pressure: Optional[GcPressure] = GcPressure() if faults.gc_pressure else None
+        self._output_buffer: Optional[OutputBuffer] = (
+            OutputBuffer(self.model_config.vocab_size, config.fault_buffer_rows, config.fault_after)
+            if faults.output_buffer else None)
         self._gc = gc_monitor()
         self._log_startup(kv_tokens)
 
@@ -200,6 +203,8 @@ class Engine:
             forward_batch = ForwardBatch.build(slices, device=self.device)
             t1 = time.perf_counter()
             logits = self.model(forward_batch, self.kv_pool, self.state_pool, self.attention)  # [B, V]
+            if self._output_buffer is not None:
+                logits = self._output_buffer.write(logits)
         t2 = time.perf_counter()
         num_finished = self._after_forward(batch, logits)
         if self._gc_pressure is not None:
@@ -258,6 +263,8 @@ class Engine:
         if self._gc_pressure is not None:
             self._gc_pressure.on_finish(request.request_id, request.finish_time,
                                         request.prompt_ids + request.output_ids)
+        if self._output_buffer is not None:
+            self._output_buffer.on_finish()
 
     # --- hooks ------------------------------------------------------------------------------
 
@@ -319,7 +326,8 @@ class Engine:
             expert_bytes_copied_total=experts.bytes_copied if experts is not None else None,
             expert_copy_s_total=experts.copy_s if experts is not None else None,
             retained_requests=len(self._gc_pressure.retained) if self._gc_pressure else 0,
-            retained_objects=self._gc_pressure.num_objects if self._gc_pressure else 0)
+            retained_objects=self._gc_pressure.num_objects if self._gc_pressure else 0,
+            output_buffer_bytes=self._output_buffer.num_bytes if self._output_buffer else 0)
 
     def memory_report(self) -> MemoryReport:
         """Sizes of the engine's host-side structures (engine.runtime.hooks.MemoryReport).

@@ -14,6 +14,7 @@ computed whether or not a fault is on, so a control run has the same columns.
 | kv-scatter | engine/memory/allocator.py | freed KV pages return shuffled and are never re-sorted |
 | expert-thrash | engine/moe/expert_cache.py | a step's staging slot is never given back: slots leak, misses climb |
 | gc-pressure | engine/runtime/faults.py (`GcPressure`) | finished requests are retained; a full GC runs every step |
+| output-buffer | engine/runtime/faults.py (`OutputBuffer`) | from a chosen request on, every step clears an output buffer sized for the largest output ever asked |
 
 docs/faults.md gives the real-world case behind each, with links.
 """
@@ -83,6 +84,18 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "sglang#30693 (33-41% throughput loss from full collections), a gc.collect() on every "
           "iteration of a hot loop (google/tunix#2086, dpeerlab/segger#46, Mikubill/sd-webui-controlnet#1462).",
           "gc_pause_s_total (as a rate), gc_last_full_pause_s, retained_objects, rss_bytes"),
+    Fault("output-buffer",
+          "The engine writes each step's logits into one output buffer that keeps the largest size any "
+          "step ever needed and is cleared whole before every step. The `fault_after`-th finished request "
+          "is taken as one that asked for every position's logits: from then on the buffer holds "
+          "`fault_buffer_rows` rows of the vocabulary, and every step, decode steps of one token included, "
+          "zeroes all of them. A step from a known request on, of a size the rows set: the controllable "
+          "slowdown benchmarks/time_to_verdict.py checks its resampling against.",
+          "ggml-org/llama.cpp#9200 (after a batch that requested many output logits, the output buffer "
+          "stays that large and is reset whole with 0 on every llama_decode call: generation slower "
+          "for the rest of the session); llama.cpp#10322 (a batch with every logit enabled left "
+          "llama_decode at 14 instead of 36 tok/s until restart).",
+          "output_buffer_bytes, forward_s"),
 )}
 
 
@@ -106,6 +119,7 @@ class FaultStats(NamedTuple):
     expert_copy_s_total: Optional[float]  # wall time issuing those copies; None with resident experts
     retained_requests: int  # finished requests kept alive by gc-pressure
     retained_objects: int  # Python containers those records hold
+    output_buffer_bytes: int = 0  # the output buffer every step clears (output-buffer; one step's logits without it)
 
 
 class FaultSet(NamedTuple):
@@ -117,6 +131,7 @@ class FaultSet(NamedTuple):
     kv_scatter: bool = False
     expert_thrash: bool = False
     gc_pressure: bool = False
+    output_buffer: bool = False
 
     @classmethod
     def of(cls, names: Sequence[str]) -> "FaultSet":
@@ -164,3 +179,37 @@ class GcPressure:
 
     def on_step_end(self) -> None:
         gc.collect()
+
+
+class OutputBuffer:
+    """The output-buffer mechanism, a hook the engine calls where it is on: each step's logits are
+    written into one buffer cleared whole first (llama.cpp's output buffer, ggml-org/llama.cpp#9200).
+    The buffer starts at one step's size; the `after`-th finished request grows it to `rows` rows
+    (a request that asked for every position's logits), and it never shrinks."""
+
+    def __init__(self, vocab_size: int, rows: int, after: int) -> None:
+        import torch
+
+        self.vocab_size = vocab_size
+        self.rows = rows
+        self.after = after
+        self.num_finished = 0
+        self.buffer = torch.zeros((1, vocab_size))
+
+    @property
+    def num_bytes(self) -> int:
+        return self.buffer.numel() * self.buffer.element_size()
+
+    def on_finish(self) -> None:
+        self.num_finished += 1
+        if self.num_finished == self.after and self.buffer.shape[0] < self.rows:
+            self.buffer = self.buffer.new_zeros((self.rows, self.vocab_size))
+
+    def write(self, logits):
+        """The step's logits [B, V], through the buffer: cleared whole, then written."""
+        rows = logits.shape[0]
+        if rows > self.buffer.shape[0]:
+            self.buffer = self.buffer.new_zeros((rows, self.vocab_size))
+        self.buffer.zero_()
+        self.buffer[:rows].copy_(logits)
+        return self.buffer[:rows]

@@ -69,7 +69,7 @@ def control(tiny_checkpoint):
 
 def test_unknown_fault_lists_the_known_ones():
     with pytest.raises(EngineConfigError, match="unknown fault 'slow'; known: eviction-scan, snapshot-leak, "
-                                                "kv-scatter, expert-thrash, gc-pressure"):
+                                                "kv-scatter, expert-thrash, gc-pressure, output-buffer"):
         EngineConfig(faults=("slow",))
 
 
@@ -305,6 +305,25 @@ def test_gc_pressure_retains_requests_and_collects_a_growing_heap(make, control,
     gc_stats = engine.gc_stats()
     assert gc_stats.gen2_collections - gen2_before >= engine.num_steps  # a full collection every step
     assert gc_stats.last_full_pause_s is not None and gc_stats.full_pause_s_total > 0
+
+
+# --- output-buffer ---------------------------------------------------------------------------
+
+def test_output_buffer_grows_at_the_chosen_request_and_every_step_clears_it(make, control):
+    engine = make(faults=("output-buffer",), fault_buffer_rows=512, fault_after=20)
+    vocab = engine.model_config.vocab_size
+    run = Run(engine)
+    assert run.outputs == control.outputs  # the logits pass through the buffer unchanged
+    sizes = [s.output_buffer_bytes for s in run.after_turn]  # six requests finish a turn
+    assert sizes[0] == sizes[2] <= engine.config.max_running_requests * vocab * 4  # the widest step's logits
+    assert sizes[3:] == [512 * vocab * 4] * 5  # the 20th finished request grew it, for good
+    assert control.last.output_buffer_bytes == 0
+    buffer = engine._output_buffer.buffer
+    buffer.fill_(7.0)
+    engine.add_request([1, 2, 3], GREEDY)
+    while engine.has_work():
+        engine.step()
+    assert float(buffer[100:].abs().max()) == 0.0  # rows no step wrote, cleared all the same
 
 
 def test_gc_monitor_counts_collections():

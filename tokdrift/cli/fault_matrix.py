@@ -38,6 +38,7 @@ EXPECTED_SUSPECTS: dict[str, tuple[str, ...]] = {
                       "expert_evictions"),
     "gc-pressure": ("gc_full_pause_s_total", "gc_pause_s_total", "gc_last_full_pause_s", "gc_gen2_collections",
                     "gc_pause_s", "retained_objects", "retained_requests", "rss_bytes"),
+    "output-buffer": ("output_buffer_bytes", "forward_s"),
 }
 MECHANISMS = tuple(EXPECTED_SUSPECTS)
 # A pool small enough to fill and evict within minutes on the example trace; fewer state slots
@@ -48,6 +49,9 @@ MECHANISM_ENGINE_ARGS: dict[str, tuple[str, ...]] = {
     # Scattered KV costs in the attention gather, which grows with context length and pool size:
     # long contexts, and a pool the longer trace still cycles within minutes.
     "kv-scatter": ("--kv-tokens=32768",),
+    # A 36 MB buffer (32,768 rows of the default checkpoint's 272-token vocabulary): about 1.4 ms a
+    # step on one thread of this host, a 15-20 % loss; grown at the 60th finished request.
+    "output-buffer": ("--fault-buffer-rows=32768", "--fault-after=60"),
 }
 # A checkpoint other than the default, written under `<out>/checkpoints/<mechanism>`: the default
 # model's experts copy too fast on a CPU for a drained expert cache to cost a material slowdown
@@ -57,7 +61,7 @@ MECHANISM_CHECKPOINT: dict[str, dict] = {"expert-thrash": {"moe_intermediate_siz
 # leaks a slot per prefill and drains only after about 60 admissions; the KV pool scatters only
 # once it has cycled (about two and a half minutes for kv-scatter's pool), and probes after that
 # must outnumber the noise.
-MECHANISM_MIN_MINUTES: dict[str, float] = {"expert-thrash": 5.0, "kv-scatter": 6.0}
+MECHANISM_MIN_MINUTES: dict[str, float] = {"expert-thrash": 5.0, "kv-scatter": 6.0, "output-buffer": 4.0}
 # Trace length scale per mechanism (replay.MaterializeConfig.scale), when not the run's --scale.
 MECHANISM_SCALE: dict[str, float] = {"kv-scatter": 2.0}
 # Probe prompt length, when not the run's --probe-tokens. Scattered KV costs in the gather, which
