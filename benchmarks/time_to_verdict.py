@@ -47,7 +47,8 @@ DATA = ROOT / "benchmarks" / "data" / "paired-probes"
 BLOCK = 6  # cycles per bootstrap block
 SEED = 0
 LOSSES = (0.0, 0.10, 0.15, 0.20, 0.30)
-RULE_OUTS = (0.15, 0.10)  # healthy runs: minutes until a loss of more than each is ruled out
+RULE_OUTS = (0.15, 0.10)
+FINAL_LOOK_MIN = (3.0, 15.0)  # `make demo`'s length, and five times it  # healthy runs: minutes until a loss of more than each is ruled out
 
 
 class Recording(NamedTuple):
@@ -166,6 +167,18 @@ def run_scenario(rec: Recording, loss: float, trials: int, horizon_min: float, o
     return out
 
 
+def final_look(rec: Recording, minutes: float, trials: int, rng: np.random.Generator) -> list[float]:
+    """The loss a soak of `minutes` that runs its full length rules out at its one final look (the
+    paired comparison's lower end at the plain 90 %), per resampled healthy run."""
+    n = max(sequential.MIN_CYCLES, int(minutes * 60 / rec.period_s))
+    out = []
+    for _ in range(trials):
+        main, control = synthetic(rec, n, rng)
+        paired = controls.paired(frames(main, control, rec.period_s)[1])
+        out.append(1 - paired.interval.lo if paired is not None and paired.interval.bounded else 1.0)
+    return out
+
+
 def _quantiles(values: list[float]) -> str:
     if not values:
         return "-"
@@ -223,6 +236,10 @@ def main() -> None:
             print(f"{rec.name:<18} {rec.period_s:>5.1f} {rec.log_ratio_sd:>5.3f} {loss:>5.0%} "
                   f"{decided:>4}/{len(trials):<3} {_quantiles(times):>12} {wrong:>9} {outs[0]:>12} {outs[1]:>12} "
                   f"{fa:>9}", flush=True)
+    for minutes in FINAL_LOOK_MIN:
+        ruled = [x for rec in recordings for x in final_look(rec, minutes, args.trials, rng)]
+        print(f"a healthy soak of {minutes:g} minutes that runs its length rules out, at its one final look (90 %): "
+              f"a loss of more than {np.median(ruled):.0%} (median; 90th percentile {np.quantile(ruled, 0.9):.0%})")
     print(f"({time.time() - started:.0f} s)")
     parts = [f"healthy: 15% loss ruled out in {_median(no_age_15)} min, 10% in {_median(no_age_10)} min"]
     parts += [f"{loss:.0%} loss decided age in {_median(summary[loss])} min after onset" for loss in losses if loss]
