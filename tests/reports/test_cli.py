@@ -48,6 +48,14 @@ def test_bundle_on_a_log_and_a_run_dir(excerpt, run_dir, tmp_path):
         assert any(n.endswith("/profiles/20260921T143059-degraded.speedscope.json") for n in tar.getnames())
 
 
+def test_a_bundle_is_named_after_its_source_by_default(excerpt, run_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _ok("bundle", excerpt, "--date", "2026-09-23")
+    _ok("bundle", run_dir)
+    assert sorted(p.name for p in tmp_path.glob("*.tar.gz")) == sorted(
+        ["freetoken-excerpt-bundle.tar.gz", f"{run_dir.name}-bundle.tar.gz"])
+
+
 def test_compare_a_log_and_a_run_dir(excerpt, run_dir, tmp_path):
     out = _ok("compare", excerpt, run_dir, "--date", "2026-09-23", "-o", tmp_path / "c.html")
     assert "engine_age_degradation vs engine_age_degradation" in out

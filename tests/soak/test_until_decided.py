@@ -52,3 +52,14 @@ def test_max_hours_belongs_to_until_decided(tmp_path):
     result = CliRunner().invoke(app, ["run", "--trace", "examples/opencode.jsonl", "--max-hours", "1",
                                       "-o", str(tmp_path / "run")])
     assert isinstance(result.exception, SoakError) and "--max-hours: only with --until-decided" in str(result.exception)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--hours", "0"], "--hours: expected a duration > 0, found 0"),
+    (["--minutes", "-5"], "--minutes: expected a duration > 0, found -5"),
+    (["--hours", "1", "--minutes", "0"], "--minutes: expected a duration > 0, found 0"),
+    (["--hours", "1", "--minutes", "5"], "expected exactly one of --hours, --minutes, --seconds"),
+])
+def test_a_duration_is_one_positive_number(tmp_path, args, message):
+    result = CliRunner().invoke(app, ["run", "--trace", "examples/opencode.jsonl", *args, "-o", str(tmp_path / "r")])
+    assert isinstance(result.exception, SoakError) and message in str(result.exception)

@@ -67,7 +67,8 @@ def summary(
 
 def bundle(
     source: SourceArg,
-    out: Annotated[Path, typer.Option("--out", "-o", help="The tar.gz to write.")] = Path("bundle.tar.gz"),
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="The tar.gz to write (default: "
+                                                                   "<source name>-bundle.tar.gz here).")] = None,
     date: DateOpt = None,
     year: YearOpt = None,
     redact: RedactOpt = True,
@@ -75,6 +76,8 @@ def bundle(
     """Write a tar.gz for a bug report: report, analysis JSON, summary, manifest, trimmed log, profiles."""
     from reports.bundle import write_bundle
 
+    if out is None:  # one bundle per source: a second run's bundle does not overwrite the first's
+        out = Path(f"{(source.name if source.is_dir() else source.stem) or 'source'}-bundle.tar.gz")
     inputs = _load(source, date, year)
     try:
         result = write_bundle(inputs, out, redact=redact)

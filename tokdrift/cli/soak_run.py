@@ -108,8 +108,13 @@ def run(
 
     if max_hours is not None and not until_decided:
         raise SoakError("--max-hours: only with --until-decided (otherwise the duration is --hours)")
-    given = [v for v in (hours and hours * 3600, minutes and minutes * 60, seconds,
-                         max_hours and max_hours * 3600) if v]
+    options = (("--hours", hours, 3600), ("--minutes", minutes, 60), ("--seconds", seconds, 1),
+               ("--max-hours", max_hours, 3600))
+    for name, value, _ in options:
+        if value is not None and not value > 0:
+            raise SoakError(f"{name}: expected a duration > 0, found {value:g}")
+    durations = {name: value * unit for name, value, unit in options if value is not None}
+    given = list(durations.values())
     if until_decided and not given:
         given = [DEFAULT_MAX_HOURS * 3600]
     if len(given) != 1:
