@@ -14,6 +14,14 @@ tests/soak/test_until_decided.py and the live soaks in docs/diagnostics.md check
     .venv/bin/python benchmarks/time_to_verdict.py                     # every recording, 40 trials
     .venv/bin/python benchmarks/time_to_verdict.py --trials 10 --only c1
     .venv/bin/python benchmarks/time_to_verdict.py --record RUN_DIR --name NAME --note "..."
+    .venv/bin/python benchmarks/time_to_verdict.py --live 2 --out runs/ttv   # live soaks, --until-decided
+
+Live (`--live N`): N healthy soaks and N with the output-buffer fault (a real slowdown, its
+size set by the buffer's rows, from a chosen request on: docs/faults.md), each `soak run
+--until-decided` with make demo's probe settings; per soak the stop, the decided verdict and
+minute, the fault's onset (the first snapshot with the grown buffer) and its actual cost (the
+paired ratio after the onset over before it, in the same run). These check the resampled figures
+against soaks that really ran.
 
 Per recording and scenario one row: runs decided within the horizon, minutes to decide (median
 and 90th percentile; from the start for a healthy engine, from the onset for a loss), runs whose
@@ -48,7 +56,8 @@ BLOCK = 6  # cycles per bootstrap block
 SEED = 0
 LOSSES = (0.0, 0.10, 0.15, 0.20, 0.30)
 RULE_OUTS = (0.15, 0.10)
-FINAL_LOOK_MIN = (3.0, 15.0)  # `make demo`'s length, and five times it  # healthy runs: minutes until a loss of more than each is ruled out
+FINAL_LOOK_MIN = (3.0, 15.0)  # `make demo`'s length, and five times it
+FINAL_LOOK_TRIALS = 200  # resampled runs per recording for the final look (one look each: cheap)  # healthy runs: minutes until a loss of more than each is ruled out
 
 
 class Recording(NamedTuple):
@@ -167,16 +176,96 @@ def run_scenario(rec: Recording, loss: float, trials: int, horizon_min: float, o
     return out
 
 
-def final_look(rec: Recording, minutes: float, trials: int, rng: np.random.Generator) -> list[float]:
-    """The loss a soak of `minutes` that runs its full length rules out at its one final look (the
-    paired comparison's lower end at the plain 90 %), per resampled healthy run."""
+def final_look(rec: Recording, minutes: float, trials: int, rng: np.random.Generator) -> tuple[list[float], int]:
+    """What a healthy soak of `minutes` that runs its full length says at its one final look (the
+    plain 90 %): per resampled run the loss its paired comparison rules out, and how many runs it
+    calls aged."""
     n = max(sequential.MIN_CYCLES, int(minutes * 60 / rec.period_s))
-    out = []
+    ruled, aged = [], 0
     for _ in range(trials):
         main, control = synthetic(rec, n, rng)
-        paired = controls.paired(frames(main, control, rec.period_s)[1])
-        out.append(1 - paired.interval.lo if paired is not None and paired.interval.bounded else 1.0)
-    return out
+        rows, cycles = frames(main, control, rec.period_s)
+        paired = controls.paired(cycles)
+        ruled.append(1 - paired.interval.lo if paired is not None and paired.interval.bounded else 1.0)
+        aged += look(rows, cycles, 1).verdict == AGE
+    return ruled, aged
+
+
+TRACE = ROOT / "examples" / "opencode.jsonl"
+LIVE_ARGS = ("--scale", "0.1", "--speed", "4", "--probe-every", "8", "--probe-tokens", "32", "--probe-output", "96",
+             "--engine-arg=--kv-tokens=2048", "--no-profiles", "--no-live")
+# 32,768 rows of the default checkpoint's vocabulary: about 1.4 ms a step here, a 15-20 % loss;
+# grown at the 250th finished request, about five minutes into a soak at concurrency 1 (the twin,
+# restarted every 10 minutes and serving only probes, never gets there).
+LIVE_FAULT_ARGS = ("--fault", "output-buffer", "--engine-arg=--fault-buffer-rows=32768",
+                   "--engine-arg=--fault-after=250")
+
+
+class LiveResult(NamedTuple):
+    name: str
+    stop_reason: Optional[str]
+    decided: Optional[str]
+    decided_min: Optional[float]
+    onset_min: Optional[float]  # the fault's: the first snapshot with the grown buffer
+    cost: Optional[float]  # paired ratio after the onset over before it (the fault's actual size)
+    final: str  # diag analyze's verdict and confidence
+
+
+def run_live(name: str, out: Path, fault: bool, max_minutes: float) -> LiveResult:
+    import subprocess
+
+    from diagnostics.analysis import analyze
+    from diagnostics.source import load_source
+
+    run_dir = out / name
+    cmd = [sys.executable, "-m", "tokdrift.cli.soak", "run", "--trace", str(TRACE), "--until-decided", "--max-hours",
+           f"{max_minutes / 60:g}", "--concurrency", "1", *LIVE_ARGS, *(LIVE_FAULT_ARGS if fault else ()),
+           "-o", str(run_dir)]
+    with open(out / f"{name}.out", "w") as log:
+        code = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT).returncode
+    if code != 0:
+        raise SystemExit(f"{name}: soak exited {code}; see {out / (name + '.out')}")
+    manifest = reader.read_manifest(run_dir)
+    d = manifest.decided or {}
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+    start = min(float(e["t"]) for e in events if e.get("kind") == "probe")  # the start probe cycle
+    decided_t = next((float(e["t"]) for e in events if e.get("kind") == "decided"), None)
+    onset = cost = None
+    snaps = reader.read_table(run_dir, "snapshots")
+    if fault and "output_buffer_bytes" in snaps:
+        grown = snaps[snaps["output_buffer_bytes"] >= snaps["output_buffer_bytes"].max()]
+        if len(grown) and snaps["output_buffer_bytes"].max() > snaps["output_buffer_bytes"].min():
+            t_on = float(grown["t"].min())
+            onset = (t_on - start) / 60
+            cycles = controls.first_life(controls.pairs(controls.probe_rows(reader.read_table(run_dir, "probes"))))
+            t = cycles["t"].astype(float) if not hasattr(cycles["t"], "dt") else cycles["t"].map(pd.Timestamp.timestamp)
+            before, after = cycles["ratio"][t < t_on], cycles["ratio"][t >= t_on]
+            if len(before) and len(after):
+                cost = float(np.exp(np.log(after).mean() - np.log(before).mean()))
+    doc = analyze(load_source(run_dir)).to_dict()
+    return LiveResult(name, manifest.stop_reason, d.get("verdict"),
+                      (decided_t - start) / 60 if decided_t is not None else None, onset, cost,
+                      f"{doc['verdict']} {doc.get('confidence') or ''}".strip())
+
+
+def live(n: int, out: Path, max_minutes: float) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"live soaks, --until-decided, at most {max_minutes:g} min each (make demo's probe settings, concurrency 1)")
+    print(f"{'run':<12} {'stop':<9} {'decided':<24} {'at min':>6} {'onset':>6} {'after onset':>11} {'cost':>5}  final")
+    results = []
+    for i in range(n):
+        for fault in (False, True):
+            r = run_live(f"{'fault' if fault else 'healthy'}-{i}", out, fault, max_minutes)
+            results.append(r)
+            fmt = lambda x, f: f"{x:{f}}" if x is not None else "-"  # noqa: E731
+            after = r.decided_min - r.onset_min if r.decided_min is not None and r.onset_min is not None else None
+            print(f"{r.name:<12} {r.stop_reason or '-':<9} {r.decided or '-':<24} {fmt(r.decided_min, '6.1f')} "
+                  f"{fmt(r.onset_min, '6.1f')} {fmt(after, '11.1f')} {fmt(r.cost, '5.2f')}  {r.final}", flush=True)
+    healthy = [r for r in results if r.name.startswith("healthy")]
+    faulty = [r for r in results if r.name.startswith("fault")]
+    print(f"live: healthy decided no_degradation {sum(r.decided == NO_AGE for r in healthy)}/{len(healthy)}, "
+          f"called aged {sum(r.decided == AGE or r.final.startswith(AGE) for r in healthy)}; output-buffer decided "
+          f"age {sum(r.decided == AGE for r in faulty)}/{len(faulty)}")
 
 
 def _quantiles(values: list[float]) -> str:
@@ -195,7 +284,13 @@ def main() -> None:
     parser.add_argument("--record", type=Path, help="a soak run directory to keep as a recording")
     parser.add_argument("--name", help="with --record: the recording's name")
     parser.add_argument("--note", default="", help="with --record: what ran (concurrency, neighbour, ...)")
+    parser.add_argument("--live", type=int, default=0, help="run this many live healthy and faulty soaks instead")
+    parser.add_argument("--live-max-min", type=float, default=30.0, help="--max-hours of each live soak, in minutes")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "time-to-verdict", help="live run directories")
     args = parser.parse_args()
+    if args.live:
+        live(args.live, args.out, args.live_max_min)
+        return
     if args.record:
         print(record(args.record, args.name or args.record.name, args.note))
         return
@@ -237,9 +332,11 @@ def main() -> None:
                   f"{decided:>4}/{len(trials):<3} {_quantiles(times):>12} {wrong:>9} {outs[0]:>12} {outs[1]:>12} "
                   f"{fa:>9}", flush=True)
     for minutes in FINAL_LOOK_MIN:
-        ruled = [x for rec in recordings for x in final_look(rec, minutes, args.trials, rng)]
+        looks = [final_look(rec, minutes, FINAL_LOOK_TRIALS, rng) for rec in recordings]
+        ruled, aged = [x for r, _ in looks for x in r], sum(a for _, a in looks)
         print(f"a healthy soak of {minutes:g} minutes that runs its length rules out, at its one final look (90 %): "
-              f"a loss of more than {np.median(ruled):.0%} (median; 90th percentile {np.quantile(ruled, 0.9):.0%})")
+              f"a loss of more than {np.median(ruled):.0%} (median; 90th percentile {np.quantile(ruled, 0.9):.0%}); "
+              f"called aged {aged}/{len(ruled)}")
     print(f"({time.time() - started:.0f} s)")
     parts = [f"healthy: 15% loss ruled out in {_median(no_age_15)} min, 10% in {_median(no_age_10)} min"]
     parts += [f"{loss:.0%} loss decided age in {_median(summary[loss])} min after onset" for loss in losses if loss]
