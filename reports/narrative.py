@@ -235,8 +235,7 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
             out.append(KeyNumber("onset window", window_text(a)))
         trig = trigger_text(a)
         out.append(KeyNumber("trigger", trig if trig else "none stands out"))
-    out.append(KeyNumber("recovered by restart", {True: "yes", False: "no", None: "no restart in the data, or it "
-                                                                               "cannot tell"}[a.recovered_by_restart]))
+    out.append(KeyNumber("recovered by restart", recovered_text(a)))
     if any(x.facts for x in a.lives):  # a run directory's lives say nothing of themselves yet
         out.append(KeyNumber("engine lives", "; ".join(f"life {x.life}: {x.describe()}" for x in a.lives[:6])
                              + (f"; and {len(a.lives) - 6} more" if len(a.lives) > 6 else "")))
@@ -253,3 +252,17 @@ def _restart_sentence(a: Analysis) -> str:
     if a.recovered_by_restart is False:
         return "A restart did not bring it back."
     return "The data holds no restart, so whether a fresh engine recovers is not tested here."
+
+
+def recovered_text(a: Analysis) -> str:
+    """Whether a restart brought the engine back, and where it cannot say, why: no restart in the
+    data, nothing to bring back, or a restart too noisy to tell."""
+    if a.recovered_by_restart is not None:
+        return "yes" if a.recovered_by_restart else "no"
+    restart = next((c for c in a.comparisons if c.basis == "restart"), None)
+    if restart is None:
+        return "no restart in the data"
+    said = f"the fresh engine over the aged one read {restart.interval.describe()}"
+    if a.verdict != "engine_age_degradation":
+        return f"nothing to bring back (no engine age); {said}"
+    return f"cannot tell: {said}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from reports.redact import Redactor
 from reports.summary import MAX_LINES, render_summary
 
@@ -40,3 +42,25 @@ def test_no_redact_keeps_inputs_and_says_so(run_inputs):
     assert "/home/alice/traces/agent.jsonl" in md
     assert "**Redacted:** nothing: made with --no-redact" in md
     assert PROMPT not in md  # the summary never quotes prompts, redacted or not
+
+
+def test_markdown_keeps_plain_text_and_escapes_only_what_would_be_html():
+    from reports.summary import _md
+
+    assert _md("main 54.2 -> 53.8 tok/s, 5 < 6 & 7 > 3") == "main 54.2 -> 53.8 tok/s, 5 < 6 & 7 > 3"
+    assert _md("<script>alert(1)</script> &amp; <!-- x -->") == "&lt;script>alert(1)&lt;/script> &amp;amp; &lt;!-- x -->"
+
+
+def test_recovered_by_restart_says_why_it_cannot_say(seed_inputs):
+    from diagnostics.comparison import Comparison
+    from diagnostics.intervals import Interval
+    from reports.narrative import recovered_text
+
+    a = seed_inputs.analysis
+    assert recovered_text(a) == "no restart in the data"
+    restart = Comparison("restart", Interval(1.02, 0.95, 1.09), 3, 3, 0.9, "")
+    healthy = dataclasses.replace(a, verdict="no_degradation", recovered_by_restart=None, comparisons=(restart,))
+    assert recovered_text(healthy) == ("nothing to bring back (no engine age); the fresh engine over the aged one read "
+                                       "1.02 (90% interval 0.95-1.09)")
+    assert recovered_text(dataclasses.replace(healthy, verdict="engine_age_degradation")).startswith("cannot tell: the fresh")
+    assert recovered_text(dataclasses.replace(healthy, recovered_by_restart=True)) == "yes"
