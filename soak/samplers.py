@@ -26,7 +26,8 @@ logger = logging.getLogger(__name__)
 
 
 class _Once:
-    """Log a reason a sampler gives up, once."""
+    """Log a reason a sampler gives up, once per sampler (one soak's; `soak validate` runs several
+    soaks in one process, and each must say its own)."""
 
     def __init__(self) -> None:
         self.seen: set[str] = set()
@@ -37,15 +38,13 @@ class _Once:
             logger.warning(message, *args)
 
 
-_once = _Once()
-
-
 # --- built-in engine: steps and hooks ------------------------------------------------------------
 
 class EngineSteps:
     """Pulls per-step stats from the built-in server's `GET /v1/engine/steps?after=N`."""
 
     def __init__(self, target: Target) -> None:
+        self._once = _Once()
         self.target = target
         self.after = 0  # steps are numbered from 1
         self.life = None
@@ -59,12 +58,12 @@ class EngineSteps:
             try:
                 data = await self.target.get_json(f"/v1/engine/steps?after={self.after}")
             except (httpx.HTTPError, ValueError) as exc:
-                _once("steps", "engine steps: %s; no steps sampled from it", exc)
+                self._once("steps", "engine steps: %s; no steps sampled from it", exc)
                 return rows
             try:
                 page = StepsPage.from_json(data)
             except ValueError as exc:
-                _once("steps-shape", "engine steps: %s; no steps sampled from it", exc)
+                self._once("steps-shape", "engine steps: %s; no steps sampled from it", exc)
                 return rows
             self.num_missed += page.num_missed
             rows += [step_row(item, self.target.life) for item in page.steps]
@@ -105,6 +104,7 @@ class EngineHooks:
     """The built-in server's `GET /v1/cache/status`: radix tree, state slots, allocator, experts, GC."""
 
     def __init__(self, target: Target) -> None:
+        self._once = _Once()
         self.target = target
         self._last_experts: Optional[tuple[int, float, float]] = None  # life, hits, misses
         self._last_gc_pause: Optional[tuple[int, float]] = None  # life, cumulative pause s
@@ -114,12 +114,12 @@ class EngineHooks:
             data = await self.target.get_json("/v1/cache/status")
         except (httpx.HTTPError, ValueError) as exc:
             # (a timeout's message is empty: name its type)
-            _once("hooks", "engine hooks: %s; that snapshot skipped (said once)", str(exc) or type(exc).__name__)
+            self._once("hooks", "engine hooks: %s; that snapshot skipped (said once)", str(exc) or type(exc).__name__)
             return {}
         try:
             return self.row(CacheStatus.from_json(data))
         except ValueError as exc:
-            _once("hooks-shape", "engine hooks: %s; that snapshot skipped (said once)", exc)
+            self._once("hooks-shape", "engine hooks: %s; that snapshot skipped (said once)", exc)
             return {}
 
     def row(self, status: CacheStatus) -> dict[str, Any]:
@@ -171,6 +171,7 @@ class MetricsScraper:
     scrape series `diag` reads on its own."""
 
     def __init__(self, target: Target, save_to: Path) -> None:
+        self._once = _Once()
         self.target = target
         self.save_to = Path(save_to)
         self._prev: Optional[str] = None
@@ -181,7 +182,7 @@ class MetricsScraper:
                                                   timeout=5.0)
             response.raise_for_status()
         except httpx.HTTPError as exc:
-            _once("metrics", "%s/metrics: %s; not scraped", self.target.url, exc)
+            self._once("metrics", "%s/metrics: %s; not scraped", self.target.url, exc)
             return []
         block = f"# scrape_time: {time.time():.3f}\n{_keep_engine_samples(response.text)}"
         with open(self.save_to, "a", encoding="utf-8") as f:
@@ -237,6 +238,7 @@ class LogTailer:
     line was read (within one sample interval of when it was printed)."""
 
     def __init__(self, target: Target, path: Path, copy_to: Path) -> None:
+        self._once = _Once()
         self.target = target
         self.path = Path(path)
         self.copy_to = Path(copy_to)
@@ -248,7 +250,7 @@ class LogTailer:
         try:
             size = self.path.stat().st_size
         except OSError as exc:
-            _once("log", "--engine-log %s: %s; not tailed", self.path, exc)
+            self._once("log", "--engine-log %s: %s; not tailed", self.path, exc)
             return []
         if size < self.offset:  # rotated or truncated (llama-server's --log-file on a restart): start over
             self.offset, self._partial = 0, b""
@@ -347,6 +349,7 @@ class ProcessSampler:
     first sample of a process: psutil reads 0 there, which is no measurement."""
 
     def __init__(self) -> None:
+        self._once = _Once()
         self._proc = None
 
     def sample(self, pid: Optional[int]) -> dict[str, Any]:
@@ -375,7 +378,7 @@ class ProcessSampler:
         except (psutil.NoSuchProcess, psutil.ZombieProcess):
             return {}
         except psutil.AccessDenied:
-            _once("proc", "process %d: access denied; not sampled", pid)
+            self._once("proc", "process %d: access denied; not sampled", pid)
             return {}
 
 
@@ -425,6 +428,7 @@ class GpuSampler:
     """Memory used and utilisation summed / averaged over the GPUs NVML sees; nothing without a GPU."""
 
     def __init__(self) -> None:
+        self._once = _Once()
         self.handles: list = []
         try:
             import pynvml
@@ -442,7 +446,7 @@ class GpuSampler:
             mem = sum(self._nvml.nvmlDeviceGetMemoryInfo(h).used for h in self.handles)
             util = sum(self._nvml.nvmlDeviceGetUtilizationRates(h).gpu for h in self.handles) / len(self.handles)
         except Exception as exc:  # noqa: BLE001
-            _once("gpu", "NVML: %s; GPU no longer sampled", exc)
+            self._once("gpu", "NVML: %s; GPU no longer sampled", exc)
             self.handles = []
             return {}
         return {"gpu_mem_bytes": mem, "gpu_util": util / 100.0}

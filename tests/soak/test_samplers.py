@@ -248,3 +248,19 @@ def test_engine_steps_pages_until_next_after_meets_last_step_whatever_the_page_s
     target.last = 9  # one more step since: one request, one row
     assert len(asyncio.run(steps.sample())) == 1 and target.asked[-1] == 8
     assert asyncio.run(steps.sample()) == [] and target.asked[-1] == 9
+
+
+def test_each_soaks_samplers_say_their_own_warnings(tmp_path, caplog):
+    """`soak validate` runs several soaks in one process: a log that cannot be read is said once
+    per soak's tailer, not once per process."""
+    from soak.samplers import LogTailer
+
+    class FakeTarget:
+        life, started_at, pid, url = 0, None, None, "http://x"
+
+    missing = tmp_path / "gone" / "engine.log"
+    first, second = (LogTailer(FakeTarget(), missing, tmp_path / f"copy{i}.log") for i in range(2))
+    with caplog.at_level("WARNING", logger="soak.samplers"):
+        for tailer in (first, first, second):
+            assert tailer.sample() == []
+    assert sum("not tailed" in r.getMessage() for r in caplog.records) == 2
