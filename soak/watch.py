@@ -40,22 +40,34 @@ class EngineWatch:
     def num_missed_steps(self) -> Optional[int]:
         return self.steps.num_missed if self.steps is not None else None
 
+    async def _steps(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        return (await self.steps.sample() if self.steps is not None else []), {}
+
+    async def _hooks(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        return [], (await self.hooks.sample() if self.hooks is not None else {})
+
+    async def _metrics(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        return (await self.metrics.sample(as_steps=self.log is None) if self.metrics is not None else []), {}
+
+    async def _log(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        return (self.log.sample() if self.log is not None else []), {}
+
     async def sample(self) -> tuple[list[dict[str, Any]], Optional[dict[str, Any]]]:
         """New steps rows, and one snapshot row (None when nothing could be sampled)."""
         now = time.time()
         steps: list[dict[str, Any]] = []
         snap: dict[str, Any] = {}
-        try:
-            if self.steps is not None:
-                steps += await self.steps.sample()
-            if self.hooks is not None:
-                snap.update(await self.hooks.sample())
-            if self.metrics is not None:
-                steps += await self.metrics.sample(as_steps=self.log is None)
-            if self.log is not None:
-                steps += self.log.sample()
-        except Exception:  # noqa: BLE001 - one bad sample must not end a 12-hour soak
-            logger.exception("sampling failed once")
+        # Each sampler on its own: one that fails (a bad page, a rotated log) skips only its own
+        # part of this round; one bad sample must not end a 12-hour soak.
+        for name, sampler in (("steps", self._steps), ("hooks", self._hooks), ("metrics", self._metrics),
+                              ("log", self._log)):
+            try:
+                got_steps, got_snap = await sampler()
+            except Exception:  # noqa: BLE001
+                logger.exception("sampling %s failed once", name)
+                continue
+            steps += got_steps
+            snap.update(got_snap)
         snap.update(self.process.sample(self.target.pid))
         snap.update(self.gpu.sample())
         if not snap:  # nothing from the engine: no row (the host columns alone say nothing of it)

@@ -264,3 +264,33 @@ def test_each_soaks_samplers_say_their_own_warnings(tmp_path, caplog):
         for tailer in (first, first, second):
             assert tailer.sample() == []
     assert sum("not tailed" in r.getMessage() for r in caplog.records) == 2
+
+
+def test_one_failing_sampler_skips_only_its_own_part_of_the_round(tmp_path, caplog):
+    import asyncio
+
+    from soak.watch import EngineWatch
+
+    class FakeTarget:
+        is_builtin, life, started_at, pid, url = True, 0, None, None, "http://x"
+
+        def age(self, t):
+            return 1.0
+
+    watch = EngineWatch(FakeTarget(), tmp_path, None)
+
+    class Broken:
+        num_missed = 0
+
+        async def sample(self):
+            raise RuntimeError("a bad page")
+
+    class Hooks:
+        async def sample(self):
+            return {"cache_hit_rate": 0.5}
+
+    watch.steps, watch.hooks = Broken(), Hooks()
+    with caplog.at_level("ERROR", logger="soak.watch"):
+        steps, snap = asyncio.run(watch.sample())
+    assert steps == [] and snap["cache_hit_rate"] == 0.5  # the hooks were still sampled
+    assert any("sampling steps failed once" in r.getMessage() for r in caplog.records)
