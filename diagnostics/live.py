@@ -22,8 +22,9 @@ from typing import NamedTuple, Optional
 
 import pandas as pd
 
-from diagnostics import controls, sequential
+from diagnostics import caps, controls, sequential
 from diagnostics.comparison import DECODE_MATERIAL
+from diagnostics.result import Check
 from diagnostics.verdict import Evidence, decide
 
 AGE = "engine_age_degradation"
@@ -67,7 +68,14 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
     shown = d.decisive or evidence.paired or evidence.probes
     decided = _decided(d, shown, rule_out)
     onset = _onset_cycle(rows, cycles) if decided == AGE else None
-    how = f", {d.confidence} confidence" if d.confidence else ""
+    # The rules' own data warnings (a control drift not measured, too few cycles) cap a high
+    # confidence here as they do in the analysis, so the line never promises more than it will.
+    confidence, cap = caps.capped(d.verdict, d.confidence, shown.ratio, None,
+                                  [Check(f.name, f.status, f.detail) for f in d.findings])
+    how = f", {confidence} confidence" if confidence else ""
+    if cap is not None:
+        warned = [f.name for f in d.findings if f.status == "warn" and f.name in caps.DATA_CHECKS]
+        how += f" (high by its interval; {', '.join(warned)} warn)"
     cause = "; host or load drift, not age" if d.cause == "host_or_load_drift" else ""
     line = f"verdict so far: {d.verdict}{how} ({shown.basis.replace('_', ' ')} {shown.interval.describe()}){cause}"
     if decided == AGE:

@@ -105,3 +105,14 @@ def test_a_paired_loss_needs_a_material_estimate_and_an_interval_below_five_perc
     assert not paired(0.91, 0.88, 0.94).loss  # a loss is shown, but the estimate is not material
     assert not paired(0.85, 0.72, 0.97).loss  # the interval allows a loss of 3 %
     assert not paired(0.85, 0.78, 0.94)._replace(num_early=3).loss  # too few cycles a side
+
+
+def test_the_running_verdict_caps_a_high_confidence_where_its_rules_warn():
+    from diagnostics.live import running_verdict
+
+    # the soaked engine halves while the control itself swings by a factor of four: its drift is
+    # not measured, which the final analysis caps at medium, and so does the running line
+    main = [60, 59, 61, 60, 61, 60, 30, 31, 30, 31, 30, 31]
+    control = [60, 20, 80, 30, 60, 90, 20, 70, 40, 90, 25, 60]
+    line = running_verdict(probe_table(main, control)).line
+    assert "high confidence" not in line
