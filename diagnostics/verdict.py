@@ -124,6 +124,13 @@ class Decision(NamedTuple):
     reason: str  # one sentence: how sure, and on what
     findings: tuple[Finding, ...]
 
+    @classmethod
+    def insufficient(cls, reason: str, findings: list[Finding], decode: Optional[Comparison] = None,
+                     cause: Optional[str] = None) -> "Decision":
+        """`insufficient_data`: no confidence; the decode comparison that could not tell, if any."""
+        return cls(verdict="insufficient_data", basis=None if decode is None else decode.basis, decisive=decode,
+                   decode=decode, cause=cause, confidence=None, reason=reason, findings=tuple(findings))
+
 
 def decide(ev: Evidence) -> Decision:
     findings: list[Finding] = []
@@ -136,8 +143,8 @@ def decide(ev: Evidence) -> Decision:
                                 f"late over healthy at matched conditions must lie within {lo:g}-{hi:g}, but {said}: "
                                 f"the matching failed (samples of different work compared), not a measure of the "
                                 f"engine"))
-        return Decision("insufficient_data", None, None, None, None, None,
-                        f"The data cannot tell: the matching failed ({said}, outside {lo:g}-{hi:g}).", tuple(findings))
+        return Decision.insufficient(f"The data cannot tell: the matching failed ({said}, outside {lo:g}-{hi:g}).",
+                                     findings)
     d = ev.control_drift
     if d is not None and not (d.interval.bounded and d.interval.hi <= DRIFT_SPREAD * d.interval.lo):
         # A correction must be measured itself: two probes a side of a control on a busy host can
@@ -169,11 +176,12 @@ def decide(ev: Evidence) -> Decision:
     if claim is not None:
         if claim.basis in DECODE_BASES:
             decode = claim
-        return Decision("engine_age_degradation", claim.basis, claim, decode, "engine_age", _age_confidence(claim),
-                        f"Engine age, {_age_confidence(claim)} confidence: {claim.detail}.", tuple(findings))
+        confidence = _age_confidence(claim)
+        return Decision(verdict="engine_age_degradation", basis=claim.basis, decisive=claim, decode=decode,
+                        cause="engine_age", confidence=confidence,
+                        reason=f"Engine age, {confidence} confidence: {claim.detail}.", findings=tuple(findings))
     if ev.no_data is not None and decode is None:
-        return Decision("insufficient_data", None, None, None, None, None,
-                        f"The data cannot tell: {ev.no_data}.", tuple(findings))
+        return Decision.insufficient(f"The data cannot tell: {ev.no_data}.", findings)
     fell = ev.raw_ratio is not None and ev.raw_ratio < RAW_DROP
     # Context slowed decode materially in this log even where the raw rate came back (each new
     # session starts short again): the user asked why it slowed, and context is the answer.
@@ -183,26 +191,25 @@ def decide(ev: Evidence) -> Decision:
                                 f"the usable decode samples cover {ev.span_s:.0f} s of engine time; a verdict of no "
                                 f"engine age from them needs at least {MIN_SPAN_S / 60:.0f} minutes: a few windows "
                                 f"a minute apart cannot show what hours of serving do"))
-        return Decision("insufficient_data", None if decode is None else decode.basis, decode, decode, cause, None,
-                        f"The data cannot tell: the usable decode samples cover {ev.span_s:.0f} s of engine time, "
-                        f"too short to rule engine age out.", tuple(findings))
+        return Decision.insufficient(f"The data cannot tell: the usable decode samples cover {ev.span_s:.0f} s of "
+                                     f"engine time, too short to rule engine age out.", findings, decode, cause)
     if decode is None and ev.context == "explains":
-        return Decision("context_growth_only", "step_series", None, None, "context_growth", "low",
-                        "Context growth, low confidence: the most generous context-only model explains the slowdown "
-                        "(context_only_model), and no matched comparison has enough samples for an interval.",
-                        tuple(findings))
+        return Decision(verdict="context_growth_only", basis="step_series", decisive=None, decode=None,
+                        cause="context_growth", confidence="low",
+                        reason="Context growth, low confidence: the most generous context-only model explains the "
+                               "slowdown (context_only_model), and no matched comparison has enough samples for an "
+                               "interval.", findings=tuple(findings))
     if decode is None:
         why = ev.unmatched or "no matched comparison has enough samples for an interval"
         findings.append(Finding("data", "fail", why))
-        return Decision("insufficient_data", None, None, None, cause, None, f"The data cannot tell: {why}.",
-                        tuple(findings))
+        return Decision.insufficient(f"The data cannot tell: {why}.", findings, cause=cause)
     if decode.interval.lo <= LOW_FLOOR:
         findings.append(Finding("confidence", "fail",
                                 f"too few or too noisy samples: {decode.detail}; the interval holds both no loss "
                                 f"and a loss of more than {1 - LOW_FLOOR:.0%}"))
-        return Decision("insufficient_data", decode.basis, decode, decode, cause, None,
-                        f"The data cannot tell: on {decode.basis.replace('_', ' ')}, {decode.interval.describe()} "
-                        f"cannot rule out a loss of {1 - LOW_FLOOR:.0%}.", tuple(findings))
+        return Decision.insufficient(f"The data cannot tell: on {decode.basis.replace('_', ' ')}, "
+                                     f"{decode.interval.describe()} cannot rule out a loss of {1 - LOW_FLOOR:.0%}.",
+                                     findings, decode, cause)
     # A slowdown a fresh engine shared is the host's or the load's: throughput fell, but neither
     # by context nor by age.
     verdict = "context_growth_only" if (fell or by_context) and cause != HOST_DRIFT else "no_degradation"
@@ -215,8 +222,9 @@ def decide(ev: Evidence) -> Decision:
     said = (f"on {on} {faster} ({decode.interval.describe()})" if decode.interval.lo >= 1.0 else
             f"on {on} the data rule out a loss of more than {1 - decode.interval.lo:.0%} ({decode.interval.describe()})")
     context = f" Context explains what slowed: {ev.context_effect[1]}." if by_context and verdict != "no_degradation" else ""
-    return Decision(verdict, decode.basis, decode, decode, cause, confidence,
-                    f"No engine age, {confidence} confidence: {said}.{context}", tuple(findings))
+    return Decision(verdict=verdict, basis=decode.basis, decisive=decode, decode=decode, cause=cause,
+                    confidence=confidence, reason=f"No engine age, {confidence} confidence: {said}.{context}",
+                    findings=tuple(findings))
 
 
 def _decisive_decode(ev: Evidence) -> Optional[Comparison]:
