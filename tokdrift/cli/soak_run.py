@@ -14,6 +14,9 @@ import typer
 from soak.errors import SoakError
 
 DEFAULT_MAX_HOURS = 2.0  # --until-decided without a duration: the longest it may run
+DEFAULT_PROBE_EVERY_S = 300.0
+# --until-decided probes more often: certainty comes per cycle (docs/diagnostics.md, "Probe design").
+DECIDING_PROBE_EVERY_S = 10.0
 
 
 def register(app: typer.Typer) -> None:
@@ -38,7 +41,9 @@ def run(
                                                             "handled by --over-limit.")] = None,
     over_limit: Annotated[str, typer.Option(help="Calls above --max-context: drop, trim or keep (send anyway "
                                                  "and record the target's refusal).")] = "trim",
-    probe_every: Annotated[float, typer.Option(help="Seconds between probes (0: only at start and end).")] = 300.0,
+    probe_every: Annotated[Optional[float], typer.Option(help="Seconds between probes (0: only at start and end; "
+                                                              f"default {DEFAULT_PROBE_EVERY_S:g}, with --until-decided "
+                                                              f"{DECIDING_PROBE_EVERY_S:g}).")] = None,
     probe_tokens: Annotated[int, typer.Option(help="Probe prompt length in tokens.")] = 256,
     probe_output: Annotated[int, typer.Option(help="Probe output length in tokens (greedy, eos ignored).")] = 64,
     probe_wait: Annotated[float, typer.Option(help="Seconds a probe waits for the target to go idle.")] = 60.0,
@@ -123,7 +128,9 @@ def run(
     config = SoakConfig(
         trace=str(trace.resolve()), duration_s=float(given[0]), target=target, model=model, api=api, api_key=api_key,
         concurrency=concurrency, speed=speed, scale=scale, max_context=max_context, over_limit=over_limit,
-        request_timeout_s=request_timeout, probe_every_s=probe_every, probe_input_tokens=probe_tokens,
+        request_timeout_s=request_timeout, probe_input_tokens=probe_tokens,
+        probe_every_s=probe_every if probe_every is not None else
+        DECIDING_PROBE_EVERY_S if until_decided else DEFAULT_PROBE_EVERY_S,
         probe_output_tokens=probe_output, probe_wait_s=probe_wait, restart_every_s=restart_every,
         restart_at_end=not no_restart_at_end, restart_cmd=restart_cmd, flush_every_s=flush_every,
         sample_every_s=sample_every, profile_drop=profile_drop, profile_seconds=profile_seconds, profiles=not no_profiles,
