@@ -96,8 +96,8 @@ def record(run_dir: Path, name: str, note: str) -> Path:
     cycles = controls.first_life(controls.pairs(rows))
     if len(cycles) < 4 * BLOCK:
         raise SystemExit(f"{run_dir}: {len(cycles)} paired cycles; a recording needs at least {4 * BLOCK}")
-    t = (cycles["t"] - cycles["t"].iloc[0]).dt.total_seconds() if hasattr(cycles["t"], "dt") else \
-        cycles["t"] - cycles["t"].iloc[0]
+    t = _unix(cycles["t"])
+    t = t - t.iloc[0]
     DATA.mkdir(parents=True, exist_ok=True)
     path = DATA / f"{name}.csv"
     pd.DataFrame({"t_s": np.round(t.to_numpy(float), 3), "main_tps": cycles["main"].round(3).to_numpy(),
@@ -192,8 +192,9 @@ def final_look(rec: Recording, minutes: float, trials: int, rng: np.random.Gener
 
 
 TRACE = ROOT / "examples" / "opencode.jsonl"
-LIVE_ARGS = ("--scale", "0.1", "--speed", "4", "--probe-every", "8", "--probe-tokens", "32", "--probe-output", "96",
-             "--engine-arg=--kv-tokens=2048", "--no-profiles", "--no-live")
+# make demo's trace settings; the probes are --until-decided's own (every 10 s, 256 tokens out)
+LIVE_ARGS = ("--scale", "0.1", "--speed", "4", "--probe-tokens", "32", "--engine-arg=--kv-tokens=2048", "--no-profiles",
+             "--no-live")
 # 32,768 rows of the default checkpoint's vocabulary: about 1.4 ms a step here, a 15-20 % loss;
 # grown at the 250th finished request, about five minutes into a soak at concurrency 1 (the twin,
 # restarted every 10 minutes and serving only probes, never gets there).
@@ -235,10 +236,10 @@ def run_live(name: str, out: Path, fault: bool, max_minutes: float) -> LiveResul
     if fault and "output_buffer_bytes" in snaps:
         grown = snaps[snaps["output_buffer_bytes"] >= snaps["output_buffer_bytes"].max()]
         if len(grown) and snaps["output_buffer_bytes"].max() > snaps["output_buffer_bytes"].min():
-            t_on = float(grown["t"].min())
+            t_on = float(_unix(grown["t"]).min())
             onset = (t_on - start) / 60
             cycles = controls.first_life(controls.pairs(controls.probe_rows(reader.read_table(run_dir, "probes"))))
-            t = cycles["t"].astype(float) if not hasattr(cycles["t"], "dt") else cycles["t"].map(pd.Timestamp.timestamp)
+            t = _unix(cycles["t"])
             before, after = cycles["ratio"][t < t_on], cycles["ratio"][t >= t_on]
             if len(before) and len(after):
                 cost = float(np.exp(np.log(after).mean() - np.log(before).mean()))
@@ -248,9 +249,16 @@ def run_live(name: str, out: Path, fault: bool, max_minutes: float) -> LiveResul
                       f"{doc['verdict']} {doc.get('confidence') or ''}".strip())
 
 
+def _unix(t: pd.Series) -> pd.Series:
+    """Unix seconds of a time column, read back as datetimes or as floats."""
+    if pd.api.types.is_datetime64_any_dtype(t):
+        return (t - pd.Timestamp(0)).dt.total_seconds()
+    return t.astype(float)
+
+
 def live(n: int, out: Path, max_minutes: float) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    print(f"live soaks, --until-decided, at most {max_minutes:g} min each (make demo's probe settings, concurrency 1)")
+    print(f"live soaks, --until-decided, at most {max_minutes:g} min each (make demo's trace settings, concurrency 1)")
     print(f"{'run':<12} {'stop':<9} {'decided':<24} {'at min':>6} {'onset':>6} {'after onset':>11} {'cost':>5}  final")
     results = []
     for i in range(n):

@@ -15,8 +15,11 @@ from soak.errors import SoakError
 
 DEFAULT_MAX_HOURS = 2.0  # --until-decided without a duration: the longest it may run
 DEFAULT_PROBE_EVERY_S = 300.0
-# --until-decided probes more often: certainty comes per cycle (docs/diagnostics.md, "Probe design").
+DEFAULT_PROBE_OUTPUT = 64
+# --until-decided probes more often and longer: certainty comes per cycle, and a 256-token probe's
+# cycle was the least noisy per minute measured here (docs/diagnostics.md, "Probe design").
 DECIDING_PROBE_EVERY_S = 10.0
+DECIDING_PROBE_OUTPUT = 256
 
 
 def register(app: typer.Typer) -> None:
@@ -45,7 +48,9 @@ def run(
                                                               f"default {DEFAULT_PROBE_EVERY_S:g}, with --until-decided "
                                                               f"{DECIDING_PROBE_EVERY_S:g}).")] = None,
     probe_tokens: Annotated[int, typer.Option(help="Probe prompt length in tokens.")] = 256,
-    probe_output: Annotated[int, typer.Option(help="Probe output length in tokens (greedy, eos ignored).")] = 64,
+    probe_output: Annotated[Optional[int], typer.Option(help="Probe output length in tokens (greedy, eos ignored; "
+                                                             f"default {DEFAULT_PROBE_OUTPUT}, with --until-decided "
+                                                             f"{DECIDING_PROBE_OUTPUT}).")] = None,
     probe_wait: Annotated[float, typer.Option(help="Seconds a probe waits for the target to go idle.")] = 60.0,
     restart_every: Annotated[Optional[float], typer.Option(help="Restart the engine every this many seconds "
                                                                 "(builtin, or URL with --restart-cmd).")] = None,
@@ -131,7 +136,8 @@ def run(
         request_timeout_s=request_timeout, probe_input_tokens=probe_tokens,
         probe_every_s=probe_every if probe_every is not None else
         DECIDING_PROBE_EVERY_S if until_decided else DEFAULT_PROBE_EVERY_S,
-        probe_output_tokens=probe_output, probe_wait_s=probe_wait, restart_every_s=restart_every,
+        probe_output_tokens=probe_output if probe_output is not None else
+        DECIDING_PROBE_OUTPUT if until_decided else DEFAULT_PROBE_OUTPUT, probe_wait_s=probe_wait, restart_every_s=restart_every,
         restart_at_end=not no_restart_at_end, restart_cmd=restart_cmd, flush_every_s=flush_every,
         sample_every_s=sample_every, profile_drop=profile_drop, profile_seconds=profile_seconds, profiles=not no_profiles,
         engine_log=str(engine_log) if engine_log else None, engine_args=tuple(engine_arg or ()),
