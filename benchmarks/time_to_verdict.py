@@ -18,9 +18,9 @@ tests/soak/test_until_decided.py and the live soaks in docs/diagnostics.md check
 
 Live (`--live N`): N healthy soaks and N with the output-buffer fault (a real slowdown, its
 size set by the buffer's rows, from a chosen request on: docs/faults.md), each `soak run
---until-decided` with make demo's trace settings and --until-decided's own probes; per soak the stop, the decided verdict and
-minute, the fault's onset (the first snapshot with the grown buffer) and its actual cost (the
-paired ratio after the onset over before it, in the same run). These check the resampled figures
+--until-decided` with make demo's trace settings and --until-decided's own probes; per soak the
+stop, the decided verdict and minute, the fault's onset (the first snapshot with the grown
+buffer) and its actual cost (the paired ratio after the onset over before it, in the same run). These check the resampled figures
 against soaks that really ran.
 
 Per recording and scenario one row: runs decided within the horizon, minutes to decide (median
