@@ -284,7 +284,8 @@ def _quantiles(values: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--trials", type=int, default=40)
+    parser.add_argument("--trials", type=int, default=40, help="resampled healthy runs per recording")
+    parser.add_argument("--loss-trials", type=int, default=20, help="resampled runs per recording and loss")
     parser.add_argument("--horizon-min", type=float, default=60.0, help="planned soak length (the looks planned)")
     parser.add_argument("--onset-min", type=float, default=10.0, help="minute the loss sets in")
     parser.add_argument("--losses", default=",".join(f"{x:g}" for x in LOSSES))
@@ -306,15 +307,16 @@ def main() -> None:
     rng = np.random.default_rng(SEED)
     recordings = load(args.only)
     started = time.time()
-    print(f"horizon {args.horizon_min:g} min, loss from minute {args.onset_min:g}, {args.trials} resampled runs "
-          f"per row (blocks of {BLOCK} cycles), every cycle looked at")
+    print(f"horizon {args.horizon_min:g} min, loss from minute {args.onset_min:g}, {args.trials} resampled healthy "
+          f"runs and {args.loss_trials} per loss per recording (blocks of {BLOCK} cycles), every cycle looked at")
     print(f"{'recording':<18} {'cyc s':>5} {'sd':>5} {'loss':>5} {'decided':>8} {'min med/p90':>12} "
           f"{'wrong 1st':>9} {'15% out':>12} {'10% out':>12} {'false age':>9}")
     summary: dict[float, list[float]] = {loss: [] for loss in losses}
     no_age_15, no_age_10, false_age, healthy_runs = [], [], 0, 0
     for rec in recordings:
         for loss in losses:
-            trials = run_scenario(rec, loss, args.trials, args.horizon_min, args.onset_min, rng)
+            trials = run_scenario(rec, loss, args.loss_trials if loss else args.trials, args.horizon_min,
+                                  args.onset_min, rng)
             if loss:
                 times = [t.first_age_min - args.onset_min for t in trials if t.first_age_min is not None]
                 wrong = sum(t.first is not None and t.first[0] == NO_AGE and t.first[1] > args.onset_min
