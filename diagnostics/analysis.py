@@ -210,7 +210,7 @@ def _headline(decision: verdict_mod.Decision, per_hour, shape: Optional[str]
     if claim is not None and claim.basis in verdict_mod.SIDE_BASES:
         i = claim.interval
         side = Slowdown(ratio=claim.ratio, healthy_tps=None, degraded_tps=None, basis=claim.basis,
-                        lo=i.lo if i.bounded else None, hi=i.hi if i.bounded else None)
+                        lo=i.lo if i.bounded else None, hi=i.hi if i.bounded else None, level=i.level)
         return side, _slowdown(decision.decode, None, None)
     return _slowdown(decision.decode, per_hour, shape), None
 
@@ -220,7 +220,8 @@ def _slowdown(c: Optional[Comparison], per_hour, shape: Optional[str]) -> Option
         return None
     i = c.interval
     return Slowdown(ratio=c.ratio, healthy_tps=c.healthy_level, degraded_tps=c.late_level, basis=c.basis,
-                    lo=i.lo if i.bounded else None, hi=i.hi if i.bounded else None, per_hour=per_hour, shape=shape)
+                    lo=i.lo if i.bounded else None, hi=i.hi if i.bounded else None, per_hour=per_hour, shape=shape,
+                    level=i.level)
 
 
 def _recovered(restart: Optional[Comparison], decision: verdict_mod.Decision) -> Optional[bool]:

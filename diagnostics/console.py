@@ -28,7 +28,7 @@ def render(a: Analysis) -> Group:
                           "host_contention check)", style="yellow"))
     if a.slowdown is not None:
         s = a.slowdown
-        interval = f" (90% interval {s.lo:.2f}-{s.hi:.2f})" if s.hi is not None else ""
+        interval = s.interval_text()
         rates = (f": {s.healthy_tps:.1f} tok/s healthy, {s.degraded_tps:.1f} tok/s now at the same conditions"
                  if s.healthy_tps is not None else "")
         parts.append(Text(f"matched ratio {s.ratio:.2f}{interval} (late / healthy, on {s.basis.replace('_', ' ')})"

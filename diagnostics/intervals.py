@@ -44,10 +44,15 @@ class Interval(NamedTuple):
 
     def describe(self, digits: int = 2) -> str:
         """`0.93 (90% interval 0.88-0.97)`, or a note that too few samples bound it."""
-        level = f"{self.level:.0%}" if self.level < 0.995 else f"{100 * self.level:.2f}".rstrip("0").rstrip(".") + "%"
+        level = level_text(self.level)
         if not self.bounded:
             return f"{self.estimate:.{digits}f} (too few samples for a {level} interval)"
         return f"{self.estimate:.{digits}f} ({level} interval {_bound(self.lo, digits)}-{_bound(self.hi, digits)})"
+
+
+def level_text(level: float) -> str:
+    """`90%`; a running verdict's wider levels with the digits that tell them apart: `99.74%`."""
+    return f"{level:.0%}" if level < 0.995 else f"{100 * level:.2f}".rstrip("0").rstrip(".") + "%"
 
 
 def _bound(x: float, digits: int) -> str:

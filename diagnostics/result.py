@@ -12,6 +12,7 @@ import pandas as pd
 from diagnostics.changepoint import ChangePoints
 from diagnostics.comparison import Comparison
 from diagnostics.healthy import HealthyModel
+from diagnostics.intervals import LEVEL, level_text
 from diagnostics.prefill import PrefillComparison
 from diagnostics.reuse import ReuseComparison
 from diagnostics.trend import PerHour
@@ -36,6 +37,13 @@ class Slowdown(NamedTuple):
     hi: Optional[float] = None
     per_hour: Optional[PerHour] = None  # decode speed's change per hour of engine age, with its interval
     shape: Optional[str] = None  # step or gradual (an engine-age slowdown only)
+    level: float = LEVEL  # the interval's level (a run stopped at a decided look keeps the running level)
+
+    def interval_text(self, none: str = "") -> str:
+        """` (90% interval 0.74-0.88)`, or `none` without an interval."""
+        if self.hi is None:
+            return none
+        return f" ({level_text(self.level)} interval {self.lo:.2f}-{self.hi:.2f})"
 
 
 class Trigger(NamedTuple):
@@ -139,6 +147,7 @@ class Analysis:
                 "healthy_tps": _num(self.slowdown.healthy_tps, 2),
                 "degraded_tps": _num(self.slowdown.degraded_tps, 2),
                 "interval": None if self.slowdown.hi is None else [_num(self.slowdown.lo, 3), _num(self.slowdown.hi, 3)],
+                "level": _num(self.slowdown.level, 5),
                 "basis": self.slowdown.basis,
                 "per_hour": None if self.slowdown.per_hour is None else {
                     "estimate": _num(self.slowdown.per_hour.estimate, 4),

@@ -88,8 +88,7 @@ def rate_clause(a: Analysis, s=None) -> str:
     """`0.81x (90% interval 0.74-0.88) on identical probes: 37.0 tok/s healthy, 30.0 now at the same
     conditions` — three figures from one basis, which therefore agree."""
     s = s if s is not None else a.slowdown
-    interval = f" (90% interval {s.lo:.2f}-{s.hi:.2f})" if s.hi is not None else ""
-    return (f"{s.ratio:.2f}x{interval} on {basis_text(s.basis)}: {s.healthy_tps:.1f} tok/s healthy, "
+    return (f"{s.ratio:.2f}x{s.interval_text()} on {basis_text(s.basis)}: {s.healthy_tps:.1f} tok/s healthy, "
             f"{s.degraded_tps:.1f} tok/s now at the same conditions")
 
 
@@ -209,11 +208,11 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
         out.append(KeyNumber("cause", "host or load drift: a fresh engine was as slow"))
     if a.slowdown is not None and a.slowdown.healthy_tps is None:  # a claim on prefix reuse or prefill time
         s = a.slowdown
-        interval = f" (90% interval {s.lo:.2f}-{s.hi:.2f})" if s.hi is not None else ""
-        out.append(KeyNumber(f"matched ratio (latest / healthy, {basis_text(s.basis)})", f"{s.ratio:.2f}{interval}"))
+        out.append(KeyNumber(f"matched ratio (latest / healthy, {basis_text(s.basis)})",
+                             f"{s.ratio:.2f}{s.interval_text()}"))
     elif a.slowdown is not None:
         s = a.slowdown
-        interval = f" (90% interval {s.lo:.2f}-{s.hi:.2f})" if s.hi is not None else " (too few samples for an interval)"
+        interval = s.interval_text(none=" (too few samples for an interval)")
         out += [KeyNumber("matched throughput ratio (latest / healthy)", f"{s.ratio:.2f}{interval}"),
                 KeyNumber(f"healthy decode (tok/s, {basis_text(s.basis)})", f"{s.healthy_tps:.1f}"),
                 KeyNumber("decode now at the same conditions (tok/s)", f"{s.degraded_tps:.1f}")]

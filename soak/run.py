@@ -256,8 +256,9 @@ class Soak:
                 await self._cancel(replay)
             elif replay.exception() is not None:
                 raise replay.exception()
-            self._phase = "end probes"
-            await self._unless_stopped(self._probe_cycle("end"))
+            if not self._decided.is_set():  # a decided run's last look was the one that decided
+                self._phase = "end probes"
+                await self._unless_stopped(self._probe_cycle("end"))
             if cfg.restart_at_end and s.target.can_restart:
                 self._phase = "restart control"
                 await self._unless_stopped(self._restart_control())

@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 from rundir import reader
 from soak.errors import SoakError
 from tests.soak.conftest import write_trace
+from tokdrift.cli.diag import app as diag_app
 from tokdrift.cli.soak import app
 
 
@@ -36,7 +37,12 @@ def test_an_engine_that_slows_is_decided_aged_and_the_soak_stops_early(tmp_path,
     assert [e["verdict"] for e in events if e["kind"] == "decided"] == ["engine_age_degradation"]
     assert [e["reason"] for e in events if e["kind"] == "stop"] == ["decided"]
     assert "decided: engine age" in output and "stopped once decided (--until-decided)" in output
-    assert "end" in set(reader.read_table(run_dir, "probes")["reason"])  # the end probes were still taken
+    reasons = list(reader.read_table(run_dir, "probes").drop_duplicates("cycle")["reason"])
+    assert "end" not in reasons  # the look that decided was the last look at the aged engine
+    analysis = json.loads(CliRunner().invoke(diag_app, ["analyze", str(run_dir), "--json"]).output)
+    assert analysis["verdict"] == "engine_age_degradation"  # diag says what the running verdict decided
+    assert analysis["slowdown"]["level"] == pytest.approx(manifest.decided["level"], abs=1e-4)
+    assert any(c["name"] == "stopped_early" for c in analysis["checks"])
 
 
 def test_a_steady_engine_is_decided_healthy_once_a_loss_is_ruled_out(tmp_path, fake_server):

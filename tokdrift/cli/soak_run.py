@@ -101,7 +101,7 @@ def run(
     until_decided: Annotated[bool, typer.Option("--until-decided", help="Stop as soon as the running verdict is "
                                                                        "decided either way (engine age found, or a "
                                                                        "loss above --rule-out ruled out), after the "
-                                                                       "end probes and the restart control; the "
+                                                                       "restart control; the "
                                                                        "duration (or --max-hours, default "
                                                                        f"{DEFAULT_MAX_HOURS:g}) is the most it may "
                                                                        "take.")] = False,
