@@ -116,3 +116,13 @@ def test_the_running_verdict_caps_a_high_confidence_where_its_rules_warn():
     control = [60, 20, 80, 30, 60, 90, 20, 70, 40, 90, 25, 60]
     line = running_verdict(probe_table(main, control)).line
     assert "high confidence" not in line
+
+
+def test_two_cycles_a_side_decide_nothing_however_tight_they_look():
+    from diagnostics.live import running_verdict
+
+    # seen live: two pairs of identical ratios gave a 99.6 % interval of 0.95-0.96 at cycle 3
+    main, control = [151.2, 135.0, 144.7, 134.1], [155.9, 139.2, 156.1, 144.7]
+    running = running_verdict(probe_table(main, control), looks_planned=100)
+    assert running.interval is not None and running.interval[1] - running.interval[0] < 0.05
+    assert running.decided is None and "decided" not in running.line
