@@ -256,14 +256,18 @@ def _unix(t: pd.Series) -> pd.Series:
     return t.astype(float)
 
 
-def live(n: int, out: Path, max_minutes: float) -> None:
+def live(n: int, out: Path, max_minutes: float, kinds: tuple[str, ...] = ("healthy", "fault")) -> None:
     out.mkdir(parents=True, exist_ok=True)
     print(f"live soaks, --until-decided, at most {max_minutes:g} min each (make demo's trace settings, concurrency 1)")
     print(f"{'run':<12} {'stop':<9} {'decided':<24} {'at min':>6} {'onset':>6} {'after onset':>11} {'cost':>5}  final")
     results = []
     for i in range(n):
-        for fault in (False, True):
-            r = run_live(f"{'fault' if fault else 'healthy'}-{i}", out, fault, max_minutes)
+        for kind in kinds:
+            fault = kind == "fault"
+            name = f"{kind}-{i}"
+            while (out / name).exists():  # a run directory is never reused: the next free name
+                name += "+"
+            r = run_live(name, out, fault, max_minutes)
             results.append(r)
             fmt = lambda x, f: f"{x:{f}}" if x is not None else "-"  # noqa: E731
             after = r.decided_min - r.onset_min if r.decided_min is not None and r.onset_min is not None else None
@@ -296,9 +300,10 @@ def main() -> None:
     parser.add_argument("--live", type=int, default=0, help="run this many live healthy and faulty soaks instead")
     parser.add_argument("--live-max-min", type=float, default=30.0, help="--max-hours of each live soak, in minutes")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "time-to-verdict", help="live run directories")
+    parser.add_argument("--live-kinds", default="healthy,fault", help="which live soaks: healthy, fault or both")
     args = parser.parse_args()
     if args.live:
-        live(args.live, args.out, args.live_max_min)
+        live(args.live, args.out, args.live_max_min, tuple(args.live_kinds.split(",")))
         return
     if args.record:
         print(record(args.record, args.name or args.record.name, args.note))
