@@ -261,7 +261,7 @@ def recovered_text(a: Analysis) -> str:
     restart = next((c for c in a.comparisons if c.basis == "restart"), None)
     if restart is None:
         return "no restart in the data"
-    said = f"the fresh engine over the aged one read {restart.interval.describe()}"
+    said = f"the aged engine over the fresh one read {restart.interval.describe()}"
     if a.verdict != "engine_age_degradation":
         return f"nothing to bring back (no engine age); {said}"
     return f"cannot tell: {said}"

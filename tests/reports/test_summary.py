@@ -60,7 +60,7 @@ def test_recovered_by_restart_says_why_it_cannot_say(seed_inputs):
     assert recovered_text(a) == "no restart in the data"
     restart = Comparison("restart", Interval(1.02, 0.95, 1.09), 3, 3, 0.9, "")
     healthy = dataclasses.replace(a, verdict="no_degradation", recovered_by_restart=None, comparisons=(restart,))
-    assert recovered_text(healthy) == ("nothing to bring back (no engine age); the fresh engine over the aged one read "
+    assert recovered_text(healthy) == ("nothing to bring back (no engine age); the aged engine over the fresh one read "
                                        "1.02 (90% interval 0.95-1.09)")
-    assert recovered_text(dataclasses.replace(healthy, verdict="engine_age_degradation")).startswith("cannot tell: the fresh")
+    assert recovered_text(dataclasses.replace(healthy, verdict="engine_age_degradation")).startswith("cannot tell: the aged")
     assert recovered_text(dataclasses.replace(healthy, recovered_by_restart=True)) == "yes"
