@@ -17,8 +17,8 @@ MAX_SUSPECTS = 3
 MAX_CHECKS = 8
 MAX_ENV = 12
 MAX_CELL = 160
-ENV_FIELDS = ("source", "engine", "run_id", "status", "stop_reason", "decided", "started_at", "ended_at", "target", "command", "log format",
-              "KV capacity (tokens)")
+ENV_FIELDS = ("source", "engine", "run_id", "status", "stop_reason", "decided", "started_at", "ended_at", "target",
+              "command", "log format", "KV capacity (tokens)")
 ENV_PREFIXES = ("host.", "engine.", "trace.")
 STATUS_MARK = {"ok": "ok", "warn": "**warn**", "fail": "**FAIL**"}
 

@@ -111,8 +111,8 @@ class Soak:
     def decided(self, verdict: str, cycle: Optional[int], line: str, **details: Any) -> None:
         """The running verdict (computed by the caller, which reads each probe cycle's rows) is
         decided: recorded once, as a `decided` event and the manifest's `decided`; with
-        `until_decided` the replay ends now and the run goes on to its end probes and restart
-        control."""
+        `until_decided` the replay ends now and the run goes on to its restart control (no end
+        cycle: the look that decided was the aged engine's last)."""
         if self.store is None or self.manifest.decided is not None:
             return
         elapsed = round(self._elapsed(time.time()), 3)

@@ -137,7 +137,8 @@ def run(
         probe_every_s=probe_every if probe_every is not None else
         DECIDING_PROBE_EVERY_S if until_decided else DEFAULT_PROBE_EVERY_S,
         probe_output_tokens=probe_output if probe_output is not None else
-        DECIDING_PROBE_OUTPUT if until_decided else DEFAULT_PROBE_OUTPUT, probe_wait_s=probe_wait, restart_every_s=restart_every,
+        DECIDING_PROBE_OUTPUT if until_decided else DEFAULT_PROBE_OUTPUT,
+        probe_wait_s=probe_wait, restart_every_s=restart_every,
         restart_at_end=not no_restart_at_end, restart_cmd=restart_cmd, flush_every_s=flush_every,
         sample_every_s=sample_every, profile_drop=profile_drop, profile_seconds=profile_seconds, profiles=not no_profiles,
         engine_log=str(engine_log) if engine_log else None, engine_args=tuple(engine_arg or ()),
@@ -241,7 +242,7 @@ class _RunningVerdict:
 
     def __init__(self, soak) -> None:
         from diagnostics import sequential
-        from rundir.reader import read_manifest, read_rows
+        from rundir.reader import read_rows
         from rundir.schema import PROBE_COLUMNS
 
         self.soak = soak
@@ -249,7 +250,6 @@ class _RunningVerdict:
         cfg = soak.config
         self.looks_planned = sequential.looks_planned(cfg.duration_s, cfg.probe_every_s)
         sequential.level_for(self.looks_planned)  # simulated once now, before any engine runs
-        self.first_decided: Optional[dict] = read_manifest(soak.run_dir).decided if soak.resuming else None
         self.line: Optional[str] = None
 
     def add(self, rows: list[dict]) -> str:
@@ -265,14 +265,12 @@ class _RunningVerdict:
             self.line = f"verdict so far: unavailable ({type(exc).__name__}: {exc})"
             return self.line
         line = running.line
-        if running.decided and self.first_decided is None:
+        d = self.soak.manifest.decided  # the first decided look, a resumed run's included
+        if running.decided and d is None:
             cycle = rows[0].get("cycle") if rows else None
-            self.first_decided = {"verdict": running.decided, "cycle": cycle}
             self.soak.decided(running.decided, cycle, line, looks_planned=self.looks_planned,
                               level=round(running.level, 5), onset_cycle=running.onset_cycle)
-            self.first_decided = self.soak.manifest.decided or self.first_decided
-        elif self.first_decided is not None:
-            d = self.first_decided
+        elif d is not None:
             when = f", {hms(d['elapsed_s'])} into the soak" if d.get("elapsed_s") is not None else ""
             line += f" [first decided at cycle {d.get('cycle')}{when}: {d.get('verdict')}]"
         self.line = line
