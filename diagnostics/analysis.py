@@ -139,7 +139,7 @@ def probe_level(manifest) -> float:
     planned look: the plain level. One that stopped early — at a decided running verdict, or
     interrupted by a user who watched it — stopped where the data led, so its comparisons keep
     the level that holds over every look it planned (diagnostics.sequential)."""
-    if manifest is None or manifest.stop_reason in (None, "duration"):
+    if not _stopped_early_reason(manifest):
         return intervals.LEVEL
     soak = manifest.configs.get("soak") or {}
     try:
@@ -149,9 +149,15 @@ def probe_level(manifest) -> float:
     return sequential.level_for(looks)
 
 
+def _stopped_early_reason(manifest) -> Optional[str]:
+    """Why a soak stopped before its planned end (decided, interrupted, crashed); None for one that
+    ran its length, or a source that is no soak."""
+    return None if manifest is None or manifest.stop_reason in (None, "duration") else manifest.stop_reason
+
+
 def _stopped_early(manifest, level: float) -> Optional[Check]:
     """A soak that stopped before its planned end: why, and the level its probe comparisons keep."""
-    if manifest is None or manifest.stop_reason in (None, "duration"):
+    if not _stopped_early_reason(manifest):
         return None
     d = manifest.decided or {}
     why = (f"once its running verdict was decided at cycle {d.get('cycle')} ({d.get('verdict')})"

@@ -28,9 +28,7 @@ def capped(verdict: str, confidence: Optional[str], ratio: Optional[float], raw_
     """The confidence the data allow, and a `confidence_cap` check when it was lowered."""
     if confidence != "high":
         return confidence, None
-    # A fresh engine as slow, or other load rising, is why a verdict says no age: its reason, not a doubt.
-    reasons = REASON_CHECKS if verdict != "engine_age_degradation" else ()
-    warned = [c.name for c in checks if c.status == "warn" and c.name in DATA_CHECKS and c.name not in reasons]
+    warned = data_warnings(verdict, checks)
     if (verdict == "engine_age_degradation" and raw_ratio is not None and ratio is not None and ratio > 0
             and raw_ratio > 0 and abs(math.log(raw_ratio / ratio)) > math.log(RAW_AGREEMENT)):
         warned.append(f"raw_throughput ({raw_ratio:.2f}x raw against {ratio:.2f}x matched)")
@@ -39,3 +37,10 @@ def capped(verdict: str, confidence: Optional[str], ratio: Optional[float], raw_
     return "medium", Check("confidence_cap", "warn",
                            f"high by its interval, lowered to medium: the data checks warn ({', '.join(warned)}); "
                            f"a high confidence is given only where nothing in the data could mislead it")
+
+
+def data_warnings(verdict: str, checks: list[Check]) -> list[str]:
+    """The checks that warn about the data and so cap a high confidence. A fresh engine as slow,
+    or other load rising, is why a verdict says no age: its reason, not a doubt."""
+    reasons = REASON_CHECKS if verdict != "engine_age_degradation" else ()
+    return [c.name for c in checks if c.status == "warn" and c.name in DATA_CHECKS and c.name not in reasons]

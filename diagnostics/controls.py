@@ -193,14 +193,10 @@ def _sides(first: pd.DataFrame) -> Optional[tuple[int, int]]:
     k = _side(len(first))
     if k is None:
         return None
-    since = _seconds(first["t"]) - _seconds(first["t"].head(1))[0]
+    since = first["t"] - first["t"].iloc[0]  # timedeltas from a run directory, seconds from a live soak's rows
+    if pd.api.types.is_timedelta64_dtype(since):
+        since = since.dt.total_seconds()
     return min(k, max(YOUTH_MIN, int((since <= YOUTH_S).sum()))), k
-
-
-def _seconds(t: pd.Series) -> np.ndarray:
-    if pd.api.types.is_datetime64_any_dtype(t):
-        return (t - pd.Timestamp(0, tz=getattr(t.dt, "tz", None))).dt.total_seconds().to_numpy()
-    return t.to_numpy(dtype=float)
 
 
 def _geo(values) -> float:

@@ -44,10 +44,13 @@ class Interval(NamedTuple):
 
     def describe(self, digits: int = 2) -> str:
         """`0.93 (90% interval 0.88-0.97)`, or a note that too few samples bound it."""
-        level = level_text(self.level)
         if not self.bounded:
-            return f"{self.estimate:.{digits}f} (too few samples for a {level} interval)"
-        return f"{self.estimate:.{digits}f} ({level} interval {_bound(self.lo, digits)}-{_bound(self.hi, digits)})"
+            return f"{self.estimate:.{digits}f} (too few samples for a {level_text(self.level)} interval)"
+        return f"{self.estimate:.{digits}f} ({self.span(digits)})"
+
+    def span(self, digits: int = 2) -> str:
+        """`90% interval 0.88-0.97` (bounded intervals)."""
+        return f"{level_text(self.level)} interval {_bound(self.lo, digits)}-{_bound(self.hi, digits)}"
 
 
 def level_text(level: float) -> str:

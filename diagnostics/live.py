@@ -70,12 +70,11 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
     onset = _onset_cycle(rows, cycles) if decided == AGE else None
     # The rules' own data warnings (a control drift not measured, too few cycles) cap a high
     # confidence here as they do in the analysis, so the line never promises more than it will.
-    confidence, cap = caps.capped(d.verdict, d.confidence, shown.ratio, None,
-                                  [Check(f.name, f.status, f.detail) for f in d.findings])
+    checks = [Check(f.name, f.status, f.detail) for f in d.findings]
+    confidence, cap = caps.capped(d.verdict, d.confidence, shown.ratio, None, checks)
     how = f", {confidence} confidence" if confidence else ""
     if cap is not None:
-        warned = [f.name for f in d.findings if f.status == "warn" and f.name in caps.DATA_CHECKS]
-        how += f" (high by its interval; {', '.join(warned)} warn)"
+        how += f" (high by its interval; {', '.join(caps.data_warnings(d.verdict, checks))} warn)"
     cause = "; host or load drift, not age" if d.cause == "host_or_load_drift" else ""
     line = f"verdict so far: {d.verdict}{how} ({shown.basis.replace('_', ' ')} {shown.interval.describe()}){cause}"
     if decided == AGE:

@@ -12,7 +12,7 @@ import pandas as pd
 from diagnostics.changepoint import ChangePoints
 from diagnostics.comparison import Comparison
 from diagnostics.healthy import HealthyModel
-from diagnostics.intervals import LEVEL, level_text
+from diagnostics.intervals import LEVEL, Interval
 from diagnostics.prefill import PrefillComparison
 from diagnostics.reuse import ReuseComparison
 from diagnostics.trend import PerHour
@@ -43,7 +43,7 @@ class Slowdown(NamedTuple):
         """` (90% interval 0.74-0.88)`, or `none` without an interval."""
         if self.hi is None:
             return none
-        return f" ({level_text(self.level)} interval {self.lo:.2f}-{self.hi:.2f})"
+        return f" ({Interval(self.ratio, self.lo, self.hi, self.level).span()})"
 
 
 class Trigger(NamedTuple):
