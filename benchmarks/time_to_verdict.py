@@ -148,12 +148,15 @@ def watch(rows: pd.DataFrame, cycles: pd.DataFrame, period_s: float, looks_plann
         loose = look(rows.iloc[:2 * n], cycles.iloc[:n], looks_planned, RULE_OUTS[0])
         if loose.decided == NO_AGE and no_age[RULE_OUTS[0]] is None:
             no_age[RULE_OUTS[0]] = minutes
-        strict = loose if loose.decided != NO_AGE else look(rows.iloc[:2 * n], cycles.iloc[:n], looks_planned,
-                                                            RULE_OUTS[1])
-        if strict.decided == NO_AGE and no_age[RULE_OUTS[1]] is None:
+        # The stricter rule-out decides "no age" where the looser one did and the same interval also
+        # clears its level; anything else it decides alike (age does not depend on the rule-out).
+        strict = loose.decided
+        if strict == NO_AGE and not loose.interval[0] > 1 - RULE_OUTS[1]:
+            strict = None
+        if strict == NO_AGE and no_age[RULE_OUTS[1]] is None:
             no_age[RULE_OUTS[1]] = minutes
-        if strict.decided and first is None:
-            first = (strict.decided, minutes)
+        if strict and first is None:
+            first = (strict, minutes)
         if loose.decided == AGE and first_age is None:
             first_age = minutes
             if stop_at_first:
