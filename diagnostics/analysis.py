@@ -39,7 +39,7 @@ def analyze(source: Source) -> Analysis:
     dec = decode.evaluate(source.steps, identity.engine_of(lives), access_only)
     rows = controls.probe_rows(source.probes)
     cycles = controls.pairs(rows)
-    level = probe_level(source.manifest)
+    level = probe_level(source.manifest, controls.baseline(controls.probe_series(rows, cycles)[0]))
     probes = controls.probes(rows, level)
     paired = controls.paired(cycles, level)
     drift = controls.control_drift(cycles, level)
@@ -134,7 +134,7 @@ def analyze(source: Source) -> Analysis:
         dated=source.log_info.dated if source.log_info is not None else True, lives=lives)
 
 
-def probe_level(manifest) -> float:
+def probe_level(manifest, baseline: int = 0) -> float:
     """The level of the probe comparisons' intervals. A soak that ran its planned length is one
     planned look: the plain level. One that stopped early — at a decided running verdict, or
     interrupted by a user who watched it — stopped where the data led, so its comparisons keep
@@ -146,7 +146,7 @@ def probe_level(manifest) -> float:
         looks = sequential.looks_planned(float(soak["duration_s"]), float(soak.get("probe_every_s", 300.0)))
     except (KeyError, TypeError, ValueError):
         return intervals.LEVEL
-    return sequential.level_for(looks)
+    return sequential.level_for(looks, baseline=baseline)
 
 
 def _stopped_early_reason(manifest) -> Optional[str]:

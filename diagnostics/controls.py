@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from diagnostics import changepoint, intervals
+from diagnostics import sequential
 from diagnostics.sequential import MIN_SIDE, side as _side
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.verdict import HostLoad
@@ -32,7 +33,7 @@ THIRD = 1 / 3
 # apart can sit in one burst of a neighbour's load and agree by chance, and two such pairs give
 # an interval that looks tight and is not (seen: a healthy 2-minute soak whose first two cycles
 # ran while other engines started read 0.70, interval 0.55-0.89).
-MIN_FOR_LOSS = 4
+MIN_FOR_LOSS = sequential.MIN_DECIDING
 # A paired comparison shows a loss when its interval rules out a loss smaller than this and its
 # estimate is material: the fresh control beside it takes the host's drift out, so what is left
 # is the engine's (docs/diagnostics.md, "Running verdicts": a 15 % loss decided in minutes
@@ -42,6 +43,7 @@ PAIRED_DETECT = 0.95
 # probes, but none later than YOUTH_S into it, unless that leaves fewer than YOUTH_MIN.
 YOUTH_S = 300.0
 YOUTH_MIN = 8
+BASELINE_REASONS = ("start", "baseline")  # probes before the replay: the baseline, when the run took one
 HOST_COLUMNS = ("driver_cpu_percent", "host_other_cpu_percent")  # CPU beside the engine (rundir.schema.SNAPSHOT_HOST)
 
 
@@ -92,6 +94,8 @@ def pairs(rows: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame({"cycle": both["cycle"], "t": both["t"], "engine_life": both["engine_life"],
                         "engine_age_s": both["engine_age_s"], "main": both["decode_tps"],
                         "control": both["decode_tps_control"]})
+    if "reason" in both:
+        out["reason"] = both["reason"]
     out["ratio"] = out["main"] / out["control"]
     return out.sort_values("t", kind="stable").reset_index(drop=True)
 
@@ -112,6 +116,12 @@ def paired(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Optional[Com
                       f"{_geo(first['main'].tail(k)):.1f} tok/s, control {_geo(first['control'].head(e)):.1f} -> "
                       f"{_geo(first['control'].tail(k)):.1f})", main_early, min_for_loss=MIN_FOR_LOSS,
                       detect=PAIRED_DETECT)
+
+
+def probe_series(rows: pd.DataFrame, cycles: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The series the probe comparisons read, with its value column: the paired cycles of the main
+    engine's first life where the run has a control, else its own probes."""
+    return (first_life(cycles), "ratio") if len(cycles) else (main_probes(rows), "decode_tps")
 
 
 def first_life(cycles: pd.DataFrame) -> pd.DataFrame:
@@ -164,7 +174,7 @@ def probe_onset(series: pd.DataFrame, value: str) -> Optional[int]:
     first third, by change points on log(healthy / value); None when it never does."""
     if len(series) < 2 * MIN_SIDE + 1:
         return None
-    k = _side(len(series)) or MIN_SIDE
+    k = baseline(series) or _side(len(series)) or MIN_SIDE
     r = np.log(_geo(series[value].head(k)) / series[value].to_numpy(dtype=float))
     seg = changepoint.detect(r).first_rise(math.log(1 / DECODE_MATERIAL))
     return None if seg is None else seg.start
@@ -188,8 +198,13 @@ def _sides(first: pd.DataFrame) -> Optional[tuple[int, int]]:
     """Samples (probes or cycles, in time order) on the early and the late side of a probe
     comparison: the last third, against the first third but no more of it than the engine's
     first YOUTH_S (at least YOUTH_MIN samples): a step at minute 10 of a two-hour soak is then
-    still a step, not a third of it averaged into the healthy side; None when there are too few
-    for two sides."""
+    still a step, not a third of it averaged into the healthy side. A run with a baseline
+    (`soak run --baseline`) compares the last third of the samples since with the baseline's.
+    None when there are too few for two sides."""
+    b = baseline(first)
+    if b:
+        k = sequential.late_side(len(first) - b)
+        return None if k is None else (b, k)
     k = _side(len(first))
     if k is None:
         return None
@@ -197,6 +212,16 @@ def _sides(first: pd.DataFrame) -> Optional[tuple[int, int]]:
     if pd.api.types.is_timedelta64_dtype(since):
         since = since.dt.total_seconds()
     return min(k, max(YOUTH_MIN, int((since <= YOUTH_S).sum()))), k
+
+
+def baseline(first: pd.DataFrame) -> int:
+    """How many of the leading samples (probes or cycles of the first life, time order) were taken
+    before the replay, where the run took a baseline of at least MIN_SIDE; 0 otherwise."""
+    if "reason" not in first or not (first["reason"] == "baseline").any():
+        return 0
+    before = first["reason"].isin(BASELINE_REASONS).to_numpy()
+    n = len(before) if before.all() else int(np.argmin(before))
+    return n if n >= MIN_SIDE else 0
 
 
 def _geo(values) -> float:

@@ -55,10 +55,14 @@ def running_verdict(probes: pd.DataFrame, looks_planned: int = 0, rule_out: floa
 def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_out: float = RULE_OUT) -> Running:
     """`running_verdict` on probe rows and paired cycles already taken apart (controls.probe_rows,
     controls.pairs): what a benchmark that looks at every prefix of one run calls."""
-    paired_n = len(controls.first_life(cycles))
-    n = paired_n if paired_n else len(controls.main_probes(rows))
-    looks = max(0, n - sequential.MIN_CYCLES + 1)
-    level = sequential.level_for(max(looks_planned, looks))
+    series, _ = controls.probe_series(rows, cycles)
+    base = controls.baseline(series)
+    looks = (sequential.looks_after_baseline(len(series) - base) if base
+             else max(0, len(series) - sequential.MIN_CYCLES + 1))
+    if base and not looks:  # no boundary to simulate for a baseline still growing
+        return Running(f"verdict so far: {base} cycles of baseline, {len(series) - base} since; the first look "
+                       f"after {sequential.BASELINE_FIRST}", None, None, 0, 1 - sequential.ALPHA)
+    level = sequential.level_for(max(looks_planned, looks), baseline=base)
     evidence = Evidence(paired=controls.paired(cycles, level), probes=controls.probes(rows, level),
                         control_drift=controls.control_drift(cycles, level), restart=controls.restart(rows, cycles))
     if evidence.paired is None and evidence.probes is None:
@@ -100,7 +104,7 @@ def _decided(d, shown, rule_out: float) -> Optional[str]:
 
 def _onset_cycle(rows: pd.DataFrame, cycles: pd.DataFrame) -> Optional[int]:
     """The probe cycle where the paired ratio (else the main probes' rate) first runs materially low."""
-    series, value = (controls.first_life(cycles), "ratio") if len(cycles) else (controls.main_probes(rows), "decode_tps")
+    series, value = controls.probe_series(rows, cycles)
     at = controls.probe_onset(series.reset_index(drop=True), value)
     if at is None:
         return None

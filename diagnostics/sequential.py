@@ -43,6 +43,12 @@ MIN_SIMS = 4_000  # ...but never fewer than this (the 90 % quantile then moves b
 SEED = 0
 MIN_SIDE = 2  # samples a side of an early-against-late comparison needs at least
 MIN_CYCLES = 2 * MIN_SIDE  # the first look
+MIN_DECIDING = 4  # samples a side before a comparison may decide (diagnostics.controls.MIN_FOR_LOSS)
+# Samples since a baseline at the first look of a comparison against it: a late third of
+# MIN_DECIDING. Earlier looks could not decide, and their two- and three-sample late sides, against
+# a baseline of eight, have tails that would widen every later look (level 0.995 at 5 looks
+# from 2 samples on; 0.967 from 10).
+BASELINE_FIRST = 3 * MIN_DECIDING - 2
 EXACT_DF = 30.0  # below this many degrees of freedom a t is turned into a normal score exactly
 _CHUNK = 2_000  # simulated series at a time (memory: chunk x cycles doubles)
 
@@ -54,11 +60,26 @@ def side(n: int) -> int | None:
     return k if 2 * k <= n else (n // 2 if n // 2 >= MIN_SIDE else None)
 
 
-def level_for(looks: int, alpha: float = ALPHA) -> float:
+def late_side(m: int) -> int | None:
+    """Samples on the late side when the early side is a baseline taken before the replay: the
+    last third of the m taken since; None before BASELINE_FIRST."""
+    return math.ceil(m / 3) if m >= BASELINE_FIRST else None
+
+
+def looks_after_baseline(m: int) -> int:
+    """Looks a comparison against a baseline has taken once m samples followed it."""
+    return max(0, m - BASELINE_FIRST + 1)
+
+
+def level_for(looks: int, alpha: float = ALPHA, baseline: int = 0) -> float:
     """The interval level that keeps `looks` looks at the thirds comparison valid together:
-    2 Phi(c) - 1 with c the simulated boundary. One look is the plain level 1 - alpha."""
+    2 Phi(c) - 1 with c the simulated boundary. One look is the plain level 1 - alpha. With a
+    `baseline` (samples taken before the replay, the early side of every look) the boundary is
+    the baseline comparison's."""
     if looks <= 1:
         return 1.0 - alpha
+    if baseline >= MIN_SIDE:
+        return float(2 * norm.cdf(baseline_boundary(_rounded(looks), baseline, alpha)) - 1)
     return float(2 * norm.cdf(thirds_boundary(_rounded(looks), alpha)) - 1)
 
 
@@ -80,6 +101,18 @@ def thirds_boundary(looks: int, alpha: float = ALPHA, early_max: Optional[int] =
     ns = np.arange(MIN_CYCLES, MIN_CYCLES + looks)
     num_sims = min(num_sims, max(MIN_SIMS, SIM_BUDGET // looks))  # a 12-hour soak probed every 8 s: 5,400 looks
     return _quantile_of_max(lambda x: _thirds_scores(x, ns, early_max), int(ns[-1]), alpha, num_sims, seed)
+
+
+@lru_cache(maxsize=64)
+def baseline_boundary(looks: int, baseline: int, alpha: float = ALPHA, num_sims: int = NUM_SIMS,
+                      seed: int = SEED) -> float:
+    """c as thirds_boundary, for the comparison of the last third of the samples taken since a
+    baseline with the `baseline` samples themselves, looked at after m = BASELINE_FIRST,
+    BASELINE_FIRST + 1, ... (`looks` of them) samples since."""
+    ms = np.arange(BASELINE_FIRST, BASELINE_FIRST + looks)
+    num_sims = min(num_sims, max(MIN_SIMS, SIM_BUDGET // looks))
+    return _quantile_of_max(lambda x: _baseline_scores(x, baseline, ms), baseline + int(ms[-1]), alpha, num_sims,
+                            seed)
 
 
 @lru_cache(maxsize=64)
@@ -105,12 +138,25 @@ def _quantile_of_max(scores, length: int, alpha: float, num_sims: int, seed: int
 def _thirds_scores(x: np.ndarray, ns: np.ndarray, early_max: Optional[int] = None) -> np.ndarray:
     """The standardised Welch statistic of the last third over the first third at each n in ns,
     as normal scores (sims x looks)."""
-    s1 = np.concatenate([np.zeros((len(x), 1)), np.cumsum(x, axis=1)], axis=1)
-    s2 = np.concatenate([np.zeros((len(x), 1)), np.cumsum(x * x, axis=1)], axis=1)
     k = np.array([side(int(n)) for n in ns])
     e = np.minimum(k, max(MIN_SIDE, early_max)) if early_max else k
+    return _welch_scores(x, e, ns - k, ns)
+
+
+def _baseline_scores(x: np.ndarray, baseline: int, ms: np.ndarray) -> np.ndarray:
+    """The same for the last third of the samples after the first `baseline` over those first
+    `baseline`, at each m in ms samples after them."""
+    k = np.array([late_side(int(m)) for m in ms])
+    return _welch_scores(x, np.full_like(k, baseline), baseline + ms - k, baseline + ms)
+
+
+def _welch_scores(x: np.ndarray, e: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Welch's t of x[a:b] over x[:e] per series and look (e, a, b one entry a look), as normal scores."""
+    s1 = np.concatenate([np.zeros((len(x), 1)), np.cumsum(x, axis=1)], axis=1)
+    s2 = np.concatenate([np.zeros((len(x), 1)), np.cumsum(x * x, axis=1)], axis=1)
+    k = b - a
     m1, v1 = _moments(s1, s2, np.zeros_like(e), e)
-    m2, v2 = _moments(s1, s2, ns - k, ns)
+    m2, v2 = _moments(s1, s2, a, b)
     se2 = v1 / e + v2 / k
     df = se2**2 / ((v1 / e) ** 2 / (e - 1) + (v2 / k) ** 2 / (k - 1))
     return _scores((m2 - m1) / np.sqrt(se2), df)

@@ -148,7 +148,7 @@ PROBE_COLUMNS: dict[str, tuple[str, bool, str]] = {
     "ttft_s": ("float64", False, "time to first token"),
     "decode_tps": ("float64", True, "decode tokens/s after the first token"),
     "status": ("string", False, "ok or why the probe failed"),
-    "reason": ("string", False, "start, periodic, end or after_restart"),
+    "reason": ("string", False, "start, baseline (before the replay, no traffic), periodic, end or after_restart"),
     "role": ("string", False, "main (the soaked engine) or control (its young twin or --control-target)"),
     "cycle": ("int64", False, "probe cycle; a main probe and its control probe taken together share it"),
 }
@@ -179,6 +179,7 @@ EVENT_KINDS: dict[str, str] = {
     "control_restart": "a deliberate restart of the control engine (fields: reason)",
     "control_exit": "the control engine exited unasked (fields: exit_code, log_tail)",
     "control_off": "the control is off for the rest of the run (fields: why)",
+    "baseline": "baseline probe cycles begin: the fresh engine, no traffic, before the replay (fields: cycles)",
     "decided": "the running verdict became decided (fields: verdict, cycle, elapsed_s, line)",
 }
 # Event kinds that start a new engine life.

@@ -30,6 +30,10 @@ class SoakConfig:
     probe_input_tokens: int = 256  # probe prompt length (tokens, or words for chat targets)
     probe_output_tokens: int = 64  # probe output length, greedy, eos ignored where the target accepts it
     probe_wait_s: float = 60.0  # how long a probe waits for the target to go idle
+    # Probe cycles on the fresh engine with no traffic, probe_every_s apart, after the start cycle
+    # and before the replay (not serving time): the engine's youth, where traffic fills its caches
+    # within the first minutes. 0: none, the youth is the first probes of the replay.
+    baseline_cycles: int = 0
     restart_every_s: Optional[float] = None  # deliberate restarts during the run
     restart_at_end: bool = True  # the restart control: restart and probe once more at the end
     restart_cmd: Optional[str] = None  # shell command that restarts a URL target
@@ -84,6 +88,11 @@ class SoakConfig:
             _fail("over_limit", "one of drop, trim, keep", self.over_limit)
         if not (isinstance(self.rule_out, (int, float)) and 0 < self.rule_out < 1):
             _fail("rule_out", "a fraction in (0, 1)", self.rule_out)
+        if not isinstance(self.baseline_cycles, int) or self.baseline_cycles < 0:
+            _fail("baseline_cycles", "an integer >= 0", self.baseline_cycles)
+        if self.baseline_cycles and self.probe_every_s <= 0:
+            _fail("probe_every_s", "a period > 0 with baseline_cycles (they are probe_every_s apart)",
+                  self.probe_every_s)
         if self.until_decided and self.probe_every_s <= 0:
             _fail("probe_every_s", "a period > 0 with until_decided (only probe cycles decide)", self.probe_every_s)
         if not 0 < self.profile_drop < 1:

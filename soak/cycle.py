@@ -45,7 +45,7 @@ class Taken(NamedTuple):
 
 class Cycle(NamedTuple):
     number: int
-    reason: str  # start, periodic, end or after_restart
+    reason: str  # start, baseline, periodic, end or after_restart
     taken: tuple[Taken, ...]  # in the order sent
 
     def get(self, role: str) -> Optional[Taken]:

@@ -226,6 +226,9 @@ class Soak:
             self._phase = "start probe"
             await self._unless_stopped(self._probe_cycle("start"))
             self._profile("start")
+            if cfg.baseline_cycles and not self.resuming:
+                self._phase = "baseline"
+                await self._unless_stopped(self._baseline())
             self._phase = "replay"
             self._segment_start = time.time()
             self._deadline = deadline = self._segment_start + max(0.0, cfg.duration_s - self._elapsed_before)
@@ -324,6 +327,15 @@ class Soak:
             except Exception:  # noqa: BLE001 - a view must never stop the soak
                 logger.exception("the probe cycle callback failed")
         return cycle
+
+    async def _baseline(self) -> None:
+        """baseline_cycles probe cycles on the fresh engine with nothing else sent, probe_every_s
+        apart: the engine's youth, measured before any traffic fills its caches."""
+        cfg = self.config
+        self.store.event("baseline", cycles=cfg.baseline_cycles)
+        for _ in range(cfg.baseline_cycles):
+            await asyncio.sleep(cfg.probe_every_s)
+            await self._probe_cycle("baseline")
 
     async def _restart_control(self) -> None:
         """The restart control: a fresh engine, probed a few cycles so its level is known."""

@@ -5,6 +5,7 @@ import pytest
 import pandas as pd
 
 from diagnostics import controls
+from diagnostics.live import running_verdict
 
 
 def probe_table(main, control=None, lives=None):
@@ -126,3 +127,35 @@ def test_two_cycles_a_side_decide_nothing_however_tight_they_look():
     running = running_verdict(probe_table(main, control), looks_planned=100)
     assert running.interval is not None and running.interval[1] - running.interval[0] < 0.05
     assert running.decided is None and "decided" not in running.line
+
+
+def _with_baseline(table: pd.DataFrame, num_baseline: int) -> pd.DataFrame:
+    reason = np.where(table["cycle"] == 0, "start", np.where(table["cycle"] <= num_baseline, "baseline", "periodic"))
+    return table.assign(reason=reason)
+
+
+def test_a_baseline_is_the_early_side_and_the_late_side_is_the_last_third_since():
+    rng = np.random.default_rng(8)
+    # 8 baseline cycles (start + 7) healthy, then traffic fills the engine at once: 0.4 from the first cycle on
+    main = 60 * np.r_[np.ones(8), np.full(24, 0.4)] * np.exp(rng.normal(0, 0.03, 32))
+    control = 60 * np.exp(rng.normal(0, 0.03, 32))
+    rows = controls.probe_rows(_with_baseline(probe_table(main, control), 7))
+    paired = controls.paired(controls.pairs(rows))
+    assert (paired.num_early, paired.num_late) == (8, 8)  # the baseline; a third of the 24 since
+    assert paired.loss and paired.ratio == pytest.approx(0.4, abs=0.03)
+    # without the baseline the early side is the youth: 8 cycles, which here holds the baseline too
+    plain = controls.paired(controls.pairs(controls.probe_rows(probe_table(main, control))))
+    assert plain.num_early == 8
+
+
+def test_the_running_verdict_waits_for_cycles_after_the_baseline():
+    rng = np.random.default_rng(9)
+    main = 60 * np.exp(rng.normal(0, 0.02, 17))
+    control = 60 * np.exp(rng.normal(0, 0.02, 17))
+    table = _with_baseline(probe_table(main, control), 7)  # start + 7 baseline, then 9 cycles of traffic
+    early = running_verdict(table)
+    assert early.verdict is None and early.decided is None and early.looks == 0  # 9 < BASELINE_FIRST since
+    main2 = np.r_[main, 60 * np.exp(rng.normal(0, 0.02, 1))]
+    control2 = np.r_[control, 60 * np.exp(rng.normal(0, 0.02, 1))]
+    later = running_verdict(_with_baseline(probe_table(main2, control2), 7))
+    assert later.looks == 1 and later.verdict is not None

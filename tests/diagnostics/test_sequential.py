@@ -44,3 +44,28 @@ def test_an_early_side_capped_at_the_engines_youth_needs_no_wider_boundary():
     # the running verdict uses the uncapped boundary: on the safe side for any cap
     for looks in (40, 400):
         assert sequential.thirds_boundary(looks, early_max=12) <= sequential.thirds_boundary(looks) + 0.005
+
+
+def _misses_any_baseline_look(series: np.ndarray, baseline: int, level: float) -> bool:
+    """Whether any look's interval against a baseline (its first `baseline` samples) leaves out 1."""
+    for m in range(sequential.BASELINE_FIRST, len(series) - baseline + 1):
+        k = sequential.late_side(m)
+        i = intervals.log_ratio(series[:baseline], series[baseline + m - k:baseline + m], level)
+        if i.bounded and not i.lo <= 1.0 <= i.hi:
+            return True
+    return False
+
+
+def test_looks_against_a_baseline_keep_their_level_together():
+    rng = np.random.default_rng(54321)
+    baseline, after = 8, 40
+    looks = sequential.looks_after_baseline(after)
+    series = np.exp(rng.normal(0.0, 0.05, (600, baseline + after)))
+    level = sequential.level_for(looks, baseline=baseline)
+    misses = np.mean([_misses_any_baseline_look(s, baseline, level) for s in series])
+    fixed = np.mean([_misses_any_baseline_look(s, baseline, 1 - sequential.ALPHA) for s in series])
+    assert misses <= sequential.ALPHA + 0.03
+    assert fixed > 2 * sequential.ALPHA
+    # no look before the late side has MIN_DECIDING samples: the first is at BASELINE_FIRST
+    assert sequential.late_side(sequential.BASELINE_FIRST - 1) is None
+    assert sequential.late_side(sequential.BASELINE_FIRST) == sequential.MIN_DECIDING

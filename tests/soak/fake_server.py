@@ -36,9 +36,10 @@ def is_probe(body: dict) -> bool:
 
 def make_app(max_context: int, token_delay: float, strict: bool, log_path: str | None,
              journal: str | None = None, port: int = 0, start_time: bool = True,
-             slow_after_probes: float = float("inf"), slow_factor: float = 1.0, jitter: float = 0.0) -> FastAPI:
+             slow_after_probes: float = float("inf"), slow_factor: float = 1.0, jitter: float = 0.0,
+             slow_after_calls: float = float("inf")) -> FastAPI:
     app = FastAPI()
-    state = {"running": 0, "prompt": 0, "gen": 0, "start": time.time(), "probes": 0}
+    state = {"running": 0, "prompt": 0, "gen": 0, "start": time.time(), "probes": 0, "calls": 0}
     rng = random.Random(port)
 
     def prompt_len(body: dict) -> int:
@@ -57,9 +58,10 @@ def make_app(max_context: int, token_delay: float, strict: bool, log_path: str |
             if chat:
                 yield _sse({"choices": [{"index": 0, "delta": {"role": "assistant"}}]})
             state["probes"] += is_probe(body)
+            state["calls"] += not is_probe(body)
             # every request's tokens take one lognormal factor (the host's noise), aged ones slow_factor more
-            delay = token_delay * math.exp(rng.gauss(0.0, jitter)) * (slow_factor if state["probes"] > slow_after_probes
-                                                                      else 1.0)
+            aged = state["probes"] > slow_after_probes or state["calls"] >= slow_after_calls
+            delay = token_delay * math.exp(rng.gauss(0.0, jitter)) * (slow_factor if aged else 1.0)
             for i in range(n_out):
                 await asyncio.sleep(delay)
                 if chat:
@@ -160,6 +162,8 @@ def main() -> None:
                         help="no process_start_time_seconds in /metrics (as llama-server and transformers serve)")
     parser.add_argument("--slow-after-probes", type=float, default=float("inf"),
                         help="once this many probes were served, every token takes --slow-factor times as long")
+    parser.add_argument("--slow-after-calls", type=float, default=float("inf"),
+                        help="once this many calls other than probes were served, as --slow-after-probes")
     parser.add_argument("--slow-factor", type=float, default=1.0)
     parser.add_argument("--jitter", type=float, default=0.0, help="sd of a request's log token delay")
     parser.add_argument("--exit-at-once", action="store_true", help="exit with code 3 before serving")
@@ -168,7 +172,7 @@ def main() -> None:
         raise SystemExit(3)
     app = make_app(args.max_context, args.token_delay, args.strict, args.log, args.journal, args.port,
                    start_time=not args.no_start_time, slow_after_probes=args.slow_after_probes,
-                   slow_factor=args.slow_factor, jitter=args.jitter)
+                   slow_factor=args.slow_factor, jitter=args.jitter, slow_after_calls=args.slow_after_calls)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

@@ -69,3 +69,33 @@ def test_max_hours_belongs_to_until_decided(tmp_path):
 def test_a_duration_is_one_positive_number(tmp_path, args, message):
     result = CliRunner().invoke(app, ["run", "--trace", "examples/opencode.jsonl", *args, "-o", str(tmp_path / "r")])
     assert isinstance(result.exception, SoakError) and message in str(result.exception)
+
+
+def test_a_baseline_before_the_replay_is_the_youth_an_engine_that_slows_with_its_first_calls_is_compared_with(
+        tmp_path, fake_server):
+    # the engine slows from its first call on (caches filled by the first sessions): only probes
+    # taken before any traffic see it young
+    main = fake_server("--token-delay", "0.004", "--jitter", "0.1", "--slow-after-calls", "1", "--slow-factor", "2.5")
+    control = fake_server("--token-delay", "0.004", "--jitter", "0.1")
+    run_dir, output = _run(tmp_path, main, control, "--baseline", "8")
+    probes = reader.read_table(run_dir, "probes")
+    baseline = probes[probes["reason"] == "baseline"]
+    assert baseline["cycle"].nunique() == 8
+    requests = reader.read_table(run_dir, "requests")
+    calls = requests[requests["kind"] != "probe"]
+    assert len(calls) and calls["t_send"].min() > baseline["t"].max()  # nothing was sent during the baseline
+    manifest = reader.read_manifest(run_dir)
+    assert manifest.decided["verdict"] == "engine_age_degradation" and manifest.stop_reason == "decided"
+    assert manifest.elapsed_s < 60  # serving time: the baseline is not counted
+    events = [json.loads(line)["kind"] for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert "baseline" in events
+    analysis = json.loads(CliRunner().invoke(diag_app, ["analyze", str(run_dir), "--json"]).output)
+    assert analysis["verdict"] == "engine_age_degradation"
+    paired = next(c for c in analysis["comparisons"] if c["basis"] == "paired_control")
+    assert paired["num_early"] == baseline["cycle"].nunique() + 1  # the start cycle and the baseline's
+
+
+def test_a_baseline_is_probe_cycles(tmp_path):
+    result = CliRunner().invoke(app, ["run", "--trace", "examples/opencode.jsonl", "--minutes", "1", "--baseline",
+                                      "8", "--probe-every", "0", "-o", str(tmp_path / "run")])
+    assert isinstance(result.exception, SoakError) and "with baseline_cycles" in str(result.exception)

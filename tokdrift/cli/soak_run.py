@@ -52,6 +52,11 @@ def run(
                                                              f"default {DEFAULT_PROBE_OUTPUT}, with --until-decided "
                                                              f"{DECIDING_PROBE_OUTPUT}).")] = None,
     probe_wait: Annotated[float, typer.Option(help="Seconds a probe waits for the target to go idle.")] = 60.0,
+    baseline: Annotated[int, typer.Option(help="Probe cycles on the fresh engine, with no traffic, --probe-every "
+                                               "apart, before the replay starts (not counted in the duration): "
+                                               "the engine's youth every later probe is compared with, for "
+                                               "engines whose caches fill within the first minutes of "
+                                               "traffic.")] = 0,
     restart_every: Annotated[Optional[float], typer.Option(help="Restart the engine every this many seconds "
                                                                 "(builtin, or URL with --restart-cmd).")] = None,
     no_restart_at_end: Annotated[bool, typer.Option("--no-restart-at-end", help="Skip the restart control "
@@ -138,7 +143,7 @@ def run(
         DECIDING_PROBE_EVERY_S if until_decided else DEFAULT_PROBE_EVERY_S,
         probe_output_tokens=probe_output if probe_output is not None else
         DECIDING_PROBE_OUTPUT if until_decided else DEFAULT_PROBE_OUTPUT,
-        probe_wait_s=probe_wait, restart_every_s=restart_every,
+        probe_wait_s=probe_wait, baseline_cycles=baseline, restart_every_s=restart_every,
         restart_at_end=not no_restart_at_end, restart_cmd=restart_cmd, flush_every_s=flush_every,
         sample_every_s=sample_every, profile_drop=profile_drop, profile_seconds=profile_seconds, profiles=not no_profiles,
         engine_log=str(engine_log) if engine_log else None, engine_args=tuple(engine_arg or ()),
@@ -249,7 +254,8 @@ class _RunningVerdict:
         self.rows: list[dict] = read_rows(soak.run_dir, "probes", PROBE_COLUMNS) if soak.resuming else []
         cfg = soak.config
         self.looks_planned = sequential.looks_planned(cfg.duration_s, cfg.probe_every_s)
-        sequential.level_for(self.looks_planned)  # simulated once now, before any engine runs
+        # Simulated once now, before any engine runs (a baseline: the start cycle and its own).
+        sequential.level_for(self.looks_planned, baseline=cfg.baseline_cycles + 1 if cfg.baseline_cycles else 0)
         self.line: Optional[str] = None
 
     def add(self, rows: list[dict]) -> str:
