@@ -169,7 +169,10 @@ def _stopped_early(manifest, level: float) -> Optional[Check]:
 
 def _narrower(a: Optional[Comparison], b: Optional[Comparison]) -> Optional[Comparison]:
     """Of two restart controls (the probes', the step series'), the one whose interval is
-    narrower on the log scale: a step series holds many more samples than three probe cycles."""
+    narrower on the log scale (a step series holds many more samples than three probe cycles),
+    of those that read what an engine compared with itself can (verdict.sane)."""
+    if not (verdict_mod.sane(a) and verdict_mod.sane(b)):
+        a, b = (a if verdict_mod.sane(a) else None), (b if verdict_mod.sane(b) else None)
     if a is None or b is None:
         return a or b
     if not b.interval.bounded:

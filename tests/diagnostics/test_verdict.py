@@ -228,3 +228,17 @@ def test_probe_comparisons_need_four_a_side_before_they_may_show_a_loss():
     assert d.verdict == "insufficient_data"
     assert names(d)["too_few_for_loss"].detail.endswith("on 3 a side; a loss needs 4")
     assert decide(Evidence(probes=three._replace(num_early=4, num_late=4))).verdict == "engine_age_degradation"
+
+
+def test_step_comparisons_that_failed_their_matching_are_set_aside_where_identical_probes_read_sanely():
+    # llama.cpp's slots filled in the first minute: the healthy model was fitted on slow steps and the
+    # restart on the step series read 0.018; identical probes, which cannot be matched wrongly, read 0.3
+    ev = Evidence(paired=cmp("paired_control", 0.3, 0.25, 0.36, n=12), restart=cmp("restart", 0.018, 0.01, 0.035),
+                  bins=cmp("bins", 1.2, 0.7, 1.9))
+    d = decide(ev)
+    assert d.verdict == "engine_age_degradation" and d.basis == "paired_control"
+    sanity = names(d)["ratio_sanity"]
+    assert sanity.status == "warn" and "restart reads 0.018" in sanity.detail and "set aside" in sanity.detail
+    # a probe comparison beyond the range is no matching failure to set aside: the data cannot tell
+    d = decide(ev._replace(paired=cmp("paired_control", 0.01, 0.008, 0.012, n=12)))
+    assert d.verdict == "insufficient_data" and names(d)["ratio_sanity"].status == "fail"
