@@ -76,17 +76,18 @@ class Client:
     def set_base_url(self, base_url: str) -> None:
         self.base_url = base_url.rstrip("/")
 
-    async def call(self, prompt: Any, max_tokens: int, *, greedy: bool = False, exact_length: bool = True
-                   ) -> CallResult:
-        """Send one streamed call. `prompt` is token ids or text (completions) or messages (chat)."""
+    async def call(self, prompt: Any, max_tokens: int, *, greedy: bool = False, exact_length: bool = True,
+                   temperature: Optional[float] = None) -> CallResult:
+        """Send one streamed call. `prompt` is token ids or text (completions) or messages (chat);
+        sampled at `temperature` (None: the target's default), or greedy."""
         body: dict[str, Any] = {"model": self.model or "default", "max_tokens": max_tokens, "stream": True,
                                 "stream_options": {"include_usage": True}}
         if self.api == "chat":
             body["messages"] = prompt
         else:
             body["prompt"] = prompt
-        if greedy:
-            body["temperature"] = 0.0
+        if greedy or temperature is not None:
+            body["temperature"] = 0.0 if greedy else temperature
         if exact_length and self.accepts_ignore_eos:
             body["ignore_eos"] = True
             body["min_tokens"] = max_tokens
@@ -95,7 +96,8 @@ class Client:
                 and ("ignore_eos" in result.error or "min_tokens" in result.error)):
             logger.info("the target refuses ignore_eos/min_tokens; sending calls without them")
             self.accepts_ignore_eos = False
-            return await self.call(prompt, max_tokens, greedy=greedy, exact_length=exact_length)
+            return await self.call(prompt, max_tokens, greedy=greedy, exact_length=exact_length,
+                                   temperature=temperature)
         return result
 
     async def _stream(self, body: dict[str, Any]) -> CallResult:

@@ -26,6 +26,7 @@ class SoakConfig:
     max_context: Optional[int] = None  # prompt + output cap; None = the trace header's, for URL targets
     over_limit: str = "trim"  # what to do with a call above max_context: drop, trim, keep
     request_timeout_s: float = 600.0  # one call, send to last byte
+    temperature: Optional[float] = None  # replayed calls' sampling temperature; None: the target's default
     probe_every_s: float = 300.0  # matched-condition probe period (0 = only at start and end)
     probe_input_tokens: int = 256  # probe prompt length (tokens, or words for chat targets)
     probe_output_tokens: int = 64  # probe output length, greedy, eos ignored where the target accepts it
@@ -88,6 +89,9 @@ class SoakConfig:
             _fail("over_limit", "one of drop, trim, keep", self.over_limit)
         if not (isinstance(self.rule_out, (int, float)) and 0 < self.rule_out < 1):
             _fail("rule_out", "a fraction in (0, 1)", self.rule_out)
+        if self.temperature is not None and not (isinstance(self.temperature, (int, float)) and self.temperature >= 0
+                                                 and math.isfinite(self.temperature)):
+            _fail("temperature", "a number >= 0 or unset", self.temperature)
         if not isinstance(self.baseline_cycles, int) or self.baseline_cycles < 0:
             _fail("baseline_cycles", "an integer >= 0", self.baseline_cycles)
         if self.baseline_cycles and self.probe_every_s <= 0:

@@ -289,7 +289,7 @@ class Soak:
         request_id = f"{sid}#{call.turn}"
         t_send = time.time()
         try:
-            result = await main.client.call(payload, prompt.max_output_tokens)
+            result = await main.client.call(payload, prompt.max_output_tokens, temperature=self.config.temperature)
         except asyncio.CancelledError:
             self.recorder.call(request_id, sid, call, prompt,
                                CallResult.aborted(t_send, "the soak stopped during the call"), life, age)

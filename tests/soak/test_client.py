@@ -52,3 +52,22 @@ def test_a_target_that_refuses_ignore_eos_is_sent_calls_without_it(fake_server):
 def test_a_dead_target_is_an_error_not_an_exception():
     _, r = _call("http://127.0.0.1:9", "chat", [{"role": "user", "content": "x"}], 4)
     assert r.status == "error" and "Connect" in r.error
+
+
+def test_replayed_calls_take_the_temperature_asked_for_and_probes_are_greedy():
+    bodies = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        import json
+        bodies.append(json.loads(request.content))
+        return httpx.Response(200, text="data: [DONE]\n\n", headers={"content-type": "text/event-stream"})
+
+    async def go():
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
+            client = Client(http, "http://target", "chat", "m", timeout_s=5)
+            for kw in ({}, {"temperature": 0.6}, {"greedy": True, "temperature": 0.6}):
+                await client.call([{"role": "user", "content": "x"}], 4, exact_length=False, **kw)
+
+    asyncio.run(go())
+    assert "temperature" not in bodies[0]  # the target's default
+    assert [b["temperature"] for b in bodies[1:]] == [0.6, 0.0]

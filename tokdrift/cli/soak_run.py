@@ -78,6 +78,8 @@ def run(
     api_key: Annotated[Optional[str], typer.Option(envvar="TOKDRIFT_API_KEY",
                                                    help="Bearer token for a URL target (env TOKDRIFT_API_KEY).")] = None,
     request_timeout: Annotated[float, typer.Option(help="Seconds one call may take.")] = 600.0,
+    temperature: Annotated[Optional[float], typer.Option(help="Sampling temperature of the replayed calls (default: "
+                                                              "the target's own; probes are always greedy).")] = None,
     engine_arg: Annotated[Optional[list[str]], typer.Option(help="An option for the built-in engine's "
                                                                  "`soak serve`, e.g. --engine-arg=--kv-tokens=4096 "
                                                                  "(repeatable).")] = None,
@@ -138,7 +140,7 @@ def run(
     config = SoakConfig(
         trace=str(trace.resolve()), duration_s=float(given[0]), target=target, model=model, api=api, api_key=api_key,
         concurrency=concurrency, speed=speed, scale=scale, max_context=max_context, over_limit=over_limit,
-        request_timeout_s=request_timeout, probe_input_tokens=probe_tokens,
+        request_timeout_s=request_timeout, temperature=temperature, probe_input_tokens=probe_tokens,
         probe_every_s=probe_every if probe_every is not None else
         DECIDING_PROBE_EVERY_S if until_decided else DEFAULT_PROBE_EVERY_S,
         probe_output_tokens=probe_output if probe_output is not None else
