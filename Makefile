@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 # torch is pinned and installed first: a plain requirement may pull a multi-GB CUDA build.
 TORCH ?= torch==2.13.0
 
-.PHONY: setup demo test test-slow browser
+.PHONY: setup demo test test-slow browser case-llamacpp-shared-kv
 
 setup: $(VENV)/.installed
 
@@ -39,3 +39,15 @@ browser:
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow
+
+# Case study (docs/case-studies/llamacpp-shared-kv.md): llama.cpp's KV cells held by idle slots, on
+# the build that has it (llama-cpp-python 0.3.14) and the one that fixed it (0.3.17), each soaked
+# with a fresh control beside it. Not part of `make test`: the builds take 4-7 minutes each on two
+# cores, the soaks up to 45 minutes each. Runs under ~/.cache/tokdrift/peers/case-runs/.
+CASE_BUILDS ?= 0.3.14 0.3.17
+case-llamacpp-shared-kv: setup
+	@for v in $(CASE_BUILDS); do \
+		PYTHON=$(abspath $(PY)) scripts/peer-engines.sh build $$v && \
+		PYTHON=$(abspath $(PY)) scripts/peer-engines.sh model $$v || exit 1; \
+	done
+	@for v in $(CASE_BUILDS); do VENV=$(abspath $(VENV)) scripts/case-llamacpp-shared-kv.sh $$v || exit 1; done

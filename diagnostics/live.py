@@ -60,8 +60,8 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
     looks = (sequential.looks_after_baseline(len(series) - base) if base
              else max(0, len(series) - sequential.MIN_CYCLES + 1))
     if base and not looks:  # no boundary to simulate for a baseline still growing
-        return Running(f"verdict so far: {base} cycles of baseline, {len(series) - base} since; the first look "
-                       f"after {sequential.BASELINE_FIRST}", None, None, 0, 1 - sequential.ALPHA)
+        return Running(f"verdict so far: a baseline of {base} cycles and {len(series) - base} since; the first look "
+                       f"at {sequential.BASELINE_FIRST} since", None, None, 0, 1 - sequential.ALPHA)
     level = sequential.level_for(max(looks_planned, looks), baseline=base)
     evidence = Evidence(paired=controls.paired(cycles, level), probes=controls.probes(rows, level),
                         control_drift=controls.control_drift(cycles, level), restart=controls.restart(rows, cycles))
