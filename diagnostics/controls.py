@@ -76,7 +76,7 @@ def probes(rows: pd.DataFrame, level: float = intervals.LEVEL) -> Optional[Compa
         return None
     e, k = sides
     early, late = first["decode_tps"].head(e), first["decode_tps"].tail(k)
-    interval = intervals.log_ratio(early, late, level)
+    interval = intervals.log_ratio(early, late, level, serial=True)
     return Comparison("probes", interval, e, k, DECODE_MATERIAL,
                       f"identical probes of the soaked engine: the last {k} over the first {e} "
                       f"{interval.describe()} ({_geo(late):.1f} against {_geo(early):.1f} tok/s)", _geo(early),
@@ -108,7 +108,7 @@ def paired(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Optional[Com
         return None
     e, k = sides
     early, late = first["ratio"].head(e), first["ratio"].tail(k)
-    interval = intervals.log_ratio(early, late, level)
+    interval = intervals.log_ratio(early, late, level, serial=True)
     main_early = _geo(first["main"].head(e))
     return Comparison("paired_control", interval, e, k, DECODE_MATERIAL,
                       f"the soaked engine over a fresh control probed back to back: the last {k} cycles over the first "
@@ -136,7 +136,7 @@ def control_drift(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Optio
     if sides is None:
         return None
     e, k = sides
-    interval = intervals.log_ratio(first["control"].head(e), first["control"].tail(k), level)
+    interval = intervals.log_ratio(first["control"].head(e), first["control"].tail(k), level, serial=True)
     return Comparison("control_drift", interval, e, k, DECODE_MATERIAL,
                       f"the fresh control's own probes, last {k} over first {e}: {interval.describe()} (the host's "
                       f"speed, which the control's youth leaves as the only change)", _geo(first["control"].head(e)))

@@ -26,6 +26,7 @@ from scipy.stats import t as student_t
 
 LEVEL = 0.90  # two-sided coverage of every interval diag reports
 MAX_BLOCKS = 12  # block means per side of a time-series comparison
+MAX_SERIAL = 0.5  # the most lag-1 correlation a series of probe cycles is credited with
 NUM_RESAMPLES = 2000
 SEED = 0
 
@@ -74,9 +75,11 @@ def divide(a: Interval, b: Interval) -> Interval:
     return Interval(estimate, estimate * math.exp(-down), estimate * math.exp(up), a.level)
 
 
-def log_ratio(early: Sequence[float], late: Sequence[float], level: float = LEVEL) -> Interval:
+def log_ratio(early: Sequence[float], late: Sequence[float], level: float = LEVEL, serial: bool = False) -> Interval:
     """exp(mean log late - mean log early) with its Welch t interval: late over early on a
-    ratio scale (values must be > 0; others are dropped)."""
+    ratio scale (values must be > 0; others are dropped). `serial`: each side is consecutive
+    samples of one series (probe cycles, in time order), whose lag-1 correlation
+    (`serial_correlation`) widens the variance of each mean by (1 + r) / (1 - r)."""
     x, y = _logs(early), _logs(late)
     m, n = len(x), len(y)
     if m == 0 or n == 0:
@@ -84,13 +87,38 @@ def log_ratio(early: Sequence[float], late: Sequence[float], level: float = LEVE
     estimate = float(y.mean() - x.mean())
     if m < 2 or n < 2:
         return Interval(math.exp(estimate), 0.0, math.inf, level)
-    vx, vy = float(x.var(ddof=1)) / m, float(y.var(ddof=1)) / n
+    inflate = 1.0
+    if serial:
+        r = serial_correlation(x, y)
+        inflate = (1 + r) / (1 - r)
+    vx, vy = inflate * float(x.var(ddof=1)) / m, inflate * float(y.var(ddof=1)) / n
     se = math.sqrt(vx + vy)
     if se == 0:
         return Interval(math.exp(estimate), math.exp(estimate), math.exp(estimate), level)
     df = (vx + vy) ** 2 / ((vx**2 / (m - 1) if m > 1 else 0) + (vy**2 / (n - 1) if n > 1 else 0))
     half = float(student_t.ppf(0.5 + level / 2, df)) * se
     return Interval(math.exp(estimate), math.exp(estimate - half), math.exp(estimate + half), level)
+
+
+def serial_correlation(*sides: np.ndarray) -> float:
+    """The lag-1 correlation of consecutive samples, each side (in time order) about its own mean
+    and pooled, with the bias of a short demeaned side (about -1/n) added back; clipped to
+    0..MAX_SERIAL. Cycles of a probe series share the host's slow minutes: positively correlated,
+    their means vary more than independent samples' would."""
+    num = den = bias = 0.0
+    pairs = 0
+    for x in sides:
+        x = np.asarray(x, dtype=float)
+        if len(x) < 3:
+            continue
+        d = x - x.mean()
+        num += float(d[1:] @ d[:-1])
+        den += float(d @ d)
+        bias += (len(x) - 1) / len(x)
+        pairs += len(x) - 1
+    if pairs < 4 or den <= 0:
+        return 0.0
+    return float(min(max(num / den + bias / pairs, 0.0), MAX_SERIAL))
 
 
 def _logs(values: Sequence[float]) -> np.ndarray:

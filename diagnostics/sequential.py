@@ -44,11 +44,11 @@ SEED = 0
 MIN_SIDE = 2  # samples a side of an early-against-late comparison needs at least
 MIN_CYCLES = 2 * MIN_SIDE  # the first look
 MIN_DECIDING = 4  # samples a side before a comparison may decide (diagnostics.controls.MIN_FOR_LOSS)
-# Samples since a baseline at the first look of a comparison against it: a late third of
-# MIN_DECIDING. Earlier looks could not decide, and their two- and three-sample late sides, against
-# a baseline of eight, have tails that would widen every later look (level 0.995 at 5 looks
-# from 2 samples on; 0.967 from 10).
-BASELINE_FIRST = 3 * MIN_DECIDING - 2
+# Samples since a baseline at the first look of a comparison against it: MIN_DECIDING, the late
+# side then being all of them. Fewer could not decide, and two- and three-sample late sides,
+# against a baseline of eight, have tails that would widen every later look (level 0.995 at 5
+# looks from 2 samples on).
+BASELINE_FIRST = MIN_DECIDING
 EXACT_DF = 30.0  # below this many degrees of freedom a t is turned into a normal score exactly
 _CHUNK = 2_000  # simulated series at a time (memory: chunk x cycles doubles)
 
@@ -62,8 +62,9 @@ def side(n: int) -> int | None:
 
 def late_side(m: int) -> int | None:
     """Samples on the late side when the early side is a baseline taken before the replay: the
-    last third of the m taken since; None before BASELINE_FIRST."""
-    return math.ceil(m / 3) if m >= BASELINE_FIRST else None
+    last third of the m taken since, at least MIN_DECIDING; None before BASELINE_FIRST. (A slow
+    engine's cycles are few: llama.cpp with its slots filled took 2-8 minutes a cycle to drain.)"""
+    return max(MIN_DECIDING, math.ceil(m / 3)) if m >= BASELINE_FIRST else None
 
 
 def looks_after_baseline(m: int) -> int:

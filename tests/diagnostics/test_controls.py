@@ -150,11 +150,12 @@ def test_a_baseline_is_the_early_side_and_the_late_side_is_the_last_third_since(
 
 def test_the_running_verdict_waits_for_cycles_after_the_baseline():
     rng = np.random.default_rng(9)
-    main = 60 * np.exp(rng.normal(0, 0.02, 17))
-    control = 60 * np.exp(rng.normal(0, 0.02, 17))
-    table = _with_baseline(probe_table(main, control), 7)  # start + 7 baseline, then 9 cycles of traffic
+    main = 60 * np.exp(rng.normal(0, 0.02, 11))
+    control = 60 * np.exp(rng.normal(0, 0.02, 11))
+    table = _with_baseline(probe_table(main, control), 7)  # start + 7 baseline, then 3 cycles of traffic
     early = running_verdict(table)
-    assert early.verdict is None and early.decided is None and early.looks == 0  # 9 < BASELINE_FIRST since
+    assert early.verdict is None and early.decided is None and early.looks == 0  # 3 < BASELINE_FIRST since
+    assert "a baseline of 8 cycles and 3 since" in early.line
     main2 = np.r_[main, 60 * np.exp(rng.normal(0, 0.02, 1))]
     control2 = np.r_[control, 60 * np.exp(rng.normal(0, 0.02, 1))]
     later = running_verdict(_with_baseline(probe_table(main2, control2), 7))
