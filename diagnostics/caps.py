@@ -17,7 +17,7 @@ from diagnostics.result import Check
 
 # Checks whose warning says the samples may not mean what the comparison takes them to mean.
 DATA_CHECKS = ("engine_identity", "decode_after_prefill_or_idle", "stalled_windows", "healthy_model",
-               "context_only_model", "idle_time", "fresh_control", "too_few_for_loss", "control_drift",
+               "context_only_model", "idle_time", "fresh_control", "too_few_for_loss", "probes_alone", "control_drift",
                "matched_conditions", "material_loss", "decode_basis", "host_contention", "no_control",
                "ratio_sanity")
 REASON_CHECKS = ("fresh_control", "host_contention")

@@ -62,6 +62,7 @@ class ParsedLog(NamedTuple):
     steps: pd.DataFrame
     events: pd.DataFrame
     info: LogInfo
+    held: Optional[dict[int, float]] = None  # llama.cpp: KV tokens each slot held at the end (SlotReader.holdings)
 
 
 FAR_HEAD_LINES = 5000  # where the first 200 lines match no format (a wrapper's banner, a download's progress)
@@ -93,17 +94,19 @@ def detect(lines: list[str]) -> Optional[str]:
     return best if counts[best] else None
 
 
-def parse_log(path: Readable, date: Optional[dt.date] = None, year: Optional[int] = None) -> ParsedLog:
+def parse_log(path: Readable, date: Optional[dt.date] = None, year: Optional[int] = None,
+              held: Optional[dict[int, float]] = None) -> ParsedLog:
     """Read an engine log: a path, or its text (`Text`). `date` is needed for time-only lines,
     `year` for vLLM's and journald's dates (which have none); `date` also anchors llama.cpp's
-    clocks that are no time of day."""
+    clocks that are no time of day. `held`: a llama.cpp log read in pieces, what the slots held
+    at the end of the previous piece (its ParsedLog.held)."""
     path = path if isinstance(path, Text) else Path(path)
     fmt, lines = _detect_head(path)
     if fmt is None:
         found = "the file is empty" if not lines else f"none of the first {len(lines)} lines has a known prefix"
         raise LogFormatError(f"{path}: expected an engine log ({KNOWN}), but {found}")
     if fmt in ("llama.cpp", "ollama"):
-        return _parse_per_request(path, date, year)
+        return _parse_per_request(path, date, year, held)
     return _parse_batch(path, fmt, date, year)
 
 
@@ -128,12 +131,13 @@ def _parse_batch(path: Path, fmt: str, date: Optional[dt.date], year: Optional[i
     return ParsedLog(steps, frames.events, info)
 
 
-def _parse_per_request(path: Path, date: Optional[dt.date], year: Optional[int]) -> ParsedLog:
+def _parse_per_request(path: Path, date: Optional[dt.date], year: Optional[int],
+                       held: Optional[dict[int, float]] = None) -> ParsedLog:
     scan = llamacpp.scan(path)
     clock = llamacpp.clocks(scan.entries, path, year)
     has_release = any((e.kind == "slot" and e.payload[3].startswith("stop processing"))
                       or (e.kind == "old" and e.payload[1] == "slot released") for e in scan.entries)
-    reader = SlotReader(path, clock.kind, has_release)
+    reader = SlotReader(path, clock.kind, has_release, held)
     num_bad = scan.num_bad_lines
     life = -1
     for entry, sec, entry_life in zip(scan.entries, clock.secs.tolist(), clock.lives.tolist()):
@@ -143,8 +147,8 @@ def _parse_per_request(path: Path, date: Optional[dt.date], year: Optional[int])
                 logger.warning("%s:%d: expected a time, found an impossible one; line skipped", path, entry.lineno)
             continue
         if clock.kind == "relative" and entry_life != life:
+            reader.new_life(entry.lineno, float(clock.origins[entry_life]), first=life == -1)
             life = entry_life
-            reader.new_life(entry.lineno, float(clock.origins[life]))
         messages.read(reader, entry, sec)
     secs = np.asarray(reader.secs, dtype=float)
     usable = np.isfinite(secs) & (np.abs(secs) <= MAX_CLOCK_S)
@@ -161,7 +165,7 @@ def _parse_per_request(path: Path, date: Optional[dt.date], year: Optional[int])
                    num_bad + reader.num_bad_lines + frames.num_bad_lines, clock.kind, tuple(notes),
                    clock.kind == "wall" or (clock.kind == "relative" and date is not None))
     _log_skipped(info)
-    return ParsedLog(frames.steps, frames.events, info)
+    return ParsedLog(frames.steps, frames.events, info, reader.holdings())
 
 
 def _log_skipped(info: LogInfo) -> None:

@@ -57,11 +57,22 @@ class _Slot:
         self.progress: list[tuple[int, float]] = []  # (record, decode s) of progress rows awaiting a busy time
 
 
+def _holds(slot: _Slot) -> Optional[float]:
+    """The KV tokens a slot's last request left: its context at release, else as far as read."""
+    if slot.end_context is not None:
+        return slot.end_context
+    return slot.prompt + slot.decoded if slot.prompt is not None else None
+
+
 class SlotReader:
     """Requests in slots -> records, each with a time (seconds on the file's clock)."""
 
-    def __init__(self, path: Path, clock: str, has_release: bool) -> None:
+    def __init__(self, path: Path, clock: str, has_release: bool,
+                 held: Optional[dict[int, float]] = None) -> None:
         self.path = path
+        # KV tokens each idle slot held when an earlier piece of the same log ended (a soak reads
+        # the log as it grows): theirs until the slot's next task shows up here.
+        self.held_before: dict[int, float] = dict(held or {})
         self.clock = clock
         self.has_release = has_release
         self.records = Records()
@@ -198,9 +209,13 @@ class SlotReader:
             self.records.put(i, "detail", f"{key}={value}")
             self.num_events += 1
 
-    def new_life(self, lineno: int, origin: float) -> None:
-        """A process start the relative stamps count from (their 0.00.000.000)."""
+    def new_life(self, lineno: int, origin: float, first: bool = False) -> None:
+        """A process start the relative stamps count from (their 0.00.000.000); the `first` of a
+        piece of the log may be the process an earlier piece read (its start-up lines, if here,
+        clear what the slots held)."""
+        held = dict(self.held_before) if first else {}
         self._start(lineno, origin, "engine start (llama.cpp's stamps count from it)")
+        self.held_before = held
 
     def request(self, lineno: int, method: str, route: str, status: int, seconds: Optional[float],
                 client: str = "") -> None:
@@ -256,6 +271,7 @@ class SlotReader:
         i = self._add(lineno, "engine_start", sec)
         self.records.put(i, "detail", detail)
         self.slots.clear()
+        self.held_before.clear()
         self.num_events += 1
 
     def _add(self, lineno: int, kind: str, sec: float) -> int:
@@ -295,15 +311,21 @@ class SlotReader:
         """KV tokens the idle slots still hold: each keeps its last conversation for prompt caching
         until its next task. Where the KV cache is one buffer for all slots (llama.cpp before
         per-slot streams), a decode attends up to the highest cell used, theirs included."""
-        held = 0.0
+        held = sum(tokens for slot_id, tokens in self.held_before.items() if slot_id not in self.slots)
         for other in self.slots.values():
-            if other is slot or other.busy:
-                continue
-            if other.end_context is not None:
-                held += other.end_context
-            elif other.prompt is not None:
-                held += other.prompt + other.decoded
+            if other is not slot and not other.busy:
+                held += _holds(other) or 0.0
         self.records.put(i, "idle_slot_tokens", held)
+
+    def holdings(self) -> dict[int, float]:
+        """KV tokens each slot holds at the end of what was read (a busy one: its context so far),
+        for the reader of the log's next piece (`held`)."""
+        out = {slot_id: tokens for slot_id, tokens in self.held_before.items() if slot_id not in self.slots}
+        for slot_id, slot in self.slots.items():
+            tokens = _holds(slot)
+            if tokens is not None:
+                out[slot_id] = tokens
+        return out
 
     def _resolve(self, slot: _Slot) -> None:
         """Rows that waited for their request's context get it once the release line gives it."""

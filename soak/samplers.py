@@ -245,6 +245,7 @@ class LogTailer:
         self.offset = self.path.stat().st_size if self.path.exists() else 0
         self._partial = b""
         self._last_stamp: Optional[float] = None  # the last relative stamp read (engine age, s)
+        self._held: Optional[dict[int, float]] = None  # llama.cpp: what each slot held at the last chunk's end
 
     def sample(self) -> list[dict[str, Any]]:
         try:
@@ -272,9 +273,11 @@ class LogTailer:
         import datetime as dt
 
         try:
-            parsed = parse_log(Text(chunk, str(self.path)), date=dt.date.today(), year=dt.date.today().year)
+            parsed = parse_log(Text(chunk, str(self.path)), date=dt.date.today(), year=dt.date.today().year,
+                               held=self._held)
         except LogFormatError:
             return []
+        self._held = parsed.held
         clock = parsed.info.clock
         if clock == "relative":
             self._follow_relative(parsed.steps)
