@@ -7,8 +7,8 @@ look takes its intervals at the level that keeps all the looks a soak plans vali
 (diagnostics.sequential), so a user who watches every cycle, or `soak run --until-decided`
 stopping at the first decided one, is wrong no more often than one look at the end would be.
 
-Decided means, of the decode comparisons the probes make (paired control, else the identical
-probes alone), on at least four cycles a side:
+Decided means, of the decode comparisons the probes make (the paired control where the run has
+one, else the identical probes alone), on at least four cycles a side:
 
 - **age**: engine age at medium or high confidence (a material loss, the whole interval at or
   below the material level, with enough cycles a side);
@@ -70,7 +70,7 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
                        looks, level)
     d = decide(evidence)
     shown = d.decisive or evidence.paired or evidence.probes
-    decided = _decided(d, shown, rule_out)
+    decided = _decided(d, shown, rule_out, evidence.paired)
     onset = _onset_cycle(rows, cycles) if decided == AGE else None
     # The rules' own data warnings (a control drift not measured, too few cycles) cap a high
     # confidence here as they do in the analysis, so the line never promises more than it will.
@@ -89,15 +89,18 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
     return Running(line, d.verdict, decided, looks, level, onset, i.estimate, (i.lo, i.hi) if i.bounded else None)
 
 
-def _decided(d, shown, rule_out: float) -> Optional[str]:
+def _decided(d, shown, rule_out: float, paired=None) -> Optional[str]:
     # Either way on at least MIN_FOR_LOSS cycles a side: two cycles seconds apart can agree by
     # chance and give an interval that looks tight and is not (seen live: ratios of 0.970, 0.970
     # against 0.927, 0.927 read 0.95-0.96 at the running level and "decided" in 41 s).
-    if shown is None or min(shown.num_early, shown.num_late) < controls.MIN_FOR_LOSS:
+    # Where a control was probed beside the engine, only the paired cycles decide, either way: the
+    # soaked engine's probes alone hold the host's drift (a host that sped up hides a loss).
+    judged = paired if paired is not None else shown
+    if judged is None or min(judged.num_early, judged.num_late) < controls.MIN_FOR_LOSS:
         return None
-    if d.verdict == AGE and d.confidence in ("medium", "high") and d.basis in ("paired_control", "probes"):
+    if d.verdict == AGE and d.confidence in ("medium", "high") and d.basis == judged.basis:
         return AGE
-    if d.verdict == NO_AGE and shown.interval.bounded and shown.interval.lo > 1 - rule_out:
+    if d.verdict == NO_AGE and judged.interval.bounded and judged.interval.lo > 1 - rule_out:
         return NO_AGE
     return None
 

@@ -110,7 +110,8 @@ def throughput_vs_context(samples: pd.DataFrame, model: Optional[HealthyModel]) 
 
 
 def probes_over_age(probes: pd.DataFrame, labels: Sequence[str] = ()) -> Optional[str]:
-    """One probe series, or several (a list of frames via `labels`) for a comparison."""
+    """One probe series, or several (a list of frames via `labels`) for a comparison: the soaked
+    engine's probes per engine life, its control's (where the run has one) as their own series."""
     frames = probes if isinstance(probes, list) else [probes]
     frames = [p[p["decode_tps"].notna() & (p["decode_tps"] > 0)] if not p.empty else p for p in frames]
     if all(p.empty for p in frames):
@@ -118,9 +119,14 @@ def probes_over_age(probes: pd.DataFrame, labels: Sequence[str] = ()) -> Optiona
     fig, ax = _figure()
     markers = "os^D"
     for k, p in enumerate(frames):
-        for life, rows in p.groupby("engine_life", sort=True):
-            name = (f"{labels[k]}: " if labels else "") + f"engine life {life}"
-            ax.plot(rows["engine_age_s"] / 60, rows["decode_tps"], marker=markers[k % 4], ms=5, lw=1, label=name)
+        role = p["role"].fillna("main") if "role" in p else pd.Series("main", index=p.index)
+        prefix = f"{labels[k]}: " if labels else ""
+        for life, rows in p[role != "control"].groupby("engine_life", sort=True):
+            ax.plot(rows["engine_age_s"] / 60, rows["decode_tps"], marker=markers[k % 4], ms=5, lw=1,
+                    label=f"{prefix}engine life {life}")
+        for n, (_, rows) in enumerate(p[role == "control"].groupby("engine_life", sort=True)):
+            ax.plot(rows["engine_age_s"] / 60, rows["decode_tps"], marker=markers[k % 4], ms=4, lw=0.8, ls="--",
+                    color="0.55", label=None if n else f"{prefix}control (fresh instance, at the same moments)")
     ax.set_xlabel("engine age (min)")
     ax.set_ylabel("probe decode (tok/s)")
     ax.set_ylim(bottom=0)

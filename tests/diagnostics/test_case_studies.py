@@ -1,10 +1,11 @@
 """The case studies' evidence (docs/case-studies/): soaks of real engines, kept as run directories.
 
-llama.cpp's shared KV cache (issue 25): a llama-server of llama-cpp-python 0.3.14 (one KV buffer
-for all slots) and of 0.3.17 with `-np 8` (per-slot streams), the same trace, each with a fresh
-control instance beside it and a restart at the end. The fixed build must be cleared; the buggy
-one must never be (its soak does not yet reach an age verdict: its slowdown sets in within the
-first two minutes, before the probes have a healthy reference, docs/case-studies/llamacpp-shared-kv.md).
+llama.cpp's KV cells held by idle slots (issue 25): a llama-server of llama-cpp-python 0.3.14
+(one KV buffer for all slots: every decode attends up to the highest used cell) and of 0.3.17
+with `-np 8` (per-slot streams), the same trace and command (scripts/case-llamacpp-shared-kv.sh),
+each with a fresh control instance beside it, a baseline of probe cycles before any traffic, and
+a restart at the end. The buggy build must be called aged with the mechanism named first and the
+restart bringing it back; the fixed build must not be called aged.
 """
 
 from pathlib import Path
@@ -15,12 +16,15 @@ from diagnostics.source import load_source
 CASES = Path(__file__).resolve().parents[1] / "fixtures" / "case-studies"
 
 
-def test_the_fixed_build_is_cleared_by_its_paired_control():
-    a = analyze(load_source(CASES / "llamacpp-shared-kv" / "after"))
-    assert a.verdict in ("no_degradation", "context_growth_only"), a.reason
-    assert a.basis == "paired_control" and a.slowdown.lo > 0.81
-
-
-def test_the_buggy_build_is_never_cleared():
+def test_the_buggy_build_is_aged_by_the_kv_cells_its_idle_slots_hold_and_a_restart_brings_it_back():
     a = analyze(load_source(CASES / "llamacpp-shared-kv" / "before"))
-    assert a.verdict not in ("no_degradation", "context_growth_only"), a.reason
+    assert a.verdict == "engine_age_degradation" and a.confidence in ("medium", "high"), a.reason
+    assert a.basis == "paired_control" and a.slowdown.hi < 0.7
+    assert a.onset is not None and a.recovered_by_restart is True
+    assert a.suspects[0].name == "idle_slot_tokens"
+    assert "KV cells held by idle slots" in a.suspects[0].evidence
+
+
+def test_the_fixed_build_is_not_called_aged():
+    a = analyze(load_source(CASES / "llamacpp-shared-kv" / "after"))
+    assert a.verdict != "engine_age_degradation", a.reason
