@@ -22,8 +22,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from diagnostics import changepoint, intervals
-from diagnostics import sequential
+from diagnostics import changepoint, intervals, sequential
 from diagnostics.sequential import MIN_SIDE, side as _side
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.verdict import HostLoad
@@ -171,7 +170,8 @@ def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Optional[Comparison]:
 
 def probe_onset(series: pd.DataFrame, value: str) -> Optional[int]:
     """Row position where a probe series (first life, time order) first runs materially below its
-    first third, by change points on log(healthy / value); None when it never does."""
+    first third (its baseline, where the run took one), by change points on log(healthy / value);
+    None when it never does."""
     if len(series) < 2 * MIN_SIDE + 1:
         return None
     k = baseline(series) or _side(len(series)) or MIN_SIDE

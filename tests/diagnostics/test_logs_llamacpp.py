@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tokdrift.cli.diag import app
-from logformats import parse_log
+from logformats import Text, parse_log
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 runner = CliRunner()
@@ -328,3 +328,13 @@ def test_idle_slots_hold_their_conversations_and_that_is_a_suspect(tmp_path):
     assert doc["verdict"] == "engine_age_degradation"
     assert doc["suspects"][0]["name"] == "idle_slot_tokens"
     assert doc["suspects"][0]["evidence"].startswith("KV cells held by idle slots")
+    # A soak reads the log in pieces as it grows: what the slots held carries from one to the next
+    text = path.read_bytes()
+    cut = text.index(b"slot launch_slot_: id  0 | task 30 |")
+    first = parse_log(Text(text[:cut], "head"))
+    rest = parse_log(Text(text[cut:], "tail"), held=first.held)
+    assert first.held == {0: 300.0, **{s: 4000.0 for s in range(1, 6)}}  # five filled by task 30
+    pieces = pd.concat([first.steps, rest.steps])
+    assert pieces.loc[pieces["phase"] == "decode", "idle_slot_tokens"].tolist() == decode["idle_slot_tokens"].tolist()
+    alone = parse_log(Text(text[cut:], "tail")).steps  # without it the tail saw no idle slot at first
+    assert alone.loc[alone["phase"] == "decode", "idle_slot_tokens"].iloc[0] == 0.0
