@@ -25,8 +25,10 @@ def _run(tmp_path, main, control, *extra):
 
 
 def test_an_engine_that_slows_is_decided_aged_and_the_soak_stops_early(tmp_path, fake_server):
-    # noisy enough that five fast cycles cannot rule a loss out; from the sixth probe on, 2.5x slower
-    main = fake_server("--token-delay", "0.004", "--jitter", "0.15", "--slow-after-probes", "6", "--slow-factor", "2.5")
+    # noisy enough that the fast cycles cannot rule a loss out; from the twelfth probe on, 2.5x slower,
+    # so that the youth (the first eight cycles) is all fast: a youth of fast and slow cycles mixed
+    # took more than the 90 s once on a loaded host
+    main = fake_server("--token-delay", "0.004", "--jitter", "0.15", "--slow-after-probes", "12", "--slow-factor", "2.5")
     control = fake_server("--token-delay", "0.004", "--jitter", "0.15")
     run_dir, output = _run(tmp_path, main, control)
     manifest = reader.read_manifest(run_dir)
