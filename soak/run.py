@@ -4,8 +4,8 @@ samplers and the flusher.
     soak = Soak(config, run_dir)            # or Soak.resume(run_dir)
     status = asyncio.run(soak.run())        # completed, interrupted (stop()) or crashed
 
-Tasks that run side by side: the replayer (the calls), the scheduler (probe cycles, deliberate
-restarts, profiles), the monitor (engine exits, the live view), the control's keeper, the
+Tasks that run side by side: the replayer (the calls), the schedule (soak.schedule: probe
+cycles, deliberate restarts, profiles), the monitor (engine exits, the live view), the control's keeper, the
 sampler and the flusher. An engine that dies is recorded (exit code, log tail), started again,
 and the soak goes on; the calls it was serving are recorded as errors.
 """
@@ -32,7 +32,7 @@ from soak import affinity as cpu_affinity
 from soak.client import CallResult, Client, list_models
 from soak.config import SoakConfig
 from soak.control import ControlEngine
-from soak.cycle import MAIN, Cycle, ProbeCycles
+from soak.cycle import MAIN, ProbeCycles
 from soak.errors import SoakError
 from soak.lifecycle import MainEngine
 from soak.manifest import describe_engine, iso, new_manifest, resumed_manifest
@@ -41,13 +41,12 @@ from soak.profiler import Profiler, Profiles
 from soak.recorder import Recorder
 from soak.replayer import Position, Replayer, sessions_of
 from soak.resume import START, config_to_resume, resume_point
+from soak.schedule import Schedule
 from soak.targets import Target, make_target
 from soak.live_view import Progress
 from soak.watch import EngineWatch
 
 logger = logging.getLogger(__name__)
-
-AFTER_RESTART_CYCLES = 3  # probe cycles after the restart control: the fresh engine's level, from more than one
 
 
 class RunStatus(str, enum.Enum):
@@ -72,6 +71,7 @@ class _Session:
     profiles: Profiles
     replayer: Replayer
     cycles: ProbeCycles
+    schedule: Schedule
     watch: EngineWatch
 
 
@@ -207,7 +207,8 @@ class Soak:
         watch = EngineWatch(target, self.run_dir, cfg.engine_log, control_pid=lambda: control.pid)
         profiler = Profiler(self.run_dir / schema.PROFILES, cfg.profile_seconds, cfg.profiles)
         profiles = Profiles(profiler, self.run_dir, self.store.event, cfg.profile_drop)
-        self.session = _Session(target, main, control, materializer, profiles, replayer, cycles, watch)
+        schedule = Schedule(cfg, cycles, main, profiles, self.store, self.recorder, self._probe_cycle_rows)
+        self.session = _Session(target, main, control, materializer, profiles, replayer, cycles, schedule, watch)
         self.manifest.steps_source = watch.steps_source
         self.manifest.model = model
         self.manifest.engine, engine_config = await describe_engine(target, cfg)
@@ -224,17 +225,17 @@ class Soak:
                       (self._flusher(), self._sampler(), self._monitor(), s.control.keep())]
         try:
             self._phase = "start probe"
-            await self._unless_stopped(self._probe_cycle("start"))
-            self._profile("start")
+            await self._unless_stopped(s.schedule.cycle("start"))
+            s.schedule.profile("start")
             if cfg.baseline_cycles and not self.resuming:
                 self._phase = "baseline"
-                await self._unless_stopped(self._baseline())
+                await self._unless_stopped(s.schedule.baseline())
             self._phase = "replay"
             self._segment_start = time.time()
             self._deadline = deadline = self._segment_start + max(0.0, cfg.duration_s - self._elapsed_before)
             replay = asyncio.create_task(s.replayer.run(deadline, position))
             scheduler_done = asyncio.Event()
-            scheduler = asyncio.create_task(self._scheduler(deadline, scheduler_done))
+            scheduler = asyncio.create_task(s.schedule.run(deadline, scheduler_done))
             stop = asyncio.create_task(self._stop.wait())
             decided = asyncio.create_task(self._decided.wait())
             drain_s = min(60.0, max(5.0, 0.1 * cfg.duration_s))
@@ -261,10 +262,10 @@ class Soak:
                 raise replay.exception()
             if not self._decided.is_set():  # a decided run's last look was the one that decided
                 self._phase = "end probes"
-                await self._unless_stopped(self._probe_cycle("end"))
+                await self._unless_stopped(s.schedule.cycle("end"))
             if cfg.restart_at_end and s.target.can_restart:
                 self._phase = "restart control"
-                await self._unless_stopped(self._restart_control())
+                await self._unless_stopped(s.schedule.restart_control())
             return RunStatus.INTERRUPTED if self._stop.is_set() else RunStatus.COMPLETED
         finally:
             if not self._stop.is_set():  # let profiles being taken finish
@@ -302,82 +303,9 @@ class Soak:
             return prompt.messages
         return prompt.token_ids if prompt.token_ids is not None else prompt.messages[0]["content"]
 
-    # --- probe cycles, restarts, profiles ----------------------------------------------------------
-
-    async def _probe_cycle(self, reason: str) -> Cycle:
-        s = self.session
-        await s.profiles.wait()  # py-spy sampling the engine would slow the probe down
-        cycle = await s.cycles.run(reason)
-        for taken in cycle.taken:
-            r = taken.result
-            self.store.add("probes", taken.row(cycle.number))
-            life = {"engine_life" if taken.role == MAIN else "control_life": taken.life}
-            self.store.event("probe", t=r.t, probe_id=r.probe_id, reason=reason, status=r.status,
-                             decode_tps=r.decode_tps, ttft_s=r.ttft_s, role=taken.role, cycle=cycle.number, **life)
-        main = cycle.get(MAIN)
-        if main is not None:  # the requests table is the main engine's traffic and its probes
-            self.recorder.call(f"probe-{cycle.number}-{reason}", None, None, None, main.result.call, main.life,
-                               main.age_s, kind="probe")
-            first = s.cycles.first_main_ok
-            s.profiles.after_probe(main.result.decode_tps, first.decode_tps if first is not None else None,
-                                   s.target.pid, main.life)
+    def _probe_cycle_rows(self, rows: list[dict[str, Any]]) -> None:
         if self.on_probe_cycle is not None:
-            try:
-                self.on_probe_cycle(cycle.rows)
-            except Exception:  # noqa: BLE001 - a view must never stop the soak
-                logger.exception("the probe cycle callback failed")
-        return cycle
-
-    async def _baseline(self) -> None:
-        """baseline_cycles probe cycles on the fresh engine with nothing else sent, probe_every_s
-        apart: the engine's youth, measured before any traffic fills its caches."""
-        cfg = self.config
-        self.store.event("baseline", cycles=cfg.baseline_cycles)
-        for _ in range(cfg.baseline_cycles):
-            await asyncio.sleep(cfg.probe_every_s)
-            await self._probe_cycle("baseline")
-
-    async def _restart_control(self) -> None:
-        """The restart control: a fresh engine, probed a few cycles so its level is known."""
-        await self.session.main.restart("control")
-        for _ in range(AFTER_RESTART_CYCLES):
-            await self._probe_cycle("after_restart")
-
-    def _profile(self, reason: str) -> None:
-        s = self.session
-        s.profiles.take(reason, s.target.pid, s.target.life)
-
-    async def _scheduler(self, deadline: float, done: asyncio.Event) -> None:
-        """Periodic probe cycles, scheduled restarts and the end profile until the deadline, or
-        until `done` is set (what is in flight then finishes first)."""
-        cfg, s = self.config, self.session
-        next_probe = time.time() + cfg.probe_every_s if cfg.probe_every_s > 0 else float("inf")
-        next_restart = time.time() + cfg.restart_every_s if cfg.restart_every_s else float("inf")
-        # The end profile is taken while the replay still runs: a profile of an idle engine shows nothing.
-        end_profile = deadline - cfg.profile_seconds - 1.0
-        while True:
-            now = time.time()
-            due = min(next_probe, next_restart, end_profile)
-            if due >= deadline or done.is_set():
-                return
-            try:
-                await asyncio.wait_for(done.wait(), timeout=max(0.0, due - now))
-                return
-            except asyncio.TimeoutError:
-                pass
-            if time.time() >= end_profile:
-                self._profile("end")
-                end_profile = float("inf")
-            if time.time() >= next_restart and s.target.can_restart:
-                await s.main.restart("scheduled")
-                await self._probe_cycle("after_restart")
-                next_restart = time.time() + cfg.restart_every_s
-                next_probe = time.time() + cfg.probe_every_s if cfg.probe_every_s > 0 else float("inf")
-            elif time.time() >= next_restart:
-                next_restart = float("inf")
-            if time.time() >= next_probe:
-                await self._probe_cycle("periodic")
-                next_probe = time.time() + cfg.probe_every_s
+            self.on_probe_cycle(rows)
 
     # --- engine exits and the live view ------------------------------------------------------------
 
