@@ -171,8 +171,7 @@ def _narrower(a: Optional[Comparison], b: Optional[Comparison]) -> Optional[Comp
     """Of two restart controls (the probes', the step series'), the one whose interval is
     narrower on the log scale (a step series holds many more samples than three probe cycles),
     of those that read what an engine compared with itself can (verdict.sane)."""
-    if not (verdict_mod.sane(a) and verdict_mod.sane(b)):
-        a, b = (a if verdict_mod.sane(a) else None), (b if verdict_mod.sane(b) else None)
+    a, b = (a if verdict_mod.sane(a) else None), (b if verdict_mod.sane(b) else None)
     if a is None or b is None:
         return a or b
     if not b.interval.bounded:

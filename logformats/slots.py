@@ -201,6 +201,7 @@ class SlotReader:
 
     def startup(self, lineno: int, detail: str) -> None:
         self._start(lineno, self.now, detail)
+        self.held_before.clear()
 
     def config(self, lineno: int, facts: list[tuple[str, str]]) -> None:
         """What a start-up line says the engine is (logformats.identity): `engine_config` events."""
@@ -211,11 +212,11 @@ class SlotReader:
 
     def new_life(self, lineno: int, origin: float, first: bool = False) -> None:
         """A process start the relative stamps count from (their 0.00.000.000); the `first` of a
-        piece of the log may be the process an earlier piece read (its start-up lines, if here,
-        clear what the slots held)."""
-        held = dict(self.held_before) if first else {}
+        piece of the log may be the process an earlier piece read, so what its slots held stays
+        (its start-up lines, if here, clear it)."""
         self._start(lineno, origin, "engine start (llama.cpp's stamps count from it)")
-        self.held_before = held
+        if not first:
+            self.held_before.clear()
 
     def request(self, lineno: int, method: str, route: str, status: int, seconds: Optional[float],
                 client: str = "") -> None:
@@ -271,7 +272,6 @@ class SlotReader:
         i = self._add(lineno, "engine_start", sec)
         self.records.put(i, "detail", detail)
         self.slots.clear()
-        self.held_before.clear()
         self.num_events += 1
 
     def _add(self, lineno: int, kind: str, sec: float) -> int:

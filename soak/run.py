@@ -5,8 +5,8 @@ samplers and the flusher.
     status = asyncio.run(soak.run())        # completed, interrupted (stop()) or crashed
 
 Tasks that run side by side: the replayer (the calls), the schedule (soak.schedule: probe
-cycles, deliberate restarts, profiles), the monitor (engine exits, the live view), the control's keeper, the
-sampler and the flusher. An engine that dies is recorded (exit code, log tail), started again,
+cycles, deliberate restarts, profiles), the monitor (engine exits, the live view), the control's
+keeper, the sampler and the flusher. An engine that dies is recorded (exit code, log tail), started again,
 and the soak goes on; the calls it was serving are recorded as errors.
 """
 
