@@ -85,6 +85,7 @@ def engine_checks(source: Source, samples: pd.DataFrame) -> Iterator[Check]:
                 f"their recompute time lands in decode throughput")
     yield _queue(steps)
     yield _usage(steps, "token_usage", "kv_exhaustion", "KV cache")
+    yield _kv_space(events)
     yield _usage(steps, "mamba_usage", "state_slot_exhaustion", "state slots")
     dropped = events[events["kind"].eq("dropped_request")]
     refused = 0
@@ -96,6 +97,22 @@ def engine_checks(source: Source, samples: pd.DataFrame) -> Iterator[Check]:
                 f"{len(dropped)} dropped by the engine, {refused} refused to the client (over-long prompts)")
     yield _agreement(source, samples)
     yield _ttft(source.requests)
+
+
+def _kv_space(events: pd.DataFrame) -> Check:
+    """llama.cpp's log lines that say the KV cache had no room for a batch (logformats.messages):
+    retried with a smaller batch, or given up on (the requests failed)."""
+    kinds = events["kind"] if not events.empty else pd.Series(dtype=object)
+    retried, failed = events[kinds.eq("kv_no_space")], events[kinds.eq("kv_full")]
+    if retried.empty and failed.empty:
+        return Check("kv_space", "ok", "no batch found the KV cache without room")
+    both = pd.concat([retried, failed]).sort_values("t")
+    first, last = (pd.Timestamp(both["t"].iloc[k]).isoformat() for k in (0, -1))
+    return Check("kv_space", "warn",
+                 f"{len(retried)} times the KV cache had no room for a batch and the engine retried with a smaller "
+                 f"one, {len(failed)} times not even for the smallest (its requests failed), from {first} to {last}: "
+                 f"a full KV cache, or one fragmented into holes too small for a batch (llama.cpp without KV "
+                 f"defragmentation); prefill runs in ever smaller batches")
 
 
 def _queue(steps: pd.DataFrame) -> Check:

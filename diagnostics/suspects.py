@@ -49,9 +49,14 @@ STEP_WINDOW_S = 10.0  # per-step figures are judged by their rolling median over
 STEP_TIME_PARTS = ("schedule_s", "forward_s", "sample_s")
 STEP_FIGURES = ("token_usage", "mamba_usage", "mamba_slots_used", "cache_hit_rate", "num_queue_reqs",
                 "num_preemptions", "schedule_s", "sample_s", "idle_slot_tokens")
+# Events counted as a figure: how many the last EVENT_WINDOW_S held, at each sample.
+EVENT_FIGURES = ("kv_no_space",)
+EVENT_WINDOW_S = 60.0
 # What a figure is, where its name does not say it: the mechanism it stands for, in the evidence.
 MEANING = {"idle_slot_tokens": "KV cells held by idle slots (their last conversations, kept for prompt caching; "
-                               "where all slots share one KV buffer, every decode attends over them)"}
+                               "where all slots share one KV buffer, every decode attends over them)",
+           "kv_no_space": "batches that found no room in the KV cache in the last minute (a full cache, or one "
+                          "fragmented into holes too small for a batch: llama.cpp without KV defragmentation)"}
 
 
 def rank(source: Source, samples: pd.DataFrame, onset: Optional[Onset],
@@ -74,6 +79,10 @@ def rank(source: Source, samples: pd.DataFrame, onset: Optional[Onset],
     for name in STEP_FIGURES:
         if name in steps and steps[name].notna().sum() >= MIN_POINTS:
             candidates.append((name, _step_level(steps, name)))
+    events = source.events
+    for name in EVENT_FIGURES:
+        if not events.empty and events["kind"].eq(name).any():
+            candidates.append((name, _event_rate(events, name, samples)))
     timed = _time_accounts(snaps, samples, onset, symptom)
     timed_names = {s.name for s in timed}
     out = list(timed)
@@ -132,6 +141,26 @@ def _step_level(steps: pd.DataFrame, name: str) -> pd.DataFrame:
              for _, g in df.groupby(lives, sort=False)]
     out = pd.concat(parts) if parts else df[[name]].assign(t=df["t"])
     return out[["t", name]].dropna()
+
+
+def _event_rate(events: pd.DataFrame, kind: str, samples: pd.DataFrame) -> pd.DataFrame:
+    """At each sample's time, how many `kind` events the EVENT_WINDOW_S before it held (of the
+    same engine life where both say it)."""
+    ev = events[events["kind"] == kind]
+    t = samples["t"].astype("datetime64[ns]").to_numpy()
+    times = np.sort(ev["t"].astype("datetime64[ns]").to_numpy())
+    window = np.timedelta64(int(EVENT_WINDOW_S * 1e9), "ns")
+    counts = np.searchsorted(times, t, side="right") - np.searchsorted(times, t - window, side="right")
+    if "engine_life" in samples and "engine_life" in ev and ev["engine_life"].notna().all():
+        lives = ev["engine_life"].to_numpy()
+        order = np.argsort(ev["t"].astype("datetime64[ns]").to_numpy(), kind="stable")
+        lives = lives[order]
+        for life in np.unique(samples["engine_life"].to_numpy()):
+            at = samples["engine_life"].to_numpy() == life
+            mine = times[lives == life]
+            counts[at] = (np.searchsorted(mine, t[at], side="right")
+                          - np.searchsorted(mine, t[at] - window, side="right"))
+    return pd.DataFrame({"t": t, kind: counts.astype(float)})
 
 
 def _as_rate(snaps: pd.DataFrame, name: str) -> pd.DataFrame:

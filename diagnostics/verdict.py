@@ -220,6 +220,18 @@ def decide(ev: Evidence) -> Decision:
         why = ev.unmatched or "no matched comparison has enough samples for an interval"
         findings.append(Finding("data", "fail", why))
         return Decision.insufficient(f"The data cannot tell: {why}.", findings, cause=cause)
+    if decode.interval.lo <= LOW_FLOOR and decode.clears:
+        # The interval shows a loss, but no rule let it be engine age's (context unknown, no control,
+        # a comparison that disagrees): say that, not that the interval is too wide.
+        why = [f.name for f in findings if f.status == "warn"]
+        if ev.context not in ("fitted", "cannot_explain"):
+            why.append("context could explain it: the samples hold too few context figures to test that")
+        findings.append(Finding("confidence", "fail",
+                                f"a loss without a cause: {decode.detail}; engine age is not shown "
+                                f"({'; '.join(why) or 'no rule claims it'})"))
+        return Decision.insufficient(f"The data cannot tell: on {decode.basis.replace('_', ' ')}, "
+                                     f"{decode.interval.describe()} shows a slowdown, but not that engine age caused "
+                                     f"it ({'; '.join(why) or 'no rule claims it'}).", findings, decode, cause)
     if decode.interval.lo <= LOW_FLOOR:
         findings.append(Finding("confidence", "fail",
                                 f"too few or too noisy samples: {decode.detail}; the interval holds both no loss "

@@ -63,6 +63,8 @@ SIGNATURE = re.compile(
 TAG = re.compile(r"[A-Za-z_][\w.]*\s*: ")  # `function: text`, the shape of most llama.cpp lines
 TEXT_KEPT = re.compile(r"(?:prompt eval|generation eval|eval|total) time\s*=|draft acceptance|build(?:_info)?: |"
                        r"system_info: |main: loading model|(?:done )?request: [A-Z]+ |"
+                       # the KV cache had no room for a batch (messages.KV_NO_SPACE, KV_FULL)
+                       r"(?:\w+\s*: )?failed to (?:find free space in the KV|find a memory slot|decode the batch)|"
                        r"(?:llama_context|llama_new_context_with_model): +(?:n_ctx|flash_attn) +=|"
                        # what the engine says it is (logformats.identity)
                        r"main: build = |common_params_print_info: build |llama_model_loader: loaded meta|"

@@ -11,6 +11,11 @@ The shapes, as the engines print them (docs/diagnostics.md names the sources):
     slot print_timing: id  0 | task 5 | draft acceptance = 0.46 (55 accepted / 119 generated)[, mean len = 2.38]
     slot      release: id  0 | task 5 | stop processing: n_past = 207, truncated = 0    (later: n_tokens = ...)
     srv  update_slots: all slots are idle
+    srv  update_slots: failed to find free space in the KV cache, retrying with smaller batch size[ - ...], i = 0, n_batch = 1024, ret = 1
+    update_slots : failed to find free space in the KV cache, retrying with smaller n_batch = 256       (early 2024)
+    srv  update_slots: failed to decode the batch: KV cache is full - ..., i = 0, n_batch = 1, ret = 1
+    update_slots : failed to decode the batch, n_batch = 1, ret = 1                                      (early 2024)
+    decode: failed to find a memory slot for batch of size 512                    (the library, 2025 on)
     INFO [print_timings] generation eval time = ... ms / N runs (...) | tid="..." timestamp=... id_slot=0 id_task=5 ...
     INFO [update_slots] slot released | ... id_slot=0 id_task=5 n_ctx=... n_past=... truncated=false
     [GIN] 2025/01/19 - 17:41:15 | 200 |  5.257673085s |  127.0.0.1 | POST     "/api/chat"
@@ -32,6 +37,11 @@ NEW_PROMPT = re.compile(r"new prompt, .*?(?:n_prompt_tokens|task\.n_tokens)\s*=\
 PROMPT_DONE = re.compile(r"prompt done, (?:n_past\s*=\s*(\d+), )?n_tokens\s*=\s*(\d+)")
 RELEASE = re.compile(r"stop processing: (?:n_past|n_tokens)\s*=\s*(\d+)")
 DRAFT = re.compile(r"draft acceptance(?: rate)?\s*=\s*(\S+) \(.*?\)(?:, mean len\s*=\s*(\S+))?")
+# The KV cache had no room for a batch: the server halves the batch and retries (no contiguous
+# run of free cells: a full or fragmented cache), and at one token gives up and fails the requests.
+KV_NO_SPACE = re.compile(r"(?:\w+\s*: )?failed to find (?:free space in the KV cache|a memory slot)"
+                         r"(?:.*?n_batch\s*=\s*(\d+)|.*?batch of size (\d+))?")
+KV_FULL = re.compile(r"(?:\w+\s*: )?failed to decode the batch\b(?:.*?n_batch\s*=\s*(\d+))?")
 REQUEST = re.compile(r"(?:done )?request: ([A-Z]+) (\S+) \S+ (\d{3})")
 # llama-server since 2026: `srv load_model: initializing, n_slots = 4, n_ctx_slot = 8192, kv_unified = 'false'`
 SLOTS_CTX = re.compile(r"initializing, n_slots = (\d+), n_ctx_slot = (\d+)(?:, kv_unified = '(\w+)')?")
@@ -55,6 +65,8 @@ def read(reader: SlotReader, entry: Entry, sec: float) -> None:
         func, body = payload
         if body.startswith("all slots are idle"):
             reader.idle(lineno)
+        elif _kv_space(reader, lineno, body):
+            pass
         elif func == "load_model" and body.startswith("loading model"):
             reader.startup(lineno, "llama.cpp " + body[:200])
         elif func == "load_model" and body.startswith("initializing slots"):
@@ -137,6 +149,8 @@ def _old_line(reader: SlotReader, lineno: int, func: str, text: str, kv: dict) -
         reader.config(lineno, found)
     elif text == "request" and "path" in kv:
         reader.request(lineno, kv.get("method", ""), kv["path"], _int(kv.get("status"), 0), None)
+    elif _kv_space(reader, lineno, text + (f", n_batch = {kv['n_batch']}" if "n_batch" in kv else "")):
+        pass
     else:
         reader.other()
 
@@ -158,8 +172,23 @@ def _text_line(reader: SlotReader, lineno: int, msg: str) -> None:
         reader.other()
     elif m := REQUEST.match(msg):
         reader.request(lineno, m.group(1), m.group(2), int(m.group(3)), None)
+    elif _kv_space(reader, lineno, msg):
+        pass
     else:
         reader.other()
+
+
+def _kv_space(reader: SlotReader, lineno: int, text: str) -> bool:
+    """A line saying the KV cache had no room for a batch: a `kv_no_space` event (the batch is
+    retried at the size given), or `kv_full` (the server gave up and failed the requests)."""
+    if m := KV_NO_SPACE.match(text):
+        size = m.group(1) or m.group(2)
+        reader.kv_space(lineno, "kv_no_space", float(size) if size else None, text)
+    elif m := KV_FULL.match(text):
+        reader.kv_space(lineno, "kv_full", float(m.group(1)) if m.group(1) else None, text)
+    else:
+        return False
+    return True
 
 
 def _progress(reader: SlotReader, lineno: int, slot_id: int, task: int, body: str) -> None:

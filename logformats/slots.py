@@ -230,6 +230,16 @@ class SlotReader:
         self.num_events += 1
         self.num_requests += 1
 
+    def kv_space(self, lineno: int, kind: str, batch: Optional[float], text: str) -> None:
+        """The KV cache had no room for a batch (`kv_no_space`: retried smaller; `kv_full`: failed);
+        `batch` is the size the line names (the retry's, or the one that did not fit)."""
+        i = self._add(lineno, kind, self.now)
+        self.records.put(i, "count", 1.0)
+        if batch is not None:
+            self.records.put(i, "limit", batch)
+        self.records.put(i, "detail", text[:200])
+        self.num_events += 1
+
     # --- lines that say nothing, or nothing readable ---
 
     def other(self) -> None:

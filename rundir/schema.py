@@ -181,7 +181,13 @@ EVENT_KINDS: dict[str, str] = {
     "control_off": "the control is off for the rest of the run (fields: why)",
     "baseline": "baseline probe cycles begin: the fresh engine, no traffic, before the replay (fields: cycles)",
     "decided": "the running verdict became decided (fields: verdict, cycle, elapsed_s, line)",
+    "kv_no_space": "the engine's log: no room in the KV cache for a batch, retried smaller (fields: limit, the "
+                   "batch size named; detail, the line)",
+    "kv_full": "the engine's log: no room in the KV cache even for the smallest batch; the requests failed "
+               "(fields: limit, detail)",
 }
+# Events an external engine's log says, forwarded by the soak's log reader as they are read.
+LOG_EVENT_KINDS = ("kv_no_space", "kv_full")
 # Event kinds that start a new engine life.
 STARTUP_KINDS = ("engine_start",)
 

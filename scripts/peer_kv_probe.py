@@ -4,6 +4,7 @@
         [--control-url http://127.0.0.1:8291]
     python scripts/peer_kv_probe.py fill  --url http://127.0.0.1:8191 --sessions 7 --tokens 4000 [--turns 2]
         [--parallel 7]
+    python scripts/peer_kv_probe.py churn --url http://127.0.0.1:8191 --parallel 4 --cycles 12 [--phase 30]
 
 Issue 25, mechanism 1 (KV cells held by idle slots): a request of fixed size decodes slower on a
 server whose other slots keep long conversations, on builds where the attention window spans
@@ -16,7 +17,12 @@ fresh server of the same build, and the summary adds the median and spread of th
 ratio (soaked / control): on a shared host whatever slows one slows both. `fill` sends `--sessions` conversations, each a different text of about
 `--tokens` tokens (so that each lands in its own slot: prompt similarity below the server's
 0.5 threshold, and the least recently used slot otherwise), optionally grown over `--turns`
-appends, one at a time. Texts are built from a seeded word list, tokenised by the server
+appends, one at a time. `churn` (issue 25, mechanism 2: KV fragmentation) alternates
+`--cycles` phases of traffic and probes: for `--phase` seconds `--parallel` workers each run
+agent-like sessions (a new text of `--tokens` tokens, then `--turns` appends of about
+`--append` tokens, `--fill-max-tokens` generated each turn, then a new session: the slot's old
+cells are freed between other slots' cells); then, once the calls in flight end, the probe
+`--repeat` times with /metrics and the count of "failed to find free space" lines in `--log`. Texts are built from a seeded word list, tokenised by the server
 (/tokenize) and cut to the token count: nothing is downloaded. Loopback only.
 """
 
@@ -139,9 +145,62 @@ def cmd_fill(args) -> None:
     print(json.dumps({"label": "fill-done", "metrics": m}), flush=True)
 
 
+def churn_worker(args, w: int, cycle: int, stop_at: list[float], rows: list[dict]) -> None:
+    rng = random.Random(f"{args.seed}-{w}-{cycle}")  # every phase its own sessions
+    session = 1000 * cycle
+    while time.monotonic() < stop_at[0]:
+        session += 1
+        text = text_of(args.url, 100_000 * (w + 1) + session, args.tokens + rng.randrange(args.tokens // 2))
+        for turn in range(args.turns + 1):
+            if time.monotonic() >= stop_at[0]:
+                return
+            try:
+                row = complete(args.url, text, args.fill_max_tokens)
+            except OSError as err:  # a refused or failed call is a finding, not a crash
+                rows.append({"worker": w, "session": session, "turn": turn, "error": str(err)[:200]})
+                break
+            rows.append({"worker": w, "session": session, "turn": turn, **row})
+            text += " " + text_of(args.url, rng.randrange(10**9), args.append + rng.randrange(args.append))
+
+
+def free_space_lines(path: str | None) -> int:
+    if not path:
+        return 0
+    try:
+        with open(path, errors="replace") as fh:
+            return sum("failed to find free space" in line for line in fh)
+    except OSError:
+        return 0
+
+
+def cmd_churn(args) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    prompt = text_of(args.url, 10_000, args.probe_tokens)
+    t0 = time.monotonic()
+    for cycle in range(args.cycles):
+        rows: list[dict] = []
+        if cycle > 0:  # cycle 0: the fresh engine
+            stop_at = [time.monotonic() + args.phase]
+            with ThreadPoolExecutor(args.parallel) as pool:
+                list(pool.map(lambda w: churn_worker(args, w, cycle, stop_at, rows), range(args.parallel)))
+        rates = [complete(args.url, prompt, args.max_tokens) for _ in range(args.repeat)]
+        m = metrics(args.url)
+        ok = [r for r in rows if "error" not in r]
+        print(json.dumps({
+            "cycle": cycle, "t_s": round(time.monotonic() - t0, 1),
+            "probe_tok_s": statistics.median(r["decode_tok_s"] for r in rates),
+            "probe_prompt_ms": statistics.median(r["prompt_ms"] for r in rates),
+            "calls": len(ok), "errors": len(rows) - len(ok),
+            "call_prompt_tok_s": round(sum(r["prompt_n"] or 0 for r in ok)
+                                       / max(1e-9, sum(r["prompt_ms"] for r in ok) / 1000), 1),
+            "kv_cache_tokens": m.get("kv_cache_tokens"), "kv_usage": m.get("kv_cache_usage_ratio"),
+            "free_space_lines": free_space_lines(args.log)}), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=("probe", "fill"))
+    parser.add_argument("command", choices=("probe", "fill", "churn"))
     parser.add_argument("--url", default="http://127.0.0.1:8191")
     parser.add_argument("--label", default="probe")
     parser.add_argument("--control-url", default=None,
@@ -157,12 +216,17 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=1,
                         help="fill sessions sent at once (0.3.1 never updates a slot's last-use time, so "
                              "its least-recently-used choice is always slot 0 for requests one at a time)")
+    parser.add_argument("--cycles", type=int, default=12)
+    parser.add_argument("--phase", type=float, default=30.0, help="seconds of traffic between probes (churn)")
+    parser.add_argument("--append", type=int, default=200, help="tokens appended a turn, about (churn)")
+    parser.add_argument("--seed", type=int, default=25)
+    parser.add_argument("--log", default=None, help="the server's log, for its 'failed to find free space' lines (churn)")
     args = parser.parse_args()
     for url in (args.url, args.control_url):
         host = urlparse(url).hostname if url else "127.0.0.1"
         if host not in ("127.0.0.1", "localhost", "::1"):
             sys.exit(f"loopback only, not {host}")
-    {"probe": cmd_probe, "fill": cmd_fill}[args.command](args)
+    {"probe": cmd_probe, "fill": cmd_fill, "churn": cmd_churn}[args.command](args)
 
 
 if __name__ == "__main__":

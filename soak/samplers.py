@@ -286,6 +286,7 @@ class LogTailer:
             if starts is not None and len(starts) and clock == "wall":
                 target_restarted(target=self.target, t=_local_unix(starts["t"].iloc[0]),
                                  why="a startup line in the log")
+        self._forward_events(parsed.events, clock, read_at)
         rows = []
         for _, step in parsed.steps.iterrows():
             row = _frame_row(step, local_clock=True)
@@ -297,6 +298,24 @@ class LogTailer:
             row["engine_age_s"] = self.target.age(row["t"])
             rows.append(row)
         return rows
+
+    def _forward_events(self, events, clock: str, read_at: float) -> None:
+        """What the log says beside its steps that the analysis reads (rundir.schema.LOG_EVENT_KINDS:
+        the KV cache without room for a batch) goes to the run's events, on the rows' clock."""
+        from rundir.schema import LOG_EVENT_KINDS
+
+        if events.empty:
+            return
+        for _, event in events[events["kind"].isin(LOG_EVENT_KINDS)].iterrows():
+            if clock == "relative" and self.target.started_at is not None:
+                t = self.target.started_at + float(event["engine_age_s"])
+            elif clock == "wall":
+                t = _local_unix(event["t"])
+            else:
+                t = read_at
+            fields = {k: event[k] for k in ("limit", "detail") if k in event and event[k] is not None
+                      and event[k] == event[k]}  # NaN: not said
+            self.target.on_event(str(event["kind"]), t=t, engine_life=self.target.life, **fields)
 
     def _follow_relative(self, steps) -> None:
         """A chunk's stamps below the last one read: the engine is a new process, started that long

@@ -22,7 +22,7 @@ def _run(trend: bool):
     steps = pd.DataFrame({"t": t, "engine_life": 0, "sample_s": sample_s})
     samples = pd.DataFrame({"t": t, "residual": np.log(step / 0.023), "engine_age_s": np.arange(n) * 0.1,
                             "excluded": ""})
-    return SimpleNamespace(snapshots=pd.DataFrame(), steps=steps), samples
+    return SimpleNamespace(snapshots=pd.DataFrame(), steps=steps, events=pd.DataFrame()), samples
 
 
 def test_a_component_of_the_step_time_is_not_a_suspect_by_construction():
@@ -65,7 +65,7 @@ def _filling_run(extra_share: float):
                               "engine_life": 0, "cached_tokens": fill, "work_s_total": work_s_total})
     samples = pd.DataFrame({"t": t, "residual": residual, "engine_age_s": age, "engine_life": 0, "excluded": ""})
     onset = SimpleNamespace(t=t[n // 2], engine_age_s=60.0, engine_life=0)
-    return SimpleNamespace(snapshots=snapshots, steps=pd.DataFrame()), samples, onset
+    return SimpleNamespace(snapshots=snapshots, steps=pd.DataFrame(), events=pd.DataFrame()), samples, onset
 
 
 def test_a_time_counter_that_adds_wall_time_ranks_before_a_figure_that_merely_fills_up():

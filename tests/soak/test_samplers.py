@@ -112,6 +112,17 @@ def test_log_tailer_places_llama_server_stamps_at_the_engine_start_and_sees_a_ne
     assert [kind for kind, _ in events] == ["engine_start"] and target.life == 1
     assert target.started_at == pytest.approx(time.time() - 2.0, abs=1.0)
     assert row["engine_life"] == 1 and row["engine_age_s"] == pytest.approx(2.0, abs=1.0)
+    # The KV cache without room for a batch (a real 0.3.1 server's line): an event of the run, on the stamp's clock.
+    events.clear()
+    with open(log, "a") as f:
+        f.write("0.11.504.391 W srv  update_slots: failed to find free space in the KV cache, retrying with smaller "
+                "batch size - try increasing it via the context size or enable defragmentation, i = -1024, "
+                "n_batch = 1024, ret = 1\n" + timing.format(stamp="0.12.000.000", task=2))
+    (row,) = tailer.sample()
+    ((kind, fields),) = events
+    assert kind == "kv_no_space" and fields["limit"] == 1024.0 and fields["engine_life"] == 1
+    assert fields["t"] == pytest.approx(target.started_at + 11.504391)
+    assert fields["detail"].startswith("failed to find free space in the KV cache")
 
 
 def test_saved_scrapes_keep_what_diag_reads_and_drop_histogram_buckets():
