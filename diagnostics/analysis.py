@@ -73,8 +73,9 @@ def analyze(source: Source) -> Analysis:
     stopped = _stopped_early(source.manifest, level)
     if stopped is not None:
         checks.append(stopped)
+    together = decision.decode if decision.decode is not None and decision.decode.basis == "combined" else None
     comparisons = tuple(c for c in (paired, restart, probes, dec.bins, dec.steps, drift,
-                                    evidence.reuse, evidence.prefill) if c is not None)
+                                    evidence.reuse, evidence.prefill, together) if c is not None)
     verdict_basis = len(checks)  # its text waits for the confidence the data checks allow (below)
     checks.append(Check("verdict_basis", "ok", decision.reason))
     checks.append(Check("matched_conditions", "ok", "; ".join(c.detail for c in comparisons
@@ -109,7 +110,9 @@ def analyze(source: Source) -> Analysis:
     shape = dec.trend.shape if age and dec.trend is not None and decision.basis in DECODE_BASES else None
     # The trend per hour is the step series' own: said only when the step series carries the
     # verdict, over a span long enough for an hourly rate to mean something.
-    trend_ok = decision.basis in STEP_BASES and (evidence.span_s or 0.0) >= MIN_TREND_SPAN_S
+    trend_ok = (decision.basis in (*STEP_BASES, "combined") and decision.decode is not None
+                and set(decision.decode.bases) <= set(STEP_BASES)
+                and (evidence.span_s or 0.0) >= MIN_TREND_SPAN_S)
     slowdown, decode_held = _headline(decision, dec.per_hour if trend_ok else None, shape)
     confidence, cap = caps.capped(decision.verdict, decision.confidence, slowdown.ratio if slowdown else None,
                                   raw, checks)

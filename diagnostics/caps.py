@@ -19,7 +19,7 @@ from diagnostics.result import Check
 DATA_CHECKS = ("engine_identity", "decode_after_prefill_or_idle", "stalled_windows", "healthy_model",
                "context_only_model", "idle_time", "fresh_control", "too_few_for_loss", "probes_alone", "control_drift",
                "matched_conditions", "material_loss", "decode_basis", "host_contention", "no_control",
-               "ratio_sanity")
+               "ratio_sanity", "decode_agreement")
 REASON_CHECKS = ("fresh_control", "host_contention")
 RAW_AGREEMENT = 2.0  # an age claim whose raw late/early rate differs from the matched ratio by more: disagreeing
 

@@ -38,6 +38,12 @@ class Comparison(NamedTuple):
     # when the interval's upper end lies at or below `detect` and the estimate at or below the
     # material level. None: the whole interval at or below the material level.
     detect: Optional[float] = None
+    parts: tuple[str, ...] = ()  # a comparison made of others (diagnostics.combine): their bases
+
+    @property
+    def bases(self) -> tuple[str, ...]:
+        """The bases it rests on: its own, or those of the comparisons it combines."""
+        return self.parts or (self.basis,)
 
     @property
     def ratio(self) -> float:

@@ -29,9 +29,10 @@ The rules, in order (docs/diagnostics.md, "The verdict"):
    must survive host contention as decode does; the restart comparisons measure decode and do
    not judge it (decode can hold while admissions slow). Prefix reuse is a share, not a time:
    no host drift moves it.
-4. **No age.** The decisive decode comparison — the paired control when it alone can tell; else,
-   of it, the restart control, the probes, the bins and the step series, the one whose interval
-   rules out the most — must rule out a loss of LOW_FLOOR; otherwise the answer is `insufficient_data`. The verdict is
+4. **No age.** The decisive decode comparison — the paired control, the restart control, the
+   probes, the bins and the step series together where two or more bound an interval (each
+   widened so that all hold at once, intersected: diagnostics.combine; `high` from them
+   together only with a paired control among them), else the one there is — must rule out a loss of LOW_FLOOR; otherwise the answer is `insufficient_data`. The verdict is
    then `context_growth_only` when raw throughput fell, else `no_degradation` (also when the
    fall was host or load drift: neither context nor age). With no interval anywhere but a
    context-only model that explains the slowdown, it is `context_growth_only`, low. A verdict of
@@ -50,18 +51,20 @@ from __future__ import annotations
 import math
 from typing import NamedTuple, Optional
 
+from diagnostics.combine import NAMES, combine
 from diagnostics.comparison import Comparison
 
 CONTEXT_STATES = ("fitted", "explains", "cannot_explain", "cannot_say")
 RAW_DROP = 0.9  # raw per-request throughput late / early below this: it "fell"
 HIGH_FLOOR = 0.95  # no age with its interval above this: high confidence
 LOW_FLOOR = 0.81  # ...above this: low confidence; at or below it the data cannot tell
+INFORMATIVE_SPAN = 1 / LOW_FLOOR**2  # an interval wider than this (hi / lo) cannot rule out LOW_FLOOR wherever it lies
 UNCONTROLLED = 0.85  # a loss read with no control in the data must clear this whole (_beyond_the_host)
 MARGIN = 0.9  # engine age whose interval clears the material level by this factor again: high
 HOST_DRIFT = "host_or_load_drift"
 SIDE_TEXT = {"prefix_reuse": "prefix reuse", "prefill": "prefill time"}
 SIDE_BASES = tuple(SIDE_TEXT)  # claims of another kind than decode speed
-DECODE_BASES = ("paired_control", "restart", "probes", "bins", "step_series")
+DECODE_BASES = ("paired_control", "restart", "probes", "bins", "step_series", "combined")
 SANE_RATIO = (0.02, 5.0)  # late over healthy beyond these: the matching failed, not the engine
 MIN_SPAN_S = 300.0  # engine time a verdict of no age from the log's samples needs them to cover
 LOG_BASES = ("bins", "step_series")  # comparisons made from the log's own decode samples
@@ -178,7 +181,7 @@ def decide(ev: Evidence) -> Decision:
             findings.append(Finding("too_few_for_loss", "warn",
                                     f"{c.detail}: an interval that clears the material level, but on "
                                     f"{min(c.num_early, c.num_late)} a side; a loss needs {c.min_for_loss}"))
-    decode = _decisive_decode(ev)
+    decode = _decisive_decode(ev, findings)
     claim, cause = _decode_claim(ev, findings)
     if claim is not None and claim.basis != "paired_control":
         claim, cause = _survives_controls(claim, ev, findings, "decode")
@@ -203,7 +206,7 @@ def decide(ev: Evidence) -> Decision:
     # Context slowed decode materially in this log even where the raw rate came back (each new
     # session starts short again): the user asked why it slowed, and context is the answer.
     by_context = ev.context_effect is not None and ev.context_effect[0] < RAW_DROP
-    if (decode is None or decode.basis in LOG_BASES) and ev.span_s is not None and ev.span_s < MIN_SPAN_S:
+    if (decode is None or set(decode.bases) <= set(LOG_BASES)) and ev.span_s is not None and ev.span_s < MIN_SPAN_S:
         findings.append(Finding("data_span", "fail",
                                 f"the usable decode samples cover {ev.span_s:.0f} s of engine time; a verdict of no "
                                 f"engine age from them needs at least {MIN_SPAN_S / 60:.0f} minutes: a few windows "
@@ -244,8 +247,11 @@ def decide(ev: Evidence) -> Decision:
     verdict = "context_growth_only" if (fell or by_context) and cause != HOST_DRIFT else "no_degradation"
     confidence = ("high" if decode.interval.lo > HIGH_FLOOR else "medium" if decode.interval.lo > decode.material
                   else "low")
+    if confidence == "high" and decode.basis == "combined" and ev.paired is None:
+        confidence = "medium"  # without a control beside it, what the log's own samples say together is not "high"
     cause = cause or ("context_growth" if verdict == "context_growth_only" else None)
-    on = decode.basis.replace('_', ' ')
+    on = (decode.basis.replace('_', ' ') if decode.basis != "combined" else
+          "the decode comparisons together (" + decode.detail.split("(", 1)[1].split(")", 1)[0] + ")")
     faster = ("the aged engine ran at least as fast as the fresh one after the restart"
               if decode.basis == "restart" else "the late engine ran at least as fast as the early one")
     said = (f"on {on} {faster} ({decode.interval.describe()})" if decode.interval.lo >= 1.0 else
@@ -256,20 +262,38 @@ def decide(ev: Evidence) -> Decision:
                     findings=tuple(findings))
 
 
-def _decisive_decode(ev: Evidence) -> Optional[Comparison]:
-    """The decode comparison a verdict of no age rests on: the paired control when it alone rules
-    out a loss of LOW_FLOOR; else, of it, the restart control, the probes, the bins and the step
-    series (each corrected for the host where there is a control), the one whose interval rules
-    out the most."""
-    if ev.paired is not None and ev.paired.interval.bounded and ev.paired.interval.lo > LOW_FLOOR:
-        return ev.paired
+def _decisive_decode(ev: Evidence, findings: list[Finding]) -> Optional[Comparison]:
+    """The decode comparison a verdict of no age rests on: of the paired control, the restart
+    control, the probes, the bins and the step series (each corrected for the host where there is
+    a control), all together where two or more bound an interval (diagnostics.combine: each
+    widened so that all hold at once, intersected); the one there is otherwise; where they
+    disagree, the paired control when it alone rules out a loss of LOW_FLOOR, else the one whose
+    interval rules out the most."""
     # The step series is measured against a healthy model; when context explains what it shows,
     # it says nothing about age.
     steps = ev.steps if ev.context != "explains" else None
-    bounded = [c for c in (ev.paired, ev.restart, ev.probes, ev.bins, steps) if c is not None and c.interval.bounded]
+    bounded = [c for c in (ev.paired, ev.restart, ev.probes, ev.bins, steps)
+               if c is not None and c.interval.bounded and sane(c)]
     # One that shows the late engine materially *faster* compared unlike with unlike (a fresh
     # engine still warming, windows of other work): it decides only where nothing else can.
     plausible = [c for c in bounded if c.interval.lo <= 1 / c.material]
+    # Only those narrow enough to rule out a loss of LOW_FLOOR on their own, wherever they lie:
+    # each one counted widens all the others, and a wide one adds nothing to the intersection.
+    # (Chosen by width, not by where the interval lies: the coverage stays.)
+    informative = [c for c in plausible if c.interval.lo > 0 and c.interval.hi / c.interval.lo <= INFORMATIVE_SPAN]
+    together = combine(informative)
+    if together.comparison is not None:
+        return together.comparison
+    if len(informative) == 1:
+        return informative[0]
+    if together.widened:
+        findings.append(Finding("decode_agreement", "warn",
+                                "the decode comparisons disagree: widened so that all would hold at once, their "
+                                "intervals do not overlap (" + ", ".join(f"{NAMES.get(b, b)} {w.describe()}"
+                                                                          for b, w in together.widened)
+                                + "); they did not measure the same thing"))
+    if ev.paired is not None and ev.paired.interval.bounded and ev.paired.interval.lo > LOW_FLOOR:
+        return ev.paired
     return max(plausible or bounded, key=lambda c: c.interval.lo, default=None)
 
 

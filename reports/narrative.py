@@ -70,6 +70,7 @@ BASIS_TEXT = {
     "probes": "identical probes",
     "bins": "matched batch-and-context bins",
     "step_series": "the step series against the healthy model",
+    "combined": "the decode comparisons together (each widened so that all hold at once)",
     "prefix_reuse": "prefix reuse of continuation turns",
     "prefill": "prefill time at matched sizes",
 }

@@ -12,7 +12,9 @@
 # $PORT+2. The soak (`soak run`, options below): examples/llamacpp-shared-kv.jsonl, 7 sessions at
 # once, greedy calls trimmed to 7,680 tokens (room for the chat template in a slot of 8,192), a baseline of 8 probe cycles on the fresh engine before any traffic,
 # a cycle every 20 s, stopping once decided (at most $MAX_HOURS, 0.75), then the restart control.
-# Everything at nice 10; the run directory (default $CACHE/case-runs/VERSION-<UTC time>) and
+# NP, CTX, TRACE, CONCURRENCY and MAX_CONTEXT override the scenario (the KV-defragmentation soak of
+# docs/case-studies/llamacpp-defrag.md: NP=4 CTX=2048 TRACE=examples/llamacpp-kv-near-full.jsonl
+# CONCURRENCY=6 MAX_CONTEXT=448). Everything at nice 10; the run directory (default $CACHE/case-runs/VERSION-<UTC time>) and
 # the servers' logs (RUN_DIR.logs/) stay outside the repository.
 set -euo pipefail
 
@@ -28,7 +30,8 @@ RUN=${2:-$CACHE/case-runs/$VERSION-$(date -u +%Y%m%dT%H%M%S)}
 LOGS=$RUN.logs
 PE=$HERE/peer-engines.sh
 mkdir -p "$LOGS" "$(dirname "$RUN")"
-ENV=(NP=8 CTX=65536 LIKE_FOR_LIKE=1 "PYTHON=$PYTHON")
+ENV=("NP=${NP:-8}" "CTX=${CTX:-65536}" LIKE_FOR_LIKE=1 "PYTHON=$PYTHON")
+TRACE=${TRACE:-$ROOT/examples/llamacpp-shared-kv.jsonl}
 
 restart_cmd() {  # ROLE PORT: the command line soak run restarts that server with
     printf 'env %s LLAMA_LOG=%s %q restart llama %s %s && %q wait llama %s' "${ENV[*]}" "$LOGS/$1.log" "$PE" "$2" \
@@ -44,9 +47,9 @@ env "${ENV[@]}" LLAMA_LOG="$LOGS/target.log" nice -n 10 "$PE" start llama "$PORT
 "$PE" wait llama "$PORT"
 echo "# $VERSION $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$LOGS/README"
 
-nice -n 10 "$VENV/bin/soak" run --trace "$ROOT/examples/llamacpp-shared-kv.jsonl" \
+nice -n 10 "$VENV/bin/soak" run --trace "$TRACE" \
     --until-decided --max-hours "${MAX_HOURS:-0.75}" --baseline 8 --probe-every 20 --probe-wait 180 \
-    --concurrency 7 --max-context 7680 --temperature 0 \
+    --concurrency "${CONCURRENCY:-7}" --max-context "${MAX_CONTEXT:-7680}" --temperature 0 \
     --target "http://127.0.0.1:$PORT" --engine-log "$LOGS/target.log" \
     --restart-cmd "$(restart_cmd target "$PORT")" \
     --control-target "http://127.0.0.1:$CPORT" --control-restart-cmd "$(restart_cmd control "$CPORT")" \

@@ -205,8 +205,11 @@ def test_a_fresh_twin_cancels_host_drift_and_keeps_engine_age_visible(tmp_path):
 
     drift = make_run_dir(tmp_path / "drift", fault_at_min=None, restart_at_min=None, host_slows_at_min=30, twin=True)
     doc = analyze(load_source(drift)).to_dict()
-    assert doc["verdict"] == "no_degradation" and doc["basis"] == "paired_control"
+    # The paired control rules a loss out; with the probes, bins and step series (each corrected by
+    # the control's drift) it bounds the age effect together (diagnostics.combine).
+    assert doc["verdict"] == "no_degradation" and doc["basis"] == "combined"
     assert doc["cause"] == "host_or_load_drift" and doc["confidence"] == "high"
+    assert "(paired control, probes, bins, step series)" in doc["reason"]
     assert {c["name"]: c for c in doc["checks"]}["fresh_control"]["status"] == "warn"
     aged = make_run_dir(tmp_path / "aged", restart_at_min=None, host_slows_at_min=20, twin=True)
     doc = analyze(load_source(aged)).to_dict()

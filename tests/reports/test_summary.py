@@ -18,7 +18,7 @@ def test_seed_summary_has_verdict_numbers_checks_and_environment(seed_inputs):
     assert "fell to 0.10x (90% interval 0.06-0.17) on the step series against the healthy model" in md
     assert "| engine age at onset | 938 s (15.6 min) |" in lines
     assert "| trigger | a prefill appending 5,792 new tokens onto 121,712 cached tokens (at 2026-09-23T21:18:50) |" in lines
-    assert any(line.startswith("**Checks** (16:") for line in lines)  # with idle_time and confidence_cap
+    assert any(line.startswith("**Checks** (17:") for line in lines)  # with idle_time, confidence_cap and kv_space
     assert any(line.startswith("- **warn** `context_only_model`: context cannot explain it") for line in lines)
     assert "- log format: `freetoken-excerpt, 11 lines (9 step lines)`" in lines
     assert any(line.startswith("**Redacted:** nothing found to remove") for line in lines)

@@ -1,0 +1,80 @@
+"""The decode comparisons together: Bonferroni-widened, intersected (diagnostics.combine)."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from diagnostics.combine import combine, widen
+from diagnostics.comparison import DECODE_MATERIAL, Comparison
+from diagnostics.intervals import Interval
+from diagnostics.verdict import Evidence, decide
+
+
+def cmp(basis, ratio, lo, hi, level=0.90):
+    return Comparison(basis, Interval(ratio, lo, hi, level), 8, 8, DECODE_MATERIAL, f"{basis} {ratio}", 60.0)
+
+
+def test_widening_moves_each_end_by_the_ratio_of_the_normal_quantiles():
+    w = widen(Interval(1.0, math.exp(-0.1), math.exp(0.2)), 0.95)
+    f = norm.ppf(0.975) / norm.ppf(0.95)
+    assert (math.log(w.lo), math.log(w.hi), w.level) == (pytest.approx(-0.1 * f), pytest.approx(0.2 * f), 0.95)
+    wide = Interval(1.0, 0.5, 2.0, 0.994)  # a running verdict's paired control: already wider
+    assert widen(wide, 0.95) == wide
+
+
+def test_the_two_hour_soak_rules_out_what_its_bins_and_restart_knew():
+    """A 2-hour healthy soak (issue 26): the paired control alone ruled out 14 %; with its bins and
+    its restart control, each widened to 96.7 %, together they rule out about 2 %."""
+    paired, bins, restart = (cmp("paired_control", 0.99, 0.86, 1.13), cmp("bins", 1.003, 0.985, 1.028),
+                             cmp("restart", 1.01, 0.97, 1.06))
+    together = combine([paired, bins, restart]).comparison
+    assert together.basis == "combined" and together.bases == ("paired_control", "bins", "restart")
+    assert together.interval.lo == pytest.approx(widen(bins.interval, 1 - 0.1 / 3).lo)
+    assert 0.97 < together.interval.lo < 0.985 and together.interval.hi < 1.04
+    d = decide(Evidence(paired=paired, bins=bins, restart=restart))
+    assert d.verdict == "no_degradation" and d.basis == "combined" and d.confidence == "high"
+    assert "the decode comparisons together (paired control, restart control, bins)" in d.reason
+
+
+def test_without_a_control_the_log_samples_together_are_at_most_medium():
+    d = decide(Evidence(bins=cmp("bins", 1.0, 0.98, 1.02), steps=cmp("step_series", 1.0, 0.97, 1.03),
+                        onset_found=False, span_s=3600.0))
+    assert d.basis == "combined" and d.decisive.interval.lo > 0.95
+    assert d.verdict == "no_degradation" and d.confidence == "medium"
+
+
+def test_a_wide_comparison_stays_out_and_one_alone_decides_alone():
+    narrow, wide = cmp("bins", 1.0, 0.9, 1.12), cmp("paired_control", 0.8, 0.4, 1.6)
+    assert combine([narrow]).comparison is None
+    d = decide(Evidence(paired=wide, bins=narrow, span_s=3600.0))
+    assert d.basis == "bins" and d.decisive.interval == narrow.interval  # not widened for a partner that adds nothing
+
+
+def test_comparisons_that_do_not_overlap_are_not_combined_and_say_so():
+    a, b = cmp("bins", 1.0, 0.98, 1.02), cmp("restart", 0.85, 0.83, 0.87)
+    together = combine([a, b])
+    assert together.comparison is None and [basis for basis, _ in together.widened] == ["bins", "restart"]
+    d = decide(Evidence(bins=a, restart=b, span_s=3600.0))
+    found = {f.name: f for f in d.findings}
+    assert found["decode_agreement"].status == "warn" and "do not overlap" in found["decode_agreement"].detail
+
+
+def test_together_they_cover_at_the_stated_level_on_dependent_comparisons():
+    """Three comparisons of one true ratio, two of them sharing most of their noise (as the paired
+    control and the probes share the probes): the intersection misses at most 10 % of the time."""
+    rng = np.random.default_rng(3)
+    z = norm.ppf(0.95)
+    misses = 0
+    trials = 2000
+    for _ in range(trials):
+        shared = rng.normal(0, 0.05)
+        errs = [shared + rng.normal(0, 0.01), shared + rng.normal(0, 0.01), rng.normal(0, 0.03)]
+        ses = [math.hypot(0.05, 0.01), math.hypot(0.05, 0.01), 0.03]
+        cs = [cmp(b, math.exp(e), math.exp(e - z * s), math.exp(e + z * s))
+              for b, e, s in zip(("paired_control", "probes", "bins"), errs, ses)]
+        together = combine(cs).comparison
+        if together is None or not together.interval.lo <= 1.0 <= together.interval.hi:
+            misses += 1
+    assert misses / trials <= 0.10
