@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from rundir import schema
-from soak.samplers import (EngineHooks, EngineSteps, GpuSampler, HostSampler, LogTailer, MetricsScraper,
-                           ProcessSampler)
+from soak.external import LogTailer, MetricsScraper
+from soak.samplers import EngineHooks, EngineSteps, GpuSampler, HostSampler, ProcessSampler
 from soak.targets import Target
 
 logger = logging.getLogger(__name__)

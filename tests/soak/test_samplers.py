@@ -50,7 +50,7 @@ def test_no_gpu_is_not_an_error():
 def test_log_tailer_copies_new_lines_and_parses_engine_lines_in_local_time(tmp_path):
     import time
 
-    from soak.samplers import LogTailer
+    from soak.external import LogTailer
 
     class FakeTarget:
         life, started_at, pid, url = 0, None, None, "http://x"
@@ -78,7 +78,7 @@ def test_log_tailer_copies_new_lines_and_parses_engine_lines_in_local_time(tmp_p
 def test_log_tailer_places_llama_server_stamps_at_the_engine_start_and_sees_a_new_process(tmp_path):
     import time
 
-    from soak.samplers import LogTailer
+    from soak.external import LogTailer
 
     class FakeTarget:
         life, pid, url = 0, None, "http://x"
@@ -126,7 +126,7 @@ def test_log_tailer_places_llama_server_stamps_at_the_engine_start_and_sees_a_ne
 
 
 def test_saved_scrapes_keep_what_diag_reads_and_drop_histogram_buckets():
-    from soak.samplers import _keep_engine_samples
+    from soak.external import _keep_engine_samples
 
     page = ("# HELP vllm:generation_tokens Number of generation tokens.\n"
             "# TYPE vllm:generation_tokens counter\n"
@@ -147,7 +147,7 @@ def test_saved_scrapes_keep_what_diag_reads_and_drop_histogram_buckets():
 def test_a_real_llama_server_page_keeps_every_llamacpp_sample():
     from pathlib import Path
 
-    from soak.samplers import _keep_engine_samples
+    from soak.external import _keep_engine_samples
 
     page = (Path(__file__).parents[1] / "diagnostics" / "fixtures" / "metrics" / "llama-server-metrics.txt").read_text()
     kept = _keep_engine_samples(page).splitlines()
@@ -264,7 +264,7 @@ def test_engine_steps_pages_until_next_after_meets_last_step_whatever_the_page_s
 def test_each_soaks_samplers_say_their_own_warnings(tmp_path, caplog):
     """`soak validate` runs several soaks in one process: a log that cannot be read is said once
     per soak's tailer, not once per process."""
-    from soak.samplers import LogTailer
+    from soak.external import LogTailer
 
     class FakeTarget:
         life, started_at, pid, url = 0, None, None, "http://x"
