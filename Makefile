@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 # torch is pinned and installed first: a plain requirement may pull a multi-GB CUDA build.
 TORCH ?= torch==2.13.0
 
-.PHONY: setup demo test test-slow browser case-llamacpp-shared-kv
+.PHONY: setup demo test test-slow browser case-llamacpp-shared-kv case-llamacpp-defrag
 
 setup: $(VENV)/.installed
 
@@ -51,3 +51,17 @@ case-llamacpp-shared-kv: setup
 		PYTHON=$(abspath $(PY)) scripts/peer-engines.sh model $$v || exit 1; \
 	done
 	@for v in $(CASE_BUILDS); do VENV=$(abspath $(VENV)) scripts/case-llamacpp-shared-kv.sh $$v || exit 1; done
+
+# Case study (docs/case-studies/llamacpp-defrag.md): llama.cpp without KV defragmentation (0.3.1)
+# and with it (0.3.2): the side-by-side churn of both builds, then each soaked with a fresh control
+# beside it in the near-full scenario (4 slots of 512 cells). Builds about 90 s each here; the
+# churn 6 minutes, the soaks up to 15 minutes each.
+DEFRAG_BUILDS ?= 0.3.1 0.3.2
+DEFRAG_SCENARIO = NP=4 CTX=2048 TRACE=$(abspath examples/llamacpp-kv-near-full.jsonl) CONCURRENCY=6 MAX_CONTEXT=448 MAX_HOURS=0.25
+case-llamacpp-defrag: setup
+	@for v in $(DEFRAG_BUILDS); do \
+		PYTHON=$(abspath $(PY)) scripts/peer-engines.sh build $$v && \
+		PYTHON=$(abspath $(PY)) scripts/peer-engines.sh model $$v || exit 1; \
+	done
+	PYTHON=$(abspath $(PY)) scripts/peer-frag-ab.sh $(DEFRAG_BUILDS)
+	@for v in $(DEFRAG_BUILDS); do $(DEFRAG_SCENARIO) VENV=$(abspath $(VENV)) scripts/case-llamacpp-shared-kv.sh $$v || exit 1; done

@@ -6,6 +6,11 @@ with `-np 8` (per-slot streams), the same trace and command (scripts/case-llamac
 each with a fresh control instance beside it, a baseline of probe cycles before any traffic, and
 a restart at the end. The buggy build must be called aged with the mechanism named first and the
 restart bringing it back; the fixed build must not be called aged.
+
+llama.cpp without KV defragmentation (issue 25, mechanism 2): llama-server of 0.3.1 (off) and
+0.3.2 (on), soaked the same way in a scenario whose slots fill the whole cache
+(docs/case-studies/llamacpp-defrag.md). Both halve their batches for want of room (the
+`kv_space` check, from the log's lines); only the one without defragmentation is called aged.
 """
 
 from pathlib import Path
@@ -28,3 +33,19 @@ def test_the_buggy_build_is_aged_by_the_kv_cells_its_idle_slots_hold_and_a_resta
 def test_the_fixed_build_is_not_called_aged():
     a = analyze(load_source(CASES / "llamacpp-shared-kv" / "after"))
     assert a.verdict != "engine_age_degradation", a.reason
+
+
+def test_without_kv_defragmentation_a_full_cache_ages_the_engine_and_the_batch_halving_is_read():
+    a = analyze(load_source(CASES / "llamacpp-defrag" / "before"))
+    assert a.verdict == "engine_age_degradation" and a.confidence in ("medium", "high"), a.reason
+    assert a.basis == "paired_control" and a.slowdown.hi < 0.9 and a.onset is not None
+    checks = {c.name: c for c in a.checks}
+    assert checks["kv_space"].status == "warn" and checks["kv_space"].detail.startswith("224 times")
+    assert "kv_no_space" in [s.name for s in a.suspects]
+
+
+def test_with_kv_defragmentation_the_same_soak_is_not_called_aged_though_its_batches_halve_too():
+    a = analyze(load_source(CASES / "llamacpp-defrag" / "after"))
+    assert a.verdict != "engine_age_degradation", a.reason
+    checks = {c.name: c for c in a.checks}
+    assert checks["kv_space"].status == "warn" and checks["kv_space"].detail.startswith("389 times")
