@@ -54,7 +54,8 @@ case-llamacpp-shared-kv: setup
 
 # Case study (docs/case-studies/llamacpp-defrag.md): llama.cpp without KV defragmentation (0.3.1)
 # and with it (0.3.2): the side-by-side churn of both builds, then each soaked with a fresh control
-# beside it in the near-full scenario (4 slots of 512 cells). Builds about 90 s each here; the
+# beside it in the near-full scenario (4 slots of 512 cells); DEFRAG_EXTRA="--defrag-thold 0.1"
+# with DEFRAG_BUILDS=0.3.1 soaks 0.3.1 with defragmentation on. Builds about 90 s each here; the
 # churn 6 minutes, the soaks up to 15 minutes each.
 DEFRAG_BUILDS ?= 0.3.1 0.3.2
 DEFRAG_SCENARIO = NP=4 CTX=2048 TRACE=$(abspath examples/llamacpp-kv-near-full.jsonl) CONCURRENCY=6 MAX_CONTEXT=448 MAX_HOURS=0.25
@@ -64,4 +65,5 @@ case-llamacpp-defrag: setup
 		PYTHON=$(abspath $(PY)) scripts/peer-engines.sh model $$v || exit 1; \
 	done
 	PYTHON=$(abspath $(PY)) scripts/peer-frag-ab.sh $(DEFRAG_BUILDS)
-	@for v in $(DEFRAG_BUILDS); do $(DEFRAG_SCENARIO) VENV=$(abspath $(VENV)) scripts/case-llamacpp-shared-kv.sh $$v || exit 1; done
+	@for v in $(DEFRAG_BUILDS); do $(DEFRAG_SCENARIO) LLAMA_EXTRA="$(DEFRAG_EXTRA)" VENV=$(abspath $(VENV)) \
+		scripts/case-llamacpp-shared-kv.sh $$v || exit 1; done

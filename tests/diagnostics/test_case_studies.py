@@ -7,10 +7,11 @@ each with a fresh control instance beside it, a baseline of probe cycles before 
 a restart at the end. The buggy build must be called aged with the mechanism named first and the
 restart bringing it back; the fixed build must not be called aged.
 
-llama.cpp without KV defragmentation (issue 25, mechanism 2): llama-server of 0.3.1 (off) and
-0.3.2 (on), soaked the same way in a scenario whose slots fill the whole cache
+llama.cpp's KV defragmentation (issue 25, mechanism 2): llama-server of 0.3.1 (off) and 0.3.2
+(on), soaked the same way in a scenario whose slots fill the whole cache
 (docs/case-studies/llamacpp-defrag.md). Both halve their batches for want of room (the
-`kv_space` check, from the log's lines); only the one without defragmentation is called aged.
+`kv_space` check, from the log's lines); 0.3.1 is called aged and 0.3.2 is not (0.3.1 with
+defragmentation on aged too: the difference is not defragmentation, and no test claims it is).
 """
 
 from pathlib import Path
@@ -35,7 +36,7 @@ def test_the_fixed_build_is_not_called_aged():
     assert a.verdict != "engine_age_degradation", a.reason
 
 
-def test_without_kv_defragmentation_a_full_cache_ages_the_engine_and_the_batch_halving_is_read():
+def test_0_3_1_in_a_full_cache_is_aged_and_its_batch_halving_is_read():
     a = analyze(load_source(CASES / "llamacpp-defrag" / "before"))
     assert a.verdict == "engine_age_degradation" and a.confidence in ("medium", "high"), a.reason
     assert a.basis == "paired_control" and a.slowdown.hi < 0.9 and a.onset is not None
@@ -44,7 +45,7 @@ def test_without_kv_defragmentation_a_full_cache_ages_the_engine_and_the_batch_h
     assert "kv_no_space" in [s.name for s in a.suspects]
 
 
-def test_with_kv_defragmentation_the_same_soak_is_not_called_aged_though_its_batches_halve_too():
+def test_0_3_2_in_the_same_soak_is_not_called_aged_though_its_batches_halve_too():
     a = analyze(load_source(CASES / "llamacpp-defrag" / "after"))
     assert a.verdict != "engine_age_degradation", a.reason
     checks = {c.name: c for c in a.checks}
