@@ -117,6 +117,10 @@ class Client:
                 text = (await response.aread()).decode("utf-8", "replace")
                 return acc.failed(_refusal_or_error(response.status_code, text), _error_text(response, text))
             async for line in response.aiter_lines():
+                if line.startswith("error:"):
+                    # llama-server of late 2024 ends a stream it gave up on with an `error:` line of its
+                    # own (server_sent_event(sink, "error", ...)), not a `data:` one
+                    return acc.failed("error", _stream_error(line[6:].strip()))
                 data = stream.data_of(line)
                 if data is None:
                     continue
@@ -201,3 +205,14 @@ async def list_models(http: httpx.AsyncClient, base_url: str, api_key: Optional[
     response = await http.get(f"{base_url.rstrip('/')}/v1/models", headers=headers, timeout=10.0)
     response.raise_for_status()
     return [m.get("id") for m in response.json().get("data", []) if isinstance(m, dict) and m.get("id")]
+
+
+def _stream_error(payload: str) -> str:
+    """The message of an `error:` line's JSON (`{"code": 500, "message": ...}`), or its text."""
+    try:
+        obj = json.loads(payload)
+    except ValueError:
+        return payload[:200] or "an error line in the stream"
+    if isinstance(obj, dict):
+        return str(obj.get("message", obj))[:200]
+    return str(obj)[:200]

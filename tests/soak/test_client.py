@@ -71,3 +71,19 @@ def test_replayed_calls_take_the_temperature_asked_for_and_probes_are_greedy():
     asyncio.run(go())
     assert "temperature" not in bodies[0]  # the target's default
     assert [b["temperature"] for b in bodies[1:]] == [0.6, 0.0]
+
+
+def test_an_error_line_in_the_stream_is_a_failed_call():
+    """llama-server of late 2024 (llama-cpp-python 0.3.2) ends a stream whose KV cache had no room
+    even for one token with its own `error:` event, not a `data:` chunk."""
+    def handler(request: httpx.Request) -> httpx.Response:
+        text = ('error: {"code":500,"message":"Input prompt is too big compared to KV size. Please try increasing '
+                'KV size.","type":"server_error"}\n\n')
+        return httpx.Response(200, text=text, headers={"content-type": "text/event-stream"})
+
+    async def go():
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
+            return await Client(http, "http://target", "completions", "m", timeout_s=5).call([1, 2], 4)
+
+    r = asyncio.run(go())
+    assert r.status == "error" and r.error.startswith("Input prompt is too big compared to KV size")
