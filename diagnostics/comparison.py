@@ -39,6 +39,10 @@ class Comparison(NamedTuple):
     # material level. None: the whole interval at or below the material level.
     detect: Optional[float] = None
     parts: tuple[str, ...] = ()  # a comparison made of others (diagnostics.combine): their bases
+    # Whether it may enter the decode comparisons together (diagnostics.combine): not a design known
+    # to compare unlike conditions (the restart on the step series: the aged engine under the
+    # traffic against the fresh one under little more than probes).
+    joins: bool = True
 
     @property
     def bases(self) -> tuple[str, ...]:

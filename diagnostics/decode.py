@@ -397,7 +397,7 @@ def _restart(model: HealthyModel, use: pd.DataFrame, life_use: pd.DataFrame, lat
                       f"restart control on the step series: the aged engine's latest {len(aged)} samples over the "
                       f"fresh engine's first {len(fresh)} after the restart ({len(a)} and {len(f)} block means) "
                       f"{interval.describe()}",
-                      float(fresh["gen_tps"].median()))
+                      float(fresh["gen_tps"].median()), joins=False)
 
 
 def _span_end(rows: pd.DataFrame, fraction: float, first: bool) -> pd.DataFrame:

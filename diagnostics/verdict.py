@@ -30,9 +30,9 @@ The rules, in order (docs/diagnostics.md, "The verdict"):
    not judge it (decode can hold while admissions slow). Prefix reuse is a share, not a time:
    no host drift moves it.
 4. **No age.** The decisive decode comparison — the paired control, the restart control, the
-   probes, the bins and the step series together where two or more bound an interval (each
-   widened so that all hold at once, intersected: diagnostics.combine; `high` from them
-   together only with a paired control among them), else the one there is — must rule out a loss of LOW_FLOOR; otherwise the answer is `insufficient_data`. The verdict is
+   probes, the bins and the step series together where a control makes each net of the host and
+   two or more bound an interval (each widened so that all hold at once, intersected:
+   diagnostics.combine; the narrower of that and the best one alone), else the one there is — must rule out a loss of LOW_FLOOR; otherwise the answer is `insufficient_data`. The verdict is
    then `context_growth_only` when raw throughput fell, else `no_degradation` (also when the
    fall was host or load drift: neither context nor age). With no interval anywhere but a
    context-only model that explains the slowdown, it is `context_growth_only`, low. A verdict of
@@ -247,8 +247,6 @@ def decide(ev: Evidence) -> Decision:
     verdict = "context_growth_only" if (fell or by_context) and cause != HOST_DRIFT else "no_degradation"
     confidence = ("high" if decode.interval.lo > HIGH_FLOOR else "medium" if decode.interval.lo > decode.material
                   else "low")
-    if confidence == "high" and decode.basis == "combined" and ev.paired is None:
-        confidence = "medium"  # without a control beside it, what the log's own samples say together is not "high"
     cause = cause or ("context_growth" if verdict == "context_growth_only" else None)
     on = (decode.basis.replace('_', ' ') if decode.basis != "combined" else
           "the decode comparisons together (" + decode.detail.split("(", 1)[1].split(")", 1)[0] + ")")
@@ -280,10 +278,19 @@ def _decisive_decode(ev: Evidence, findings: list[Finding]) -> Optional[Comparis
     # Only those narrow enough to rule out a loss of LOW_FLOOR on their own, wherever they lie:
     # each one counted widens all the others, and a wide one adds nothing to the intersection.
     # (Chosen by width, not by where the interval lies: the coverage stays.)
-    informative = [c for c in plausible if c.interval.lo > 0 and c.interval.hi / c.interval.lo <= INFORMATIVE_SPAN]
-    together = combine(informative)
+    informative = [c for c in plausible if c.joins and c.interval.lo > 0
+                   and c.interval.hi / c.interval.lo <= INFORMATIVE_SPAN]
+    # Together only where every one of them is net of the host: with a control probed through the
+    # run (the probes, bins and step series divided by its drift; the paired control and the
+    # restart on the probes are net of it by design). Without one, the log's own samples measure
+    # the host's change with the engine's, and a restart does not: they are not the same quantity.
+    together = combine(informative if ev.control_drift is not None else [])
     if together.comparison is not None:
-        return together.comparison
+        # Of each alone and all together, the narrowest (by its span, hi / lo: chosen by width, not
+        # by where it lies, so the chosen one still holds at its level): together they are
+        # narrower where the others add to what the best one knows (a long soak's tight bins and
+        # restart), and wider where each one counted only widens the best (Bonferroni's cost).
+        return min([*informative, together.comparison], key=lambda c: c.interval.hi / c.interval.lo)
     if len(informative) == 1:
         return informative[0]
     if together.widened:

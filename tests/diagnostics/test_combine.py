@@ -33,30 +33,44 @@ def test_the_two_hour_soak_rules_out_what_its_bins_and_restart_knew():
     assert together.basis == "combined" and together.bases == ("paired_control", "bins", "restart")
     assert together.interval.lo == pytest.approx(widen(bins.interval, 1 - 0.1 / 3).lo)
     assert 0.97 < together.interval.lo < 0.985 and together.interval.hi < 1.04
-    d = decide(Evidence(paired=paired, bins=bins, restart=restart))
-    assert d.verdict == "no_degradation" and d.basis == "combined" and d.confidence == "high"
-    assert "the decode comparisons together (paired control, restart control, bins)" in d.reason
+    steady = cmp("control_drift", 1.0, 0.99, 1.01)  # the control probed through the run
+    d = decide(Evidence(paired=paired, bins=bins, restart=restart, control_drift=steady))
+    # the narrowest of each alone (corrected for the host) and all together: here the bins alone
+    assert d.verdict == "no_degradation" and d.confidence == "high" and d.decisive.interval.lo > 0.97
+    # two that bound it from either side: together narrower than either
+    low, high = cmp("bins", 0.98, 0.94, 1.02), cmp("restart", 1.02, 0.98, 1.06)
+    d = decide(Evidence(bins=low, restart=high, control_drift=steady))
+    assert d.basis == "combined" and d.decisive.interval.lo > 0.96 and d.decisive.interval.hi < 1.04
+    assert "the decode comparisons together (restart control, bins)" in d.reason
 
 
-def test_without_a_control_the_log_samples_together_are_at_most_medium():
+def test_without_a_control_nothing_is_combined():
+    """The log's own samples measure the host's change with the engine's; a restart does not."""
     d = decide(Evidence(bins=cmp("bins", 1.0, 0.98, 1.02), steps=cmp("step_series", 1.0, 0.97, 1.03),
-                        onset_found=False, span_s=3600.0))
-    assert d.basis == "combined" and d.decisive.interval.lo > 0.95
-    assert d.verdict == "no_degradation" and d.confidence == "medium"
+                        restart=cmp("restart", 1.0, 0.9, 1.1), onset_found=False, span_s=3600.0))
+    assert d.verdict == "no_degradation" and d.basis != "combined"
+
+
+def test_each_alone_or_all_together_whichever_is_narrower():
+    """Bonferroni's cost: where the others add nothing, the best one alone is narrower."""
+    steady = cmp("control_drift", 1.0, 0.99, 1.01)
+    paired, loose = cmp("paired_control", 1.0, 0.95, 1.05), cmp("bins", 1.0, 0.84, 1.19)
+    d = decide(Evidence(paired=paired, bins=loose, control_drift=steady))
+    assert d.basis == "paired_control"
 
 
 def test_a_wide_comparison_stays_out_and_one_alone_decides_alone():
     narrow, wide = cmp("bins", 1.0, 0.9, 1.12), cmp("paired_control", 0.8, 0.4, 1.6)
     assert combine([narrow]).comparison is None
-    d = decide(Evidence(paired=wide, bins=narrow, span_s=3600.0))
-    assert d.basis == "bins" and d.decisive.interval == narrow.interval  # not widened for a partner that adds nothing
+    d = decide(Evidence(paired=wide, bins=narrow, span_s=3600.0, control_drift=cmp("control_drift", 1.0, 0.99, 1.01)))
+    assert d.basis == "bins" and d.decisive.interval.level == 0.9  # not widened for a partner that adds nothing
 
 
 def test_comparisons_that_do_not_overlap_are_not_combined_and_say_so():
     a, b = cmp("bins", 1.0, 0.98, 1.02), cmp("restart", 0.85, 0.83, 0.87)
     together = combine([a, b])
     assert together.comparison is None and [basis for basis, _ in together.widened] == ["bins", "restart"]
-    d = decide(Evidence(bins=a, restart=b, span_s=3600.0))
+    d = decide(Evidence(bins=a, restart=b, span_s=3600.0, control_drift=cmp("control_drift", 1.0, 0.99, 1.01)))
     found = {f.name: f for f in d.findings}
     assert found["decode_agreement"].status == "warn" and "do not overlap" in found["decode_agreement"].detail
 
