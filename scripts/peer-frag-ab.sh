@@ -31,6 +31,13 @@ OUT=$CACHE/frag/$(date -u +%Y%m%dT%H%M%S)
 mkdir -p "$OUT"
 PE=$HERE/peer-engines.sh
 
+# llama-server's HTTP library binds with SO_REUSEPORT: a server left on a port would silently take
+# half the calls. Refuse to start beside one.
+for p in "$PORT" "$((PORT + 2))"; do
+    if curl -s -o /dev/null "http://127.0.0.1:$p/health"; then
+        echo "port $p already answers: stop what runs there first" >&2; exit 1
+    fi
+done
 trap '"$PE" stop llama "$PORT" || true; "$PE" stop llama "$((PORT + 2))" || true' EXIT
 LLAMA_LOG=$OUT/a.log LLAMA_EXTRA=$A_EXTRA nice -n 5 "$PE" start llama "$PORT" "$A_VERSION"
 LLAMA_LOG=$OUT/b.log LLAMA_EXTRA=$B_EXTRA nice -n 5 "$PE" start llama "$((PORT + 2))" "$B_VERSION"
