@@ -102,15 +102,14 @@ def engine_checks(source: Source, samples: pd.DataFrame) -> Iterator[Check]:
 def _kv_space(events: pd.DataFrame) -> Check:
     """llama.cpp's log lines that say the KV cache had no room for a batch (logformats.messages):
     retried with a smaller batch, or given up on (the requests failed)."""
-    kinds = events["kind"] if not events.empty else pd.Series(dtype=object)
-    retried, failed = events[kinds.eq("kv_no_space")], events[kinds.eq("kv_full")]
-    if retried.empty and failed.empty:
+    hits = events[events["kind"].isin(("kv_no_space", "kv_full"))] if not events.empty else events
+    if hits.empty:
         return Check("kv_space", "ok", "no batch found the KV cache without room")
-    both = pd.concat([retried, failed]).sort_values("t")
-    first, last = (pd.Timestamp(both["t"].iloc[k]).isoformat() for k in (0, -1))
+    retried, failed = int(hits["kind"].eq("kv_no_space").sum()), int(hits["kind"].eq("kv_full").sum())
+    first, last = (pd.Timestamp(t).isoformat() for t in (hits["t"].min(), hits["t"].max()))
     return Check("kv_space", "warn",
-                 f"{len(retried)} times the KV cache had no room for a batch and the engine retried with a smaller "
-                 f"one, {len(failed)} times not even for the smallest (its requests failed), from {first} to {last}: "
+                 f"{retried} times the KV cache had no room for a batch and the engine retried with a smaller "
+                 f"one, {failed} times not even for the smallest (its requests failed), from {first} to {last}: "
                  f"a full KV cache, or one fragmented into holes too small for a batch (llama.cpp without KV "
                  f"defragmentation); prefill runs in ever smaller batches")
 

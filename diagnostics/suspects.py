@@ -146,21 +146,18 @@ def _step_level(steps: pd.DataFrame, name: str) -> pd.DataFrame:
 def _event_rate(events: pd.DataFrame, kind: str, samples: pd.DataFrame) -> pd.DataFrame:
     """At each sample's time, how many `kind` events the EVENT_WINDOW_S before it held (of the
     same engine life where both say it)."""
-    ev = events[events["kind"] == kind]
+    ev = events[events["kind"] == kind].astype({"t": "datetime64[ns]"}).sort_values("t", kind="stable")
     t = samples["t"].astype("datetime64[ns]").to_numpy()
-    times = np.sort(ev["t"].astype("datetime64[ns]").to_numpy())
+    times = ev["t"].to_numpy()
+    by_life = "engine_life" in samples and "engine_life" in ev and ev["engine_life"].notna().all()
+    sample_lives = samples["engine_life"].to_numpy() if by_life else np.zeros(len(t))
+    event_lives = ev["engine_life"].to_numpy() if by_life else np.zeros(len(times))
     window = np.timedelta64(int(EVENT_WINDOW_S * 1e9), "ns")
-    counts = np.searchsorted(times, t, side="right") - np.searchsorted(times, t - window, side="right")
-    if "engine_life" in samples and "engine_life" in ev and ev["engine_life"].notna().all():
-        lives = ev["engine_life"].to_numpy()
-        order = np.argsort(ev["t"].astype("datetime64[ns]").to_numpy(), kind="stable")
-        lives = lives[order]
-        for life in np.unique(samples["engine_life"].to_numpy()):
-            at = samples["engine_life"].to_numpy() == life
-            mine = times[lives == life]
-            counts[at] = (np.searchsorted(mine, t[at], side="right")
-                          - np.searchsorted(mine, t[at] - window, side="right"))
-    return pd.DataFrame({"t": t, kind: counts.astype(float)})
+    counts = np.zeros(len(t))
+    for life in np.unique(sample_lives):
+        at, mine = sample_lives == life, times[event_lives == life]
+        counts[at] = np.searchsorted(mine, t[at], side="right") - np.searchsorted(mine, t[at] - window, side="right")
+    return pd.DataFrame({"t": t, kind: counts})
 
 
 def _as_rate(snaps: pd.DataFrame, name: str) -> pd.DataFrame:

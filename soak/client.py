@@ -120,7 +120,7 @@ class Client:
                 if line.startswith("error:"):
                     # llama-server of late 2024 ends a stream it gave up on with an `error:` line of its
                     # own (server_sent_event(sink, "error", ...)), not a `data:` one
-                    return acc.failed("error", _stream_error(line[6:].strip()))
+                    return acc.failed("error", _message_of(line[6:])[:200] or "an error line in the stream")
                 data = stream.data_of(line)
                 if data is None:
                     continue
@@ -190,6 +190,11 @@ def _refusal_or_error(status_code: int, text: str) -> str:
 
 
 def _error_text(response: httpx.Response, text: str) -> str:
+    return f"HTTP {response.status_code}: {_message_of(text)[:500]}"
+
+
+def _message_of(text: str) -> str:
+    """An error body's message: `{"error": {"message": ...}}`, `{"message": ...}`, or the text itself."""
     message = text.strip()
     try:
         obj = json.loads(text)
@@ -197,7 +202,7 @@ def _error_text(response: httpx.Response, text: str) -> str:
         message = str(err.get("message", err) if isinstance(err, dict) else err)
     except (json.JSONDecodeError, AttributeError):
         pass
-    return f"HTTP {response.status_code}: {message[:500]}"
+    return message
 
 
 async def list_models(http: httpx.AsyncClient, base_url: str, api_key: Optional[str]) -> list[str]:
@@ -205,14 +210,3 @@ async def list_models(http: httpx.AsyncClient, base_url: str, api_key: Optional[
     response = await http.get(f"{base_url.rstrip('/')}/v1/models", headers=headers, timeout=10.0)
     response.raise_for_status()
     return [m.get("id") for m in response.json().get("data", []) if isinstance(m, dict) and m.get("id")]
-
-
-def _stream_error(payload: str) -> str:
-    """The message of an `error:` line's JSON (`{"code": 500, "message": ...}`), or its text."""
-    try:
-        obj = json.loads(payload)
-    except ValueError:
-        return payload[:200] or "an error line in the stream"
-    if isinstance(obj, dict):
-        return str(obj.get("message", obj))[:200]
-    return str(obj)[:200]
