@@ -51,7 +51,10 @@ def analyze(source: Source) -> Analysis:
     evidence = verdict_mod.Evidence(
         paired=paired, probes=probes, bins=dec.bins, steps=dec.steps, onset_found=dec.onset_idx is not None,
         context=dec.context, reuse=prefix_reuse.comparison if prefix_reuse is not None else None,
-        prefill=prefill.comparison if prefill is not None else None, control_drift=drift, restart=restart, host=host,
+        prefill=prefill.comparison if prefill is not None else None, control_drift=drift,
+        step_drift=controls.drift_between(cycles, dec.step_sides, level) if drift is not None else None,
+        bin_drift=controls.drift_between(cycles, dec.bin_sides, level) if drift is not None else None,
+        restart=restart, host=host,
         raw_ratio=_raw_ratio(dec), no_data=no_data, span_s=_span_s(dec), unmatched=dec.unmatched,
         context_effect=context_mod.context_effect(dec.model, dec.use))
     decision = verdict_mod.decide(evidence)

@@ -27,6 +27,9 @@ from diagnostics.sequential import MIN_SIDE, side as _side
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.verdict import HostLoad
 
+# A comparison's two sides in time: the first and the last moment of each (early, late).
+Sides = tuple[tuple[pd.Timestamp, pd.Timestamp], tuple[pd.Timestamp, pd.Timestamp]]
+
 THIRD = 1 / 3
 # Probes a side needs before a probe comparison may show a loss: two probes (or cycles) seconds
 # apart can sit in one burst of a neighbour's load and agree by chance, and two such pairs give
@@ -139,6 +142,23 @@ def control_drift(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Optio
     return Comparison("control_drift", interval, e, k, DECODE_MATERIAL,
                       f"the fresh control's own probes, last {k} over first {e}: {interval.describe()} (the host's "
                       f"speed, which the control's youth leaves as the only change)", _geo(first["control"].head(e)))
+
+
+def drift_between(cycles: pd.DataFrame, sides: Optional[Sides], level: float = intervals.LEVEL
+                  ) -> Optional[Comparison]:
+    """The control's own probes taken while the soaked engine's comparison took its two sides
+    (`sides`: each side's first and last moment), late against early: the host's speed over
+    those very stretches. A step series' latest seconds are a short stretch; the control's drift
+    over the whole run says nothing of the host in them, and where the control was probed fewer
+    than twice in a side, nothing is known of it (an unbounded interval). None without a control."""
+    if sides is None or cycles.empty:
+        return None
+    t = cycles["t"]
+    early, late = (cycles.loc[(t >= a) & (t <= b), "control"] for a, b in sides)
+    interval = intervals.log_ratio(early, late, level, serial=True)
+    return Comparison("control_drift", interval, len(early), len(late), DECODE_MATERIAL,
+                      f"the fresh control's own probes taken beside the two sides, {len(late)} over {len(early)}: "
+                      f"{interval.describe()}", _geo(early))
 
 
 def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Optional[Comparison]:

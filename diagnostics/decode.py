@@ -68,6 +68,10 @@ class DecodeEvidence(NamedTuple):
     checks: tuple[Check, ...]
     why_not: Optional[str]  # why the step series cannot carry the analysis (too few samples)
     unmatched: Optional[str] = None  # why the latest samples have no matched conditions, when they have none
+    # The moments each side of `steps` and of `bins` spans (early, late): where a control was
+    # probed beside the run, the host's drift is read over these very stretches (controls.drift_between).
+    step_sides: Optional[tuple] = None
+    bin_sides: Optional[tuple] = None
 
 
 NO_TIMINGS = ("the data hold no decode throughput at all (no decode lines, stats lines or per-request timings)")
@@ -136,12 +140,14 @@ def evaluate(steps_frame: pd.DataFrame, engines: Optional[dict[int, int]] = None
     # of other work. Only the bins, matched band by band, may carry a loss there.
     stalled = samples["excluded"].isin(("prefill_pending", "prefill_dominated")).any()
     sweep = "batch" in model.left_out and stalled
-    steps_cmp = None if sweep else _step_comparison(*_in_range(model, early, late), where)
+    step_early, step_late = _in_range(model, early, late)
+    steps_cmp = None if sweep else _step_comparison(step_early, step_late, where, early)
     unmatched = _unmatched(model, late) if steps_cmp is None else None
-    bins, bands = _bin_comparison(use, model, onset_idx)
+    bins, bands, bin_sides = _bin_comparison(use, model, onset_idx)
     return DecodeEvidence(samples, use, life_use, model, cps, onset_idx, context, trend, creep_idx, per_hour,
-                          steps_cmp, bins, bands, _restart(model, use, life_use, late, onset_idx), tuple(checks),
-                          None, unmatched)
+                          steps_cmp, bins, bands, _restart(model, use, life_use, late, onset_idx, early), tuple(checks),
+                          None, unmatched, _moments(step_early, step_late) if steps_cmp is not None else None,
+                          bin_sides)
 
 
 def _admit_mixed_windows(samples: pd.DataFrame) -> bool:
@@ -284,14 +290,18 @@ def _in_range(model: HealthyModel, a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd
     return a, b
 
 
-def _step_comparison(early: pd.DataFrame, late: pd.DataFrame, where: str) -> Optional[Comparison]:
+def _step_comparison(early: pd.DataFrame, late: pd.DataFrame, where: str, reference: pd.DataFrame
+                     ) -> Optional[Comparison]:
     """Speed against the healthy model (exp(-residual)), block means of the latest stretch
     against its reference (_claim_sides), at the context the healthy window held where both
-    sides have samples there (_in_range)."""
+    sides have samples there (_in_range). The latest stretch's mean is no surer than the means
+    of stretches as long along the reference (_stretch_floor): a slow spell of the host in the
+    last seconds before a restart is one state of the host, however many samples it holds."""
     if early.empty or late.empty:
         return None
     interval = intervals.log_ratio(intervals.blocks(np.exp(-early["residual"].to_numpy())),
-                                   intervals.blocks(np.exp(-late["residual"].to_numpy())))
+                                   intervals.blocks(np.exp(-late["residual"].to_numpy())),
+                                   floors=(None, _stretch_floor(reference, late)))
     n_early, n_late = len(intervals.blocks(early["residual"])), len(intervals.blocks(late["residual"]))
     return Comparison("step_series", interval, n_early, n_late, DECODE_MATERIAL,
                       f"step series at matched conditions (speed against the healthy model, the latest {len(late)} "
@@ -299,10 +309,17 @@ def _step_comparison(early: pd.DataFrame, late: pd.DataFrame, where: str) -> Opt
                       float(early["gen_tps"].median()))
 
 
+def _moments(early: pd.DataFrame, late: pd.DataFrame) -> Optional[tuple]:
+    """The first and the last moment of each side, (early, late); None where a side is empty."""
+    if early.empty or late.empty or "t" not in early or "t" not in late:
+        return None
+    return (early["t"].min(), early["t"].max()), (late["t"].min(), late["t"].max())
+
+
 def _bin_comparison(use: pd.DataFrame, model: HealthyModel, onset_idx
-                    ) -> tuple[Optional[Comparison], Optional[pd.DataFrame]]:
-    """Same batch size and context band, early against late in the model's engine life; and the
-    bands compared (_band_row), which the report shows as they were."""
+                    ) -> tuple[Optional[Comparison], Optional[pd.DataFrame], Optional[tuple]]:
+    """Same batch size and context band, early against late in the model's engine life; the
+    bands compared (_band_row), which the report shows as they were; and the sides' moments."""
     life = use[use["engine_life"] == model.engine_life]
     if onset_idx is not None:
         early, late = life.loc[life.index < onset_idx], life.loc[life.index >= onset_idx]
@@ -310,7 +327,7 @@ def _bin_comparison(use: pd.DataFrame, model: HealthyModel, onset_idx
         half = len(life) // 2
         early, late = life.iloc[:half], life.iloc[half:]
     if life["context"].isna().all():
-        return None, None
+        return None, None, None
 
     def keyed(df: pd.DataFrame) -> pd.DataFrame:
         # Context may be a token count or a usage fraction (a scrape's KV usage): bands are relative
@@ -327,7 +344,7 @@ def _bin_comparison(use: pd.DataFrame, model: HealthyModel, onset_idx
     # would call it certain.
     shared = sorted(k for k in set(ne.index) & set(nl.index) if min(ne[k], nl[k]) >= 2)
     if not shared:
-        return None, None
+        return None, None, None
     weights = np.array([min(ne[k], nl[k]) for k in shared], dtype=float)
     groups = [_spread(df.loc[df["key"] == key, "logt"].to_numpy()) for key in shared for df in (e, l)]
 
@@ -341,7 +358,8 @@ def _bin_comparison(use: pd.DataFrame, model: HealthyModel, onset_idx
     bands = pd.DataFrame([_band_row(e[e["key"] == key], l[l["key"] == key]) for key in shared])
     return Comparison("bins", interval, support, support, DECODE_MATERIAL,
                       f"{len(shared)} batch-and-context bands hold samples early and late ({support} pairs): late "
-                      f"throughput {interval.describe()} of early", float(early_tps.median())), bands
+                      f"throughput {interval.describe()} of early", float(early_tps.median())), bands, \
+        _moments(e[e["key"].isin(shared)], l[l["key"].isin(shared)])
 
 
 def _spread(values: np.ndarray) -> np.ndarray:
@@ -367,12 +385,14 @@ def _band_row(early: pd.DataFrame, late: pd.DataFrame) -> dict:
 
 
 def _restart(model: HealthyModel, use: pd.DataFrame, life_use: pd.DataFrame, late: pd.DataFrame,
-             onset_idx) -> Optional[Comparison]:
+             onset_idx, reference: pd.DataFrame) -> Optional[Comparison]:
     """The restart control: the aged engine's latest stretch (the claim's own late side) over the
     next engine life's young samples — younger than the onset's engine age (or than the latest
     stretch's start), over no longer a span than the latest stretch — both against the healthy
     model, in block means. Aged and fresh run minutes apart at most: a slowdown of the host or
-    of the load reaches both, engine age only the aged one."""
+    of the load reaches both, engine age only the aged one. Each stretch's mean is no surer than
+    the means of stretches as long along the aged life's reference (_stretch_floor): two short
+    stretches are two states of the host."""
     if life_use.empty or late.empty:
         return None
     life = int(life_use["engine_life"].iloc[0])
@@ -392,12 +412,22 @@ def _restart(model: HealthyModel, use: pd.DataFrame, life_use: pd.DataFrame, lat
         return None
     f = intervals.blocks(np.exp(-fresh["residual"].to_numpy()))
     a = intervals.blocks(np.exp(-aged["residual"].to_numpy()))
-    interval = intervals.log_ratio(f, a)
+    interval = intervals.log_ratio(f, a, floors=(_stretch_floor(reference, fresh), _stretch_floor(reference, aged)))
     return Comparison("restart", interval, len(f), len(a), DECODE_MATERIAL,
                       f"restart control on the step series: the aged engine's latest {len(aged)} samples over the "
                       f"fresh engine's first {len(fresh)} after the restart ({len(a)} and {len(f)} block means) "
                       f"{interval.describe()}",
                       float(fresh["gen_tps"].median()), joins=False)
+
+
+def _stretch_floor(reference: pd.DataFrame, stretch: pd.DataFrame) -> Optional[intervals.StretchNoise]:
+    """How much the mean speed (against the healthy model) of a stretch of engine time as long as
+    `stretch` varies along `reference` (intervals.stretch_noise); None where it cannot say."""
+    if len(stretch) < 2 or reference.empty:
+        return None
+    span = float(stretch["busy_s"].max() - stretch["busy_s"].min())
+    return intervals.stretch_noise(reference["busy_s"].to_numpy(dtype=float),
+                                   np.exp(-reference["residual"].to_numpy(dtype=float)), span)
 
 
 def _span_end(rows: pd.DataFrame, fraction: float, first: bool) -> pd.DataFrame:

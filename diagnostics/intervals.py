@@ -13,7 +13,11 @@ Two kinds, both deterministic (the same data give the same interval every time):
 
 Samples of a time series are not independent; `blocks` averages consecutive ones into at most
 MAX_BLOCKS block means per side first, so that a run of correlated samples counts as one.
-Intervals are two-sided at LEVEL.
+A short stretch (the last seconds of a life) holds one state of a shared host, however many
+samples it has: its block means agree with each other and say nothing of how much the host
+moves from one such stretch to the next. `stretch_noise` reads that from a longer reference
+series (how much the means of stretches of the same length vary there), and `log_ratio` takes
+it as the least noise the short side's mean can have (a floor). Intervals are two-sided at LEVEL.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from scipy.stats import t as student_t
 
 LEVEL = 0.90  # two-sided coverage of every interval diag reports
 MAX_BLOCKS = 12  # block means per side of a time-series comparison
+MIN_WINDOWS = 3  # stretches of the claim's length a reference must hold to say how much their means vary
 MAX_SERIAL = 0.5  # the most lag-1 correlation a series of probe cycles is credited with
 NUM_RESAMPLES = 2000
 SEED = 0
@@ -59,6 +64,13 @@ def level_text(level: float) -> str:
     return f"{level:.0%}" if level < 0.995 else f"{100 * level:.2f}".rstrip("0").rstrip(".") + "%"
 
 
+class StretchNoise(NamedTuple):
+    """How much the mean of a stretch of one length varies along a reference series (log scale)."""
+
+    sd: float  # standard deviation of a stretch's mean log value
+    df: int  # its degrees of freedom: non-overlapping stretches the reference holds, less one
+
+
 def _bound(x: float, digits: int) -> str:
     """An interval's end: fixed digits, or three significant ones where it is far out (0.00-3.4e+35)."""
     return f"{x:.{digits}f}" if x < 1000 else f"{x:.3g}"
@@ -75,11 +87,15 @@ def divide(a: Interval, b: Interval) -> Interval:
     return Interval(estimate, estimate * math.exp(-down), estimate * math.exp(up), a.level)
 
 
-def log_ratio(early: Sequence[float], late: Sequence[float], level: float = LEVEL, serial: bool = False) -> Interval:
+def log_ratio(early: Sequence[float], late: Sequence[float], level: float = LEVEL, serial: bool = False,
+              floors: tuple[StretchNoise | None, StretchNoise | None] = (None, None)) -> Interval:
     """exp(mean log late - mean log early) with its Welch t interval: late over early on a
     ratio scale (values must be > 0; others are dropped). `serial`: each side is consecutive
     samples of one series (probe cycles, in time order), whose lag-1 correlation
-    (`serial_correlation`) widens the variance of each mean by (1 + r) / (1 - r)."""
+    (`serial_correlation`) widens the variance of each mean by (1 + r) / (1 - r). `floors`: for
+    each side (early, late), the least noise its mean has (`stretch_noise`); where a floor is
+    above what the side's own samples show, it stands in for them, with its own degrees of
+    freedom."""
     x, y = _logs(early), _logs(late)
     m, n = len(x), len(y)
     if m == 0 or n == 0:
@@ -91,13 +107,46 @@ def log_ratio(early: Sequence[float], late: Sequence[float], level: float = LEVE
     if serial:
         r = serial_correlation(x, y)
         inflate = (1 + r) / (1 - r)
-    vx, vy = inflate * float(x.var(ddof=1)) / m, inflate * float(y.var(ddof=1)) / n
+    (vx, dx), (vy, dy) = (_floored(inflate * float(v.var(ddof=1)) / len(v), len(v) - 1, f)
+                          for v, f in ((x, floors[0]), (y, floors[1])))
     se = math.sqrt(vx + vy)
     if se == 0:
         return Interval(math.exp(estimate), math.exp(estimate), math.exp(estimate), level)
-    df = (vx + vy) ** 2 / ((vx**2 / (m - 1) if m > 1 else 0) + (vy**2 / (n - 1) if n > 1 else 0))
+    df = (vx + vy) ** 2 / (vx**2 / dx + vy**2 / dy)
     half = float(student_t.ppf(0.5 + level / 2, df)) * se
     return Interval(math.exp(estimate), math.exp(estimate - half), math.exp(estimate + half), level)
+
+
+def _floored(var: float, df: int, floor: StretchNoise | None) -> tuple[float, int]:
+    """A side's variance of its mean and its degrees of freedom, or the floor's where that is larger."""
+    if floor is None or floor.sd**2 <= var:
+        return var, df
+    return floor.sd**2, floor.df
+
+
+def stretch_noise(t: Sequence[float], values: Sequence[float], duration: float) -> StretchNoise | None:
+    """How much the mean log value of a stretch `duration` long varies along a reference series
+    (`t` in seconds, `values` > 0): the standard deviation of the means of every such stretch
+    that starts at a sample and ends within the series, its degrees of freedom the number of
+    non-overlapping stretches less one. None when the series holds fewer than MIN_WINDOWS of
+    them: the reference is then no longer than a few stretches, and its own block means already
+    span the host's slow minutes."""
+    t, v = np.asarray(t, dtype=float), np.asarray(values, dtype=float)
+    keep = np.isfinite(t) & np.isfinite(v) & (v > 0)
+    order = np.argsort(t[keep], kind="stable")
+    t, logs = t[keep][order], np.log(v[keep][order])
+    if len(t) < 2 or not duration > 0:
+        return None
+    count = int((t[-1] - t[0]) // duration)
+    if count < MIN_WINDOWS:
+        return None
+    starts = np.flatnonzero(t + duration <= t[-1])
+    if len(starts) < 2:
+        return None
+    ends = np.searchsorted(t, t[starts] + duration, side="right")
+    total = np.r_[0.0, np.cumsum(logs)]
+    means = (total[ends] - total[starts]) / (ends - starts)
+    return StretchNoise(float(means.std(ddof=1)), count - 1)
 
 
 def serial_correlation(*sides: np.ndarray) -> float:

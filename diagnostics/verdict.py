@@ -98,6 +98,10 @@ class Evidence(NamedTuple):
     reuse: Optional[Comparison] = None
     prefill: Optional[Comparison] = None
     control_drift: Optional[Comparison] = None  # the control's own late over early probes: host speed
+    # ... over the stretches the step series and the bins compare (controls.drift_between): what
+    # corrects each of them, where the run has them.
+    step_drift: Optional[Comparison] = None
+    bin_drift: Optional[Comparison] = None
     restart: Optional[Comparison] = None  # the aged engine just before a restart over the fresh one just after
     host: Optional[HostLoad] = None
     raw_ratio: Optional[float] = None  # last quarter's raw decode rate over the first quarter's
@@ -232,14 +236,14 @@ def decide(ev: Evidence) -> Decision:
         findings.append(Finding("confidence", "fail",
                                 f"a loss without a cause: {decode.detail}; engine age is not shown "
                                 f"({'; '.join(why) or 'no rule claims it'})"))
-        return Decision.insufficient(f"The data cannot tell: on {decode.basis.replace('_', ' ')}, "
+        return Decision.insufficient(f"The data cannot tell: on {_on(decode)}, "
                                      f"{decode.interval.describe()} shows a slowdown, but not that engine age caused "
                                      f"it ({'; '.join(why) or 'no rule claims it'}).", findings, decode, cause)
     if decode.interval.lo <= LOW_FLOOR:
         findings.append(Finding("confidence", "fail",
                                 f"too few or too noisy samples: {decode.detail}; the interval holds both no loss "
                                 f"and a loss of more than {1 - LOW_FLOOR:.0%}"))
-        return Decision.insufficient(f"The data cannot tell: on {decode.basis.replace('_', ' ')}, "
+        return Decision.insufficient(f"The data cannot tell: on {_on(decode)}, "
                                      f"{decode.interval.describe()} cannot rule out a loss of {1 - LOW_FLOOR:.0%}.",
                                      findings, decode, cause)
     # A slowdown a fresh engine shared is the host's or the load's: throughput fell, but neither
@@ -248,8 +252,7 @@ def decide(ev: Evidence) -> Decision:
     confidence = ("high" if decode.interval.lo > HIGH_FLOOR else "medium" if decode.interval.lo > decode.material
                   else "low")
     cause = cause or ("context_growth" if verdict == "context_growth_only" else None)
-    on = (decode.basis.replace('_', ' ') if decode.basis != "combined" else
-          "the decode comparisons together (" + decode.detail.split("(", 1)[1].split(")", 1)[0] + ")")
+    on = _on(decode)
     faster = ("the aged engine ran at least as fast as the fresh one after the restart"
               if decode.basis == "restart" else "the late engine ran at least as fast as the early one")
     said = (f"on {on} {faster} ({decode.interval.describe()})" if decode.interval.lo >= 1.0 else
@@ -258,6 +261,13 @@ def decide(ev: Evidence) -> Decision:
     return Decision(verdict=verdict, basis=decode.basis, decisive=decode, decode=decode, cause=cause,
                     confidence=confidence, reason=f"No engine age, {confidence} confidence: {said}.{context}",
                     findings=tuple(findings))
+
+
+def _on(c: Comparison) -> str:
+    """What a decode comparison is, in words: its basis, or the parts of the comparisons together."""
+    if c.basis != "combined":
+        return c.basis.replace("_", " ")
+    return "the decode comparisons together (" + c.detail.split("(", 1)[1].split(")", 1)[0] + ")"
 
 
 def _decisive_decode(ev: Evidence, findings: list[Finding]) -> Optional[Comparison]:
@@ -272,6 +282,10 @@ def _decisive_decode(ev: Evidence, findings: list[Finding]) -> Optional[Comparis
     steps = ev.steps if ev.context != "explains" else None
     bounded = [c for c in (ev.paired, ev.restart, ev.probes, ev.bins, steps)
                if c is not None and c.interval.bounded and sane(c)]
+    # The log's own samples over less than MIN_SPAN_S cannot rule age out (decide): where another
+    # comparison can speak, they do not compete with it.
+    if ev.span_s is not None and ev.span_s < MIN_SPAN_S and any(c.basis not in LOG_BASES for c in bounded):
+        bounded = [c for c in bounded if c.basis not in LOG_BASES]
     # One that shows the late engine materially *faster* compared unlike with unlike (a fresh
     # engine still warming, windows of other work): it decides only where nothing else can.
     plausible = [c for c in bounded if c.interval.lo <= 1 / c.material]
@@ -310,8 +324,11 @@ def _host_corrected(ev: Evidence) -> Evidence:
     drift: what slowed the host slowed the control as much."""
     if ev.control_drift is None:
         return ev
-    fix = lambda c: None if c is None else c.corrected(ev.control_drift)  # noqa: E731
-    return ev._replace(probes=fix(ev.probes), steps=fix(ev.steps), bins=fix(ev.bins), prefill=fix(ev.prefill))
+    def fix(c: Optional[Comparison], drift: Optional[Comparison] = None) -> Optional[Comparison]:
+        return None if c is None else c.corrected(drift or ev.control_drift)
+
+    return ev._replace(probes=fix(ev.probes), steps=fix(ev.steps, ev.step_drift), bins=fix(ev.bins, ev.bin_drift),
+                       prefill=fix(ev.prefill))
 
 
 def _drift_explains(raw: Evidence, ev: Evidence, findings: list[Finding]) -> Optional[str]:

@@ -37,6 +37,20 @@ def test_host_drift_slows_both_engines_and_the_paired_ratio_cancels_it():
     assert drift.loss and abs(drift.ratio - 0.6) < 0.05
 
 
+def test_the_hosts_drift_is_read_over_the_stretches_a_comparison_takes():
+    host = np.r_[np.full(15, 1.0), np.full(5, 0.8)]  # the last five minutes ran slower
+    cycles = controls.pairs(controls.probe_rows(probe_table(60 * host, 61 * host)))
+    t0 = pd.Timestamp("2026-12-01")
+    whole = controls.control_drift(cycles)
+    over = controls.drift_between(cycles, ((t0, t0 + pd.Timedelta(minutes=10)),
+                                           (t0 + pd.Timedelta(minutes=15), t0 + pd.Timedelta(minutes=20))))
+    assert over.ratio == pytest.approx(0.8) and whole.ratio > 0.85
+    one = controls.drift_between(cycles, ((t0, t0 + pd.Timedelta(minutes=10)),
+                                          (t0 + pd.Timedelta(minutes=19), t0 + pd.Timedelta(minutes=20))))
+    assert one.num_late == 1 and not one.interval.bounded  # one probe in the stretch: the host's speed there is unknown
+    assert controls.drift_between(cycles, None) is None
+
+
 def test_an_aged_engine_falls_against_its_control():
     main = np.r_[np.full(8, 60.0), np.full(8, 36.0)] * np.exp(np.random.default_rng(1).normal(0, 0.02, 16))
     rows = controls.probe_rows(probe_table(main, np.full(16, 60.0)))

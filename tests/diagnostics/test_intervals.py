@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from diagnostics.intervals import blocks, bootstrap, log_ratio
+from diagnostics.intervals import blocks, bootstrap, log_ratio, stretch_noise
 
 
 def test_the_ratio_interval_covers_the_truth_about_as_often_as_it_says():
@@ -42,3 +42,38 @@ def test_bootstrap_is_deterministic_and_vectorised():
     assert first.estimate == pytest.approx(2.0) and first.lo < 2.0 < first.hi
     assert not bootstrap(stat, [x[:1], x]).bounded
     assert math.isinf(bootstrap(stat, [x[:1], x]).hi)
+
+
+def _host_series(rng, seconds, level_of):
+    """One sample a second: the host's level for each 20-second spell times a little sample noise."""
+    t = np.arange(float(seconds))
+    return t, level_of(t // 20) * np.exp(rng.normal(0, 0.02, len(t)))
+
+
+def test_a_short_stretch_in_one_host_spell_is_no_surer_than_such_stretches_vary():
+    rng = np.random.default_rng(3)
+    levels = np.exp(rng.normal(0, 0.08, 20))  # a shared host: each 20-second spell at its own speed
+    t, v = _host_series(rng, 400, lambda spell: levels[spell.astype(int)])
+    ref, late = v[:380], v[380:]  # the last 20 seconds: one spell, whatever its level
+    late = late * 0.88 / np.exp(np.log(late).mean() - np.log(ref).mean())  # a slow spell: 0.88 of the mean
+    naive = log_ratio(blocks(ref), blocks(late))
+    assert naive.hi < 0.95  # its 12 block means agree: a "loss"
+    noise = stretch_noise(t[:380], ref, 19.0)
+    assert noise is not None and 0.04 < noise.sd < 0.15 and noise.df == 18
+    floored = log_ratio(blocks(ref), blocks(late), floors=(None, noise))
+    assert floored.estimate == pytest.approx(naive.estimate)
+    assert floored.lo < 0.8 and floored.hi > 1.0
+
+
+def test_the_floor_changes_nothing_where_the_samples_already_show_more_noise():
+    rng = np.random.default_rng(4)
+    t, v = _host_series(rng, 400, lambda spell: np.ones_like(spell))
+    noise = stretch_noise(t, v, 100.0)
+    early, late = 60 * np.exp(rng.normal(0, 0.3, 12)), 50 * np.exp(rng.normal(0, 0.3, 12))
+    assert log_ratio(early, late, floors=(noise, noise)) == log_ratio(early, late)
+
+
+def test_a_reference_shorter_than_three_stretches_says_nothing():
+    t = np.arange(50.0)
+    assert stretch_noise(t, np.ones(50), 20.0) is None
+    assert stretch_noise(t, np.ones(50), 0.0) is None
