@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 # torch is pinned and installed first: a plain requirement may pull a multi-GB CUDA build.
 TORCH ?= torch==2.13.0
 
-.PHONY: setup demo test test-slow browser case-llamacpp-shared-kv case-llamacpp-defrag
+.PHONY: setup demo test check test-slow browser case-llamacpp-shared-kv case-llamacpp-defrag
 
 setup: $(VENV)/.installed
 
@@ -27,8 +27,14 @@ demo: setup
 	$(VENV)/bin/diag summary $$run | head -20 && \
 	echo "report: $$run/report.html"
 
-test: setup browser
+test: setup browser check
 	$(PY) -m pytest -q
+
+# ruff (lint and format) and mypy, configured in pyproject.toml; `make test` runs them first.
+check: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 # Debian's chromium for the report's headless-browser test (installed as root, e.g. in CI;
 # elsewhere that one test is skipped with a note).

@@ -15,10 +15,10 @@ import os
 import platform
 import statistics
 import time
-from typing import Callable, NamedTuple, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import torch
-
 
 _cpu_clock = True
 
@@ -59,18 +59,24 @@ def machine_line() -> str:
             cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    load = ", load %.1f" % os.getloadavg()[0] if hasattr(os, "getloadavg") else ""
-    return (f"machine: {cpu}, {os.cpu_count()} cores{load}; torch {torch.__version__}, "
-            f"{torch.get_num_threads()} threads; timed in {clock_name()}")
+    load = f", load {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
+    return (
+        f"machine: {cpu}, {os.cpu_count()} cores{load}; torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads; timed in {clock_name()}"
+    )
 
 
 def median(values: Sequence[float]) -> float:
     return statistics.median(values)
 
 
-def engine_decode(engine, prompts: Sequence[Sequence[int]], max_tokens: int,
-                  on_step: Optional[Callable[[object], None]] = None,
-                  outputs: Optional[list] = None) -> DecodeRun:
+def engine_decode(
+    engine,
+    prompts: Sequence[Sequence[int]],
+    max_tokens: int,
+    on_step: Callable[[object], None] | None = None,
+    outputs: list | None = None,
+) -> DecodeRun:
     """Run `prompts` as one batch through `engine` (greedy, `max_tokens` each, eos ignored) and
     time the decode: from the step that gave every request its first token to the last step.
     `on_step(stats)` runs after each decode step, inside the timed span; `outputs`, when given,

@@ -46,8 +46,9 @@ class Lane:
         while len(self.running) < self.concurrency and self.queue:
             prompt, max_tokens = self.queue.pop(0)
             self.num_admitted += 1
-            self.running.append(self.engine.add_request(
-                prompt, SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True)))
+            self.running.append(
+                self.engine.add_request(prompt, SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True))
+            )
         if not self.engine.has_work():
             return False
         t0 = clock()
@@ -88,33 +89,53 @@ def main() -> None:
     for i in range(args.requests):
         p = calls[i % len(calls)]
         # the trace's own output lengths, within 16..96, so requests finish (and prefills arrive) staggered
-        requests.append((p.token_ids[-args.prompt_tokens:], min(96, max(16, p.max_output_tokens))))
-    lanes = [Lane(name, Engine(EngineConfig(model=args.model, kv_tokens=32768, moe_backend="offload",
-                                            moe_cache_size=args.moe_cache_size, num_threads=args.threads,
-                                            faults=faults)), requests, args.concurrency)
-             for name, faults in (("healthy", ()), ("expert-thrash", ("expert-thrash",)))]
+        requests.append((p.token_ids[-args.prompt_tokens :], min(96, max(16, p.max_output_tokens))))
+    lanes = [
+        Lane(
+            name,
+            Engine(
+                EngineConfig(
+                    model=args.model,
+                    kv_tokens=32768,
+                    moe_backend="offload",
+                    moe_cache_size=args.moe_cache_size,
+                    num_threads=args.threads,
+                    faults=faults,
+                )
+            ),
+            requests,
+            args.concurrency,
+        )
+        for name, faults in (("healthy", ()), ("expert-thrash", ("expert-thrash",)))
+    ]
     active = list(lanes)
     while active:
         active = [lane for lane in active if lane.step()]
     print(machine_line())
-    print(f"{args.model or 'default model'}, offload expert cache of {args.moe_cache_size} slots, {args.requests} requests of "
-          f"{args.prompt_tokens} prompt tokens, {args.concurrency} running; decode steps at batch "
-          f"{args.concurrency}, first and last {args.share:.0%} of them (medians)")
+    print(
+        f"{args.model or 'default model'}, offload expert cache of {args.moe_cache_size} slots, {args.requests} requests of "
+        f"{args.prompt_tokens} prompt tokens, {args.concurrency} running; decode steps at batch "
+        f"{args.concurrency}, first and last {args.share:.0%} of them (medians)"
+    )
     print("  by fifths of the full-batch decode steps: median step ms (miss rate, slots leaked)")
     for i in range(5):
         cells = []
         for lane in lanes:
             step, miss = window(lane, i / 5, (i + 1) / 5)
-            cells.append(f"{lane.name} {step * 1e3:6.2f} ({miss:.2f}, {lane.leaked[int(len(lane.leaked) * (i + 1) / 5) - 1]:3d})")
+            cells.append(
+                f"{lane.name} {step * 1e3:6.2f} ({miss:.2f}, {lane.leaked[int(len(lane.leaked) * (i + 1) / 5) - 1]:3d})"
+            )
         print(f"    {i + 1}/5: " + "   ".join(cells))
     ratios = {}
     for lane in lanes:
         (early, early_miss), (late, late_miss) = window(lane, 0, args.share), window(lane, 1 - args.share, 1)
         st = lane.engine.expert_cache_stats()
         ratios[lane.name] = late / early
-        print(f"  {lane.name:13s}: early {early * 1e3:6.2f} ms (miss rate {early_miss:.2f}), late {late * 1e3:6.2f} ms "
-              f"(miss rate {late_miss:.2f}); late/early {late / early:.2f}x; {len(lane.decode_s)} steps, "
-              f"{st.bytes_copied / 2**30:.2f} GiB copied, {st.leaked_slots} slots leaked")
+        print(
+            f"  {lane.name:13s}: early {early * 1e3:6.2f} ms (miss rate {early_miss:.2f}), late {late * 1e3:6.2f} ms "
+            f"(miss rate {late_miss:.2f}); late/early {late / early:.2f}x; {len(lane.decode_s)} steps, "
+            f"{st.bytes_copied / 2**30:.2f} GiB copied, {st.leaked_slots} slots leaked"
+        )
     late_vs = window(lanes[1], 1 - args.share, 1)[0] / window(lanes[0], 1 - args.share, 1)[0]
     print(f"expert-thrash / healthy decode step, late: {late_vs:.2f}x")
     print(f"expert-thrash late/early over healthy late/early: {ratios['expert-thrash'] / ratios['healthy']:.2f}x")

@@ -34,8 +34,11 @@ def main() -> None:
     set_threads(1)
     engines = {}
     for name, faults in (("healthy", ()), ("kv-scatter", ("kv-scatter",))):
-        engine = Engine(EngineConfig(kv_tokens=args.kv_tokens, cache_type="none", attention_backend="torch",
-                                     device="cpu", faults=faults))
+        engine = Engine(
+            EngineConfig(
+                kv_tokens=args.kv_tokens, cache_type="none", attention_backend="torch", device="cpu", faults=faults
+            )
+        )
         cycle_pool(engine)
         engines[name] = engine
     steps: dict[str, list[float]] = {name: [] for name in engines}
@@ -48,13 +51,20 @@ def main() -> None:
             steps[name].append(run.step_s)
             forwards[name].append(median(fwd))
             fs = engine.fault_stats()
-            print(f"rep {rep} {name:10s}: decode step {run.step_s * 1e3:7.1f} ms, forward {median(fwd) * 1e3:7.1f} ms "
-                  f"(free-list disorder {fs.kv_free_list_disorder:.2f})", flush=True)
+            print(
+                f"rep {rep} {name:10s}: decode step {run.step_s * 1e3:7.1f} ms, forward {median(fwd) * 1e3:7.1f} ms "
+                f"(free-list disorder {fs.kv_free_list_disorder:.2f})",
+                flush=True,
+            )
     print(machine_line())
-    print(f"context {args.context} x batch {args.batch}, KV pool {args.kv_tokens} slots, {args.tokens} tokens, "
-          f"{args.reps} reps (medians)")
+    print(
+        f"context {args.context} x batch {args.batch}, KV pool {args.kv_tokens} slots, {args.tokens} tokens, "
+        f"{args.reps} reps (medians)"
+    )
     for name in engines:
-        print(f"  {name:10s}: decode step {median(steps[name]) * 1e3:.1f} ms, forward {median(forwards[name]) * 1e3:.1f} ms")
+        print(
+            f"  {name:10s}: decode step {median(steps[name]) * 1e3:.1f} ms, forward {median(forwards[name]) * 1e3:.1f} ms"
+        )
     ratio = median(steps["kv-scatter"]) / median(steps["healthy"])
     print(f"kv-scatter decode step / healthy: {ratio:.2f}x")
 

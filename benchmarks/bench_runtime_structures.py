@@ -33,8 +33,10 @@ def bench_summary() -> None:
     a.free(slots[rng.random(262144) < 0.3])  # ~79K scattered free slots
     s = a.summary()
     dt = per_call(a.summary, 50)
-    print(f"allocator summary(): {dt * 1e3:.2f} ms on 262144 slots "
-          f"({s.num_free_runs} free runs, fragmentation {s.fragmentation:.3f})")
+    print(
+        f"allocator summary(): {dt * 1e3:.2f} ms on 262144 slots "
+        f"({s.num_free_runs} free runs, fragmentation {s.fragmentation:.3f})"
+    )
 
 
 def bench_tracer() -> None:
@@ -48,8 +50,7 @@ def bench_tracer() -> None:
     on.enable_events(maxlen=1024)
     t_off = per_call(lambda: churn(off), 200)
     t_on = per_call(lambda: churn(on), 200)
-    print(f"alloc+free x64: tracer off {t_off * 1e6:.0f} us, on {t_on * 1e6:.0f} us "
-          f"(on/off {t_on / t_off:.2f})")
+    print(f"alloc+free x64: tracer off {t_off * 1e6:.0f} us, on {t_on * 1e6:.0f} us (on/off {t_on / t_off:.2f})")
 
 
 def build_tree(policy: str, leaves: int, seed: int = 0):
@@ -73,10 +74,14 @@ def bench_eviction(leaves: int) -> None:
         for _ in range(n_evict):
             cache.evict(1)
         times[policy] = (time.perf_counter() - t0) / n_evict
-    print(f"eviction per leaf, tree of ~{leaves} leaves: lru {times['lru'] * 1e6:.1f} us, "
-          f"lru_scan {times['lru_scan'] * 1e6:.1f} us")
-    print(f"headline: the full-tree scan costs {times['lru_scan'] / times['lru']:.0f}x the "
-          f"incremental heap per eviction at {leaves} leaves")
+    print(
+        f"eviction per leaf, tree of ~{leaves} leaves: lru {times['lru'] * 1e6:.1f} us, "
+        f"lru_scan {times['lru_scan'] * 1e6:.1f} us"
+    )
+    print(
+        f"headline: the full-tree scan costs {times['lru_scan'] / times['lru']:.0f}x the "
+        f"incremental heap per eviction at {leaves} leaves"
+    )
 
 
 def main() -> None:

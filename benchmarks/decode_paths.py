@@ -39,9 +39,18 @@ def main(argv: list[str] | None = None) -> None:
     from engine.runtime.config import EngineConfig
     from engine.runtime.engine import Engine
 
-    engines = {path: Engine(EngineConfig(model=args.model, device="cpu", max_running_requests=8,
-                                         kv_tokens=8 * (args.prompt + args.tokens + 8), decode_path=path))
-               for path in PATHS}
+    engines = {
+        path: Engine(
+            EngineConfig(
+                model=args.model,
+                device="cpu",
+                max_running_requests=8,
+                kv_tokens=8 * (args.prompt + args.tokens + 8),
+                decode_path=path,
+            )
+        )
+        for path in PATHS
+    }
     batches = {1: [prompt_ids(args.prompt, seed=1)], 8: [prompt_ids(args.prompt, seed=s) for s in range(2, 10)]}
     runs: dict[tuple[str, int], list[float]] = {(p, b): [] for p in PATHS for b in batches}
     same = True
@@ -57,9 +66,11 @@ def main(argv: list[str] | None = None) -> None:
     for size in batches:
         ref, fast = median(runs[("reference", size)]), median(runs[("fast", size)])
         ratios[size] = fast / ref
-        print(f"batch {size}: reference {ref:.1f} tok/s, fast {fast:.1f} tok/s ({ratios[size]:.2f}x); runs "
-              f"reference {', '.join(f'{v:.0f}' for v in runs[('reference', size)])}, "
-              f"fast {', '.join(f'{v:.0f}' for v in runs[('fast', size)])}")
+        print(
+            f"batch {size}: reference {ref:.1f} tok/s, fast {fast:.1f} tok/s ({ratios[size]:.2f}x); runs "
+            f"reference {', '.join(f'{v:.0f}' for v in runs[('reference', size)])}, "
+            f"fast {', '.join(f'{v:.0f}' for v in runs[('fast', size)])}"
+        )
     print(f"fast_vs_reference batch1={ratios[1]:.2f}x batch8={ratios[8]:.2f}x; same greedy tokens: {same}")
 
 

@@ -27,7 +27,7 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -46,12 +46,12 @@ class Row(NamedTuple):
     expected: str
     accepted: tuple[str, ...]
     got: str
-    confidence: Optional[str]
-    onset_error_s: Optional[float]  # None: no onset to compare (or diag gave none where one was due)
+    confidence: str | None
+    onset_error_s: float | None  # None: no onset to compare (or diag gave none where one was due)
     onset_due: bool
-    trigger_found: Optional[bool]  # None: no trigger in the truth
-    recovered: Optional[bool]
-    recovered_due: Optional[bool]
+    trigger_found: bool | None  # None: no trigger in the truth
+    recovered: bool | None
+    recovered_due: bool | None
     seconds: float
 
 
@@ -68,17 +68,41 @@ def run_case(case: Case, formats: tuple[str, ...], folder: Path) -> list[Row]:
         try:
             result = analyze(load_source(path, date=case.start.date(), year=case.start.year))
         except Exception as exc:  # a crash is a row, not the end of the benchmark
-            rows.append(Row(case.name, fmt, want.verdict, want.accepted, f"error: {type(exc).__name__}: {exc}"[:60],
-                            None, None,
-                            want.onset is not None, False if want.trigger else None, None, want.recovered,
-                            time.perf_counter() - began))
+            rows.append(
+                Row(
+                    case.name,
+                    fmt,
+                    want.verdict,
+                    want.accepted,
+                    f"error: {type(exc).__name__}: {exc}"[:60],
+                    None,
+                    None,
+                    want.onset is not None,
+                    False if want.trigger else None,
+                    None,
+                    want.recovered,
+                    time.perf_counter() - began,
+                )
+            )
             continue
         clock = result.checks and next((c.detail for c in result.checks if c.name == "engine_age"), "")
         relative = "since the engine started" in (clock or "") or "busy time" in (clock or "")
-        rows.append(Row(case.name, fmt, want.verdict, want.accepted, result.verdict, result.confidence,
-                        _onset_error(result, want, case, relative), want.onset is not None,
-                        _trigger_found(result, want, case, relative), result.recovered_by_restart, want.recovered,
-                        time.perf_counter() - began))
+        rows.append(
+            Row(
+                case.name,
+                fmt,
+                want.verdict,
+                want.accepted,
+                result.verdict,
+                result.confidence,
+                _onset_error(result, want, case, relative),
+                want.onset is not None,
+                _trigger_found(result, want, case, relative),
+                result.recovered_by_restart,
+                want.recovered,
+                time.perf_counter() - began,
+            )
+        )
     return rows
 
 
@@ -90,7 +114,7 @@ def _seconds(t, case: Case, relative: bool) -> float:
     return (pd.Timestamp(t) - base).total_seconds()
 
 
-def _onset_error(result, want: Truth, case: Case, relative: bool) -> Optional[float]:
+def _onset_error(result, want: Truth, case: Case, relative: bool) -> float | None:
     if want.onset is None or result.onset is None:
         return None
     got = float(result.onset.engine_age_s) if relative else _seconds(result.onset.t, case, relative)
@@ -98,7 +122,7 @@ def _onset_error(result, want: Truth, case: Case, relative: bool) -> Optional[fl
     return 0.0 if lo <= got <= hi else min(abs(got - lo), abs(got - hi))
 
 
-def _trigger_found(result, want: Truth, case: Case, relative: bool) -> Optional[bool]:
+def _trigger_found(result, want: Truth, case: Case, relative: bool) -> bool | None:
     if want.trigger is None:
         return None
     trig = result.onset.trigger if result.onset is not None else None
@@ -113,7 +137,7 @@ def _worker(args: tuple) -> list[Row]:
     return run_case(case, formats, Path(folder))
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=0, help="corpus seed (cases differ per seed)")
     parser.add_argument("--quick", action="store_true", help=f"{', '.join(QUICK)} in {', '.join(QUICK_FORMATS)}, short")
@@ -147,8 +171,10 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 def _print(rows: list[Row], seed: int, seconds: float) -> None:
-    print(f"diag accuracy, corpus seed {seed}: {len({r.case for r in rows})} cases x {len({r.fmt for r in rows})} "
-          f"formats, {seconds:.0f} s")
+    print(
+        f"diag accuracy, corpus seed {seed}: {len({r.case for r in rows})} cases x {len({r.fmt for r in rows})} "
+        f"formats, {seconds:.0f} s"
+    )
     head = f"{'case':<20} {'format':<18} {'expected':<23} {'got':<23} {'confidence':<10} {'onset err s':>11} trigger"
     print(head)
     print("-" * len(head))
@@ -158,8 +184,10 @@ def _print(rows: list[Row], seed: int, seconds: float) -> None:
         got = r.got + ("" if r.recovered_due is None or r.recovered == r.recovered_due else " (restart misread)")
         expected = r.expected + ("~" if len(r.accepted) > 1 else "")
         print(f"{r.case:<20} {r.fmt:<18} {expected:<23} {got:<23} {r.confidence or '-':<10} {onset:>11} {trig}")
-    print("~: the engine's true raw rate fell by 5-15 %, at the 10 % line between no_degradation and "
-          "context_growth_only; either counts")
+    print(
+        "~: the engine's true raw rate fell by 5-15 %, at the 10 % line between no_degradation and "
+        "context_growth_only; either counts"
+    )
     right = sum(r.got in r.accepted for r in rows)
     due = [r for r in rows if r.onset_due]
     onsets = sum(r.onset_error_s is not None and r.onset_error_s <= TOLERANCE_S for r in due)
@@ -170,10 +198,14 @@ def _print(rows: list[Row], seed: int, seconds: float) -> None:
     for r in rows:
         by_case.setdefault(r.case, []).append(r.got in r.accepted)
     print("per case: " + ", ".join(f"{c} {sum(v)}/{len(v)}" for c, v in by_case.items()))
-    print(f"false age verdicts on healthy cases: {len(false_alarms)}/{len(healthy)}"
-          + "".join(f"; {r.case} ({r.fmt})" for r in false_alarms))
-    print(f"verdicts right: {right}/{len(rows)}, onsets within {TOLERANCE_S:.0f} s: {onsets}/{len(due)}, "
-          f"triggers found: {sum(bool(r.trigger_found) for r in trig_due)}/{len(trig_due)}")
+    print(
+        f"false age verdicts on healthy cases: {len(false_alarms)}/{len(healthy)}"
+        + "".join(f"; {r.case} ({r.fmt})" for r in false_alarms)
+    )
+    print(
+        f"verdicts right: {right}/{len(rows)}, onsets within {TOLERANCE_S:.0f} s: {onsets}/{len(due)}, "
+        f"triggers found: {sum(bool(r.trigger_found) for r in trig_due)}/{len(trig_due)}"
+    )
 
 
 if __name__ == "__main__":

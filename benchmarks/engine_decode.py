@@ -38,8 +38,10 @@ def main() -> None:
         return best_decode, prefill
 
     num_params = sum(p.numel() for p in llm.model.parameters()) + getattr(llm.model.experts, "num_parameters", 0)
-    print(f"checkpoint {llm.checkpoint}, device {llm.device}, attention {llm.attention.name}, "
-          f"torch threads {torch.get_num_threads()}, params {num_params:,}")
+    print(
+        f"checkpoint {llm.checkpoint}, device {llm.device}, attention {llm.attention.name}, "
+        f"torch threads {torch.get_num_threads()}, params {num_params:,}"
+    )
     start = time.perf_counter()
     long_decode, long_prefill = decode_tps(args.long)
     short_decode, _ = decode_tps(16)

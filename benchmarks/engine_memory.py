@@ -24,10 +24,9 @@ import queue
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
-
 from _bench import machine_line
 
 TRACE = Path(__file__).resolve().parents[1] / "examples" / "opencode.jsonl"
@@ -44,8 +43,8 @@ class Row(NamedTuple):
     num_requests: int
     num_steps: int
     rss: int
-    heap_in_use: Optional[int]
-    heap_free: Optional[int]
+    heap_in_use: int | None
+    heap_free: int | None
     radix_nodes: int
     cached_tokens: int
     index_bytes: int
@@ -65,8 +64,9 @@ def sessions(num_requests: int, scale: float, max_tokens: int) -> list[Session]:
     for call in trace.calls:
         by_name[call.session].append(call)
     calls_of = [sorted(calls, key=lambda c: (c.turn, c.t)) for calls in by_name.values()]
-    config = MaterializeConfig(block_size=trace.header.block_size, scale=scale,
-                               max_context=trace.header.meta.get("max_context"))
+    config = MaterializeConfig(
+        block_size=trace.header.block_size, scale=scale, max_context=trace.header.meta.get("max_context")
+    )
     materialize = Materializer(config, shared_block_ids(trace.calls))
     out: list[Session] = []
     loop, total = 0, 0
@@ -74,8 +74,13 @@ def sessions(num_requests: int, scale: float, max_tokens: int) -> list[Session]:
         for i, calls in enumerate(calls_of):
             name = f"s{i}@{loop}"
             prompts = [p for p in (materialize(c, loop=loop, session_key=name) for c in calls) if p is not None]
-            out.append(Session(name, [np.array(p.token_ids, np.uint16) for p in prompts],
-                               [min(max_tokens, p.max_output_tokens) for p in prompts]))
+            out.append(
+                Session(
+                    name,
+                    [np.array(p.token_ids, np.uint16) for p in prompts],
+                    [min(max_tokens, p.max_output_tokens) for p in prompts],
+                )
+            )
             materialize.forget(name)
             total += len(prompts)
         loop += 1
@@ -93,17 +98,30 @@ def take_row(runner, num_requests: int) -> Row:
 
     report, num_steps, num_objects = runner.call(on_engine).result(timeout=600)
     heap = heap_stats()
-    return Row(num_requests, num_steps, psutil.Process().memory_info().rss,
-               heap.in_use_bytes if heap else None, heap.free_bytes if heap else None,
-               report.radix_nodes, report.cached_tokens, report.radix_index_bytes,
-               report.eviction_heap_entries, runner.num_steps_held, runner.num_live, num_objects)
+    return Row(
+        num_requests,
+        num_steps,
+        psutil.Process().memory_info().rss,
+        heap.in_use_bytes if heap else None,
+        heap.free_bytes if heap else None,
+        report.radix_nodes,
+        report.cached_tokens,
+        report.radix_index_bytes,
+        report.eviction_heap_entries,
+        runner.num_steps_held,
+        runner.num_live,
+        num_objects,
+    )
 
 
 def print_row(row: Row) -> None:
     mb = lambda v: "-" if v is None else f"{v / MB:.1f}"
-    print(f"{row.num_requests:>8} {row.num_steps:>7} {row.rss / MB:>7.1f} {mb(row.heap_in_use):>8} "
-          f"{mb(row.heap_free):>8} {row.radix_nodes:>6} {row.cached_tokens:>7} {row.index_bytes / 1024:>8.0f} "
-          f"{row.heap_entries:>6} {row.steps_held:>6} {row.num_live:>4} {row.gc_objects:>8}", flush=True)
+    print(
+        f"{row.num_requests:>8} {row.num_steps:>7} {row.rss / MB:>7.1f} {mb(row.heap_in_use):>8} "
+        f"{mb(row.heap_free):>8} {row.radix_nodes:>6} {row.cached_tokens:>7} {row.index_bytes / 1024:>8.0f} "
+        f"{row.heap_entries:>6} {row.steps_held:>6} {row.num_live:>4} {row.gc_objects:>8}",
+        flush=True,
+    )
 
 
 def run(runner, all_sessions: list[Session], num_requests: int, concurrency: int, every: int) -> list[Row]:
@@ -152,11 +170,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2000, help="requests to run")
     parser.add_argument("--every", type=int, default=None, help="requests between rows (default: a tenth)")
-    parser.add_argument("--warmup", type=int, default=None,
-                        help="requests before the growth is measured (default: a quarter)")
-    parser.add_argument("--kv-tokens", type=int, default=32768,
-                        help="KV pool; small enough that the prefix cache fills and evicts early "
-                             "(0: sized from memory as `soak serve` does)")
+    parser.add_argument(
+        "--warmup", type=int, default=None, help="requests before the growth is measured (default: a quarter)"
+    )
+    parser.add_argument(
+        "--kv-tokens",
+        type=int,
+        default=32768,
+        help="KV pool; small enough that the prefix cache fills and evicts early "
+        "(0: sized from memory as `soak serve` does)",
+    )
     parser.add_argument("--max-tokens", type=int, default=16, help="output cap per request")
     parser.add_argument("--scale", type=float, default=1.0, help="trace lengths times this")
     parser.add_argument("--concurrency", type=int, default=4, help="sessions in flight")
@@ -180,11 +203,15 @@ def main() -> None:
     engine = Engine(config)
     runner = EngineRunner(engine, args.step_history, ServerMetrics("bench"))
     print(machine_line())
-    print(f"engine: {engine.kv_allocator.num_slots} KV tokens, {config.mamba_slots} state slots, step history "
-          f"{args.step_history}; {args.requests} requests of {TRACE.name} (scale {args.scale}, outputs <= "
-          f"{args.max_tokens} tokens, {args.concurrency} sessions in flight)")
-    print(f"{'requests':>8} {'steps':>7} {'rss_MB':>7} {'heap_MB':>8} {'kept_MB':>8} {'nodes':>6} {'cached':>7} "
-          f"{'index_KB':>8} {'heapq':>6} {'steps':>6} {'live':>4} {'objects':>8}")
+    print(
+        f"engine: {engine.kv_allocator.num_slots} KV tokens, {config.mamba_slots} state slots, step history "
+        f"{args.step_history}; {args.requests} requests of {TRACE.name} (scale {args.scale}, outputs <= "
+        f"{args.max_tokens} tokens, {args.concurrency} sessions in flight)"
+    )
+    print(
+        f"{'requests':>8} {'steps':>7} {'rss_MB':>7} {'heap_MB':>8} {'kept_MB':>8} {'nodes':>6} {'cached':>7} "
+        f"{'index_KB':>8} {'heapq':>6} {'steps':>6} {'live':>4} {'objects':>8}"
+    )
     runner.start()
     start = time.perf_counter()
     try:
@@ -196,11 +223,12 @@ def main() -> None:
     span = last.num_requests - base.num_requests
     growth = last.rss - base.rss
     per_1000 = growth / 1024 / span * 1000 if span else 0.0
-    print(f"ran {args.requests} requests, {last.num_steps} steps in {time.perf_counter() - start:.0f} s; "
-          f"heap_MB: malloc in use, kept_MB: freed but kept by malloc, index_KB: radix arrays, "
-          f"heapq: eviction heap entries, steps: step history held")
-    print(f"rss growth after warm-up: {growth / MB:.1f} MB over {span} requests "
-          f"({per_1000:.0f} KB per 1000 requests)")
+    print(
+        f"ran {args.requests} requests, {last.num_steps} steps in {time.perf_counter() - start:.0f} s; "
+        f"heap_MB: malloc in use, kept_MB: freed but kept by malloc, index_KB: radix arrays, "
+        f"heapq: eviction heap entries, steps: step history held"
+    )
+    print(f"rss growth after warm-up: {growth / MB:.1f} MB over {span} requests ({per_1000:.0f} KB per 1000 requests)")
 
 
 if __name__ == "__main__":

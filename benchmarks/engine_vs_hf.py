@@ -40,24 +40,69 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench import DecodeRun, clock, engine_decode, machine_line, median, prompt_ids, set_threads  # noqa: E402
 
 # A larger Qwen3-Next shape, ~150M parameters: wider, more experts, a real-sized vocab slice.
-LARGE = dict(vocab_size=8192, hidden_size=1024, num_hidden_layers=8, full_attention_interval=4,
-             num_attention_heads=16, num_key_value_heads=2, head_dim=128, linear_num_key_heads=8,
-             linear_num_value_heads=16, linear_key_head_dim=64, linear_value_head_dim=64,
-             linear_conv_kernel_dim=4, num_experts=16, num_experts_per_tok=4, moe_intermediate_size=256,
-             shared_expert_intermediate_size=512, intermediate_size=2048, mlp_only_layers=[0],
-             norm_topk_prob=True, max_position_embeddings=8192, eos_token_id=256, tie_word_embeddings=False)
+LARGE = dict(
+    vocab_size=8192,
+    hidden_size=1024,
+    num_hidden_layers=8,
+    full_attention_interval=4,
+    num_attention_heads=16,
+    num_key_value_heads=2,
+    head_dim=128,
+    linear_num_key_heads=8,
+    linear_num_value_heads=16,
+    linear_key_head_dim=64,
+    linear_value_head_dim=64,
+    linear_conv_kernel_dim=4,
+    num_experts=16,
+    num_experts_per_tok=4,
+    moe_intermediate_size=256,
+    shared_expert_intermediate_size=512,
+    intermediate_size=2048,
+    mlp_only_layers=[0],
+    norm_topk_prob=True,
+    max_position_embeddings=8192,
+    eos_token_id=256,
+    tie_word_embeddings=False,
+)
 # The 18M shape the engine-speed work was judged on: narrow, so per-op cost weighs most.
-SMALL = dict(LARGE, vocab_size=4096, hidden_size=256, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
-             linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=64, linear_value_head_dim=64,
-             num_experts_per_tok=2, moe_intermediate_size=128, shared_expert_intermediate_size=256,
-             intermediate_size=1024, mlp_only_layers=[])
+SMALL = dict(
+    LARGE,
+    vocab_size=4096,
+    hidden_size=256,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=64,
+    linear_num_key_heads=2,
+    linear_num_value_heads=4,
+    linear_key_head_dim=64,
+    linear_value_head_dim=64,
+    num_experts_per_tok=2,
+    moe_intermediate_size=128,
+    shared_expert_intermediate_size=256,
+    intermediate_size=1024,
+    mlp_only_layers=[],
+)
 RANDOM = {"small": SMALL, "large": LARGE}
 # --quick: the same kinds of layers, tiny.
-TINY = dict(LARGE, vocab_size=512, hidden_size=64, num_hidden_layers=4, full_attention_interval=2,
-            num_attention_heads=4, num_key_value_heads=2, head_dim=16, linear_num_key_heads=2,
-            linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16, num_experts=4,
-            num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=32,
-            intermediate_size=128)
+TINY = dict(
+    LARGE,
+    vocab_size=512,
+    hidden_size=64,
+    num_hidden_layers=4,
+    full_attention_interval=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    linear_num_key_heads=2,
+    linear_num_value_heads=4,
+    linear_key_head_dim=16,
+    linear_value_head_dim=16,
+    num_experts=4,
+    num_experts_per_tok=2,
+    moe_intermediate_size=32,
+    shared_expert_intermediate_size=32,
+    intermediate_size=128,
+)
 
 
 class Side(NamedTuple):
@@ -85,8 +130,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one repetition (smoke test)")
     parser.add_argument("--configs", default="default,small", help="comma-separated: default, small, large")
-    parser.add_argument("--threads", default="1,2",
-                        help="comma-separated torch thread counts, both sides (each config runs at each)")
+    parser.add_argument(
+        "--threads", default="1,2", help="comma-separated torch thread counts, both sides (each config runs at each)"
+    )
     parser.add_argument("--tokens", type=int, default=96, help="tokens decoded per request")
     parser.add_argument("--prompt", type=int, default=256, help="prompt length in tokens for the decode runs")
     parser.add_argument("--reps", type=int, default=3, help="repetitions per measurement (median)")
@@ -127,17 +173,21 @@ def main(argv: list[str] | None = None) -> None:
                 r = compare(name, num_threads, checkpoint, hf, args)
                 results.append(r)
                 t, h = r.tokdrift, r.hf
-                print(f"{r.name} ({r.num_params / 1e6:.1f}M params), {num_threads} thread(s): decode batch 1 "
-                      f"tokdrift {t.batch1_tps:.1f} tok/s, transformers {h.batch1_tps:.1f} tok/s "
-                      f"({t.batch1_tps / h.batch1_tps:.2f}x); batch 8 {t.batch8_tps:.1f} vs {h.batch8_tps:.1f} tok/s "
-                      f"({t.batch8_tps / h.batch8_tps:.2f}x); {args.turns}-turn session {t.session_s:.2f} s vs "
-                      f"{h.session_s:.2f} s ({h.session_s / t.session_s:.2f}x); same greedy tokens: {r.same_tokens}",
-                      flush=True)
+                print(
+                    f"{r.name} ({r.num_params / 1e6:.1f}M params), {num_threads} thread(s): decode batch 1 "
+                    f"tokdrift {t.batch1_tps:.1f} tok/s, transformers {h.batch1_tps:.1f} tok/s "
+                    f"({t.batch1_tps / h.batch1_tps:.2f}x); batch 8 {t.batch8_tps:.1f} vs {h.batch8_tps:.1f} tok/s "
+                    f"({t.batch8_tps / h.batch8_tps:.2f}x); {args.turns}-turn session {t.session_s:.2f} s vs "
+                    f"{h.session_s:.2f} s ({h.session_s / t.session_s:.2f}x); same greedy tokens: {r.same_tokens}",
+                    flush=True,
+                )
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     worst = {key: min(results, key=lambda r: r.ratio(key)) for key in ("batch1", "batch8", "session")}
-    print(" ".join(f"speedup_{key}={r.ratio(key):.2f}x ({r.name}, {r.threads} thread(s))" for key, r in worst.items())
-          + f"; same greedy tokens everywhere: {all(r.same_tokens for r in results)}")
+    print(
+        " ".join(f"speedup_{key}={r.ratio(key):.2f}x ({r.name}, {r.threads} thread(s))" for key, r in worst.items())
+        + f"; same greedy tokens everywhere: {all(r.same_tokens for r in results)}"
+    )
 
 
 def compare(name: str, threads: int, checkpoint: Path, hf, args) -> Result:
@@ -145,8 +195,7 @@ def compare(name: str, threads: int, checkpoint: Path, hf, args) -> Result:
     from engine.runtime.engine import Engine
 
     max_len = args.system + args.turns * (args.append + args.turn_tokens) + 2 * args.tokens + 64
-    engine = Engine(EngineConfig(model=str(checkpoint), device="cpu", max_running_requests=8,
-                                 kv_tokens=8 * max_len))
+    engine = Engine(EngineConfig(model=str(checkpoint), device="cpu", max_running_requests=8, kv_tokens=8 * max_len))
     num_params = sum(t.numel() for t in hf.parameters())
     one = [prompt_ids(args.prompt, seed=1)]
     eight = [prompt_ids(args.prompt, seed=s) for s in range(2, 10)]
@@ -162,12 +211,13 @@ def compare(name: str, threads: int, checkpoint: Path, hf, args) -> Result:
         runs["ts"].append(_session(lambda ctx: _engine_generate(engine, ctx, args.turn_tokens), seed, args))
         runs["hs"].append(_session(lambda ctx: _hf_generate(hf, ctx, args.turn_tokens), seed, args))
     med = {k: median(v) for k, v in runs.items()}
-    return Result(name, threads, num_params, Side(med["t1"], med["t8"], med["ts"]),
-                  Side(med["h1"], med["h8"], med["hs"]),
-                  same)
+    return Result(
+        name, threads, num_params, Side(med["t1"], med["t8"], med["ts"]), Side(med["h1"], med["h8"], med["hs"]), same
+    )
 
 
 # --- transformers side -------------------------------------------------------------------------
+
 
 def _load_hf(checkpoint: Path):
     from transformers import Qwen3NextForCausalLM
@@ -202,22 +252,35 @@ def _hf_decode(model, prompts: list[list[int]], max_tokens: int) -> tuple[Decode
     ids = torch.tensor(prompts)  # [B, P], prompts of one length: no padding
     clock = _Clock()
     with torch.inference_mode():
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_tokens,
-                             min_new_tokens=max_tokens, do_sample=False, logits_processor=LogitsProcessorList([clock]),
-                             pad_token_id=0)
+        out = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=max_tokens,
+            min_new_tokens=max_tokens,
+            do_sample=False,
+            logits_processor=LogitsProcessorList([clock]),
+            pad_token_id=0,
+        )
     run = DecodeRun((len(clock.times) - 1) * len(prompts), clock.times[-1] - clock.times[0], len(clock.times) - 1)
-    return run, out[:, ids.shape[1]:].tolist()
+    return run, out[:, ids.shape[1] :].tolist()
 
 
 def _hf_generate(model, context: list[int], max_tokens: int) -> list[int]:
     ids = torch.tensor([context])
     with torch.inference_mode():
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_tokens,
-                             min_new_tokens=max_tokens, do_sample=False, pad_token_id=0)
-    return out[0, ids.shape[1]:].tolist()
+        out = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=max_tokens,
+            min_new_tokens=max_tokens,
+            do_sample=False,
+            pad_token_id=0,
+        )
+    return out[0, ids.shape[1] :].tolist()
 
 
 # --- tokdrift side -----------------------------------------------------------------------------
+
 
 def _engine_generate(engine, context: list[int], max_tokens: int) -> list[int]:
     from engine import SamplingParams

@@ -24,16 +24,28 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "examples" / "opencode.jsonl"
-SOAK_ARGS = ("--scale", "0.1", "--speed", "4", "--probe-tokens", "32", "--probe-output", "96",
-             "--engine-arg=--kv-tokens=2048", "--no-profiles")
+SOAK_ARGS = (
+    "--scale",
+    "0.1",
+    "--speed",
+    "4",
+    "--probe-tokens",
+    "32",
+    "--probe-output",
+    "96",
+    "--engine-arg=--kv-tokens=2048",
+    "--no-profiles",
+)
 HOGS = {
     "cpu": "while True: pass",
-    "membw": ("import numpy as np\na = np.ones(32 * 2**20)\nb = np.empty_like(a)\n"
-              "while True: np.copyto(b, a); np.copyto(a, b)"),
+    "membw": (
+        "import numpy as np\na = np.ones(32 * 2**20)\nb = np.empty_like(a)\n"
+        "while True: np.copyto(b, a); np.copyto(a, b)"
+    ),
 }
 
 
@@ -41,18 +53,18 @@ class Case(NamedTuple):
     name: str
     minutes: float
     concurrency: int
-    neighbour: Optional[str]  # cpu, membw or None
+    neighbour: str | None  # cpu, membw or None
     probe_every_s: float
 
 
 class Result(NamedTuple):
     case: Case
     verdict: str
-    confidence: Optional[str]
-    basis: Optional[str]
-    cause: Optional[str]
-    ratio: Optional[float]
-    interval: Optional[list]
+    confidence: str | None
+    basis: str | None
+    cause: str | None
+    ratio: float | None
+    interval: list | None
     run_dir: str
     wall_s: float
 
@@ -61,20 +73,48 @@ class Result(NamedTuple):
         return self.verdict == "engine_age_degradation"
 
 
-def cases(num_short: int, short_minutes: float, num_long: int, long_minutes: float, num_neighbours: int,
-          neighbour_minutes: float) -> list[Case]:
+def cases(
+    num_short: int,
+    short_minutes: float,
+    num_long: int,
+    long_minutes: float,
+    num_neighbours: int,
+    neighbour_minutes: float,
+) -> list[Case]:
     out = [Case(f"short-{i}", short_minutes, (1, 4)[i % 2], None, 10.0) for i in range(num_short)]
     out += [Case(f"long-{i}", long_minutes, (1, 4)[i % 2], None, 60.0) for i in range(num_long)]
-    out += [Case(f"noisy-{('cpu', 'membw')[i % 2]}-{i}", neighbour_minutes, (1, 4)[(i // 2) % 2], ("cpu", "membw")[i % 2],
-                 10.0) for i in range(num_neighbours)]
+    out += [
+        Case(
+            f"noisy-{('cpu', 'membw')[i % 2]}-{i}",
+            neighbour_minutes,
+            (1, 4)[(i // 2) % 2],
+            ("cpu", "membw")[i % 2],
+            10.0,
+        )
+        for i in range(num_neighbours)
+    ]
     return out
 
 
 def run_case(case: Case, out: Path) -> Result:
     run_dir = out / case.name
-    cmd = [sys.executable, "-m", "tokdrift.cli.soak", "run", "--trace", str(TRACE), "--minutes", f"{case.minutes:g}",
-           "--concurrency", str(case.concurrency), "--probe-every", f"{case.probe_every_s:g}", *SOAK_ARGS,
-           "-o", str(run_dir)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tokdrift.cli.soak",
+        "run",
+        "--trace",
+        str(TRACE),
+        "--minutes",
+        f"{case.minutes:g}",
+        "--concurrency",
+        str(case.concurrency),
+        "--probe-every",
+        f"{case.probe_every_s:g}",
+        *SOAK_ARGS,
+        "-o",
+        str(run_dir),
+    ]
     start = time.time()
     log = open(out / f"{case.name}.out", "w")
     soak = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
@@ -84,8 +124,9 @@ def run_case(case: Case, out: Path) -> Result:
             try:
                 soak.wait(timeout=case.minutes * 30)  # halfway
             except subprocess.TimeoutExpired:
-                hog = subprocess.Popen([sys.executable, "-c", HOGS[case.neighbour]], stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL)
+                hog = subprocess.Popen(
+                    [sys.executable, "-c", HOGS[case.neighbour]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+                )
         soak.wait()
     finally:
         if hog is not None:
@@ -100,16 +141,27 @@ def run_case(case: Case, out: Path) -> Result:
     doc = analyze(load_source(run_dir)).to_dict()
     (run_dir / "analysis.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     slow = doc.get("slowdown") or {}
-    return Result(case, doc["verdict"], doc.get("confidence"), doc.get("basis"), doc.get("cause"), slow.get("ratio"),
-                  slow.get("interval"), str(run_dir), time.time() - start)
+    return Result(
+        case,
+        doc["verdict"],
+        doc.get("confidence"),
+        doc.get("basis"),
+        doc.get("cause"),
+        slow.get("ratio"),
+        slow.get("interval"),
+        str(run_dir),
+        time.time() - start,
+    )
 
 
 def row(r: Result) -> str:
     c = r.case
     interval = f"{r.interval[0]:.2f}-{r.interval[1]:.2f}" if r.interval else "-"
     ratio = f"{r.ratio:.2f}" if r.ratio is not None else "-"
-    return (f"| {c.name} | {c.minutes:g} | {c.concurrency} | {c.neighbour or '-'} | {r.verdict} | {r.confidence or '-'} "
-            f"| {r.basis or '-'} | {r.cause or '-'} | {ratio} | {interval} |")
+    return (
+        f"| {c.name} | {c.minutes:g} | {c.concurrency} | {c.neighbour or '-'} | {r.verdict} | {r.confidence or '-'} "
+        f"| {r.basis or '-'} | {r.cause or '-'} | {ratio} | {interval} |"
+    )
 
 
 def main() -> None:
@@ -118,10 +170,13 @@ def main() -> None:
     ap.add_argument("--short-minutes", type=float, default=2.0)
     ap.add_argument("--long", type=int, default=2, help="healthy soaks of --long-minutes")
     ap.add_argument("--long-minutes", type=float, default=30.0)
-    ap.add_argument("--neighbours", type=int, default=4, help="healthy soaks with a noisy neighbour (cpu, membw in turn)")
+    ap.add_argument(
+        "--neighbours", type=int, default=4, help="healthy soaks with a noisy neighbour (cpu, membw in turn)"
+    )
     ap.add_argument("--neighbour-minutes", type=float, default=3.0)
-    ap.add_argument("--concurrency", type=int, default=None,
-                    help="every soak at this concurrency (default: 1 and 4 in turn)")
+    ap.add_argument(
+        "--concurrency", type=int, default=None, help="every soak at this concurrency (default: 1 and 4 in turn)"
+    )
     ap.add_argument("--out", type=Path, default=None, help="directory for the runs (default runs/false-alarms-<time>)")
     ap.add_argument("--quick", action="store_true", help="two short soaks of 40 s, nothing else (a smoke run)")
     args = ap.parse_args()
@@ -133,27 +188,34 @@ def main() -> None:
     from tokdrift.cli.fault_matrix import machine_description
 
     print(f"machine: {machine_description()}", flush=True)
-    print("| run | minutes | concurrency | neighbour | verdict | confidence | basis | cause | ratio | interval |",
-          flush=True)
+    print(
+        "| run | minutes | concurrency | neighbour | verdict | confidence | basis | cause | ratio | interval |",
+        flush=True,
+    )
     print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
     results = []
-    for case in cases(args.short, args.short_minutes, args.long, args.long_minutes, args.neighbours,
-                      args.neighbour_minutes):
+    for case in cases(
+        args.short, args.short_minutes, args.long, args.long_minutes, args.neighbours, args.neighbour_minutes
+    ):
         if args.concurrency is not None:
             case = case._replace(concurrency=args.concurrency)
         r = run_case(case, out)
         results.append(r)
         print(row(r), flush=True)
-        (out / "results.json").write_text(json.dumps([{**r._asdict(), "case": r.case._asdict()} for r in results],
-                                                      indent=2) + "\n", encoding="utf-8")
+        (out / "results.json").write_text(
+            json.dumps([{**r._asdict(), "case": r.case._asdict()} for r in results], indent=2) + "\n", encoding="utf-8"
+        )
     quiet = [r for r in results if r.case.neighbour is None]
     noisy = [r for r in results if r.case.neighbour is not None]
     verdicts = {}
     for r in results:
         verdicts[r.verdict] = verdicts.get(r.verdict, 0) + 1
     print("verdicts: " + ", ".join(f"{v} {n}" for v, n in sorted(verdicts.items())), flush=True)
-    print(f"false age verdicts: {sum(r.false_alarm for r in quiet)}/{len(quiet)} "
-          f"(noisy neighbour: {sum(r.false_alarm for r in noisy)}/{len(noisy)})", flush=True)
+    print(
+        f"false age verdicts: {sum(r.false_alarm for r in quiet)}/{len(quiet)} "
+        f"(noisy neighbour: {sum(r.false_alarm for r in noisy)}/{len(noisy)})",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

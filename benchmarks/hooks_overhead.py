@@ -33,8 +33,6 @@ import sys
 import threading
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench import clock, engine_decode, machine_line, median, prompt_ids, set_threads  # noqa: E402
 
@@ -92,15 +90,21 @@ def main(argv: list[str] | None = None) -> None:
     from engine.runtime.config import EngineConfig
     from engine.runtime.engine import Engine
 
-    engine = Engine(EngineConfig(model=args.model, device="cpu", max_running_requests=args.batch,
-                                 kv_tokens=args.batch * (64 + args.tokens) * 4))
+    engine = Engine(
+        EngineConfig(
+            model=args.model,
+            device="cpu",
+            max_running_requests=args.batch,
+            kv_tokens=args.batch * (64 + args.tokens) * 4,
+        )
+    )
     engine_decode(engine, [prompt_ids(64, 0)], 2)  # warm-up
     seconds = {m: [] for m in MODES}
     hook_share = {m: [] for m in MODES}
     num_samples = num_events = 0
     instrumentation_share = []  # idle: StepStats and log lines, clocked inside the engine
     for rep in range(args.reps):
-        order = MODES[rep % len(MODES):] + MODES[:rep % len(MODES)]
+        order = MODES[rep % len(MODES) :] + MODES[: rep % len(MODES)]
         for mode in order:
             prompts = [prompt_ids(64, 1000 * rep + 10 * MODES.index(mode) + b) for b in range(args.batch)]
             run, sampler, instr_s = _run(engine, mode, prompts, args)
@@ -111,20 +115,32 @@ def main(argv: list[str] | None = None) -> None:
             if mode == "idle":
                 instrumentation_share.append(instr_s / run.seconds)
     step_ms = {m: median(seconds[m]) / (args.tokens - 1) * 1e3 for m in MODES}  # N - 1 decode steps
-    ab = {m: median([s / b - 1 for s, b in zip(seconds[m], seconds[base])])
-          for m, base in (("idle", "bare"), ("sampled", "idle"), ("events", "idle"), ("bare_again", "bare"))}
-    print("decode step (median ms): " + ", ".join(f"{m} {step_ms[m]:.2f}" for m in MODES)
-          + f"; batch {args.batch}, {args.tokens} tokens, {args.reps} repetitions")
+    ab = {
+        m: median([s / b - 1 for s, b in zip(seconds[m], seconds[base])])
+        for m, base in (("idle", "bare"), ("sampled", "idle"), ("events", "idle"), ("bare_again", "bare"))
+    }
+    print(
+        "decode step (median ms): "
+        + ", ".join(f"{m} {step_ms[m]:.2f}" for m in MODES)
+        + f"; batch {args.batch}, {args.tokens} tokens, {args.reps} repetitions"
+    )
     print(f"hook readings taken: {num_samples}, allocator events drained: {num_events}")
     print("A/B overhead (median of paired runs): " + ", ".join(f"{m} {v:+.1%}" for m, v in ab.items()))
-    clocked = {"idle": median(instrumentation_share), "sampled": median(hook_share["sampled"]),
-               "events": median(hook_share["events"])}
-    print("clocked inside the hooks, share of decode time: StepStats + step log (idle) "
-          f"{clocked['idle']:.2%}, sampler (sampled) {clocked['sampled']:.2%}, "
-          f"sampler with events (events) {clocked['events']:.2%}")
-    print(f"hooks_overhead idle={clocked['idle']:.2%} sampled={clocked['sampled']:.2%} events={clocked['events']:.2%} "
-          f"(clocked; A/B {ab['idle']:+.1%} / {ab['sampled']:+.1%} / {ab['events']:+.1%}, "
-          f"A/A noise {ab['bare_again']:+.1%})")
+    clocked = {
+        "idle": median(instrumentation_share),
+        "sampled": median(hook_share["sampled"]),
+        "events": median(hook_share["events"]),
+    }
+    print(
+        "clocked inside the hooks, share of decode time: StepStats + step log (idle) "
+        f"{clocked['idle']:.2%}, sampler (sampled) {clocked['sampled']:.2%}, "
+        f"sampler with events (events) {clocked['events']:.2%}"
+    )
+    print(
+        f"hooks_overhead idle={clocked['idle']:.2%} sampled={clocked['sampled']:.2%} events={clocked['events']:.2%} "
+        f"(clocked; A/B {ab['idle']:+.1%} / {ab['sampled']:+.1%} / {ab['events']:+.1%}, "
+        f"A/A noise {ab['bare_again']:+.1%})"
+    )
 
 
 def _run(engine, mode: str, prompts, args):
@@ -136,13 +152,16 @@ def _run(engine, mode: str, prompts, args):
         engine._stats = lambda *a, **k: None
         engine._log_step = lambda *a, **k: None
     elif mode == "idle":
+
         def timed(fn):
             def wrapper(*a, **k):
                 t0 = clock()
                 out = fn(*a, **k)
                 instr[0] += clock() - t0
                 return out
+
             return wrapper
+
         engine._stats, engine._log_step = timed(stats_fn), timed(log_fn)
     sampler = Sampler(engine, args.sample_every, events=mode == "events") if mode in ("sampled", "events") else None
     if mode == "events":

@@ -26,7 +26,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -49,15 +49,15 @@ class Entry(NamedTuple):
 class Row(NamedTuple):
     entry: Entry
     verdict: str
-    confidence: Optional[str]
-    basis: Optional[str]
-    ratio: Optional[float]
+    confidence: str | None
+    basis: str | None
+    ratio: float | None
     clock: str
     seconds: float
     reason: str
 
 
-def corpus_dir(given: Optional[str] = None) -> Path:
+def corpus_dir(given: str | None = None) -> Path:
     """Where the corpus lies: the argument, $TOKDRIFT_REAL_LOGS, or ../shared/real-logs."""
     if given:
         return Path(given)
@@ -67,8 +67,10 @@ def corpus_dir(given: Optional[str] = None) -> Path:
 
 def catalogue() -> list[Entry]:
     doc = json.loads(CATALOGUE.read_text(encoding="utf-8"))
-    return [Entry(e["file"], e["engine"], e["truth"], tuple(e.get("args", ())), tuple(e["expect"]), e["what"])
-            for e in doc["logs"]]
+    return [
+        Entry(e["file"], e["engine"], e["truth"], tuple(e.get("args", ())), tuple(e["expect"]), e["what"])
+        for e in doc["logs"]
+    ]
 
 
 def analyze_one(path: Path, args: tuple[str, ...]):
@@ -95,16 +97,23 @@ def _worker(job: tuple[Entry, str]) -> Row:
         return Row(entry, "error", None, None, None, "-", time.perf_counter() - t0, str(exc))
     seconds = time.perf_counter() - t0
     doc = result.to_dict()
-    clock = next((c["detail"].split(":", 1)[1].split("(")[0].strip() for c in doc["checks"]
-                  if c["name"] == "engine_age" and c["detail"].startswith("clock:")), "wall")
+    clock = next(
+        (
+            c["detail"].split(":", 1)[1].split("(")[0].strip()
+            for c in doc["checks"]
+            if c["name"] == "engine_age" and c["detail"].startswith("clock:")
+        ),
+        "wall",
+    )
     ratio = doc["slowdown"]["ratio"] if doc["slowdown"] else None
     return Row(entry, doc["verdict"], doc["confidence"], doc["basis"], ratio, clock, seconds, doc["reason"])
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", help="folder of the corpus logs (default $TOKDRIFT_REAL_LOGS or "
-                                         "../shared/real-logs)")
+    parser.add_argument(
+        "--corpus", help="folder of the corpus logs (default $TOKDRIFT_REAL_LOGS or ../shared/real-logs)"
+    )
     parser.add_argument("--only", help="comma-separated file names (or parts of them)")
     parser.add_argument("--jobs", type=int, default=2, help="logs analysed in parallel processes")
     parser.add_argument("--json", help="write every row as JSON here")
@@ -116,8 +125,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         entries = [e for e in entries if any(w in e.file for w in wanted)]
     missing = [e.file for e in entries if not (folder / e.file).is_file()]
     if missing:
-        print(f"{len(missing)} of {len(entries)} corpus logs are not in {folder}: {', '.join(missing[:5])}"
-              + (" ..." if len(missing) > 5 else ""), file=sys.stderr)
+        print(
+            f"{len(missing)} of {len(entries)} corpus logs are not in {folder}: {', '.join(missing[:5])}"
+            + (" ..." if len(missing) > 5 else ""),
+            file=sys.stderr,
+        )
         entries = [e for e in entries if e.file not in missing]
     if not entries:
         print(f"no corpus logs to analyse in {folder} (see docs/real-logs.md)", file=sys.stderr)
@@ -130,18 +142,36 @@ def main(argv: Optional[list[str]] = None) -> int:
         truth = {"no_age_established": "healthy", "age_established": "age"}.get(r.entry.truth, "?")
         flag = "" if r.verdict in r.entry.expect else "  <- expected " + "|".join(r.entry.expect)
         ratio = f"{r.ratio:.2f}" if r.ratio is not None else "-"
-        print(f"{r.entry.file[:58]:58} {truth:7} {r.verdict:22} {r.confidence or '-':6} {r.basis or '-':14} "
-              f"{ratio:>6} {r.clock[:12]:12} {r.seconds:5.1f}{flag}")
+        print(
+            f"{r.entry.file[:58]:58} {truth:7} {r.verdict:22} {r.confidence or '-':6} {r.basis or '-':14} "
+            f"{ratio:>6} {r.clock[:12]:12} {r.seconds:5.1f}{flag}"
+        )
     if args.json:
-        Path(args.json).write_text(json.dumps([{"file": r.entry.file, "verdict": r.verdict, "confidence": r.confidence,
-                                                "basis": r.basis, "ratio": r.ratio, "clock": r.clock,
-                                                "seconds": round(r.seconds, 2), "reason": r.reason} for r in rows],
-                                              indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                [
+                    {
+                        "file": r.entry.file,
+                        "verdict": r.verdict,
+                        "confidence": r.confidence,
+                        "basis": r.basis,
+                        "ratio": r.ratio,
+                        "clock": r.clock,
+                        "seconds": round(r.seconds, 2),
+                        "reason": r.reason,
+                    }
+                    for r in rows
+                ],
+                indent=1,
+            )
+        )
     false_age = sum(r.verdict == "engine_age_degradation" and r.entry.truth != "age_established" for r in rows)
     healthy = sum(r.entry.truth != "age_established" for r in rows)
     answered = sum(r.verdict != "insufficient_data" for r in rows)
-    high_wrong = sum(r.verdict == "engine_age_degradation" and r.confidence == "high"
-                     and r.entry.truth != "age_established" for r in rows)
+    high_wrong = sum(
+        r.verdict == "engine_age_degradation" and r.confidence == "high" and r.entry.truth != "age_established"
+        for r in rows
+    )
     print(f"high-confidence age verdicts on logs without established age: {high_wrong}/{healthy}")
     print(f"real logs: false age verdicts {false_age}/{healthy}, answered {answered}/{len(rows)}")
     return 0

@@ -66,8 +66,15 @@ def main(argv: list[str] | None = None) -> None:
     from engine.runtime.config import EngineConfig
     from engine.runtime.engine import Engine
 
-    engine = Engine(EngineConfig(model=args.model, device="cpu", max_running_requests=1,
-                                 kv_tokens=args.prompt + args.tokens + 64, cache_type="none"))
+    engine = Engine(
+        EngineConfig(
+            model=args.model,
+            device="cpu",
+            max_running_requests=1,
+            kv_tokens=args.prompt + args.tokens + 64,
+            cache_type="none",
+        )
+    )
     picked = _count_experts(engine)
     engine_decode(engine, [prompt_ids(args.prompt, 0)], 2)  # warm-up
     src = torch.randn(args.copy_mb * 2**20 // 4)  # [N] float32
@@ -78,13 +85,17 @@ def main(argv: list[str] | None = None) -> None:
     step_times, gemv_times, experts_per_step, forward_shares = [], [], [], []
     chain = _gemv_chain(engine)
     for rep in range(args.reps):
-        bandwidths["copy"].append(_bandwidth(lambda: dst.copy_(src), 2 * src.numel() * 4))
-        bandwidths["read"].append(_bandwidth(lambda: src.sum(), src.numel() * 4))
-        bandwidths["mv"].append(_bandwidth(lambda: torch.mv(matrix, vector), src.numel() * 4))
+        bandwidths["copy"].append(_bandwidth(lambda d=dst, s=src: d.copy_(s), 2 * src.numel() * 4))
+        bandwidths["read"].append(_bandwidth(lambda s=src: s.sum(), src.numel() * 4))
+        bandwidths["mv"].append(_bandwidth(lambda m=matrix: torch.mv(m, vector), src.numel() * 4))
         picked[:] = [set()]
         shares: list[float] = []
-        run = engine_decode(engine, [prompt_ids(args.prompt, rep + 1)], args.tokens,
-                            on_step=lambda stats: (picked.append(set()), shares.append(stats.forward_s / stats.duration_s)))
+        run = engine_decode(
+            engine,
+            [prompt_ids(args.prompt, rep + 1)],
+            args.tokens,
+            on_step=lambda stats: (picked.append(set()), shares.append(stats.forward_s / stats.duration_s)),
+        )
         step_times.append(run.step_s)
         forward_shares.append(median(shares))
         gemv_times.append(_time_chain(chain, round(median(len(s) for s in picked[1:-1]))))
@@ -96,18 +107,26 @@ def main(argv: list[str] | None = None) -> None:
     avg_context = args.prompt + args.tokens / 2
     need = _step_bytes(engine, median(experts_per_step), avg_context)
     limit_s = need.total / bw
-    print(f"memory bandwidth ({args.copy_mb} MiB tensor, {args.threads} thread(s)): copy {bw_by_kind['copy'] / 1e9:.2f} "
-          f"GB/s (read + write), read {bw_by_kind['read'] / 1e9:.2f} GB/s, mv {bw_by_kind['mv'] / 1e9:.2f} GB/s; "
-          f"limit from {fastest}")
-    print(f"bytes per decode step: {need.total / 1e6:.1f} MB = dense weights {need.dense / 1e6:.1f} + routed experts "
-          f"{need.experts / 1e6:.1f} ({median(experts_per_step):.0f} picked) + KV {need.kv / 1e6:.2f} "
-          f"(context {avg_context:.0f}) + linear-attention state {need.state / 1e6:.2f}")
+    print(
+        f"memory bandwidth ({args.copy_mb} MiB tensor, {args.threads} thread(s)): copy {bw_by_kind['copy'] / 1e9:.2f} "
+        f"GB/s (read + write), read {bw_by_kind['read'] / 1e9:.2f} GB/s, mv {bw_by_kind['mv'] / 1e9:.2f} GB/s; "
+        f"limit from {fastest}"
+    )
+    print(
+        f"bytes per decode step: {need.total / 1e6:.1f} MB = dense weights {need.dense / 1e6:.1f} + routed experts "
+        f"{need.experts / 1e6:.1f} ({median(experts_per_step):.0f} picked) + KV {need.kv / 1e6:.2f} "
+        f"(context {avg_context:.0f}) + linear-attention state {need.state / 1e6:.2f}"
+    )
     gemv_s = median(gemv_times)
-    print(f"where the step goes: the same matrix-vector products alone (F.linear over the step's weights, "
-          f"back to back) {gemv_s * 1e3:.2f} ms = {gemv_s / step_s:.0%} of the step, {need.total / gemv_s / 1e9:.2f} GB/s; "
-          f"model forward {median(forward_shares):.0%} of the step, the rest scheduling and sampling")
-    print(f"roofline step {limit_s * 1e3:.2f} ms ({1 / limit_s:.0f} tok/s); tokdrift batch-1 step "
-          f"{step_s * 1e3:.2f} ms ({1 / step_s:.0f} tok/s; runs {', '.join(f'{t * 1e3:.1f}' for t in step_times)} ms)")
+    print(
+        f"where the step goes: the same matrix-vector products alone (F.linear over the step's weights, "
+        f"back to back) {gemv_s * 1e3:.2f} ms = {gemv_s / step_s:.0%} of the step, {need.total / gemv_s / 1e9:.2f} GB/s; "
+        f"model forward {median(forward_shares):.0%} of the step, the rest scheduling and sampling"
+    )
+    print(
+        f"roofline step {limit_s * 1e3:.2f} ms ({1 / limit_s:.0f} tok/s); tokdrift batch-1 step "
+        f"{step_s * 1e3:.2f} ms ({1 / step_s:.0f} tok/s; runs {', '.join(f'{t * 1e3:.1f}' for t in step_times)} ms)"
+    )
     copy_limit_s = need.total / bw_by_kind["copy"]
     print(f"against the copy bandwidth alone: {copy_limit_s / step_s:.0%} of its limit ({copy_limit_s * 1e3:.2f} ms)")
     print(f"roofline_fraction={limit_s / step_s:.0%} (batch-1 decode vs the {fastest}-bandwidth limit)")

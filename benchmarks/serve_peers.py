@@ -29,7 +29,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -62,8 +62,13 @@ def main() -> None:
             run_dir = args.out / f"{stamp}-{engine}-c{concurrency}"
             load_before = os.getloadavg()[0]
             run(engine, concurrency, args.minutes, args.trace, run_dir)
-            row = {"engine": engine, "concurrency": concurrency, "load_before": load_before,
-                   "load_after": os.getloadavg()[0], **figures(engine, run_dir, args.minutes)}
+            row = {
+                "engine": engine,
+                "concurrency": concurrency,
+                "load_before": load_before,
+                "load_after": os.getloadavg()[0],
+                **figures(engine, run_dir, args.minutes),
+            }
             rows.append(row)
             print(json.dumps(row), flush=True)
     (args.out / f"{stamp}.json").write_text(json.dumps(rows, indent=1) + "\n")
@@ -71,9 +76,25 @@ def main() -> None:
 
 
 def run(engine: str, concurrency: int, minutes: float, trace: str, run_dir: Path) -> None:
-    soak = [sys.executable, "-m", "tokdrift.cli.soak", "run", "--trace", trace, "--minutes", str(minutes),
-            "--concurrency", str(concurrency), "--probe-every", "0", "--no-restart-at-end", "--no-profiles",
-            "--no-live", "-o", str(run_dir)]
+    soak = [
+        sys.executable,
+        "-m",
+        "tokdrift.cli.soak",
+        "run",
+        "--trace",
+        trace,
+        "--minutes",
+        str(minutes),
+        "--concurrency",
+        str(concurrency),
+        "--probe-every",
+        "0",
+        "--no-restart-at-end",
+        "--no-profiles",
+        "--no-live",
+        "-o",
+        str(run_dir),
+    ]
     env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
     if engine == "builtin":
         subprocess.run([*soak, "--no-twin"], check=True, cwd=ROOT, env=env)
@@ -102,7 +123,8 @@ def figures(engine: str, run_dir: Path, minutes: float) -> dict[str, Any]:
         "served": int(len(turns)),
         "failed": int(len(calls) - len(turns)),
         "output_tps": float(turns["output_tokens"].sum() / (minutes * 60.0)),
-        "ttft_p50_s": _q(ttft, 0.5), "ttft_p95_s": _q(ttft, 0.95),
+        "ttft_p50_s": _q(ttft, 0.5),
+        "ttft_p95_s": _q(ttft, 0.95),
         "decode_tps_p50": _q(per_request, 0.5),
         "probe_decode_tps": [round(float(v), 1) for v in probes["decode_tps"]],
     }
@@ -115,9 +137,15 @@ def engine_figures(engine: str, run_dir: Path) -> dict[str, Any]:
         steps = read_table(run_dir, "steps")
         decode = steps[steps["num_decode_tokens"].fillna(0) > 0]
         step_s = decode[["schedule_s", "forward_s", "sample_s"]].sum(axis=1)
-        return {"engine_says": f"median decode step {1e3 * float(np.median(step_s)):.1f} ms "
-                               f"({1.0 / float(np.median(step_s)):.0f} tok/s per request), "
-                               f"mean batch {decode['num_running_reqs'].mean():.2f}"} if len(decode) else {}
+        return (
+            {
+                "engine_says": f"median decode step {1e3 * float(np.median(step_s)):.1f} ms "
+                f"({1.0 / float(np.median(step_s)):.0f} tok/s per request), "
+                f"mean batch {decode['num_running_reqs'].mean():.2f}"
+            }
+            if len(decode)
+            else {}
+        )
     if engine == "llama":
         scrapes = _scrapes(run_dir)
         if len(scrapes) < 2:
@@ -131,8 +159,10 @@ def engine_figures(engine: str, run_dir: Path) -> dict[str, Any]:
             tokens += cur["tokens_predicted_total"] - prev["tokens_predicted_total"]
             secs += cur["tokens_predicted_seconds_total"] - prev["tokens_predicted_seconds_total"]
         busy = max(lives, key=len)[-1]["n_busy_slots_per_decode"]  # an average over the life
-        return {"engine_says": f"{tokens / secs:.1f} tok/s per request (tokens_predicted / its seconds), "
-                               f"{busy:.2f} busy slots per decode"}
+        return {
+            "engine_says": f"{tokens / secs:.1f} tok/s per request (tokens_predicted / its seconds), "
+            f"{busy:.2f} busy slots per decode"
+        }
     return {"engine_says": "no /metrics (transformers serve)"}
 
 
@@ -153,25 +183,29 @@ def _scrapes(run_dir: Path) -> list[dict[str, float]]:
     return out
 
 
-def _q(values, q: float) -> Optional[float]:
+def _q(values, q: float) -> float | None:
     values = np.asarray(values, dtype=float)
     values = values[np.isfinite(values)]
     return float(np.quantile(values, q)) if len(values) else None
 
 
 def table(rows: list[dict[str, Any]], minutes: float) -> str:
-    def f(v: Optional[float], spec: str) -> str:
+    def f(v: float | None, spec: str) -> str:
         return "—" if v is None else format(v, spec)
 
-    lines = [f"{minutes:g} minutes per run, examples/opencode.jsonl",
-             "| engine | concurrency | requests served | output tok/s | TTFT p50 / p95 | decode tok/s per request "
-             "(client, p50) | probes tok/s | the engine's own figures | load avg before / after |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"{minutes:g} minutes per run, examples/opencode.jsonl",
+        "| engine | concurrency | requests served | output tok/s | TTFT p50 / p95 | decode tok/s per request "
+        "(client, p50) | probes tok/s | the engine's own figures | load avg before / after |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['engine']} | {r['concurrency']} | {r['served']} | {f(r['output_tps'], '.1f')} | "
-                     f"{f(r['ttft_p50_s'], '.2f')} / {f(r['ttft_p95_s'], '.2f')} s | {f(r['decode_tps_p50'], '.1f')} | "
-                     f"{', '.join(str(v) for v in r['probe_decode_tps'])} | {r.get('engine_says', '')} | "
-                     f"{r['load_before']:.2f} / {r['load_after']:.2f} |")
+        lines.append(
+            f"| {r['engine']} | {r['concurrency']} | {r['served']} | {f(r['output_tps'], '.1f')} | "
+            f"{f(r['ttft_p50_s'], '.2f')} / {f(r['ttft_p95_s'], '.2f')} s | {f(r['decode_tps_p50'], '.1f')} | "
+            f"{', '.join(str(v) for v in r['probe_decode_tps'])} | {r.get('engine_says', '')} | "
+            f"{r['load_before']:.2f} / {r['load_after']:.2f} |"
+        )
     return "\n".join(lines)
 
 

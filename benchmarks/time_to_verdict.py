@@ -42,7 +42,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -76,20 +76,27 @@ class Recording(NamedTuple):
 
 
 class Trial(NamedTuple):
-    first: Optional[tuple[str, float]]  # (decided verdict, minutes into the run) of the first decided look
-    first_age_min: Optional[float]  # the first look that decided age, watching on after anything else
-    no_age_min: dict[float, Optional[float]]  # rule_out -> minutes until a loss above it was ruled out
+    first: tuple[str, float] | None  # (decided verdict, minutes into the run) of the first decided look
+    first_age_min: float | None  # the first look that decided age, watching on after anything else
+    no_age_min: dict[float, float | None]  # rule_out -> minutes until a loss above it was ruled out
 
 
-def load(names: Optional[list[str]] = None) -> list[Recording]:
+def load(names: list[str] | None = None) -> list[Recording]:
     catalogue = json.loads((DATA / "recordings.json").read_text())
     out = []
     for name, about in catalogue.items():
         if names and not any(n in name for n in names):
             continue
         frame = pd.read_csv(DATA / f"{name}.csv")
-        out.append(Recording(name, float(frame["t_s"].diff().median()), frame["main_tps"].to_numpy(float),
-                             frame["control_tps"].to_numpy(float), about.get("note", "")))
+        out.append(
+            Recording(
+                name,
+                float(frame["t_s"].diff().median()),
+                frame["main_tps"].to_numpy(float),
+                frame["control_tps"].to_numpy(float),
+                about.get("note", ""),
+            )
+        )
     return out
 
 
@@ -103,16 +110,24 @@ def record(run_dir: Path, name: str, note: str) -> Path:
     t = t - t.iloc[0]
     DATA.mkdir(parents=True, exist_ok=True)
     path = DATA / f"{name}.csv"
-    pd.DataFrame({"t_s": np.round(t.to_numpy(float), 3), "main_tps": cycles["main"].round(3).to_numpy(),
-                  "control_tps": cycles["control"].round(3).to_numpy()}).to_csv(path, index=False)
+    pd.DataFrame(
+        {
+            "t_s": np.round(t.to_numpy(float), 3),
+            "main_tps": cycles["main"].round(3).to_numpy(),
+            "control_tps": cycles["control"].round(3).to_numpy(),
+        }
+    ).to_csv(path, index=False)
     catalogue_path = DATA / "recordings.json"
     catalogue = json.loads(catalogue_path.read_text()) if catalogue_path.exists() else {}
     manifest = reader.read_manifest(run_dir)
     soak = manifest.configs.get("soak", {})
-    catalogue[name] = {"note": note, "run_id": manifest.run_id, "started_at": manifest.started_at,
-                       "cycles": len(cycles), **{k: soak.get(k) for k in ("concurrency", "probe_every_s",
-                                                                           "probe_input_tokens",
-                                                                           "probe_output_tokens")}}
+    catalogue[name] = {
+        "note": note,
+        "run_id": manifest.run_id,
+        "started_at": manifest.started_at,
+        "cycles": len(cycles),
+        **{k: soak.get(k) for k in ("concurrency", "probe_every_s", "probe_input_tokens", "probe_output_tokens")},
+    }
     catalogue_path.write_text(json.dumps(catalogue, indent=1) + "\n")
     return path
 
@@ -135,25 +150,42 @@ def frames(main: np.ndarray, control: np.ndarray, period_s: float) -> tuple[pd.D
     n = len(main)
     t = pd.Timestamp("2026-12-01") + pd.to_timedelta(np.arange(n) * period_s, unit="s")
     base = {"engine_life": 0, "probe_id": "p", "status": "ok", "cycle": np.arange(n, dtype=float)}
-    rows = pd.concat([pd.DataFrame({"t": t, "engine_age_s": np.arange(n) * period_s, "decode_tps": main,
-                                    "role": "main", **base}),
-                      pd.DataFrame({"t": t + pd.Timedelta(seconds=1), "engine_age_s": np.nan, "decode_tps": control,
-                                    "role": "control", **base})]).sort_values("t", kind="stable")
+    rows = pd.concat(
+        [
+            pd.DataFrame({"t": t, "engine_age_s": np.arange(n) * period_s, "decode_tps": main, "role": "main", **base}),
+            pd.DataFrame(
+                {
+                    "t": t + pd.Timedelta(seconds=1),
+                    "engine_age_s": np.nan,
+                    "decode_tps": control,
+                    "role": "control",
+                    **base,
+                }
+            ),
+        ]
+    ).sort_values("t", kind="stable")
     rows = rows.reset_index(drop=True)
-    cycles = pd.DataFrame({"cycle": np.arange(n, dtype=float), "t": t, "engine_life": 0,
-                           "engine_age_s": np.arange(n) * period_s, "main": main, "control": control,
-                           "ratio": main / control})
+    cycles = pd.DataFrame(
+        {
+            "cycle": np.arange(n, dtype=float),
+            "t": t,
+            "engine_life": 0,
+            "engine_age_s": np.arange(n) * period_s,
+            "main": main,
+            "control": control,
+            "ratio": main / control,
+        }
+    )
     return rows, cycles
 
 
-def watch(rows: pd.DataFrame, cycles: pd.DataFrame, period_s: float, looks_planned: int,
-          stop_at_first: bool) -> Trial:
+def watch(rows: pd.DataFrame, cycles: pd.DataFrame, period_s: float, looks_planned: int, stop_at_first: bool) -> Trial:
     """Look at every cycle; stop at the first decided look when asked (an aged engine's run)."""
     first, first_age = None, None
-    no_age: dict[float, Optional[float]] = {r: None for r in RULE_OUTS}
+    no_age: dict[float, float | None] = {r: None for r in RULE_OUTS}
     for n in range(sequential.MIN_CYCLES, len(cycles) + 1):
         minutes = (n - 1) * period_s / 60
-        loose = look(rows.iloc[:2 * n], cycles.iloc[:n], looks_planned, RULE_OUTS[0])
+        loose = look(rows.iloc[: 2 * n], cycles.iloc[:n], looks_planned, RULE_OUTS[0])
         if loose.decided == NO_AGE and no_age[RULE_OUTS[0]] is None:
             no_age[RULE_OUTS[0]] = minutes
         # The stricter rule-out decides "no age" where the looser one did and the same interval also
@@ -172,8 +204,9 @@ def watch(rows: pd.DataFrame, cycles: pd.DataFrame, period_s: float, looks_plann
     return Trial(first, first_age, no_age)
 
 
-def run_scenario(rec: Recording, loss: float, trials: int, horizon_min: float, onset_min: float,
-                 rng: np.random.Generator) -> list[Trial]:
+def run_scenario(
+    rec: Recording, loss: float, trials: int, horizon_min: float, onset_min: float, rng: np.random.Generator
+) -> list[Trial]:
     num_cycles = int(horizon_min * 60 / rec.period_s)
     looks_planned = sequential.looks_planned(horizon_min * 60, rec.period_s)
     onset = int(onset_min * 60 / rec.period_s)
@@ -204,22 +237,35 @@ def final_look(rec: Recording, minutes: float, trials: int, rng: np.random.Gener
 
 TRACE = ROOT / "examples" / "opencode.jsonl"
 # make demo's trace settings; the probes are --until-decided's own (every 10 s, 256 tokens out)
-LIVE_ARGS = ("--scale", "0.1", "--speed", "4", "--probe-tokens", "32", "--engine-arg=--kv-tokens=2048", "--no-profiles",
-             "--no-live")
+LIVE_ARGS = (
+    "--scale",
+    "0.1",
+    "--speed",
+    "4",
+    "--probe-tokens",
+    "32",
+    "--engine-arg=--kv-tokens=2048",
+    "--no-profiles",
+    "--no-live",
+)
 # 32,768 rows of the default checkpoint's vocabulary: about 1.4 ms a step here, a 15-20 % loss;
 # grown at the 250th finished request, about five minutes into a soak at concurrency 1 (the twin,
 # restarted every 10 minutes and serving only probes, never gets there).
-LIVE_FAULT_ARGS = ("--fault", "output-buffer", "--engine-arg=--fault-buffer-rows=32768",
-                   "--engine-arg=--fault-after=250")
+LIVE_FAULT_ARGS = (
+    "--fault",
+    "output-buffer",
+    "--engine-arg=--fault-buffer-rows=32768",
+    "--engine-arg=--fault-after=250",
+)
 
 
 class LiveResult(NamedTuple):
     name: str
-    stop_reason: Optional[str]
-    decided: Optional[str]
-    decided_min: Optional[float]
-    onset_min: Optional[float]  # the fault's: the first snapshot with the grown buffer
-    cost: Optional[float]  # paired ratio after the onset over before it (the fault's actual size)
+    stop_reason: str | None
+    decided: str | None
+    decided_min: float | None
+    onset_min: float | None  # the fault's: the first snapshot with the grown buffer
+    cost: float | None  # paired ratio after the onset over before it (the fault's actual size)
     final: str  # diag analyze's verdict and confidence
 
 
@@ -230,9 +276,23 @@ def run_live(name: str, out: Path, fault: bool, max_minutes: float) -> LiveResul
     from diagnostics.source import load_source
 
     run_dir = out / name
-    cmd = [sys.executable, "-m", "tokdrift.cli.soak", "run", "--trace", str(TRACE), "--until-decided", "--max-hours",
-           f"{max_minutes / 60:g}", "--concurrency", "1", *LIVE_ARGS, *(LIVE_FAULT_ARGS if fault else ()),
-           "-o", str(run_dir)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tokdrift.cli.soak",
+        "run",
+        "--trace",
+        str(TRACE),
+        "--until-decided",
+        "--max-hours",
+        f"{max_minutes / 60:g}",
+        "--concurrency",
+        "1",
+        *LIVE_ARGS,
+        *(LIVE_FAULT_ARGS if fault else ()),
+        "-o",
+        str(run_dir),
+    ]
     with open(out / f"{name}.out", "w") as log:
         code = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT).returncode
     if code != 0:
@@ -255,9 +315,15 @@ def run_live(name: str, out: Path, fault: bool, max_minutes: float) -> LiveResul
             if len(before) and len(after):
                 cost = float(np.exp(np.log(after).mean() - np.log(before).mean()))
     doc = analyze(load_source(run_dir)).to_dict()
-    return LiveResult(name, manifest.stop_reason, d.get("verdict"),
-                      (decided_t - start) / 60 if decided_t is not None else None, onset, cost,
-                      f"{doc['verdict']} {doc.get('confidence') or ''}".strip())
+    return LiveResult(
+        name,
+        manifest.stop_reason,
+        d.get("verdict"),
+        (decided_t - start) / 60 if decided_t is not None else None,
+        onset,
+        cost,
+        f"{doc['verdict']} {doc.get('confidence') or ''}".strip(),
+    )
 
 
 def _unix(t: pd.Series) -> pd.Series:
@@ -282,13 +348,18 @@ def live(n: int, out: Path, max_minutes: float, kinds: tuple[str, ...] = ("healt
             results.append(r)
             fmt = lambda x, f: f"{x:{f}}" if x is not None else "-"  # noqa: E731
             after = r.decided_min - r.onset_min if r.decided_min is not None and r.onset_min is not None else None
-            print(f"{r.name:<12} {r.stop_reason or '-':<9} {r.decided or '-':<24} {fmt(r.decided_min, '6.1f')} "
-                  f"{fmt(r.onset_min, '6.1f')} {fmt(after, '11.1f')} {fmt(r.cost, '5.2f')}  {r.final}", flush=True)
+            print(
+                f"{r.name:<12} {r.stop_reason or '-':<9} {r.decided or '-':<24} {fmt(r.decided_min, '6.1f')} "
+                f"{fmt(r.onset_min, '6.1f')} {fmt(after, '11.1f')} {fmt(r.cost, '5.2f')}  {r.final}",
+                flush=True,
+            )
     healthy = [r for r in results if r.name.startswith("healthy")]
     faulty = [r for r in results if r.name.startswith("fault")]
-    print(f"live: healthy decided no_degradation {sum(r.decided == NO_AGE for r in healthy)}/{len(healthy)}, "
-          f"called aged {sum(r.decided == AGE or r.final.startswith(AGE) for r in healthy)}; output-buffer decided "
-          f"age {sum(r.decided == AGE for r in faulty)}/{len(faulty)}")
+    print(
+        f"live: healthy decided no_degradation {sum(r.decided == NO_AGE for r in healthy)}/{len(healthy)}, "
+        f"called aged {sum(r.decided == AGE or r.final.startswith(AGE) for r in healthy)}; output-buffer decided "
+        f"age {sum(r.decided == AGE for r in faulty)}/{len(faulty)}"
+    )
 
 
 def _quantiles(values: list[float]) -> str:
@@ -323,20 +394,26 @@ def main() -> None:
     rng = np.random.default_rng(SEED)
     recordings = load(args.only)
     started = time.time()
-    print(f"horizon {args.horizon_min:g} min, loss from minute {args.onset_min:g}, {args.trials} resampled healthy "
-          f"runs and {args.loss_trials} per loss per recording (blocks of {BLOCK} cycles), every cycle looked at")
-    print(f"{'recording':<18} {'cyc s':>5} {'sd':>5} {'loss':>5} {'decided':>8} {'min med/p90':>12} "
-          f"{'wrong 1st':>9} {'15% out':>12} {'10% out':>12} {'false age':>9}")
+    print(
+        f"horizon {args.horizon_min:g} min, loss from minute {args.onset_min:g}, {args.trials} resampled healthy "
+        f"runs and {args.loss_trials} per loss per recording (blocks of {BLOCK} cycles), every cycle looked at"
+    )
+    print(
+        f"{'recording':<18} {'cyc s':>5} {'sd':>5} {'loss':>5} {'decided':>8} {'min med/p90':>12} "
+        f"{'wrong 1st':>9} {'15% out':>12} {'10% out':>12} {'false age':>9}"
+    )
     summary: dict[float, list[float]] = {loss: [] for loss in losses}
     no_age_15, no_age_10, false_age, healthy_runs = [], [], 0, 0
     for rec in recordings:
         for loss in losses:
-            trials = run_scenario(rec, loss, args.loss_trials if loss else args.trials, args.horizon_min,
-                                  args.onset_min, rng)
+            trials = run_scenario(
+                rec, loss, args.loss_trials if loss else args.trials, args.horizon_min, args.onset_min, rng
+            )
             if loss:
                 times = [t.first_age_min - args.onset_min for t in trials if t.first_age_min is not None]
-                wrong = sum(t.first is not None and t.first[0] == NO_AGE and t.first[1] > args.onset_min
-                            for t in trials)
+                wrong = sum(
+                    t.first is not None and t.first[0] == NO_AGE and t.first[1] > args.onset_min for t in trials
+                )
                 decided = len(times)
                 summary[loss] += times + [math.inf] * (len(trials) - len(times))
                 outs = ("", "")
@@ -354,20 +431,28 @@ def main() -> None:
                 no_age_10 += r10 + [math.inf] * (len(trials) - len(r10))
                 outs = (_quantiles(r15) + f" ({len(r15)})", _quantiles(r10) + f" ({len(r10)})")
                 fa = f"{fa_runs}/{len(trials)}"
-            print(f"{rec.name:<18} {rec.period_s:>5.1f} {rec.log_ratio_sd:>5.3f} {loss:>5.0%} "
-                  f"{decided:>4}/{len(trials):<3} {_quantiles(times):>12} {wrong:>9} {outs[0]:>12} {outs[1]:>12} "
-                  f"{fa:>9}", flush=True)
+            print(
+                f"{rec.name:<18} {rec.period_s:>5.1f} {rec.log_ratio_sd:>5.3f} {loss:>5.0%} "
+                f"{decided:>4}/{len(trials):<3} {_quantiles(times):>12} {wrong:>9} {outs[0]:>12} {outs[1]:>12} "
+                f"{fa:>9}",
+                flush=True,
+            )
     for minutes in FINAL_LOOK_MIN:
         looks = [final_look(rec, minutes, FINAL_LOOK_TRIALS, rng) for rec in recordings]
         ruled, aged = [x for r, _ in looks for x in r], sum(a for _, a in looks)
-        print(f"a healthy soak of {minutes:g} minutes that runs its length rules out, at its one final look (90 %): "
-              f"a loss of more than {np.median(ruled):.0%} (median; 90th percentile {np.quantile(ruled, 0.9):.0%}); "
-              f"called aged {aged}/{len(ruled)}")
+        print(
+            f"a healthy soak of {minutes:g} minutes that runs its length rules out, at its one final look (90 %): "
+            f"a loss of more than {np.median(ruled):.0%} (median; 90th percentile {np.quantile(ruled, 0.9):.0%}); "
+            f"called aged {aged}/{len(ruled)}"
+        )
     print(f"({time.time() - started:.0f} s)")
     parts = [f"healthy: 15% loss ruled out in {_median(no_age_15)} min, 10% in {_median(no_age_10)} min"]
     parts += [f"{loss:.0%} loss decided age in {_median(summary[loss])} min after onset" for loss in losses if loss]
-    print(f"time to verdict (median over recordings and runs; inf: not within {args.horizon_min:g} min): "
-          + "; ".join(parts) + f"; false age verdicts {false_age}/{healthy_runs} watched at every cycle")
+    print(
+        f"time to verdict (median over recordings and runs; inf: not within {args.horizon_min:g} min): "
+        + "; ".join(parts)
+        + f"; false age verdicts {false_age}/{healthy_runs} watched at every cycle"
+    )
 
 
 def _median(values: list[float]) -> str:

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Optional
 
 import pandas as pd
 
-from diagnostics import checks as checks_mod, context as context_mod, controls, decode, onset as onset_mod
-from diagnostics import intervals, prefill as prefill_mod, sequential
-from diagnostics import caps, identity, reuse as reuse_mod, suspects as suspects_mod, verdict as verdict_mod
+from diagnostics import caps, controls, decode, identity, intervals, sequential
+from diagnostics import checks as checks_mod
+from diagnostics import context as context_mod
+from diagnostics import onset as onset_mod
+from diagnostics import prefill as prefill_mod
+from diagnostics import reuse as reuse_mod
+from diagnostics import suspects as suspects_mod
+from diagnostics import verdict as verdict_mod
 from diagnostics.comparison import Comparison
 from diagnostics.result import Analysis, Check, Onset, Slowdown
 from diagnostics.source import Source
@@ -27,9 +31,11 @@ logger = logging.getLogger(__name__)
 DECODE_BASES = verdict_mod.DECODE_BASES
 STEP_BASES = ("step_series", "bins")  # comparisons made from the step series itself
 # What a user with only a log can add, said with every refusal of one (a log of access lines says its own).
-WHAT_WOULD_ANSWER = ("What would answer it: a longer stretch of steady work at the conditions the log began with, "
-                     "a restart of the same engine in the log (the control), or identical probes from a soak "
-                     "(`soak run --target URL`, with `--control-target` for a fresh second instance).")
+WHAT_WOULD_ANSWER = (
+    "What would answer it: a longer stretch of steady work at the conditions the log began with, "
+    "a restart of the same engine in the log (the control), or identical probes from a soak "
+    "(`soak run --target URL`, with `--control-target` for a fresh second instance)."
+)
 MIN_TREND_SPAN_S = 1200.0  # samples spanning less than this give no rate per hour (a 3-minute fall is no hourly trend)
 
 
@@ -49,59 +55,105 @@ def analyze(source: Source) -> Analysis:
     host = controls.host_load(source.snapshots)
     no_data = dec.why_not if probes is None and paired is None else None
     evidence = verdict_mod.Evidence(
-        paired=paired, probes=probes, bins=dec.bins, steps=dec.steps, onset_found=dec.onset_idx is not None,
-        context=dec.context, reuse=prefix_reuse.comparison if prefix_reuse is not None else None,
-        prefill=prefill.comparison if prefill is not None else None, control_drift=drift,
+        paired=paired,
+        probes=probes,
+        bins=dec.bins,
+        steps=dec.steps,
+        onset_found=dec.onset_idx is not None,
+        context=dec.context,
+        reuse=prefix_reuse.comparison if prefix_reuse is not None else None,
+        prefill=prefill.comparison if prefill is not None else None,
+        control_drift=drift,
         step_drift=controls.drift_between(cycles, dec.step_sides, level) if drift is not None else None,
         bin_drift=controls.drift_between(cycles, dec.bin_sides, level) if drift is not None else None,
-        restart=restart, host=host,
-        raw_ratio=_raw_ratio(dec), no_data=no_data, span_s=_span_s(dec), unmatched=dec.unmatched,
-        context_effect=context_mod.context_effect(dec.model, dec.use))
+        restart=restart,
+        host=host,
+        raw_ratio=_raw_ratio(dec),
+        no_data=no_data,
+        span_s=_span_s(dec),
+        unmatched=dec.unmatched,
+        context_effect=context_mod.context_effect(dec.model, dec.use),
+    )
     decision = verdict_mod.decide(evidence)
 
     checks = list(checks_mod.source_checks(source, dec.samples))
     changed = identity.changes(lives)
     if changed:
-        checks.append(Check("engine_identity", "warn",
-                            "the engine changed between lives: " + "; ".join(c.describe() for c in changed)
-                            + "; no restart control across different engines"))
+        checks.append(
+            Check(
+                "engine_identity",
+                "warn",
+                "the engine changed between lives: "
+                + "; ".join(c.describe() for c in changed)
+                + "; no restart control across different engines",
+            )
+        )
     elif len(lives) > 1:
-        checks.append(Check("engine_identity", "ok", f"one engine in {len(lives)} lives, as far as their start-up "
-                                                     f"lines say: {lives[0].describe()}"))
+        checks.append(
+            Check(
+                "engine_identity",
+                "ok",
+                f"one engine in {len(lives)} lives, as far as their start-up lines say: {lives[0].describe()}",
+            )
+        )
     if dec.why_not is not None:
-        checks.append(Check("data", "fail" if no_data else "warn",
-                            dec.why_not if no_data else f"the decode steps cannot carry the analysis ({dec.why_not}); "
-                                                        f"probes decide"))
+        checks.append(
+            Check(
+                "data",
+                "fail" if no_data else "warn",
+                dec.why_not
+                if no_data
+                else f"the decode steps cannot carry the analysis ({dec.why_not}); probes decide",
+            )
+        )
     checks += dec.checks
     stopped = _stopped_early(source.manifest, level)
     if stopped is not None:
         checks.append(stopped)
     together = decision.decode if decision.decode is not None and decision.decode.basis == "combined" else None
-    comparisons = tuple(c for c in (paired, restart, probes, dec.bins, dec.steps, drift,
-                                    evidence.reuse, evidence.prefill, together) if c is not None)
+    comparisons = tuple(
+        c
+        for c in (paired, restart, probes, dec.bins, dec.steps, drift, evidence.reuse, evidence.prefill, together)
+        if c is not None
+    )
     verdict_basis = len(checks)  # its text waits for the confidence the data checks allow (below)
     checks.append(Check("verdict_basis", "ok", decision.reason))
-    checks.append(Check("matched_conditions", "ok", "; ".join(c.detail for c in comparisons
-                                                              if c.basis in DECODE_BASES) or "no matched comparison"))
+    checks.append(
+        Check(
+            "matched_conditions",
+            "ok",
+            "; ".join(c.detail for c in comparisons if c.basis in DECODE_BASES) or "no matched comparison",
+        )
+    )
     checks += [Check(f.name, f.status, f.detail) for f in decision.findings]
     if prefix_reuse is not None:
         checks.append(Check("prefix_reuse", "warn" if decision.basis == "prefix_reuse" else "ok", prefix_reuse.detail))
     if prefill is not None:
         checks.append(Check("prefill_time", "warn" if decision.basis == "prefill" else "ok", prefill.detail))
     if host is not None and not any(f.name == "host_contention" for f in decision.findings):
-        checks.append(Check("host_contention", "warn" if host.rose else "ok", host.describe()
-                            + ("; a paired control cancels it" if host.rose and paired is not None else "")))
+        checks.append(
+            Check(
+                "host_contention",
+                "warn" if host.rose else "ok",
+                host.describe() + ("; a paired control cancels it" if host.rose and paired is not None else ""),
+            )
+        )
     raw = evidence.raw_ratio
     if raw is not None:
-        checks.append(Check("raw_throughput", "ok" if raw >= verdict_mod.RAW_DROP else "warn",
-                            f"per-request decode rate in the last quarter of the samples' span is {raw:.2f}x the "
-                            f"first quarter's (raw, not at matched conditions)"))
+        checks.append(
+            Check(
+                "raw_throughput",
+                "ok" if raw >= verdict_mod.RAW_DROP else "warn",
+                f"per-request decode rate in the last quarter of the samples' span is {raw:.2f}x the "
+                f"first quarter's (raw, not at matched conditions)",
+            )
+        )
 
     age = decision.verdict == "engine_age_degradation"
     found_onset = _onset(source, dec, decision, prefix_reuse, prefill, rows, cycles) if age else None
-    if decision.basis == "prefix_reuse" and age:
+    if decision.basis == "prefix_reuse" and age and prefix_reuse is not None:
         suspects = suspects_mod.rank(source, prefix_reuse.calls, found_onset, symptom="prefix reuse falls")
-    elif decision.basis == "prefill" and age:
+    elif decision.basis == "prefill" and age and prefill is not None:
         suspects = suspects_mod.rank(source, prefill.rows, found_onset, symptom="prefill slows")
     else:
         suspects = suspects_mod.rank(source, dec.samples[dec.samples["residual"].notna()], found_onset)
@@ -113,31 +165,55 @@ def analyze(source: Source) -> Analysis:
     shape = dec.trend.shape if age and dec.trend is not None and decision.basis in DECODE_BASES else None
     # The trend per hour is the step series' own: said only when the step series carries the
     # verdict, over a span long enough for an hourly rate to mean something.
-    trend_ok = (decision.basis in (*STEP_BASES, "combined") and decision.decode is not None
-                and set(decision.decode.bases) <= set(STEP_BASES)
-                and (evidence.span_s or 0.0) >= MIN_TREND_SPAN_S)
+    trend_ok = (
+        decision.basis in (*STEP_BASES, "combined")
+        and decision.decode is not None
+        and set(decision.decode.bases) <= set(STEP_BASES)
+        and (evidence.span_s or 0.0) >= MIN_TREND_SPAN_S
+    )
     slowdown, decode_held = _headline(decision, dec.per_hour if trend_ok else None, shape)
-    confidence, cap = caps.capped(decision.verdict, decision.confidence, slowdown.ratio if slowdown else None,
-                                  raw, checks)
+    confidence, cap = caps.capped(
+        decision.verdict, decision.confidence, slowdown.ratio if slowdown else None, raw, checks
+    )
     reason = decision.reason
     if decision.verdict == "insufficient_data" and source.kind == "log" and not access_only:
         reason += " " + WHAT_WOULD_ANSWER
     if cap is not None:
         checks.append(cap)
-        reason = reason.replace(f"{decision.confidence} confidence",
-                                f"{confidence} confidence ({decision.confidence} by its interval, lowered: see "
-                                f"confidence_cap)", 1)
+        reason = reason.replace(
+            f"{decision.confidence} confidence",
+            f"{confidence} confidence ({decision.confidence} by its interval, lowered: see confidence_cap)",
+            1,
+        )
     checks[verdict_basis] = Check("verdict_basis", "ok" if confidence in ("high", "medium") else "warn", reason)
     return Analysis(
-        verdict=decision.verdict, slowdown=slowdown, onset=found_onset,
-        recovered_by_restart=_recovered(restart, decision), suspects=suspects, checks=tuple(checks), samples=dec.samples,
-        model=dec.model, changepoints=dec.changepoints, comparisons=comparisons, source_path=source.path,
-        source_kind=source.kind, engine=source.engine, prefix_reuse=prefix_reuse,
-        age_basis=(decision.basis if decision.basis in ("prefix_reuse", "prefill") else "decode"), prefill=prefill,
-        confidence=confidence, basis=decision.basis, cause=decision.cause, reason=reason,
-        probe_pairs=cycles if len(cycles) else None, bands=dec.bands, decode_held=decode_held,
+        verdict=decision.verdict,
+        slowdown=slowdown,
+        onset=found_onset,
+        recovered_by_restart=_recovered(restart, decision),
+        suspects=suspects,
+        checks=tuple(checks),
+        samples=dec.samples,
+        model=dec.model,
+        changepoints=dec.changepoints,
+        comparisons=comparisons,
+        source_path=source.path,
+        source_kind=source.kind,
+        engine=source.engine,
+        prefix_reuse=prefix_reuse,
+        age_basis=(decision.basis if decision.basis in ("prefix_reuse", "prefill") else "decode"),
+        prefill=prefill,
+        confidence=confidence,
+        basis=decision.basis,
+        cause=decision.cause,
+        reason=reason,
+        probe_pairs=cycles if len(cycles) else None,
+        bands=dec.bands,
+        decode_held=decode_held,
         clock=source.log_info.clock if source.log_info is not None else "wall",
-        dated=source.log_info.dated if source.log_info is not None else True, lives=lives)
+        dated=source.log_info.dated if source.log_info is not None else True,
+        lives=lives,
+    )
 
 
 def probe_level(manifest, baseline: int = 0) -> float:
@@ -155,25 +231,32 @@ def probe_level(manifest, baseline: int = 0) -> float:
     return sequential.level_for(looks, baseline=baseline)
 
 
-def _stopped_early_reason(manifest) -> Optional[str]:
+def _stopped_early_reason(manifest) -> str | None:
     """Why a soak stopped before its planned end (decided, interrupted, crashed); None for one that
     ran its length, or a source that is no soak."""
     return None if manifest is None or manifest.stop_reason in (None, "duration") else manifest.stop_reason
 
 
-def _stopped_early(manifest, level: float) -> Optional[Check]:
+def _stopped_early(manifest, level: float) -> Check | None:
     """A soak that stopped before its planned end: why, and the level its probe comparisons keep."""
     if not _stopped_early_reason(manifest):
         return None
     d = manifest.decided or {}
-    why = (f"once its running verdict was decided at cycle {d.get('cycle')} ({d.get('verdict')})"
-           if manifest.stop_reason == "decided" else f"{manifest.stop_reason}")
-    return Check("stopped_early", "ok", f"the soak stopped before its planned end, {why}; its probe comparisons "
-                                        f"are taken at {level:.2%}, the level that keeps every look it planned "
-                                        f"valid together (docs/diagnostics.md, \"Running verdicts\")")
+    why = (
+        f"once its running verdict was decided at cycle {d.get('cycle')} ({d.get('verdict')})"
+        if manifest.stop_reason == "decided"
+        else f"{manifest.stop_reason}"
+    )
+    return Check(
+        "stopped_early",
+        "ok",
+        f"the soak stopped before its planned end, {why}; its probe comparisons "
+        f"are taken at {level:.2%}, the level that keeps every look it planned "
+        f'valid together (docs/diagnostics.md, "Running verdicts")',
+    )
 
 
-def _narrower(a: Optional[Comparison], b: Optional[Comparison]) -> Optional[Comparison]:
+def _narrower(a: Comparison | None, b: Comparison | None) -> Comparison | None:
     """Of two restart controls (the probes', the step series'), the one whose interval is
     narrower on the log scale (a step series holds many more samples than three probe cycles),
     of those that read what an engine compared with itself can (verdict.sane)."""
@@ -188,7 +271,7 @@ def _narrower(a: Optional[Comparison], b: Optional[Comparison]) -> Optional[Comp
     return b if width(b) < width(a) else a
 
 
-def _raw_ratio(dec: decode.DecodeEvidence) -> Optional[float]:
+def _raw_ratio(dec: decode.DecodeEvidence) -> float | None:
     """Per-request decode rate of the last quarter of the usable samples' span over the first's
     (by busy time, as the healthy window: a slowed engine prints fewer lines an hour)."""
     use = dec.use
@@ -203,14 +286,13 @@ def _raw_ratio(dec: decode.DecodeEvidence) -> Optional[float]:
     return float((1.0 / last["step_time_s"]).median() / (1.0 / first["step_time_s"]).median())
 
 
-def _span_s(dec: decode.DecodeEvidence) -> Optional[float]:
+def _span_s(dec: decode.DecodeEvidence) -> float | None:
     """Engine busy time the usable decode samples of the model's life cover."""
     busy = dec.life_use["busy_s"] if len(dec.life_use) else dec.samples.loc[dec.samples["excluded"] == "", "busy_s"]
     return float(busy.max() - busy.min()) if len(busy) >= 2 else None
 
 
-def _headline(decision: verdict_mod.Decision, per_hour, shape: Optional[str]
-              ) -> tuple[Optional[Slowdown], Optional[Slowdown]]:
+def _headline(decision: verdict_mod.Decision, per_hour, shape: str | None) -> tuple[Slowdown | None, Slowdown | None]:
     """The `slowdown` block, and decode's own figures beside a prefill-side claim.
 
     The block describes what the verdict rests on, late over healthy (below 1 is slower): the
@@ -223,22 +305,37 @@ def _headline(decision: verdict_mod.Decision, per_hour, shape: Optional[str]
     claim = decision.decisive
     if claim is not None and claim.basis in verdict_mod.SIDE_BASES:
         i = claim.interval
-        side = Slowdown(ratio=claim.ratio, healthy_tps=None, degraded_tps=None, basis=claim.basis,
-                        lo=i.lo if i.bounded else None, hi=i.hi if i.bounded else None, level=i.level)
+        side = Slowdown(
+            ratio=claim.ratio,
+            healthy_tps=None,
+            degraded_tps=None,
+            basis=claim.basis,
+            lo=i.lo if i.bounded else None,
+            hi=i.hi if i.bounded else None,
+            level=i.level,
+        )
         return side, _slowdown(decision.decode, None, None)
     return _slowdown(decision.decode, per_hour, shape), None
 
 
-def _slowdown(c: Optional[Comparison], per_hour, shape: Optional[str]) -> Optional[Slowdown]:
+def _slowdown(c: Comparison | None, per_hour, shape: str | None) -> Slowdown | None:
     if c is None or c.healthy_level is None:
         return None
     i = c.interval
-    return Slowdown(ratio=c.ratio, healthy_tps=c.healthy_level, degraded_tps=c.late_level, basis=c.basis,
-                    lo=i.lo if i.bounded else None, hi=i.hi if i.bounded else None, per_hour=per_hour, shape=shape,
-                    level=i.level)
+    return Slowdown(
+        ratio=c.ratio,
+        healthy_tps=c.healthy_level,
+        degraded_tps=c.late_level,
+        basis=c.basis,
+        lo=i.lo if i.bounded else None,
+        hi=i.hi if i.bounded else None,
+        per_hour=per_hour,
+        shape=shape,
+        level=i.level,
+    )
 
 
-def _recovered(restart: Optional[Comparison], decision: verdict_mod.Decision) -> Optional[bool]:
+def _recovered(restart: Comparison | None, decision: verdict_mod.Decision) -> bool | None:
     """Whether a restart brought a slowdown back: for engine age, True when the aged engine ran
     materially slower than the fresh one after the restart; False when a restart ruled a slowdown
     out as age (a fresh engine as slow). None without a restart, without a slowdown to bring back,
@@ -252,8 +349,15 @@ def _recovered(restart: Optional[Comparison], decision: verdict_mod.Decision) ->
     return None
 
 
-def _onset(source: Source, dec: decode.DecodeEvidence, decision: verdict_mod.Decision, prefix_reuse, prefill,
-           rows: pd.DataFrame, cycles: pd.DataFrame) -> Optional[Onset]:
+def _onset(
+    source: Source,
+    dec: decode.DecodeEvidence,
+    decision: verdict_mod.Decision,
+    prefix_reuse,
+    prefill,
+    rows: pd.DataFrame,
+    cycles: pd.DataFrame,
+) -> Onset | None:
     """The onset in the series that carried the verdict. A paired verdict's onset is the first
     cycle of the paired series' first materially slower segment; the step series places it more
     finely only when its own onset falls between that cycle and the one before (elsewhere the
@@ -263,12 +367,14 @@ def _onset(source: Source, dec: decode.DecodeEvidence, decision: verdict_mod.Dec
     if decision.basis == "prefill":
         return onset_mod.series_onset(source, prefill.onset_t, prefill.onset_age_s, prefill.rows)
     if dec.trend is not None and dec.trend.shape == "gradual" and dec.creep_idx is not None:
-        step = onset_mod.creep_onset(dec.life_use, dec.creep_idx, dec.trend.change_age_s)
+        step: Onset | None = onset_mod.creep_onset(dec.life_use, dec.creep_idx, dec.trend.change_age_s)
     else:
         step = onset_mod.step_onset(source, dec.life_use, dec.onset_idx) if dec.onset_idx is not None else None
     if decision.basis != "paired_control" and step is not None:
         return step
-    series, value = (cycles, "ratio") if decision.basis == "paired_control" else (controls.main_probes(rows), "decode_tps")
+    series, value = (
+        (cycles, "ratio") if decision.basis == "paired_control" else (controls.main_probes(rows), "decode_tps")
+    )
     if len(series):
         series = series[series["engine_life"] == series["engine_life"].min()]
     pos = controls.probe_onset(series, value)
@@ -280,7 +386,7 @@ def _onset(source: Source, dec: decode.DecodeEvidence, decision: verdict_mod.Dec
     return onset_mod.onset_at(source, row["t"], float(row["engine_age_s"]), int(row["engine_life"]))
 
 
-def _breakdown(steps: pd.DataFrame, life_use: pd.DataFrame, onset_idx) -> Optional[Check]:
+def _breakdown(steps: pd.DataFrame, life_use: pd.DataFrame, onset_idx) -> Check | None:
     """Where the added step time went: each part of the decode step (the engine's own split into
     scheduling, forward and sampling), median before the onset and after it."""
     parts = [p for p in suspects_mod.STEP_TIME_PARTS if p in steps and steps[p].notna().any()]
@@ -291,7 +397,10 @@ def _breakdown(steps: pd.DataFrame, life_use: pd.DataFrame, onset_idx) -> Option
     if before.empty or after.empty:
         return None
     grew = {p: float(after[p].median() - before[p].median()) for p in parts}
-    main = max(grew, key=grew.get)
+    main = max(grew, key=lambda p: grew[p])
     detail = ", ".join(f"{p} {before[p].median() * 1e3:.2f} -> {after[p].median() * 1e3:.2f} ms" for p in parts)
-    return Check("step_time_breakdown", "ok",
-                 f"median decode step parts before and after the onset: {detail}; most of the added time is in {main}")
+    return Check(
+        "step_time_breakdown",
+        "ok",
+        f"median decode step parts before and after the onset: {detail}; most of the added time is in {main}",
+    )

@@ -11,33 +11,57 @@ reason says which checks did it.
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 from diagnostics.result import Check
 
 # Checks whose warning says the samples may not mean what the comparison takes them to mean.
-DATA_CHECKS = ("engine_identity", "decode_after_prefill_or_idle", "stalled_windows", "healthy_model",
-               "context_only_model", "idle_time", "fresh_control", "too_few_for_loss", "probes_alone", "control_drift",
-               "matched_conditions", "material_loss", "decode_basis", "host_contention", "no_control",
-               "ratio_sanity", "decode_agreement")
+DATA_CHECKS = (
+    "engine_identity",
+    "decode_after_prefill_or_idle",
+    "stalled_windows",
+    "healthy_model",
+    "context_only_model",
+    "idle_time",
+    "fresh_control",
+    "too_few_for_loss",
+    "probes_alone",
+    "control_drift",
+    "matched_conditions",
+    "material_loss",
+    "decode_basis",
+    "host_contention",
+    "no_control",
+    "ratio_sanity",
+    "decode_agreement",
+)
 REASON_CHECKS = ("fresh_control", "host_contention")
 RAW_AGREEMENT = 2.0  # an age claim whose raw late/early rate differs from the matched ratio by more: disagreeing
 
 
-def capped(verdict: str, confidence: Optional[str], ratio: Optional[float], raw_ratio: Optional[float],
-           checks: list[Check]) -> tuple[Optional[str], Optional[Check]]:
+def capped(
+    verdict: str, confidence: str | None, ratio: float | None, raw_ratio: float | None, checks: list[Check]
+) -> tuple[str | None, Check | None]:
     """The confidence the data allow, and a `confidence_cap` check when it was lowered."""
     if confidence != "high":
         return confidence, None
     warned = data_warnings(verdict, checks)
-    if (verdict == "engine_age_degradation" and raw_ratio is not None and ratio is not None and ratio > 0
-            and raw_ratio > 0 and abs(math.log(raw_ratio / ratio)) > math.log(RAW_AGREEMENT)):
+    if (
+        verdict == "engine_age_degradation"
+        and raw_ratio is not None
+        and ratio is not None
+        and ratio > 0
+        and raw_ratio > 0
+        and abs(math.log(raw_ratio / ratio)) > math.log(RAW_AGREEMENT)
+    ):
         warned.append(f"raw_throughput ({raw_ratio:.2f}x raw against {ratio:.2f}x matched)")
     if not warned:
         return confidence, None
-    return "medium", Check("confidence_cap", "warn",
-                           f"high by its interval, lowered to medium: the data checks warn ({', '.join(warned)}); "
-                           f"a high confidence is given only where nothing in the data could mislead it")
+    return "medium", Check(
+        "confidence_cap",
+        "warn",
+        f"high by its interval, lowered to medium: the data checks warn ({', '.join(warned)}); "
+        f"a high confidence is given only where nothing in the data could mislead it",
+    )
 
 
 def data_warnings(verdict: str, checks: list[Check]) -> list[str]:

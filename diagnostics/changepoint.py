@@ -11,7 +11,7 @@ minimises the L2 cost over the two blocks around it.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
 import ruptures
@@ -29,7 +29,7 @@ class _CostL2(ruptures.base.BaseCost):
     model = "l2_cumsum"
     min_size = 1
 
-    def fit(self, signal: np.ndarray) -> "_CostL2":
+    def fit(self, signal: np.ndarray) -> _CostL2:
         self.signal = np.asarray(signal, dtype=float).reshape(-1, 1)
         x = self.signal[:, 0]
         self._s1 = np.concatenate([[0.0], np.cumsum(x)])
@@ -58,7 +58,7 @@ class ChangePoints(NamedTuple):
     def breaks(self) -> list[int]:
         return [s.start for s in self.segments[1:]]
 
-    def first_rise(self, level: float, min_start: int = 0) -> Optional[Segment]:
+    def first_rise(self, level: float, min_start: int = 0) -> Segment | None:
         """The first segment, starting at `min_start` or later, whose level is at least `level`
         and above the segment before it: where a residual series turns materially worse."""
         for prev, seg in zip(self.segments, self.segments[1:]):
@@ -66,14 +66,13 @@ class ChangePoints(NamedTuple):
                 return seg
         return None
 
-
-    def first_lasting_rise(self, level: float, back: float, min_start: int = 0) -> Optional[Segment]:
+    def first_lasting_rise(self, level: float, back: float, min_start: int = 0) -> Segment | None:
         """The first segment `first_rise` would give after which no segment falls back below
         `back`: where a series turns materially worse and stays worse. A noisy host wanders into
         short slow spells and out of them; a slowdown that lasts does not come back."""
         for k, (prev, seg) in enumerate(zip(self.segments, self.segments[1:]), start=1):
             if seg.start >= min_start and seg.level >= level and seg.level > prev.level:
-                if all(later.level >= back for later in self.segments[k + 1:]):
+                if all(later.level >= back for later in self.segments[k + 1 :]):
                     return seg
         return None
 
@@ -88,7 +87,7 @@ def detect(r: np.ndarray) -> ChangePoints:
     if block > 1:
         series = np.median(r[: num_blocks * block].reshape(num_blocks, block), axis=1)
         if n % block:
-            series = np.append(series, np.median(r[num_blocks * block:]))
+            series = np.append(series, np.median(r[num_blocks * block :]))
     else:
         series = r
     sigma_one = robust_sigma(r)

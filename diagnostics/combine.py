@@ -21,19 +21,25 @@ Intervals that do not overlap once widened disagree: the comparisons measured di
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Optional, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from scipy.stats import norm
 
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.intervals import LEVEL, Interval, level_text
 
-NAMES = {"paired_control": "paired control", "restart": "restart control", "probes": "probes", "bins": "bins",
-         "step_series": "step series"}
+NAMES = {
+    "paired_control": "paired control",
+    "restart": "restart control",
+    "probes": "probes",
+    "bins": "bins",
+    "step_series": "step series",
+}
 
 
 class Combined(NamedTuple):
-    comparison: Optional[Comparison]  # the intersection; None when they disagree
+    comparison: Comparison | None  # the intersection; None when they disagree
     widened: tuple[tuple[str, Interval], ...]  # each comparison at the common level
 
 
@@ -64,13 +70,22 @@ def combine(comparisons: Sequence[Comparison], level: float = LEVEL) -> Combined
     narrowest_c, narrowest = min(widened, key=lambda p: math.log(p[1].hi / max(p[1].lo, 1e-300)))
     estimate = min(max(narrowest.estimate, lo), hi)
     parts = ", ".join(f"{NAMES.get(c.basis, c.basis)} {w.describe()}" for c, w in widened)
-    detail = (f"the decode comparisons together ({', '.join(NAMES.get(c.basis, c.basis) for c in bounded)}): "
-              f"{len(widened)} intervals, each widened to "
-              f"{level_text(each)} so that all hold at once at {level_text(level)} ({parts}); where all "
-              f"hold: {estimate:.2f} ({level_text(level)} interval {lo:.2f}-{hi:.2f})")
-    comparison = Comparison(basis="combined", interval=Interval(float(estimate), float(lo), float(hi), level),
-                            num_early=min(c.num_early for c in bounded), num_late=min(c.num_late for c in bounded),
-                            material=DECODE_MATERIAL, detail=detail, healthy_level=narrowest_c.healthy_level,
-                            unit=narrowest_c.unit, min_for_loss=max(c.min_for_loss for c in bounded),
-                            parts=tuple(c.basis for c in bounded))
+    detail = (
+        f"the decode comparisons together ({', '.join(NAMES.get(c.basis, c.basis) for c in bounded)}): "
+        f"{len(widened)} intervals, each widened to "
+        f"{level_text(each)} so that all hold at once at {level_text(level)} ({parts}); where all "
+        f"hold: {estimate:.2f} ({level_text(level)} interval {lo:.2f}-{hi:.2f})"
+    )
+    comparison = Comparison(
+        basis="combined",
+        interval=Interval(float(estimate), float(lo), float(hi), level),
+        num_early=min(c.num_early for c in bounded),
+        num_late=min(c.num_late for c in bounded),
+        material=DECODE_MATERIAL,
+        detail=detail,
+        healthy_level=narrowest_c.healthy_level,
+        unit=narrowest_c.unit,
+        min_for_loss=max(c.min_for_loss for c in bounded),
+        parts=tuple(c.basis for c in bounded),
+    )
     return Combined(comparison, pairs)

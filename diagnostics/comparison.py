@@ -17,7 +17,7 @@ the same for all of them:
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 from diagnostics.intervals import Interval, divide
 
@@ -31,13 +31,13 @@ class Comparison(NamedTuple):
     num_late: int
     material: float  # a ratio at or below this is a material loss
     detail: str  # one clause with the numbers, naming the basis
-    healthy_level: Optional[float] = None  # the healthy side's level in `unit` (tok/s for decode bases)
+    healthy_level: float | None = None  # the healthy side's level in `unit` (tok/s for decode bases)
     unit: str = "tok/s"
     min_for_loss: int = 1  # samples a side needs before the comparison may show a loss at all
     # Where the comparison has a fresh control beside it (paired_control): a loss is established
     # when the interval's upper end lies at or below `detect` and the estimate at or below the
     # material level. None: the whole interval at or below the material level.
-    detect: Optional[float] = None
+    detect: float | None = None
     parts: tuple[str, ...] = ()  # a comparison made of others (diagnostics.combine): their bases
     # Whether it may enter the decode comparisons together (diagnostics.combine): not a design known
     # to compare unlike conditions (the restart on the step series: the aged engine under the
@@ -70,27 +70,37 @@ class Comparison(NamedTuple):
         return self.interval.bounded and self.interval.lo > self.material
 
     @property
-    def late_level(self) -> Optional[float]:
+    def late_level(self) -> float | None:
         """The healthy level times the ratio: what the engine runs at now at the healthy conditions,
         so that the three figures a text puts side by side always agree."""
         if self.healthy_level is None or not math.isfinite(self.ratio):
             return None
         return self.healthy_level * self.ratio
 
-    def corrected(self, host: "Comparison") -> "Comparison":
+    def corrected(self, host: Comparison) -> Comparison:
         """This comparison with the host's own change taken out: divided by a young control's
         late-over-early ratio over the same run (`control_drift`), intervals combined."""
         interval = divide(self.interval, host.interval)
-        return self._replace(interval=interval,
-                             detail=f"{self.detail}; corrected for the host by the fresh control's own drift "
-                                    f"({host.interval.describe()}): {interval.describe()}")
+        return self._replace(
+            interval=interval,
+            detail=f"{self.detail}; corrected for the host by the fresh control's own drift "
+            f"({host.interval.describe()}): {interval.describe()}",
+        )
 
     def to_dict(self) -> dict:
         i = self.interval
-        return {"basis": self.basis, "ratio": _round(i.estimate), "interval": [_round(i.lo), _round(i.hi)]
-                if i.bounded else None, "level": i.level, "num_early": self.num_early, "num_late": self.num_late,
-                "material": _round(self.material), "loss": self.loss, "no_loss": self.no_loss}
+        return {
+            "basis": self.basis,
+            "ratio": _round(i.estimate),
+            "interval": [_round(i.lo), _round(i.hi)] if i.bounded else None,
+            "level": i.level,
+            "num_early": self.num_early,
+            "num_late": self.num_late,
+            "material": _round(self.material),
+            "loss": self.loss,
+            "no_loss": self.no_loss,
+        }
 
 
-def _round(x: float) -> Optional[float]:
+def _round(x: float) -> float | None:
     return round(float(x), 3) if x is not None and math.isfinite(x) else None

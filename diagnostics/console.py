@@ -24,25 +24,42 @@ def render(a: Analysis) -> Group:
     parts: list = [Text(f"{a.source_kind} {a.source_path} ({a.engine})", style="dim"), head]
     parts.append(Text(a.reason))
     if a.cause == "host_or_load_drift":
-        parts.append(Text("cause: host or load drift - a fresh engine was as slow (see the fresh_control or "
-                          "host_contention check)", style="yellow"))
+        parts.append(
+            Text(
+                "cause: host or load drift - a fresh engine was as slow (see the fresh_control or "
+                "host_contention check)",
+                style="yellow",
+            )
+        )
     if a.slowdown is not None:
         s = a.slowdown
         interval = s.interval_text()
-        rates = (f": {s.healthy_tps:.1f} tok/s healthy, {s.degraded_tps:.1f} tok/s now at the same conditions"
-                 if s.healthy_tps is not None else "")
-        parts.append(Text(f"matched ratio {s.ratio:.2f}{interval} (late / healthy, on {s.basis.replace('_', ' ')})"
-                          + rates))
+        rates = (
+            f": {s.healthy_tps:.1f} tok/s healthy, {s.degraded_tps:.1f} tok/s now at the same conditions"
+            if s.healthy_tps is not None
+            else ""
+        )
+        parts.append(
+            Text(f"matched ratio {s.ratio:.2f}{interval} (late / healthy, on {s.basis.replace('_', ' ')})" + rates)
+        )
     if a.prefix_reuse is not None:
         r = a.prefix_reuse
-        parts.append(Text(f"prefix reuse of continuation turns {r.ratio:.2f} (late / early: {r.late_share:.0%} "
-                          f"against {r.healthy_share:.0%})" + ("; the verdict rests on it" if a.age_basis == "prefix_reuse"
-                                                               else "")))
+        parts.append(
+            Text(
+                f"prefix reuse of continuation turns {r.ratio:.2f} (late / early: {r.late_share:.0%} "
+                f"against {r.healthy_share:.0%})"
+                + ("; the verdict rests on it" if a.age_basis == "prefix_reuse" else "")
+            )
+        )
     if a.slowdown is not None and a.slowdown.per_hour is not None:
         p = a.slowdown.per_hour
         shape = f"{a.slowdown.shape}; " if a.slowdown.shape else ""
-        parts.append(Text(f"{shape}decode speed {p.estimate:+.1%} per hour of engine age (90% interval "
-                          f"{p.lo:+.1%} to {p.hi:+.1%})"))
+        parts.append(
+            Text(
+                f"{shape}decode speed {p.estimate:+.1%} per hour of engine age (90% interval "
+                f"{p.lo:+.1%} to {p.hi:+.1%})"
+            )
+        )
     if a.onset is not None:
         when = iso(a.onset.t) if a.dated else "(no time of day in this log)"
         age = "engine busy time" if a.clock == "busy" else "engine age"
@@ -53,17 +70,18 @@ def render(a: Analysis) -> Group:
             line += f"; trigger {a.onset.trigger.kind} at {iso(a.onset.trigger.t)}: {a.onset.trigger.detail}"
         parts.append(Text(line))
     if a.recovered_by_restart is not None:
-        parts.append(Text("a restart brought it back" if a.recovered_by_restart
-                          else "a restart did not bring it back"))
+        parts.append(Text("a restart brought it back" if a.recovered_by_restart else "a restart did not bring it back"))
     if a.model is not None:
-        parts.append(Text(f"healthy model: step time = {a.model.describe()} ({a.model.num_points} samples)", style="dim"))
+        parts.append(
+            Text(f"healthy model: step time = {a.model.describe()} ({a.model.num_points} samples)", style="dim")
+        )
     if a.suspects:
         table = Table(title="suspects", show_header=True, header_style="bold")
         table.add_column("name")
         table.add_column("score", justify="right")
         table.add_column("evidence")
-        for s in a.suspects:
-            table.add_row(escape(s.name), f"{s.score:.2f}", escape(s.evidence))
+        for suspect in a.suspects:
+            table.add_row(escape(suspect.name), f"{suspect.score:.2f}", escape(suspect.evidence))
         parts.append(table)
     table = Table(title="checks", show_header=True, header_style="bold")
     table.add_column("check")

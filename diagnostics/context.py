@@ -9,7 +9,6 @@ at the short ones, and short contexts late ran at the healthy speed again (conte
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -24,7 +23,7 @@ MIN_POINTS = 4  # samples with context a cost model needs before it says what co
 MIN_BACK = 3  # late samples back at short context before the text says how fast they ran
 
 
-def context_effect(model: Optional[HealthyModel], use: pd.DataFrame) -> Optional[tuple[float, str]]:
+def context_effect(model: HealthyModel | None, use: pd.DataFrame) -> tuple[float, str] | None:
     """What context costs decode in this log: speed at the longest contexts served (90th percentile
     of the usable samples of the model's life) over the shortest (10th), at the median batch, and
     the words for it. The cost model is fitted on the whole life (its terms chosen as the healthy
@@ -51,15 +50,17 @@ def context_effect(model: Optional[HealthyModel], use: pd.DataFrame) -> Optional
     back = _back_to_short(life, short, long)
     if back is None:
         return None  # short contexts late ran slower than early: not what context growth looks like
-    return ratio, (f"decode runs {1 - ratio:.0%} slower at {at(long)} {unit} of context than at {at(short)} (the "
-                   f"cost fitted on the life's samples, {model.describe()})" + back)
+    return ratio, (
+        f"decode runs {1 - ratio:.0%} slower at {at(long)} {unit} of context than at {at(short)} (the "
+        f"cost fitted on the life's samples, {model.describe()})" + back
+    )
 
 
-def _back_to_short(life: pd.DataFrame, short: float, long: float) -> Optional[str]:
+def _back_to_short(life: pd.DataFrame, short: float, long: float) -> str | None:
     """`; late samples back at short context run at the early speed (1.01x)` where the log shows it:
     a new session starts fast again, as context growth and not age would have it."""
     n = len(life)
-    late = life.iloc[n // 2:]
+    late = life.iloc[n // 2 :]
     back = late[late["context"] <= short + 0.25 * (long - short)]
     if len(back) < MIN_BACK or not life["residual"].notna().any():
         return ""
@@ -90,9 +91,12 @@ def context_only_test(degraded: pd.DataFrame, model: HealthyModel, sigma: float)
     s = degraded["step_time_s"].to_numpy(dtype=float)
     ok = np.isfinite(ctx) & (ctx > 0)
     if ok.sum() < 2 or (ctx[ok].max() - ctx[ok].min()) / ctx[ok].max() < healthy.MIN_SPREAD:
-        return "cannot_say", Check("context_only_model", "warn",
-                                   "the healthy window holds no context figures and the degraded samples do not vary "
-                                   "in context enough to test whether context alone explains the slowdown")
+        return "cannot_say", Check(
+            "context_only_model",
+            "warn",
+            "the healthy window holds no context figures and the degraded samples do not vary "
+            "in context enough to test whether context alone explains the slowdown",
+        )
     ctx, s = ctx[ok], s[ok]
     base = model.predict(degraded["batch"].fillna(1.0).to_numpy(dtype=float)[ok], np.zeros(len(s)))
     u = ctx / s
@@ -101,9 +105,11 @@ def context_only_test(degraded: pd.DataFrame, model: HealthyModel, sigma: float)
     rms = float(np.sqrt(np.mean(r**2)))
     limit = max(2 * (sigma if np.isfinite(sigma) else 0.0), math.log(1.2))
     worst = int(np.argmax(np.abs(r)))
-    detail = (f"most generous context-only model (healthy step time + {c:.3g} s per context token, fitted to the "
-              f"{len(s)} degraded samples): misses them by {rms:.2f} in log RMS (limit {limit:.2f}); worst: "
-              f"{ctx[worst]:.0f} context tokens ran {math.exp(r[worst]):.2f}x its prediction")
+    detail = (
+        f"most generous context-only model (healthy step time + {c:.3g} s per context token, fitted to the "
+        f"{len(s)} degraded samples): misses them by {rms:.2f} in log RMS (limit {limit:.2f}); worst: "
+        f"{ctx[worst]:.0f} context tokens ran {math.exp(r[worst]):.2f}x its prediction"
+    )
     if rms <= limit:
         return "explains", Check("context_only_model", "ok", "context explains the slowdown: " + detail)
     return "cannot_explain", Check("context_only_model", "warn", "context cannot explain it: " + detail)

@@ -17,14 +17,14 @@ control beside it, the restart control, and the load on the host.
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import numpy as np
 import pandas as pd
 
 from diagnostics import changepoint, intervals, sequential
-from diagnostics.sequential import MIN_SIDE, side as _side
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
+from diagnostics.sequential import MIN_SIDE
+from diagnostics.sequential import side as _side
 from diagnostics.verdict import HostLoad
 
 # A comparison's two sides in time: the first and the last moment of each (early, late).
@@ -69,7 +69,7 @@ def main_probes(rows: pd.DataFrame) -> pd.DataFrame:
     return main[main["engine_life"] == main["engine_life"].min()] if len(main) else main
 
 
-def probes(rows: pd.DataFrame, level: float = intervals.LEVEL) -> Optional[Comparison]:
+def probes(rows: pd.DataFrame, level: float = intervals.LEVEL) -> Comparison | None:
     """The soaked engine's identical probes: the last third of its first life against the first
     (the interval at `level`: a running verdict's, diagnostics.sequential)."""
     first = main_probes(rows)
@@ -79,10 +79,17 @@ def probes(rows: pd.DataFrame, level: float = intervals.LEVEL) -> Optional[Compa
     e, k = sides
     early, late = first["decode_tps"].head(e), first["decode_tps"].tail(k)
     interval = intervals.log_ratio(early, late, level, serial=True)
-    return Comparison("probes", interval, e, k, DECODE_MATERIAL,
-                      f"identical probes of the soaked engine: the last {k} over the first {e} "
-                      f"{interval.describe()} ({_geo(late):.1f} against {_geo(early):.1f} tok/s)", _geo(early),
-                      min_for_loss=MIN_FOR_LOSS)
+    return Comparison(
+        "probes",
+        interval,
+        e,
+        k,
+        DECODE_MATERIAL,
+        f"identical probes of the soaked engine: the last {k} over the first {e} "
+        f"{interval.describe()} ({_geo(late):.1f} against {_geo(early):.1f} tok/s)",
+        _geo(early),
+        min_for_loss=MIN_FOR_LOSS,
+    )
 
 
 def pairs(rows: pd.DataFrame) -> pd.DataFrame:
@@ -93,16 +100,23 @@ def pairs(rows: pd.DataFrame) -> pd.DataFrame:
     main = rows[rows["role"] == "main"].dropna(subset=["cycle"]).drop_duplicates("cycle", keep="last")
     control = rows[rows["role"] == "control"].dropna(subset=["cycle"]).drop_duplicates("cycle", keep="last")
     both = main.merge(control[["cycle", "decode_tps"]], on="cycle", suffixes=("", "_control"))
-    out = pd.DataFrame({"cycle": both["cycle"], "t": both["t"], "engine_life": both["engine_life"],
-                        "engine_age_s": both["engine_age_s"], "main": both["decode_tps"],
-                        "control": both["decode_tps_control"]})
+    out = pd.DataFrame(
+        {
+            "cycle": both["cycle"],
+            "t": both["t"],
+            "engine_life": both["engine_life"],
+            "engine_age_s": both["engine_age_s"],
+            "main": both["decode_tps"],
+            "control": both["decode_tps_control"],
+        }
+    )
     if "reason" in both:
         out["reason"] = both["reason"]
     out["ratio"] = out["main"] / out["control"]
     return out.sort_values("t", kind="stable").reset_index(drop=True)
 
 
-def paired(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Optional[Comparison]:
+def paired(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Comparison | None:
     """Main over control per cycle, the last third of the main engine's first life against the first."""
     first = first_life(cycles)
     sides = _sides(first)
@@ -112,12 +126,20 @@ def paired(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Optional[Com
     early, late = first["ratio"].head(e), first["ratio"].tail(k)
     interval = intervals.log_ratio(early, late, level, serial=True)
     main_early = _geo(first["main"].head(e))
-    return Comparison("paired_control", interval, e, k, DECODE_MATERIAL,
-                      f"the soaked engine over a fresh control probed back to back: the last {k} cycles over the first "
-                      f"{e} {interval.describe()} (main {main_early:.1f} -> "
-                      f"{_geo(first['main'].tail(k)):.1f} tok/s, control {_geo(first['control'].head(e)):.1f} -> "
-                      f"{_geo(first['control'].tail(k)):.1f})", main_early, min_for_loss=MIN_FOR_LOSS,
-                      detect=PAIRED_DETECT)
+    return Comparison(
+        "paired_control",
+        interval,
+        e,
+        k,
+        DECODE_MATERIAL,
+        f"the soaked engine over a fresh control probed back to back: the last {k} cycles over the first "
+        f"{e} {interval.describe()} (main {main_early:.1f} -> "
+        f"{_geo(first['main'].tail(k)):.1f} tok/s, control {_geo(first['control'].head(e)):.1f} -> "
+        f"{_geo(first['control'].tail(k)):.1f})",
+        main_early,
+        min_for_loss=MIN_FOR_LOSS,
+        detect=PAIRED_DETECT,
+    )
 
 
 def probe_series(rows: pd.DataFrame, cycles: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -131,7 +153,7 @@ def first_life(cycles: pd.DataFrame) -> pd.DataFrame:
     return cycles[cycles["engine_life"] == cycles["engine_life"].min()] if len(cycles) else cycles
 
 
-def control_drift(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Optional[Comparison]:
+def control_drift(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Comparison | None:
     """The control's own probes over the main engine's first life, late against early: the host's speed."""
     first = first_life(cycles)
     sides = _sides(first)
@@ -139,13 +161,19 @@ def control_drift(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Optio
         return None
     e, k = sides
     interval = intervals.log_ratio(first["control"].head(e), first["control"].tail(k), level, serial=True)
-    return Comparison("control_drift", interval, e, k, DECODE_MATERIAL,
-                      f"the fresh control's own probes, last {k} over first {e}: {interval.describe()} (the host's "
-                      f"speed, which the control's youth leaves as the only change)", _geo(first["control"].head(e)))
+    return Comparison(
+        "control_drift",
+        interval,
+        e,
+        k,
+        DECODE_MATERIAL,
+        f"the fresh control's own probes, last {k} over first {e}: {interval.describe()} (the host's "
+        f"speed, which the control's youth leaves as the only change)",
+        _geo(first["control"].head(e)),
+    )
 
 
-def drift_between(cycles: pd.DataFrame, sides: Optional[Sides], level: float = intervals.LEVEL
-                  ) -> Optional[Comparison]:
+def drift_between(cycles: pd.DataFrame, sides: Sides | None, level: float = intervals.LEVEL) -> Comparison | None:
     """The control's own probes taken while the soaked engine's comparison took its two sides
     (`sides`: each side's first and last moment), late against early: the host's speed over
     those very stretches. A step series' latest seconds are a short stretch; the control's drift
@@ -156,12 +184,19 @@ def drift_between(cycles: pd.DataFrame, sides: Optional[Sides], level: float = i
     t = cycles["t"]
     early, late = (cycles.loc[(t >= a) & (t <= b), "control"] for a, b in sides)
     interval = intervals.log_ratio(early, late, level, serial=True)
-    return Comparison("control_drift", interval, len(early), len(late), DECODE_MATERIAL,
-                      f"the fresh control's own probes taken beside the two sides, {len(late)} over {len(early)}: "
-                      f"{interval.describe()}", _geo(early))
+    return Comparison(
+        "control_drift",
+        interval,
+        len(early),
+        len(late),
+        DECODE_MATERIAL,
+        f"the fresh control's own probes taken beside the two sides, {len(late)} over {len(early)}: "
+        f"{interval.describe()}",
+        _geo(early),
+    )
 
 
-def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Optional[Comparison]:
+def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Comparison | None:
     """The main engine's last probes before its first restart over its first probes after it
     (paired ratios when there is a control): the aged engine against a fresh one, at one moment."""
     main = rows[rows["role"] == "main"]
@@ -183,12 +218,19 @@ def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Optional[Comparison]:
     aged, fresh = before.tail(k), after.head(k)
     interval = intervals.log_ratio(fresh, aged)
     level = _geo(main[main["engine_life"] == lives[1]]["decode_tps"].head(k))
-    return Comparison("restart", interval, len(fresh), len(aged), DECODE_MATERIAL,
-                      f"restart control ({what}): the aged engine's last {len(aged)} over the fresh engine's first "
-                      f"{len(fresh)} {interval.describe()}", level)
+    return Comparison(
+        "restart",
+        interval,
+        len(fresh),
+        len(aged),
+        DECODE_MATERIAL,
+        f"restart control ({what}): the aged engine's last {len(aged)} over the fresh engine's first "
+        f"{len(fresh)} {interval.describe()}",
+        level,
+    )
 
 
-def probe_onset(series: pd.DataFrame, value: str) -> Optional[int]:
+def probe_onset(series: pd.DataFrame, value: str) -> int | None:
     """Row position where a probe series (first life, time order) first runs materially below its
     first third (its baseline, where the run took one), by change points on log(healthy / value);
     None when it never does."""
@@ -200,7 +242,7 @@ def probe_onset(series: pd.DataFrame, value: str) -> Optional[int]:
     return None if seg is None else seg.start
 
 
-def host_load(snapshots: pd.DataFrame) -> Optional[HostLoad]:
+def host_load(snapshots: pd.DataFrame) -> HostLoad | None:
     """CPU beside the engine (driver + other processes) in the first and last quarter of the
     first engine life; None when the run did not sample it."""
     cols = [c for c in HOST_COLUMNS if c in snapshots]
@@ -214,7 +256,7 @@ def host_load(snapshots: pd.DataFrame) -> Optional[HostLoad]:
     return HostLoad(float(load.head(k).median()), float(load.tail(k).median()))
 
 
-def _sides(first: pd.DataFrame) -> Optional[tuple[int, int]]:
+def _sides(first: pd.DataFrame) -> tuple[int, int] | None:
     """Samples (probes or cycles, in time order) on the early and the late side of a probe
     comparison: the last third, against the first third but no more of it than the engine's
     first YOUTH_S (at least YOUTH_MIN samples): a step at minute 10 of a two-hour soak is then

@@ -28,15 +28,17 @@ What the evidence means is decided elsewhere (diagnostics.verdict).
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from diagnostics import changepoint, context as context_mod, healthy, intervals, trend as trend_mod
-from diagnostics.context import CONTEXT_BAND
+from diagnostics import changepoint, healthy, intervals
+from diagnostics import context as context_mod
+from diagnostics import trend as trend_mod
 from diagnostics.changepoint import ChangePoints
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
+from diagnostics.context import CONTEXT_BAND
 from diagnostics.healthy import HealthyModel
 from diagnostics.result import Check
 
@@ -54,34 +56,37 @@ class DecodeEvidence(NamedTuple):
     samples: pd.DataFrame  # every decode sample with residual, matched, healthy, excluded
     use: pd.DataFrame  # the usable, matched samples with a residual
     life_use: pd.DataFrame  # ... of the model's engine life
-    model: Optional[HealthyModel]
-    changepoints: Optional[ChangePoints]
-    onset_idx: Optional[int]  # index (in `samples`) of the onset's first sample
+    model: HealthyModel | None
+    changepoints: ChangePoints | None
+    onset_idx: int | None  # index (in `samples`) of the onset's first sample
     context: str  # fitted, explains, cannot_explain, cannot_say (diagnostics.verdict)
-    trend: Optional[trend_mod.Trend]  # step or gradual, with an onset
-    creep_idx: Optional[int]  # a gradual slowdown: where its trend stands out of the healthy noise
-    per_hour: Optional[trend_mod.PerHour]  # the residual's trend per hour of engine age
-    steps: Optional[Comparison]
-    bins: Optional[Comparison]
-    bands: Optional[pd.DataFrame]  # the bands `bins` compared (_band_row), for the report
-    restart: Optional[Comparison]  # the aged engine just before a restart over the fresh one after it
+    trend: trend_mod.Trend | None  # step or gradual, with an onset
+    creep_idx: int | None  # a gradual slowdown: where its trend stands out of the healthy noise
+    per_hour: trend_mod.PerHour | None  # the residual's trend per hour of engine age
+    steps: Comparison | None
+    bins: Comparison | None
+    bands: pd.DataFrame | None  # the bands `bins` compared (_band_row), for the report
+    restart: Comparison | None  # the aged engine just before a restart over the fresh one after it
     checks: tuple[Check, ...]
-    why_not: Optional[str]  # why the step series cannot carry the analysis (too few samples)
-    unmatched: Optional[str] = None  # why the latest samples have no matched conditions, when they have none
+    why_not: str | None  # why the step series cannot carry the analysis (too few samples)
+    unmatched: str | None = None  # why the latest samples have no matched conditions, when they have none
     # The moments each side of `steps` and of `bins` spans (early, late): where a control was
     # probed beside the run, the host's drift is read over these very stretches (controls.drift_between).
-    step_sides: Optional[tuple] = None
-    bin_sides: Optional[tuple] = None
+    step_sides: tuple | None = None
+    bin_sides: tuple | None = None
 
 
-NO_TIMINGS = ("the data hold no decode throughput at all (no decode lines, stats lines or per-request timings)")
-ACCESS_ONLY = ("the log holds request latencies only (access lines), no token counts: a decode rate cannot be "
-               "read from it. Ollama since 0.30 runs llama-server, whose per-request timing lines diag reads; or a "
-               "soak against the server (`soak run --target URL`) records token counts and timings itself")
+NO_TIMINGS = "the data hold no decode throughput at all (no decode lines, stats lines or per-request timings)"
+ACCESS_ONLY = (
+    "the log holds request latencies only (access lines), no token counts: a decode rate cannot be "
+    "read from it. Ollama since 0.30 runs llama-server, whose per-request timing lines diag reads; or a "
+    "soak against the server (`soak run --target URL`) records token counts and timings itself"
+)
 
 
-def evaluate(steps_frame: pd.DataFrame, engines: Optional[dict[int, int]] = None,
-             access_only: bool = False) -> DecodeEvidence:
+def evaluate(
+    steps_frame: pd.DataFrame, engines: dict[int, int] | None = None, access_only: bool = False
+) -> DecodeEvidence:
     """`engines`: each life's engine (diagnostics.identity.engine_of); lives of another engine than
     the healthy model's are not compared with it (a restart into another build is no control)."""
     samples = healthy.decode_samples(steps_frame)
@@ -104,8 +109,11 @@ def evaluate(steps_frame: pd.DataFrame, engines: Optional[dict[int, int]] = None
         use = samples[(samples["excluded"] == "") & samples["matched"] & samples["residual"].notna()]
         later = use[~use["healthy"]]
         if len(later) < 2:
-            return _without_model(samples, f"only {len(later)} usable decode samples after the healthy window "
-                                           f"({model.num_points} samples); nothing to compare it with")
+            return _without_model(
+                samples,
+                f"only {len(later)} usable decode samples after the healthy window "
+                f"({model.num_points} samples); nothing to compare it with",
+            )
         cps, onset_idx, life_use = _find_onset(use, model)
         # An onset inside the early-life window would teach the model the slowdown: refit once
         # on the samples before it...
@@ -144,10 +152,27 @@ def evaluate(steps_frame: pd.DataFrame, engines: Optional[dict[int, int]] = None
     steps_cmp = None if sweep else _step_comparison(step_early, step_late, where, early)
     unmatched = _unmatched(model, late) if steps_cmp is None else None
     bins, bands, bin_sides = _bin_comparison(use, model, onset_idx)
-    return DecodeEvidence(samples, use, life_use, model, cps, onset_idx, context, trend, creep_idx, per_hour,
-                          steps_cmp, bins, bands, _restart(model, use, life_use, late, onset_idx, early), tuple(checks),
-                          None, unmatched, _moments(step_early, step_late) if steps_cmp is not None else None,
-                          bin_sides)
+    return DecodeEvidence(
+        samples,
+        use,
+        life_use,
+        model,
+        cps,
+        onset_idx,
+        context,
+        trend,
+        creep_idx,
+        per_hour,
+        steps_cmp,
+        bins,
+        bands,
+        _restart(model, use, life_use, late, onset_idx, early),
+        tuple(checks),
+        None,
+        unmatched,
+        _moments(step_early, step_late) if steps_cmp is not None else None,
+        bin_sides,
+    )
 
 
 def _admit_mixed_windows(samples: pd.DataFrame) -> bool:
@@ -175,8 +200,9 @@ def _admit_mixed_windows(samples: pd.DataFrame) -> bool:
     prompt = samples["prompt"].fillna(0.0).to_numpy(dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = k * prompt / model.predict(batch, np.nan_to_num(context), prompt)
-    samples["excluded"] = np.where(mixed, np.where(share > PREFILL_SHARE, "prefill_dominated", ""),
-                                   samples["excluded"].to_numpy())
+    samples["excluded"] = np.where(
+        mixed, np.where(share > PREFILL_SHARE, "prefill_dominated", ""), samples["excluded"].to_numpy()
+    )
     return True
 
 
@@ -189,17 +215,22 @@ def _why_no_window(samples: pd.DataFrame, valid: pd.DataFrame) -> str:
     if len(samples) == 0:
         return NO_TIMINGS
     if len(valid) < MIN_SAMPLES:
-        return (f"only {len(valid)} usable decode samples of {len(samples)}{kept_text}; at least {MIN_SAMPLES} "
-                f"are needed")
+        return (
+            f"only {len(valid)} usable decode samples of {len(samples)}{kept_text}; at least {MIN_SAMPLES} are needed"
+        )
     per_life = valid.groupby("engine_life").size()
     if per_life.max() < healthy.MIN_HEALTHY + 1:
-        return (f"{len(valid)} usable decode samples{kept_text}, but spread over {len(per_life)} engine lives with at "
-                f"most {per_life.max()} in one; a healthy reference needs {healthy.MIN_HEALTHY + 1} in one life")
-    return (f"{len(valid)} usable decode samples{kept_text}, but no engine life has {healthy.MIN_HEALTHY} of them "
-            f"in the first half of its busy time: no early life to call healthy")
+        return (
+            f"{len(valid)} usable decode samples{kept_text}, but spread over {len(per_life)} engine lives with at "
+            f"most {per_life.max()} in one; a healthy reference needs {healthy.MIN_HEALTHY + 1} in one life"
+        )
+    return (
+        f"{len(valid)} usable decode samples{kept_text}, but no engine life has {healthy.MIN_HEALTHY} of them "
+        f"in the first half of its busy time: no early life to call healthy"
+    )
 
 
-def _unmatched(model: HealthyModel, late: pd.DataFrame) -> Optional[str]:
+def _unmatched(model: HealthyModel, late: pd.DataFrame) -> str | None:
     """In words, when the latest samples ran at batch sizes the healthy window never saw."""
     if "batch" not in model.terms or not model.batch_values or late.empty:
         return None
@@ -207,14 +238,32 @@ def _unmatched(model: HealthyModel, late: pd.DataFrame) -> Optional[str]:
     b = late["batch"].dropna()
     if b.empty or b.between(lo / healthy.BATCH_BAND, hi * healthy.BATCH_BAND).sum() >= MIN_LATE:
         return None
-    return (f"the latest samples ran {b.min():.0f}-{b.max():.0f} requests at a time, the healthy window "
-            f"{lo:.0f}-{hi:.0f}: the load never came back to the early conditions, so nothing late can be "
-            f"compared with them (a steady load, or identical probes from `soak run --target`, would answer)")
+    return (
+        f"the latest samples ran {b.min():.0f}-{b.max():.0f} requests at a time, the healthy window "
+        f"{lo:.0f}-{hi:.0f}: the load never came back to the early conditions, so nothing late can be "
+        f"compared with them (a steady load, or identical probes from `soak run --target`, would answer)"
+    )
 
 
 def _without_model(samples: pd.DataFrame, why: str) -> DecodeEvidence:
-    return DecodeEvidence(samples, samples.iloc[:0], samples.iloc[:0], None, None, None, "fitted", None, None, None,
-                          None, None, None, None, (), why)
+    return DecodeEvidence(
+        samples,
+        samples.iloc[:0],
+        samples.iloc[:0],
+        None,
+        None,
+        None,
+        "fitted",
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        (),
+        why,
+    )
 
 
 def _find_onset(use: pd.DataFrame, model: HealthyModel):
@@ -235,8 +284,9 @@ def _find_onset(use: pd.DataFrame, model: HealthyModel):
         seg = cps.first_lasting_rise(base + MATERIAL, base + MATERIAL / 2, min_start)
         if seg is not None:
             age = rows["busy_s"].to_numpy(dtype=float)
-            short = (age[-1] - age[seg.start] < MIN_ONSET_FRACTION * (age[-1] - age[0])
-                     and len(rows) - seg.start < MIN_ONSET_FRACTION * len(rows))
+            short = age[-1] - age[seg.start] < MIN_ONSET_FRACTION * (age[-1] - age[0]) and len(
+                rows
+            ) - seg.start < MIN_ONSET_FRACTION * len(rows)
             if short:
                 seg = None
         return cps, (rows.index[seg.start] if seg is not None else None), rows
@@ -290,8 +340,7 @@ def _in_range(model: HealthyModel, a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd
     return a, b
 
 
-def _step_comparison(early: pd.DataFrame, late: pd.DataFrame, where: str, reference: pd.DataFrame
-                     ) -> Optional[Comparison]:
+def _step_comparison(early: pd.DataFrame, late: pd.DataFrame, where: str, reference: pd.DataFrame) -> Comparison | None:
     """Speed against the healthy model (exp(-residual)), block means of the latest stretch
     against its reference (_claim_sides), at the context the healthy window held where both
     sides have samples there (_in_range). The latest stretch's mean is no surer than the means
@@ -299,25 +348,34 @@ def _step_comparison(early: pd.DataFrame, late: pd.DataFrame, where: str, refere
     last seconds before a restart is one state of the host, however many samples it holds."""
     if early.empty or late.empty:
         return None
-    interval = intervals.log_ratio(intervals.blocks(np.exp(-early["residual"].to_numpy())),
-                                   intervals.blocks(np.exp(-late["residual"].to_numpy())),
-                                   floors=(None, _stretch_floor(reference, late)))
+    interval = intervals.log_ratio(
+        intervals.blocks(np.exp(-early["residual"].to_numpy())),
+        intervals.blocks(np.exp(-late["residual"].to_numpy())),
+        floors=(None, _stretch_floor(reference, late)),
+    )
     n_early, n_late = len(intervals.blocks(early["residual"])), len(intervals.blocks(late["residual"]))
-    return Comparison("step_series", interval, n_early, n_late, DECODE_MATERIAL,
-                      f"step series at matched conditions (speed against the healthy model, the latest {len(late)} "
-                      f"samples against {where}, in {n_early} and {n_late} block means): {interval.describe()}",
-                      float(early["gen_tps"].median()))
+    return Comparison(
+        "step_series",
+        interval,
+        n_early,
+        n_late,
+        DECODE_MATERIAL,
+        f"step series at matched conditions (speed against the healthy model, the latest {len(late)} "
+        f"samples against {where}, in {n_early} and {n_late} block means): {interval.describe()}",
+        float(early["gen_tps"].median()),
+    )
 
 
-def _moments(early: pd.DataFrame, late: pd.DataFrame) -> Optional[tuple]:
+def _moments(early: pd.DataFrame, late: pd.DataFrame) -> tuple | None:
     """The first and the last moment of each side, (early, late); None where a side is empty."""
     if early.empty or late.empty or "t" not in early or "t" not in late:
         return None
     return (early["t"].min(), early["t"].max()), (late["t"].min(), late["t"].max())
 
 
-def _bin_comparison(use: pd.DataFrame, model: HealthyModel, onset_idx
-                    ) -> tuple[Optional[Comparison], Optional[pd.DataFrame], Optional[tuple]]:
+def _bin_comparison(
+    use: pd.DataFrame, model: HealthyModel, onset_idx
+) -> tuple[Comparison | None, pd.DataFrame | None, tuple | None]:
     """Same batch size and context band, early against late in the model's engine life; the
     bands compared (_band_row), which the report shows as they were; and the sides' moments."""
     life = use[use["engine_life"] == model.engine_life]
@@ -335,18 +393,19 @@ def _bin_comparison(use: pd.DataFrame, model: HealthyModel, onset_idx
         ctx = df["context"].to_numpy(dtype=float)
         with np.errstate(divide="ignore"):
             band = np.where(ctx > 0, np.floor(np.log(np.where(ctx > 0, ctx, 1.0)) / math.log(CONTEXT_BAND)), -9_999)
-        return df.assign(key=healthy.batch_band(df["batch"].to_numpy(dtype=float)) * 100_000 + band,
-                         logt=np.log(df["step_time_s"]))
+        return df.assign(
+            key=healthy.batch_band(df["batch"].to_numpy(dtype=float)) * 100_000 + band, logt=np.log(df["step_time_s"])
+        )
 
-    e, l = keyed(early.dropna(subset=["context"])), keyed(late.dropna(subset=["context"]))
-    ne, nl = e["key"].value_counts(), l["key"].value_counts()
+    e, lt = keyed(early.dropna(subset=["context"])), keyed(late.dropna(subset=["context"]))
+    ne, nl = e["key"].value_counts(), lt["key"].value_counts()
     # A band needs two samples on each side: one against one is no evidence, and the bootstrap
     # would call it certain.
     shared = sorted(k for k in set(ne.index) & set(nl.index) if min(ne[k], nl[k]) >= 2)
     if not shared:
         return None, None, None
     weights = np.array([min(ne[k], nl[k]) for k in shared], dtype=float)
-    groups = [_spread(df.loc[df["key"] == key, "logt"].to_numpy()) for key in shared for df in (e, l)]
+    groups = [_spread(df.loc[df["key"] == key, "logt"].to_numpy()) for key in shared for df in (e, lt)]
 
     def ratio(*g: np.ndarray) -> np.ndarray:  # each g: [R, n] resampled log step times
         diffs = np.stack([np.median(g[2 * i + 1], axis=1) - np.median(g[2 * i], axis=1) for i in range(len(shared))])
@@ -355,11 +414,21 @@ def _bin_comparison(use: pd.DataFrame, model: HealthyModel, onset_idx
     interval = intervals.bootstrap(ratio, groups)
     support = int(weights.sum())
     early_tps = e.loc[e["key"].isin(shared), "gen_tps"]
-    bands = pd.DataFrame([_band_row(e[e["key"] == key], l[l["key"] == key]) for key in shared])
-    return Comparison("bins", interval, support, support, DECODE_MATERIAL,
-                      f"{len(shared)} batch-and-context bands hold samples early and late ({support} pairs): late "
-                      f"throughput {interval.describe()} of early", float(early_tps.median())), bands, \
-        _moments(e[e["key"].isin(shared)], l[l["key"].isin(shared)])
+    bands = pd.DataFrame([_band_row(e[e["key"] == key], lt[lt["key"] == key]) for key in shared])
+    return (
+        Comparison(
+            "bins",
+            interval,
+            support,
+            support,
+            DECODE_MATERIAL,
+            f"{len(shared)} batch-and-context bands hold samples early and late ({support} pairs): late "
+            f"throughput {interval.describe()} of early",
+            float(early_tps.median()),
+        ),
+        bands,
+        _moments(e[e["key"].isin(shared)], lt[lt["key"].isin(shared)]),
+    )
 
 
 def _spread(values: np.ndarray) -> np.ndarray:
@@ -377,15 +446,25 @@ def _band_row(early: pd.DataFrame, late: pd.DataFrame) -> dict:
     median decode rate on each side."""
     ctx = pd.concat([early["context"], late["context"]])
     band = math.floor(math.log(ctx.min()) / math.log(CONTEXT_BAND)) if ctx.min() > 0 else None
-    return {"batch": float(early["batch"].iloc[0]) if early["batch"].notna().any() else math.nan,
-            "context_lo": 0.0 if band is None else CONTEXT_BAND ** band,
-            "context_hi": 0.0 if band is None else CONTEXT_BAND ** (band + 1),
-            "num_early": len(early), "early_tps": float(early["gen_tps"].median()),
-            "num_late": len(late), "late_tps": float(late["gen_tps"].median())}
+    return {
+        "batch": float(early["batch"].iloc[0]) if early["batch"].notna().any() else math.nan,
+        "context_lo": 0.0 if band is None else CONTEXT_BAND**band,
+        "context_hi": 0.0 if band is None else CONTEXT_BAND ** (band + 1),
+        "num_early": len(early),
+        "early_tps": float(early["gen_tps"].median()),
+        "num_late": len(late),
+        "late_tps": float(late["gen_tps"].median()),
+    }
 
 
-def _restart(model: HealthyModel, use: pd.DataFrame, life_use: pd.DataFrame, late: pd.DataFrame,
-             onset_idx, reference: pd.DataFrame) -> Optional[Comparison]:
+def _restart(
+    model: HealthyModel,
+    use: pd.DataFrame,
+    life_use: pd.DataFrame,
+    late: pd.DataFrame,
+    onset_idx,
+    reference: pd.DataFrame,
+) -> Comparison | None:
     """The restart control: the aged engine's latest stretch (the claim's own late side) over the
     next engine life's young samples — younger than the onset's engine age (or than the latest
     stretch's start), over no longer a span than the latest stretch — both against the healthy
@@ -413,21 +492,29 @@ def _restart(model: HealthyModel, use: pd.DataFrame, life_use: pd.DataFrame, lat
     f = intervals.blocks(np.exp(-fresh["residual"].to_numpy()))
     a = intervals.blocks(np.exp(-aged["residual"].to_numpy()))
     interval = intervals.log_ratio(f, a, floors=(_stretch_floor(reference, fresh), _stretch_floor(reference, aged)))
-    return Comparison("restart", interval, len(f), len(a), DECODE_MATERIAL,
-                      f"restart control on the step series: the aged engine's latest {len(aged)} samples over the "
-                      f"fresh engine's first {len(fresh)} after the restart ({len(a)} and {len(f)} block means) "
-                      f"{interval.describe()}",
-                      float(fresh["gen_tps"].median()), joins=False)
+    return Comparison(
+        "restart",
+        interval,
+        len(f),
+        len(a),
+        DECODE_MATERIAL,
+        f"restart control on the step series: the aged engine's latest {len(aged)} samples over the "
+        f"fresh engine's first {len(fresh)} after the restart ({len(a)} and {len(f)} block means) "
+        f"{interval.describe()}",
+        float(fresh["gen_tps"].median()),
+        joins=False,
+    )
 
 
-def _stretch_floor(reference: pd.DataFrame, stretch: pd.DataFrame) -> Optional[intervals.StretchNoise]:
+def _stretch_floor(reference: pd.DataFrame, stretch: pd.DataFrame) -> intervals.StretchNoise | None:
     """How much the mean speed (against the healthy model) of a stretch of engine time as long as
     `stretch` varies along `reference` (intervals.stretch_noise); None where it cannot say."""
     if len(stretch) < 2 or reference.empty:
         return None
     span = float(stretch["busy_s"].max() - stretch["busy_s"].min())
-    return intervals.stretch_noise(reference["busy_s"].to_numpy(dtype=float),
-                                   np.exp(-reference["residual"].to_numpy(dtype=float)), span)
+    return intervals.stretch_noise(
+        reference["busy_s"].to_numpy(dtype=float), np.exp(-reference["residual"].to_numpy(dtype=float)), span
+    )
 
 
 def _span_end(rows: pd.DataFrame, fraction: float, first: bool) -> pd.DataFrame:
@@ -441,15 +528,25 @@ def _span_end(rows: pd.DataFrame, fraction: float, first: bool) -> pd.DataFrame:
 
 
 def _model_check(model: HealthyModel) -> Check:
-    ctx = "" if model.context_identified else (
-        "; the window does not fix the context slope (context missing or constant), so the verdict also "
-        "requires the generous context-only test")
+    ctx = (
+        ""
+        if model.context_identified
+        else (
+            "; the window does not fix the context slope (context missing or constant), so the verdict also "
+            "requires the generous context-only test"
+        )
+    )
     if model.left_out:
-        ctx = (f"; the {' and '.join(model.left_out)} term{'s' if len(model.left_out) > 1 else ''} did not predict "
-               f"held-out samples better than a model without {'them' if len(model.left_out) > 1 else 'it'} "
-               f"(cross-validated), so {'they are' if len(model.left_out) > 1 else 'it is'} left out") + ctx
+        ctx = (
+            f"; the {' and '.join(model.left_out)} term{'s' if len(model.left_out) > 1 else ''} did not predict "
+            f"held-out samples better than a model without {'them' if len(model.left_out) > 1 else 'it'} "
+            f"(cross-validated), so {'they are' if len(model.left_out) > 1 else 'it is'} left out"
+        ) + ctx
     status = "ok" if model.num_points >= 8 and model.context_identified else "warn"
     r2 = f", R^2 {model.r2:.2f}" if model.r2 is not None else ""
-    return Check("healthy_model", status,
-                 f"step time = {model.describe()} from the first {model.num_points} usable decode samples of engine "
-                 f"life {model.engine_life}{r2}{ctx}")
+    return Check(
+        "healthy_model",
+        status,
+        f"step time = {model.describe()} from the first {model.num_points} usable decode samples of engine "
+        f"life {model.engine_life}{r2}{ctx}",
+    )

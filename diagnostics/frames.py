@@ -7,8 +7,9 @@ import math
 import pandas as pd
 
 
-def first_life_ends(df: pd.DataFrame, time_col: str, early_fraction: float, late_fraction: float,
-                    min_rows: int) -> tuple[pd.DataFrame, int, int] | None:
+def first_life_ends(
+    df: pd.DataFrame, time_col: str, early_fraction: float, late_fraction: float, min_rows: int
+) -> tuple[pd.DataFrame, int, int] | None:
     """The rows of `df`'s first engine life in time order, and how many of them are early and
     late (`ceil(fraction * rows)` each); None when either is below `min_rows`. Early against
     late within one life is how prefix reuse and prefill time judge a run."""

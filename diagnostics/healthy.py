@@ -16,7 +16,7 @@ the model says so (`terms`). Residuals are log(observed / predicted): positive i
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -36,11 +36,14 @@ BATCH_BAND = 1.1  # batch sizes within this ratio are one batch: a step's cost b
 STEP_BLOCK = 16  # an engine's own per-step times are averaged over this many decode steps
 STEP_ROW_MAX_GAP_S = 0.5  # rows this close together are single steps, not interval averages
 # Why a decode sample is kept out of the fit (decode_samples' `excluded`), in words.
-KEPT_OUT = {"after_prefill": "after a prefill", "after_idle": "after an idle gap",
-            "window_with_prefill": "windows holding more prompt than generated tokens",
-            "batch_changed": "with a batch that changed inside the window",
-            "prefill_pending": "holding a prefill that completed in a later window (almost nothing generated)",
-            "prefill_dominated": "whose time went mostly to prefill by the fitted prompt cost"}
+KEPT_OUT = {
+    "after_prefill": "after a prefill",
+    "after_idle": "after an idle gap",
+    "window_with_prefill": "windows holding more prompt than generated tokens",
+    "batch_changed": "with a batch that changed inside the window",
+    "prefill_pending": "holding a prefill that completed in a later window (almost nothing generated)",
+    "prefill_dominated": "whose time went mostly to prefill by the fitted prompt cost",
+}
 
 
 class HealthyModel(NamedTuple):
@@ -50,8 +53,8 @@ class HealthyModel(NamedTuple):
     num_points: int
     t_end: np.datetime64  # last sample of the window
     batch_values: tuple[float, ...]  # batch sizes seen in the window
-    context_range: Optional[tuple[float, float]]
-    r2: Optional[float]
+    context_range: tuple[float, float] | None
+    r2: float | None
     # Terms the window could identify that predicted held-out samples no better than the model
     # without them (fit_healthy): left out, and said so.
     left_out: tuple[str, ...] = ()
@@ -60,20 +63,27 @@ class HealthyModel(NamedTuple):
     def context_identified(self) -> bool:
         return "context" in self.terms
 
-    def predict(self, batch: np.ndarray, context: np.ndarray, prompt: Optional[np.ndarray] = None) -> np.ndarray:
+    def predict(self, batch: np.ndarray, context: np.ndarray, prompt: np.ndarray | None = None) -> np.ndarray:
         """Healthy step time (s) at the given batch sizes and context tokens; with the prompt term,
         a window's apparent step time, `prompt` tokens of prefill per decode step inside it (none
         when not given: the decode step alone)."""
-        features = {"batch": batch, "context": context,
-                    "prompt": prompt if prompt is not None else np.zeros(len(batch))}
+        features = {
+            "batch": batch,
+            "context": context,
+            "prompt": prompt if prompt is not None else np.zeros(len(batch)),
+        }
         out = np.zeros(len(batch))
         for term, k in zip(self.terms, self.coef):
             out = out + k * (1.0 if term == "intercept" else features[term])
         return out
 
     def describe(self) -> str:
-        parts = {"intercept": "{:.4g} s", "batch": "{:.3g} s/seq", "context": "{:.3g} s/token",
-                 "prompt": "{:.3g} s per prompt token in the window"}
+        parts = {
+            "intercept": "{:.4g} s",
+            "batch": "{:.3g} s/seq",
+            "context": "{:.3g} s/token",
+            "prompt": "{:.3g} s per prompt token in the window",
+        }
         return " + ".join(parts[t].format(k) for t, k in zip(self.terms, self.coef))
 
 
@@ -102,13 +112,23 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
     next_input = df["input_tps"].groupby(life).shift(-1).to_numpy(dtype=float)
     idx = np.flatnonzero(usable)
     t = df["t"].to_numpy(dtype="datetime64[ns]")
-    out = pd.DataFrame({
-        "t": t[idx], "engine_life": life.to_numpy()[idx], "engine_age_s": df["engine_age_s"].to_numpy()[idx],
-        "busy_s": busy_clock(df)[idx],
-        "batch": batch.to_numpy(dtype=float)[idx], "context": context.to_numpy(dtype=float)[idx],
-        "gen_tps": gen[idx], "own_time": own_time[idx], "prev_phase": prev_phase[idx], "step_index": idx,
-        "phase": phase[idx], "input_tps": df["input_tps"].to_numpy(dtype=float)[idx], "next_input": next_input[idx],
-    })
+    out = pd.DataFrame(
+        {
+            "t": t[idx],
+            "engine_life": life.to_numpy()[idx],
+            "engine_age_s": df["engine_age_s"].to_numpy()[idx],
+            "busy_s": busy_clock(df)[idx],
+            "batch": batch.to_numpy(dtype=float)[idx],
+            "context": context.to_numpy(dtype=float)[idx],
+            "gen_tps": gen[idx],
+            "own_time": own_time[idx],
+            "prev_phase": prev_phase[idx],
+            "step_index": idx,
+            "phase": phase[idx],
+            "input_tps": df["input_tps"].to_numpy(dtype=float)[idx],
+            "next_input": next_input[idx],
+        }
+    )
     b = out["batch"].fillna(1.0).clip(lower=1.0).to_numpy()
     measured = np.isfinite(out["own_time"].to_numpy()) & (out["own_time"].to_numpy() > 0)
     out["step_time_s"] = np.where(measured, out["own_time"], b / out["gen_tps"].to_numpy())
@@ -200,8 +220,13 @@ def busy_clock(steps: pd.DataFrame) -> np.ndarray:
         usual = float(np.median(dt[1:])) if len(dt) > 1 else 0.0
         limit = max(IDLE_GAP_S, GAP_FACTOR * usual)
         gen = rows["gen_tps"].to_numpy(dtype=float)
-        prev_idle = np.concatenate([[False], (rows["phase"].to_numpy() == "idle")[:-1]
-                                    | ((rows["num_running_reqs"].to_numpy(dtype=float) == 0) & ~(gen > 0))[:-1]])
+        prev_idle = np.concatenate(
+            [
+                [False],
+                (rows["phase"].to_numpy() == "idle")[:-1]
+                | ((rows["num_running_reqs"].to_numpy(dtype=float) == 0) & ~(gen > 0))[:-1],
+            ]
+        )
         idle = (dt > limit) | (prev_idle & (dt > usual))
         out[idx] = np.cumsum(np.where(idle, np.minimum(dt, usual), dt))
     return out
@@ -228,18 +253,28 @@ def _step_blocks(out: pd.DataFrame) -> pd.DataFrame:
     steps = out[measured]
     key = steps.groupby("engine_life").cumcount() // STEP_BLOCK
     blocks = steps.groupby([steps["engine_life"], key], sort=False).agg(
-        t=("t", "last"), engine_life=("engine_life", "last"), engine_age_s=("engine_age_s", "last"),
+        t=("t", "last"),
+        engine_life=("engine_life", "last"),
+        engine_age_s=("engine_age_s", "last"),
         busy_s=("busy_s", "last"),
-        batch=("batch", "mean"), context=("context", "mean"), step_time_s=("step_time_s", "mean"),
-        step_index=("step_index", "last"), excluded=("excluded", "first"), num_steps=("t", "size"))
+        batch=("batch", "mean"),
+        context=("context", "mean"),
+        step_time_s=("step_time_s", "mean"),
+        step_index=("step_index", "last"),
+        excluded=("excluded", "first"),
+        num_steps=("t", "size"),
+    )
     blocks["gen_tps"] = blocks["batch"].clip(lower=1.0) / blocks["step_time_s"]
     blocks = blocks[blocks["num_steps"] >= max(1, STEP_BLOCK // 4)].drop(columns=["num_steps"])
     rest = out[~measured]
-    return pd.concat([rest, blocks.reset_index(drop=True)], ignore_index=True).sort_values(
-        ["engine_life", "t"], kind="stable").reset_index(drop=True)[out.columns]
+    return (
+        pd.concat([rest, blocks.reset_index(drop=True)], ignore_index=True)
+        .sort_values(["engine_life", "t"], kind="stable")
+        .reset_index(drop=True)[out.columns]
+    )
 
 
-def healthy_window(samples: pd.DataFrame) -> Optional[pd.DataFrame]:
+def healthy_window(samples: pd.DataFrame) -> pd.DataFrame | None:
     """The early-life samples of the first engine life that has enough of them.
 
     Early by engine busy time (busy_clock), not by count: the usable samples of the first
@@ -281,12 +316,15 @@ def fit_healthy(window: pd.DataFrame, required: tuple[str, ...] = ()) -> Healthy
     terms = ["intercept", *candidates]
     left_out: tuple[str, ...] = ()
     if n >= CV_MIN and candidates:
-        subsets = [["intercept", *[t for k, t in enumerate(candidates) if keep >> k & 1]]
-                   for keep in range(2 ** len(candidates))]
+        subsets = [
+            ["intercept", *[t for k, t in enumerate(candidates) if keep >> k & 1]]
+            for keep in range(2 ** len(candidates))
+        ]
         subsets = [s for s in subsets if all(t in s for t in required if t in candidates)]
         errors = [_cv_error(y, [features[t] for t in s[1:]]) for s in subsets]
-        best = min(range(len(subsets)), key=lambda k: (errors[k] * (1 - CV_MARGIN * (len(subsets[k]) == 1)),
-                                                         len(subsets[k])))
+        best = min(
+            range(len(subsets)), key=lambda k: (errors[k] * (1 - CV_MARGIN * (len(subsets[k]) == 1)), len(subsets[k]))
+        )
         terms = subsets[best]
         left_out = tuple(t for t in candidates if t not in terms)
     x = np.column_stack([np.ones(n), *[features[t] for t in terms[1:]]])
@@ -295,10 +333,17 @@ def fit_healthy(window: pd.DataFrame, required: tuple[str, ...] = ()) -> Healthy
     ss = float(np.sum((y - y.mean()) ** 2))
     r2 = 1.0 - float(np.sum((y - pred) ** 2)) / ss if ss > 0 and n > len(terms) > 1 else None
     ctx = context[np.isfinite(context)]
-    return HealthyModel(tuple(terms), tuple(float(k) for k in coef), int(window["engine_life"].iloc[0]), n,
-                        window["t"].iloc[-1].to_datetime64(),
-                        tuple(sorted({float(v) for v in batch[np.isfinite(batch)]})),
-                        (float(ctx.min()), float(ctx.max())) if len(ctx) else None, r2, left_out)
+    return HealthyModel(
+        tuple(terms),
+        tuple(float(k) for k in coef),
+        int(window["engine_life"].iloc[0]),
+        n,
+        window["t"].iloc[-1].to_datetime64(),
+        tuple(sorted({float(v) for v in batch[np.isfinite(batch)]})),
+        (float(ctx.min()), float(ctx.max())) if len(ctx) else None,
+        r2,
+        left_out,
+    )
 
 
 def batch_band(batch: np.ndarray) -> np.ndarray:
@@ -379,4 +424,4 @@ def _identifiable(values: np.ndarray, allow_zero: bool = False) -> bool:
         return False
     hi, lo = float(values.max()), float(values.min())
     enough = len(np.unique(values)) >= 3 and (not allow_zero or np.count_nonzero(values) >= 3)
-    return hi > 0 and (hi - lo) / hi >= MIN_SPREAD and enough
+    return bool(hi > 0 and (hi - lo) / hi >= MIN_SPREAD and enough)

@@ -8,19 +8,33 @@ a fact only one of them states (a preamble cut from an excerpt) tells nothing ei
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 # The order facts are said in, most telling first; others follow in their own order.
-ORDER = ("version", "build", "model", "backend", "device", "gpu_layers", "threads", "n_ctx", "slots", "tp", "dp",
-         "dtype", "kv_cache_dtype", "flash_attn")
+ORDER = (
+    "version",
+    "build",
+    "model",
+    "backend",
+    "device",
+    "gpu_layers",
+    "threads",
+    "n_ctx",
+    "slots",
+    "tp",
+    "dp",
+    "dtype",
+    "kv_cache_dtype",
+    "flash_attn",
+)
 
 
 class LifeIdentity(NamedTuple):
     life: int
-    start: Optional[np.datetime64]  # the life's first step
+    start: np.datetime64 | None  # the life's first step
     facts: dict[str, str]
 
     def describe(self) -> str:
@@ -32,7 +46,7 @@ class Change(NamedTuple):
 
     before: int
     after: int
-    at: Optional[np.datetime64]
+    at: np.datetime64 | None
     diffs: tuple[tuple[str, str, str], ...]  # (fact, before, after)
 
     def describe(self) -> str:

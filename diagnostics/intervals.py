@@ -23,11 +23,13 @@ it as the least noise the short side's mean can have (a floor). Intervals are tw
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple, Sequence
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 from scipy.stats import t as student_t
 
+Values = Sequence[float] | np.ndarray  # samples of one side, in time order where that matters
 LEVEL = 0.90  # two-sided coverage of every interval diag reports
 MAX_BLOCKS = 12  # block means per side of a time-series comparison
 MIN_WINDOWS = 3  # stretches of the claim's length a reference must hold to say how much their means vary
@@ -87,8 +89,13 @@ def divide(a: Interval, b: Interval) -> Interval:
     return Interval(estimate, estimate * math.exp(-down), estimate * math.exp(up), a.level)
 
 
-def log_ratio(early: Sequence[float], late: Sequence[float], level: float = LEVEL, serial: bool = False,
-              floors: tuple[StretchNoise | None, StretchNoise | None] = (None, None)) -> Interval:
+def log_ratio(
+    early: Values,
+    late: Values,
+    level: float = LEVEL,
+    serial: bool = False,
+    floors: tuple[StretchNoise | None, StretchNoise | None] = (None, None),
+) -> Interval:
     """exp(mean log late - mean log early) with its Welch t interval: late over early on a
     ratio scale (values must be > 0; others are dropped). `serial`: each side is consecutive
     samples of one series (probe cycles, in time order), whose lag-1 correlation
@@ -107,8 +114,9 @@ def log_ratio(early: Sequence[float], late: Sequence[float], level: float = LEVE
     if serial:
         r = serial_correlation(x, y)
         inflate = (1 + r) / (1 - r)
-    (vx, dx), (vy, dy) = (_floored(inflate * float(v.var(ddof=1)) / len(v), len(v) - 1, f)
-                          for v, f in ((x, floors[0]), (y, floors[1])))
+    (vx, dx), (vy, dy) = (
+        _floored(inflate * float(v.var(ddof=1)) / len(v), len(v) - 1, f) for v, f in ((x, floors[0]), (y, floors[1]))
+    )
     se = math.sqrt(vx + vy)
     if se == 0:
         return Interval(math.exp(estimate), math.exp(estimate), math.exp(estimate), level)
@@ -124,26 +132,26 @@ def _floored(var: float, df: int, floor: StretchNoise | None) -> tuple[float, in
     return floor.sd**2, floor.df
 
 
-def stretch_noise(t: Sequence[float], values: Sequence[float], duration: float) -> StretchNoise | None:
+def stretch_noise(t: Values, values: Values, duration: float) -> StretchNoise | None:
     """How much the mean log value of a stretch `duration` long varies along a reference series
     (`t` in seconds, `values` > 0): the standard deviation of the means of every such stretch
     that starts at a sample and ends within the series, its degrees of freedom the number of
     non-overlapping stretches less one. None when the series holds fewer than MIN_WINDOWS of
     them: the reference is then no longer than a few stretches, and its own block means already
     span the host's slow minutes."""
-    t, v = np.asarray(t, dtype=float), np.asarray(values, dtype=float)
-    keep = np.isfinite(t) & np.isfinite(v) & (v > 0)
-    order = np.argsort(t[keep], kind="stable")
-    t, logs = t[keep][order], np.log(v[keep][order])
-    if len(t) < 2 or not duration > 0:
+    at, v = np.asarray(t, dtype=float), np.asarray(values, dtype=float)
+    keep = np.isfinite(at) & np.isfinite(v) & (v > 0)
+    order = np.argsort(at[keep], kind="stable")
+    at, logs = at[keep][order], np.log(v[keep][order])
+    if len(at) < 2 or not duration > 0:
         return None
-    count = int((t[-1] - t[0]) // duration)
+    count = int((at[-1] - at[0]) // duration)
     if count < MIN_WINDOWS:
         return None
-    starts = np.flatnonzero(t + duration <= t[-1])
+    starts = np.flatnonzero(at + duration <= at[-1])
     if len(starts) < 2:
         return None
-    ends = np.searchsorted(t, t[starts] + duration, side="right")
+    ends = np.searchsorted(at, at[starts] + duration, side="right")
     total = np.r_[0.0, np.cumsum(logs)]
     means = (total[ends] - total[starts]) / (ends - starts)
     return StretchNoise(float(means.std(ddof=1)), count - 1)
@@ -170,13 +178,13 @@ def serial_correlation(*sides: np.ndarray) -> float:
     return float(min(max(num / den + bias / pairs, 0.0), MAX_SERIAL))
 
 
-def _logs(values: Sequence[float]) -> np.ndarray:
+def _logs(values: Values) -> np.ndarray:
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v) & (v > 0)]
     return np.log(v)
 
 
-def blocks(values: Sequence[float], max_blocks: int = MAX_BLOCKS) -> np.ndarray:
+def blocks(values: Values, max_blocks: int = MAX_BLOCKS) -> np.ndarray:
     """Means of consecutive runs of `values`, at most `max_blocks` of them (all of them when fewer)."""
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
@@ -186,8 +194,12 @@ def blocks(values: Sequence[float], max_blocks: int = MAX_BLOCKS) -> np.ndarray:
     return np.array([v[a:b].mean() for a, b in zip(edges[:-1], edges[1:]) if b > a])
 
 
-def bootstrap(statistic: Callable[..., np.ndarray], groups: Sequence[np.ndarray], level: float = LEVEL,
-              num_resamples: int = NUM_RESAMPLES) -> Interval:
+def bootstrap(
+    statistic: Callable[..., np.ndarray],
+    groups: Sequence[np.ndarray],
+    level: float = LEVEL,
+    num_resamples: int = NUM_RESAMPLES,
+) -> Interval:
     """Percentile interval of `statistic`, each group resampled with replacement on its own.
 
     `statistic` gets every group with a leading resample axis — shape (R, n) or (R, n, k) for a

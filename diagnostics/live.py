@@ -18,7 +18,7 @@ one, else the identical probes alone), on at least four cycles a side:
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -36,13 +36,13 @@ class Running(NamedTuple):
     """One look at the probes so far."""
 
     line: str  # "verdict so far: ...", as printed
-    verdict: Optional[str]  # None with too few probes
-    decided: Optional[str]  # AGE or NO_AGE once decided at the requested level, else None
+    verdict: str | None  # None with too few probes
+    decided: str | None  # AGE or NO_AGE once decided at the requested level, else None
     looks: int  # looks taken so far (paired cycles, or main probes, less the first three)
     level: float  # the level every look's intervals are taken at
-    onset_cycle: Optional[int] = None  # with decided age: the probe cycle where the loss set in
-    ratio: Optional[float] = None  # the decisive comparison's late-over-healthy ratio
-    interval: Optional[tuple[float, float]] = None
+    onset_cycle: int | None = None  # with decided age: the probe cycle where the loss set in
+    ratio: float | None = None  # the decisive comparison's late-over-healthy ratio
+    interval: tuple[float, float] | None = None
 
 
 def running_verdict(probes: pd.DataFrame, looks_planned: int = 0, rule_out: float = RULE_OUT) -> Running:
@@ -57,19 +57,32 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
     controls.pairs): what a benchmark that looks at every prefix of one run calls."""
     series, _ = controls.probe_series(rows, cycles)
     base = controls.baseline(series)
-    looks = (sequential.looks_after_baseline(len(series) - base) if base
-             else max(0, len(series) - sequential.MIN_CYCLES + 1))
+    looks = (
+        sequential.looks_after_baseline(len(series) - base) if base else max(0, len(series) - sequential.MIN_CYCLES + 1)
+    )
     if base and not looks:  # no boundary to simulate for a baseline still growing
-        return Running(f"verdict so far: a baseline of {base} cycles and {len(series) - base} since; the first look "
-                       f"at {sequential.BASELINE_FIRST} since", None, None, 0, 1 - sequential.ALPHA)
+        return Running(
+            f"verdict so far: a baseline of {base} cycles and {len(series) - base} since; the first look "
+            f"at {sequential.BASELINE_FIRST} since",
+            None,
+            None,
+            0,
+            1 - sequential.ALPHA,
+        )
     level = sequential.level_for(max(looks_planned, looks), baseline=base)
-    evidence = Evidence(paired=controls.paired(cycles, level), probes=controls.probes(rows, level),
-                        control_drift=controls.control_drift(cycles, level), restart=controls.restart(rows, cycles))
+    evidence = Evidence(
+        paired=controls.paired(cycles, level),
+        probes=controls.probes(rows, level),
+        control_drift=controls.control_drift(cycles, level),
+        restart=controls.restart(rows, cycles),
+    )
     if evidence.paired is None and evidence.probes is None:
-        return Running(f"verdict so far: too few probes ({len(rows)} ok) to compare early with late", None, None,
-                       looks, level)
+        return Running(
+            f"verdict so far: too few probes ({len(rows)} ok) to compare early with late", None, None, looks, level
+        )
     d = decide(evidence)
     shown = d.decisive or evidence.paired or evidence.probes
+    assert shown is not None  # the paired control or the probes, at least (above)
     decided = _decided(d, shown, rule_out, evidence.paired)
     onset = _onset_cycle(rows, cycles) if decided == AGE else None
     # The rules' own data warnings (a control drift not measured, too few cycles) cap a high
@@ -89,7 +102,7 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
     return Running(line, d.verdict, decided, looks, level, onset, i.estimate, (i.lo, i.hi) if i.bounded else None)
 
 
-def _decided(d, shown, rule_out: float, paired=None) -> Optional[str]:
+def _decided(d, shown, rule_out: float, paired=None) -> str | None:
     # Either way on at least MIN_FOR_LOSS cycles a side: two cycles seconds apart can agree by
     # chance and give an interval that looks tight and is not (seen live: ratios of 0.970, 0.970
     # against 0.927, 0.927 read 0.95-0.96 at the running level and "decided" in 41 s).
@@ -105,7 +118,7 @@ def _decided(d, shown, rule_out: float, paired=None) -> Optional[str]:
     return None
 
 
-def _onset_cycle(rows: pd.DataFrame, cycles: pd.DataFrame) -> Optional[int]:
+def _onset_cycle(rows: pd.DataFrame, cycles: pd.DataFrame) -> int | None:
     """The probe cycle where the paired ratio (else the main probes' rate) first runs materially low."""
     series, value = controls.probe_series(rows, cycles)
     at = controls.probe_onset(series.reset_index(drop=True), value)

@@ -14,8 +14,6 @@ window's width) is the trigger: a change can show one line late.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 import pandas as pd
 
@@ -28,19 +26,20 @@ EVENT_KINDS = ("dropped_request", "preemption")
 MIN_LOOKBACK_S = 60.0  # how far before the window a trigger is sought, at least
 
 
-def series_onset(source: Source, onset_t, onset_age_s: Optional[float], series: pd.DataFrame) -> Optional[Onset]:
+def series_onset(source: Source, onset_t, onset_age_s: float | None, series: pd.DataFrame) -> Onset | None:
     """The onset a prefix-reuse or prefill comparison found in its own series, if any."""
-    if onset_t is None:
+    if onset_t is None or onset_age_s is None:
         return None
     return onset_at(source, onset_t, float(onset_age_s), int(series["engine_life"].iloc[0]))
 
 
-def onset_at(source: Source, t, engine_age_s: float, life: int, window_s: Optional[float] = None) -> Onset:
+def onset_at(source: Source, t, engine_age_s: float, life: int, window_s: float | None = None) -> Onset:
     """An onset found in a per-call or per-prefill series: its trigger is a fault switched on
     before it, if any (no step window to search for a standout prefill)."""
     found = trigger(source, source.steps.iloc[:0], life, pd.Timestamp.min, t)
-    return Onset(t=pd.Timestamp(t).to_datetime64(), engine_age_s=engine_age_s, engine_life=life, trigger=found,
-                 window_s=window_s)
+    return Onset(
+        t=pd.Timestamp(t).to_datetime64(), engine_age_s=engine_age_s, engine_life=life, trigger=found, window_s=window_s
+    )
 
 
 def step_onset(source: Source, life_use: pd.DataFrame, onset_idx) -> Onset:
@@ -58,10 +57,12 @@ def step_onset(source: Source, life_use: pd.DataFrame, onset_idx) -> Onset:
         lo = int(in_life[0]) if len(in_life) else hi
         t0 = pd.Timestamp(steps["t"].iloc[lo])
     t1 = pd.Timestamp(first_bad["t"])
-    window = steps.iloc[lo:hi + 1]
+    window = steps.iloc[lo : hi + 1]
     candidates = _prefills(steps, window)
     if len(candidates) == 1:  # one prefill in the window: that prefill is the onset
-        found = _event_trigger(_faults(source, t0, t1)) if len(_faults(source, t0, t1)) else candidates[0]
+        found: Trigger | None = (
+            _event_trigger(_faults(source, t0, t1)) if len(_faults(source, t0, t1)) else candidates[0]
+        )
     else:
         found = trigger(source, window, life, t0, t1) or _largest(candidates)
         if found is None:
@@ -72,8 +73,9 @@ def step_onset(source: Source, life_use: pd.DataFrame, onset_idx) -> Onset:
         busy = [i for i in range(lo, hi + 1) if steps["phase"].iloc[i] != "idle"] or [hi]
         at = pd.Timestamp(steps["t"].iloc[busy[0]])
     age = float(first_bad["engine_age_s"]) - (t1 - at).total_seconds()
-    return Onset(t=at.to_datetime64(), engine_age_s=age, engine_life=life, trigger=found,
-                 window_s=(t1 - t0).total_seconds())
+    return Onset(
+        t=at.to_datetime64(), engine_age_s=age, engine_life=life, trigger=found, window_s=(t1 - t0).total_seconds()
+    )
 
 
 def creep_onset(life_use: pd.DataFrame, idx, change_age_s: float) -> Onset:
@@ -81,11 +83,16 @@ def creep_onset(life_use: pd.DataFrame, idx, change_age_s: float) -> Onset:
     trigger; `window_s` is how long the trend had been rising by then (from where it started)."""
     row = life_use.loc[idx]
     age = float(row["engine_age_s"])
-    return Onset(t=pd.Timestamp(row["t"]).to_datetime64(), engine_age_s=age, engine_life=int(row["engine_life"]),
-                 trigger=None, window_s=max(0.0, float(row["busy_s"]) - change_age_s))
+    return Onset(
+        t=pd.Timestamp(row["t"]).to_datetime64(),
+        engine_age_s=age,
+        engine_life=int(row["engine_life"]),
+        trigger=None,
+        window_s=max(0.0, float(row["busy_s"]) - change_age_s),
+    )
 
 
-def trigger(source: Source, window: pd.DataFrame, life: int, t0, t1) -> Optional[Trigger]:
+def trigger(source: Source, window: pd.DataFrame, life: int, t0, t1) -> Trigger | None:
     """What happened between the last healthy sample (t0) and the first degraded one (t1).
 
     A recorded fault switch first; then a prefill that stands out (the most new tokens in the
@@ -104,7 +111,7 @@ def trigger(source: Source, window: pd.DataFrame, life: int, t0, t1) -> Optional
     return _event_trigger(other.iloc[-1]) if not other.empty else None
 
 
-def _just_before(source: Source, steps: pd.DataFrame, life: int, lo: int, t0, lookback_s: float) -> Optional[Trigger]:
+def _just_before(source: Source, steps: pd.DataFrame, life: int, lo: int, t0, lookback_s: float) -> Trigger | None:
     """The nearest notable event before the window (within `lookback_s`): a standout prefill, a
     dropped request, a preemption."""
     start = t0 - pd.Timedelta(seconds=lookback_s)
@@ -119,7 +126,7 @@ def _just_before(source: Source, steps: pd.DataFrame, life: int, lo: int, t0, lo
     return found
 
 
-def _standout(steps: pd.DataFrame, window: pd.DataFrame, life: int, nearest: bool = False) -> Optional[Trigger]:
+def _standout(steps: pd.DataFrame, window: pd.DataFrame, life: int, nearest: bool = False) -> Trigger | None:
     """The largest prefill in `window` (the latest when `nearest`) if it stands out against the
     life's earlier prefills."""
     prefills = window[_is_prefill(window)]
@@ -136,12 +143,12 @@ def _standout(steps: pd.DataFrame, window: pd.DataFrame, life: int, nearest: boo
     return _prefill_trigger(best)
 
 
-def _largest(candidates: list[Trigger]) -> Optional[Trigger]:
+def _largest(candidates: list[Trigger]) -> Trigger | None:
     """Of several prefills in the window, none standing out against the life's earlier ones, the
     one with WITHIN_WINDOW times the new tokens of the next largest: it stands out of the window."""
-    sized = sorted((c for c in candidates if c.new_tokens), key=lambda c: c.new_tokens)
-    if len(sized) >= 2 and sized[-1].new_tokens >= WITHIN_WINDOW * sized[-2].new_tokens:
-        return sized[-1]
+    sized = sorted((c.new_tokens, k) for k, c in enumerate(candidates) if c.new_tokens)
+    if len(sized) >= 2 and sized[-1][0] >= WITHIN_WINDOW * sized[-2][0]:
+        return candidates[sized[-1][1]]
     return None
 
 
@@ -149,17 +156,25 @@ def _prefills(steps: pd.DataFrame, window: pd.DataFrame) -> list[Trigger]:
     """Every prefill in the window: prefill rows, and windows of a stats line or a scrape that hold
     prompt tokens (about input_tps times the window's length; which prefills, the line cannot say)."""
     out = [_prefill_trigger(row) for _, row in window[_is_prefill(window)].iterrows()]
-    windows = window[window["phase"].isin(("mixed", "decode")) & (window["input_tps"].fillna(0) > 0)
-                     & window["new_tokens"].isna()]
+    windows = window[
+        window["phase"].isin(("mixed", "decode")) & (window["input_tps"].fillna(0) > 0) & window["new_tokens"].isna()
+    ]
     for i, row in windows.iterrows():
         pos = steps.index.get_loc(i)
         prev = steps.iloc[pos - 1] if pos > 0 and steps["engine_life"].iloc[pos - 1] == row["engine_life"] else None
         width = (row["t"] - prev["t"]).total_seconds() if prev is not None else np.nan
         tokens = int(round(row["input_tps"] * width)) if np.isfinite(width) else None
-        out.append(Trigger(kind="prefill", t=pd.Timestamp(row["t"]).to_datetime64(), new_tokens=tokens,
-                           cached_tokens=None,
-                           detail=f"about {tokens} prompt tokens in the {width:.0f} s window ending here" if tokens
-                           else "prompt tokens in the window ending here"))
+        out.append(
+            Trigger(
+                kind="prefill",
+                t=pd.Timestamp(row["t"]).to_datetime64(),
+                new_tokens=tokens,
+                cached_tokens=None,
+                detail=f"about {tokens} prompt tokens in the {width:.0f} s window ending here"
+                if tokens
+                else "prompt tokens in the window ending here",
+            )
+        )
     return out
 
 
@@ -171,9 +186,13 @@ def _is_prefill(rows: pd.DataFrame) -> pd.Series:
 def _prefill_trigger(row: pd.Series) -> Trigger:
     cached = row["cached_tokens"]
     kind = "prefill_append" if pd.notna(cached) and cached > 0 else "prefill"
-    return Trigger(kind=kind, t=pd.Timestamp(row["t"]).to_datetime64(), new_tokens=int(row["new_tokens"]),
-                   cached_tokens=None if pd.isna(cached) else int(cached),
-                   detail=f"{int(row['new_tokens'])} new tokens onto {0 if pd.isna(cached) else int(cached)} cached")
+    return Trigger(
+        kind=kind,
+        t=pd.Timestamp(row["t"]).to_datetime64(),
+        new_tokens=int(row["new_tokens"]),
+        cached_tokens=None if pd.isna(cached) else int(cached),
+        detail=f"{int(row['new_tokens'])} new tokens onto {0 if pd.isna(cached) else int(cached)} cached",
+    )
 
 
 def _faults(source: Source, t0, t1) -> pd.DataFrame:
@@ -186,5 +205,10 @@ def _event_trigger(e) -> Trigger:
         e = e.iloc[-1]
     new = None if pd.isna(e["new_tokens"]) else int(e["new_tokens"])
     cached = None if pd.isna(e["cached_tokens"]) else int(e["cached_tokens"])
-    return Trigger(kind=str(e["kind"]), t=e["t"].to_datetime64(), new_tokens=new, cached_tokens=cached,
-                   detail="" if pd.isna(e["detail"]) else str(e["detail"]))
+    return Trigger(
+        kind=str(e["kind"]),
+        t=e["t"].to_datetime64(),
+        new_tokens=new,
+        cached_tokens=cached,
+        detail="" if pd.isna(e["detail"]) else str(e["detail"]),
+    )

@@ -22,7 +22,7 @@ work harder for every page it frees once the pool is full, say — shows there.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -48,12 +48,12 @@ class PrefillComparison(NamedTuple):
     loss: bool
     detail: str
     rows: pd.DataFrame  # t, engine_age_s, engine_life, residual, excluded: every matched prefill row
-    onset_t: Optional[np.datetime64] = None  # first prefill of the first materially slower segment
-    onset_age_s: Optional[float] = None
-    comparison: Optional[Comparison] = None  # on the speed scale: predicted over late time (below 1 is slower)
+    onset_t: np.datetime64 | None = None  # first prefill of the first materially slower segment
+    onset_age_s: float | None = None
+    comparison: Comparison | None = None  # on the speed scale: predicted over late time (below 1 is slower)
 
 
-def compare(steps: pd.DataFrame) -> Optional[PrefillComparison]:
+def compare(steps: pd.DataFrame) -> PrefillComparison | None:
     """None when the data hold too few prefill rows with a time to compare."""
     need = {"phase", "new_tokens", "input_tps", "t", "engine_life"}
     if steps is None or steps.empty or not need <= set(steps.columns):
@@ -81,24 +81,33 @@ def compare(steps: pd.DataFrame) -> Optional[PrefillComparison]:
     healthy = pd.Series(log_t[:num_early]).groupby(band[:num_early]).median()
     residual = log_t - pd.Series(band).map(healthy).to_numpy(dtype=float)
     age = df["engine_age_s"].to_numpy(dtype=float) if "engine_age_s" in df else np.full(n, np.nan)
-    rows = pd.DataFrame({"t": df["t"].to_numpy(), "engine_age_s": age, "engine_life": df["engine_life"].to_numpy(),
-                         "residual": residual, "excluded": ""})
+    rows = pd.DataFrame(
+        {
+            "t": df["t"].to_numpy(),
+            "engine_age_s": age,
+            "engine_life": df["engine_life"].to_numpy(),
+            "residual": residual,
+            "excluded": "",
+        }
+    )
     rows = rows[np.isfinite(rows["residual"])].reset_index(drop=True)
-    late = residual[n - num_late:]
+    late = residual[n - num_late :]
     late = late[np.isfinite(late)]
     if len(late) < MIN_LATE:
         return None
     # In total, not per row: an admission that has to evict pays in some prefills, not all of
     # them, and the time it adds is what a client waits.
-    time = np.exp(log_t[n - num_late:])
-    expected = np.exp(log_t[n - num_late:] - residual[n - num_late:])
+    time = np.exp(log_t[n - num_late :])
+    expected = np.exp(log_t[n - num_late :] - residual[n - num_late :])
     ok = np.isfinite(expected)
     ratio = float(time[ok].sum() / expected[ok].sum())
     share = float(np.mean(late > 0))
     loss = ratio >= MATERIAL_RATIO and share > MIN_SHARE
-    detail = (f"prefill time at matched new and cached token counts: the last {len(late)} matched prefills took {ratio:.2f}x, in "
-              f"total, what the first {num_early} predict ({share:.0%} of them above their band's healthy median; a "
-              f"loss from {MATERIAL_RATIO:.1f}x with more than {MIN_SHARE:.0%} slower)")
+    detail = (
+        f"prefill time at matched new and cached token counts: the last {len(late)} matched prefills took {ratio:.2f}x, in "
+        f"total, what the first {num_early} predict ({share:.0%} of them above their band's healthy median; a "
+        f"loss from {MATERIAL_RATIO:.1f}x with more than {MIN_SHARE:.0%} slower)"
+    )
     onset_t = onset_age = None
     if loss:  # the first segment PELT finds materially slower than healthy
         seg = changepoint.detect(rows["residual"].to_numpy(dtype=float)).first_rise(math.log(MATERIAL_RATIO))
@@ -108,7 +117,15 @@ def compare(steps: pd.DataFrame) -> Optional[PrefillComparison]:
     interval = intervals.bootstrap(lambda g: g[..., 0].sum(axis=-1) / g[..., 1].sum(axis=-1), [pairs])
     # The material level on the speed scale; most late rows must also be slower than healthy.
     material = 1 / MATERIAL_RATIO if share > MIN_SHARE else 0.0
-    comparison = Comparison("prefill", interval, num_early, len(late), material,
-                            f"prefill time at matched new and cached token counts, predicted over taken for the last {len(late)} "
-                            f"{interval.describe()}", None, "speed")
+    comparison = Comparison(
+        "prefill",
+        interval,
+        num_early,
+        len(late),
+        material,
+        f"prefill time at matched new and cached token counts, predicted over taken for the last {len(late)} "
+        f"{interval.describe()}",
+        None,
+        "speed",
+    )
     return PrefillComparison(ratio, num_early, len(late), share, loss, detail, rows, onset_t, onset_age, comparison)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -30,18 +30,18 @@ class Slowdown(NamedTuple):
     ratio: float  # latest over healthy at matched conditions on `basis` (below 1 is slower)
     # The healthy side's level on the basis (geometric mean of probes, median of samples) and
     # healthy_tps * ratio; None for a claim of another kind than decode speed (prefix reuse, prefill).
-    healthy_tps: Optional[float]
-    degraded_tps: Optional[float]
+    healthy_tps: float | None
+    degraded_tps: float | None
     basis: str = ""  # the comparison the figures come from (diagnostics.comparison)
-    lo: Optional[float] = None  # the ratio's interval (diagnostics.intervals.LEVEL)
-    hi: Optional[float] = None
-    per_hour: Optional[PerHour] = None  # decode speed's change per hour of engine age, with its interval
-    shape: Optional[str] = None  # step or gradual (an engine-age slowdown only)
+    lo: float | None = None  # the ratio's interval (diagnostics.intervals.LEVEL)
+    hi: float | None = None
+    per_hour: PerHour | None = None  # decode speed's change per hour of engine age, with its interval
+    shape: str | None = None  # step or gradual (an engine-age slowdown only)
     level: float = LEVEL  # the interval's level (a run stopped at a decided look keeps the running level)
 
     def interval_text(self, none: str = "") -> str:
         """` (90% interval 0.74-0.88)`, or `none` without an interval."""
-        if self.hi is None:
+        if self.lo is None or self.hi is None:
             return none
         return f" ({Interval(self.ratio, self.lo, self.hi, self.level).span()})"
 
@@ -49,8 +49,8 @@ class Slowdown(NamedTuple):
 class Trigger(NamedTuple):
     kind: str  # prefill_append, prefill, dropped_request, preemption, fault_on, ...
     t: np.datetime64
-    new_tokens: Optional[int]
-    cached_tokens: Optional[int]
+    new_tokens: int | None
+    cached_tokens: int | None
     detail: str
 
 
@@ -58,10 +58,10 @@ class Onset(NamedTuple):
     t: np.datetime64
     engine_age_s: float
     engine_life: int
-    trigger: Optional[Trigger]
+    trigger: Trigger | None
     # The window the change is known to lie in: from the last healthy sample to the first degraded
     # one (a creep: how long its trend had been rising when it stood out). None: not a step series.
-    window_s: Optional[float] = None
+    window_s: float | None = None
 
 
 class Suspect(NamedTuple):
@@ -79,15 +79,15 @@ class Check(NamedTuple):
 @dataclass(frozen=True)
 class Analysis:
     verdict: str
-    slowdown: Optional[Slowdown]
-    onset: Optional[Onset]
-    recovered_by_restart: Optional[bool]
+    slowdown: Slowdown | None
+    onset: Onset | None
+    recovered_by_restart: bool | None
     suspects: tuple[Suspect, ...]
     checks: tuple[Check, ...]
     # What the report plots: every decode sample with its residual, the model, the segments.
     samples: pd.DataFrame
-    model: Optional[HealthyModel]
-    changepoints: Optional[ChangePoints]
+    model: HealthyModel | None
+    changepoints: ChangePoints | None
     comparisons: tuple[Comparison, ...]  # every comparison made, deciding or not
     source_path: str
     source_kind: str
@@ -95,22 +95,22 @@ class Analysis:
     # Prefix reuse of continuation turns, early against late (diagnostics.reuse), when the run
     # records it; `age_basis` says what carried an engine_age_degradation verdict; `prefill`
     # compares prefill time at matched new-token counts.
-    prefix_reuse: Optional[ReuseComparison] = None
+    prefix_reuse: ReuseComparison | None = None
     age_basis: str = "decode"  # decode (steps and probes), prefix_reuse or prefill
-    prefill: Optional[PrefillComparison] = None  # prefill time at matched new-token counts (diagnostics.prefill)
+    prefill: PrefillComparison | None = None  # prefill time at matched new-token counts (diagnostics.prefill)
     # How sure (diagnostics.verdict): high, medium, low, or None for insufficient_data; the
     # comparison that decided; host_or_load_drift when a slowdown was not the engine's age; and
     # the verdict in one sentence.
-    confidence: Optional[str] = None
-    basis: Optional[str] = None
-    cause: Optional[str] = None
+    confidence: str | None = None
+    basis: str | None = None
+    cause: str | None = None
     reason: str = ""
-    probe_pairs: Optional[pd.DataFrame] = None  # one row per probe cycle with a control (diagnostics.controls.pairs)
+    probe_pairs: pd.DataFrame | None = None  # one row per probe cycle with a control (diagnostics.controls.pairs)
     # The batch-and-context bands the `bins` comparison compared: batch, context_lo, context_hi,
     # num_early, early_tps, num_late, late_tps (diagnostics.decode).
-    bands: Optional[pd.DataFrame] = None
+    bands: pd.DataFrame | None = None
     # Decode's own figures beside an age claim on prefix reuse or prefill time (`slowdown` is the claim's).
-    decode_held: Optional[Slowdown] = None
+    decode_held: Slowdown | None = None
     # The clock of the source's times: wall (a time of day), relative (since the engine started) or
     # busy (engine busy time, a log without stamps); `dated` False when times are no time of day,
     # so that an onset is said in engine time, never as a 1970 date.
@@ -133,23 +133,33 @@ class Analysis:
             onset = {
                 "t": iso(self.onset.t) if self.dated else None,
                 "engine_age_s": _num(self.onset.engine_age_s),
-                "trigger": None if trig is None else {
-                    "kind": trig.kind, "t": iso(trig.t) if self.dated else None,
-                    "new_tokens": trig.new_tokens, "cached_tokens": trig.cached_tokens,
+                "trigger": None
+                if trig is None
+                else {
+                    "kind": trig.kind,
+                    "t": iso(trig.t) if self.dated else None,
+                    "new_tokens": trig.new_tokens,
+                    "cached_tokens": trig.cached_tokens,
                 },
                 "window_s": _num(self.onset.window_s),
             }
         return {
             "schema_version": RESULT_SCHEMA_VERSION,
             "verdict": self.verdict,
-            "slowdown": None if self.slowdown is None else {
+            "slowdown": None
+            if self.slowdown is None
+            else {
                 "ratio": _num(self.slowdown.ratio, 3),
                 "healthy_tps": _num(self.slowdown.healthy_tps, 2),
                 "degraded_tps": _num(self.slowdown.degraded_tps, 2),
-                "interval": None if self.slowdown.hi is None else [_num(self.slowdown.lo, 3), _num(self.slowdown.hi, 3)],
+                "interval": None
+                if self.slowdown.hi is None
+                else [_num(self.slowdown.lo, 3), _num(self.slowdown.hi, 3)],
                 "level": _num(self.slowdown.level, 5),
                 "basis": self.slowdown.basis,
-                "per_hour": None if self.slowdown.per_hour is None else {
+                "per_hour": None
+                if self.slowdown.per_hour is None
+                else {
                     "estimate": _num(self.slowdown.per_hour.estimate, 4),
                     "interval": [_num(self.slowdown.per_hour.lo, 4), _num(self.slowdown.per_hour.hi, 4)],
                 },
@@ -161,14 +171,19 @@ class Analysis:
             "checks": [{"name": c.name, "status": c.status, "detail": c.detail} for c in self.checks],
             # beyond shared/DESIGN.md's keys, which come first
             "age_basis": self.age_basis,
-            "prefix_reuse": None if self.prefix_reuse is None else {
+            "prefix_reuse": None
+            if self.prefix_reuse is None
+            else {
                 "ratio": _num(self.prefix_reuse.ratio, 3),
                 "healthy_share": _num(self.prefix_reuse.healthy_share, 3),
                 "late_share": _num(self.prefix_reuse.late_share, 3),
                 "loss": self.prefix_reuse.loss,
             },
-            "prefill": None if self.prefill is None else {
-                "ratio": _num(self.prefill.ratio, 3), "loss": self.prefill.loss,
+            "prefill": None
+            if self.prefill is None
+            else {
+                "ratio": _num(self.prefill.ratio, 3),
+                "loss": self.prefill.loss,
             },
             "confidence": self.confidence,
             "basis": self.basis,
@@ -176,19 +191,21 @@ class Analysis:
             "reason": self.reason,
             "comparisons": [c.to_dict() for c in self.comparisons],
             "clock": self.clock,
-            "lives": [{"life": int(x.life), "start": iso(x.start) if self.dated else None, "identity": dict(x.facts)}
-                      for x in self.lives],
+            "lives": [
+                {"life": int(x.life), "start": iso(x.start) if self.dated else None, "identity": dict(x.facts)}
+                for x in self.lives
+            ],
         }
 
 
-def iso(t) -> Optional[str]:
+def iso(t) -> str | None:
     """ISO-8601 in the source's own clock; whole seconds print without a fraction."""
     if t is None or pd.isna(t):
         return None
     return pd.Timestamp(t).isoformat()
 
 
-def _num(x: Optional[float], digits: int = 1):
+def _num(x: float | None, digits: int = 1):
     if x is None or not math.isfinite(x):
         return None
     value = round(float(x), digits)

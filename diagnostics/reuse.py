@@ -23,7 +23,7 @@ suspects are ranked against, and the onset is the first change point to a level 
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -49,23 +49,27 @@ class ReuseComparison(NamedTuple):
     num_healthy: int
     num_late: int
     loss: bool
-    onset_t: Optional[np.datetime64]  # send time of the first call of the lost-reuse segment
-    onset_age_s: Optional[float]
-    recomputed_tokens: Optional[float]  # median extra prompt tokens a late call recomputed
-    ttft_healthy_s: Optional[float]  # median time to first token of the healthy and late calls
-    ttft_late_s: Optional[float]
+    onset_t: np.datetime64 | None  # send time of the first call of the lost-reuse segment
+    onset_age_s: float | None
+    recomputed_tokens: float | None  # median extra prompt tokens a late call recomputed
+    ttft_healthy_s: float | None  # median time to first token of the healthy and late calls
+    ttft_late_s: float | None
     detail: str
     calls: pd.DataFrame  # t, engine_age_s, engine_life, residual, excluded
-    comparison: Optional[Comparison] = None  # late over healthy median share, with its interval
+    comparison: Comparison | None = None  # late over healthy median share, with its interval
 
 
-def compare(requests: pd.DataFrame) -> Optional[ReuseComparison]:
+def compare(requests: pd.DataFrame) -> ReuseComparison | None:
     """None when the run holds too few continuation turns with a cached-token count."""
     need = {"kind", "turn", "cached_tokens", "prompt_tokens", "t_send", "engine_life"}
     if requests is None or requests.empty or not need <= set(requests.columns):
         return None
-    df = requests[(requests["kind"] == "turn") & (requests["turn"] >= 1)
-                  & (requests["status"].fillna("ok") == "ok") & (requests["prompt_tokens"] > 0)]
+    df = requests[
+        (requests["kind"] == "turn")
+        & (requests["turn"] >= 1)
+        & (requests["status"].fillna("ok") == "ok")
+        & (requests["prompt_tokens"] > 0)
+    ]
     df = df.dropna(subset=["cached_tokens", "t_send"])
     if df.empty:
         return None
@@ -81,7 +85,7 @@ def compare(requests: pd.DataFrame) -> Optional[ReuseComparison]:
     if split is not None and split < num_early:
         num_early = split
     healthy = float(np.median(share[:num_early]))
-    late = share[n - num_late:]
+    late = share[n - num_late :]
     late_share = float(np.median(late))
     if healthy < MIN_HEALTHY_SHARE:
         return None
@@ -89,36 +93,66 @@ def compare(requests: pd.DataFrame) -> Optional[ReuseComparison]:
     below = float(np.mean(late < healthy / 2))
     loss = ratio <= MATERIAL_SHARE and below >= MIN_SHARE
     residual = healthy - share
-    calls = pd.DataFrame({"t": df["t_send"].to_numpy(), "engine_age_s": df["engine_age_s"].to_numpy(dtype=float),
-                          "engine_life": df["engine_life"].to_numpy(), "residual": residual, "excluded": ""})
+    calls = pd.DataFrame(
+        {
+            "t": df["t_send"].to_numpy(),
+            "engine_age_s": df["engine_age_s"].to_numpy(dtype=float),
+            "engine_life": df["engine_life"].to_numpy(),
+            "residual": residual,
+            "excluded": "",
+        }
+    )
     onset_t = onset_age = None
     if loss:
         seg = changepoint.detect(residual).first_rise(healthy / 2)
         if seg is not None:
             onset_t, onset_age = calls["t"].iloc[seg.start], float(calls["engine_age_s"].iloc[seg.start])
     prompt = df["prompt_tokens"].to_numpy(dtype=float)
-    recomputed = float(np.median((healthy - late) * prompt[n - num_late:])) if loss else None
+    recomputed = float(np.median((healthy - late) * prompt[n - num_late :])) if loss else None
     ttft_early = ttft_late = None
     if "t_first_token" in df:
         ttft = (df["t_first_token"] - df["t_send"]).dt.total_seconds().to_numpy()
-        if np.isfinite(ttft[:num_early]).any() and np.isfinite(ttft[n - num_late:]).any():
-            ttft_early, ttft_late = float(np.nanmedian(ttft[:num_early])), float(np.nanmedian(ttft[n - num_late:]))
-    detail = (f"prefix reuse of continuation turns: the last {num_late} reused a median {late_share:.0%} of their "
-              f"prompt from cache against {healthy:.0%} for the first {num_early} ({ratio:.2f}x; "
-              f"{below:.0%} of the late ones below half the early median; a loss at or below "
-              f"{MATERIAL_SHARE:.1f}x with {MIN_SHARE:.0%} of them below)")
+        if np.isfinite(ttft[:num_early]).any() and np.isfinite(ttft[n - num_late :]).any():
+            ttft_early, ttft_late = float(np.nanmedian(ttft[:num_early])), float(np.nanmedian(ttft[n - num_late :]))
+    detail = (
+        f"prefix reuse of continuation turns: the last {num_late} reused a median {late_share:.0%} of their "
+        f"prompt from cache against {healthy:.0%} for the first {num_early} ({ratio:.2f}x; "
+        f"{below:.0%} of the late ones below half the early median; a loss at or below "
+        f"{MATERIAL_SHARE:.1f}x with {MIN_SHARE:.0%} of them below)"
+    )
     if ttft_early is not None:
         detail += f"; their median time to first token went from {ttft_early:.2f} s to {ttft_late:.2f} s"
     interval = intervals.bootstrap(_median_ratio, [share[:num_early], late])
     # A loss needs the interval at or below the material share, and most late calls below half.
-    comparison = Comparison("prefix_reuse", interval, num_early, num_late, MATERIAL_SHARE if below >= MIN_SHARE else 0.0,
-                            f"prefix reuse of continuation turns, late over early median share {interval.describe()}",
-                            healthy, "share")
-    return ReuseComparison(ratio, healthy, late_share, num_early, num_late, loss, onset_t, onset_age,
-                           recomputed, ttft_early, ttft_late, detail, calls, comparison)
+    comparison = Comparison(
+        "prefix_reuse",
+        interval,
+        num_early,
+        num_late,
+        MATERIAL_SHARE if below >= MIN_SHARE else 0.0,
+        f"prefix reuse of continuation turns, late over early median share {interval.describe()}",
+        healthy,
+        "share",
+    )
+    return ReuseComparison(
+        ratio,
+        healthy,
+        late_share,
+        num_early,
+        num_late,
+        loss,
+        onset_t,
+        onset_age,
+        recomputed,
+        ttft_early,
+        ttft_late,
+        detail,
+        calls,
+        comparison,
+    )
 
 
-def _split(share: np.ndarray) -> Optional[int]:
+def _split(share: np.ndarray) -> int | None:
     """Where the per-call share falls most clearly: the split (at most MAX_SPLITS tried) that
     minimises the absolute deviations from each side's median, when the share falls there."""
     n = len(share)

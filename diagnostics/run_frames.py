@@ -50,7 +50,7 @@ def attach_lives(df: pd.DataFrame, events: pd.DataFrame, time_col: str = "t") ->
         lives, ages, _ = assign_engine_lives(t[order], is_start[order], ~is_start[order])
         back = np.empty_like(order)
         back[order] = np.arange(len(order))
-        own = back[len(starts):]
+        own = back[len(starts) :]
         df["engine_life"] = df["engine_life"].fillna(pd.Series(lives[own], index=df.index))
         df["engine_age_s"] = df["engine_age_s"].fillna(pd.Series(ages[own], index=df.index))
     df["engine_life"] = df["engine_life"].astype("int64")

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Optional
 
 import numpy as np
-from scipy.stats import norm, t as student_t
+from scipy.stats import norm
+from scipy.stats import t as student_t
 
 ALPHA = 0.10  # the chance that any look's interval misses (two-sided), as diagnostics.intervals.LEVEL
 NUM_SIMS = 20_000
@@ -94,8 +94,9 @@ def looks_planned(duration_s: float, probe_every_s: float, extra: int = 2) -> in
 
 
 @lru_cache(maxsize=64)
-def thirds_boundary(looks: int, alpha: float = ALPHA, early_max: Optional[int] = None, num_sims: int = NUM_SIMS,
-                    seed: int = SEED) -> float:
+def thirds_boundary(
+    looks: int, alpha: float = ALPHA, early_max: int | None = None, num_sims: int = NUM_SIMS, seed: int = SEED
+) -> float:
     """c with P(max over looks |Z_n| > c) = alpha for the Welch comparison of the last third with
     the first (at most `early_max` samples: the engine's youth) at n = MIN_CYCLES, MIN_CYCLES + 1,
     ... (one look per cycle, `looks` of them) on independent normal samples."""
@@ -105,21 +106,22 @@ def thirds_boundary(looks: int, alpha: float = ALPHA, early_max: Optional[int] =
 
 
 @lru_cache(maxsize=64)
-def baseline_boundary(looks: int, baseline: int, alpha: float = ALPHA, num_sims: int = NUM_SIMS,
-                      seed: int = SEED) -> float:
+def baseline_boundary(
+    looks: int, baseline: int, alpha: float = ALPHA, num_sims: int = NUM_SIMS, seed: int = SEED
+) -> float:
     """c as thirds_boundary, for the comparison of the last third of the samples taken since a
     baseline with the `baseline` samples themselves, looked at after m = BASELINE_FIRST,
     BASELINE_FIRST + 1, ... (`looks` of them) samples since."""
     ms = np.arange(BASELINE_FIRST, BASELINE_FIRST + looks)
     num_sims = min(num_sims, max(MIN_SIMS, SIM_BUDGET // looks))
-    return _quantile_of_max(lambda x: _baseline_scores(x, baseline, ms), baseline + int(ms[-1]), alpha, num_sims,
-                            seed)
+    return _quantile_of_max(lambda x: _baseline_scores(x, baseline, ms), baseline + int(ms[-1]), alpha, num_sims, seed)
 
 
 @lru_cache(maxsize=64)
 def pocock(looks: int, alpha: float = 0.05, num_sims: int = 200_000, seed: int = SEED) -> float:
     """Pocock's constant for `looks` equally spaced looks at a cumulative mean with known variance
     (his Table 1), by the same simulation: the check of the method against the paper."""
+
     def scores(x: np.ndarray) -> np.ndarray:
         sums = np.cumsum(x, axis=1)
         return sums / np.sqrt(np.arange(1, looks + 1))
@@ -136,7 +138,7 @@ def _quantile_of_max(scores, length: int, alpha: float, num_sims: int, seed: int
     return float(np.quantile(np.concatenate(maxima), 1 - alpha))
 
 
-def _thirds_scores(x: np.ndarray, ns: np.ndarray, early_max: Optional[int] = None) -> np.ndarray:
+def _thirds_scores(x: np.ndarray, ns: np.ndarray, early_max: int | None = None) -> np.ndarray:
     """The standardised Welch statistic of the last third over the first third at each n in ns,
     as normal scores (sims x looks)."""
     k = np.array([side(int(n)) for n in ns])

@@ -9,19 +9,19 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import pandas as pd
 
 from diagnostics import run_frames
 from diagnostics.errors import DiagnosticsError
-from logformats.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, empty_events
 from logformats import LogInfo, looks_like_log, parse_log
 from logformats.errors import LogFormatError
+from logformats.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, empty_events
 from logformats.prometheus import looks_like_scrapes, parse_scrapes
 from rundir import reader, schema
-from rundir.manifest import RunManifest
 from rundir.errors import RunDirError
+from rundir.manifest import RunManifest
 
 logger = logging.getLogger(__name__)
 
@@ -37,11 +37,11 @@ class Source(NamedTuple):
     requests: pd.DataFrame  # rundir.schema.REQUEST_COLUMNS (run directories only)
     probes: pd.DataFrame  # rundir.schema.PROBE_COLUMNS
     snapshots: pd.DataFrame  # rundir.schema.SNAPSHOT_COLUMNS (+ any extra numeric columns)
-    manifest: Optional[RunManifest]
-    log_info: Optional[LogInfo]
+    manifest: RunManifest | None
+    log_info: LogInfo | None
 
 
-def load_source(path: Path | str, date: Optional[dt.date] = None, year: Optional[int] = None) -> Source:
+def load_source(path: Path | str, date: dt.date | None = None, year: int | None = None) -> Source:
     """Read a run directory, a Prometheus scrape series or an engine log."""
     try:
         return _load(Path(path), date, year)
@@ -49,7 +49,7 @@ def load_source(path: Path | str, date: Optional[dt.date] = None, year: Optional
         raise DiagnosticsError(str(exc)) from exc
 
 
-def _load(path: Path, date: Optional[dt.date], year: Optional[int]) -> Source:
+def _load(path: Path, date: dt.date | None, year: int | None) -> Source:
     if not path.exists():
         raise DiagnosticsError(f"{path}: expected a run directory, engine log or scrape series; nothing is there")
     if reader.is_run_dir(path):
@@ -58,14 +58,15 @@ def _load(path: Path, date: Optional[dt.date], year: Optional[int]) -> Source:
         steps, events, engine = parse_scrapes(path)
         return Source(str(path), "prometheus", engine, steps, events, *_empty_run_tables(), None, None)
     if path.is_dir():
-        raise DiagnosticsError(f"{path}: expected a run directory (with {schema.MANIFEST}) or a folder of "
-                               f"*.prom scrapes, found neither")
+        raise DiagnosticsError(
+            f"{path}: expected a run directory (with {schema.MANIFEST}) or a folder of *.prom scrapes, found neither"
+        )
     parsed = parse_log(path, date=date, year=year)
     engine = parsed.info.format.split("-")[0]  # freetoken-excerpt and sglang-time-only name their engine first
     return Source(str(path), "log", engine, parsed.steps, parsed.events, *_empty_run_tables(), None, parsed.info)
 
 
-def _load_run_dir(path: Path, date: Optional[dt.date], year: Optional[int]) -> Source:
+def _load_run_dir(path: Path, date: dt.date | None, year: int | None) -> Source:
     manifest = reader.read_manifest(path)
     events = run_frames.read_events(path)
     steps = reader.read_table(path, "steps")
@@ -74,18 +75,32 @@ def _load_run_dir(path: Path, date: Optional[dt.date], year: Optional[int]) -> S
     if steps.empty and log.is_file() and looks_like_log(log):
         parsed = parse_log(log, date=date, year=year)
         steps, log_info = parsed.steps, parsed.info
-        events = pd.concat([e for e in (events, parsed.events) if not e.empty] or [empty_events()],
-                           ignore_index=True).sort_values("t", kind="stable", ignore_index=True)
+        events = pd.concat(
+            [e for e in (events, parsed.events) if not e.empty] or [empty_events()], ignore_index=True
+        ).sort_values("t", kind="stable", ignore_index=True)
     steps = run_frames.attach_lives(steps, events).reindex(columns=STEP_FRAME_COLUMNS)
-    tables = {name: run_frames.attach_lives(reader.read_table(path, name), events,
-                                            "t_send" if name == "requests" else "t")
-              for name in ("requests", "probes", "snapshots")}
+    tables = {
+        name: run_frames.attach_lives(reader.read_table(path, name), events, "t_send" if name == "requests" else "t")
+        for name in ("requests", "probes", "snapshots")
+    }
     target = manifest.target if isinstance(manifest.target, str) else "builtin"
     engine = "tokdrift" if target == "builtin" else (log_info.format if log_info else "unknown")
-    return Source(str(path), "run_dir", engine, steps, events.reindex(columns=EVENT_FRAME_COLUMNS),
-                  tables["requests"], tables["probes"], tables["snapshots"], manifest, log_info)
+    return Source(
+        str(path),
+        "run_dir",
+        engine,
+        steps,
+        events.reindex(columns=EVENT_FRAME_COLUMNS),
+        tables["requests"],
+        tables["probes"],
+        tables["snapshots"],
+        manifest,
+        log_info,
+    )
 
 
 def _empty_run_tables() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    return tuple(pd.DataFrame({name: pd.Series(dtype="float64") for name in schema.TABLES[table]})
-                 for table in ("requests", "probes", "snapshots"))
+    return tuple(
+        pd.DataFrame({name: pd.Series(dtype="float64") for name in schema.TABLES[table]})
+        for table in ("requests", "probes", "snapshots")
+    )

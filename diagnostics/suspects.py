@@ -29,8 +29,6 @@ directly; these rank first, by the share they added, ahead of every correlation.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
@@ -47,20 +45,32 @@ MIN_ADDED_SHARE = 0.05  # of wall time: a time counter that added this much acco
 SHARE_GROWTH = 2.0
 STEP_WINDOW_S = 10.0  # per-step figures are judged by their rolling median over this window
 STEP_TIME_PARTS = ("schedule_s", "forward_s", "sample_s")
-STEP_FIGURES = ("token_usage", "mamba_usage", "mamba_slots_used", "cache_hit_rate", "num_queue_reqs",
-                "num_preemptions", "schedule_s", "sample_s", "idle_slot_tokens")
+STEP_FIGURES = (
+    "token_usage",
+    "mamba_usage",
+    "mamba_slots_used",
+    "cache_hit_rate",
+    "num_queue_reqs",
+    "num_preemptions",
+    "schedule_s",
+    "sample_s",
+    "idle_slot_tokens",
+)
 # Events counted as a figure: how many the last EVENT_WINDOW_S held, at each sample.
 EVENT_FIGURES = ("kv_no_space",)
 EVENT_WINDOW_S = 60.0
 # What a figure is, where its name does not say it: the mechanism it stands for, in the evidence.
-MEANING = {"idle_slot_tokens": "KV cells held by idle slots (their last conversations, kept for prompt caching; "
-                               "where all slots share one KV buffer, every decode attends over them)",
-           "kv_no_space": "batches that found no room in the KV cache in the last minute (a full cache, or one "
-                          "fragmented into holes too small for a batch: llama.cpp without KV defragmentation)"}
+MEANING = {
+    "idle_slot_tokens": "KV cells held by idle slots (their last conversations, kept for prompt caching; "
+    "where all slots share one KV buffer, every decode attends over them)",
+    "kv_no_space": "batches that found no room in the KV cache in the last minute (a full cache, or one "
+    "fragmented into holes too small for a batch: llama.cpp without KV defragmentation)",
+}
 
 
-def rank(source: Source, samples: pd.DataFrame, onset: Optional[Onset],
-         symptom: str = "decode slows") -> tuple[Suspect, ...]:
+def rank(
+    source: Source, samples: pd.DataFrame, onset: Onset | None, symptom: str = "decode slows"
+) -> tuple[Suspect, ...]:
     """`samples`: t, residual (> 0 is worse), engine_age_s, excluded; `symptom` names what a
     rising residual means, for the evidence text."""
     samples = samples[samples["excluded"] == ""].sort_values("t")
@@ -97,8 +107,9 @@ def rank(source: Source, samples: pd.DataFrame, onset: Optional[Onset],
     return tuple(out[:MAX_SUSPECTS])
 
 
-def _time_accounts(snaps: pd.DataFrame, samples: pd.DataFrame, onset: Optional[Onset],
-                   symptom: str = "decode slows") -> list[Suspect]:
+def _time_accounts(
+    snaps: pd.DataFrame, samples: pd.DataFrame, onset: Onset | None, symptom: str = "decode slows"
+) -> list[Suspect]:
     """Time counters whose share of wall time grew materially from before the split to after it
     (the onset, or the middle of the samples' span), within the samples' first engine life."""
     names = [n for n in snaps.columns if n.endswith(TIME_COUNTER_SUFFIX) and pd.api.types.is_numeric_dtype(snaps[n])]
@@ -125,9 +136,14 @@ def _time_accounts(snaps: pd.DataFrame, samples: pd.DataFrame, onset: Optional[O
         added = after - before
         if added >= MIN_ADDED_SHARE and after >= SHARE_GROWTH * max(before, 0.0):
             when = "the onset" if onset is not None and split == onset.t else "the middle of the run"
-            out.append(Suspect(name, float(min(1.0, added)),
-                               f"{added:.1%} more of the engine's wall time went into it as {symptom}: "
-                               f"{after:.1%} after {when}, {before:.1%} before"))
+            out.append(
+                Suspect(
+                    name,
+                    float(min(1.0, added)),
+                    f"{added:.1%} more of the engine's wall time went into it as {symptom}: "
+                    f"{after:.1%} after {when}, {before:.1%} before",
+                )
+            )
     out.sort(key=lambda s: -s.score)
     return out
 
@@ -137,8 +153,10 @@ def _step_level(steps: pd.DataFrame, name: str) -> pd.DataFrame:
     df = steps[["t", name] + (["engine_life"] if "engine_life" in steps else [])].dropna(subset=["t", name])
     df = df.astype({"t": "datetime64[ns]"}).sort_values("t", kind="stable")
     lives = df["engine_life"] if "engine_life" in df else pd.Series(0, index=df.index)
-    parts = [g.rolling(f"{STEP_WINDOW_S}s", on="t")[name].median().to_frame().assign(t=g["t"].to_numpy())
-             for _, g in df.groupby(lives, sort=False)]
+    parts = [
+        g.rolling(f"{STEP_WINDOW_S}s", on="t")[name].median().to_frame().assign(t=g["t"].to_numpy())
+        for _, g in df.groupby(lives, sort=False)
+    ]
     out = pd.concat(parts) if parts else df[[name]].assign(t=df["t"])
     return out[["t", name]].dropna()
 
@@ -168,8 +186,9 @@ def _as_rate(snaps: pd.DataFrame, name: str) -> pd.DataFrame:
     return pd.DataFrame({"t": df["t"], name: rate}).dropna()
 
 
-def _suspect(name: str, series: pd.DataFrame, samples: pd.DataFrame, onset: Optional[Onset],
-             symptom: str = "decode slows") -> Optional[Suspect]:
+def _suspect(
+    name: str, series: pd.DataFrame, samples: pd.DataFrame, onset: Onset | None, symptom: str = "decode slows"
+) -> Suspect | None:
     left = samples[["t", "residual", "engine_age_s"]].astype({"t": "datetime64[ns]"})
     right = series.astype({"t": "datetime64[ns]"}).sort_values("t")
     aligned = pd.merge_asof(left, right, on="t", direction="backward")
@@ -184,16 +203,22 @@ def _suspect(name: str, series: pd.DataFrame, samples: pd.DataFrame, onset: Opti
     if onset is not None:
         before = aligned.loc[aligned["t"] < onset.t, name]
         after = aligned.loc[aligned["t"] >= onset.t, name]
-        move = (f"median {before.median():.4g} before the onset, {after.median():.4g} after"
-                if len(before) and len(after) else "")
+        move = (
+            f"median {before.median():.4g} before the onset, {after.median():.4g} after"
+            if len(before) and len(after)
+            else ""
+        )
     else:
         k = max(1, len(aligned) // 4)
         move = f"median {aligned[name].head(k).median():.4g} early, {aligned[name].tail(k).median():.4g} late"
     direction = "rises" if rho > 0 else "falls"
     what = f"{MEANING[name]}: " if name in MEANING else ""
-    return Suspect(name, float(score),
-                   f"{what}{direction} as {symptom}: Spearman rho {rho:+.2f} with the residual over {len(aligned)} samples "
-                   f"({partial:+.2f} beyond engine age); {move}")
+    return Suspect(
+        name,
+        float(score),
+        f"{what}{direction} as {symptom}: Spearman rho {rho:+.2f} with the residual over {len(aligned)} samples "
+        f"({partial:+.2f} beyond engine age); {move}",
+    )
 
 
 def _partial_rank(x: pd.Series, y: pd.Series, z: pd.Series) -> float:

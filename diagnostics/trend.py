@@ -24,7 +24,7 @@ moment the creep stands out of the healthy noise.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
 from scipy.stats import t as student_t
@@ -52,7 +52,7 @@ class Trend(NamedTuple):
     slope_per_h: float  # the trend's slope (log step time per hour), after its start
 
 
-def fit(age_s: np.ndarray, residual: np.ndarray) -> Optional[Trend]:
+def fit(age_s: np.ndarray, residual: np.ndarray) -> Trend | None:
     """Step against hinge on (engine age, residual); None with too few points."""
     x, y = _blocks(age_s, residual, MAX_BLOCKS)
     n = len(x)
@@ -79,7 +79,7 @@ def fit(age_s: np.ndarray, residual: np.ndarray) -> Optional[Trend]:
     return Trend("gradual" if gradual else "step", hinge if gradual else step_at, rss_step, rss_trend, slope * 3600)
 
 
-def per_hour(age_s: np.ndarray, residual: np.ndarray, since_age_s: float = -math.inf) -> Optional[PerHour]:
+def per_hour(age_s: np.ndarray, residual: np.ndarray, since_age_s: float = -math.inf) -> PerHour | None:
     """The residual's slope per hour of engine age from `since_age_s` on, as a speed change."""
     keep = age_s >= since_age_s
     if np.sum(keep) < 2 * MIN_BLOCKS:
@@ -98,7 +98,7 @@ def per_hour(age_s: np.ndarray, residual: np.ndarray, since_age_s: float = -math
     return PerHour(math.expm1(-slope), math.expm1(-(slope + half)), math.expm1(-(slope - half)), float(since_age_s))
 
 
-def creep_onset(age_s: np.ndarray, residual: np.ndarray, trend: Trend, base: float, sigma: float) -> Optional[int]:
+def creep_onset(age_s: np.ndarray, residual: np.ndarray, trend: Trend, base: float, sigma: float) -> int | None:
     """Index of the first sample where the fitted creep has risen DISTINGUISH sigmas above `base`
     (the healthy level); None when it never does within the data."""
     if trend.shape != "gradual" or trend.slope_per_h <= 0 or not np.isfinite(sigma):
@@ -123,5 +123,7 @@ def _blocks(x: np.ndarray, y: np.ndarray, max_blocks: int) -> tuple[np.ndarray, 
     if len(x) <= max_blocks:
         return x, y
     edges = np.linspace(0, len(x), max_blocks + 1).round().astype(int)
-    return (np.array([x[a:b].mean() for a, b in zip(edges[:-1], edges[1:])]),
-            np.array([y[a:b].mean() for a, b in zip(edges[:-1], edges[1:])]))
+    return (
+        np.array([x[a:b].mean() for a, b in zip(edges[:-1], edges[1:])]),
+        np.array([y[a:b].mean() for a, b in zip(edges[:-1], edges[1:])]),
+    )

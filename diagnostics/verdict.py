@@ -49,7 +49,7 @@ loss of 5 %, `medium` a loss of 10 %, `low` a loss of 19 % (LOW_FLOOR).
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Optional
+from typing import Any, NamedTuple, cast
 
 from diagnostics.combine import NAMES, combine
 from diagnostics.comparison import Comparison
@@ -84,33 +84,35 @@ class HostLoad(NamedTuple):
         return self.late - self.early >= self.rise_limit
 
     def describe(self) -> str:
-        return (f"CPU used beside the engine (soak driver and other processes) went from {self.early:.0f}% to "
-                f"{self.late:.0f}% of a core")
+        return (
+            f"CPU used beside the engine (soak driver and other processes) went from {self.early:.0f}% to "
+            f"{self.late:.0f}% of a core"
+        )
 
 
 class Evidence(NamedTuple):
-    paired: Optional[Comparison] = None  # main over control probes, late cycles against early ones
-    probes: Optional[Comparison] = None  # the main engine's identical probes alone
-    bins: Optional[Comparison] = None
-    steps: Optional[Comparison] = None  # the step series around the onset (or late against healthy)
+    paired: Comparison | None = None  # main over control probes, late cycles against early ones
+    probes: Comparison | None = None  # the main engine's identical probes alone
+    bins: Comparison | None = None
+    steps: Comparison | None = None  # the step series around the onset (or late against healthy)
     onset_found: bool = False  # the step series has an onset
     context: str = "fitted"  # CONTEXT_STATES: could context alone explain the slowdown after the onset?
-    reuse: Optional[Comparison] = None
-    prefill: Optional[Comparison] = None
-    control_drift: Optional[Comparison] = None  # the control's own late over early probes: host speed
+    reuse: Comparison | None = None
+    prefill: Comparison | None = None
+    control_drift: Comparison | None = None  # the control's own late over early probes: host speed
     # ... over the stretches the step series and the bins compare (controls.drift_between): what
     # corrects each of them, where the run has them.
-    step_drift: Optional[Comparison] = None
-    bin_drift: Optional[Comparison] = None
-    restart: Optional[Comparison] = None  # the aged engine just before a restart over the fresh one just after
-    host: Optional[HostLoad] = None
-    raw_ratio: Optional[float] = None  # last quarter's raw decode rate over the first quarter's
-    no_data: Optional[str] = None  # why neither steps nor probes can carry an analysis
-    span_s: Optional[float] = None  # engine time the usable decode samples cover
-    unmatched: Optional[str] = None  # why the step series found no matched conditions, when that is why
+    step_drift: Comparison | None = None
+    bin_drift: Comparison | None = None
+    restart: Comparison | None = None  # the aged engine just before a restart over the fresh one just after
+    host: HostLoad | None = None
+    raw_ratio: float | None = None  # last quarter's raw decode rate over the first quarter's
+    no_data: str | None = None  # why neither steps nor probes can carry an analysis
+    span_s: float | None = None  # engine time the usable decode samples cover
+    unmatched: str | None = None  # why the step series found no matched conditions, when that is why
     # What context costs in this log, in words and as speed at the longest contexts served over the
     # shortest (diagnostics.context.context_effect): below RAW_DROP, context slowed decode materially.
-    context_effect: Optional[tuple[float, str]] = None
+    context_effect: tuple[float, str] | None = None
 
 
 class Finding(NamedTuple):
@@ -123,23 +125,32 @@ class Finding(NamedTuple):
 
 class Decision(NamedTuple):
     verdict: str
-    basis: Optional[str]  # the comparison that decided: paired_control, probes, bins, step_series, prefix_reuse, prefill
-    decisive: Optional[Comparison]
-    decode: Optional[Comparison]  # the decode comparison the slowdown figures come from
-    cause: Optional[str]  # engine_age, host_or_load_drift, context_growth, or None
-    confidence: Optional[str]  # high, medium, low; None for insufficient_data
+    basis: str | None  # the comparison that decided: paired_control, probes, bins, step_series, prefix_reuse, prefill
+    decisive: Comparison | None
+    decode: Comparison | None  # the decode comparison the slowdown figures come from
+    cause: str | None  # engine_age, host_or_load_drift, context_growth, or None
+    confidence: str | None  # high, medium, low; None for insufficient_data
     reason: str  # one sentence: how sure, and on what
     findings: tuple[Finding, ...]
 
     @classmethod
-    def insufficient(cls, reason: str, findings: list[Finding], decode: Optional[Comparison] = None,
-                     cause: Optional[str] = None) -> "Decision":
+    def insufficient(
+        cls, reason: str, findings: list[Finding], decode: Comparison | None = None, cause: str | None = None
+    ) -> Decision:
         """`insufficient_data`: no confidence; the decode comparison that could not tell, if any."""
-        return cls(verdict="insufficient_data", basis=None if decode is None else decode.basis, decisive=decode,
-                   decode=decode, cause=cause, confidence=None, reason=reason, findings=tuple(findings))
+        return cls(
+            verdict="insufficient_data",
+            basis=None if decode is None else decode.basis,
+            decisive=decode,
+            decode=decode,
+            cause=cause,
+            confidence=None,
+            reason=reason,
+            findings=tuple(findings),
+        )
 
 
-def sane(c: Optional[Comparison]) -> bool:
+def sane(c: Comparison | None) -> bool:
     """Whether a comparison (None: none) reads within SANE_RATIO, where an engine compared with
     itself can read."""
     return c is None or not math.isfinite(c.ratio) or SANE_RATIO[0] <= c.ratio <= SANE_RATIO[1]
@@ -147,8 +158,7 @@ def sane(c: Optional[Comparison]) -> bool:
 
 def decide(ev: Evidence) -> Decision:
     findings: list[Finding] = []
-    insane = {name: c for name in ("paired", "restart", "probes", "bins", "steps")
-              if not sane(c := getattr(ev, name))}
+    insane = {name: c for name in ("paired", "restart", "probes", "bins", "steps") if not sane(c := getattr(ev, name))}
     lo, hi = SANE_RATIO
     said = "; ".join(f"{c.basis.replace('_', ' ')} reads {c.ratio:.3g}" for c in insane.values())
     probes = ("paired", "probes")
@@ -156,35 +166,56 @@ def decide(ev: Evidence) -> Decision:
         # Identical probes cannot be matched wrongly; samples of the engine's own work can. (A
         # llama.cpp whose slots filled in its first minute: a healthy model fitted on slow steps,
         # and a restart on the step series that read 0.018, beside probes that read 0.16.)
-        findings.append(Finding("ratio_sanity", "warn",
-                                f"late over healthy at matched conditions must lie within {lo:g}-{hi:g}, but {said}: "
-                                f"those samples were not alike (the matching failed); set aside, the identical "
-                                f"probes decide"))
-        ev = ev._replace(**{name: None for name in insane})
+        findings.append(
+            Finding(
+                "ratio_sanity",
+                "warn",
+                f"late over healthy at matched conditions must lie within {lo:g}-{hi:g}, but {said}: "
+                f"those samples were not alike (the matching failed); set aside, the identical "
+                f"probes decide",
+            )
+        )
+        ev = ev._replace(**cast(dict[str, Any], dict.fromkeys(insane)))
         insane = {}
     if insane:
-        findings.append(Finding("ratio_sanity", "fail",
-                                f"late over healthy at matched conditions must lie within {lo:g}-{hi:g}, but {said}: "
-                                f"the matching failed (samples of different work compared), not a measure of the "
-                                f"engine"))
-        return Decision.insufficient(f"The data cannot tell: the matching failed ({said}, outside {lo:g}-{hi:g}).",
-                                     findings)
+        findings.append(
+            Finding(
+                "ratio_sanity",
+                "fail",
+                f"late over healthy at matched conditions must lie within {lo:g}-{hi:g}, but {said}: "
+                f"the matching failed (samples of different work compared), not a measure of the "
+                f"engine",
+            )
+        )
+        return Decision.insufficient(
+            f"The data cannot tell: the matching failed ({said}, outside {lo:g}-{hi:g}).", findings
+        )
     d = ev.control_drift
     if d is not None and not (d.interval.bounded and d.interval.hi <= DRIFT_SPREAD * d.interval.lo):
         # A correction must be measured itself: two probes a side of a control on a busy host can
         # read anything (0.18-7.77 once), and dividing by that erases any loss.
-        findings.append(Finding("control_drift", "warn",
-                                f"{d.detail}: the host's drift is not measured to within a factor of "
-                                f"{DRIFT_SPREAD:g}; nothing is corrected by it, and the restart rule and the host "
-                                f"contention check guard the verdict instead"))
+        findings.append(
+            Finding(
+                "control_drift",
+                "warn",
+                f"{d.detail}: the host's drift is not measured to within a factor of "
+                f"{DRIFT_SPREAD:g}; nothing is corrected by it, and the restart rule and the host "
+                f"contention check guard the verdict instead",
+            )
+        )
         ev = ev._replace(control_drift=None)
     raw = ev
     ev = _host_corrected(ev)
     for c in (ev.paired, ev.probes):
         if c is not None and c.clears and not c.loss:
-            findings.append(Finding("too_few_for_loss", "warn",
-                                    f"{c.detail}: an interval that clears the material level, but on "
-                                    f"{min(c.num_early, c.num_late)} a side; a loss needs {c.min_for_loss}"))
+            findings.append(
+                Finding(
+                    "too_few_for_loss",
+                    "warn",
+                    f"{c.detail}: an interval that clears the material level, but on "
+                    f"{min(c.num_early, c.num_late)} a side; a loss needs {c.min_for_loss}",
+                )
+            )
     decode = _decisive_decode(ev, findings)
     claim, cause = _decode_claim(ev, findings)
     if claim is not None and claim.basis != "paired_control":
@@ -201,28 +232,53 @@ def decide(ev: Evidence) -> Decision:
         if claim.basis in DECODE_BASES:
             decode = claim
         confidence = _age_confidence(claim)
-        return Decision(verdict="engine_age_degradation", basis=claim.basis, decisive=claim, decode=decode,
-                        cause="engine_age", confidence=confidence,
-                        reason=f"Engine age, {confidence} confidence: {claim.detail}.", findings=tuple(findings))
+        return Decision(
+            verdict="engine_age_degradation",
+            basis=claim.basis,
+            decisive=claim,
+            decode=decode,
+            cause="engine_age",
+            confidence=confidence,
+            reason=f"Engine age, {confidence} confidence: {claim.detail}.",
+            findings=tuple(findings),
+        )
     if ev.no_data is not None and decode is None:
         return Decision.insufficient(f"The data cannot tell: {ev.no_data}.", findings)
     fell = ev.raw_ratio is not None and ev.raw_ratio < RAW_DROP
     # Context slowed decode materially in this log even where the raw rate came back (each new
     # session starts short again): the user asked why it slowed, and context is the answer.
-    by_context = ev.context_effect is not None and ev.context_effect[0] < RAW_DROP
+    effect = ev.context_effect if ev.context_effect is not None and ev.context_effect[0] < RAW_DROP else None
+    by_context = effect is not None
     if (decode is None or set(decode.bases) <= set(LOG_BASES)) and ev.span_s is not None and ev.span_s < MIN_SPAN_S:
-        findings.append(Finding("data_span", "fail",
-                                f"the usable decode samples cover {ev.span_s:.0f} s of engine time; a verdict of no "
-                                f"engine age from them needs at least {MIN_SPAN_S / 60:.0f} minutes: a few windows "
-                                f"a minute apart cannot show what hours of serving do"))
-        return Decision.insufficient(f"The data cannot tell: the usable decode samples cover {ev.span_s:.0f} s of "
-                                     f"engine time, too short to rule engine age out.", findings, decode, cause)
+        findings.append(
+            Finding(
+                "data_span",
+                "fail",
+                f"the usable decode samples cover {ev.span_s:.0f} s of engine time; a verdict of no "
+                f"engine age from them needs at least {MIN_SPAN_S / 60:.0f} minutes: a few windows "
+                f"a minute apart cannot show what hours of serving do",
+            )
+        )
+        return Decision.insufficient(
+            f"The data cannot tell: the usable decode samples cover {ev.span_s:.0f} s of "
+            f"engine time, too short to rule engine age out.",
+            findings,
+            decode,
+            cause,
+        )
     if decode is None and ev.context == "explains":
-        return Decision(verdict="context_growth_only", basis="step_series", decisive=None, decode=None,
-                        cause="context_growth", confidence="low",
-                        reason="Context growth, low confidence: the most generous context-only model explains the "
-                               "slowdown (context_only_model), and no matched comparison has enough samples for an "
-                               "interval.", findings=tuple(findings))
+        return Decision(
+            verdict="context_growth_only",
+            basis="step_series",
+            decisive=None,
+            decode=None,
+            cause="context_growth",
+            confidence="low",
+            reason="Context growth, low confidence: the most generous context-only model explains the "
+            "slowdown (context_only_model), and no matched comparison has enough samples for an "
+            "interval.",
+            findings=tuple(findings),
+        )
     if decode is None:
         why = ev.unmatched or "no matched comparison has enough samples for an interval"
         findings.append(Finding("data", "fail", why))
@@ -230,37 +286,72 @@ def decide(ev: Evidence) -> Decision:
     if decode.interval.lo <= LOW_FLOOR and decode.clears:
         # The interval shows a loss, but no rule let it be engine age's (context unknown, no control,
         # a comparison that disagrees): say that, not that the interval is too wide.
-        why = [f.name for f in findings if f.status == "warn"]
+        warned = [f.name for f in findings if f.status == "warn"]
         if ev.context not in ("fitted", "cannot_explain"):
-            why.append("context could explain it: the samples hold too few context figures to test that")
-        findings.append(Finding("confidence", "fail",
-                                f"a loss without a cause: {decode.detail}; engine age is not shown "
-                                f"({'; '.join(why) or 'no rule claims it'})"))
-        return Decision.insufficient(f"The data cannot tell: on {_on(decode)}, "
-                                     f"{decode.interval.describe()} shows a slowdown, but not that engine age caused "
-                                     f"it ({'; '.join(why) or 'no rule claims it'}).", findings, decode, cause)
+            warned.append("context could explain it: the samples hold too few context figures to test that")
+        findings.append(
+            Finding(
+                "confidence",
+                "fail",
+                f"a loss without a cause: {decode.detail}; engine age is not shown "
+                f"({'; '.join(warned) or 'no rule claims it'})",
+            )
+        )
+        return Decision.insufficient(
+            f"The data cannot tell: on {_on(decode)}, "
+            f"{decode.interval.describe()} shows a slowdown, but not that engine age caused "
+            f"it ({'; '.join(warned) or 'no rule claims it'}).",
+            findings,
+            decode,
+            cause,
+        )
     if decode.interval.lo <= LOW_FLOOR:
-        findings.append(Finding("confidence", "fail",
-                                f"too few or too noisy samples: {decode.detail}; the interval holds both no loss "
-                                f"and a loss of more than {1 - LOW_FLOOR:.0%}"))
-        return Decision.insufficient(f"The data cannot tell: on {_on(decode)}, "
-                                     f"{decode.interval.describe()} cannot rule out a loss of {1 - LOW_FLOOR:.0%}.",
-                                     findings, decode, cause)
+        findings.append(
+            Finding(
+                "confidence",
+                "fail",
+                f"too few or too noisy samples: {decode.detail}; the interval holds both no loss "
+                f"and a loss of more than {1 - LOW_FLOOR:.0%}",
+            )
+        )
+        return Decision.insufficient(
+            f"The data cannot tell: on {_on(decode)}, "
+            f"{decode.interval.describe()} cannot rule out a loss of {1 - LOW_FLOOR:.0%}.",
+            findings,
+            decode,
+            cause,
+        )
     # A slowdown a fresh engine shared is the host's or the load's: throughput fell, but neither
     # by context nor by age.
     verdict = "context_growth_only" if (fell or by_context) and cause != HOST_DRIFT else "no_degradation"
-    confidence = ("high" if decode.interval.lo > HIGH_FLOOR else "medium" if decode.interval.lo > decode.material
-                  else "low")
+    confidence = (
+        "high" if decode.interval.lo > HIGH_FLOOR else "medium" if decode.interval.lo > decode.material else "low"
+    )
     cause = cause or ("context_growth" if verdict == "context_growth_only" else None)
     on = _on(decode)
-    faster = ("the aged engine ran at least as fast as the fresh one after the restart"
-              if decode.basis == "restart" else "the late engine ran at least as fast as the early one")
-    said = (f"on {on} {faster} ({decode.interval.describe()})" if decode.interval.lo >= 1.0 else
-            f"on {on} the data rule out a loss of more than {1 - decode.interval.lo:.0%} ({decode.interval.describe()})")
-    context = f" Context explains what slowed: {ev.context_effect[1]}." if by_context and verdict != "no_degradation" else ""
-    return Decision(verdict=verdict, basis=decode.basis, decisive=decode, decode=decode, cause=cause,
-                    confidence=confidence, reason=f"No engine age, {confidence} confidence: {said}.{context}",
-                    findings=tuple(findings))
+    faster = (
+        "the aged engine ran at least as fast as the fresh one after the restart"
+        if decode.basis == "restart"
+        else "the late engine ran at least as fast as the early one"
+    )
+    said = (
+        f"on {on} {faster} ({decode.interval.describe()})"
+        if decode.interval.lo >= 1.0
+        else f"on {on} the data rule out a loss of more than {1 - decode.interval.lo:.0%} ({decode.interval.describe()})"
+    )
+    context = (
+        f" Context explains what slowed: {effect[1]}." if effect is not None and verdict != "no_degradation" else ""
+    )
+    return Decision(
+        verdict=verdict,
+        basis=decode.basis,
+        decisive=decode,
+        decode=decode,
+        cause=cause,
+        confidence=confidence,
+        reason=f"No engine age, {confidence} confidence: {said}.{context}",
+        findings=tuple(findings),
+    )
 
 
 def _on(c: Comparison) -> str:
@@ -270,7 +361,7 @@ def _on(c: Comparison) -> str:
     return "the decode comparisons together (" + c.detail.split("(", 1)[1].split(")", 1)[0] + ")"
 
 
-def _decisive_decode(ev: Evidence, findings: list[Finding]) -> Optional[Comparison]:
+def _decisive_decode(ev: Evidence, findings: list[Finding]) -> Comparison | None:
     """The decode comparison a verdict of no age rests on: of the paired control, the restart
     control, the probes, the bins and the step series (each corrected for the host where there is
     a control), all together where two or more bound an interval (diagnostics.combine: each
@@ -280,8 +371,11 @@ def _decisive_decode(ev: Evidence, findings: list[Finding]) -> Optional[Comparis
     # The step series is measured against a healthy model; when context explains what it shows,
     # it says nothing about age.
     steps = ev.steps if ev.context != "explains" else None
-    bounded = [c for c in (ev.paired, ev.restart, ev.probes, ev.bins, steps)
-               if c is not None and c.interval.bounded and sane(c)]
+    bounded = [
+        c
+        for c in (ev.paired, ev.restart, ev.probes, ev.bins, steps)
+        if c is not None and c.interval.bounded and sane(c)
+    ]
     # The log's own samples over less than MIN_SPAN_S cannot rule age out (decide): where another
     # comparison can speak, they do not compete with it.
     if ev.span_s is not None and ev.span_s < MIN_SPAN_S and any(c.basis not in LOG_BASES for c in bounded):
@@ -292,8 +386,9 @@ def _decisive_decode(ev: Evidence, findings: list[Finding]) -> Optional[Comparis
     # Only those narrow enough to rule out a loss of LOW_FLOOR on their own, wherever they lie:
     # each one counted widens all the others, and a wide one adds nothing to the intersection.
     # (Chosen by width, not by where the interval lies: the coverage stays.)
-    informative = [c for c in plausible if c.joins and c.interval.lo > 0
-                   and c.interval.hi / c.interval.lo <= INFORMATIVE_SPAN]
+    informative = [
+        c for c in plausible if c.joins and c.interval.lo > 0 and c.interval.hi / c.interval.lo <= INFORMATIVE_SPAN
+    ]
     # Together only where every one of them is net of the host: with a control probed through the
     # run (the probes, bins and step series divided by its drift; the paired control and the
     # restart on the probes are net of it by design). Without one, the log's own samples measure
@@ -308,11 +403,16 @@ def _decisive_decode(ev: Evidence, findings: list[Finding]) -> Optional[Comparis
     if len(informative) == 1:
         return informative[0]
     if together.widened:
-        findings.append(Finding("decode_agreement", "warn",
-                                "the decode comparisons disagree: widened so that all would hold at once, their "
-                                "intervals do not overlap (" + ", ".join(f"{NAMES.get(b, b)} {w.describe()}"
-                                                                          for b, w in together.widened)
-                                + "); they did not measure the same thing"))
+        findings.append(
+            Finding(
+                "decode_agreement",
+                "warn",
+                "the decode comparisons disagree: widened so that all would hold at once, their "
+                "intervals do not overlap ("
+                + ", ".join(f"{NAMES.get(b, b)} {w.describe()}" for b, w in together.widened)
+                + "); they did not measure the same thing",
+            )
+        )
     if ev.paired is not None and ev.paired.interval.bounded and ev.paired.interval.lo > LOW_FLOOR:
         return ev.paired
     return max(plausible or bounded, key=lambda c: c.interval.lo, default=None)
@@ -322,29 +422,41 @@ def _host_corrected(ev: Evidence) -> Evidence:
     """With a young control probed through the run, every comparison of the soaked engine alone
     that times something (probes, step series, bins, prefill) is divided by the control's own
     drift: what slowed the host slowed the control as much."""
-    if ev.control_drift is None:
+    host = ev.control_drift
+    if host is None:
         return ev
-    def fix(c: Optional[Comparison], drift: Optional[Comparison] = None) -> Optional[Comparison]:
-        return None if c is None else c.corrected(drift or ev.control_drift)
 
-    return ev._replace(probes=fix(ev.probes), steps=fix(ev.steps, ev.step_drift), bins=fix(ev.bins, ev.bin_drift),
-                       prefill=fix(ev.prefill))
+    def fix(c: Comparison | None, drift: Comparison | None = None) -> Comparison | None:
+        return None if c is None else c.corrected(drift or host)
+
+    return ev._replace(
+        probes=fix(ev.probes),
+        steps=fix(ev.steps, ev.step_drift),
+        bins=fix(ev.bins, ev.bin_drift),
+        prefill=fix(ev.prefill),
+    )
 
 
-def _drift_explains(raw: Evidence, ev: Evidence, findings: list[Finding]) -> Optional[str]:
+def _drift_explains(raw: Evidence, ev: Evidence, findings: list[Finding]) -> str | None:
     """A loss the soaked engine showed alone that is gone once the host's drift is taken out."""
-    alone = next((c for c in (raw.probes, raw.steps if raw.onset_found else None, raw.prefill)
-                  if c is not None and c.loss), None)
+    alone = next(
+        (c for c in (raw.probes, raw.steps if raw.onset_found else None, raw.prefill) if c is not None and c.loss), None
+    )
     if alone is None:
         return None
     said = "; ".join(c.detail for c in (ev.control_drift, ev.paired) if c is not None)
-    findings.append(Finding("fresh_control", "warn",
-                            f"the soaked engine alone slowed ({alone.detail}), but not against a fresh control "
-                            f"probed beside it ({said}): the host slowed, not the engine"))
+    findings.append(
+        Finding(
+            "fresh_control",
+            "warn",
+            f"the soaked engine alone slowed ({alone.detail}), but not against a fresh control "
+            f"probed beside it ({said}): the host slowed, not the engine",
+        )
+    )
     return HOST_DRIFT
 
 
-def _decode_claim(ev: Evidence, findings: list[Finding]) -> tuple[Optional[Comparison], Optional[str]]:
+def _decode_claim(ev: Evidence, findings: list[Finding]) -> tuple[Comparison | None, str | None]:
     """Rule 1: the decode comparison that shows a material loss, if any; and a cause when a loss
     the main engine showed alone was host drift."""
     if ev.paired is not None and ev.paired.loss:
@@ -357,34 +469,54 @@ def _decode_claim(ev: Evidence, findings: list[Finding]) -> tuple[Optional[Compa
             # they cannot tell yet, the probes alone are the host as much as the engine. (Watched at
             # every cycle, a healthy engine's probes alone read 0.70, 0.54-0.90, at a look where its
             # paired ratios had not moved.)
-            findings.append(Finding("probes_alone", "warn",
-                                    f"the soaked engine's probes alone show a loss ({ev.probes.detail}), but the "
-                                    f"paired control cannot tell yet ({ev.paired.detail}): how much of it is the "
-                                    f"host's is not known"))
+            findings.append(
+                Finding(
+                    "probes_alone",
+                    "warn",
+                    f"the soaked engine's probes alone show a loss ({ev.probes.detail}), but the "
+                    f"paired control cannot tell yet ({ev.paired.detail}): how much of it is the "
+                    f"host's is not known",
+                )
+            )
         elif ev.probes.loss:
             return ev.probes, None
         if ev.probes.no_loss:
             if ev.steps is not None and ev.steps.loss and ev.onset_found:
-                findings.append(Finding("matched_conditions", "warn",
-                                        f"the step series shows a loss ({ev.steps.detail}) but identical probes rule "
-                                        f"one out ({ev.probes.detail})"))
+                findings.append(
+                    Finding(
+                        "matched_conditions",
+                        "warn",
+                        f"the step series shows a loss ({ev.steps.detail}) but identical probes rule "
+                        f"one out ({ev.probes.detail})",
+                    )
+                )
             return None, None
     if ev.steps is None or not ev.onset_found or not ev.steps.loss:
         if ev.steps is not None and ev.onset_found and not ev.steps.loss:
-            findings.append(Finding("material_loss", "warn",
-                                    f"a segment of the step series ran materially slower, but everything after its "
-                                    f"start did not clear a material loss: {ev.steps.detail}"))
+            findings.append(
+                Finding(
+                    "material_loss",
+                    "warn",
+                    f"a segment of the step series ran materially slower, but everything after its "
+                    f"start did not clear a material loss: {ev.steps.detail}",
+                )
+            )
         return None, None
     if ev.context not in ("fitted", "cannot_explain"):
         return None, "context_growth" if ev.context == "explains" else None
     if ev.bins is not None and ev.bins.no_loss:
-        findings.append(Finding("matched_conditions", "warn",
-                                f"the healthy model saw a slowdown but matched bins rule it out: {ev.bins.detail}"))
+        findings.append(
+            Finding(
+                "matched_conditions",
+                "warn",
+                f"the healthy model saw a slowdown but matched bins rule it out: {ev.bins.detail}",
+            )
+        )
         return None, None
     return ev.steps, None
 
 
-def _beyond_the_host(claim: Comparison, ev: Evidence, findings: list[Finding]) -> Optional[Comparison]:
+def _beyond_the_host(claim: Comparison, ev: Evidence, findings: list[Finding]) -> Comparison | None:
     """A loss read from a log's own samples, with no control in the data at all (no restart of the
     same engine, no control probed beside it), must be larger than a host alone makes: its whole
     interval at or below UNCONTROLLED (a loss of at least 15 %). A phone that heats, a neighbour's
@@ -395,17 +527,23 @@ def _beyond_the_host(claim: Comparison, ev: Evidence, findings: list[Finding]) -
         return claim
     if claim.interval.bounded and claim.interval.hi <= UNCONTROLLED:
         return claim
-    findings.append(Finding("no_control", "warn",
-                            f"decode slowed ({claim.detail}), but the data hold no control (no restart of the same "
-                            f"engine, no control probed beside it), and a loss that may be under "
-                            f"{1 - UNCONTROLLED:.0%} cannot be told from the host slowing; a restart in "
-                            f"the log, or a soak with a control (`soak run --target URL --control-target URL2`), "
-                            f"would tell"))
+    findings.append(
+        Finding(
+            "no_control",
+            "warn",
+            f"decode slowed ({claim.detail}), but the data hold no control (no restart of the same "
+            f"engine, no control probed beside it), and a loss that may be under "
+            f"{1 - UNCONTROLLED:.0%} cannot be told from the host slowing; a restart in "
+            f"the log, or a soak with a control (`soak run --target URL --control-target URL2`), "
+            f"would tell",
+        )
+    )
     return None
 
 
-def _survives_controls(claim: Comparison, ev: Evidence, findings: list[Finding], what: str
-                       ) -> tuple[Optional[Comparison], Optional[str]]:
+def _survives_controls(
+    claim: Comparison, ev: Evidence, findings: list[Finding], what: str
+) -> tuple[Comparison | None, str | None]:
     """Rule 2: a loss seen on one engine alone against the restart and host contention. The
     restart comparisons measure decode: they judge a decode claim only (a prefill claim has no
     restart of its own to compare, and decode can hold while admissions slow)."""
@@ -415,10 +553,15 @@ def _survives_controls(claim: Comparison, ev: Evidence, findings: list[Finding],
     # (on the log scale): its whole interval above sqrt(claim) says the fresh engine was nowhere
     # near as much faster as age would make it.
     if ev.restart is not None and ev.restart.interval.bounded and ev.restart.interval.lo > math.sqrt(claim.ratio):
-        findings.append(Finding("fresh_control", "warn",
-                                f"{what} slowed ({claim.detail}), but a fresh engine right after the restart was not "
-                                f"that much faster than the aged one just before it ({ev.restart.detail}): the "
-                                f"slowdown is the host's or the load's, not the engine's age"))
+        findings.append(
+            Finding(
+                "fresh_control",
+                "warn",
+                f"{what} slowed ({claim.detail}), but a fresh engine right after the restart was not "
+                f"that much faster than the aged one just before it ({ev.restart.detail}): the "
+                f"slowdown is the host's or the load's, not the engine's age",
+            )
+        )
         return None, HOST_DRIFT
     # A restart that does not show the fresh engine materially faster, and rules out that it was
     # as much faster as the claimed loss, leaves the claim unconfirmed: engine age is what a
@@ -426,23 +569,32 @@ def _survives_controls(claim: Comparison, ev: Evidence, findings: list[Finding],
     # rule that out says nothing either way.)
     r = ev.restart
     if r is not None and r.interval.bounded and not r.loss and r.interval.lo > claim.ratio:
-        findings.append(Finding("fresh_control", "warn",
-                                f"{what} slowed ({claim.detail}), but a fresh engine after the restart was not "
-                                f"shown to be materially faster than the aged one ({r.detail}): the data "
-                                f"cannot tell engine age from the host or the load slowing"))
+        findings.append(
+            Finding(
+                "fresh_control",
+                "warn",
+                f"{what} slowed ({claim.detail}), but a fresh engine after the restart was not "
+                f"shown to be materially faster than the aged one ({r.detail}): the data "
+                f"cannot tell engine age from the host or the load slowing",
+            )
+        )
         return None, None
     if ev.host is not None and ev.host.rose and ev.control_drift is None:
-        findings.append(Finding("host_contention", "warn",
-                                f"{what} slowed ({claim.detail}) while {ev.host.describe()}; with no fresh control "
-                                f"probed beside it, that contention cannot be told from engine age"))
+        findings.append(
+            Finding(
+                "host_contention",
+                "warn",
+                f"{what} slowed ({claim.detail}) while {ev.host.describe()}; with no fresh control "
+                f"probed beside it, that contention cannot be told from engine age",
+            )
+        )
         return None, HOST_DRIFT
     return claim, None
 
 
-def _side_claim(ev: Evidence, decode_claim: Optional[Comparison], findings: list[Finding]) -> Optional[Comparison]:
+def _side_claim(ev: Evidence, decode_claim: Comparison | None, findings: list[Finding]) -> Comparison | None:
     """Rule 3: prefix reuse or prefill time, when decode shows no loss or only a contested one."""
-    contested = (decode_claim is not None and decode_claim.basis == "probes" and ev.bins is not None
-                 and ev.bins.no_loss)
+    contested = decode_claim is not None and decode_claim.basis == "probes" and ev.bins is not None and ev.bins.no_loss
     if decode_claim is not None and not contested:
         return None
     side = None
@@ -451,10 +603,16 @@ def _side_claim(ev: Evidence, decode_claim: Optional[Comparison], findings: list
     elif ev.prefill is not None and ev.prefill.loss:
         side, _ = _survives_controls(ev.prefill, ev, findings, "prefill")
     if side is not None and contested:
-        findings.append(Finding("decode_basis", "warn",
-                                f"only identical probes show a decode loss ({decode_claim.detail}) and matched bins "
-                                f"rule one out ({ev.bins.detail}): the slowdown is placed on "
-                                f"{SIDE_TEXT[side.basis]}, which shows it clearly"))
+        assert decode_claim is not None and ev.bins is not None  # what `contested` says
+        findings.append(
+            Finding(
+                "decode_basis",
+                "warn",
+                f"only identical probes show a decode loss ({decode_claim.detail}) and matched bins "
+                f"rule one out ({ev.bins.detail}): the slowdown is placed on "
+                f"{SIDE_TEXT[side.basis]}, which shows it clearly",
+            )
+        )
     return side
 
 

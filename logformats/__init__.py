@@ -18,25 +18,27 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from logformats.errors import LogFormatError
 from logformats import batch, llamacpp, messages
+from logformats.errors import LogFormatError
+from logformats.logtime import log_times
 from logformats.records import MAX_WARNINGS, finish
 from logformats.slots import SlotReader
 from logformats.text import HEAD_LINES, Readable, Text, head
-from logformats.logtime import log_times
 
 logger = logging.getLogger(__name__)
 
 KNOWN = "FreeToken, SGLang, vLLM, llama.cpp, Ollama or tokdrift"
 MAX_CLOCK_S = 5e9  # seconds from a clock's origin beyond this (158 years) are garbled numbers
-CLOCK_NOTES = {"relative": "clock: llama.cpp's stamps, the time since the engine started (engine age itself)",
-               "busy": "clock: engine busy time (the log has no timestamps): each request's prompt and eval "
-                       "time added in order; concurrent slots make it run ahead of wall time"}
+CLOCK_NOTES = {
+    "relative": "clock: llama.cpp's stamps, the time since the engine started (engine age itself)",
+    "busy": "clock: engine busy time (the log has no timestamps): each request's prompt and eval "
+    "time added in order; concurrent slots make it run ahead of wall time",
+}
 
 
 class LogInfo(NamedTuple):
@@ -50,7 +52,7 @@ class LogInfo(NamedTuple):
     num_other_lines: int  # known prefix, message of no interest
     num_unknown_lines: int  # no known prefix (llama.cpp, which prints most lines bare: not text)
     num_bad_values: int
-    kv_capacity: Optional[int]
+    kv_capacity: int | None
     age_known: bool  # False when no startup line precedes the first step
     num_bad_lines: int = 0  # a known shape that does not read: an impossible time, a truncated timing line
     clock: str = "wall"  # wall (the log's own dates), relative (time since start), busy (engine busy time)
@@ -62,19 +64,19 @@ class ParsedLog(NamedTuple):
     steps: pd.DataFrame
     events: pd.DataFrame
     info: LogInfo
-    held: Optional[dict[int, float]] = None  # llama.cpp: KV tokens each slot held at the end (SlotReader.holdings)
+    held: dict[int, float] | None = None  # llama.cpp: KV tokens each slot held at the end (SlotReader.holdings)
 
 
 FAR_HEAD_LINES = 5000  # where the first 200 lines match no format (a wrapper's banner, a download's progress)
 
 
-def looks_like_log(path: Path) -> Optional[str]:
+def looks_like_log(path: Path) -> str | None:
     """The log format of `path`, or None when no format matches its first lines (or, failing
     those, its first FAR_HEAD_LINES: an engine started by a wrapper that printed first)."""
     return _detect_head(path if isinstance(path, Text) else Path(path))[0]
 
 
-def _detect_head(path: Readable) -> tuple[Optional[str], list[str]]:
+def _detect_head(path: Readable) -> tuple[str | None, list[str]]:
     """The format of the file's first HEAD_LINES lines, or of its first FAR_HEAD_LINES where those
     match none; and the lines it was decided on."""
     lines = head(path)
@@ -85,17 +87,18 @@ def _detect_head(path: Readable) -> tuple[Optional[str], list[str]]:
     return fmt, lines
 
 
-def detect(lines: list[str]) -> Optional[str]:
+def detect(lines: list[str]) -> str | None:
     counts = {name: sum(1 for line in lines if pattern.match(line)) for name, pattern in batch.PREFIXES.items()}
     family = llamacpp.detect(lines)
     if family is not None:
         counts[family[0]] = family[1]
-    best = max(counts, key=counts.get)
+    best = max(counts, key=lambda name: counts[name])
     return best if counts[best] else None
 
 
-def parse_log(path: Readable, date: Optional[dt.date] = None, year: Optional[int] = None,
-              held: Optional[dict[int, float]] = None) -> ParsedLog:
+def parse_log(
+    path: Readable, date: dt.date | None = None, year: int | None = None, held: dict[int, float] | None = None
+) -> ParsedLog:
     """Read an engine log: a path, or its text (`Text`). `date` is needed for time-only lines,
     `year` for vLLM's and journald's dates (which have none); `date` also anchors llama.cpp's
     clocks that are no time of day. `held`: a llama.cpp log read in pieces, what the slots held
@@ -110,7 +113,7 @@ def parse_log(path: Readable, date: Optional[dt.date] = None, year: Optional[int
     return _parse_batch(path, fmt, date, year)
 
 
-def _parse_batch(path: Path, fmt: str, date: Optional[dt.date], year: Optional[int]) -> ParsedLog:
+def _parse_batch(path: Readable, fmt: str, date: dt.date | None, year: int | None) -> ParsedLog:
     builder = batch.scan(path, fmt)
     if fmt == "freetoken" and builder.saw_tokdrift:
         fmt = "tokdrift"
@@ -123,20 +126,33 @@ def _parse_batch(path: Path, fmt: str, date: Optional[dt.date], year: Optional[i
         steps["phase"] = np.where(gen & prompt, "mixed", np.where(gen, "decode", np.where(prompt, "prefill", "idle")))
         steps["phase"] = steps["phase"].astype(object)
     num_dropped_events = frames.num_bad_lines - frames.num_dropped_steps  # one record per line here
-    info = LogInfo(str(path), fmt, builder.num_lines, builder.num_steps - frames.num_dropped_steps,
-                   builder.num_events - num_dropped_events, builder.num_other, builder.num_unknown,
-                   builder.num_bad + frames.num_bad_values, builder.kv_capacity, frames.age_known,
-                   frames.num_bad_lines)
+    info = LogInfo(
+        str(path),
+        fmt,
+        builder.num_lines,
+        builder.num_steps - frames.num_dropped_steps,
+        builder.num_events - num_dropped_events,
+        builder.num_other,
+        builder.num_unknown,
+        builder.num_bad + frames.num_bad_values,
+        builder.kv_capacity,
+        frames.age_known,
+        frames.num_bad_lines,
+    )
     _log_skipped(info)
     return ParsedLog(steps, frames.events, info)
 
 
-def _parse_per_request(path: Path, date: Optional[dt.date], year: Optional[int],
-                       held: Optional[dict[int, float]] = None) -> ParsedLog:
+def _parse_per_request(
+    path: Readable, date: dt.date | None, year: int | None, held: dict[int, float] | None = None
+) -> ParsedLog:
     scan = llamacpp.scan(path)
     clock = llamacpp.clocks(scan.entries, path, year)
-    has_release = any((e.kind == "slot" and e.payload[3].startswith("stop processing"))
-                      or (e.kind == "old" and e.payload[1] == "slot released") for e in scan.entries)
+    has_release = any(
+        (e.kind == "slot" and e.payload[3].startswith("stop processing"))
+        or (e.kind == "old" and e.payload[1] == "slot released")
+        for e in scan.entries
+    )
     reader = SlotReader(path, clock.kind, has_release, held)
     num_bad = scan.num_bad_lines
     life = -1
@@ -159,11 +175,22 @@ def _parse_per_request(path: Path, date: Optional[dt.date], year: Optional[int],
     notes = []
     if reader.num_requests and not (frames.steps["phase"] == "decode").any():
         notes.append("only access lines: request latency without token counts")
-    info = LogInfo(str(path), "ollama" if scan.ollama else "llama.cpp", scan.num_lines,
-                   reader.num_step_lines, reader.num_events, scan.num_other + reader.num_other, scan.num_unknown,
-                   reader.num_bad_values + frames.num_bad_values, reader.kv_capacity, frames.age_known,
-                   num_bad + reader.num_bad_lines + frames.num_bad_lines, clock.kind, tuple(notes),
-                   clock.kind == "wall" or (clock.kind == "relative" and date is not None))
+    info = LogInfo(
+        str(path),
+        "ollama" if scan.ollama else "llama.cpp",
+        scan.num_lines,
+        reader.num_step_lines,
+        reader.num_events,
+        scan.num_other + reader.num_other,
+        scan.num_unknown,
+        reader.num_bad_values + frames.num_bad_values,
+        reader.kv_capacity,
+        frames.age_known,
+        num_bad + reader.num_bad_lines + frames.num_bad_lines,
+        clock.kind,
+        tuple(notes),
+        clock.kind == "wall" or (clock.kind == "relative" and date is not None),
+    )
     _log_skipped(info)
     return ParsedLog(frames.steps, frames.events, info, reader.holdings())
 

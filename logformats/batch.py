@@ -13,13 +13,12 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
 from logformats import identity
 from logformats.records import MAX_WARNINGS, Records
-from logformats.text import read_lines
+from logformats.text import Readable, read_lines
 
 logger = logging.getLogger(__name__)
 
@@ -27,43 +26,80 @@ _LEVEL = r"(?:(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+)?"
 FREETOKEN = re.compile(r"\[(\d{4}-\d{2}-\d{2})\|(\d{2}:\d{2}:\d{2})(?:\|[^\]]*)?\]\s+" + _LEVEL + r"(.*)")
 FREETOKEN_EXCERPT = re.compile(r"()(\d{2}:\d{2}:\d{2})\s+" + _LEVEL + r"(.*)")
 SGLANG = re.compile(r"\[(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2})(?:[.,]\d+)?(?: [^\]]*)?\]\s*" + _LEVEL + r"(.*)")
-SGLANG_TIME_ONLY = re.compile(r"\[()(\d{2}:\d{2}:\d{2})(?:[.,]\d+)?(?: [^\]]*)?\]\s*" + _LEVEL + r"(.*)")  # 2024 releases
-VLLM = re.compile(r"(?:\(\w+ pid=\d+\)\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2}-\d{2}) "
-                  r"(\d{2}:\d{2}:\d{2})(?:\.\d+)? \[?[\w./:-]+\] (.*)")  # V0 writes `metrics.py:345]`
+SGLANG_TIME_ONLY = re.compile(
+    r"\[()(\d{2}:\d{2}:\d{2})(?:[.,]\d+)?(?: [^\]]*)?\]\s*" + _LEVEL + r"(.*)"
+)  # 2024 releases
+VLLM = re.compile(
+    r"(?:\(\w+ pid=\d+\)\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2}-\d{2}) "
+    r"(\d{2}:\d{2}:\d{2})(?:\.\d+)? \[?[\w./:-]+\] (.*)"
+)  # V0 writes `metrics.py:345]`
 # In the order a tie between formats is decided.
-PREFIXES = {"freetoken": FREETOKEN, "sglang": SGLANG, "vllm": VLLM, "freetoken-excerpt": FREETOKEN_EXCERPT,
-            "sglang-time-only": SGLANG_TIME_ONLY}
+PREFIXES = {
+    "freetoken": FREETOKEN,
+    "sglang": SGLANG,
+    "vllm": VLLM,
+    "freetoken-excerpt": FREETOKEN_EXCERPT,
+    "sglang-time-only": SGLANG_TIME_ONLY,
+}
 
 NUMBER = re.compile(r"(\d+(?:\.\d+)?)")
 KEY_SPLIT = re.compile(r", |\. |\] |: ")
 BATCH_HEADER = re.compile(r"(Prefill|Decode) batch\s*\.?\s*(?:\[\d+\])?\s*[.,]?\s*")
 DROPPED = re.compile(r"Input sequence length (\d+) exceeds (\d+), request (\S+?) is dropped")
 RETRACTED = re.compile(r"#retracted_reqs: (\d+)")
-CAPACITY = (re.compile(r"Cache rebuilt: KV \d+ pages \((\d+) tokens"),
-            re.compile(r"Allocating (\d+) tokens for KV cache"),
-            re.compile(r"max_total_num_tokens=(\d+)"),
-            re.compile(r"GPU KV cache size: ([\d,]+) tokens"))
-STARTUP_PREFIXES = ("Parsed arguments", "Resolved config", "Cache rebuilt", "server_args=",
-                    "Load weight begin", "vLLM API server version", "Starting vLLM API server",
-                    "Initializing a V1 LLM engine", "Initializing an LLM engine", "tokdrift engine")
+CAPACITY = (
+    re.compile(r"Cache rebuilt: KV \d+ pages \((\d+) tokens"),
+    re.compile(r"Allocating (\d+) tokens for KV cache"),
+    re.compile(r"max_total_num_tokens=(\d+)"),
+    re.compile(r"GPU KV cache size: ([\d,]+) tokens"),
+)
+STARTUP_PREFIXES = (
+    "Parsed arguments",
+    "Resolved config",
+    "Cache rebuilt",
+    "server_args=",
+    "Load weight begin",
+    "vLLM API server version",
+    "Starting vLLM API server",
+    "Initializing a V1 LLM engine",
+    "Initializing an LLM engine",
+    "tokdrift engine",
+)
 IDLE_PREFIXES = ("Scheduler is idle",)
 
 # Field name as printed -> steps column. FreeToken, SGLang and vLLM spellings together.
 FIELDS: dict[str, str] = {
-    "#new-seq": "num_new_seqs", "#new-token": "new_tokens", "#cached-token": "cached_tokens",
-    "token usage": "token_usage", "#mamba-slot": "mamba_slots_used", "mamba usage": "mamba_usage",
-    "#running-req": "num_running_reqs", "#queue-req": "num_queue_reqs",
-    "input throughput (token/s)": "input_tps", "#token": "num_tokens",
-    "gen throughput (token/s)": "gen_tps", "cache hit rate": "cache_hit_rate",
-    "full token usage": "full_token_usage", "mamba num": "mamba_slots_used",
-    "#full token": "num_tokens", "#swa token": "num_swa_tokens", "swa token usage": "swa_token_usage",
-    "cuda graph": "cuda_graph", "accept len": "accept_len", "accept rate": "accept_rate",
+    "#new-seq": "num_new_seqs",
+    "#new-token": "new_tokens",
+    "#cached-token": "cached_tokens",
+    "token usage": "token_usage",
+    "#mamba-slot": "mamba_slots_used",
+    "mamba usage": "mamba_usage",
+    "#running-req": "num_running_reqs",
+    "#queue-req": "num_queue_reqs",
+    "input throughput (token/s)": "input_tps",
+    "#token": "num_tokens",
+    "gen throughput (token/s)": "gen_tps",
+    "cache hit rate": "cache_hit_rate",
+    "full token usage": "full_token_usage",
+    "mamba num": "mamba_slots_used",
+    "#full token": "num_tokens",
+    "#swa token": "num_swa_tokens",
+    "swa token usage": "swa_token_usage",
+    "cuda graph": "cuda_graph",
+    "accept len": "accept_len",
+    "accept rate": "accept_rate",
     "#retracted-req": "num_preemptions",
     # vLLM
-    "Avg prompt throughput": "input_tps", "Avg generation throughput": "gen_tps",
-    "Running": "num_running_reqs", "Waiting": "num_queue_reqs", "Pending": "num_queue_reqs",
-    "Preemptions": "num_preemptions", "Deferred": "num_deferred",
-    "GPU KV cache usage": "token_usage", "Prefix cache hit rate": "cache_hit_rate",
+    "Avg prompt throughput": "input_tps",
+    "Avg generation throughput": "gen_tps",
+    "Running": "num_running_reqs",
+    "Waiting": "num_queue_reqs",
+    "Pending": "num_queue_reqs",
+    "Preemptions": "num_preemptions",
+    "Deferred": "num_deferred",
+    "GPU KV cache usage": "token_usage",
+    "Prefix cache hit rate": "cache_hit_rate",
 }
 
 
@@ -90,10 +126,14 @@ class _Plan:
             self.values = []
 
 
-SLOW = object()  # a shape the plan cannot read exactly: every such line takes the careful path
+class _Slow:
+    """A shape the plan cannot read exactly: every such line takes the careful path."""
 
 
-def scan(path: Path, fmt: str) -> "BatchBuilder":
+SLOW = _Slow()
+
+
+def scan(path: Readable, fmt: str) -> BatchBuilder:
     """Every line of a batch-line log of format `fmt` (a key of PREFIXES)."""
     pattern = PREFIXES[fmt]
     builder = BatchBuilder()
@@ -117,13 +157,13 @@ class BatchBuilder(Records):
         self.dates: list[str] = []
         self.clock: list[str] = []
         self.num_steps = self.num_events = self.num_other = self.num_bad = 0
-        self.kv_capacity: Optional[int] = None
+        self.kv_capacity: int | None = None
         self.saw_tokdrift = False
-        self.plans: dict[str, object] = {}
+        self.plans: dict[str, _Plan | _Slow] = {}
         self.recent: list[_Plan] = []  # plans that matched lately, most recent first
         self.interned: dict[str, str] = {}
 
-    def read_fast(self, lineno: int, date: str, clock: str, msg: str, path: Path) -> None:
+    def read_fast(self, lineno: int, date: str, clock: str, msg: str, path: Readable) -> None:
         """A batch or stats line by its shape's plan; anything else by `read`."""
         if not self._is_stats(msg):
             self.read(lineno, date, clock, msg, path)
@@ -138,15 +178,16 @@ class BatchBuilder(Records):
         else:
             parts = NUMBER.split(msg)
             shape = "\x00".join(parts[0::2])
-            plan = self.plans.get(shape)
-            if plan is None:
-                plan = self.plans[shape] = self._plan(parts, msg)
-            if plan is SLOW:
+            known = self.plans.get(shape)
+            if known is None:
+                known = self.plans[shape] = self._plan(parts, msg)
+            if isinstance(known, _Slow):
                 self.read(lineno, date, clock, msg, path)
                 return
+            plan = known
             self.recent.insert(0, plan)
             del self.recent[4:]
-            values = parts[1::2]
+            values = tuple(parts[1::2])
         # Shared string objects: a million lines hold a few thousand distinct dates and seconds.
         self.dates.append(self.interned.setdefault(date, date))
         self.clock.append(self.interned.setdefault(clock, clock))
@@ -161,7 +202,7 @@ class BatchBuilder(Records):
     def _is_stats(msg: str) -> bool:
         return msg.startswith(("Decode batch", "Prefill batch")) or (msg.startswith("Engine ") and "throughput" in msg)
 
-    def _plan(self, parts: list[str], msg: str):
+    def _plan(self, parts: list[str], msg: str) -> _Plan | _Slow:
         texts = parts[0::2]
         positions: list = []
         for j in range(len(texts) - 1):
@@ -179,7 +220,7 @@ class BatchBuilder(Records):
             return SLOW
         expected = {col: vals[0] for col, vals in probe.val.items()}
         got = {}
-        for (column_scale, text) in zip(positions, parts[1::2]):
+        for column_scale, text in zip(positions, parts[1::2]):
             if column_scale:
                 got[column_scale[0]] = float(text) * column_scale[1]
         constants = {col: v for col, v in expected.items() if col not in got}
@@ -187,7 +228,7 @@ class BatchBuilder(Records):
             return SLOW
         return _Plan(texts, probe.kinds[0], positions, constants)
 
-    def read(self, lineno: int, date: str, clock: str, msg: str, path: Path) -> None:
+    def read(self, lineno: int, date: str, clock: str, msg: str, path: Readable) -> None:
         if msg.startswith("Decode batch") or msg.startswith("Prefill batch"):
             self._batch(lineno, date, clock, msg, path)
         elif msg.startswith("Engine ") and "throughput" in msg:
@@ -238,12 +279,12 @@ class BatchBuilder(Records):
                 self.kv_capacity = int(m.group(1).replace(",", ""))
         self.num_events += 1
 
-    def _batch(self, lineno: int, date: str, clock: str, msg: str, path: Path) -> None:
+    def _batch(self, lineno: int, date: str, clock: str, msg: str, path: Readable) -> None:
         header = BATCH_HEADER.match(msg)
         phase = "prefill" if msg[0] == "P" else "decode"
         i = self._record(lineno, date, clock, phase)
         self.num_steps += 1
-        body = msg[header.end():] if header else ""
+        body = msg[header.end() :] if header else ""
         for part in body.split(", "):
             key, sep, value = part.rpartition(": ")
             if not sep:
@@ -253,7 +294,7 @@ class BatchBuilder(Records):
                 continue
             self._value(i, column, value.strip().rstrip(".,"), lineno, key, path)
 
-    def _vllm_stats(self, lineno: int, date: str, clock: str, msg: str, path: Path) -> None:
+    def _vllm_stats(self, lineno: int, date: str, clock: str, msg: str, path: Readable) -> None:
         i = self._record(lineno, date, clock, "decode")
         self.num_steps += 1
         body = msg.partition(": ")[2]
@@ -264,7 +305,7 @@ class BatchBuilder(Records):
                 continue
             self._value(i, column, value.split(" ", 1)[0].rstrip(".,"), lineno, key, path)
 
-    def _value(self, i: int, column: str, text: str, lineno: int, key: str, path: Path) -> None:
+    def _value(self, i: int, column: str, text: str, lineno: int, key: str, path: Readable) -> None:
         try:
             if column == "mamba_slots_used" and "/" in text:
                 used, total = text.split("/")
@@ -280,8 +321,9 @@ class BatchBuilder(Records):
         except ValueError:
             self.num_bad += 1
             if self.num_bad <= MAX_WARNINGS:
-                logger.warning("%s:%d: expected a number for %r, found %r; field left empty",
-                               path, lineno, key.strip(), text)
+                logger.warning(
+                    "%s:%d: expected a number for %r, found %r; field left empty", path, lineno, key.strip(), text
+                )
             return
         self.put(i, column, value)
 
@@ -289,7 +331,7 @@ class BatchBuilder(Records):
         n = len(self.kinds)
         columns = super().columns()
         for plan in self.plans.values():
-            if plan is SLOW or not plan.rows:
+            if isinstance(plan, _Slow) or not plan.rows:
                 continue
             rows = np.asarray(plan.rows, dtype=np.int64)
             plan.flush()

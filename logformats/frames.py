@@ -14,8 +14,18 @@ from rundir.schema import STEP_COLUMNS
 
 _STEP_FIELDS = [name for name in STEP_COLUMNS if name not in ("t", "engine_age_s", "engine_life", "phase")]
 STEP_FRAME_COLUMNS = ["t", "engine_life", "engine_age_s", "phase", *_STEP_FIELDS, "line"]
-EVENT_FRAME_COLUMNS = ["t", "engine_life", "engine_age_s", "kind", "count", "new_tokens", "cached_tokens",
-                       "limit", "detail", "line"]
+EVENT_FRAME_COLUMNS = [
+    "t",
+    "engine_life",
+    "engine_age_s",
+    "kind",
+    "count",
+    "new_tokens",
+    "cached_tokens",
+    "limit",
+    "detail",
+    "line",
+]
 PHASES = ("prefill", "decode", "mixed", "idle")
 
 
@@ -37,8 +47,9 @@ def _dtype(name: str) -> str:
     return "float64"
 
 
-def assign_engine_lives(t: np.ndarray, is_start: np.ndarray, is_step: np.ndarray
-                        ) -> tuple[np.ndarray, np.ndarray, bool]:
+def assign_engine_lives(
+    t: np.ndarray, is_start: np.ndarray, is_step: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, bool]:
     """Engine life index and engine age (s) of each record, in time order.
 
     A startup record begins a new life only when steps happened since the previous one, so
@@ -58,7 +69,7 @@ def assign_engine_lives(t: np.ndarray, is_start: np.ndarray, is_step: np.ndarray
         if last is None and steps_before[i] == 0:
             origins[0], age_known, last = t[i], True, 0
         elif last is None or steps_before[i] > last:
-            boundaries.append(i)
+            boundaries.append(int(i))
             origins.append(t[i])
             last = steps_before[i]
     lives = np.searchsorted(np.asarray(boundaries, dtype=np.int64), np.arange(n), side="right")

@@ -28,7 +28,7 @@ them (docs/diagnostics.md, "Engine identity"):
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 Fact = tuple[str, str]
 
@@ -52,53 +52,122 @@ def _kv_list(text: str, keys: dict[str, str]) -> list[Fact]:
     return out
 
 
-VLLM_KEYS = {"model": "model", "tensor_parallel_size": "tp", "pipeline_parallel_size": "pp", "dtype": "dtype",
-             "max_seq_len": "max_seq_len", "quantization": "quantization", "enable_prefix_caching": "prefix_caching",
-             "kv_cache_dtype": "kv_cache_dtype", "enforce_eager": "enforce_eager"}
-SGLANG_KEYS = {"model_path": "model", "tp_size": "tp", "dp_size": "dp", "dtype": "dtype", "kv_cache_dtype":
-               "kv_cache_dtype", "quantization": "quantization", "context_length": "context_length",
-               "attention_backend": "attention_backend", "mem_fraction_static": "mem_fraction",
-               "chunked_prefill_size": "chunked_prefill_size", "disable_radix_cache": "radix_cache_off"}
-FREETOKEN_KEYS = {"moe_backend": "moe_backend", "moe_strategy": "moe_backend", "attention_backend": "attention_backend",
-                  "cache_type": "cache_type", "page_size": "page_size", "model": "model", "model_path": "model"}
-OLLAMA_CMD = {"--model": "model", "--ctx-size": "n_ctx", "--n-gpu-layers": "gpu_layers", "--threads": "threads",
-              "--parallel": "slots", "--batch-size": "batch_size", "--flash-attn": "flash_attn"}
+VLLM_KEYS = {
+    "model": "model",
+    "tensor_parallel_size": "tp",
+    "pipeline_parallel_size": "pp",
+    "dtype": "dtype",
+    "max_seq_len": "max_seq_len",
+    "quantization": "quantization",
+    "enable_prefix_caching": "prefix_caching",
+    "kv_cache_dtype": "kv_cache_dtype",
+    "enforce_eager": "enforce_eager",
+}
+SGLANG_KEYS = {
+    "model_path": "model",
+    "tp_size": "tp",
+    "dp_size": "dp",
+    "dtype": "dtype",
+    "kv_cache_dtype": "kv_cache_dtype",
+    "quantization": "quantization",
+    "context_length": "context_length",
+    "attention_backend": "attention_backend",
+    "mem_fraction_static": "mem_fraction",
+    "chunked_prefill_size": "chunked_prefill_size",
+    "disable_radix_cache": "radix_cache_off",
+}
+FREETOKEN_KEYS = {
+    "moe_backend": "moe_backend",
+    "moe_strategy": "moe_backend",
+    "attention_backend": "attention_backend",
+    "cache_type": "cache_type",
+    "page_size": "page_size",
+    "model": "model",
+    "model_path": "model",
+}
+OLLAMA_CMD = {
+    "--model": "model",
+    "--ctx-size": "n_ctx",
+    "--n-gpu-layers": "gpu_layers",
+    "--threads": "threads",
+    "--parallel": "slots",
+    "--batch-size": "batch_size",
+    "--flash-attn": "flash_attn",
+}
 
 Rule = tuple["re.Pattern[str]", Callable[["re.Match[str]"], list[Fact]]]
 RULES: tuple[Rule, ...] = (
-    (re.compile(r"build(?:_info)?\s*[:=]\s*b?(\d+)(?:\s*\((\w+)\)|-(\w+))?"),
-     lambda m: [("build", m.group(1) + (f" ({m.group(2) or m.group(3)})" if m.group(2) or m.group(3) else ""))]),
-    (re.compile(r"common_params_print_info: build (\d+) \((\w+)\)"),
-     lambda m: [("build", f"{m.group(1)} ({m.group(2)})")]),
+    (
+        re.compile(r"build(?:_info)?\s*[:=]\s*b?(\d+)(?:\s*\((\w+)\)|-(\w+))?"),
+        lambda m: [("build", m.group(1) + (f" ({m.group(2) or m.group(3)})" if m.group(2) or m.group(3) else ""))],
+    ),
+    (
+        re.compile(r"common_params_print_info: build (\d+) \((\w+)\)"),
+        lambda m: [("build", f"{m.group(1)} ({m.group(2)})")],
+    ),
     (re.compile(r"system_info: n_threads = (\d+)"), lambda m: [("threads", m.group(1))]),
-    (re.compile(r"llama_model_loader: loaded meta data .* from (\S+)"),
-     lambda m: [("model", _model_name(m.group(1)))]),
+    (re.compile(r"llama_model_loader: loaded meta data .* from (\S+)"), lambda m: [("model", _model_name(m.group(1)))]),
     (re.compile(r"\w+: using device (\w+) \(([^)]*)\)"), lambda m: [("device", f"{m.group(1)} ({m.group(2)})")]),
-    (re.compile(r"ggml_(vulkan|cuda_init|metal_init|sycl_init|hip_init)\w*: [Ff]ound (\d+) "),
-     lambda m: [("backend", {"cuda_init": "CUDA", "metal_init": "Metal", "sycl_init": "SYCL",
-                             "hip_init": "HIP"}.get(m.group(1), m.group(1).capitalize()))]),
-    (re.compile(r"(?:llm_)?load_tensors: offloaded (\d+)/(\d+) layers to GPU"),
-     lambda m: [("gpu_layers", f"{m.group(1)}/{m.group(2)}")]),
-    (re.compile(r"(?:llama_context|llama_new_context_with_model): +n_ctx += +(\d+)"),
-     lambda m: [("n_ctx", m.group(1))]),
-    (re.compile(r"(?:llama_context|llama_new_context_with_model): +flash_attn += +(\S+)"),
-     lambda m: [("flash_attn", m.group(1))]),
+    (
+        re.compile(r"ggml_(vulkan|cuda_init|metal_init|sycl_init|hip_init)\w*: [Ff]ound (\d+) "),
+        lambda m: [
+            (
+                "backend",
+                {"cuda_init": "CUDA", "metal_init": "Metal", "sycl_init": "SYCL", "hip_init": "HIP"}.get(
+                    m.group(1), m.group(1).capitalize()
+                ),
+            )
+        ],
+    ),
+    (
+        re.compile(r"(?:llm_)?load_tensors: offloaded (\d+)/(\d+) layers to GPU"),
+        lambda m: [("gpu_layers", f"{m.group(1)}/{m.group(2)}")],
+    ),
+    (
+        re.compile(r"(?:llama_context|llama_new_context_with_model): +n_ctx += +(\d+)"),
+        lambda m: [("n_ctx", m.group(1))],
+    ),
+    (
+        re.compile(r"(?:llama_context|llama_new_context_with_model): +flash_attn += +(\S+)"),
+        lambda m: [("flash_attn", m.group(1))],
+    ),
     (re.compile(r"initializing slots, n_slots = (\d+)"), lambda m: [("slots", m.group(1))]),
     (re.compile(r"Listening on \S+ \(version ([\w.+-]+)\)"), lambda m: [("version", m.group(1))]),
-    (re.compile(r"inference compute.*?library=(\w+).*?description=\"([^\"]*)\""),
-     lambda m: [("device", f"{m.group(1)} ({m.group(2)})")]),
+    (
+        re.compile(r"inference compute.*?library=(\w+).*?description=\"([^\"]*)\""),
+        lambda m: [("device", f"{m.group(1)} ({m.group(2)})")],
+    ),
     (re.compile(r"vLLM API server version ([\w.+-]+)"), lambda m: [("version", m.group(1))]),
-    (re.compile(r"Initializing an? (?:V1 )?LLM engine \(v?([\w.+-]+)\) with config: (.*)"),
-     lambda m: [("version", m.group(1)), *_kv_list(m.group(2), VLLM_KEYS)]),
+    (
+        re.compile(r"Initializing an? (?:V1 )?LLM engine \(v?([\w.+-]+)\) with config: (.*)"),
+        lambda m: [("version", m.group(1)), *_kv_list(m.group(2), VLLM_KEYS)],
+    ),
     (re.compile(r"server_args=ServerArgs\((.*)"), lambda m: _kv_list(m.group(1), SGLANG_KEYS)),
     (re.compile(r"Resolved config: (.*)"), lambda m: _kv_list(m.group(1), FREETOKEN_KEYS)),
 )
 # What a message must start with for any rule to apply: a cheap first test, and no fact read
 # from a line that only mentions a build or a device in passing.
-STARTS = ("build", "main: build", "common_params_print_info", "system_info", "llama_model_loader: loaded", "ggml_",
-          "load_tensors", "llm_load_tensors", "llama_context", "llama_new_context_with_model",
-          "llama_model_load_from_file", "llama_prepare_model_devices", "load_model: initializing slots",
-          "Listening on", "inference compute", "vLLM API server", "Initializing a", "server_args=", "Resolved config")
+STARTS = (
+    "build",
+    "main: build",
+    "common_params_print_info",
+    "system_info",
+    "llama_model_loader: loaded",
+    "ggml_",
+    "load_tensors",
+    "llm_load_tensors",
+    "llama_context",
+    "llama_new_context_with_model",
+    "llama_model_load_from_file",
+    "llama_prepare_model_devices",
+    "load_model: initializing slots",
+    "Listening on",
+    "inference compute",
+    "vLLM API server",
+    "Initializing a",
+    "server_args=",
+    "Resolved config",
+)
 
 
 def facts(message: str) -> list[Fact]:

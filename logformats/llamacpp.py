@@ -25,14 +25,13 @@ import datetime as dt
 import json
 import logging
 import re
-from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from logformats.text import is_text, read_lines
 from logformats.logtime import EPOCH, file_year, iso_times, journal_iso
+from logformats.text import Readable, is_text, read_lines
 
 logger = logging.getLogger(__name__)
 
@@ -44,14 +43,17 @@ WRAPPER = re.compile(
     r"(?:\[(?P<child>\d+)\]\s+)?"
     r"(?:(?P<rel>\d+)\.(?P<rels>\d{2})\.(?P<relf>\d{3}\.\d{3})\s)?"
     r"(?:(?P<lvl>[IWEDT])\s)?"
-    r"(?P<msg>.*)")
+    r"(?P<msg>.*)"
+)
 SLOT = re.compile(r"slot\s+(\w+): id\s+(\d+) \| task (-?\d+) \|\s?(.*)")
 SRV = re.compile(r"srv\s+(\w+): (.*)")
 OLD = re.compile(r"(INFO|WARN|WARNING|ERR|ERROR|DEBUG|VERB)\s+\[\s*(\w+)\] (.*?) \|(.*)")
 OLD_KV = re.compile(r"(\w+)=(\"(?:[^\"\\]|\\.)*\"|\S+)")
 SLOG = re.compile(r"time=(\S+) level=(\w+) (?:source=\S+ )?msg=(\"(?:[^\"\\]|\\.)*\"|\S+)(.*)")
-GIN = re.compile(r"\[GIN\] (\d{4})/(\d{2})/(\d{2}) - (\d{2}:\d{2}:\d{2}) \|\s*(\d{3})\s*\|\s*(\S+)\s*\|\s*(\S*)\s*\|"
-                 r"\s*([A-Z]+)\s+\"([^\"]*)\"")
+GIN = re.compile(
+    r"\[GIN\] (\d{4})/(\d{2})/(\d{2}) - (\d{2}:\d{2}:\d{2}) \|\s*(\d{3})\s*\|\s*(\S+)\s*\|\s*(\S*)\s*\|"
+    r"\s*([A-Z]+)\s+\"([^\"]*)\""
+)
 GOLOG = re.compile(r"(\d{4})/(\d{2})/(\d{2}) (\d{2}:\d{2}:\d{2}) \S+\.go:\d+: (.*)")
 ISO = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?")
 # Lines only llama.cpp or Ollama print: one of them in a file's head makes it a candidate.
@@ -59,16 +61,19 @@ SIGNATURE = re.compile(
     r"slot\s+\w+: id\s+\d+ \| task |srv\s+\w+: |(?:INFO|WARN|ERR|DEBUG|VERB)\s+\[\s*\w+\] .*\| |"
     r"time=\S+ level=\w+ |\[GIN(?:-debug)?\] |\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} \S+\.go:\d+: |"
     r"(?:llama|ggml|gguf|common|clip|mtmd)_\w+\s*: |print_info: |load_tensors: |build(?:_info)?: |"
-    r"system_info: |main: |(?:prompt eval|eval|total) time\s*=|\{\"(?:tid|timestamp|level|function)\"")
+    r"system_info: |main: |(?:prompt eval|eval|total) time\s*=|\{\"(?:tid|timestamp|level|function)\""
+)
 TAG = re.compile(r"[A-Za-z_][\w.]*\s*: ")  # `function: text`, the shape of most llama.cpp lines
-TEXT_KEPT = re.compile(r"(?:prompt eval|generation eval|eval|total) time\s*=|draft acceptance|build(?:_info)?: |"
-                       r"system_info: |main: loading model|(?:done )?request: [A-Z]+ |"
-                       # the KV cache had no room for a batch (messages.KV_NO_SPACE, KV_FULL)
-                       r"(?:\w+\s*: )?failed to (?:find free space in the KV|find a memory slot|decode the batch)|"
-                       r"(?:llama_context|llama_new_context_with_model): +(?:n_ctx|flash_attn) +=|"
-                       # what the engine says it is (logformats.identity)
-                       r"main: build = |common_params_print_info: build |llama_model_loader: loaded meta|"
-                       r"\w+: using device |ggml_\w+: [Ff]ound \d+ |(?:llm_)?load_tensors: offloaded")
+TEXT_KEPT = re.compile(
+    r"(?:prompt eval|generation eval|eval|total) time\s*=|draft acceptance|build(?:_info)?: |"
+    r"system_info: |main: loading model|(?:done )?request: [A-Z]+ |"
+    # the KV cache had no room for a batch (messages.KV_NO_SPACE, KV_FULL)
+    r"(?:\w+\s*: )?failed to (?:find free space in the KV|find a memory slot|decode the batch)|"
+    r"(?:llama_context|llama_new_context_with_model): +(?:n_ctx|flash_attn) +=|"
+    # what the engine says it is (logformats.identity)
+    r"main: build = |common_params_print_info: build |llama_model_loader: loaded meta|"
+    r"\w+: using device |ggml_\w+: [Ff]ound \d+ |(?:llm_)?load_tensors: offloaded"
+)
 MAX_SECONDS = 10 * 365 * 86400.0  # a llama.cpp stamp beyond ten years is a garbled one
 RESTART_BACKSTEP_S = 1.0  # relative stamps that go back further than this: a new process
 
@@ -78,7 +83,7 @@ class Entry(NamedTuple):
 
     lineno: int
     kind: str  # slot, srv, old, slog, gin, golog, text, tick (only a time)
-    payload: object
+    payload: Any  # its shape depends on `kind`: (func, body) for srv, (level, msg, rest) for slog, ...
     wall: str  # ISO text of the line's date and time (local, as printed), "" when none
     journal: tuple  # (month name, "DD HH:MM:SS") of a journald stamp, () when none
     rel: float  # llama.cpp's time since start, NaN when none
@@ -90,7 +95,7 @@ class Clock(NamedTuple):
     secs: np.ndarray  # per entry, seconds after `base`; NaN where the stamp is impossible (the entry is dropped)
     lives: np.ndarray  # per entry, its engine life (relative stamps)
     origins: np.ndarray  # per life, where its stamp 0 lies (relative stamps)
-    base: Optional[np.datetime64]  # wall: the first whole second of the file; else None (--date or 1970)
+    base: np.datetime64 | None  # wall: the first whole second of the file; else None (--date or 1970)
 
 
 class Scan(NamedTuple):
@@ -102,12 +107,19 @@ class Scan(NamedTuple):
     ollama: bool  # Ollama's own lines (or journald ident) seen
 
 
-def detect(head: list[str]) -> Optional[tuple[str, int]]:
+def _wrapped(line: str) -> re.Match[str]:
+    """The line's wrapper fields and its message: WRAPPER matches every line (all its fields optional)."""
+    m = WRAPPER.match(line)
+    assert m is not None
+    return m
+
+
+def detect(head: list[str]) -> tuple[str, int] | None:
     """("ollama" or "llama.cpp", number of head lines of that family), or None."""
     strong = count = 0
     ollama = False
     for line in head:
-        m = WRAPPER.match(line)
+        m = _wrapped(line)
         msg = m.group("msg")
         if SIGNATURE.match(msg):
             strong += 1
@@ -121,7 +133,7 @@ def detect(head: list[str]) -> Optional[tuple[str, int]]:
     return ("ollama" if ollama else "llama.cpp"), count
 
 
-def scan(path: Path) -> Scan:
+def scan(path: Readable) -> Scan:
     """Pass one: every line unwrapped and classified; the lines that matter are kept."""
     entries: list[Entry] = []
     num_lines = num_unknown = num_other = num_bad = 0
@@ -133,11 +145,13 @@ def scan(path: Path) -> Scan:
             continue
         if not line.strip():
             continue
-        iso, jmon, jday, jtime, ident, iident, rel_m, rel_s, rel_f, msg = WRAPPER.match(line).group(
-            "iso", "jmon", "jday", "jtime", "ident", "iident", "rel", "rels", "relf", "msg")
+        iso, jmon, jday, jtime, ident, iident, rel_m, rel_s, rel_f, msg = _wrapped(line).group(
+            "iso", "jmon", "jday", "jtime", "ident", "iident", "rel", "rels", "relf", "msg"
+        )
         # Through journald a bare timing line keeps its alignment after the prefix (`       eval time = ...`).
         msg = msg.strip()
-        journal, wall, rel = (), "", np.nan
+        journal: tuple[str, ...] = ()
+        wall, rel = "", np.nan
         if jmon:
             journal = (jmon, f"{jday} {jtime}")
         elif iso:
@@ -171,7 +185,7 @@ def scan(path: Path) -> Scan:
     return Scan(entries, num_lines, num_unknown, num_other, num_bad, ollama)
 
 
-def clocks(entries: list[Entry], path: Path, year: Optional[int]) -> Clock:
+def clocks(entries: list[Entry], path: Readable, year: int | None) -> Clock:
     """The file's clock and each entry's seconds on it."""
     n = len(entries)
     lives = np.zeros(n, dtype=np.int64)
@@ -188,14 +202,14 @@ def clocks(entries: list[Entry], path: Path, year: Optional[int]) -> Clock:
             iso = journal_iso([entries[k].journal[0] for k in journal], [entries[k].journal[1] for k in journal], year)
             for k, text in zip(journal, iso):
                 texts[k] = text  # the outer stamp wins: one clock for every line
-        stamped = [k for k, text in enumerate(texts) if text]
-        times = iso_times([texts[k] for k in stamped])
+        stamped_at = [k for k, text in enumerate(texts) if text]
+        times = iso_times([texts[k] for k in stamped_at])
         valid = ~np.isnat(times)
         base = times[valid].min().astype("datetime64[s]").astype("datetime64[ns]") if valid.any() else EPOCH
         secs = np.full(n, np.nan)
-        secs[stamped] = (times - base) / np.timedelta64(1, "s")  # NaN where NaT
+        secs[stamped_at] = (times - base) / np.timedelta64(1, "s")  # NaN where NaT
         bad = np.zeros(n, dtype=bool)
-        bad[stamped] = ~valid
+        bad[stamped_at] = ~valid
         # A line without a stamp (llama.cpp's, inside Ollama's log) took place by the next stamped line.
         filled = _fill(secs, backward=True)
         filled[bad] = np.nan
@@ -268,7 +282,7 @@ def _classify(msg: str) -> tuple[str, object, str]:
     return "text", msg, ""
 
 
-def _unix_iso(text: Optional[str]) -> str:
+def _unix_iso(text: str | None) -> str:
     """ISO text (UTC) of a Unix timestamp, "" when there is none or it is impossible."""
     try:
         seconds = float(text) if text is not None else np.nan

@@ -11,24 +11,27 @@ import datetime as dt
 import logging
 import re
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 import pandas as pd
 
 from logformats.errors import LogFormatError
+from logformats.text import Readable
 
 logger = logging.getLogger(__name__)
 
 # Formats whose lines carry a time of day and no date, and why.
 TIME_ONLY = {"freetoken-excerpt": "a pasted excerpt", "sglang-time-only": "SGLang releases of 2024 print no date"}
 EPOCH = np.datetime64("1970-01-01", "ns")
-MONTHS = {name: k for k, name in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
-                                            "Nov", "Dec"), 1)}
+MONTHS = {
+    name: k
+    for k, name in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)
+}
 
 
-def log_times(fmt: str, dates: list[str], clock: list[str], path: Path, date: Optional[dt.date],
-              year: Optional[int]) -> np.ndarray:
+def log_times(
+    fmt: str, dates: list[str], clock: list[str], path: Readable, date: dt.date | None, year: int | None
+) -> np.ndarray:
     """Each record's time, from its date text (empty for time-only lines) and its time of day."""
     if not clock:
         return np.array([], dtype="datetime64[ns]")
@@ -37,14 +40,15 @@ def log_times(fmt: str, dates: list[str], clock: list[str], path: Path, date: Op
         if start is None:
             raise LogFormatError(
                 f"{path}: lines carry only a time of day ({TIME_ONLY[fmt]}); expected --date YYYY-MM-DD "
-                f"(or a date in the file name), found neither")
-        clock = _stamps(["1970-01-01"] * len(clock), clock) - EPOCH
+                f"(or a date in the file name), found neither"
+            )
+        since = _stamps(["1970-01-01"] * len(clock), clock) - EPOCH
         # Past midnight the clock goes back: a step back of more than 12 h is the next day.
-        sod = clock / np.timedelta64(1, "s")  # NaN where the stamp was impossible
+        sod = since / np.timedelta64(1, "s")  # NaN where the stamp was impossible
         valid = np.isfinite(sod)
         day = np.zeros(len(sod), dtype=np.int64)
         day[valid] = np.concatenate([[0], np.cumsum(np.diff(sod[valid]) < -12 * 3600)])
-        return np.datetime64(start, "ns") + day.astype("timedelta64[D]") + clock
+        return np.datetime64(start, "ns") + day.astype("timedelta64[D]") + since
     if fmt == "vllm":
         if year is None:
             year = file_year(path, "vLLM dates have no year")
@@ -59,7 +63,8 @@ def iso_times(texts: list[str]) -> np.ndarray:
     if not texts:
         return np.array([], dtype="datetime64[ns]")
     return pd.to_datetime(pd.Series(texts, dtype=object), format="ISO8601", errors="coerce").to_numpy(
-        dtype="datetime64[ns]")
+        dtype="datetime64[ns]"
+    )
 
 
 def journal_iso(months: list[str], rests: list[str], year: int) -> list[str]:
@@ -88,7 +93,7 @@ def file_year(path, why: str) -> int:
     return year
 
 
-def date_from_name(path) -> Optional[dt.date]:
+def date_from_name(path) -> dt.date | None:
     m = re.search(r"(\d{4})-(\d{2})-(\d{2})", getattr(path, "name", str(path)))
     if not m:
         return None

@@ -24,14 +24,15 @@ The shapes, as the engines print them (docs/diagnostics.md names the sources):
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from logformats import identity
 from logformats.llamacpp import Entry
 from logformats.slots import SlotReader
 
-TIMING = re.compile(r"(prompt eval|generation eval|eval|total) time\s*=\s*(\S+) ms(?:\s*/\s*(\d+) (?:tokens|runs)"
-                    r"\s*\(\s*(\S+) ms per token,\s*(\S+) tokens per second\))?")
+TIMING = re.compile(
+    r"(prompt eval|generation eval|eval|total) time\s*=\s*(\S+) ms(?:\s*/\s*(\d+) (?:tokens|runs)"
+    r"\s*\(\s*(\S+) ms per token,\s*(\S+) tokens per second\))?"
+)
 PROGRESS = re.compile(r"(?:n_decoded|n_gen)\s*=\s*(\d+), tg\s*=\s*(\S+) t/s(?:, tg_3s\s*=\s*(\S+) t/s)?")
 NEW_PROMPT = re.compile(r"new prompt, .*?(?:n_prompt_tokens|task\.n_tokens)\s*=\s*(\d+)")
 PROMPT_DONE = re.compile(r"prompt done, (?:n_past\s*=\s*(\d+), )?n_tokens\s*=\s*(\d+)")
@@ -39,8 +40,10 @@ RELEASE = re.compile(r"stop processing: (?:n_past|n_tokens)\s*=\s*(\d+)")
 DRAFT = re.compile(r"draft acceptance(?: rate)?\s*=\s*(\S+) \(.*?\)(?:, mean len\s*=\s*(\S+))?")
 # The KV cache had no room for a batch: the server halves the batch and retries (no contiguous
 # run of free cells: a full or fragmented cache), and at one token gives up and fails the requests.
-KV_NO_SPACE = re.compile(r"(?:\w+\s*: )?failed to find (?:free space in the KV cache|a memory slot)"
-                         r"(?:.*?n_batch\s*=\s*(\d+)|.*?batch of size (\d+))?")
+KV_NO_SPACE = re.compile(
+    r"(?:\w+\s*: )?failed to find (?:free space in the KV cache|a memory slot)"
+    r"(?:.*?n_batch\s*=\s*(\d+)|.*?batch of size (\d+))?"
+)
 KV_FULL = re.compile(r"(?:\w+\s*: )?failed to decode the batch\b(?:.*?n_batch\s*=\s*(\d+))?")
 REQUEST = re.compile(r"(?:done )?request: ([A-Z]+) (\S+) \S+ (\d{3})")
 # llama-server since 2026: `srv load_model: initializing, n_slots = 4, n_ctx_slot = 8192, kv_unified = 'false'`
@@ -133,15 +136,16 @@ def _old_line(reader: SlotReader, lineno: int, func: str, text: str, kv: dict) -
     if text.startswith(("prompt eval time", "generation eval time")):
         _timing(reader, lineno, slot_id, task, text)
     elif text == "slot released":
-        n_past = _int(kv.get("n_past"), None)
+        n_past = _int_or_none(kv.get("n_past"))
         reader.release(slot_id, float(n_past) if n_past is not None else None)
     elif "processing task" in text:
         reader.launch(slot_id, task)
     elif text.startswith("all slots are idle"):
         reader.idle(lineno)
     elif func == "main" and text.startswith(STARTUP_OLD):
-        fields = " ".join(f"{k}={v}" for k, v in kv.items()
-                          if k not in ("tid", "timestamp", "level", "function", "line", "msg"))
+        fields = " ".join(
+            f"{k}={v}" for k, v in kv.items() if k not in ("tid", "timestamp", "level", "function", "line", "msg")
+        )
         reader.startup(lineno, f"llama.cpp {text} {fields}"[:200])
         found = [("build", kv["build"] + (f" ({kv['commit']})" if "commit" in kv else ""))] if "build" in kv else []
         if "n_threads" in kv:
@@ -228,14 +232,19 @@ def _draft(reader: SlotReader, slot_id: int, text: str) -> None:
     reader.draft(slot_id, reader.number(m.group(1), 0), mean)
 
 
-def _int(text: Optional[str], default: Optional[int] = -1) -> Optional[int]:
+def _int(text: str | None, default: int = -1) -> int:
+    found = _int_or_none(text)
+    return default if found is None else found
+
+
+def _int_or_none(text: str | None) -> int | None:
     try:
-        return int(text)
+        return int(text)  # type: ignore[arg-type]  # None is one of the texts that is no number
     except (TypeError, ValueError):
-        return default
+        return None
 
 
-def go_seconds(text: str) -> Optional[float]:
+def go_seconds(text: str) -> float | None:
     """Seconds of a Go duration as gin prints it: `2.623718375s`, `414.019µs`, `8m44s`, `1h2m3s`."""
     parts = GO_DURATION.findall(text)
     if not parts or "".join(v + u for v, u in parts) != text:

@@ -23,14 +23,14 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from logformats.errors import LogFormatError
-from logformats.text import Readable, Text
 from logformats.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, assign_engine_lives, empty_events
+from logformats.text import Readable, Text
 
 logger = logging.getLogger(__name__)
 
@@ -123,10 +123,11 @@ def parse_scrapes(path: Readable) -> tuple[pd.DataFrame, pd.DataFrame, str]:
         # Where the engine reports its per-token time, throughput follows from it and the batch.
         gen_tps = np.where(np.isfinite(step_time) & (running > 0), running / step_time, gen_tps)
         d_cached = delta("prompt_cached_tokens")
-        hit_rate = np.where(np.isfinite(delta("prefix_queries")),
-                            delta("prefix_hits") / delta("prefix_queries"),
-                            np.where(np.isfinite(d_cached), d_cached / (d_cached + d_prompt),
-                                     raw["cache_hit_rate_gauge"]))
+        hit_rate = np.where(
+            np.isfinite(delta("prefix_queries")),
+            delta("prefix_hits") / delta("prefix_queries"),
+            np.where(np.isfinite(d_cached), d_cached / (d_cached + d_prompt), raw["cache_hit_rate_gauge"]),
+        )
     busy = np.nan_to_num(d_gen) > 0
     if engine == "llamacpp":
         # Tokens are credited when their request ends: a window in which none ended decoded all the
@@ -138,24 +139,54 @@ def parse_scrapes(path: Readable) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     phase = np.where(busy, np.where(np.nan_to_num(d_prompt) > 0, "mixed", "decode"), "idle")
     phase[0] = "idle"  # no window before the first scrape
     lives, ages, _ = assign_engine_lives(t, restarted, np.ones(n, dtype=bool))
-    steps = pd.DataFrame({
-        "t": t, "engine_life": lives, "engine_age_s": ages, "phase": phase.astype(object),
-        "num_running_reqs": running, "num_queue_reqs": raw["num_queue_reqs"], "num_tokens": num_tokens,
-        "gen_tps": gen_tps, "input_tps": d_prompt / dt_s, "step_time_s": step_time,
-        "token_usage": usage, "mamba_usage": raw["mamba_usage"], "cache_hit_rate": hit_rate,
-        "num_preemptions": np.where(restarted, np.nan, delta("preemptions")),
-        "line": np.arange(1, n + 1),
-    }).reindex(columns=STEP_FRAME_COLUMNS)
-    ev_rows = [{"t": t[i], "engine_life": lives[i], "engine_age_s": 0.0, "kind": "engine_start",
-                "detail": "counters reset", "line": i + 1} for i in np.flatnonzero(restarted)]
+    steps = pd.DataFrame(
+        {
+            "t": t,
+            "engine_life": lives,
+            "engine_age_s": ages,
+            "phase": phase.astype(object),
+            "num_running_reqs": running,
+            "num_queue_reqs": raw["num_queue_reqs"],
+            "num_tokens": num_tokens,
+            "gen_tps": gen_tps,
+            "input_tps": d_prompt / dt_s,
+            "step_time_s": step_time,
+            "token_usage": usage,
+            "mamba_usage": raw["mamba_usage"],
+            "cache_hit_rate": hit_rate,
+            "num_preemptions": np.where(restarted, np.nan, delta("preemptions")),
+            "line": np.arange(1, n + 1),
+        }
+    ).reindex(columns=STEP_FRAME_COLUMNS)
+    ev_rows = [
+        {
+            "t": t[i],
+            "engine_life": lives[i],
+            "engine_age_s": 0.0,
+            "kind": "engine_start",
+            "detail": "counters reset",
+            "line": i + 1,
+        }
+        for i in np.flatnonzero(restarted)
+    ]
     pre = steps["num_preemptions"].to_numpy()
-    ev_rows += [{"t": t[i], "engine_life": lives[i], "engine_age_s": ages[i], "kind": "preemption",
-                 "count": pre[i], "detail": f"{pre[i]:.0f} preempted or retracted", "line": i + 1}
-                for i in np.flatnonzero(np.nan_to_num(pre) > 0)]
+    ev_rows += [
+        {
+            "t": t[i],
+            "engine_life": lives[i],
+            "engine_age_s": ages[i],
+            "kind": "preemption",
+            "count": pre[i],
+            "detail": f"{pre[i]:.0f} preempted or retracted",
+            "line": i + 1,
+        }
+        for i in np.flatnonzero(np.nan_to_num(pre) > 0)
+    ]
     if not ev_rows:  # typed columns: an empty frame of objects cannot be compared with a time
         return steps, empty_events(), engine
-    events = pd.DataFrame(ev_rows).reindex(columns=EVENT_FRAME_COLUMNS).sort_values("t", kind="stable",
-                                                                                    ignore_index=True)
+    events = (
+        pd.DataFrame(ev_rows).reindex(columns=EVENT_FRAME_COLUMNS).sort_values("t", kind="stable", ignore_index=True)
+    )
     return steps, events, engine
 
 
@@ -202,24 +233,25 @@ def _read_file(path: Path | Text) -> list[Scrape]:
                 for sample in family.samples:
                     for prefix in PREFIXES:
                         if sample.name.startswith(prefix):
-                            name = sample.name[len(prefix):]
+                            name = sample.name[len(prefix) :]
                             values[name] = values.get(name, 0.0) + float(sample.value)
                             engines[prefix[:-1]] = engines.get(prefix[:-1], 0) + 1
                             break
         except ValueError as exc:
             logger.warning("%s: scrape does not parse as Prometheus text (%s); skipped", where, exc)
             continue
-        engine = max(engines, key=engines.get) if engines else "unknown"
+        engine = max(engines, key=lambda name: engines[name]) if engines else "unknown"
         out.append(Scrape(t, values, engine))
     return out
 
 
-def _parse_time(stamp: str, where: str) -> Optional[np.datetime64]:
+def _parse_time(stamp: str, where: str) -> np.datetime64 | None:
     try:
         if re.fullmatch(r"\d+(\.\d+)?", stamp):
             return np.datetime64(int(float(stamp) * 1e9), "ns")
         return np.datetime64(pd.Timestamp(stamp).tz_localize(None), "ns")
     except (ValueError, TypeError):
-        logger.warning("%s: expected an ISO-8601 time or Unix seconds after '%s', found %r; scrape skipped",
-                       where, HEADER, stamp)
+        logger.warning(
+            "%s: expected an ISO-8601 time or Unix seconds after '%s', found %r; scrape skipped", where, HEADER, stamp
+        )
         return None

@@ -9,13 +9,13 @@ logformats.frames; a record whose time is impossible (NaT) is dropped and counte
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from logformats.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, assign_engine_lives
+from logformats.text import Readable
 
 logger = logging.getLogger(__name__)
 
@@ -60,11 +60,18 @@ class Frames(NamedTuple):
     num_bad_values: int  # numbers that did not fit a float (inf) and were left empty
 
 
-def finish(times: np.ndarray, kinds: list[str], linenos: list[int], columns: dict[str, np.ndarray],
-           path: Path) -> Frames:
+def finish(
+    times: np.ndarray, kinds: list[str], linenos: list[int], columns: dict[str, np.ndarray], path: Readable
+) -> Frames:
     """The steps and events tables, in time order, with engine lives and ages."""
-    table = pd.DataFrame({"t": np.asarray(times).astype("datetime64[ns]"), "kind": np.array(kinds, dtype=object),
-                          "line": np.asarray(linenos, dtype=np.int64), **columns})
+    table = pd.DataFrame(
+        {
+            "t": np.asarray(times).astype("datetime64[ns]"),
+            "kind": np.array(kinds, dtype=object),
+            "line": np.asarray(linenos, dtype=np.int64),
+            **columns,
+        }
+    )
     bad = table["t"].isna().to_numpy()
     num_bad_lines = num_dropped_steps = 0
     if bad.any():
@@ -88,13 +95,20 @@ def finish(times: np.ndarray, kinds: list[str], linenos: list[int], columns: dic
     # Stable sort: a log is almost always in order; equal times keep file order.
     table = table.sort_values("t", kind="stable", ignore_index=True)
     is_step = table["kind"].isin(STEP_KINDS).to_numpy()
-    lives, ages, age_known = assign_engine_lives(table["t"].to_numpy(), (table["kind"] == "engine_start").to_numpy(),
-                                                 is_step)
+    lives, ages, age_known = assign_engine_lives(
+        table["t"].to_numpy(), (table["kind"] == "engine_start").to_numpy(), is_step
+    )
     table["engine_life"] = lives
     table["engine_age_s"] = ages
     steps = table[is_step].rename(columns={"kind": "phase"}).reindex(columns=STEP_FRAME_COLUMNS)
     if "full_token_usage" in steps and steps["token_usage"].isna().all():
         steps["token_usage"] = steps["full_token_usage"]
     events = table[~is_step].reindex(columns=EVENT_FRAME_COLUMNS)
-    return Frames(steps.reset_index(drop=True), events.reset_index(drop=True), age_known, num_bad_lines,
-                  num_dropped_steps, num_bad_values)
+    return Frames(
+        steps.reset_index(drop=True),
+        events.reset_index(drop=True),
+        age_known,
+        num_bad_lines,
+        num_dropped_steps,
+        num_bad_values,
+    )

@@ -24,40 +24,51 @@ from __future__ import annotations
 import logging
 import math
 import re
-from pathlib import Path
-from typing import Optional
 
 from logformats.records import MAX_WARNINGS, Records
+from logformats.text import Readable
 
 logger = logging.getLogger(__name__)
 
 LIMIT = 1e12  # a count, or a time in ms, beyond this is a garbled number
 # Inference routes of Ollama and llama-server; health checks and model pulls are not requests.
-INFERENCE = re.compile(r"/api/(?:chat|generate|embed|embeddings)\b|/v1/(?:chat/completions|completions|embeddings|"
-                       r"responses|messages)\b|^/(?:completion|completions|infill|embedding)\b")
+INFERENCE = re.compile(
+    r"/api/(?:chat|generate|embed|embeddings)\b|/v1/(?:chat/completions|completions|embeddings|"
+    r"responses|messages)\b|^/(?:completion|completions|infill|embedding)\b"
+)
 
 
 class _Slot:
     """One request's state in its slot. It outlives the release line, which some builds print
     before the request's timing block, until the slot's next task."""
 
-    __slots__ = ("task", "busy", "prompt", "end_context", "decoded", "tgen", "prompt_eval", "last_decode", "pending",
-                 "progress")
+    __slots__ = (
+        "task",
+        "busy",
+        "prompt",
+        "end_context",
+        "decoded",
+        "tgen",
+        "prompt_eval",
+        "last_decode",
+        "pending",
+        "progress",
+    )
 
-    def __init__(self, task: Optional[int] = None) -> None:
+    def __init__(self, task: int | None = None) -> None:
         self.task = task
         self.busy = True
-        self.prompt: Optional[float] = None  # context when decoding began
-        self.end_context: Optional[float] = None  # context at the release line
+        self.prompt: float | None = None  # context when decoding began
+        self.end_context: float | None = None  # context at the release line
         self.decoded = 0.0  # tokens generated so far, as last printed
         self.tgen = 0.0  # decode seconds so far, as last implied
-        self.prompt_eval: Optional[tuple[float, float, Optional[float]]] = None  # ms, tokens, tokens/s
-        self.last_decode: Optional[int] = None  # record of the slot's last decode row
-        self.pending: list[tuple[int, float, Optional[float], Optional[float]]] = []  # rows awaiting the context
+        self.prompt_eval: tuple[float, float, float | None] | None = None  # ms, tokens, tokens/s
+        self.last_decode: int | None = None  # record of the slot's last decode row
+        self.pending: list[tuple[int, float, float | None, float | None]] = []  # rows awaiting the context
         self.progress: list[tuple[int, float]] = []  # (record, decode s) of progress rows awaiting a busy time
 
 
-def _holds(slot: _Slot) -> Optional[float]:
+def _holds(slot: _Slot) -> float | None:
     """The KV tokens a slot's last request left: its context at release, else as far as read."""
     if slot.end_context is not None:
         return slot.end_context
@@ -67,8 +78,7 @@ def _holds(slot: _Slot) -> Optional[float]:
 class SlotReader:
     """Requests in slots -> records, each with a time (seconds on the file's clock)."""
 
-    def __init__(self, path: Path, clock: str, has_release: bool,
-                 held: Optional[dict[int, float]] = None) -> None:
+    def __init__(self, path: Readable, clock: str, has_release: bool, held: dict[int, float] | None = None) -> None:
         self.path = path
         # KV tokens each idle slot held when an earlier piece of the same log ended (a soak reads
         # the log as it grows): theirs until the slot's next task shows up here.
@@ -81,7 +91,7 @@ class SlotReader:
         self.block_slot: tuple[int, int] = (-1, -1)  # (slot, task) of a timing block whose lines name none
         self.busy_s = 0.0
         self.now = 0.0
-        self.kv_capacity: Optional[int] = None
+        self.kv_capacity: int | None = None
         self.num_step_lines = self.num_events = self.num_other = self.num_bad_lines = self.num_bad_values = 0
         self.num_requests = 0
 
@@ -95,7 +105,7 @@ class SlotReader:
         self.slots[slot_id] = _Slot(task)
         self.num_other += 1
 
-    def prompt_context(self, slot_id: int, task: int, tokens: Optional[float]) -> None:
+    def prompt_context(self, slot_id: int, task: int, tokens: float | None) -> None:
         """The request's context once its prompt is in (`new prompt`, `prompt done`)."""
         slot = self._slot(slot_id, task)
         slot.busy = True
@@ -103,8 +113,9 @@ class SlotReader:
             slot.prompt = tokens
         self.num_other += 1
 
-    def progress(self, lineno: int, slot_id: int, task: int, n: Optional[float], tg: Optional[float],
-                 tg3: Optional[float]) -> None:
+    def progress(
+        self, lineno: int, slot_id: int, task: int, n: float | None, tg: float | None, tg3: float | None
+    ) -> None:
         slot = self._slot(slot_id, task)
         slot.busy = True
         if n is None or n <= slot.decoded:
@@ -129,13 +140,14 @@ class SlotReader:
             self.num_other += 1
         slot.decoded, slot.tgen = n, tgen if tgen is not None else slot.tgen
 
-    def prompt_eval(self, slot_id: int, task: int, ms: float, num_new: float, tps: Optional[float]) -> None:
+    def prompt_eval(self, slot_id: int, task: int, ms: float, num_new: float, tps: float | None) -> None:
         """Kept until the decode's line: its time places the prefill."""
         self._slot(slot_id, task).prompt_eval = (ms, num_new, tps)
         self.num_other += 1
 
-    def request_done(self, lineno: int, slot_id: int, task: int, eval_ms: float, num_out: float,
-                     per: Optional[float], tps: Optional[float]) -> None:
+    def request_done(
+        self, lineno: int, slot_id: int, task: int, eval_ms: float, num_out: float, per: float | None, tps: float | None
+    ) -> None:
         slot = self._slot(slot_id, task)
         prompt_ms, num_new, input_tps = slot.prompt_eval or (0.0, 0.0, None)
         if self.clock == "busy":
@@ -171,7 +183,7 @@ class SlotReader:
         slot.prompt_eval, slot.progress = None, []
         self._resolve(slot)
 
-    def draft(self, slot_id: int, rate: Optional[float], mean_len: Optional[float]) -> None:
+    def draft(self, slot_id: int, rate: float | None, mean_len: float | None) -> None:
         """Speculative decoding's acceptance, onto the slot's last decode row."""
         slot = self.slots.get(slot_id)
         self.num_other += 1
@@ -182,7 +194,7 @@ class SlotReader:
         if mean_len is not None:
             self.records.put(slot.last_decode, "accept_len", mean_len)
 
-    def release(self, slot_id: int, context: Optional[float]) -> None:
+    def release(self, slot_id: int, context: float | None) -> None:
         slot = self.slots.get(slot_id)
         self.num_other += 1
         if slot is None:
@@ -218,8 +230,9 @@ class SlotReader:
         if not first:
             self.held_before.clear()
 
-    def request(self, lineno: int, method: str, route: str, status: int, seconds: Optional[float],
-                client: str = "") -> None:
+    def request(
+        self, lineno: int, method: str, route: str, status: int, seconds: float | None, client: str = ""
+    ) -> None:
         """An access line: a `request` event for an inference route, with its latency where printed."""
         if not INFERENCE.search(route):
             self.num_other += 1
@@ -230,7 +243,7 @@ class SlotReader:
         self.num_events += 1
         self.num_requests += 1
 
-    def kv_space(self, lineno: int, kind: str, batch: Optional[float], text: str) -> None:
+    def kv_space(self, lineno: int, kind: str, batch: float | None, text: str) -> None:
         """The KV cache had no room for a batch (`kv_no_space`: retried smaller; `kv_full`: failed);
         `batch` is the size the line names (the retry's, or the one that did not fit)."""
         i = self._add(lineno, kind, self.now)
@@ -245,7 +258,7 @@ class SlotReader:
     def other(self) -> None:
         self.num_other += 1
 
-    def number(self, text: Optional[str], lineno: int) -> Optional[float]:
+    def number(self, text: str | None, lineno: int) -> float | None:
         """A printed number; None for llama.cpp's own `nan`/`inf` (no tokens) and for garbled text."""
         if text is None:
             return None
@@ -301,17 +314,13 @@ class SlotReader:
             busy = sum(other.busy for other in self.slots.values() if other is not slot)
             self.records.put(i, "num_running_reqs", float(busy + 1))
 
-    def _context(self, slot: _Slot, i: int, mid: float, num_new: Optional[float] = None) -> None:
-        others: Optional[float] = 0.0
+    def _context(self, slot: _Slot, i: int, mid: float, num_new: float | None = None) -> None:
+        others: float | None = 0.0
         if self.has_release:  # without release lines, which slots are busy is unknown: own context only
             self._idle_held(slot, i)
-            for other in self.slots.values():
-                if other is slot or not other.busy:
-                    continue
-                if other.prompt is None:
-                    others = None
-                    break
-                others += other.prompt + other.decoded
+            busy = [other for other in self.slots.values() if other is not slot and other.busy]
+            # One busy slot whose prompt is unknown leaves what the others hold unknown.
+            others = None if any(o.prompt is None for o in busy) else sum((o.prompt or 0.0) + o.decoded for o in busy)
         if slot.prompt is None:
             slot.pending.append((i, mid, others, num_new))
             return
@@ -348,8 +357,7 @@ class SlotReader:
             self._put_context(i, slot.prompt, mid, others, num_new)
         slot.pending = []
 
-    def _put_context(self, i: int, prompt: float, mid: float, others: Optional[float],
-                     num_new: Optional[float]) -> None:
+    def _put_context(self, i: int, prompt: float, mid: float, others: float | None, num_new: float | None) -> None:
         if others is not None:
             self.records.put(i, "num_tokens", prompt + mid + others)
         if num_new is not None and prompt >= num_new:

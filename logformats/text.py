@@ -15,8 +15,9 @@ import gzip
 import io
 import logging
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, NamedTuple, Optional, Union
+from typing import NamedTuple
 
 logger = logging.getLogger(__name__)
 
@@ -31,17 +32,17 @@ class Text(NamedTuple):
     """Log or scrape text already in memory (the lines a soak just tailed, a test's lines), read
     as a file with that content would be; `name` stands for the path in messages."""
 
-    data: Union[str, bytes]
+    data: str | bytes
     name: str = "<text>"
 
     def __str__(self) -> str:
         return self.name
 
 
-Readable = Union[Path, str, Text]  # a path, or the text itself
+Readable = Path | str | Text  # a path, or the text itself
 
 
-def read_lines(path: Readable) -> Iterator[tuple[int, Optional[str]]]:
+def read_lines(path: Readable) -> Iterator[tuple[int, str | None]]:
     """(line number, text without its line end), or (line number, None) for an over-long line."""
     with _open(path) as f:
         for lineno, line in enumerate(_lines(f, path), 1):
@@ -64,7 +65,7 @@ def _lines(f: io.TextIOBase, path: Readable) -> Iterator[str]:
         logger.warning("%s: compressed data ends early (%s); read up to there", path, exc)
 
 
-def head(path: Path, num_lines: int = HEAD_LINES) -> list[str]:
+def head(path: Readable, num_lines: int = HEAD_LINES) -> list[str]:
     """The first `num_lines` non-blank lines."""
     out: list[str] = []
     for _, line in read_lines(path):
@@ -93,12 +94,12 @@ def _open(path: Readable) -> io.TextIOBase:
     return io.TextIOWrapper(io.BytesIO(path.data), encoding=_encoding(path.data[:4096]), errors="replace")
 
 
-def _raw_start(path: Path) -> bytes:
+def _raw_start(path: Path | str) -> bytes:
     with open(path, "rb") as f:
         return f.read(4096)
 
 
-def _start(path: Path) -> bytes:
+def _start(path: Path | str) -> bytes:
     """The first bytes of the text (decompressed where the file is gzip)."""
     start = _raw_start(path)
     if start.startswith(GZIP_MAGIC):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Optional
 
 from logsim import batchlog, llamacpp, vllm
 from logsim.engine import Costs, EngineSpec, Fault, Trace, simulate
@@ -25,7 +24,7 @@ START = dt.datetime(2026, 9, 23, 9, 0, 0)
 __all__ = ["Costs", "EngineSpec", "FORMATS", "Fault", "START", "Trace", "Workload", "simulate", "write"]
 
 
-def write(trace: Trace, fmt: str, path: Path, start: dt.datetime = START, head_steps: Optional[int] = None) -> Path:
+def write(trace: Trace, fmt: str, path: Path, start: dt.datetime = START, head_steps: int | None = None) -> Path:
     """Print `trace` as `fmt` (FORMATS) into `path`. `head_steps`: keep only the lines up to the
     one carrying that many throughput figures, as a short excerpt pasted into an issue."""
     if fmt not in FORMATS:
@@ -52,5 +51,12 @@ def write(trace: Trace, fmt: str, path: Path, start: dt.datetime = START, head_s
 
 def _num_rates(chunk: str) -> int:
     """Throughput figures a chunk carries: decode lines, stats lines, scrapes, a request's timings."""
-    return sum(("gen throughput" in chunk, "generation throughput" in chunk, chunk.startswith("# scrape_time"),
-                "n_decoded =" in chunk, " eval time =" in chunk and "prompt" not in chunk.split("eval time")[0][-8:]))
+    return sum(
+        (
+            "gen throughput" in chunk,
+            "generation throughput" in chunk,
+            chunk.startswith("# scrape_time"),
+            "n_decoded =" in chunk,
+            " eval time =" in chunk and "prompt" not in chunk.split("eval time")[0][-8:],
+        )
+    )

@@ -12,7 +12,7 @@ pool overflows; FreeToken's dropped-request warning; the startup lines of each e
 from __future__ import annotations
 
 import datetime as dt
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -27,8 +27,13 @@ def lines(trace: Trace, fmt: str, start: dt.datetime) -> Iterator[str]:
     """The log of `trace` in `fmt` (FORMATS), its clock starting at `start`."""
     if fmt not in FORMATS:
         raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
-    records = [*_startups(trace, fmt), *_prefills(trace, fmt), *_decodes(trace, fmt), *_events(trace, fmt),
-               *_access(trace, fmt)]
+    records = [
+        *_startups(trace, fmt),
+        *_prefills(trace, fmt),
+        *_decodes(trace, fmt),
+        *_events(trace, fmt),
+        *_access(trace, fmt),
+    ]
     records.sort(key=lambda r: (r[0], r[1]))
     for t, _, level, msg in records:
         yield _prefix(fmt, start + dt.timedelta(seconds=t), level, msg) + msg + "\n"
@@ -53,20 +58,48 @@ def _startups(trace: Trace, fmt: str) -> Iterator[tuple]:
         if fmt == "tokdrift":
             yield e.t, e.seq, "INFO", "tokdrift engine 0.1.0 starting: checkpoints/coder-moe on cuda"
         if fmt in ("freetoken", "tokdrift", "freetoken-excerpt"):
-            yield e.t, e.seq, "INFO", ("Resolved config: moe_backend='offload', attention_backend='triton', "
-                                       "cache_type='hybrid_radix', page_size=1")
-            yield e.t + 0.4, e.seq, "INFO", (f"Cache rebuilt: KV {cap} pages ({cap} tokens, {cap * 20480 / 2**30:.2f} "
-                                            f"GiB), mamba {MAMBA_SLOTS} slots (1.92 GiB), MoE cache 2519/10240 "
-                                            f"(4.17 GiB)")
+            yield (
+                e.t,
+                e.seq,
+                "INFO",
+                (
+                    "Resolved config: moe_backend='offload', attention_backend='triton', "
+                    "cache_type='hybrid_radix', page_size=1"
+                ),
+            )
+            yield (
+                e.t + 0.4,
+                e.seq,
+                "INFO",
+                (
+                    f"Cache rebuilt: KV {cap} pages ({cap} tokens, {cap * 20480 / 2**30:.2f} "
+                    f"GiB), mamba {MAMBA_SLOTS} slots (1.92 GiB), MoE cache 2519/10240 "
+                    f"(4.17 GiB)"
+                ),
+            )
         else:
-            yield e.t, e.seq, "INFO", (f"server_args=ServerArgs(model_path='Qwen/Qwen3-Coder-30B-A3B', tp_size=1, "
-                                       f"mem_fraction_static=0.85, chunked_prefill_size={trace.spec.max_prefill_tokens}"
-                                       f", max_running_requests={trace.spec.max_running})")
+            yield (
+                e.t,
+                e.seq,
+                "INFO",
+                (
+                    f"server_args=ServerArgs(model_path='Qwen/Qwen3-Coder-30B-A3B', tp_size=1, "
+                    f"mem_fraction_static=0.85, chunked_prefill_size={trace.spec.max_prefill_tokens}"
+                    f", max_running_requests={trace.spec.max_running})"
+                ),
+            )
             yield e.t + 0.2, e.seq, "INFO", "Load weight begin. avail mem=78.50 GB"
-            yield e.t + 0.4, e.seq, "INFO", (f"max_total_num_tokens={cap}, chunked_prefill_size="
-                                            f"{trace.spec.max_prefill_tokens}, max_prefill_tokens="
-                                            f"{trace.spec.max_prefill_tokens}, max_running_requests="
-                                            f"{trace.spec.max_running}, context_len={trace.spec.max_context}")
+            yield (
+                e.t + 0.4,
+                e.seq,
+                "INFO",
+                (
+                    f"max_total_num_tokens={cap}, chunked_prefill_size="
+                    f"{trace.spec.max_prefill_tokens}, max_prefill_tokens="
+                    f"{trace.spec.max_prefill_tokens}, max_running_requests="
+                    f"{trace.spec.max_running}, context_len={trace.spec.max_context}"
+                ),
+            )
 
 
 def _prefills(trace: Trace, fmt: str) -> Iterator[tuple]:
@@ -77,13 +110,17 @@ def _prefills(trace: Trace, fmt: str) -> Iterator[tuple]:
             msg = f"Prefill batch, #new-token: {p.new}, #cached-token: {p.cached}, token usage: {usage:.2f}"
         elif fmt in ("sglang-old", "sglang-2024"):
             hit = 100.0 * p.cached / max(1, p.new + p.cached)
-            msg = (f"Prefill batch. #new-seq: 1, #new-token: {p.new}, #cached-token: {p.cached}, cache hit rate: "
-                   f"{hit:.2f}%, token usage: {usage:.2f}, #running-req: {p.num_running}, #queue-req: {p.num_waiting}")
+            msg = (
+                f"Prefill batch. #new-seq: 1, #new-token: {p.new}, #cached-token: {p.cached}, cache hit rate: "
+                f"{hit:.2f}%, token usage: {usage:.2f}, #running-req: {p.num_running}, #queue-req: {p.num_waiting}"
+            )
         else:
             mamba = "" if fmt == "sglang" else _mamba(p.num_running + 1)
-            msg = (f"Prefill batch, #new-seq: 1, #new-token: {p.new}, #cached-token: {p.cached}, token usage: "
-                   f"{usage:.2f}, {mamba}#running-req: {p.num_running}, #queue-req: {p.num_waiting}, "
-                   f"input throughput (token/s): {p.new / max(p.t1 - p.t0, 1e-6):.2f}")
+            msg = (
+                f"Prefill batch, #new-seq: 1, #new-token: {p.new}, #cached-token: {p.cached}, token usage: "
+                f"{usage:.2f}, {mamba}#running-req: {p.num_running}, #queue-req: {p.num_waiting}, "
+                f"input throughput (token/s): {p.new / max(p.t1 - p.t0, 1e-6):.2f}"
+            )
         # tokdrift logs a prefill once it ran; the others when the batch is formed.
         yield (p.t1 if fmt == "tokdrift" else p.t0), p.seq, "INFO", msg
 
@@ -108,14 +145,20 @@ def _decodes(trace: Trace, fmt: str) -> Iterator[tuple]:
             if fmt == "freetoken-excerpt":
                 msg = f"Decode batch, #running-req: {batch}, #token: {kv}, gen throughput (token/s): {gen[k]:.2f}"
             elif fmt in ("sglang-old", "sglang-2024"):
-                msg = (f"Decode batch. #running-req: {batch}, #token: {kv}, token usage: {usage:.2f}, "
-                       f"gen throughput (token/s): {gen[k]:.2f}, #queue-req: {waiting}")
+                msg = (
+                    f"Decode batch. #running-req: {batch}, #token: {kv}, token usage: {usage:.2f}, "
+                    f"gen throughput (token/s): {gen[k]:.2f}, #queue-req: {waiting}"
+                )
             elif fmt == "sglang":
-                msg = (f"Decode batch, #running-req: {batch}, #token: {kv}, token usage: {usage:.2f}, cuda graph: "
-                       f"True, gen throughput (token/s): {gen[k]:.2f}, #queue-req: {waiting}")
+                msg = (
+                    f"Decode batch, #running-req: {batch}, #token: {kv}, token usage: {usage:.2f}, cuda graph: "
+                    f"True, gen throughput (token/s): {gen[k]:.2f}, #queue-req: {waiting}"
+                )
             else:
-                msg = (f"Decode batch, #running-req: {batch}, #token: {kv}, token usage: {usage:.2f}, "
-                       f"{_mamba(batch)}gen throughput (token/s): {gen[k]:.2f}, #queue-req: {waiting}")
+                msg = (
+                    f"Decode batch, #running-req: {batch}, #token: {kv}, token usage: {usage:.2f}, "
+                    f"{_mamba(batch)}gen throughput (token/s): {gen[k]:.2f}, #queue-req: {waiting}"
+                )
             yield float(t[k]), int(trace.f_seq[f]), "INFO", msg
 
 
@@ -124,11 +167,22 @@ def _events(trace: Trace, fmt: str) -> Iterator[tuple]:
         if e.kind == "idle" and fmt in ("freetoken", "tokdrift"):
             yield e.t, e.seq, "INFO", "Scheduler is idle, waiting for new reqs..."
         elif e.kind == "preemption" and fmt != "freetoken-excerpt":
-            yield e.t, e.seq, "WARNING", (f"KV cache pool is full. Retract requests. #retracted_reqs: {e.count}, "
-                                          f"#new_token_ratio: 0.4000 -> 0.5000")
+            yield (
+                e.t,
+                e.seq,
+                "WARNING",
+                (
+                    f"KV cache pool is full. Retract requests. #retracted_reqs: {e.count}, "
+                    f"#new_token_ratio: 0.4000 -> 0.5000"
+                ),
+            )
         elif e.kind == "drop" and fmt in ("freetoken", "tokdrift"):
-            yield e.t, e.seq, "WARNING", (f"Input sequence length {e.count} exceeds {trace.spec.max_context}, "
-                                          f"request {e.rid} is dropped.")
+            yield (
+                e.t,
+                e.seq,
+                "WARNING",
+                (f"Input sequence length {e.count} exceeds {trace.spec.max_context}, request {e.rid} is dropped."),
+            )
 
 
 def _access(trace: Trace, fmt: str) -> Iterator[tuple]:
@@ -137,7 +191,12 @@ def _access(trace: Trace, fmt: str) -> Iterator[tuple]:
         return
     for r in trace.requests:
         if r.status == "done":
-            yield r.t_done, 0, "INFO", f'INFO:     127.0.0.1:{40000 + r.agent} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+            yield (
+                r.t_done,
+                0,
+                "INFO",
+                f'INFO:     127.0.0.1:{40000 + r.agent} - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+            )
 
 
 def _mamba(batch: int) -> str:

@@ -10,7 +10,7 @@ material), the append that triggered a step and whether a restart cured it.
 from __future__ import annotations
 
 import datetime as dt
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
 
@@ -28,22 +28,34 @@ class Case(NamedTuple):
     workload: Workload
     spec: EngineSpec
     verdict: str  # the verdict diag should give
-    head_steps: Optional[int] = None  # an excerpt: the log's first lines only
+    head_steps: int | None = None  # an excerpt: the log's first lines only
     start: dt.datetime = dt.datetime(2026, 9, 23, 9, 0, 0)
 
 
 class Truth(NamedTuple):
     verdict: str  # the verdict diag should give...
     accepted: tuple[str, ...]  # ...or these: a healthy engine whose raw rate fell by about 10 % either way
-    onset: Optional[tuple[float, float]]  # seconds from the start: the span the onset lies in
-    onset_age: Optional[tuple[float, float]]  # the same as engine age
-    trigger: Optional[tuple[str, float, int, int]]  # kind, seconds from the start, new and cached tokens
-    recovered: Optional[bool]  # a restart cured it; None without a restart
+    onset: tuple[float, float] | None  # seconds from the start: the span the onset lies in
+    onset_age: tuple[float, float] | None  # the same as engine age
+    trigger: tuple[str, float, int, int] | None  # kind, seconds from the start, new and cached tokens
+    recovered: bool | None  # a restart cured it; None without a restart
 
 
-NAMES = ("step_after_append", "gradual_creep", "context_growth", "batch_walk", "restart_recovery",
-         "preemption_storm", "idle_gaps", "prefill_mixed", "short_excerpt", "noise_2pct", "noise_10pct",
-         "healthy_noise_10pct", "step_after_idle")
+NAMES = (
+    "step_after_append",
+    "gradual_creep",
+    "context_growth",
+    "batch_walk",
+    "restart_recovery",
+    "preemption_storm",
+    "idle_gaps",
+    "prefill_mixed",
+    "short_excerpt",
+    "noise_2pct",
+    "noise_10pct",
+    "healthy_noise_10pct",
+    "step_after_idle",
+)
 QUICK = ("step_after_append", "context_growth", "short_excerpt")
 
 
@@ -82,8 +94,14 @@ def truth(case: Case, trace: Trace) -> Truth:
             raise ValueError(f"case {case.name}: the triggering append never ran (the run ended first)")
         p = trace.trigger
         age = p.t0 - trace.life_starts[p.life]
-        return Truth(case.verdict, (case.verdict,), (p.t0, p.t0), (age, age),
-                     ("prefill_append", p.t0, p.new, p.cached), True if restarted and not fault.survives_restart else None)
+        return Truth(
+            case.verdict,
+            (case.verdict,),
+            (p.t0, p.t0),
+            (age, age),
+            ("prefill_append", p.t0, p.new, p.cached),
+            True if restarted and not fault.survives_restart else None,
+        )
     lo = fault.at_h * 3600
     hi = lo + MATERIAL / fault.per_hour * 3600
     return Truth(case.verdict, (case.verdict,), (lo, hi), (lo, hi), None, None)
@@ -118,115 +136,202 @@ def motivating(seed: int = 0) -> Case:
     start = dt.datetime(2026, 9, 23, 21, 3, 12)
     onset = dt.datetime(2026, 9, 23, 21, 18, 50)
     costs = Costs(base_s=0.012, per_seq_s=0.001, per_token_s=3e-8, noise=0.03)
-    return Case("motivating", "the motivating report's engine, its whole log",
-                Workload(hours=1.0, agents=((0.0, 1),), append_tokens=(300, 3_000), think_s=(5.0, 45.0),
-                         session_tokens=(100_000, 190_000), first_context=(60_000, 90_000), pauses=((((onset - start).total_seconds() - 40) / 3600, 1.5),),
-                         seed=seed),
-                EngineSpec(costs, fault=Fault("step", (onset - start).total_seconds() / 3600, factor=5.2,
-                                              new_tokens=5_792, cached_tokens=121_712)),
-                "engine_age_degradation", start=start)
+    return Case(
+        "motivating",
+        "the motivating report's engine, its whole log",
+        Workload(
+            hours=1.0,
+            agents=((0.0, 1),),
+            append_tokens=(300, 3_000),
+            think_s=(5.0, 45.0),
+            session_tokens=(100_000, 190_000),
+            first_context=(60_000, 90_000),
+            pauses=((((onset - start).total_seconds() - 40) / 3600, 1.5),),
+            seed=seed,
+        ),
+        EngineSpec(
+            costs,
+            fault=Fault(
+                "step", (onset - start).total_seconds() / 3600, factor=5.2, new_tokens=5_792, cached_tokens=121_712
+            ),
+        ),
+        "engine_age_degradation",
+        start=start,
+    )
 
 
 # --- the cases ---
 
-def _costs(rng: np.random.Generator, noise: float = 0.03, per_token_s: Optional[float] = None) -> Costs:
+
+def _costs(rng: np.random.Generator, noise: float = 0.03, per_token_s: float | None = None) -> Costs:
     """An engine a little different each seed: ~17 ms a step at batch 1 and 20K context."""
-    return Costs(base_s=float(rng.uniform(0.010, 0.014)), per_seq_s=float(rng.uniform(0.0007, 0.0015)),
-                 per_token_s=per_token_s if per_token_s is not None else float(rng.uniform(1.0e-7, 2.0e-7)),
-                 noise=noise, noise_tau_s=float(rng.uniform(10.0, 40.0)))
+    return Costs(
+        base_s=float(rng.uniform(0.010, 0.014)),
+        per_seq_s=float(rng.uniform(0.0007, 0.0015)),
+        per_token_s=per_token_s if per_token_s is not None else float(rng.uniform(1.0e-7, 2.0e-7)),
+        noise=noise,
+        noise_tau_s=float(rng.uniform(10.0, 40.0)),
+    )
 
 
-def _step(rng: np.random.Generator, at_h: float, factor: Optional[float] = None) -> Fault:
-    return Fault("step", at_h, factor=factor if factor is not None else float(rng.uniform(3.0, 6.0)),
-                 new_tokens=int(rng.integers(2_500, 9_000)), cached_tokens=int(rng.integers(60_000, 125_000)))
+def _step(rng: np.random.Generator, at_h: float, factor: float | None = None) -> Fault:
+    return Fault(
+        "step",
+        at_h,
+        factor=factor if factor is not None else float(rng.uniform(3.0, 6.0)),
+        new_tokens=int(rng.integers(2_500, 9_000)),
+        cached_tokens=int(rng.integers(60_000, 125_000)),
+    )
 
 
 def _step_after_append(rng, seed, scale):
     hours = float(rng.uniform(2.5, 3.5)) * scale
-    return Case("step_after_append", "a step slowdown right after a long append onto a cached branch",
-                Workload(hours=hours, agents=((0.0, int(rng.integers(1, 4))),), session_tokens=(60_000, 130_000),
-                         seed=seed),
-                EngineSpec(_costs(rng), fault=_step(rng, hours * float(rng.uniform(0.35, 0.6)))),
-                "engine_age_degradation")
+    return Case(
+        "step_after_append",
+        "a step slowdown right after a long append onto a cached branch",
+        Workload(hours=hours, agents=((0.0, int(rng.integers(1, 4))),), session_tokens=(60_000, 130_000), seed=seed),
+        EngineSpec(_costs(rng), fault=_step(rng, hours * float(rng.uniform(0.35, 0.6)))),
+        "engine_age_degradation",
+    )
 
 
 def _gradual_creep(rng, seed, scale):
     hours = 6.0 * scale
-    return Case("gradual_creep", "step time grows ~6%/hour of engine age, batch and context steady",
-                Workload(hours=hours, agents=((0.0, 2),), session_tokens=(40_000, 70_000), seed=seed),
-                EngineSpec(_costs(rng, noise=0.02), fault=Fault("creep", 0.0, per_hour=float(rng.uniform(0.05, 0.08)))),
-                "engine_age_degradation")
+    return Case(
+        "gradual_creep",
+        "step time grows ~6%/hour of engine age, batch and context steady",
+        Workload(hours=hours, agents=((0.0, 2),), session_tokens=(40_000, 70_000), seed=seed),
+        EngineSpec(_costs(rng, noise=0.02), fault=Fault("creep", 0.0, per_hour=float(rng.uniform(0.05, 0.08)))),
+        "engine_age_degradation",
+    )
 
 
 def _context_growth(rng, seed, scale):
     hours = float(rng.uniform(2.5, 3.5)) * scale
-    return Case("context_growth", "sessions grow from 10K to 150K+ tokens; nothing else changes",
-                Workload(hours=hours, agents=((0.0, int(rng.integers(1, 3))),), system_tokens=(8_000, 12_000),
-                         append_tokens=(100, 600), output_tokens=(40, 400), think_s=(5.0, 60.0),
-                         session_tokens=(400_000, 500_000), seed=seed),
-                EngineSpec(_costs(rng, per_token_s=float(rng.uniform(2.5e-7, 4e-7))), kv_capacity=600_000,
-                           max_context=1_000_000),
-                "context_growth_only")
+    return Case(
+        "context_growth",
+        "sessions grow from 10K to 150K+ tokens; nothing else changes",
+        Workload(
+            hours=hours,
+            agents=((0.0, int(rng.integers(1, 3))),),
+            system_tokens=(8_000, 12_000),
+            append_tokens=(100, 600),
+            output_tokens=(40, 400),
+            think_s=(5.0, 60.0),
+            session_tokens=(400_000, 500_000),
+            seed=seed,
+        ),
+        EngineSpec(
+            _costs(rng, per_token_s=float(rng.uniform(2.5e-7, 4e-7))), kv_capacity=600_000, max_context=1_000_000
+        ),
+        "context_growth_only",
+    )
 
 
 def _batch_walk(rng, seed, scale):
     hours = float(rng.uniform(2.5, 3.5)) * scale
     levels = [1, int(rng.integers(3, 5)), 2, int(rng.integers(3, 6)), 2, 1]
-    steps = tuple((0.0 if k == 0 else hours * (k + float(rng.uniform(-0.2, 0.2))) / len(levels), n)
-                  for k, n in enumerate(levels))
-    return Case("batch_walk", "the number of agents walks 1 -> 4 -> 2 -> 5 -> 1; no fault",
-                Workload(hours=hours, agents=steps, session_tokens=(40_000, 80_000), seed=seed),
-                EngineSpec(_costs(rng)), "no_degradation")
+    steps = tuple(
+        (0.0 if k == 0 else hours * (k + float(rng.uniform(-0.2, 0.2))) / len(levels), n) for k, n in enumerate(levels)
+    )
+    return Case(
+        "batch_walk",
+        "the number of agents walks 1 -> 4 -> 2 -> 5 -> 1; no fault",
+        Workload(hours=hours, agents=steps, session_tokens=(40_000, 80_000), seed=seed),
+        EngineSpec(_costs(rng)),
+        "no_degradation",
+    )
 
 
 def _restart_recovery(rng, seed, scale):
     hours = float(rng.uniform(2.5, 3.5)) * scale
-    return Case("restart_recovery", "a step slowdown after an append, cured by a restart",
-                Workload(hours=hours, agents=((0.0, 2),), session_tokens=(60_000, 120_000), seed=seed),
-                EngineSpec(_costs(rng), fault=_step(rng, hours * float(rng.uniform(0.3, 0.45))),
-                           restarts_h=(hours * float(rng.uniform(0.65, 0.75)),)),
-                "engine_age_degradation")
+    return Case(
+        "restart_recovery",
+        "a step slowdown after an append, cured by a restart",
+        Workload(hours=hours, agents=((0.0, 2),), session_tokens=(60_000, 120_000), seed=seed),
+        EngineSpec(
+            _costs(rng),
+            fault=_step(rng, hours * float(rng.uniform(0.3, 0.45))),
+            restarts_h=(hours * float(rng.uniform(0.65, 0.75)),),
+        ),
+        "engine_age_degradation",
+    )
 
 
 def _preemption_storm(rng, seed, scale):
     hours = float(rng.uniform(2.5, 3.5)) * scale
-    return Case("preemption_storm", "too many long sessions for the KV pool for a while: preempted and recomputed",
-                Workload(hours=hours, agents=((0.0, 2), (hours * 0.35, 6), (hours * 0.6, 2)),
-                         session_tokens=(30_000, 45_000), seed=seed),
-                EngineSpec(_costs(rng), kv_capacity=int(rng.integers(110_000, 150_000))), "no_degradation")
+    return Case(
+        "preemption_storm",
+        "too many long sessions for the KV pool for a while: preempted and recomputed",
+        Workload(
+            hours=hours,
+            agents=((0.0, 2), (hours * 0.35, 6), (hours * 0.6, 2)),
+            session_tokens=(30_000, 45_000),
+            seed=seed,
+        ),
+        EngineSpec(_costs(rng), kv_capacity=int(rng.integers(110_000, 150_000))),
+        "no_degradation",
+    )
 
 
 def _idle_gaps(rng, seed, scale):
     hours = float(rng.uniform(2.5, 3.5)) * scale
     pauses = ((hours * 0.3, float(rng.uniform(15, 30)) * scale), (hours * 0.65, float(rng.uniform(20, 40)) * scale))
-    return Case("idle_gaps", "every agent pauses twice for 15-40 minutes; no fault",
-                Workload(hours=hours, agents=((0.0, 2),), pauses=pauses, seed=seed), EngineSpec(_costs(rng)),
-                "no_degradation")
+    return Case(
+        "idle_gaps",
+        "every agent pauses twice for 15-40 minutes; no fault",
+        Workload(hours=hours, agents=((0.0, 2),), pauses=pauses, seed=seed),
+        EngineSpec(_costs(rng)),
+        "no_degradation",
+    )
 
 
 def _prefill_mixed(rng, seed, scale):
     hours = float(rng.uniform(2.0, 3.0)) * scale
-    return Case("prefill_mixed", "short sessions with big prompts: prefills inside most decode windows; no fault",
-                Workload(hours=hours, agents=((0.0, 3),), system_tokens=(15_000, 30_000), output_tokens=(30, 250),
-                         think_s=(1.0, 8.0), session_tokens=(20_000, 35_000), seed=seed),
-                EngineSpec(_costs(rng)), "no_degradation")
+    return Case(
+        "prefill_mixed",
+        "short sessions with big prompts: prefills inside most decode windows; no fault",
+        Workload(
+            hours=hours,
+            agents=((0.0, 3),),
+            system_tokens=(15_000, 30_000),
+            output_tokens=(30, 250),
+            think_s=(1.0, 8.0),
+            session_tokens=(20_000, 35_000),
+            seed=seed,
+        ),
+        EngineSpec(_costs(rng)),
+        "no_degradation",
+    )
 
 
 def _short_excerpt(rng, seed, scale):
-    return Case("short_excerpt", "six lines with a throughput pasted from the start of a log",
-                Workload(hours=0.1, agents=((0.0, 2),), seed=seed), EngineSpec(_costs(rng)), "insufficient_data",
-                head_steps=6)
+    return Case(
+        "short_excerpt",
+        "six lines with a throughput pasted from the start of a log",
+        Workload(hours=0.1, agents=((0.0, 2),), seed=seed),
+        EngineSpec(_costs(rng)),
+        "insufficient_data",
+        head_steps=6,
+    )
 
 
 def _noisy_step(name: str, description: str, noise: float, factor: tuple[float, float]):
     """A case: a step slowdown by `factor` after an append, on a host whose speed wanders by `noise`."""
+
     def build(rng, seed, scale):
         hours = float(rng.uniform(2.5, 3.5)) * scale
-        return Case(name, description,
-                    Workload(hours=hours, agents=((0.0, 2),), session_tokens=(60_000, 120_000), seed=seed),
-                    EngineSpec(_costs(rng, noise=noise),
-                               fault=_step(rng, hours * float(rng.uniform(0.35, 0.6)), float(rng.uniform(*factor)))),
-                    "engine_age_degradation")
+        return Case(
+            name,
+            description,
+            Workload(hours=hours, agents=((0.0, 2),), session_tokens=(60_000, 120_000), seed=seed),
+            EngineSpec(
+                _costs(rng, noise=noise),
+                fault=_step(rng, hours * float(rng.uniform(0.35, 0.6)), float(rng.uniform(*factor))),
+            ),
+            "engine_age_degradation",
+        )
+
     return build
 
 
@@ -236,23 +341,42 @@ _noise_10pct = _noisy_step("noise_10pct", "a 2-3x step after an append, host noi
 
 def _healthy_noise_10pct(rng, seed, scale):
     hours = float(rng.uniform(2.5, 3.5)) * scale
-    return Case("healthy_noise_10pct", "a healthy engine on a host whose speed wanders by 10%",
-                Workload(hours=hours, agents=((0.0, 2),), session_tokens=(40_000, 90_000), seed=seed),
-                EngineSpec(_costs(rng, noise=0.10)), "no_degradation")
+    return Case(
+        "healthy_noise_10pct",
+        "a healthy engine on a host whose speed wanders by 10%",
+        Workload(hours=hours, agents=((0.0, 2),), session_tokens=(40_000, 90_000), seed=seed),
+        EngineSpec(_costs(rng, noise=0.10)),
+        "no_degradation",
+    )
 
 
 def _step_after_idle(rng, seed, scale):
     hours = float(rng.uniform(2.5, 3.5)) * scale
     pause_h = hours * float(rng.uniform(0.4, 0.55))
     minutes = float(rng.uniform(10, 25)) * scale
-    return Case("step_after_idle", "a step slowdown from the first append after a pause (the window spans the idle time)",
-                Workload(hours=hours, agents=((0.0, 2),), pauses=((pause_h, minutes),), session_tokens=(60_000, 120_000),
-                         seed=seed),
-                EngineSpec(_costs(rng), fault=_step(rng, pause_h + minutes / 60 + 5 / 3600)), "engine_age_degradation")
+    return Case(
+        "step_after_idle",
+        "a step slowdown from the first append after a pause (the window spans the idle time)",
+        Workload(
+            hours=hours, agents=((0.0, 2),), pauses=((pause_h, minutes),), session_tokens=(60_000, 120_000), seed=seed
+        ),
+        EngineSpec(_costs(rng), fault=_step(rng, pause_h + minutes / 60 + 5 / 3600)),
+        "engine_age_degradation",
+    )
 
 
-_BUILDERS = {"step_after_append": _step_after_append, "gradual_creep": _gradual_creep,
-             "context_growth": _context_growth, "batch_walk": _batch_walk, "restart_recovery": _restart_recovery,
-             "preemption_storm": _preemption_storm, "idle_gaps": _idle_gaps, "prefill_mixed": _prefill_mixed,
-             "short_excerpt": _short_excerpt, "noise_2pct": _noise_2pct, "noise_10pct": _noise_10pct,
-             "healthy_noise_10pct": _healthy_noise_10pct, "step_after_idle": _step_after_idle}
+_BUILDERS = {
+    "step_after_append": _step_after_append,
+    "gradual_creep": _gradual_creep,
+    "context_growth": _context_growth,
+    "batch_walk": _batch_walk,
+    "restart_recovery": _restart_recovery,
+    "preemption_storm": _preemption_storm,
+    "idle_gaps": _idle_gaps,
+    "prefill_mixed": _prefill_mixed,
+    "short_excerpt": _short_excerpt,
+    "noise_2pct": _noise_2pct,
+    "noise_10pct": _noise_10pct,
+    "healthy_noise_10pct": _healthy_noise_10pct,
+    "step_after_idle": _step_after_idle,
+}

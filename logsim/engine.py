@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
 
@@ -74,14 +74,16 @@ class EngineSpec:
     max_context: int = 200_000  # a longer prompt is dropped
     max_running: int = 64  # llama.cpp's slots; batch-line engines admit far more
     max_prefill_tokens: int = 16_384  # a longer prompt is prefilled in chunks of this many
-    fault: Optional[Fault] = None
+    fault: Fault | None = None
     restarts_h: tuple[float, ...] = ()
     restart_downtime_s: float = 45.0
 
     def __post_init__(self) -> None:
         if self.kv_capacity <= 0 or self.max_context <= 0 or self.max_running <= 0:
-            raise ValueError(f"kv_capacity, max_context and max_running must be > 0, got "
-                             f"{(self.kv_capacity, self.max_context, self.max_running)}")
+            raise ValueError(
+                f"kv_capacity, max_context and max_running must be > 0, got "
+                f"{(self.kv_capacity, self.max_context, self.max_running)}"
+            )
 
 
 class Prefill(NamedTuple):
@@ -110,8 +112,25 @@ class Event(NamedTuple):
 class Request:
     """One turn's life in the engine."""
 
-    __slots__ = ("rid", "agent", "life", "slot", "new", "cached", "out", "arrival", "t_prefill", "t_first",
-                 "prefill_s", "spans", "generated", "context", "t_done", "status", "task")
+    __slots__ = (
+        "rid",
+        "agent",
+        "life",
+        "slot",
+        "new",
+        "cached",
+        "out",
+        "arrival",
+        "t_prefill",
+        "t_first",
+        "prefill_s",
+        "spans",
+        "generated",
+        "context",
+        "t_done",
+        "status",
+        "task",
+    )
 
     def __init__(self, rid: int, turn: Turn, life: int, arrival: float) -> None:
         self.rid, self.agent, self.life = rid, turn.agent, life
@@ -143,8 +162,8 @@ class Trace(NamedTuple):
     events: list[Event]
     requests: list[Request]
     life_starts: list[float]
-    onset_s: Optional[float]  # step: when the triggering append's prefill began; creep: when it began
-    trigger: Optional[Prefill]  # the triggering append
+    onset_s: float | None  # step: when the triggering append's prefill began; creep: when it began
+    trigger: Prefill | None  # the triggering append
     end_s: float
 
 
@@ -172,9 +191,9 @@ class _Engine:
         self.events: list[Event] = [Event(self._next(), 0, 0.0, "start", 0, -1)]
         self.forwards: list[tuple] = []
         self.degraded = False
-        self.trigger: Optional[Prefill] = None
+        self.trigger: Prefill | None = None
         self.trigger_rid = -1
-        self.onset_s: Optional[float] = None
+        self.onset_s: float | None = None
         fault = spec.fault
         self.trigger_at = fault.at_h * 3600 if fault is not None and fault.kind == "step" else None
         if fault is not None and fault.kind == "creep":
@@ -198,15 +217,32 @@ class _Engine:
                 at = max(self.t, self.life_starts[-1] + 1.0)
                 self.events.append(Event(self._next(), self.life, at, "idle", 0, -1))
                 self.idle_logged = True
-            nxt = min(self.agents.next_due(self.t), self.end,
-                      self.restarts[0] if self.restarts else math.inf,
-                      self.trigger_at if self.trigger_at is not None else math.inf)
+            nxt = min(
+                self.agents.next_due(self.t),
+                self.end,
+                self.restarts[0] if self.restarts else math.inf,
+                self.trigger_at if self.trigger_at is not None else math.inf,
+            )
             self.t = max(nxt, self.t + 1e-3)
         f = np.array(self.forwards, dtype=float).reshape(-1, 7)
-        return Trace(self.w, self.spec, f[:, 0].astype(np.int64), f[:, 1].astype(np.int64), f[:, 2], f[:, 3],
-                     f[:, 4].astype(np.int64), f[:, 5].astype(np.int64), f[:, 6].astype(np.int64), self.prefills,
-                     sorted(self.events, key=lambda e: e.seq), self.requests, self.life_starts, self.onset_s,
-                     self.trigger, self.t)
+        return Trace(
+            self.w,
+            self.spec,
+            f[:, 0].astype(np.int64),
+            f[:, 1].astype(np.int64),
+            f[:, 2],
+            f[:, 3],
+            f[:, 4].astype(np.int64),
+            f[:, 5].astype(np.int64),
+            f[:, 6].astype(np.int64),
+            self.prefills,
+            sorted(self.events, key=lambda e: e.seq),
+            self.requests,
+            self.life_starts,
+            self.onset_s,
+            self.trigger,
+            self.t,
+        )
 
     # --- the loop's parts ---
 
@@ -269,8 +305,19 @@ class _Engine:
         req.spans.append([len(self.forwards), len(self.forwards)])
         num_running = len(self.running)
         self.running.append(req)
-        p = Prefill(self._next(), self.life, t0, self.t, req.rid, new, cached, num_running, len(self.waiting),
-                    kv + req.context, recompute)
+        p = Prefill(
+            self._next(),
+            self.life,
+            t0,
+            self.t,
+            req.rid,
+            new,
+            cached,
+            num_running,
+            len(self.waiting),
+            kv + req.context,
+            recompute,
+        )
         self.prefills.append(p)
         if req.rid == self.trigger_rid and not recompute:
             self.trigger, self.onset_s, self.degraded = p, t0, True
@@ -305,8 +352,9 @@ class _Engine:
     def _preempt(self) -> None:
         """The newest running requests go back to the queue while the KV pool overflows."""
         count = 0
-        while len(self.running) > 1 and sum(r.context for r in self.running) + len(self.running) > \
-                self.spec.kv_capacity:
+        while (
+            len(self.running) > 1 and sum(r.context for r in self.running) + len(self.running) > self.spec.kv_capacity
+        ):
             r = self.running.pop()
             r.status = "preempted"
             self.waiting.insert(0, r)

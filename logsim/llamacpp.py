@@ -16,7 +16,7 @@ which journald stamps; gin prints one access line per request.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -55,9 +55,11 @@ def _wrap(fmt: str, start: dt.datetime, t: float, life_start: float, text: str) 
     when = start + dt.timedelta(seconds=t)
     # Stamps some lines carry in their text: the 2024 server's Unix time (its clock taken as UTC),
     # Ollama's slog time and gin's.
-    text = (text.replace("@UNIX@", str(int(when.replace(tzinfo=dt.timezone.utc).timestamp())))
-            .replace("@ISO@", f"{when:%Y-%m-%dT%H:%M:%S}.{when.microsecond // 1000:03d}Z")
-            .replace("@GIN@", f"{when:%Y/%m/%d - %H:%M:%S}"))
+    text = (
+        text.replace("@UNIX@", str(int(when.replace(tzinfo=dt.timezone.utc).timestamp())))
+        .replace("@ISO@", f"{when:%Y-%m-%dT%H:%M:%S}.{when.microsecond // 1000:03d}Z")
+        .replace("@GIN@", f"{when:%Y/%m/%d - %H:%M:%S}")
+    )
     first, *rest = text.split("\n")
     if fmt == "llama.cpp":
         us = int(round((t - life_start) * 1e6))
@@ -73,24 +75,30 @@ def _wrap(fmt: str, start: dt.datetime, t: float, life_start: float, text: str) 
 
 def _startup(fmt: str, trace: Trace, num_slots: int) -> list[str]:
     if fmt == "llama.cpp-2024":
-        return [_old("main", "build info", 0, build="2715", commit='"f4ab2a41"'),
-                _old("main", "system info", 0, n_threads="8", total_threads="16"),
-                f"llama_new_context_with_model: n_ctx      = {N_CTX}",
-                _old("init", "initializing slots", 0, n_slots=str(num_slots)),
-                _old("main", "HTTP server listening", 0, port='"8080"', hostname='"127.0.0.1"'),
-                _old("update_slots", "all slots are idle", 0)]
+        return [
+            _old("main", "build info", 0, build="2715", commit='"f4ab2a41"'),
+            _old("main", "system info", 0, n_threads="8", total_threads="16"),
+            f"llama_new_context_with_model: n_ctx      = {N_CTX}",
+            _old("init", "initializing slots", 0, n_slots=str(num_slots)),
+            _old("main", "HTTP server listening", 0, port='"8080"', hostname='"127.0.0.1"'),
+            _old("update_slots", "all slots are idle", 0),
+        ]
     out = []
     if fmt == "ollama":
-        out.append(f'time=@ISO@ level=INFO source=server.go:398 msg="starting llama server" '
-                   f'cmd="/usr/lib/ollama/llama-server --model /usr/share/ollama/.ollama/models/blobs/sha256-e8ad '
-                   f'--ctx-size {N_CTX} --parallel {num_slots} --port 35253 --no-log-prefix --no-log-timestamps"')
-    out += ["build: 6092 (c81de6e1) with cc (GCC) 13.3.0 for x86_64-linux-gnu",
-            "system_info: n_threads = 16 (n_threads_batch = 16) / 32 | CUDA : ARCHS = 890 | USE_GRAPHS = 1 |",
-            "main: loading model",
-            "srv    load_model: loading model 'models/qwen3-coder-30b-a3b-q4_k_m.gguf'",
-            f"llama_context: n_ctx         = {N_CTX}",
-            "main: server is listening on http://127.0.0.1:8080 - starting the main loop",
-            "srv  update_slots: all slots are idle"]
+        out.append(
+            f'time=@ISO@ level=INFO source=server.go:398 msg="starting llama server" '
+            f'cmd="/usr/lib/ollama/llama-server --model /usr/share/ollama/.ollama/models/blobs/sha256-e8ad '
+            f'--ctx-size {N_CTX} --parallel {num_slots} --port 35253 --no-log-prefix --no-log-timestamps"'
+        )
+    out += [
+        "build: 6092 (c81de6e1) with cc (GCC) 13.3.0 for x86_64-linux-gnu",
+        "system_info: n_threads = 16 (n_threads_batch = 16) / 32 | CUDA : ARCHS = 890 | USE_GRAPHS = 1 |",
+        "main: loading model",
+        "srv    load_model: loading model 'models/qwen3-coder-30b-a3b-q4_k_m.gguf'",
+        f"llama_context: n_ctx         = {N_CTX}",
+        "main: server is listening on http://127.0.0.1:8080 - starting the main loop",
+        "srv  update_slots: all slots are idle",
+    ]
     if fmt == "ollama":
         out.append('time=@ISO@ level=INFO source=server.go:637 msg="llama runner started in 4.02 seconds"')
     return out
@@ -106,62 +114,163 @@ def _request(fmt: str, trace: Trace, r: Request, num_slots: int) -> list[tuple[f
     key = r.rid * 10
     out: list[tuple[float, int, int, str]] = []
     if fmt == "llama.cpp-2024":
-        out.append((r.t_prefill, key, r.life, _old("launch_slot_with_task", "slot is processing task", r.t_prefill,
-                                                    id_slot=str(slot), id_task=str(r.task))))
-        out.append((r.t_prefill, key + 1, r.life, _old("update_slots", "kv cache rm [p0, end)", r.t_prefill,
-                                                       id_slot=str(slot), id_task=str(r.task), p0=str(r.cached))))
+        out.append(
+            (
+                r.t_prefill,
+                key,
+                r.life,
+                _old(
+                    "launch_slot_with_task",
+                    "slot is processing task",
+                    r.t_prefill,
+                    id_slot=str(slot),
+                    id_task=str(r.task),
+                ),
+            )
+        )
+        out.append(
+            (
+                r.t_prefill,
+                key + 1,
+                r.life,
+                _old(
+                    "update_slots",
+                    "kv cache rm [p0, end)",
+                    r.t_prefill,
+                    id_slot=str(slot),
+                    id_task=str(r.task),
+                    p0=str(r.cached),
+                ),
+            )
+        )
         end = float(token_t[-1])
         ids = {"id_slot": str(slot), "id_task": str(r.task)}
         out += [
-            (end, key + 2, r.life, _old("print_timings", f"prompt eval time     = {prompt_ms:10.2f} ms / {r.new:5d} "
-                                                         f"tokens ({prompt_ms / max(r.new, 1):8.2f} ms per token, "
-                                                         f"{1e3 * r.new / max(prompt_ms, 1e-9):8.2f} tokens per second)",
-                                        end, **ids, t_prompt_processing=f"{prompt_ms:.3f}",
-                                        n_prompt_tokens_processed=str(r.new))),
-            (end, key + 3, r.life, _old("print_timings", f"generation eval time = {eval_ms:10.2f} ms / {n_gen:5d} runs "
-                                                         f"  ({eval_ms / n_gen:8.2f} ms per token, "
-                                                         f"{1e3 * n_gen / max(eval_ms, 1e-9):8.2f} tokens per second)",
-                                        end, **ids, t_token_generation=f"{eval_ms:.3f}", n_decoded=str(n_gen))),
-            (end, key + 4, r.life, _old("print_timings", f"          total time = {prompt_ms + eval_ms:10.2f} ms", end,
-                                        **ids)),
-            (end, key + 5, r.life, _old("update_slots", "slot released", end, **ids, n_ctx=str(N_CTX // num_slots),
-                                        n_past=str(prompt + n_gen - 1), n_system_tokens="0",
-                                        n_cache_tokens=str(prompt + n_gen - 1), truncated="false")),
-            (end, key + 7, r.life, _old("log_server_request", "request", end, remote_addr='"127.0.0.1"',
-                                        remote_port=str(40000 + r.agent), status="200", method='"POST"',
-                                        path='"/completion"', params="{}")),
+            (
+                end,
+                key + 2,
+                r.life,
+                _old(
+                    "print_timings",
+                    f"prompt eval time     = {prompt_ms:10.2f} ms / {r.new:5d} "
+                    f"tokens ({prompt_ms / max(r.new, 1):8.2f} ms per token, "
+                    f"{1e3 * r.new / max(prompt_ms, 1e-9):8.2f} tokens per second)",
+                    end,
+                    **ids,
+                    t_prompt_processing=f"{prompt_ms:.3f}",
+                    n_prompt_tokens_processed=str(r.new),
+                ),
+            ),
+            (
+                end,
+                key + 3,
+                r.life,
+                _old(
+                    "print_timings",
+                    f"generation eval time = {eval_ms:10.2f} ms / {n_gen:5d} runs "
+                    f"  ({eval_ms / n_gen:8.2f} ms per token, "
+                    f"{1e3 * n_gen / max(eval_ms, 1e-9):8.2f} tokens per second)",
+                    end,
+                    **ids,
+                    t_token_generation=f"{eval_ms:.3f}",
+                    n_decoded=str(n_gen),
+                ),
+            ),
+            (
+                end,
+                key + 4,
+                r.life,
+                _old("print_timings", f"          total time = {prompt_ms + eval_ms:10.2f} ms", end, **ids),
+            ),
+            (
+                end,
+                key + 5,
+                r.life,
+                _old(
+                    "update_slots",
+                    "slot released",
+                    end,
+                    **ids,
+                    n_ctx=str(N_CTX // num_slots),
+                    n_past=str(prompt + n_gen - 1),
+                    n_system_tokens="0",
+                    n_cache_tokens=str(prompt + n_gen - 1),
+                    truncated="false",
+                ),
+            ),
+            (
+                end,
+                key + 7,
+                r.life,
+                _old(
+                    "log_server_request",
+                    "request",
+                    end,
+                    remote_addr='"127.0.0.1"',
+                    remote_port=str(40000 + r.agent),
+                    status="200",
+                    method='"POST"',
+                    path='"/completion"',
+                    params="{}",
+                ),
+            ),
         ]
         return out
     tag = f"id {slot:2d} | task {r.task} | "
-    out += [(r.t_prefill, key, r.life, f"slot launch_slot_: {tag}processing task"),
-            (r.t_prefill, key + 1, r.life, f"slot update_slots: {tag}new prompt, n_ctx_slot = {N_CTX // num_slots}, "
-                                           f"n_keep = 0, task.n_tokens = {prompt}"),
-            (r.t_prefill, key + 2, r.life, f"slot update_slots: {tag}n_tokens = {r.cached}, memory_seq_rm "
-                                           f"[{r.cached}, end)"),
-            (r.t_first, key + 3, r.life, f"slot update_slots: {tag}prompt done, n_tokens = {prompt}, "
-                                         f"batch.n_tokens = {r.new}")]
+    out += [
+        (r.t_prefill, key, r.life, f"slot launch_slot_: {tag}processing task"),
+        (
+            r.t_prefill,
+            key + 1,
+            r.life,
+            f"slot update_slots: {tag}new prompt, n_ctx_slot = {N_CTX // num_slots}, "
+            f"n_keep = 0, task.n_tokens = {prompt}",
+        ),
+        (
+            r.t_prefill,
+            key + 2,
+            r.life,
+            f"slot update_slots: {tag}n_tokens = {r.cached}, memory_seq_rm [{r.cached}, end)",
+        ),
+        (
+            r.t_first,
+            key + 3,
+            r.life,
+            f"slot update_slots: {tag}prompt done, n_tokens = {prompt}, batch.n_tokens = {r.new}",
+        ),
+    ]
     last_print = -np.inf
     for n in range(PROGRESS_MIN_TOKENS, n_gen + 1):
         t = float(token_t[n - 1])
         if t - last_print >= PROGRESS_EVERY_S and t > r.t_first:
             last_print = t
-            out.append((t, key + 4, r.life, f"slot print_timing: {tag}n_decoded = {n:6d}, tg = "
-                                            f"{n / (t - r.t_first):6.2f} t/s"))
+            out.append(
+                (t, key + 4, r.life, f"slot print_timing: {tag}n_decoded = {n:6d}, tg = {n / (t - r.t_first):6.2f} t/s")
+            )
     end = float(token_t[-1])
-    block = (f"slot print_timing: {tag}\n"
-             f"prompt eval time = {prompt_ms:10.2f} ms / {r.new:5d} tokens ({prompt_ms / max(r.new, 1):8.2f} ms per "
-             f"token, {1e3 * r.new / max(prompt_ms, 1e-9):8.2f} tokens per second)\n"
-             f"       eval time = {eval_ms:10.2f} ms / {n_gen:5d} tokens ({eval_ms / n_gen:8.2f} ms per token, "
-             f"{1e3 * n_gen / max(eval_ms, 1e-9):8.2f} tokens per second)\n"
-             f"      total time = {prompt_ms + eval_ms:10.2f} ms / {r.new + n_gen:5d} tokens")
-    out += [(end, key + 5, r.life, block),
-            (end, key + 6, r.life, f"slot      release: {tag}stop processing: n_tokens = {prompt + n_gen - 1}, "
-                                   f"truncated = 0"),
-            (end, key + 7, r.life, "srv  log_server_r: done request: POST /v1/chat/completions 127.0.0.1 200")]
+    block = (
+        f"slot print_timing: {tag}\n"
+        f"prompt eval time = {prompt_ms:10.2f} ms / {r.new:5d} tokens ({prompt_ms / max(r.new, 1):8.2f} ms per "
+        f"token, {1e3 * r.new / max(prompt_ms, 1e-9):8.2f} tokens per second)\n"
+        f"       eval time = {eval_ms:10.2f} ms / {n_gen:5d} tokens ({eval_ms / n_gen:8.2f} ms per token, "
+        f"{1e3 * n_gen / max(eval_ms, 1e-9):8.2f} tokens per second)\n"
+        f"      total time = {prompt_ms + eval_ms:10.2f} ms / {r.new + n_gen:5d} tokens"
+    )
+    out += [
+        (end, key + 5, r.life, block),
+        (
+            end,
+            key + 6,
+            r.life,
+            f"slot      release: {tag}stop processing: n_tokens = {prompt + n_gen - 1}, truncated = 0",
+        ),
+        (end, key + 7, r.life, "srv  log_server_r: done request: POST /v1/chat/completions 127.0.0.1 200"),
+    ]
     if fmt == "ollama":
         when = end - r.arrival
-        out.append((end, key + 8, r.life, f"[GIN] @GIN@ | 200 | {when:13.9f}s |       127.0.0.1 | POST     "
-                                          f'"/api/chat"'))
+        out.append(
+            (end, key + 8, r.life, f'[GIN] @GIN@ | 200 | {when:13.9f}s |       127.0.0.1 | POST     "/api/chat"')
+        )
     return out
 
 
@@ -170,8 +279,11 @@ def _idle(fmt: str, trace: Trace) -> list[tuple[float, int, int, str]]:
     out = []
     for e in trace.events:
         if e.kind == "idle" and e.t > trace.life_starts[e.life] + 1.0:
-            text = (_old("update_slots", "all slots are idle", e.t) if fmt == "llama.cpp-2024"
-                    else "srv  update_slots: all slots are idle")
+            text = (
+                _old("update_slots", "all slots are idle", e.t)
+                if fmt == "llama.cpp-2024"
+                else "srv  update_slots: all slots are idle"
+            )
             out.append((e.t, 1 << 40, e.life, text))  # after the release lines of the same instant
     return out
 

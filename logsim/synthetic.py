@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, NamedTuple, Optional
+from typing import NamedTuple
 
 FORMATS = ("freetoken", "tokdrift", "sglang", "sglang-old", "vllm", "prometheus")
 
@@ -27,13 +28,13 @@ class Scenario:
     per_token_s: float = 1.5e-7  # c: attention over one context token
     batch: int = 2  # sessions decoding together
     context_start: int = 20_000  # tokens per session at the start of a session
-    context_reset: Optional[int] = 40_000  # a session this long is replaced by a fresh one; None: grows
+    context_reset: int | None = 40_000  # a session this long is replaced by a fresh one; None: grows
     append: tuple[int, int] = (500, 3000)  # tokens appended per turn
     lines_per_turn: tuple[int, int] = (4, 10)  # decode lines per turn
     forwards_per_line: int = 40  # FreeToken's --decode-log-interval
-    onset_h: Optional[float] = None  # engine-age slowdown begins
+    onset_h: float | None = None  # engine-age slowdown begins
     slowdown: float = 4.0  # step time multiplier after the onset
-    restart_h: Optional[float] = None
+    restart_h: float | None = None
     restart_cures: bool = True  # False: the slowdown survives the restart (not engine age after all)
     idle_every: int = 7  # an idle gap after every this many turns
     idle_s: float = 45.0
@@ -93,7 +94,7 @@ def simulate(sc: Scenario) -> Iterator[Record]:
         t += dt.timedelta(seconds=new * 2e-5)
         yield Record(t, "prefill", sc.batch, sum(ctx), new, cached, 0.0, 0.0, 0)
         for _ in range(rng.randint(*sc.lines_per_turn)):
-            step = (sc.base_step_s + sc.per_seq_s * sc.batch + sc.per_token_s * sum(ctx))
+            step = sc.base_step_s + sc.per_seq_s * sc.batch + sc.per_token_s * sum(ctx)
             step *= (sc.slowdown if degraded else 1.0) * (1.0 + rng.gauss(0.0, sc.noise))
             t += dt.timedelta(seconds=step * sc.forwards_per_line)
             tokens = sc.batch * sc.forwards_per_line
@@ -132,36 +133,50 @@ def _lines(sc: Scenario, fmt: str) -> Iterator[str]:
             if fmt in ("freetoken", "tokdrift"):
                 if fmt == "tokdrift":
                     yield head + "tokdrift engine 0.1.0 starting\n"
-                yield head + ("Resolved config: moe_backend='offload', attention_backend='triton', "
-                              "cache_type='hybrid_radix', page_size=1\n")
-                yield head + (f"Cache rebuilt: KV {cap} pages ({cap} tokens, 4.69 GiB), mamba 32 slots (1.92 GiB), "
-                              f"MoE cache 2519/10240 (4.17 GiB)\n")
+                yield head + (
+                    "Resolved config: moe_backend='offload', attention_backend='triton', "
+                    "cache_type='hybrid_radix', page_size=1\n"
+                )
+                yield head + (
+                    f"Cache rebuilt: KV {cap} pages ({cap} tokens, 4.69 GiB), mamba 32 slots (1.92 GiB), "
+                    f"MoE cache 2519/10240 (4.17 GiB)\n"
+                )
             else:
                 yield head + f"server_args=ServerArgs(model_path='m', max_total_num_tokens={cap})\n"
                 yield head + "Load weight begin. avail mem=70.00 GB\n"
         elif r.kind == "prefill":
             if fmt == "sglang-old":
                 hit = 100.0 * r.cached_tokens / max(1, r.new_tokens + r.cached_tokens)
-                yield head + (f"Prefill batch. #new-seq: 1, #new-token: {r.new_tokens}, #cached-token: "
-                              f"{r.cached_tokens}, cache hit rate: {hit:.2f}%, token usage: {usage:.2f}, "
-                              f"#running-req: {r.batch - 1}, #queue-req: 0\n")
+                yield head + (
+                    f"Prefill batch. #new-seq: 1, #new-token: {r.new_tokens}, #cached-token: "
+                    f"{r.cached_tokens}, cache hit rate: {hit:.2f}%, token usage: {usage:.2f}, "
+                    f"#running-req: {r.batch - 1}, #queue-req: 0\n"
+                )
             else:
-                yield head + (f"Prefill batch, #new-seq: 1, #new-token: {r.new_tokens}, #cached-token: "
-                              f"{r.cached_tokens}, token usage: {usage:.2f}, #mamba-slot: {r.batch + 4}/32, "
-                              f"mamba usage: {(r.batch + 4) / 32:.2f}, #running-req: {r.batch - 1}, #queue-req: 0, "
-                              f"input throughput (token/s): {r.new_tokens / 0.5:.2f}\n")
+                yield head + (
+                    f"Prefill batch, #new-seq: 1, #new-token: {r.new_tokens}, #cached-token: "
+                    f"{r.cached_tokens}, token usage: {usage:.2f}, #mamba-slot: {r.batch + 4}/32, "
+                    f"mamba usage: {(r.batch + 4) / 32:.2f}, #running-req: {r.batch - 1}, #queue-req: 0, "
+                    f"input throughput (token/s): {r.new_tokens / 0.5:.2f}\n"
+                )
         elif r.kind == "decode":
             if fmt == "sglang-old":
-                yield head + (f"Decode batch. #running-req: {r.batch}, #token: {r.context}, token usage: {usage:.2f}, "
-                              f"gen throughput (token/s): {r.gen_tps:.2f}, #queue-req: 0\n")
+                yield head + (
+                    f"Decode batch. #running-req: {r.batch}, #token: {r.context}, token usage: {usage:.2f}, "
+                    f"gen throughput (token/s): {r.gen_tps:.2f}, #queue-req: 0\n"
+                )
             elif fmt == "sglang":
-                yield head + (f"Decode batch, #running-req: {r.batch}, #full token: {r.context}, full token usage: "
-                              f"{usage:.2f}, mamba num: {r.batch + 4}, mamba usage: {(r.batch + 4) / 32:.2f}, "
-                              f"cuda graph: True, gen throughput (token/s): {r.gen_tps:.2f}, #queue-req: 0\n")
+                yield head + (
+                    f"Decode batch, #running-req: {r.batch}, #full token: {r.context}, full token usage: "
+                    f"{usage:.2f}, mamba num: {r.batch + 4}, mamba usage: {(r.batch + 4) / 32:.2f}, "
+                    f"cuda graph: True, gen throughput (token/s): {r.gen_tps:.2f}, #queue-req: 0\n"
+                )
             else:
-                yield head + (f"Decode batch, #running-req: {r.batch}, #token: {r.context}, token usage: {usage:.2f}, "
-                              f"#mamba-slot: {r.batch + 4}/32, mamba usage: {(r.batch + 4) / 32:.2f}, "
-                              f"gen throughput (token/s): {r.gen_tps:.2f}, #queue-req: 0\n")
+                yield head + (
+                    f"Decode batch, #running-req: {r.batch}, #token: {r.context}, token usage: {usage:.2f}, "
+                    f"#mamba-slot: {r.batch + 4}/32, mamba usage: {(r.batch + 4) / 32:.2f}, "
+                    f"gen throughput (token/s): {r.gen_tps:.2f}, #queue-req: 0\n"
+                )
         elif r.kind == "idle" and fmt in ("freetoken", "tokdrift"):
             yield head + "Scheduler is idle, waiting for new reqs...\n"
 
@@ -187,21 +202,25 @@ def _windows(sc: Scenario, fmt: str, every_s: float = 10.0) -> Iterator[str]:
         while r.t >= window_end:
             if gen and fmt == "vllm":
                 # Throughput over busy time: idle windows are not logged by vLLM.
-                yield (f"(APIServer pid=4120) INFO {window_end:%m-%d %H:%M:%S} [loggers.py:123] Engine 000: "
-                       f"Avg prompt throughput: {prompt / every_s:.1f} tokens/s, Avg generation throughput: "
-                       f"{gen / max(busy, 1e-9):.1f} tokens/s, Running: {batch} reqs, Waiting: 0 reqs, "
-                       f"GPU KV cache usage: {100 * context / cap:.1f}%, Prefix cache hit rate: 80.0%\n")
+                yield (
+                    f"(APIServer pid=4120) INFO {window_end:%m-%d %H:%M:%S} [loggers.py:123] Engine 000: "
+                    f"Avg prompt throughput: {prompt / every_s:.1f} tokens/s, Avg generation throughput: "
+                    f"{gen / max(busy, 1e-9):.1f} tokens/s, Running: {batch} reqs, Waiting: 0 reqs, "
+                    f"GPU KV cache usage: {100 * context / cap:.1f}%, Prefix cache hit rate: 80.0%\n"
+                )
             elif fmt == "prometheus":
-                yield (f"# scrape_time: {window_end:%Y-%m-%dT%H:%M:%S}\n"
-                       f"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{model_name=\"m\"}} {batch}\n"
-                       f"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{model_name=\"m\"}} 0\n"
-                       f"# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{{model_name=\"m\"}} {context / cap:.4f}\n"
-                       f"# TYPE vllm:generation_tokens counter\nvllm:generation_tokens_total{{model_name=\"m\"}} {gen_total}\n"
-                       f"# TYPE vllm:prompt_tokens counter\nvllm:prompt_tokens_total{{model_name=\"m\"}} {prompt_total}\n"
-                       f"# TYPE vllm:inter_token_latency_seconds histogram\n"
-                       f"vllm:inter_token_latency_seconds_bucket{{le=\"+Inf\",model_name=\"m\"}} {itl_count}\n"
-                       f"vllm:inter_token_latency_seconds_sum{{model_name=\"m\"}} {itl_sum}\n"
-                       f"vllm:inter_token_latency_seconds_count{{model_name=\"m\"}} {itl_count}\n")
+                yield (
+                    f"# scrape_time: {window_end:%Y-%m-%dT%H:%M:%S}\n"
+                    f'# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{model_name="m"}} {batch}\n'
+                    f'# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{model_name="m"}} 0\n'
+                    f'# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{{model_name="m"}} {context / cap:.4f}\n'
+                    f'# TYPE vllm:generation_tokens counter\nvllm:generation_tokens_total{{model_name="m"}} {gen_total}\n'
+                    f'# TYPE vllm:prompt_tokens counter\nvllm:prompt_tokens_total{{model_name="m"}} {prompt_total}\n'
+                    f"# TYPE vllm:inter_token_latency_seconds histogram\n"
+                    f'vllm:inter_token_latency_seconds_bucket{{le="+Inf",model_name="m"}} {itl_count}\n'
+                    f'vllm:inter_token_latency_seconds_sum{{model_name="m"}} {itl_sum}\n'
+                    f'vllm:inter_token_latency_seconds_count{{model_name="m"}} {itl_count}\n'
+                )
             window_end += dt.timedelta(seconds=every_s)
             gen = prompt = 0
             busy = 0.0

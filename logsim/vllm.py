@@ -15,15 +15,34 @@ starts the counters again at zero; a scrape while the engine is down fails and i
 from __future__ import annotations
 
 import datetime as dt
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
 from logsim.engine import Trace
 
 INTERVAL_S = 10.0
-ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
-               80.0)
+ITL_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
 LABELS = '{engine="0",model_name="Qwen/Qwen3-Coder-30B-A3B"}'
 
 
@@ -31,10 +50,16 @@ class _State:
     """The engine's state at any time, from the trace: running, waiting, KV tokens."""
 
     def __init__(self, trace: Trace) -> None:
-        t = [trace.f_t, np.array([p.t1 for p in trace.prefills]),
-             np.array([e.t for e in trace.events if e.kind in ("idle", "start")])]
-        running = [trace.f_batch, np.array([p.num_running + 1 for p in trace.prefills]),
-                   np.zeros(len(t[2]), dtype=np.int64)]
+        t = [
+            trace.f_t,
+            np.array([p.t1 for p in trace.prefills]),
+            np.array([e.t for e in trace.events if e.kind in ("idle", "start")]),
+        ]
+        running = [
+            trace.f_batch,
+            np.array([p.num_running + 1 for p in trace.prefills]),
+            np.zeros(len(t[2]), dtype=np.int64),
+        ]
         waiting = [trace.f_waiting, np.array([p.num_waiting for p in trace.prefills]), running[2]]
         kv = [trace.f_kv, np.array([p.kv for p in trace.prefills]), running[2]]
         order = np.argsort(np.concatenate(t), kind="stable")
@@ -52,8 +77,10 @@ def _lives(trace: Trace) -> list[tuple[int, float, float]]:
     """(life, start, end) of each engine process."""
     ends = trace.life_starts[1:] + [trace.end_s]
     downtime = trace.spec.restart_downtime_s
-    return [(k, s, e - (downtime if k + 1 < len(trace.life_starts) else 0.0))
-            for k, (s, e) in enumerate(zip(trace.life_starts, ends))]
+    return [
+        (k, s, e - (downtime if k + 1 < len(trace.life_starts) else 0.0))
+        for k, (s, e) in enumerate(zip(trace.life_starts, ends))
+    ]
 
 
 def log_lines(trace: Trace, start: dt.datetime) -> Iterator[str]:
@@ -81,12 +108,23 @@ def log_lines(trace: Trace, start: dt.datetime) -> Iterator[str]:
         records += [
             (t0, 0, f"INFO {stamp(t0)} [__init__.py:241] Automatically detected platform cuda."),
             (t0, 1, f"(APIServer pid={api}) INFO {stamp(t0)} [api_server.py:1805] vLLM API server version 0.10.1.1"),
-            (t0, 2, f"(EngineCore_0 pid={core}) INFO {stamp(t0)} [core.py:71] Initializing a V1 LLM engine "
-                    f"(v0.10.1.1) with config: model='Qwen/Qwen3-Coder-30B-A3B', max_seq_len={trace.spec.max_context}"),
-            (t0, 3, f"(EngineCore_0 pid={core}) INFO {stamp(t0)} [kv_cache_utils.py:833] GPU KV cache size: "
-                    f"{cap:,} tokens"),
-            (t0, 4, f"(APIServer pid={api}) INFO {stamp(t0)} [api_server.py:1857] Starting vLLM API server 0 on "
-                    f"http://0.0.0.0:8000"),
+            (
+                t0,
+                2,
+                f"(EngineCore_0 pid={core}) INFO {stamp(t0)} [core.py:71] Initializing a V1 LLM engine "
+                f"(v0.10.1.1) with config: model='Qwen/Qwen3-Coder-30B-A3B', max_seq_len={trace.spec.max_context}",
+            ),
+            (
+                t0,
+                3,
+                f"(EngineCore_0 pid={core}) INFO {stamp(t0)} [kv_cache_utils.py:833] GPU KV cache size: {cap:,} tokens",
+            ),
+            (
+                t0,
+                4,
+                f"(APIServer pid={api}) INFO {stamp(t0)} [api_server.py:1857] Starting vLLM API server 0 on "
+                f"http://0.0.0.0:8000",
+            ),
         ]
         last_prompt = last_gen = 0.0
         prev = t0
@@ -99,16 +137,25 @@ def log_lines(trace: Trace, start: dt.datetime) -> Iterator[str]:
                 num_pre = sum(c for s, c in preempt if prev < s <= t)
                 asked = cum(queries, t) - cum(queries, t0)
                 hit = cum(hits, t) - cum(hits, t0)
-                records.append((t, 5, f"(APIServer pid={api}) INFO {stamp(t)} [loggers.py:123] Engine 000: "
-                                      f"Avg prompt throughput: {prompt_tps:.1f} tokens/s, Avg generation throughput: "
-                                      f"{gen_tps:.1f} tokens/s, Running: {running} reqs, Waiting: {waiting} reqs, "
-                                      + (f"Preemptions: {num_pre}, " if num_pre else "")
-                                      + f"GPU KV cache usage: {100 * kv / cap:.1f}%, Prefix cache hit rate: "
-                                        f"{100 * hit / asked if asked else 0.0:.1f}%"))
+                records.append(
+                    (
+                        t,
+                        5,
+                        f"(APIServer pid={api}) INFO {stamp(t)} [loggers.py:123] Engine 000: "
+                        f"Avg prompt throughput: {prompt_tps:.1f} tokens/s, Avg generation throughput: "
+                        f"{gen_tps:.1f} tokens/s, Running: {running} reqs, Waiting: {waiting} reqs, "
+                        + (f"Preemptions: {num_pre}, " if num_pre else "")
+                        + f"GPU KV cache usage: {100 * kv / cap:.1f}%, Prefix cache hit rate: "
+                        f"{100 * hit / asked if asked else 0.0:.1f}%",
+                    )
+                )
             last_prompt, last_gen = prompt_tps, gen_tps
             prev, t = t, t + INTERVAL_S
-        records += [(s, 6, f'(APIServer pid={api}) INFO:     127.0.0.1:51234 - "POST /v1/chat/completions HTTP/1.1" '
-                           f'200 OK') for s in done if t0 <= s <= t1]
+        records += [
+            (s, 6, f'(APIServer pid={api}) INFO:     127.0.0.1:51234 - "POST /v1/chat/completions HTTP/1.1" 200 OK')
+            for s in done
+            if t0 <= s <= t1
+        ]
     records.sort(key=lambda r: (r[0], r[1]))
     for _, _, text in records:
         yield text + "\n"
@@ -129,10 +176,13 @@ def scrape_blocks(trace: Trace, start: dt.datetime, every_s: float = INTERVAL_S)
             "queries": _cumulative([p.t1 for p in pre], [p.new + p.cached for p in pre]),
             "hits": _cumulative([p.t1 for p in pre], [p.cached for p in pre]),
             "prompt": _cumulative([p.t1 for p in pre], [p.new for p in pre]),
-            "generation": _cumulative([*trace.f_t[mine], *(p.t1 for p in first)],
-                                      [*trace.f_batch[mine], *(1 for _ in first)]),
-            "preemptions": _cumulative([e.t for e in trace.events if e.kind == "preemption" and e.life == life],
-                                       [e.count for e in trace.events if e.kind == "preemption" and e.life == life]),
+            "generation": _cumulative(
+                [*trace.f_t[mine], *(p.t1 for p in first)], [*trace.f_batch[mine], *(1 for _ in first)]
+            ),
+            "preemptions": _cumulative(
+                [e.t for e in trace.events if e.kind == "preemption" and e.life == life],
+                [e.count for e in trace.events if e.kind == "preemption" and e.life == life],
+            ),
             "itl": (itl_t, np.cumsum(itl_v)),
             "ttft": _cumulative([r.t_first for r in reqs], [r.t_first - r.arrival for r in reqs]),
             "decode_time": _cumulative([r.t_done for r in done], [r.t_done - r.t_first for r in done]),
@@ -148,22 +198,48 @@ def scrape_blocks(trace: Trace, start: dt.datetime, every_s: float = INTERVAL_S)
             out += _metric("num_requests_running", "gauge", "Number of requests in model execution batches.", running)
             out += _metric("num_requests_waiting", "gauge", "Number of requests waiting to be processed.", waiting)
             out += _metric("kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", kv / cap)
-            out += _metric("prefix_cache_queries", "counter",
-                           "Prefix cache queries, in terms of number of queried tokens.", v["queries"])
-            out += _metric("prefix_cache_hits", "counter", "Prefix cache hits, in terms of number of cached tokens.",
-                           v["hits"])
-            out += _metric("num_preemptions", "counter", "Cumulative number of preemption from the engine.",
-                           v["preemptions"])
+            out += _metric(
+                "prefix_cache_queries",
+                "counter",
+                "Prefix cache queries, in terms of number of queried tokens.",
+                v["queries"],
+            )
+            out += _metric(
+                "prefix_cache_hits", "counter", "Prefix cache hits, in terms of number of cached tokens.", v["hits"]
+            )
+            out += _metric(
+                "num_preemptions", "counter", "Cumulative number of preemption from the engine.", v["preemptions"]
+            )
             out += _metric("prompt_tokens", "counter", "Number of prefill tokens processed.", v["prompt"])
             out += _metric("generation_tokens", "counter", "Number of generation tokens processed.", v["generation"])
-            out += _histogram("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
-                              [int(np.searchsorted(b, t, side="right")) for b in buckets], n["itl"], v["itl"])
-            out += _histogram("time_to_first_token_seconds", "Histogram of time to first token in seconds.", None,
-                              n["ttft"], v["ttft"])
-            out += _histogram("request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
-                              None, n["decode_time"], v["decode_time"])
-            out += _histogram("request_generation_tokens", "Number of generation tokens processed.", None,
-                              n["decode_tokens"], v["decode_tokens"])
+            out += _histogram(
+                "inter_token_latency_seconds",
+                "Histogram of inter-token latency in seconds.",
+                [int(np.searchsorted(b, t, side="right")) for b in buckets],
+                n["itl"],
+                v["itl"],
+            )
+            out += _histogram(
+                "time_to_first_token_seconds",
+                "Histogram of time to first token in seconds.",
+                None,
+                n["ttft"],
+                v["ttft"],
+            )
+            out += _histogram(
+                "request_decode_time_seconds",
+                "Histogram of time spent in DECODE phase for request.",
+                None,
+                n["decode_time"],
+                v["decode_time"],
+            )
+            out += _histogram(
+                "request_generation_tokens",
+                "Number of generation tokens processed.",
+                None,
+                n["decode_tokens"],
+                v["decode_tokens"],
+            )
             yield "\n".join(out) + "\n"
             t += every_s
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 
@@ -27,7 +26,7 @@ class Workload:
     output_tokens: tuple[int, int] = (40, 600)  # tokens the engine generates per turn (log-uniform)
     think_s: tuple[float, float] = (2.0, 40.0)  # a tool's run between turns (log-uniform)
     session_tokens: tuple[int, int] = (40_000, 100_000)  # a session ends past a limit drawn from here
-    first_context: Optional[tuple[int, int]] = None  # sessions already this long when the log starts
+    first_context: tuple[int, int] | None = None  # sessions already this long when the log starts
     pauses: tuple[tuple[float, float], ...] = ()  # (at hour, minutes): every agent stops; the engine idles
     seed: int = 0
 
@@ -41,8 +40,9 @@ class Workload:
             if not 0 < lo <= hi:
                 raise ValueError(f"{name} must be (lo, hi) with 0 < lo <= hi, got {(lo, hi)}")
         if self.shared_tokens >= self.system_tokens[0]:
-            raise ValueError(f"shared_tokens must be below system_tokens' low end {self.system_tokens[0]}, "
-                             f"got {self.shared_tokens}")
+            raise ValueError(
+                f"shared_tokens must be below system_tokens' low end {self.system_tokens[0]}, got {self.shared_tokens}"
+            )
 
     @property
     def max_agents(self) -> int:
@@ -56,7 +56,7 @@ class Workload:
                 n = count
         return n
 
-    def paused_until(self, t_s: float) -> Optional[float]:
+    def paused_until(self, t_s: float) -> float | None:
         """The end (s) of a pause `t_s` falls in, or None."""
         for at_h, minutes in self.pauses:
             if at_h * 3600 <= t_s < at_h * 3600 + minutes * 60:
@@ -103,8 +103,11 @@ class Agents:
         if self.w.paused_until(t) is not None:
             return []
         at_work = self.w.num_agents(t) + extra
-        return [i for i in range(len(self.context)) if not self.busy[i] and self.next_t[i] <= t
-                and (i < at_work or i >= self.w.max_agents)]
+        return [
+            i
+            for i in range(len(self.context))
+            if not self.busy[i] and self.next_t[i] <= t and (i < at_work or i >= self.w.max_agents)
+        ]
 
     def next_due(self, t: float) -> float:
         """The next time (s) any agent may send a turn: a pause's end, a schedule change, a turn."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 
 class IdAllocator:
@@ -88,8 +88,7 @@ def chained_block_hashes(blocks: Iterable[bytes]) -> list[int]:
 def token_block_hashes(token_ids: Sequence[int], block_size: int) -> list[int]:
     """Prefix-chained ids of a token-id prompt, one per `block_size` tokens (last may be partial)."""
     blocks = (
-        b",".join(str(t).encode() for t in token_ids[i : i + block_size])
-        for i in range(0, len(token_ids), block_size)
+        b",".join(str(t).encode() for t in token_ids[i : i + block_size]) for i in range(0, len(token_ids), block_size)
     )
     return chained_block_hashes(blocks)
 

@@ -24,6 +24,7 @@ from replay.errors import TraceError
 from replay.trace import Call
 
 OVER_LIMIT_POLICIES = ("drop", "trim", "keep")
+OverLimit = Literal["drop", "trim", "keep"]  # what to do with a call above max_context
 MODES = ("tokens", "text")
 PROBE_TEXT_MARKER = "[tokdrift-probe"
 
@@ -55,7 +56,7 @@ class MaterializeConfig:
     block_size: int  # the trace's block size (header.block_size)
     scale: float = 1.0  # every length times this; 1/16 replays a 200K-token session as 12.5K
     max_context: int | None = None  # prompt + output tokens the target allows
-    over_limit: Literal["drop", "trim", "keep"] = "trim"  # what to do with a call above max_context
+    over_limit: OverLimit = "trim"  # what to do with a call above max_context
     mode: Literal["tokens", "text"] = "tokens"
     vocab_size: int = 256  # token ids are drawn from [0, vocab_size); 256 = the built-in byte-level model
     reserved_ids: frozenset[int] = field(default_factory=frozenset)  # specials never put in a prompt
@@ -82,7 +83,9 @@ class MaterializeConfig:
         if self.probe_token_id is not None and not (
             0 <= self.probe_token_id < self.vocab_size and self.probe_token_id not in self.reserved_ids
         ):
-            raise TraceError(f"probe_token_id: expected an unreserved id below vocab_size, found {self.probe_token_id!r}")
+            raise TraceError(
+                f"probe_token_id: expected an unreserved id below vocab_size, found {self.probe_token_id!r}"
+            )
         if self.min_output_tokens < 1:
             raise TraceError(f"min_output_tokens: expected an integer >= 1, found {self.min_output_tokens!r}")
 
@@ -155,10 +158,10 @@ class Materializer:
         last = self._last.get(key)
         if last is not None:
             ids, values = last
-            if len(ids) > 1 and call.hash_ids[:len(ids) - 1] == ids[:-1]:
+            if len(ids) > 1 and call.hash_ids[: len(ids) - 1] == ids[:-1]:
                 prefix = values
         prompt = materialize(call, self.config, prefix, loop, self.shared_ids)
-        if prompt is not None:
+        if prompt is not None and prompt.values is not None:
             self._last[key] = (call.hash_ids, prompt.values)
         if prompt is None:
             self.num_dropped += 1
@@ -174,8 +177,13 @@ class Materializer:
         self._last.pop(session_key, None)
 
 
-def materialize(call: Call, config: MaterializeConfig, prefix: np.ndarray | None = None, salt: int = 0,
-                keep: frozenset[int] = frozenset()) -> Prompt | None:
+def materialize(
+    call: Call,
+    config: MaterializeConfig,
+    prefix: np.ndarray | None = None,
+    salt: int = 0,
+    keep: frozenset[int] = frozenset(),
+) -> Prompt | None:
     """The prompt for `call`, or None when it exceeds max_context under policy "drop". `prefix`:
     content values the prompt starts with instead of its own, when no longer than the prompt
     (the session's previous prompt, `Materializer`). `salt` > 0 makes every block but those in
@@ -201,12 +209,11 @@ def materialize(call: Call, config: MaterializeConfig, prefix: np.ndarray | None
     tail_key = f"tail:{call.session}:{call.turn}:{call.t!r}" + (f":{salt}" if salt else "")
     values = _values(call.hash_ids, num_in, config.block_tokens, tail_key, salt, keep)
     if prefix is not None and len(prefix) <= num_in:
-        values = np.concatenate([prefix, values[len(prefix):]])
+        values = np.concatenate([prefix, values[len(prefix) :]])
     if config.mode == "tokens":
         ids = config.content_ids
         token_ids = ids[values % len(ids)].tolist()
-        return Prompt(token_ids, None, num_in, num_out, num_reasoning, trimmed, over, call.session, call.turn,
-                      values)
+        return Prompt(token_ids, None, num_in, num_out, num_reasoning, trimmed, over, call.session, call.turn, values)
     text = " ".join(_WORDS[v % len(_WORDS)] for v in values.tolist())
     messages = [{"role": "user", "content": text}]
     return Prompt(None, messages, num_in, num_out, num_reasoning, trimmed, over, call.session, call.turn, values)
@@ -219,7 +226,9 @@ def probe_prompt(config: MaterializeConfig, num_input_tokens: int, max_output_to
     cannot serve it from replayed traffic; it can only hit an earlier identical probe.
     """
     if num_input_tokens < 1 or max_output_tokens < 1:
-        raise TraceError(f"probe: expected input and output lengths >= 1, found {num_input_tokens}, {max_output_tokens}")
+        raise TraceError(
+            f"probe: expected input and output lengths >= 1, found {num_input_tokens}, {max_output_tokens}"
+        )
     values = _stream(f"probe:{variant}", num_input_tokens)
     if config.mode == "tokens":
         ids = config.content_ids
@@ -229,8 +238,14 @@ def probe_prompt(config: MaterializeConfig, num_input_tokens: int, max_output_to
     return Prompt(None, [{"role": "user", "content": " ".join(words)}], num_input_tokens, max_output_tokens, None)
 
 
-def _values(hash_ids: tuple[int, ...], num_tokens: int, block_tokens: int, tail_key: str, salt: int = 0,
-            keep: frozenset[int] = frozenset()) -> np.ndarray:
+def _values(
+    hash_ids: tuple[int, ...],
+    num_tokens: int,
+    block_tokens: int,
+    tail_key: str,
+    salt: int = 0,
+    keep: frozenset[int] = frozenset(),
+) -> np.ndarray:
     """`num_tokens` pseudo-random uint32 values: block by block from the ids, then a call-unique tail."""
     num_blocks = min(len(hash_ids), -(-num_tokens // block_tokens))
     parts = [_block(h, block_tokens, 0 if h in keep else salt) for h in hash_ids[:num_blocks]]

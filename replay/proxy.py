@@ -23,9 +23,10 @@ import json
 import logging
 import math
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import httpx
 from starlette.applications import Starlette
@@ -40,8 +41,18 @@ from replay.trace import Call, TraceHeader, TraceWriter, utc_now_iso
 
 log = logging.getLogger(__name__)
 
-_HOP_HEADERS = {"host", "content-length", "connection", "keep-alive", "transfer-encoding", "accept-encoding",
-                "upgrade", "proxy-connection", "te", "trailer"}
+_HOP_HEADERS = {
+    "host",
+    "content-length",
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "accept-encoding",
+    "upgrade",
+    "proxy-connection",
+    "te",
+    "trailer",
+}
 _RESPONSE_DROP = {"content-length", "connection", "keep-alive", "transfer-encoding", "content-encoding"}
 
 
@@ -94,8 +105,12 @@ class Recorder:
     sessions: dict[str, _Session] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        header = TraceHeader(block_size=self.config.block_size, source="record", created=utc_now_iso(),
-                             meta={"upstream": self.config.upstream, "chars_per_token": self.config.chars_per_token})
+        header = TraceHeader(
+            block_size=self.config.block_size,
+            source="record",
+            created=utc_now_iso(),
+            meta={"upstream": self.config.upstream, "chars_per_token": self.config.chars_per_token},
+        )
         self.writer = TraceWriter(self.config.output, header, append=True)
         self.start = self.writer.header.created_unix or time.time()
 
@@ -185,16 +200,19 @@ def create_app(config: RecordConfig) -> Starlette:
             exchange = Exchange(body, request.headers.get("x-session-id") or _str(body.get("user")), time.time())
             stream = bool(body.get("stream"))
             if stream and config.inject_usage and not (body.get("stream_options") or {}).get("include_usage"):
-                raw = json.dumps({**body, "stream_options": {**(body.get("stream_options") or {}),
-                                                            "include_usage": True}}).encode()
+                raw = json.dumps(
+                    {**body, "stream_options": {**(body.get("stream_options") or {}), "include_usage": True}}
+                ).encode()
                 injected = True
         upstream_request = client.build_request(request.method, url, headers=headers, content=raw)
         try:
             upstream = await client.send(upstream_request, stream=True)
         except httpx.HTTPError as exc:
             log.warning("upstream %s unreachable: %s", url, exc)
-            return JSONResponse({"error": {"message": f"tokdrift proxy: upstream unreachable: {exc}",
-                                           "type": "upstream_error"}}, status_code=502)
+            return JSONResponse(
+                {"error": {"message": f"tokdrift proxy: upstream unreachable: {exc}", "type": "upstream_error"}},
+                status_code=502,
+            )
         out_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _RESPONSE_DROP}
         is_sse = "text/event-stream" in upstream.headers.get("content-type", "")
         if exchange is None or not (stream and is_sse):

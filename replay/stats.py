@@ -97,7 +97,9 @@ def trace_stats(trace: Trace, max_context: int | None = None) -> TraceStats:
         append_tokens=Distribution.of(appends),
         num_compactions=sum(1 for c in calls if c.kind == "compaction"),
         max_context=max_context,
-        num_over_long=0 if max_context is None else sum(1 for c in calls if c.input_tokens + c.output_tokens > max_context),
+        num_over_long=0
+        if max_context is None
+        else sum(1 for c in calls if c.input_tokens + c.output_tokens > max_context),
         num_skipped_lines=trace.num_bad,
     )
 

@@ -11,33 +11,33 @@ reasoning tokens.
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 
 class Chunk(NamedTuple):
     generated: bool  # reasoning, content, a tool call or a completion's text
     content: bool  # content or a completion's text (what a user sees)
-    usage: Optional[dict[str, Any]]
-    error: Optional[str]  # the chunk is an error object (a server that fails mid-stream)
+    usage: dict[str, Any] | None
+    error: str | None  # the chunk is an error object (a server that fails mid-stream)
     has_choices: bool  # False for a usage-only chunk
 
 
 class Usage(NamedTuple):
-    prompt_tokens: Optional[int]
-    cached_tokens: Optional[int]
-    output_tokens: Optional[int]
-    reasoning_tokens: Optional[int]
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    output_tokens: int | None
+    reasoning_tokens: int | None
 
 
 NOTHING = Chunk(False, False, None, None, False)
 
 
-def data_of(line: str) -> Optional[str]:
+def data_of(line: str) -> str | None:
     """The payload of one SSE `data:` line; None for any other line."""
     return line[5:].strip() if line.startswith("data:") else None
 
 
-def parse_data(data: str) -> Optional[dict[str, Any]]:
+def parse_data(data: str) -> dict[str, Any] | None:
     """A chunk's JSON object; None for JSON that is not an object. Raises ValueError when the
     payload is not JSON at all."""
     obj = json.loads(data)
@@ -56,21 +56,28 @@ def read_chunk(obj: dict[str, Any]) -> Chunk:
         delta = choice.get("delta") or {}
         text = choice.get("text") if "text" in choice else delta.get("content")
         content = content or bool(text)
-        generated = generated or bool(text) or bool(delta.get("reasoning_content") or delta.get("reasoning")
-                                                    or delta.get("tool_calls"))
+        generated = (
+            generated
+            or bool(text)
+            or bool(delta.get("reasoning_content") or delta.get("reasoning") or delta.get("tool_calls"))
+        )
     usage = obj.get("usage") if isinstance(obj.get("usage"), dict) and obj.get("usage") else None
     return Chunk(generated, content, usage, None, bool(choices))
 
 
-def read_usage(usage: Optional[dict[str, Any]]) -> Usage:
+def read_usage(usage: dict[str, Any] | None) -> Usage:
     usage = usage if isinstance(usage, dict) else {}
     prompt_details = usage.get("prompt_tokens_details") or {}
     out_details = usage.get("completion_tokens_details") or {}
-    return Usage(_count(usage.get("prompt_tokens")), _count(prompt_details.get("cached_tokens")),
-                 _count(usage.get("completion_tokens")), _count(out_details.get("reasoning_tokens")))
+    return Usage(
+        _count(usage.get("prompt_tokens")),
+        _count(prompt_details.get("cached_tokens")),
+        _count(usage.get("completion_tokens")),
+        _count(out_details.get("reasoning_tokens")),
+    )
 
 
-def _count(value: Any) -> Optional[int]:
+def _count(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
         return None
     return int(value)

@@ -68,16 +68,36 @@ class SynthConfig:
                 raise TraceError(f"{name}: expected {constraint}, found {getattr(self, name)!r}")
 
         need("profile", self.profile in PROFILES, f"one of {', '.join(PROFILES)}")
-        for name in ("sessions", "concurrency", "block_size", "context_min", "context_max", "calls_min",
-                     "calls_max", "append_median", "append_max", "user_append_median", "output_median",
-                     "output_max", "compaction_at", "summary_tokens"):
+        for name in (
+            "sessions",
+            "concurrency",
+            "block_size",
+            "context_min",
+            "context_max",
+            "calls_min",
+            "calls_max",
+            "append_median",
+            "append_max",
+            "user_append_median",
+            "output_median",
+            "output_max",
+            "compaction_at",
+            "summary_tokens",
+        ):
             need(name, isinstance(getattr(self, name), int) and getattr(self, name) >= 1, "an integer >= 1")
-        need("prefix_tokens", 0 <= self.prefix_tokens < self.context_min, f"0 <= prefix_tokens < context_min ({self.context_min})")
+        need(
+            "prefix_tokens",
+            0 <= self.prefix_tokens < self.context_min,
+            f"0 <= prefix_tokens < context_min ({self.context_min})",
+        )
         need("context_max", self.context_max >= self.context_min, f">= context_min ({self.context_min})")
         need("calls_max", self.calls_max >= self.calls_min, f">= calls_min ({self.calls_min})")
         need("compaction_at", self.compaction_at <= self.context_max, f"<= context_max ({self.context_max})")
-        need("summary_tokens", self.prefix_tokens + self.summary_tokens < self.compaction_at,
-             f"prefix_tokens + summary_tokens < compaction_at ({self.compaction_at})")
+        need(
+            "summary_tokens",
+            self.prefix_tokens + self.summary_tokens < self.compaction_at,
+            f"prefix_tokens + summary_tokens < compaction_at ({self.compaction_at})",
+        )
         for name in ("reasoning_share", "user_turn_prob", "overlong_fraction"):
             need(name, 0.0 <= getattr(self, name) <= 1.0, "a fraction in [0, 1]")
         for name in ("append_sigma", "output_sigma", "think_median", "user_think_median"):
@@ -101,16 +121,54 @@ class SynthConfig:
 
 _PROFILE_DEFAULTS: dict[str, dict[str, Any]] = {
     "agentic": {},
-    "chat": dict(sessions=16, concurrency=4, block_size=16, prefix_tokens=300, context_min=400, context_max=16_000,
-                 calls_min=3, calls_max=10, append_median=80, append_sigma=0.8, append_max=2_000,
-                 user_append_median=80, output_median=300, output_sigma=0.6, output_max=2_000,
-                 reasoning_share=0.0, think_median=20.0, user_turn_prob=1.0, user_think_median=20.0,
-                 compaction_at=16_000, summary_tokens=500, overlong_fraction=0.0),
-    "rag": dict(sessions=32, concurrency=8, block_size=16, prefix_tokens=1_200, context_min=4_000,
-                context_max=32_000, calls_min=1, calls_max=3, append_median=3_000, append_sigma=0.4,
-                append_max=12_000, user_append_median=3_000, output_median=200, output_sigma=0.5,
-                output_max=1_500, reasoning_share=0.0, think_median=15.0, user_turn_prob=1.0,
-                user_think_median=15.0, compaction_at=32_000, summary_tokens=500, overlong_fraction=0.0),
+    "chat": dict(
+        sessions=16,
+        concurrency=4,
+        block_size=16,
+        prefix_tokens=300,
+        context_min=400,
+        context_max=16_000,
+        calls_min=3,
+        calls_max=10,
+        append_median=80,
+        append_sigma=0.8,
+        append_max=2_000,
+        user_append_median=80,
+        output_median=300,
+        output_sigma=0.6,
+        output_max=2_000,
+        reasoning_share=0.0,
+        think_median=20.0,
+        user_turn_prob=1.0,
+        user_think_median=20.0,
+        compaction_at=16_000,
+        summary_tokens=500,
+        overlong_fraction=0.0,
+    ),
+    "rag": dict(
+        sessions=32,
+        concurrency=8,
+        block_size=16,
+        prefix_tokens=1_200,
+        context_min=4_000,
+        context_max=32_000,
+        calls_min=1,
+        calls_max=3,
+        append_median=3_000,
+        append_sigma=0.4,
+        append_max=12_000,
+        user_append_median=3_000,
+        output_median=200,
+        output_sigma=0.5,
+        output_max=1_500,
+        reasoning_share=0.0,
+        think_median=15.0,
+        user_turn_prob=1.0,
+        user_think_median=15.0,
+        compaction_at=32_000,
+        summary_tokens=500,
+        overlong_fraction=0.0,
+    ),
 }
 
 
@@ -151,10 +209,19 @@ class _Session:
 
     def call(self, kind: str, num_out: int, reasoning: int) -> None:
         cfg = self.config
-        self.calls.append(Call(t=round(self.t, 3), session=self.name, turn=len(self.calls),
-                               hash_ids=tuple(self.chain.ids), input_tokens=self.chain.num_tokens,
-                               output_tokens=num_out, reasoning_tokens=reasoning,
-                               think_time=None if self.think is None else round(self.think, 3), kind=kind))
+        self.calls.append(
+            Call(
+                t=round(self.t, 3),
+                session=self.name,
+                turn=len(self.calls),
+                hash_ids=tuple(self.chain.ids),
+                input_tokens=self.chain.num_tokens,
+                output_tokens=num_out,
+                reasoning_tokens=reasoning,
+                think_time=None if self.think is None else round(self.think, 3),
+                kind=kind,
+            )
+        )
         self.t += self.new_tokens / cfg.prefill_tps + num_out / cfg.decode_tps
         self.new_tokens = 0
 

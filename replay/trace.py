@@ -16,10 +16,11 @@ import json
 import logging
 import math
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 from replay.errors import TraceError
 from rundir.jsonl import cut_torn_tail
@@ -57,8 +58,12 @@ class TraceHeader:
         return datetime.fromisoformat(self.created).timestamp()
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"format": FORMAT_NAME, "version": self.version, "block_size": self.block_size,
-                               "source": self.source}
+        out: dict[str, Any] = {
+            "format": FORMAT_NAME,
+            "version": self.version,
+            "block_size": self.block_size,
+            "source": self.source,
+        }
         if self.created is not None:
             out["created"] = self.created
         if self.meta:
@@ -210,7 +215,7 @@ def _parse_header(line: str, path) -> TraceHeader:
         raise TraceError(f"{where}: header is not valid JSON ({exc.msg})") from None
     if not isinstance(obj, dict) or obj.get("format") != FORMAT_NAME:
         found = obj.get("format") if isinstance(obj, dict) else _short(obj)
-        raise TraceError(f"{where}: expected a header with \"format\": \"{FORMAT_NAME}\", found {found!r}")
+        raise TraceError(f'{where}: expected a header with "format": "{FORMAT_NAME}", found {found!r}')
     version = obj.get("version")
     if version != FORMAT_VERSION:
         raise TraceError(f"{where}: this reader understands trace version {FORMAT_VERSION}, found {version!r}")
@@ -220,8 +225,9 @@ def _parse_header(line: str, path) -> TraceHeader:
     if not isinstance(meta, dict):
         raise TraceError(f"{where}: meta: expected an object, found {_short(meta)}")
     try:
-        return TraceHeader(block_size=obj["block_size"], source=obj.get("source", "unknown"),
-                           created=obj.get("created"), meta=meta)
+        return TraceHeader(
+            block_size=obj["block_size"], source=obj.get("source", "unknown"), created=obj.get("created"), meta=meta
+        )
     except TraceError as exc:
         raise TraceError(f"{where}: {exc}") from None
 

@@ -19,7 +19,7 @@ import re
 import tarfile
 import time
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 from reports.inputs import Inputs, restarts
 from reports.redact import Redactor
@@ -39,7 +39,7 @@ class BundleResult(NamedTuple):
     path: Path
     members: list[str]
     redaction: str  # Redactor.describe()
-    log_lines: Optional[tuple[int, int]]  # (kept, of) when there is an engine log
+    log_lines: tuple[int, int] | None  # (kept, of) when there is an engine log
 
 
 def write_bundle(inputs: Inputs, out: Path, redact: bool = True) -> BundleResult:
@@ -79,6 +79,7 @@ def write_bundle(inputs: Inputs, out: Path, redact: bool = True) -> BundleResult
 
 def trimmed_log(inputs: Inputs) -> tuple[list[str], tuple[int, int]]:
     """The engine log's lines worth attaching, with '[... N lines left out ...]' at each gap."""
+    assert inputs.engine_log is not None  # bundle() trims a log only where there is one
     with open(inputs.engine_log, encoding="utf-8", errors="replace") as f:
         lines = f.readlines()
     n = len(lines)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 from diagnostics.source import Source
 from reports.redact import Redactor
@@ -15,7 +15,7 @@ SECTIONS = ("engine", "host", "trace")
 
 class Environment(NamedTuple):
     rows: list[tuple[str, str]]  # (field, value), already redacted
-    configs: Optional[str]  # resolved configs as indented JSON, redacted
+    configs: str | None  # resolved configs as indented JSON, redacted
     startup: list[str]  # the engine's startup lines from its log
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -26,7 +26,7 @@ class Inputs(NamedTuple):
         return m.run_id if m is not None else Path(self.source.path).name
 
     @property
-    def engine_log(self) -> Optional[Path]:
+    def engine_log(self) -> Path | None:
         """The engine's own log: the source itself for a log, engine.log in a run directory."""
         path = Path(self.source.path)
         if self.source.kind == "log":
@@ -43,7 +43,7 @@ class Inputs(NamedTuple):
         return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix == ".json")
 
 
-def load(path: Path | str, date: Optional[dt.date] = None, year: Optional[int] = None) -> Inputs:
+def load(path: Path | str, date: dt.date | None = None, year: int | None = None) -> Inputs:
     source = load_source(path, date=date, year=year)
     return Inputs(source, analyze(source))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 from diagnostics.result import Analysis, iso
 
@@ -27,7 +27,7 @@ def headline(a: Analysis) -> str:
     return HEADLINES[a.verdict]
 
 
-def duration(seconds: Optional[float]) -> str:
+def duration(seconds: float | None) -> str:
     if seconds is None:
         return "unknown"
     if seconds < 120:
@@ -44,20 +44,25 @@ def _life_words(a: Analysis) -> str:
 
 def onset_when(a: Analysis) -> str:
     """The onset in the source's clock: a time of day, or engine time where the log has none (never a 1970 date)."""
+    if a.onset is None:
+        return "no onset"
     if a.dated:
-        return iso(a.onset.t)
+        return iso(a.onset.t) or "no onset"
     return f"{duration(a.onset.engine_age_s)} {_life_words(a)}"
 
 
-def trigger_text(a: Analysis) -> Optional[str]:
+def trigger_text(a: Analysis) -> str | None:
     if a.onset is None or a.onset.trigger is None:
         return None
     tr = a.onset.trigger
     when = iso(tr.t) if a.dated else "the onset"
     if tr.kind in ("prefill_append", "prefill") and tr.new_tokens is not None:
         cached = tr.cached_tokens or 0
-        what = (f"a prefill appending {tr.new_tokens:,} new tokens onto {cached:,} cached tokens" if cached
-                else f"a prefill of {tr.new_tokens:,} new tokens with nothing cached")
+        what = (
+            f"a prefill appending {tr.new_tokens:,} new tokens onto {cached:,} cached tokens"
+            if cached
+            else f"a prefill of {tr.new_tokens:,} new tokens with nothing cached"
+        )
         return f"{what} (at {when})"
     if tr.kind == "fault_on":
         return f"a fault switched on at {when} ({tr.detail})"
@@ -75,13 +80,15 @@ BASIS_TEXT = {
     "prefill": "prefill time at matched sizes",
 }
 CAUSE_TEXT = {
-    "host_or_load_drift": ("The slowdown the soaked engine showed is not its age: a fresh engine under the same host "
-                           "and load was as slow, so the host or the load changed (see the fresh_control or "
-                           "host_contention check)."),
+    "host_or_load_drift": (
+        "The slowdown the soaked engine showed is not its age: a fresh engine under the same host "
+        "and load was as slow, so the host or the load changed (see the fresh_control or "
+        "host_contention check)."
+    ),
 }
 
 
-def basis_text(basis: Optional[str]) -> str:
+def basis_text(basis: str | None) -> str:
     return BASIS_TEXT.get(basis or "", (basis or "no comparison").replace("_", " "))
 
 
@@ -89,11 +96,13 @@ def rate_clause(a: Analysis, s=None) -> str:
     """`0.81x (90% interval 0.74-0.88) on identical probes: 37.0 tok/s healthy, 30.0 now at the same
     conditions` — three figures from one basis, which therefore agree."""
     s = s if s is not None else a.slowdown
-    return (f"{s.ratio:.2f}x{s.interval_text()} on {basis_text(s.basis)}: {s.healthy_tps:.1f} tok/s healthy, "
-            f"{s.degraded_tps:.1f} tok/s now at the same conditions")
+    return (
+        f"{s.ratio:.2f}x{s.interval_text()} on {basis_text(s.basis)}: {s.healthy_tps:.1f} tok/s healthy, "
+        f"{s.degraded_tps:.1f} tok/s now at the same conditions"
+    )
 
 
-def per_hour_text(a: Analysis) -> Optional[str]:
+def per_hour_text(a: Analysis) -> str | None:
     """`-6.0% per hour of engine age (90% interval -7.1% to -4.9%)`: decode speed's trend."""
     p = a.slowdown.per_hour if a.slowdown is not None else None
     if p is None:
@@ -101,7 +110,7 @@ def per_hour_text(a: Analysis) -> Optional[str]:
     return f"{p.estimate:+.1%} per hour of engine age (90% interval {p.lo:+.1%} to {p.hi:+.1%})"
 
 
-def window_text(a: Analysis) -> Optional[str]:
+def window_text(a: Analysis) -> str | None:
     """How precisely the onset is placed: the window the first degraded sample leaves, or how long
     a creep had been rising when it stood out."""
     if a.onset is None or a.onset.window_s is None:
@@ -117,8 +126,7 @@ def paragraph(a: Analysis) -> str:
     checks = {c.name: c for c in a.checks}
     if a.verdict == "insufficient_data":
         fails = [c.detail for c in a.checks if c.status == "fail"]
-        return ("The data cannot tell engine age from context growth: " + ("; ".join(fails) or "too few samples")
-                + ".")
+        return "The data cannot tell engine age from context growth: " + ("; ".join(fails) or "too few samples") + "."
     if a.verdict == "engine_age_degradation" and a.age_basis == "prefix_reuse" and a.prefix_reuse is not None:
         return _reuse_paragraph(a) + " " + a.reason
     if a.verdict == "engine_age_degradation" and a.age_basis == "prefill" and a.prefill is not None:
@@ -127,16 +135,22 @@ def paragraph(a: Analysis) -> str:
         out = []
         gradual = a.slowdown is not None and a.slowdown.shape == "gradual"
         if a.onset is not None and gradual:
-            out.append(f"Decode throughput crept down with engine age, {per_hour_text(a)}, and now runs at "
-                       f"{rate_clause(a)}. A creep has no moment it began: the onset ({onset_when(a)}, after "
-                       f"{duration(a.onset.engine_age_s)} {_life_words(a)}) is where the trend first stood out of the "
-                       f"healthy noise, {duration(a.onset.window_s)} after it began rising.")
+            out.append(
+                f"Decode throughput crept down with engine age, {per_hour_text(a)}, and now runs at "
+                f"{rate_clause(a)}. A creep has no moment it began: the onset ({onset_when(a)}, after "
+                f"{duration(a.onset.engine_age_s)} {_life_words(a)}) is where the trend first stood out of the "
+                f"healthy noise, {duration(a.onset.window_s)} after it began rising."
+            )
         elif a.onset is not None:
-            out.append(f"After {duration(a.onset.engine_age_s)} {_life_words(a)}, decode throughput fell to "
-                       f"{rate_clause(a)} (onset {onset_when(a)}).")
+            out.append(
+                f"After {duration(a.onset.engine_age_s)} {_life_words(a)}, decode throughput fell to "
+                f"{rate_clause(a)} (onset {onset_when(a)})."
+            )
             if a.onset.window_s is not None:
-                out.append(f"The first degraded sample came {duration(a.onset.window_s)} after the last healthy one; "
-                           f"the change lies in that window.")
+                out.append(
+                    f"The first degraded sample came {duration(a.onset.window_s)} after the last healthy one; "
+                    f"the change lies in that window."
+                )
             trig = trigger_text(a)
             out.append(f"It began right after {trig}." if trig else "Nothing notable stands out just before it.")
         else:
@@ -151,8 +165,10 @@ def paragraph(a: Analysis) -> str:
     out = []
     if a.slowdown is not None:
         if a.verdict == "context_growth_only":
-            out.append(f"Raw decode throughput fell, but at matched conditions late ran at {rate_clause(a)}, so the "
-                       f"longer context explains the loss.")
+            out.append(
+                f"Raw decode throughput fell, but at matched conditions late ran at {rate_clause(a)}, so the "
+                f"longer context explains the loss."
+            )
         else:
             out.append(f"At matched conditions late ran at {rate_clause(a)}.")
     if a.cause in CAUSE_TEXT:
@@ -163,21 +179,39 @@ def paragraph(a: Analysis) -> str:
 
 def _reuse_paragraph(a: Analysis) -> str:
     r = a.prefix_reuse
-    when = f"After {duration(a.onset.engine_age_s)} {_life_words(a)}, the" if a.onset is not None else "Late in the run, the"
-    out = [f"{when} engine's prefix cache stopped reusing what an agent's next turn shares with the last: "
-           f"continuation turns reused a median {r.late_share:.0%} of their prompt from cache, against "
-           f"{r.healthy_share:.0%} early"
-           + (f", so each recomputed about {r.recomputed_tokens:,.0f} more prompt tokens" if r.recomputed_tokens else "")
-           + (f" (median time to first token {r.ttft_healthy_s:.2f} s early, {r.ttft_late_s:.2f} s late)"
-              if r.ttft_healthy_s is not None and r.ttft_late_s is not None else "") + "."]
+    assert r is not None  # the verdict rests on it
+    when = (
+        f"After {duration(a.onset.engine_age_s)} {_life_words(a)}, the"
+        if a.onset is not None
+        else "Late in the run, the"
+    )
+    out = [
+        f"{when} engine's prefix cache stopped reusing what an agent's next turn shares with the last: "
+        f"continuation turns reused a median {r.late_share:.0%} of their prompt from cache, against "
+        f"{r.healthy_share:.0%} early"
+        + (f", so each recomputed about {r.recomputed_tokens:,.0f} more prompt tokens" if r.recomputed_tokens else "")
+        + (
+            f" (median time to first token {r.ttft_healthy_s:.2f} s early, {r.ttft_late_s:.2f} s late)"
+            if r.ttft_healthy_s is not None and r.ttft_late_s is not None
+            else ""
+        )
+        + "."
+    ]
     return " ".join(out + _decode_held(a))
 
 
 def _prefill_paragraph(a: Analysis) -> str:
     p = a.prefill
-    when = f"After {duration(a.onset.engine_age_s)} {_life_words(a)}, the" if a.onset is not None else "Late in the run, the"
-    out = [f"{when} engine took longer and longer to admit a prompt: the last {p.num_late} prefills took {p.ratio:.2f}x, "
-           f"in total, what prefills of the same size took while it was young."]
+    assert p is not None  # the verdict rests on it
+    when = (
+        f"After {duration(a.onset.engine_age_s)} {_life_words(a)}, the"
+        if a.onset is not None
+        else "Late in the run, the"
+    )
+    out = [
+        f"{when} engine took longer and longer to admit a prompt: the last {p.num_late} prefills took {p.ratio:.2f}x, "
+        f"in total, what prefills of the same size took while it was young."
+    ]
     return " ".join(out + _decode_held(a))
 
 
@@ -193,52 +227,78 @@ def _decode_held(a: Analysis) -> list[str]:
     return out + ([sentence] if sentence else [])
 
 
-def _suspect_sentence(a: Analysis) -> Optional[str]:
+def _suspect_sentence(a: Analysis) -> str | None:
     if not a.suspects:
         return None
     top = a.suspects[0]
-    return (f"The engine figure that tracks it best is {top.name} (score {top.score:.2f}): "
-            f"{top.evidence.split('; ')[-1]}.")
+    return (
+        f"The engine figure that tracks it best is {top.name} (score {top.score:.2f}): {top.evidence.split('; ')[-1]}."
+    )
 
 
 def key_numbers(a: Analysis) -> list[KeyNumber]:
-    out = [KeyNumber("verdict", a.verdict),
-           KeyNumber("confidence", a.confidence or "none: the data cannot tell"),
-           KeyNumber("decided by", basis_text(a.basis))]
+    out = [
+        KeyNumber("verdict", a.verdict),
+        KeyNumber("confidence", a.confidence or "none: the data cannot tell"),
+        KeyNumber("decided by", basis_text(a.basis)),
+    ]
     if a.cause == "host_or_load_drift":
         out.append(KeyNumber("cause", "host or load drift: a fresh engine was as slow"))
     if a.slowdown is not None and a.slowdown.healthy_tps is None:  # a claim on prefix reuse or prefill time
         s = a.slowdown
-        out.append(KeyNumber(f"matched ratio (latest / healthy, {basis_text(s.basis)})",
-                             f"{s.ratio:.2f}{s.interval_text()}"))
+        out.append(
+            KeyNumber(f"matched ratio (latest / healthy, {basis_text(s.basis)})", f"{s.ratio:.2f}{s.interval_text()}")
+        )
     elif a.slowdown is not None:
         s = a.slowdown
         interval = s.interval_text(none=" (too few samples for an interval)")
-        out += [KeyNumber("matched throughput ratio (latest / healthy)", f"{s.ratio:.2f}{interval}"),
-                KeyNumber(f"healthy decode (tok/s, {basis_text(s.basis)})", f"{s.healthy_tps:.1f}"),
-                KeyNumber("decode now at the same conditions (tok/s)", f"{s.degraded_tps:.1f}")]
+        out += [
+            KeyNumber("matched throughput ratio (latest / healthy)", f"{s.ratio:.2f}{interval}"),
+            KeyNumber(f"healthy decode (tok/s, {basis_text(s.basis)})", f"{s.healthy_tps:.1f}"),
+            KeyNumber("decode now at the same conditions (tok/s)", f"{s.degraded_tps:.1f}"),
+        ]
         if s.shape is not None:
-            out.append(KeyNumber("shape", {"step": "step: one change, then a new level",
-                                           "gradual": "gradual: a trend that grows with engine age"}[s.shape]))
-        if per_hour_text(a) is not None:
-            out.append(KeyNumber("decode speed trend", per_hour_text(a)))
+            out.append(
+                KeyNumber(
+                    "shape",
+                    {
+                        "step": "step: one change, then a new level",
+                        "gradual": "gradual: a trend that grows with engine age",
+                    }[s.shape],
+                )
+            )
+        trend = per_hour_text(a)
+        if trend is not None:
+            out.append(KeyNumber("decode speed trend", trend))
     if a.prefix_reuse is not None:
         r = a.prefix_reuse
-        out.append(KeyNumber("prefix reuse of continuation turns (late / early)",
-                             f"{r.ratio:.2f} ({r.late_share:.0%} against {r.healthy_share:.0%})"))
+        out.append(
+            KeyNumber(
+                "prefix reuse of continuation turns (late / early)",
+                f"{r.ratio:.2f} ({r.late_share:.0%} against {r.healthy_share:.0%})",
+            )
+        )
     if a.prefill is not None:
         out.append(KeyNumber("prefill time at matched sizes (late / healthy)", f"{a.prefill.ratio:.2f}"))
     if a.onset is not None:
-        out += [KeyNumber("onset", onset_when(a)),
-                KeyNumber("engine age at onset", f"{a.onset.engine_age_s:.0f} s ({duration(a.onset.engine_age_s)})")]
-        if window_text(a) is not None:
-            out.append(KeyNumber("onset window", window_text(a)))
+        out += [
+            KeyNumber("onset", onset_when(a)),
+            KeyNumber("engine age at onset", f"{a.onset.engine_age_s:.0f} s ({duration(a.onset.engine_age_s)})"),
+        ]
+        window = window_text(a)
+        if window is not None:
+            out.append(KeyNumber("onset window", window))
         trig = trigger_text(a)
         out.append(KeyNumber("trigger", trig if trig else "none stands out"))
     out.append(KeyNumber("recovered by restart", recovered_text(a)))
     if any(x.facts for x in a.lives):  # a run directory's lives say nothing of themselves yet
-        out.append(KeyNumber("engine lives", "; ".join(f"life {x.life}: {x.describe()}" for x in a.lives[:6])
-                             + (f"; and {len(a.lives) - 6} more" if len(a.lives) > 6 else "")))
+        out.append(
+            KeyNumber(
+                "engine lives",
+                "; ".join(f"life {x.life}: {x.describe()}" for x in a.lives[:6])
+                + (f"; and {len(a.lives) - 6} more" if len(a.lives) > 6 else ""),
+            )
+        )
     if a.model is not None:
         out.append(KeyNumber("healthy model (step time)", f"{a.model.describe()} ({a.model.num_points} samples)"))
     valid = a.samples[a.samples["excluded"] == ""] if len(a.samples) else a.samples

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import base64
 import io
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
@@ -33,7 +34,7 @@ def data_uri(fig: Figure) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _figure(size=WIDE) -> tuple[Figure, object]:
+def _figure(size: tuple[float, float] = WIDE) -> tuple[Figure, Axes]:
     fig = Figure(figsize=size, layout="constrained")
     ax = fig.add_subplot()
     ax.grid(True, alpha=0.3)
@@ -64,8 +65,7 @@ def _marks(ax, onset_t, trigger_t, restarts: Sequence) -> None:
         ax.axvline(t, color=RESTART, ls=":", lw=1.6, label="restart" if i == 0 else None)
 
 
-def throughput_over_time(samples: pd.DataFrame, onset_t, trigger_t, restarts: Sequence,
-                         healthy_end=None) -> Optional[str]:
+def throughput_over_time(samples: pd.DataFrame, onset_t, trigger_t, restarts: Sequence, healthy_end=None) -> str | None:
     if samples.empty:
         return None
     fig, ax = _figure()
@@ -73,8 +73,15 @@ def throughput_over_time(samples: pd.DataFrame, onset_t, trigger_t, restarts: Se
     kept, out = s[s["excluded"] == ""], s[s["excluded"] != ""]
     ax.scatter(kept["t"], kept["gen_tps"], s=_size(len(s)), color="#1565c0", label="decode throughput", zorder=3)
     if len(out):
-        ax.scatter(out["t"], out["gen_tps"], s=_size(len(s), 14), facecolors="none", edgecolors="#9e9e9e",
-                   label="after a prefill or idle gap (kept out)", zorder=2)
+        ax.scatter(
+            out["t"],
+            out["gen_tps"],
+            s=_size(len(s), 14),
+            facecolors="none",
+            edgecolors="#9e9e9e",
+            label="after a prefill or idle gap (kept out)",
+            zorder=2,
+        )
     if healthy_end is not None:
         ax.axvspan(samples["t"].min(), healthy_end, color=HEALTHY, alpha=0.08, label="healthy window")
     _marks(ax, onset_t, trigger_t, restarts)
@@ -85,7 +92,7 @@ def throughput_over_time(samples: pd.DataFrame, onset_t, trigger_t, restarts: Se
     return data_uri(fig)
 
 
-def throughput_vs_context(samples: pd.DataFrame, model: Optional[HealthyModel]) -> Optional[str]:
+def throughput_vs_context(samples: pd.DataFrame, model: HealthyModel | None) -> str | None:
     s = samples[(samples["excluded"] == "") & samples["context"].notna()]
     if s.empty:
         return None
@@ -98,9 +105,10 @@ def throughput_vs_context(samples: pd.DataFrame, model: Optional[HealthyModel]) 
         lo, hi = float(s["context"].min()), float(s["context"].max())
         ctx = np.linspace(lo * 0.95, hi * 1.05, 100)
         for batch in s["batch"].dropna().value_counts().index[:3]:
-            pred = model.predict(np.full(len(ctx), float(batch)), ctx if model.context_identified else np.zeros(len(ctx)))
-            ax.plot(ctx, float(batch) / pred, color=HEALTHY, lw=2, zorder=4,
-                    label=f"healthy model, batch {batch:g}")
+            pred = model.predict(
+                np.full(len(ctx), float(batch)), ctx if model.context_identified else np.zeros(len(ctx))
+            )
+            ax.plot(ctx, float(batch) / pred, color=HEALTHY, lw=2, zorder=4, label=f"healthy model, batch {batch:g}")
     ax.set_xlabel("context (KV tokens in use)")
     ax.set_ylabel("decode throughput (tok/s)")
     ax.set_ylim(bottom=0)
@@ -109,7 +117,7 @@ def throughput_vs_context(samples: pd.DataFrame, model: Optional[HealthyModel]) 
     return data_uri(fig)
 
 
-def probes_over_age(probes: pd.DataFrame, labels: Sequence[str] = ()) -> Optional[str]:
+def probes_over_age(probes: pd.DataFrame, labels: Sequence[str] = ()) -> str | None:
     """One probe series, or several (a list of frames via `labels`) for a comparison: the soaked
     engine's probes per engine life, its control's (where the run has one) as their own series."""
     frames = probes if isinstance(probes, list) else [probes]
@@ -122,11 +130,25 @@ def probes_over_age(probes: pd.DataFrame, labels: Sequence[str] = ()) -> Optiona
         role = p["role"].fillna("main") if "role" in p else pd.Series("main", index=p.index)
         prefix = f"{labels[k]}: " if labels else ""
         for life, rows in p[role != "control"].groupby("engine_life", sort=True):
-            ax.plot(rows["engine_age_s"] / 60, rows["decode_tps"], marker=markers[k % 4], ms=5, lw=1,
-                    label=f"{prefix}engine life {life}")
+            ax.plot(
+                rows["engine_age_s"] / 60,
+                rows["decode_tps"],
+                marker=markers[k % 4],
+                ms=5,
+                lw=1,
+                label=f"{prefix}engine life {life}",
+            )
         for n, (_, rows) in enumerate(p[role == "control"].groupby("engine_life", sort=True)):
-            ax.plot(rows["engine_age_s"] / 60, rows["decode_tps"], marker=markers[k % 4], ms=4, lw=0.8, ls="--",
-                    color="0.55", label=None if n else f"{prefix}control (fresh instance, at the same moments)")
+            ax.plot(
+                rows["engine_age_s"] / 60,
+                rows["decode_tps"],
+                marker=markers[k % 4],
+                ms=4,
+                lw=0.8,
+                ls="--",
+                color="0.55",
+                label=None if n else f"{prefix}control (fresh instance, at the same moments)",
+            )
     ax.set_xlabel("engine age (min)")
     ax.set_ylabel("probe decode (tok/s)")
     ax.set_ylim(bottom=0)
@@ -134,14 +156,19 @@ def probes_over_age(probes: pd.DataFrame, labels: Sequence[str] = ()) -> Optiona
     return data_uri(fig)
 
 
-def residuals(samples: pd.DataFrame, life_rows: pd.DataFrame, segments, material: float) -> Optional[str]:
+def residuals(samples: pd.DataFrame, life_rows: pd.DataFrame, segments, material: float) -> str | None:
     s = samples[(samples["excluded"] == "") & samples["residual"].notna()]
     if s.empty:
         return None
     fig, ax = _figure()
     t = _thin(s)
-    ax.scatter(t["t"], t["residual"], s=_size(len(t), 7), c=np.where(t["engine_life"] == t["engine_life"].min(), "#1565c0", "#8e24aa"),
-               zorder=2)
+    ax.scatter(
+        t["t"],
+        t["residual"],
+        s=_size(len(t), 7),
+        c=np.where(t["engine_life"] == t["engine_life"].min(), "#1565c0", "#8e24aa"),
+        zorder=2,
+    )
     base = float(s.loc[s["healthy"].fillna(False).astype(bool), "residual"].median()) if "healthy" in s else 0.0
     ax.axhline(base, color=HEALTHY, lw=1, label="healthy level")
     ax.axhline(base + material, color=HEALTHY, lw=1, ls="--", label="material slowdown (10%)")
@@ -149,8 +176,15 @@ def residuals(samples: pd.DataFrame, life_rows: pd.DataFrame, segments, material
         times = life_rows["t"].to_numpy()
         for i, seg in enumerate(segments):
             end = times[seg.end - 1]
-            ax.hlines(seg.level, times[seg.start], end, color=ONSET, lw=2.5, zorder=4,
-                      label="segment level (PELT)" if i == 0 else None)
+            ax.hlines(
+                seg.level,
+                times[seg.start],
+                end,
+                color=ONSET,
+                lw=2.5,
+                zorder=4,
+                label="segment level (PELT)" if i == 0 else "_nolegend_",
+            )
             if i:
                 ax.axvline(times[seg.start], color=ONSET, ls=":", lw=1, label="change point" if i == 1 else None)
     ax.set_ylabel("log(step time / healthy)")
@@ -159,7 +193,7 @@ def residuals(samples: pd.DataFrame, life_rows: pd.DataFrame, segments, material
     return data_uri(fig)
 
 
-def prefills(steps: pd.DataFrame, trigger_t) -> Optional[str]:
+def prefills(steps: pd.DataFrame, trigger_t) -> str | None:
     p = steps[(steps["phase"] == "prefill") & steps["new_tokens"].notna()]
     if p.empty:
         return None
@@ -178,7 +212,7 @@ def prefills(steps: pd.DataFrame, trigger_t) -> Optional[str]:
     return data_uri(fig)
 
 
-def suspect(series: pd.DataFrame, name: str, samples: pd.DataFrame, onset_t, restarts: Sequence) -> Optional[str]:
+def suspect(series: pd.DataFrame, name: str, samples: pd.DataFrame, onset_t, restarts: Sequence) -> str | None:
     if series.empty:
         return None
     fig, ax = _figure(SMALL)
@@ -199,7 +233,7 @@ def suspect(series: pd.DataFrame, name: str, samples: pd.DataFrame, onset_t, res
     return data_uri(fig)
 
 
-def age_curves(frames: Sequence[pd.DataFrame], labels: Sequence[str]) -> Optional[str]:
+def age_curves(frames: Sequence[pd.DataFrame], labels: Sequence[str]) -> str | None:
     """Decode throughput over engine age for several runs (the comparison page)."""
     frames = [f[f["excluded"] == ""] for f in frames]
     if all(f.empty for f in frames):

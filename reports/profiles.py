@@ -13,8 +13,9 @@ import json
 import logging
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple, Optional, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -38,10 +39,10 @@ class FrameTimes(NamedTuple):
 
 class FrameRow(NamedTuple):
     frame: str
-    healthy_share: Optional[float]  # share of all self time, 0..1
-    degraded_share: Optional[float]
-    healthy_total_share: Optional[float]
-    degraded_total_share: Optional[float]
+    healthy_share: float | None  # share of all self time, 0..1
+    degraded_share: float | None
+    healthy_total_share: float | None
+    degraded_total_share: float | None
 
 
 class ProfileComparison(NamedTuple):
@@ -67,7 +68,7 @@ def read_speedscope(path: Path) -> FrameTimes:
     return FrameTimes(dict(self_s), dict(total_s), len(profiles))
 
 
-def compare(paths: Sequence[Path], onset_stamp: Optional[str] = None) -> Optional[ProfileComparison]:
+def compare(paths: Sequence[Path], onset_stamp: str | None = None) -> ProfileComparison | None:
     """Healthy against degraded; None when there is nothing on one of the two sides."""
     healthy, degraded = classify(paths, onset_stamp)
     if not healthy or not degraded:
@@ -81,12 +82,19 @@ def compare(paths: Sequence[Path], onset_stamp: Optional[str] = None) -> Optiona
     key = lambda n: max(h.self_s.get(n, 0.0) / ht, d.self_s.get(n, 0.0) / dt)  # noqa: E731
     rows = []
     for name in sorted(names, key=key, reverse=True)[:TOP]:
-        rows.append(FrameRow(name, h.self_s.get(name, 0.0) / ht, d.self_s.get(name, 0.0) / dt,
-                             h.total_s.get(name, 0.0) / ht, d.total_s.get(name, 0.0) / dt))
+        rows.append(
+            FrameRow(
+                name,
+                h.self_s.get(name, 0.0) / ht,
+                d.self_s.get(name, 0.0) / dt,
+                h.total_s.get(name, 0.0) / ht,
+                d.total_s.get(name, 0.0) / dt,
+            )
+        )
     return ProfileComparison([p.name for p in healthy], [p.name for p in degraded], rows, skipped)
 
 
-def classify(paths: Sequence[Path], onset_stamp: Optional[str]) -> tuple[list[Path], list[Path]]:
+def classify(paths: Sequence[Path], onset_stamp: str | None) -> tuple[list[Path], list[Path]]:
     healthy = [p for p in paths if HEALTHY_NAMES.search(p.name)]
     degraded = [p for p in paths if DEGRADED_NAMES.search(p.name) and p not in healthy]
     if healthy or degraded:
@@ -101,7 +109,7 @@ def classify(paths: Sequence[Path], onset_stamp: Optional[str]) -> tuple[list[Pa
     return (ordered[:1], ordered[-1:]) if len(ordered) >= 2 else ([], [])
 
 
-def _merge(paths: Sequence[Path], skipped: list[str]) -> Optional[FrameTimes]:
+def _merge(paths: Sequence[Path], skipped: list[str]) -> FrameTimes | None:
     self_s: dict[str, float] = defaultdict(float)
     total_s: dict[str, float] = defaultdict(float)
     n = 0
@@ -147,12 +155,12 @@ def _label(frame: dict) -> str:
         return name
     parts = re.split(r"[\\/]", str(file))
     if "site-packages" in parts:  # the import path: engine/memory/allocator.py
-        short = "/".join(parts[len(parts) - parts[::-1].index("site-packages"):])
+        short = "/".join(parts[len(parts) - parts[::-1].index("site-packages") :])
     else:
         short = "/".join(parts[-3:])
     line = frame.get("line")
     return f"{name} ({short}:{line})" if line is not None else f"{name} ({short})"
 
 
-def fmt_share(x: Optional[float]) -> str:
+def fmt_share(x: float | None) -> str:
     return "" if x is None or not np.isfinite(x) else f"{100 * x:.1f}%"

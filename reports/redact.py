@@ -19,36 +19,69 @@ HOME = "home-directory paths"
 CATEGORIES = (PROMPT, API_KEY, BEARER, HOME)
 
 # JSON keys whose value is request or response text.
-PROMPT_KEYS = frozenset({
-    "prompt", "prompts", "messages", "content", "completion", "completions", "text", "texts",
-    "system_prompt", "reasoning_content", "input_text", "output_text", "prompt_token_ids", "input_ids",
-    "output_ids", "output_token_ids", "choices",
-})
+PROMPT_KEYS = frozenset(
+    {
+        "prompt",
+        "prompts",
+        "messages",
+        "content",
+        "completion",
+        "completions",
+        "text",
+        "texts",
+        "system_prompt",
+        "reasoning_content",
+        "input_text",
+        "output_text",
+        "prompt_token_ids",
+        "input_ids",
+        "output_ids",
+        "output_token_ids",
+        "choices",
+    }
+)
 # JSON keys whose value is a secret.
-SECRET_KEYS = frozenset({
-    "api_key", "apikey", "api-key", "openai_api_key", "hf_token", "access_token", "auth_token",
-    "authorization", "x-api-key", "secret", "secret_key", "password", "token_secret",
-})
+SECRET_KEYS = frozenset(
+    {
+        "api_key",
+        "apikey",
+        "api-key",
+        "openai_api_key",
+        "hf_token",
+        "access_token",
+        "auth_token",
+        "authorization",
+        "x-api-key",
+        "secret",
+        "secret_key",
+        "password",
+        "token_secret",
+    }
+)
 # Command-line flags whose next argument is a secret.
 SECRET_FLAGS = frozenset({"--api-key", "--api_key", "--token", "--hf-token", "--password", "--secret"})
 
 _BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{8,}")
 _KEY_SHAPES = re.compile(
     r"\b(?:sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16}"
-    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AIza[0-9A-Za-z_-]{35})")
+    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AIza[0-9A-Za-z_-]{35})"
+)
 _KEY_VALUE = re.compile(
     r"(?i)([\"']?(?:api[_-]?key|openai_api_key|hf_token|access_token|auth_token|x-api-key|secret(?:_key)?|password)"
-    r"[\"']?\s*[:=]\s*[\"']?)([^\s\"',;}\]]+)")
-_HOME = re.compile(r"(?<![\w.~/])(?:/home/[^/\s\"'<>:;,]+|/Users/[^/\s\"'<>:;,]+|/root(?=[/\s\"'<>:;,)]|$)"
-                   r"|[A-Za-z]:\\Users\\[^\\\s\"']+)")
+    r"[\"']?\s*[:=]\s*[\"']?)([^\s\"',;}\]]+)"
+)
+_HOME = re.compile(
+    r"(?<![\w.~/])(?:/home/[^/\s\"'<>:;,]+|/Users/[^/\s\"'<>:;,]+|/root(?=[/\s\"'<>:;,)]|$)"
+    r"|[A-Za-z]:\\Users\\[^\\\s\"']+)"
+)
 _QUOTED = r"(?:'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\[[^\]]*\])"
 _PROMPT_FIELD = re.compile(
     r"(?i)([\"']?\b(?:prompt|prompts|messages|content|completion|text|input|output|output_text|input_text|"
-    r"reasoning_content|prompt_token_ids|input_ids|output_ids)[\"']?\s*[:=]\s*)(" + _QUOTED + ")")
+    r"reasoning_content|prompt_token_ids|input_ids|output_ids)[\"']?\s*[:=]\s*)(" + _QUOTED + ")"
+)
 
 
-_PROMPT_PAIR = re.compile(
-    r"(?i)(?:^|(?<=, ))(" + "|".join(sorted(PROMPT_KEYS)) + r")=(.*?)(?=, [\w-]+=|$)", re.DOTALL)
+_PROMPT_PAIR = re.compile(r"(?i)(?:^|(?<=, ))(" + "|".join(sorted(PROMPT_KEYS)) + r")=(.*?)(?=, [\w-]+=|$)", re.DOTALL)
 
 
 class Redactor:
@@ -62,9 +95,16 @@ class Redactor:
             return s
         s = self._sub(_BEARER, lambda m: f"{m.group(1)}{m.group(2)}[redacted]", s, BEARER)
         s = self._sub(_KEY_SHAPES, "[redacted key]", s, API_KEY)
-        s = self._sub(_KEY_VALUE, lambda m: m.group(1) + "[redacted]", s, API_KEY, skip=lambda m: m.group(2) == "[redacted")
-        s = self._sub(_PROMPT_FIELD, lambda m: m.group(1) + f"'[redacted {len(m.group(2)) - 2} chars]'", s, PROMPT,
-                      skip=lambda m: m.group(2).lstrip("'\"").startswith("[redacted"))
+        s = self._sub(
+            _KEY_VALUE, lambda m: m.group(1) + "[redacted]", s, API_KEY, skip=lambda m: m.group(2) == "[redacted"
+        )
+        s = self._sub(
+            _PROMPT_FIELD,
+            lambda m: m.group(1) + f"'[redacted {len(m.group(2)) - 2} chars]'",
+            s,
+            PROMPT,
+            skip=lambda m: m.group(2).lstrip("'\"").startswith("[redacted"),
+        )
         return self._sub(_HOME, "~", s, HOME)
 
     def fields(self, s: str) -> str:
@@ -72,8 +112,13 @@ class Redactor:
         unquoted values under prompt keys."""
         if not self.enabled or not s:
             return s
-        s = self._sub(_PROMPT_PAIR, lambda m: f"{m.group(1)}=[redacted {len(m.group(2))} chars]", s, PROMPT,
-                      skip=lambda m: m.group(2).startswith("[redacted"))
+        s = self._sub(
+            _PROMPT_PAIR,
+            lambda m: f"{m.group(1)}=[redacted {len(m.group(2))} chars]",
+            s,
+            PROMPT,
+            skip=lambda m: m.group(2).startswith("[redacted"),
+        )
         return self.text(s)
 
     def json(self, obj: Any, key: str = "") -> Any:

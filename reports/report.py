@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import jinja2
 
@@ -17,7 +17,8 @@ from diagnostics.result import iso
 from reports import narrative, plots, tables
 from reports.environment import environment
 from reports.inputs import Inputs, model_life_samples, restarts
-from reports.profiles import compare as compare_profiles, fmt_share
+from reports.profiles import compare as compare_profiles
+from reports.profiles import fmt_share
 from reports.redact import Redactor
 from tokdrift import __version__
 
@@ -27,19 +28,24 @@ MAX_SUSPECT_PLOTS = 6
 
 
 class Figure(NamedTuple):
-    uri: Optional[str]  # PNG data URI, None when there is nothing to draw
+    uri: str | None  # PNG data URI, None when there is nothing to draw
     empty: str  # what the page says instead
 
 
 def environment_jinja() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("reports", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["share"] = fmt_share
     env.filters["num"] = lambda x, d=1: "" if x is None else f"{x:,.{d}f}"
     return env
 
 
-def render_report(inputs: Inputs, redactor: Optional[Redactor] = None) -> str:
+def render_report(inputs: Inputs, redactor: Redactor | None = None) -> str:
     redactor = redactor if redactor is not None else Redactor()
     return environment_jinja().get_template("report.html.j2").render(**report_context(inputs, redactor))
 
@@ -53,20 +59,29 @@ def report_context(inputs: Inputs, redactor: Redactor) -> dict:
     life_rows = model_life_samples(a)
 
     figures = {
-        "throughput_time": Figure(plots.throughput_over_time(samples, onset_t, trigger_t, starts,
-                                                             a.model.t_end if a.model is not None else None),
-                                  "No decode throughput figures in this source."),
-        "throughput_context": Figure(plots.throughput_vs_context(samples, a.model),
-                                     "No decode sample carries a context figure (#token or token usage), "
-                                     "so throughput cannot be set against context."),
-        "probes": Figure(plots.probes_over_age(source.probes),
-                         "No probes in this source: a plain engine log has none; a soak run records an "
-                         "identical probe request at intervals."),
-        "residuals": Figure(plots.residuals(samples, life_rows, a.changepoints.segments if a.changepoints else (),
-                                            MATERIAL),
-                            "No residuals: the healthy model could not be fitted (see the checks)."),
-        "prefills": Figure(plots.prefills(source.steps, trigger_t),
-                           "No prefill lines with token counts in this source."),
+        "throughput_time": Figure(
+            plots.throughput_over_time(
+                samples, onset_t, trigger_t, starts, a.model.t_end if a.model is not None else None
+            ),
+            "No decode throughput figures in this source.",
+        ),
+        "throughput_context": Figure(
+            plots.throughput_vs_context(samples, a.model),
+            "No decode sample carries a context figure (#token or token usage), "
+            "so throughput cannot be set against context.",
+        ),
+        "probes": Figure(
+            plots.probes_over_age(source.probes),
+            "No probes in this source: a plain engine log has none; a soak run records an "
+            "identical probe request at intervals.",
+        ),
+        "residuals": Figure(
+            plots.residuals(samples, life_rows, a.changepoints.segments if a.changepoints else (), MATERIAL),
+            "No residuals: the healthy model could not be fitted (see the checks).",
+        ),
+        "prefills": Figure(
+            plots.prefills(source.steps, trigger_t), "No prefill lines with token counts in this source."
+        ),
     }
     suspects = []
     for i, s in enumerate(a.suspects):
@@ -78,12 +93,13 @@ def report_context(inputs: Inputs, redactor: Redactor) -> dict:
     log_path, log = inputs.engine_log, []
     line = tables.trigger_line(inputs)
     if log_path is not None and line is not None:
-        log = [l._replace(text=redactor.text(l.text)) for l in tables.log_lines(log_path, line)]
+        log = [ln._replace(text=redactor.text(ln.text)) for ln in tables.log_lines(log_path, line)]
     event_rows, more_events = tables.events(source)
     event_rows = [e._replace(detail=redactor.fields(e.detail)) for e in event_rows]
     profiles = None
     if inputs.profiles:
-        stamp = None if onset_t is None else dt.datetime.fromisoformat(iso(onset_t)).strftime("%Y%m%dT%H%M%S")
+        when = iso(onset_t)
+        stamp = None if when is None else dt.datetime.fromisoformat(when).strftime("%Y%m%dT%H%M%S")
         profiles = compare_profiles(inputs.profiles, stamp)
         if profiles is not None:
             profiles = profiles._replace(rows=[r._replace(frame=redactor.text(r.frame)) for r in profiles.rows])

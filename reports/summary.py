@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 
-from typing import Optional
-
 from reports import narrative
 from reports.environment import environment
 from reports.inputs import Inputs
@@ -17,35 +15,56 @@ MAX_SUSPECTS = 3
 MAX_CHECKS = 8
 MAX_ENV = 12
 MAX_CELL = 160
-ENV_FIELDS = ("source", "engine", "run_id", "status", "stop_reason", "decided", "started_at", "ended_at", "target",
-              "command", "log format", "KV capacity (tokens)")
+ENV_FIELDS = (
+    "source",
+    "engine",
+    "run_id",
+    "status",
+    "stop_reason",
+    "decided",
+    "started_at",
+    "ended_at",
+    "target",
+    "command",
+    "log format",
+    "KV capacity (tokens)",
+)
 ENV_PREFIXES = ("host.", "engine.", "trace.")
 STATUS_MARK = {"ok": "ok", "warn": "**warn**", "fail": "**FAIL**"}
 
 
-def render_summary(inputs: Inputs, redactor: Optional[Redactor] = None, report_name: Optional[str] = None) -> str:
+def render_summary(inputs: Inputs, redactor: Redactor | None = None, report_name: str | None = None) -> str:
     redactor = redactor if redactor is not None else Redactor()
     a = inputs.analysis
     red = lambda s: _md(redactor.text(str(s)))  # noqa: E731
-    out = [f"### tokdrift: `{a.verdict}` in {red(inputs.name)}", "",
-           f"**{narrative.headline(a)}.** {red(narrative.paragraph(a))}", "",
-           "| | |", "|---|---|"]
+    out = [
+        f"### tokdrift: `{a.verdict}` in {red(inputs.name)}",
+        "",
+        f"**{narrative.headline(a)}.** {red(narrative.paragraph(a))}",
+        "",
+        "| | |",
+        "|---|---|",
+    ]
     out += [f"| {k.label} | {_cell(red(k.value))} |" for k in narrative.key_numbers(a)]
     for m in a.comparisons:
         out.append(f"| {m.basis.replace('_', ' ')} | {_cell(red(m.detail))} |")
     out.append("")
     if a.suspects:
         out.append("**Top suspects**")
-        out += [f"{i}. `{s.name}` (score {s.score:.2f}): {red(s.evidence)}"
-                for i, s in enumerate(a.suspects[:MAX_SUSPECTS], 1)]
+        out += [
+            f"{i}. `{s.name}` (score {s.score:.2f}): {red(s.evidence)}"
+            for i, s in enumerate(a.suspects[:MAX_SUSPECTS], 1)
+        ]
     else:
         out.append("**Top suspects:** none (no engine figure tracks the slowdown)")
     out.append("")
     order = {"fail": 0, "warn": 1, "ok": 2}
     shown = sorted((c for c in a.checks if c.status != "ok"), key=lambda c: order[c.status])[:MAX_CHECKS]
     ok = [c.name for c in a.checks if c.status == "ok"]
-    out.append(f"**Checks** ({len(a.checks)}: {len(ok)} ok, "
-               f"{sum(c.status == 'warn' for c in a.checks)} warn, {sum(c.status == 'fail' for c in a.checks)} fail)")
+    out.append(
+        f"**Checks** ({len(a.checks)}: {len(ok)} ok, "
+        f"{sum(c.status == 'warn' for c in a.checks)} warn, {sum(c.status == 'fail' for c in a.checks)} fail)"
+    )
     out += [f"- {STATUS_MARK[c.status]} `{c.name}`: {_cell(red(c.detail), 300)}" for c in shown]
     if ok:
         out.append(f"- ok: {', '.join(ok)}")

@@ -7,15 +7,15 @@ anything the analysis decided.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from logformats import looks_like_log, parse_log
-from logformats.errors import LogFormatError
 from diagnostics.result import Analysis, iso
 from diagnostics.source import Source
+from logformats import looks_like_log, parse_log
+from logformats.errors import LogFormatError
 from reports.inputs import Inputs
 from rundir.schema import STARTUP_KINDS
 
@@ -67,8 +67,17 @@ def matched_bands(a: Analysis) -> list[BandRow]:
     (diagnostics.decode): the best supported first."""
     if a.bands is None or a.bands.empty:
         return []
-    rows = [BandRow(f"{r.batch:g}", f"{r.context_lo:,.0f}-{r.context_hi:,.0f}", int(r.num_early), r.early_tps,
-                    int(r.num_late), r.late_tps) for r in a.bands.itertuples()]
+    rows = [
+        BandRow(
+            f"{r.batch:g}",
+            f"{r.context_lo:,.0f}-{r.context_hi:,.0f}",
+            int(r.num_early),
+            r.early_tps,
+            int(r.num_late),
+            r.late_tps,
+        )
+        for r in a.bands.itertuples()
+    ]
     rows.sort(key=lambda r: -min(r.num_early, r.num_late))
     return rows[:MAX_BANDS]
 
@@ -82,9 +91,16 @@ def probe_lives(probes: pd.DataFrame) -> list[ProbeLife]:
     out = []
     for life, rows in ok.groupby("engine_life", sort=True):
         k = max(1, len(rows) // 4)
-        out.append(ProbeLife(int(life), len(rows), float(rows["decode_tps"].head(k).median()),
-                             float(rows["decode_tps"].tail(k).median()),
-                             _age(rows["engine_age_s"].iloc[0]), _age(rows["engine_age_s"].iloc[-1])))
+        out.append(
+            ProbeLife(
+                int(life),
+                len(rows),
+                float(rows["decode_tps"].head(k).median()),
+                float(rows["decode_tps"].tail(k).median()),
+                _age(rows["engine_age_s"].iloc[0]),
+                _age(rows["engine_age_s"].iloc[-1]),
+            )
+        )
     return out
 
 
@@ -92,9 +108,16 @@ def events(source: Source) -> tuple[list[EventRow], int]:
     """Notable events in time order (at most MAX_EVENTS) and how many more were left out."""
     ev = _with_lives(source.events)
     ev = ev[~ev["kind"].isin(QUIET_EVENTS)]
-    rows = [EventRow(iso(r.t) or "", "" if pd.isna(r.engine_life) else f"{int(r.engine_life)}", _age(r.engine_age_s),
-                     str(r.kind), "" if pd.isna(r.detail) else str(r.detail))
-            for r in ev.head(MAX_EVENTS).itertuples()]
+    rows = [
+        EventRow(
+            iso(r.t) or "",
+            "" if pd.isna(r.engine_life) else f"{int(r.engine_life)}",
+            _age(r.engine_age_s),
+            str(r.kind),
+            "" if pd.isna(r.detail) else str(r.detail),
+        )
+        for r in ev.head(MAX_EVENTS).itertuples()
+    ]
     return rows, max(0, len(ev) - MAX_EVENTS)
 
 
@@ -110,11 +133,12 @@ def _with_lives(ev: pd.DataFrame) -> pd.DataFrame:
     k = np.searchsorted(starts, t, side="right") - 1  # -1: before the first engine start
     life = np.where(k >= 0, k, np.nan)
     age = np.where(k >= 0, (t - starts[np.clip(k, 0, None)]) / np.timedelta64(1, "s"), np.nan)
-    return ev.assign(engine_life=ev["engine_life"].where(~missing, life),
-                     engine_age_s=ev["engine_age_s"].where(~missing, age))
+    return ev.assign(
+        engine_life=ev["engine_life"].where(~missing, life), engine_age_s=ev["engine_age_s"].where(~missing, age)
+    )
 
 
-def trigger_line(inputs: Inputs) -> Optional[int]:
+def trigger_line(inputs: Inputs) -> int | None:
     """The engine log's line for the trigger (else the onset): from the steps' own line numbers,
     else, for a run directory whose steps came from the engine's hooks, by time in its engine.log
     (given up when no log line lies within MAX_CLOCK_GAP_S, as when the log's clock is local time)."""

@@ -9,7 +9,7 @@ kept in `extra` and written back unchanged.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Optional
+from typing import Any
 
 from rundir import schema
 
@@ -18,29 +18,29 @@ from rundir import schema
 class RunManifest:
     run_id: str
     status: str  # one of schema.STATUSES
-    started_at: Optional[str]  # ISO 8601, UTC
+    started_at: str | None  # ISO 8601, UTC
     schema_version: int = schema.SCHEMA_VERSION
-    ended_at: Optional[str] = None
+    ended_at: str | None = None
     command: list[str] = field(default_factory=list)
     configs: dict[str, Any] = field(default_factory=dict)  # "soak": SoakConfig, "engine": the engine's resolved config
-    trace: Optional[dict[str, Any]] = None  # path, sha256, source, block_size, num_calls, num_sessions
-    target: Optional[str] = None  # "builtin" or the URL
-    host: Optional[dict[str, Any]] = None
-    tokdrift_version: Optional[str] = None
-    engine: Optional[dict[str, Any]] = None  # url, pid, name, version, args, options, max_context
-    model: Optional[str] = None
-    steps_source: Optional[str] = None  # engine, engine_log or metrics
-    elapsed_s: Optional[float] = None  # serving time so far, across resumes
-    num_requests: Optional[int] = None
+    trace: dict[str, Any] | None = None  # path, sha256, source, block_size, num_calls, num_sessions
+    target: str | None = None  # "builtin" or the URL
+    host: dict[str, Any] | None = None
+    tokdrift_version: str | None = None
+    engine: dict[str, Any] | None = None  # url, pid, name, version, args, options, max_context
+    model: str | None = None
+    steps_source: str | None = None  # engine, engine_log or metrics
+    elapsed_s: float | None = None  # serving time so far, across resumes
+    num_requests: int | None = None
     resumes: list[dict[str, Any]] = field(default_factory=list)
-    materialized: Optional[dict[str, Any]] = None  # calls, dropped, trimmed, over_limit
-    steps_missed: Optional[int] = None
-    control: Optional[dict[str, Any]] = None
-    affinity: Optional[dict[str, Any]] = None
+    materialized: dict[str, Any] | None = None  # calls, dropped, trimmed, over_limit
+    steps_missed: int | None = None
+    control: dict[str, Any] | None = None
+    affinity: dict[str, Any] | None = None
     # The first probe cycle whose running verdict was decided: verdict, cycle, elapsed_s, looks_planned,
     # level, line (diagnostics.live); absent while undecided.
-    decided: Optional[dict[str, Any]] = None
-    stop_reason: Optional[str] = None  # duration, decided, interrupted or crashed
+    decided: dict[str, Any] | None = None
+    stop_reason: str | None = None  # duration, decided, interrupted or crashed
     extra: dict[str, Any] = field(default_factory=dict, repr=False)  # keys this version does not know
 
     def to_json(self) -> dict[str, Any]:
@@ -60,7 +60,7 @@ class RunManifest:
         return self.to_json()
 
     @classmethod
-    def from_json(cls, raw: dict[str, Any], default_run_id: str = "") -> "RunManifest":
+    def from_json(cls, raw: dict[str, Any], default_run_id: str = "") -> RunManifest:
         known = {f.name for f in fields(cls)} - {"extra"}
         given = {k: v for k, v in raw.items() if k in known}
         given["run_id"] = str(raw.get("run_id", default_run_id))

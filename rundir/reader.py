@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -45,10 +46,12 @@ def read_manifest(run_dir: Path) -> RunManifest:
     if version > schema.SCHEMA_VERSION:
         raise RunDirError(
             f"{path}: schema_version {version} was written by a newer tokdrift; this one reads up to "
-            f"{schema.SCHEMA_VERSION}. Upgrade tokdrift to read this run")
+            f"{schema.SCHEMA_VERSION}. Upgrade tokdrift to read this run"
+        )
     if version not in schema.READABLE_VERSIONS:
         raise RunDirError(
-            f"{path}: schema_version {version} is no longer readable (readable: {schema.READABLE_VERSIONS})")
+            f"{path}: schema_version {version} is no longer readable (readable: {schema.READABLE_VERSIONS})"
+        )
     return RunManifest.from_json(raw, default_run_id=Path(run_dir).name)
 
 
@@ -68,8 +71,7 @@ def read_table(run_dir: Path, table: str) -> pd.DataFrame:
         df = pd.concat(frames, ignore_index=True)
     missing = [name for name, (_, required, _) in columns.items() if required and name not in df.columns]
     if missing and frames:
-        raise RunDirError(f"{run_dir / table}: expected columns {missing} in its parts, found "
-                            f"{sorted(df.columns)}")
+        raise RunDirError(f"{run_dir / table}: expected columns {missing} in its parts, found {sorted(df.columns)}")
     extra = [c for c in df.columns if c not in columns]
     df = df.reindex(columns=[*columns, *extra])
     for name in df.columns:

@@ -36,9 +36,27 @@ STATUSES = ("running", "completed", "interrupted", "crashed")
 
 # manifest.json: required fields first, then optional ones.
 MANIFEST_REQUIRED = ("schema_version", "run_id", "status", "started_at")
-MANIFEST_OPTIONAL = ("ended_at", "command", "configs", "trace", "target", "host", "tokdrift_version", "engine",
-                     "model", "steps_source", "elapsed_s", "num_requests", "resumes", "materialized",
-                     "steps_missed", "control", "affinity", "decided", "stop_reason")
+MANIFEST_OPTIONAL = (
+    "ended_at",
+    "command",
+    "configs",
+    "trace",
+    "target",
+    "host",
+    "tokdrift_version",
+    "engine",
+    "model",
+    "steps_source",
+    "elapsed_s",
+    "num_requests",
+    "resumes",
+    "materialized",
+    "steps_missed",
+    "control",
+    "affinity",
+    "decided",
+    "stop_reason",
+)
 
 # One table per folder: column -> (pyarrow-ish type name, required, meaning).
 REQUEST_COLUMNS: dict[str, tuple[str, bool, str]] = {
@@ -91,7 +109,11 @@ STEP_COLUMNS: dict[str, tuple[str, bool, str]] = {
     "num_deferred": ("float64", False, "vLLM: deferred requests"),
     "num_swa_tokens": ("float64", False, "SWA: sliding-window tokens in use"),
     "cuda_graph": ("float64", False, "1 when the step ran as a CUDA graph"),
-    "idle_slot_tokens": ("float64", False, "llama.cpp logs: KV tokens idle slots still hold (their last conversations)"),
+    "idle_slot_tokens": (
+        "float64",
+        False,
+        "llama.cpp logs: KV tokens idle slots still hold (their last conversations)",
+    ),
 }
 
 SNAPSHOT_COLUMNS: dict[str, tuple[str, bool, str]] = {
@@ -125,15 +147,24 @@ SNAPSHOT_COLUMNS: dict[str, tuple[str, bool, str]] = {
     "control_cpu_percent": ("float64", False, "the control engine's CPU, percent of one core (when local)"),
     "control_rss_bytes": ("float64", False, "the control engine's resident memory (when local)"),
     "host_cpu_percent": ("float64", False, "the whole machine's CPU, percent of one core"),
-    "host_other_cpu_percent": ("float64", False, "host minus engine, driver and control CPU, at least 0: "
-                                                 "other tenants"),
+    "host_other_cpu_percent": (
+        "float64",
+        False,
+        "host minus engine, driver and control CPU, at least 0: other tenants",
+    ),
 }
 # Snapshot columns that are bookkeeping, not engine internals, and are never suspects.
 SNAPSHOT_META = ("t", "engine_age_s", "engine_life")
 # Snapshot columns that measure the host and the soak around the engine, not the engine's
 # internals: context for the analysis, never suspects.
-SNAPSHOT_HOST = ("driver_cpu_percent", "driver_rss_bytes", "control_cpu_percent", "control_rss_bytes",
-                 "host_cpu_percent", "host_other_cpu_percent")
+SNAPSHOT_HOST = (
+    "driver_cpu_percent",
+    "driver_rss_bytes",
+    "control_cpu_percent",
+    "control_rss_bytes",
+    "host_cpu_percent",
+    "host_other_cpu_percent",
+)
 # Cumulative counters (reset when the engine restarts); analysis reads them as rates. Extra
 # columns a writer adds are counters when their name ends in `_total`.
 SNAPSHOT_COUNTERS = ("expert_hits", "expert_misses", "expert_evictions", "gc_gen2_collections")
@@ -182,9 +213,9 @@ EVENT_KINDS: dict[str, str] = {
     "baseline": "baseline probe cycles begin: the fresh engine, no traffic, before the replay (fields: cycles)",
     "decided": "the running verdict became decided (fields: verdict, cycle, elapsed_s, line)",
     "kv_no_space": "the engine's log: no room in the KV cache for a batch, retried smaller (fields: limit, the "
-                   "batch size named; detail, the line)",
+    "batch size named; detail, the line)",
     "kv_full": "the engine's log: no room in the KV cache even for the smallest batch; the requests failed "
-               "(fields: limit, detail)",
+    "(fields: limit, detail)",
 }
 # Events an external engine's log says, forwarded by the soak's log reader as they are read.
 LOG_EVENT_KINDS = ("kv_no_space", "kv_full")

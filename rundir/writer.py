@@ -14,14 +14,14 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rundir import schema
-from rundir.manifest import RunManifest
 from rundir.jsonl import cut_torn_tail
+from rundir.manifest import RunManifest
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +39,10 @@ class RunStore:
             (self.run_dir / table).mkdir(exist_ok=True)
         (self.run_dir / schema.PROFILES).mkdir(exist_ok=True)
         self._rows: dict[str, list[dict[str, Any]]] = {table: [] for table in schema.TABLES}
-        self._next_part = 1 + max((_part_number(p) for table in schema.TABLES
-                                   for p in (self.run_dir / table).glob(schema.PART_GLOB)), default=0)
+        self._next_part = 1 + max(
+            (_part_number(p) for table in schema.TABLES for p in (self.run_dir / table).glob(schema.PART_GLOB)),
+            default=0,
+        )
         for tmp in self.run_dir.glob("*/*.tmp"):  # a part torn by a crash; its rows are lost either way
             tmp.unlink(missing_ok=True)
         cut_torn_tail(self.run_dir / schema.EVENTS)
@@ -55,7 +57,7 @@ class RunStore:
         self._rows[table].append(row)
         self.num_rows[table] += 1
 
-    def event(self, kind: str, t: Optional[float] = None, **fields: Any) -> dict[str, Any]:
+    def event(self, kind: str, t: float | None = None, **fields: Any) -> dict[str, Any]:
         if kind not in schema.EVENT_KINDS:
             raise KeyError(f"unknown event kind {kind!r}; known: {', '.join(schema.EVENT_KINDS)}")
         row = {"t": time.time() if t is None else t, "kind": kind, **fields}

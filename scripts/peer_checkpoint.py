@@ -25,8 +25,10 @@ REPO = Path(__file__).resolve().parent.parent
 VOCAB_SIZE = 8192  # small: the embedding stays a small part of the weights
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 # Qwen2's pre-tokenizer split (tokenizer.json of the Qwen2/Qwen3 family); llama.cpp's "qwen2" pre.
-QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 CHAT_TEMPLATE = (
     "{%- for message in messages %}"
     "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
@@ -50,8 +52,11 @@ MODEL = dict(  # ~30M parameters: about the size of the built-in engine's defaul
 
 def training_files() -> list[str]:
     """The repository's markdown and Python files, in a fixed order (the tokenizer is reproducible)."""
-    files = sorted(p for p in REPO.rglob("*") if p.suffix in (".md", ".py") and ".venv" not in p.parts
-                   and ".git" not in p.parts and p.is_file())
+    files = sorted(
+        p
+        for p in REPO.rglob("*")
+        if p.suffix in (".md", ".py") and ".venv" not in p.parts and ".git" not in p.parts and p.is_file()
+    )
     return [str(p) for p in files]
 
 
@@ -60,16 +65,23 @@ def make_tokenizer(out: Path):
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE(unk_token=None, byte_fallback=False))
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, special_tokens=list(SPECIALS), show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_SIZE,
+        special_tokens=list(SPECIALS),
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train(training_files(), trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                   bos_token=None, unk_token=None)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token=None, unk_token=None
+    )
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(out)
     return fast
@@ -105,9 +117,10 @@ def main() -> None:
     saved.setdefault("torch_dtype", "float32")
     config_path.write_text(json.dumps(saved, indent=2) + "\n")
     num_params = sum(p.numel() for p in model.parameters())
-    (args.out / "tokdrift-peer.json").write_text(json.dumps({"seed": args.seed, "num_params": num_params,
-                                                             "arch": args.arch, "vocab_size": VOCAB_SIZE},
-                                                            indent=1) + "\n")
+    (args.out / "tokdrift-peer.json").write_text(
+        json.dumps({"seed": args.seed, "num_params": num_params, "arch": args.arch, "vocab_size": VOCAB_SIZE}, indent=1)
+        + "\n"
+    )
     print(f"{args.out}: {model_class.__name__}, {num_params / 1e6:.1f}M parameters, float32, seed {args.seed}")
 
 

@@ -37,15 +37,18 @@ import time
 import urllib.request
 from urllib.parse import urlparse
 
-WORDS = ("cache slot token decode prefill engine request stream batch window attention layer "
-         "head value key matrix kernel thread server client probe trace session agent tool "
-         "result append prefix branch memory buffer cell block page graph node edge queue "
-         "latency throughput restart model vocab merge split byte range offset index count").split()
+WORDS = (
+    "cache slot token decode prefill engine request stream batch window attention layer "
+    "head value key matrix kernel thread server client probe trace session agent tool "
+    "result append prefix branch memory buffer cell block page graph node edge queue "
+    "latency throughput restart model vocab merge split byte range offset index count"
+).split()
 
 
 def post(url: str, path: str, body: dict, timeout: float = 3600) -> dict:
-    req = urllib.request.Request(url + path, data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return json.loads(resp.read())
 
@@ -82,14 +85,29 @@ def metrics(url: str) -> dict[str, float]:
 
 def complete(url: str, prompt: str, max_tokens: int) -> dict:
     t0 = time.monotonic()
-    res = post(url, "/completion", {"prompt": prompt, "n_predict": max_tokens, "temperature": 0,
-                                    "ignore_eos": True, "cache_prompt": True, "stream": False})
+    res = post(
+        url,
+        "/completion",
+        {
+            "prompt": prompt,
+            "n_predict": max_tokens,
+            "temperature": 0,
+            "ignore_eos": True,
+            "cache_prompt": True,
+            "stream": False,
+        },
+    )
     wall = time.monotonic() - t0
     t = res.get("timings", {})
-    return {"slot": res.get("id_slot", res.get("slot_id")), "prompt_n": t.get("prompt_n"),
-            "cached": res.get("tokens_cached"), "predicted_n": t.get("predicted_n"),
-            "decode_tok_s": round(t.get("predicted_per_second", 0.0), 2),
-            "prompt_ms": round(t.get("prompt_ms", 0.0), 1), "wall_s": round(wall, 3)}
+    return {
+        "slot": res.get("id_slot", res.get("slot_id")),
+        "prompt_n": t.get("prompt_n"),
+        "cached": res.get("tokens_cached"),
+        "predicted_n": t.get("predicted_n"),
+        "decode_tok_s": round(t.get("predicted_per_second", 0.0), 2),
+        "prompt_ms": round(t.get("prompt_ms", 0.0), 1),
+        "wall_s": round(wall, 3),
+    }
 
 
 def cmd_probe(args) -> None:
@@ -107,12 +125,22 @@ def cmd_probe(args) -> None:
             print(json.dumps({"label": args.label + "-control", "i": i, **crow}), flush=True)
             time.sleep(args.pause)
     m = metrics(args.url)
-    summary = {"label": args.label, "median_tok_s": statistics.median(rates), "min": min(rates),
-               "max": max(rates), "n": len(rates)}
+    summary = {
+        "label": args.label,
+        "median_tok_s": statistics.median(rates),
+        "min": min(rates),
+        "max": max(rates),
+        "n": len(rates),
+    }
     if ratios:
-        summary.update(control_median_tok_s=statistics.median(control_rates), control_min=min(control_rates),
-                       control_max=max(control_rates), ratio_median=statistics.median(ratios),
-                       ratio_min=min(ratios), ratio_max=max(ratios))
+        summary.update(
+            control_median_tok_s=statistics.median(control_rates),
+            control_min=min(control_rates),
+            control_max=max(control_rates),
+            ratio_median=statistics.median(ratios),
+            ratio_min=min(ratios),
+            ratio_max=max(ratios),
+        )
     summary["metrics"] = {k: m[k] for k in sorted(m) if not k.endswith("_seconds")}
     print(json.dumps(summary), flush=True)
 
@@ -125,8 +153,9 @@ def fill_session(args, s: int) -> list[str]:
         prompt = base[: per_turn * turn] if turn < args.turns else base
         t0 = time.monotonic()
         row = complete(args.url, prompt, args.fill_max_tokens)
-        line = json.dumps({"label": "fill", "session": s, "turn": turn, **row,
-                           "wall_s": round(time.monotonic() - t0, 2)})
+        line = json.dumps(
+            {"label": "fill", "session": s, "turn": turn, **row, "wall_s": round(time.monotonic() - t0, 2)}
+        )
         print(line, flush=True)
         lines.append(line)
     return lines
@@ -187,15 +216,25 @@ def cmd_churn(args) -> None:
         rates = [complete(args.url, prompt, args.max_tokens) for _ in range(args.repeat)]
         m = metrics(args.url)
         ok = [r for r in rows if "error" not in r]
-        print(json.dumps({
-            "cycle": cycle, "t_s": round(time.monotonic() - t0, 1),
-            "probe_tok_s": statistics.median(r["decode_tok_s"] for r in rates),
-            "probe_prompt_ms": statistics.median(r["prompt_ms"] for r in rates),
-            "calls": len(ok), "errors": len(rows) - len(ok),
-            "call_prompt_tok_s": round(sum(r["prompt_n"] or 0 for r in ok)
-                                       / max(1e-9, sum(r["prompt_ms"] for r in ok) / 1000), 1),
-            "kv_cache_tokens": m.get("kv_cache_tokens"), "kv_usage": m.get("kv_cache_usage_ratio"),
-            "free_space_lines": free_space_lines(args.log)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "cycle": cycle,
+                    "t_s": round(time.monotonic() - t0, 1),
+                    "probe_tok_s": statistics.median(r["decode_tok_s"] for r in rates),
+                    "probe_prompt_ms": statistics.median(r["prompt_ms"] for r in rates),
+                    "calls": len(ok),
+                    "errors": len(rows) - len(ok),
+                    "call_prompt_tok_s": round(
+                        sum(r["prompt_n"] or 0 for r in ok) / max(1e-9, sum(r["prompt_ms"] for r in ok) / 1000), 1
+                    ),
+                    "kv_cache_tokens": m.get("kv_cache_tokens"),
+                    "kv_usage": m.get("kv_cache_usage_ratio"),
+                    "free_space_lines": free_space_lines(args.log),
+                }
+            ),
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -203,8 +242,11 @@ def main() -> None:
     parser.add_argument("command", choices=("probe", "fill", "churn"))
     parser.add_argument("--url", default="http://127.0.0.1:8191")
     parser.add_argument("--label", default="probe")
-    parser.add_argument("--control-url", default=None,
-                        help="a fresh server of the same build, probed right after each probe (host drift cancels)")
+    parser.add_argument(
+        "--control-url",
+        default=None,
+        help="a fresh server of the same build, probed right after each probe (host drift cancels)",
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--pause", type=float, default=1.0)
     parser.add_argument("--probe-tokens", type=int, default=256)
@@ -213,14 +255,20 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=4000)
     parser.add_argument("--turns", type=int, default=1)
     parser.add_argument("--fill-max-tokens", type=int, default=16)
-    parser.add_argument("--parallel", type=int, default=1,
-                        help="fill sessions sent at once (0.3.1 never updates a slot's last-use time, so "
-                             "its least-recently-used choice is always slot 0 for requests one at a time)")
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        help="fill sessions sent at once (0.3.1 never updates a slot's last-use time, so "
+        "its least-recently-used choice is always slot 0 for requests one at a time)",
+    )
     parser.add_argument("--cycles", type=int, default=12)
     parser.add_argument("--phase", type=float, default=30.0, help="seconds of traffic between probes (churn)")
     parser.add_argument("--append", type=int, default=200, help="tokens appended a turn, about (churn)")
     parser.add_argument("--seed", type=int, default=25)
-    parser.add_argument("--log", default=None, help="the server's log, for its 'failed to find free space' lines (churn)")
+    parser.add_argument(
+        "--log", default=None, help="the server's log, for its 'failed to find free space' lines (churn)"
+    )
     args = parser.parse_args()
     for url in (args.url, args.control_url):
         host = urlparse(url).hostname if url else "127.0.0.1"

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable, NamedTuple, Optional
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 logger = logging.getLogger(__name__)
 
 
 class Affinity(NamedTuple):
-    driver: Optional[tuple[int, ...]]  # None: left as it is
-    engine: Optional[tuple[int, ...]]
-    why_off: Optional[str]
+    driver: tuple[int, ...] | None  # None: left as it is
+    engine: tuple[int, ...] | None
+    why_off: str | None
 
     @property
     def enabled(self) -> bool:
@@ -33,7 +34,7 @@ class Affinity(NamedTuple):
         return {"driver": list(self.driver or ()), "engine": list(self.engine or ())}
 
 
-def plan(wanted: Optional[bool], starts_engines: bool = True) -> Affinity:
+def plan(wanted: bool | None, starts_engines: bool = True) -> Affinity:
     """Where the driver and the engines go. `wanted`: True/False from --affinity/--no-affinity,
     None for the default (on where the machine allows)."""
     if wanted is False:
@@ -48,7 +49,7 @@ def plan(wanted: Optional[bool], starts_engines: bool = True) -> Affinity:
     return Affinity((allowed[0],), tuple(allowed[1:]), None)
 
 
-def pin_driver(affinity: Affinity) -> Optional[set[int]]:
+def pin_driver(affinity: Affinity) -> set[int] | None:
     """Put this process on the driver's CPUs; the CPUs it had, to give back with `restore`."""
     if not affinity.enabled or not affinity.driver:
         return None
@@ -62,13 +63,13 @@ def pin_driver(affinity: Affinity) -> Optional[set[int]]:
     return before
 
 
-def restore(before: Optional[set[int]]) -> None:
+def restore(before: set[int] | None) -> None:
     """Give this process back the CPUs it had (a soak run inside a longer-lived process)."""
     if before is not None:
         os.sched_setaffinity(0, before)
 
 
-def in_child(cpus: Optional[tuple[int, ...]]) -> Optional[Callable[[], None]]:
+def in_child(cpus: tuple[int, ...] | None) -> Callable[[], None] | None:
     """A preexec step that moves the child onto `cpus` before it execs; None when there are none."""
     if not cpus:
         return None
@@ -86,5 +87,5 @@ def _off(why: str) -> Affinity:
     return Affinity(None, None, why)
 
 
-def _cpus(cpus: Optional[tuple[int, ...]]) -> str:
+def _cpus(cpus: tuple[int, ...] | None) -> str:
     return ",".join(str(c) for c in cpus or ())

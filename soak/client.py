@@ -13,7 +13,7 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -22,32 +22,51 @@ from replay import stream
 logger = logging.getLogger(__name__)
 
 # Words a server uses when it refuses a prompt for its length (vLLM, SGLang, FreeToken, tokdrift).
-_REFUSAL_WORDS = ("context_length_exceeded", "context length", "context window", "too long", "exceeds", "maximum context", "max_model_len",
-                  "longer than", "is dropped")
+_REFUSAL_WORDS = (
+    "context_length_exceeded",
+    "context length",
+    "context window",
+    "too long",
+    "exceeds",
+    "maximum context",
+    "max_model_len",
+    "longer than",
+    "is dropped",
+)
 
 
 class CallResult(NamedTuple):
     t_send: float
-    t_first_token: Optional[float]
-    t_first_content: Optional[float]
-    t_last_token: Optional[float]
-    prompt_tokens: Optional[int]
-    cached_tokens: Optional[int]
-    output_tokens: Optional[int]
-    reasoning_tokens: Optional[int]
+    t_first_token: float | None
+    t_first_content: float | None
+    t_last_token: float | None
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    output_tokens: int | None
+    reasoning_tokens: int | None
     status: str  # ok, error, refused, aborted
-    error: Optional[str]
+    error: str | None
     num_token_chunks: int  # chunks that carried generated output
 
     @classmethod
-    def aborted(cls, t_send: float, why: str) -> "CallResult":
+    def aborted(cls, t_send: float, why: str) -> CallResult:
         """A call cut before it finished (the soak stopped)."""
-        return cls(t_send=t_send, t_first_token=None, t_first_content=None, t_last_token=None, prompt_tokens=None,
-                   cached_tokens=None, output_tokens=None, reasoning_tokens=None, status="aborted", error=why,
-                   num_token_chunks=0)
+        return cls(
+            t_send=t_send,
+            t_first_token=None,
+            t_first_content=None,
+            t_last_token=None,
+            prompt_tokens=None,
+            cached_tokens=None,
+            output_tokens=None,
+            reasoning_tokens=None,
+            status="aborted",
+            error=why,
+            num_token_chunks=0,
+        )
 
     @property
-    def decode_tps(self) -> Optional[float]:
+    def decode_tps(self) -> float | None:
         """Output tokens after the first, over the time from first to last token."""
         n = self.output_tokens if self.output_tokens is not None else self.num_token_chunks
         if self.t_first_token is None or self.t_last_token is None or n < 2:
@@ -56,15 +75,22 @@ class CallResult(NamedTuple):
         return (n - 1) / span if span > 0 else None
 
     @property
-    def ttft_s(self) -> Optional[float]:
+    def ttft_s(self) -> float | None:
         return None if self.t_first_token is None else self.t_first_token - self.t_send
 
 
 class Client:
     """Streams calls to one base URL; remembers which optional fields the target refused."""
 
-    def __init__(self, http: httpx.AsyncClient, base_url: str, api: str, model: Optional[str],
-                 api_key: Optional[str] = None, timeout_s: float = 600.0) -> None:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        base_url: str,
+        api: str,
+        model: str | None,
+        api_key: str | None = None,
+        timeout_s: float = 600.0,
+    ) -> None:
         self.http = http
         self.base_url = base_url.rstrip("/")
         self.api = api  # completions or chat
@@ -76,12 +102,23 @@ class Client:
     def set_base_url(self, base_url: str) -> None:
         self.base_url = base_url.rstrip("/")
 
-    async def call(self, prompt: Any, max_tokens: int, *, greedy: bool = False, exact_length: bool = True,
-                   temperature: Optional[float] = None) -> CallResult:
+    async def call(
+        self,
+        prompt: Any,
+        max_tokens: int,
+        *,
+        greedy: bool = False,
+        exact_length: bool = True,
+        temperature: float | None = None,
+    ) -> CallResult:
         """Send one streamed call. `prompt` is token ids or text (completions) or messages (chat);
         sampled at `temperature` (None: the target's default), or greedy."""
-        body: dict[str, Any] = {"model": self.model or "default", "max_tokens": max_tokens, "stream": True,
-                                "stream_options": {"include_usage": True}}
+        body: dict[str, Any] = {
+            "model": self.model or "default",
+            "max_tokens": max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         if self.api == "chat":
             body["messages"] = prompt
         else:
@@ -92,12 +129,18 @@ class Client:
             body["ignore_eos"] = True
             body["min_tokens"] = max_tokens
         result = await self._stream(body)
-        if (result.status == "error" and exact_length and self.accepts_ignore_eos and result.error
-                and ("ignore_eos" in result.error or "min_tokens" in result.error)):
+        if (
+            result.status == "error"
+            and exact_length
+            and self.accepts_ignore_eos
+            and result.error
+            and ("ignore_eos" in result.error or "min_tokens" in result.error)
+        ):
             logger.info("the target refuses ignore_eos/min_tokens; sending calls without them")
             self.accepts_ignore_eos = False
-            return await self.call(prompt, max_tokens, greedy=greedy, exact_length=exact_length,
-                                   temperature=temperature)
+            return await self.call(
+                prompt, max_tokens, greedy=greedy, exact_length=exact_length, temperature=temperature
+            )
         return result
 
     async def _stream(self, body: dict[str, Any]) -> CallResult:
@@ -109,7 +152,7 @@ class Client:
         except httpx.HTTPError as exc:
             return acc.failed("error", f"{type(exc).__name__}: {exc}".rstrip(": "))
 
-    async def _read(self, body: dict[str, Any], acc: "_Accumulator") -> CallResult:
+    async def _read(self, body: dict[str, Any], acc: _Accumulator) -> CallResult:
         url = f"{self.base_url}/v1/{'chat/completions' if self.api == 'chat' else 'completions'}"
         timeout = httpx.Timeout(self.timeout_s, connect=10.0)
         async with self.http.stream("POST", url, json=body, headers=self.headers, timeout=timeout) as response:
@@ -134,12 +177,14 @@ class Client:
 class _Accumulator:
     def __init__(self, t_send: float) -> None:
         self.t_send = t_send
-        self.t_first = self.t_content = self.t_last = None
+        self.t_first: float | None = None
+        self.t_content: float | None = None
+        self.t_last: float | None = None
         self.usage: dict[str, Any] = {}
         self.num_chunks = 0
         self.done = False
-        self.status: Optional[str] = None
-        self.error: Optional[str] = None
+        self.status: str | None = None
+        self.error: str | None = None
 
     def add(self, data: str) -> None:
         now = time.time()
@@ -175,11 +220,19 @@ class _Accumulator:
         output = usage.output_tokens
         if output is None and status == "ok":
             output = self.num_chunks
-        return CallResult(t_send=self.t_send, t_first_token=self.t_first, t_first_content=self.t_content,
-                          t_last_token=self.t_last, prompt_tokens=usage.prompt_tokens,
-                          cached_tokens=usage.cached_tokens, output_tokens=output,
-                          reasoning_tokens=usage.reasoning_tokens, status=status, error=error,
-                          num_token_chunks=self.num_chunks)
+        return CallResult(
+            t_send=self.t_send,
+            t_first_token=self.t_first,
+            t_first_content=self.t_content,
+            t_last_token=self.t_last,
+            prompt_tokens=usage.prompt_tokens,
+            cached_tokens=usage.cached_tokens,
+            output_tokens=output,
+            reasoning_tokens=usage.reasoning_tokens,
+            status=status,
+            error=error,
+            num_token_chunks=self.num_chunks,
+        )
 
 
 def _refusal_or_error(status_code: int, text: str) -> str:
@@ -205,8 +258,8 @@ def _message_of(text: str) -> str:
     return message
 
 
-async def list_models(http: httpx.AsyncClient, base_url: str, api_key: Optional[str]) -> list[str]:
+async def list_models(http: httpx.AsyncClient, base_url: str, api_key: str | None) -> list[str]:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     response = await http.get(f"{base_url.rstrip('/')}/v1/models", headers=headers, timeout=10.0)
     response.raise_for_status()
-    return [m.get("id") for m in response.json().get("data", []) if isinstance(m, dict) and m.get("id")]
+    return [str(m["id"]) for m in response.json().get("data", []) if isinstance(m, dict) and m.get("id")]

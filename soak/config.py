@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
-from typing import Any, Optional
+from typing import Any
 
+from replay.materialize import OverLimit
 from soak.errors import SoakError
 
 APIS = ("auto", "completions", "chat")
@@ -17,16 +18,16 @@ class SoakConfig:
     trace: str  # path of the trace (replay format v1)
     duration_s: float  # how long to replay; the trace loops until then
     target: str = "builtin"  # "builtin" or the base URL of an OpenAI-compatible server
-    model: Optional[str] = None  # model name sent to a URL target; None = the first of /v1/models
+    model: str | None = None  # model name sent to a URL target; None = the first of /v1/models
     api: str = "auto"  # completions (token ids) for builtin, chat (text) for a URL
-    api_key: Optional[str] = None  # bearer token for a URL target
+    api_key: str | None = None  # bearer token for a URL target
     concurrency: int = 4  # sessions in flight at most
     speed: float = 1.0  # trace start times and think times divided by this
     scale: float = 1.0  # every length times this (replay.MaterializeConfig.scale)
-    max_context: Optional[int] = None  # prompt + output cap; None = the trace header's, for URL targets
-    over_limit: str = "trim"  # what to do with a call above max_context: drop, trim, keep
+    max_context: int | None = None  # prompt + output cap; None = the trace header's, for URL targets
+    over_limit: OverLimit = "trim"  # what to do with a call above max_context: drop, trim, keep
     request_timeout_s: float = 600.0  # one call, send to last byte
-    temperature: Optional[float] = None  # replayed calls' sampling temperature; None: the target's default
+    temperature: float | None = None  # replayed calls' sampling temperature; None: the target's default
     probe_every_s: float = 300.0  # matched-condition probe period (0 = only at start and end)
     probe_input_tokens: int = 256  # probe prompt length (tokens, or words for chat targets)
     probe_output_tokens: int = 64  # probe output length, greedy, eos ignored where the target accepts it
@@ -35,26 +36,26 @@ class SoakConfig:
     # and before the replay (not serving time): the engine's youth, where traffic fills its caches
     # within the first minutes. 0: none, the youth is the first probes of the replay.
     baseline_cycles: int = 0
-    restart_every_s: Optional[float] = None  # deliberate restarts during the run
+    restart_every_s: float | None = None  # deliberate restarts during the run
     restart_at_end: bool = True  # the restart control: restart and probe once more at the end
-    restart_cmd: Optional[str] = None  # shell command that restarts a URL target
+    restart_cmd: str | None = None  # shell command that restarts a URL target
     flush_every_s: float = 10.0  # parts are written at least this often
     sample_every_s: float = 2.0  # hooks, process, GPU and /metrics sampling period
     profile_drop: float = 0.3  # profile when probe decode rate falls this far below its first value
     profile_seconds: float = 5.0  # py-spy record duration
     profiles: bool = True  # take py-spy profiles at all
-    engine_log: Optional[str] = None  # a URL target's log file, tailed and parsed into steps
+    engine_log: str | None = None  # a URL target's log file, tailed and parsed into steps
     engine_args: tuple[str, ...] = ()  # extra `soak serve` options for the builtin target
     faults: tuple[str, ...] = ()  # degradation mechanisms switched on in the builtin engine (docs/faults.md)
     engine_start_timeout_s: float = 300.0  # how long the builtin engine may take to answer /health
     # The control: a young twin of the built-in engine (None: on where memory allows), or a second
     # instance of a URL target's server. Probed beside the soaked engine every cycle, it tells host
     # drift (both move) from engine age (only the soaked one does).
-    twin: Optional[bool] = None
+    twin: bool | None = None
     twin_restart_every_s: float = 600.0  # the control is restarted this often, so it stays young
-    control_target: Optional[str] = None  # URL of a second instance of the target's server
-    control_restart_cmd: Optional[str] = None  # shell command that restarts --control-target
-    affinity: Optional[bool] = None  # driver and engines on separate CPUs (None: where there are >= 2)
+    control_target: str | None = None  # URL of a second instance of the target's server
+    control_restart_cmd: str | None = None  # shell command that restarts --control-target
+    affinity: bool | None = None  # driver and engines on separate CPUs (None: where there are >= 2)
     # Stop as soon as the running verdict is decided either way (age found, or a loss of more
     # than rule_out ruled out), restart control included; duration_s is then the most it may take.
     until_decided: bool = False
@@ -71,8 +72,16 @@ class SoakConfig:
             _fail("api", f"one of {', '.join(APIS)}", self.api)
         if not isinstance(self.concurrency, int) or self.concurrency < 1:
             _fail("concurrency", "an integer >= 1", self.concurrency)
-        for name in ("speed", "scale", "flush_every_s", "sample_every_s", "request_timeout_s", "probe_wait_s",
-                     "engine_start_timeout_s", "profile_seconds"):
+        for name in (
+            "speed",
+            "scale",
+            "flush_every_s",
+            "sample_every_s",
+            "request_timeout_s",
+            "probe_wait_s",
+            "engine_start_timeout_s",
+            "profile_seconds",
+        ):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
                 _fail(name, "a number > 0", value)
@@ -89,22 +98,27 @@ class SoakConfig:
             _fail("over_limit", "one of drop, trim, keep", self.over_limit)
         if not (isinstance(self.rule_out, (int, float)) and 0 < self.rule_out < 1):
             _fail("rule_out", "a fraction in (0, 1)", self.rule_out)
-        if self.temperature is not None and not (isinstance(self.temperature, (int, float)) and self.temperature >= 0
-                                                 and math.isfinite(self.temperature)):
+        if self.temperature is not None and not (
+            isinstance(self.temperature, (int, float)) and self.temperature >= 0 and math.isfinite(self.temperature)
+        ):
             _fail("temperature", "a number >= 0 or unset", self.temperature)
         if not isinstance(self.baseline_cycles, int) or self.baseline_cycles < 0:
             _fail("baseline_cycles", "an integer >= 0", self.baseline_cycles)
         if self.baseline_cycles and self.probe_every_s <= 0:
-            _fail("probe_every_s", "a period > 0 with baseline_cycles (they are probe_every_s apart)",
-                  self.probe_every_s)
+            _fail(
+                "probe_every_s", "a period > 0 with baseline_cycles (they are probe_every_s apart)", self.probe_every_s
+            )
         if self.until_decided and self.probe_every_s <= 0:
             _fail("probe_every_s", "a period > 0 with until_decided (only probe cycles decide)", self.probe_every_s)
         if not 0 < self.profile_drop < 1:
             _fail("profile_drop", "a fraction in (0, 1)", self.profile_drop)
         if self.restart_cmd is not None and self.is_builtin:
             _fail("restart_cmd", "unset for the builtin target (it restarts its own engine)", self.restart_cmd)
-        if not (isinstance(self.twin_restart_every_s, (int, float)) and self.twin_restart_every_s > 0
-                and math.isfinite(self.twin_restart_every_s)):
+        if not (
+            isinstance(self.twin_restart_every_s, (int, float))
+            and self.twin_restart_every_s > 0
+            and math.isfinite(self.twin_restart_every_s)
+        ):
             _fail("twin_restart_every_s", "a number of seconds > 0", self.twin_restart_every_s)
         if self.twin and not self.is_builtin:
             _fail("twin", "off for a URL target (its control is --control-target)", self.twin)
@@ -124,7 +138,7 @@ class SoakConfig:
         if self.faults and not self.is_builtin:
             _fail("faults", "none for a URL target (faults live in tokdrift's engine)", list(self.faults))
         if self.is_builtin:
-            self.engine_options  # parsed once, here: a bad --engine-arg or fault fails before anything starts
+            _ = self.engine_options  # parsed once, here: a bad --engine-arg or fault fails before anything starts
 
     @cached_property
     def engine_options(self):
@@ -159,7 +173,7 @@ class SoakConfig:
         return out
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "SoakConfig":
+    def from_json(cls, obj: dict[str, Any]) -> SoakConfig:
         known = {k: v for k, v in obj.items() if k in cls.__dataclass_fields__}
         if known.get("api_key") == "<redacted>":
             known["api_key"] = None

@@ -19,9 +19,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Optional
+from typing import Any
 
 import httpx
 
@@ -39,31 +40,56 @@ POLL_S = 0.5
 
 
 class ControlEngine:
-    def __init__(self, config: SoakConfig, http: httpx.AsyncClient, run_dir: Path, on_event: EventSink,
-                 cpus: Optional[tuple[int, ...]] = None, last_life: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        config: SoakConfig,
+        http: httpx.AsyncClient,
+        run_dir: Path,
+        on_event: EventSink,
+        cpus: tuple[int, ...] | None = None,
+        last_life: int | None = None,
+    ) -> None:
         self.config = config
         self.http = http
         self.on_event = on_event
-        self.target: Optional[Target] = None
-        self.why_off: Optional[str] = None
+        self.target: Target | None = None
+        self.why_off: str | None = None
         events = _as_control_events(on_event)
         if config.is_builtin and config.twin is not False:
-            self.kind: Optional[str] = "twin"
-            self.target = BuiltinTarget(http, events, Path(run_dir) / schema.CONTROL_LOG, config.engine_options,
-                                        config.engine_start_timeout_s, cpus=cpus)
+            self.kind: str | None = "twin"
+            self.target = BuiltinTarget(
+                http,
+                events,
+                Path(run_dir) / schema.CONTROL_LOG,
+                config.engine_options,
+                config.engine_start_timeout_s,
+                cpus=cpus,
+            )
         elif config.control_target is not None:
             self.kind = "url"
-            self.target = UrlTarget(http, events, config.control_target, config.api_key,
-                                    config.control_restart_cmd, config.engine_start_timeout_s)
+            self.target = UrlTarget(
+                http,
+                events,
+                config.control_target,
+                config.api_key,
+                config.control_restart_cmd,
+                config.engine_start_timeout_s,
+            )
         else:
             self.kind = None
             self.why_off = "--no-twin" if config.is_builtin else "no --control-target"
         if self.target is not None:
             self.target.life = last_life  # a resumed run's control goes on counting its lives
-        self.client: Optional[Client] = None  # once started
+        self.client: Client | None = None  # once started
         self.num_crashes = 0
-        self._started_wall: Optional[float] = None  # when the current life started (its restart schedule)
+        self._started_wall: float | None = None  # when the current life started (its restart schedule)
         self._lock = asyncio.Lock()
+
+    @property
+    def _live(self) -> Target:
+        """The control's target, once the control is on (every caller runs after __init__ made it)."""
+        assert self.target is not None
+        return self.target
 
     @property
     def enabled(self) -> bool:
@@ -74,10 +100,10 @@ class ControlEngine:
         return self.target is not None and self.target.can_restart
 
     @property
-    def pid(self) -> Optional[int]:
+    def pid(self) -> int | None:
         return self.target.pid if self.enabled and self.target is not None else None
 
-    async def start(self, main_pid: Optional[int], model: Optional[str]) -> None:
+    async def start(self, main_pid: int | None, model: str | None) -> None:
         """Start the control beside a running main engine (a twin only where memory allows)."""
         if not self.enabled:
             return
@@ -88,8 +114,14 @@ class ControlEngine:
                 return
         async with self._lock:
             if await self._start_or_off(first=True):
-                self.client = Client(self.http, self.target.url, self.config.resolved_api, model,
-                                     self.config.api_key, self.config.request_timeout_s)
+                self.client = Client(
+                    self.http,
+                    self._live.url,
+                    self.config.resolved_api,
+                    model,
+                    self.config.api_key,
+                    self.config.request_timeout_s,
+                )
 
     @asynccontextmanager
     async def probing(self) -> AsyncIterator[bool]:
@@ -116,19 +148,24 @@ class ControlEngine:
         if self.target is not None:
             await self.target.stop()
 
-    def describe(self, now: Optional[float] = None) -> str:
+    def describe(self, now: float | None = None) -> str:
         if not self.enabled or self.target is None:
             return f"off ({self.why_off})"
         age = self.target.age(now if now is not None else time.time())
-        return (f"{self.kind} (life {self.target.life}, pid {self.target.pid}"
-                + (f", age {age:.0f} s)" if age is not None else ")"))
+        return f"{self.kind} (life {self.target.life}, pid {self.target.pid}" + (
+            f", age {age:.0f} s)" if age is not None else ")"
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The manifest's `control`."""
         out: dict[str, Any] = {
-            "kind": self.kind, "url": self.target.url if self.target is not None and self.target.url else None,
+            "kind": self.kind,
+            "url": self.target.url if self.target is not None and self.target.url else None,
             "restart_every_s": self.config.twin_restart_every_s if self.can_restart else None,
-            "restart_cmd": self.config.control_restart_cmd, "enabled": self.enabled, "why_off": self.why_off}
+            "restart_cmd": self.config.control_restart_cmd,
+            "enabled": self.enabled,
+            "why_off": self.why_off,
+        }
         if self.kind == "url" and not self.can_restart:
             out["never_restarted"] = "no --control-restart-cmd"
         return out
@@ -136,8 +173,11 @@ class ControlEngine:
     # --- lives -------------------------------------------------------------------------------------
 
     def _restart_due(self) -> bool:
-        return (self.can_restart and self._started_wall is not None
-                and time.time() - self._started_wall >= self.config.twin_restart_every_s)
+        return (
+            self.can_restart
+            and self._started_wall is not None
+            and time.time() - self._started_wall >= self.config.twin_restart_every_s
+        )
 
     async def _recover_if_dead(self) -> bool:
         """A control that died unasked: recorded and started again (off after too many). True when
@@ -146,8 +186,9 @@ class ControlEngine:
         if exit_info is None:
             return False
         self.num_crashes += 1
-        self.on_event("control_exit", exit_code=exit_info.exit_code, log_tail=exit_info.log_tail,
-                      control_life=self.target.life)
+        self.on_event(
+            "control_exit", exit_code=exit_info.exit_code, log_tail=exit_info.log_tail, control_life=self._live.life
+        )
         logger.warning("control engine exited with code %s; starting it again", exit_info.exit_code)
         if self.num_crashes > MAX_CONTROL_CRASHES:
             self._turn_off(f"it died {self.num_crashes} times")
@@ -157,18 +198,18 @@ class ControlEngine:
 
     async def _restart(self, reason: str) -> None:
         try:
-            await self.target.restart(reason)
+            await self._live.restart(reason)
         except SoakError as exc:
-            await self.target.stop()
+            await self._live.stop()
             self._turn_off(f"restarting it failed: {_first_line(exc)}")
             return
         self._started(first=False)
 
     async def _start_or_off(self, first: bool) -> bool:
         try:
-            await self.target.start()
+            await self._live.start()
         except SoakError as exc:
-            await self.target.stop()
+            await self._live.stop()
             self._turn_off(f"it could not start: {_first_line(exc)}")
             return False
         self._started(first)
@@ -177,7 +218,7 @@ class ControlEngine:
     def _started(self, first: bool) -> None:
         self._started_wall = time.time()
         if not first and self.client is not None:
-            self.client.set_base_url(self.target.url)
+            self.client.set_base_url(self._live.url)
 
     def _turn_off(self, why: str) -> None:
         self.why_off = why
@@ -199,7 +240,7 @@ def _as_control_events(sink: EventSink) -> EventSink:
     return on_event
 
 
-def _memory_short(main_pid: Optional[int]) -> Optional[str]:
+def _memory_short(main_pid: int | None) -> str | None:
     """Why a twin does not fit in memory now, or None when it does."""
     import psutil
 
@@ -210,8 +251,10 @@ def _memory_short(main_pid: Optional[int]) -> Optional[str]:
     available = psutil.virtual_memory().available
     if available >= need + TWIN_MEMORY_MARGIN:
         return None
-    return (f"{available / 2**30:.1f} GiB of memory available; a twin needs the engine's {need / 2**30:.1f} GiB "
-            f"and {TWIN_MEMORY_MARGIN / 2**30:.0f} GiB to spare (--twin starts one anyway)")
+    return (
+        f"{available / 2**30:.1f} GiB of memory available; a twin needs the engine's {need / 2**30:.1f} GiB "
+        f"and {TWIN_MEMORY_MARGIN / 2**30:.0f} GiB to spare (--twin starts one anyway)"
+    )
 
 
 def _first_line(exc: Exception) -> str:

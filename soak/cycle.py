@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 from soak.control import ControlEngine
 from soak.lifecycle import MainEngine
-from soak.probes import EngineBusy, ProbeResult, Prober, wait_until_idle
+from soak.probes import EngineBusy, Prober, ProbeResult, wait_until_idle
 from soak.replayer import Gate
 
 MAIN, CONTROL = "main", "control"
@@ -32,15 +32,25 @@ class Taken(NamedTuple):
     role: str  # main or control
     result: ProbeResult
     life: int
-    age_s: Optional[float]
+    age_s: float | None
 
     def row(self, cycle: int) -> dict[str, Any]:
         """Its probes-table row."""
         r = self.result
-        return {"t": r.t, "engine_age_s": self.age_s, "engine_life": self.life, "probe_id": r.probe_id,
-                "prompt_tokens": r.prompt_tokens, "output_tokens": r.output_tokens, "ttft_s": r.ttft_s,
-                "decode_tps": r.decode_tps, "status": r.status, "reason": r.reason, "role": self.role,
-                "cycle": cycle}
+        return {
+            "t": r.t,
+            "engine_age_s": self.age_s,
+            "engine_life": self.life,
+            "probe_id": r.probe_id,
+            "prompt_tokens": r.prompt_tokens,
+            "output_tokens": r.output_tokens,
+            "ttft_s": r.ttft_s,
+            "decode_tps": r.decode_tps,
+            "status": r.status,
+            "reason": r.reason,
+            "role": self.role,
+            "cycle": cycle,
+        }
 
 
 class Cycle(NamedTuple):
@@ -48,7 +58,7 @@ class Cycle(NamedTuple):
     reason: str  # start, baseline, periodic, end or after_restart
     taken: tuple[Taken, ...]  # in the order sent
 
-    def get(self, role: str) -> Optional[Taken]:
+    def get(self, role: str) -> Taken | None:
         return next((t for t in self.taken if t.role == role), None)
 
     @property
@@ -57,8 +67,17 @@ class Cycle(NamedTuple):
 
 
 class ProbeCycles:
-    def __init__(self, prober: Prober, main: MainEngine, control: ControlEngine, gate: Gate, idle: asyncio.Event,
-                 engine_busy: Optional[EngineBusy], wait_s: float, first_number: int = 0) -> None:
+    def __init__(
+        self,
+        prober: Prober,
+        main: MainEngine,
+        control: ControlEngine,
+        gate: Gate,
+        idle: asyncio.Event,
+        engine_busy: EngineBusy | None,
+        wait_s: float,
+        first_number: int = 0,
+    ) -> None:
         self.prober = prober
         self.main = main
         self.control = control
@@ -68,7 +87,7 @@ class ProbeCycles:
         self.wait_s = wait_s
         self.next_number = first_number
         self.recent: deque[Cycle] = deque(maxlen=NUM_RECENT)
-        self.first_main_ok: Optional[ProbeResult] = None  # the baseline a probe drop is measured against
+        self.first_main_ok: ProbeResult | None = None  # the baseline a probe drop is measured against
         self._warmed: dict[str, int] = {}  # role -> the engine life whose first probe was warmed up
 
     async def run(self, reason: str) -> Cycle:
@@ -93,8 +112,11 @@ class ProbeCycles:
     async def _take(self, role: str, reason: str, alone: bool) -> Taken:
         engine = self.main if role == MAIN else self.control
         target, client = engine.target, engine.client
-        if self._warmed.get(role) != target.life:
-            self._warmed[role] = target.life
+        assert target is not None and client is not None  # a probe goes to a started engine
+        life = target.life
+        assert life is not None
+        if self._warmed.get(role) != life:
+            self._warmed[role] = life
             await self.prober.warm_up(client)
-        life, age = target.life, target.age()
+        age = target.age()
         return Taken(role, await self.prober.send(client, reason, alone), life, age)

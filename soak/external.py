@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import httpx
 import numpy as np
@@ -22,6 +22,7 @@ from soak.targets import Target
 
 # --- external engines: /metrics and the log -------------------------------------------------------
 
+
 class MetricsScraper:
     """Scrapes `/metrics` (vLLM, SGLang, FreeToken, tokdrift names); one steps row per scrape after the
     first, computed by the scrape reader diag uses (logformats.prometheus). Each scrape is also appended to metrics.prom, a
@@ -31,12 +32,13 @@ class MetricsScraper:
         self._once = Once()
         self.target = target
         self.save_to = Path(save_to)
-        self._prev: Optional[str] = None
+        self._prev: str | None = None
 
     async def sample(self, as_steps: bool) -> list[dict[str, Any]]:
         try:
-            response = await self.target.http.get(self.target.url + "/metrics", headers=self.target.headers,
-                                                  timeout=5.0)
+            response = await self.target.http.get(
+                self.target.url + "/metrics", headers=self.target.headers, timeout=5.0
+            )
             response.raise_for_status()
         except httpx.HTTPError as exc:
             self._once("metrics", "%s/metrics: %s; not scraped", self.target.url, exc)
@@ -101,8 +103,8 @@ class LogTailer:
         self.copy_to = Path(copy_to)
         self.offset = self.path.stat().st_size if self.path.exists() else 0
         self._partial = b""
-        self._last_stamp: Optional[float] = None  # the last relative stamp read (engine age, s)
-        self._held: Optional[dict[int, float]] = None  # llama.cpp: what each slot held at the last chunk's end
+        self._last_stamp: float | None = None  # the last relative stamp read (engine age, s)
+        self._held: dict[int, float] | None = None  # llama.cpp: what each slot held at the last chunk's end
 
     def sample(self) -> list[dict[str, Any]]:
         try:
@@ -130,8 +132,9 @@ class LogTailer:
         import datetime as dt
 
         try:
-            parsed = parse_log(Text(chunk, str(self.path)), date=dt.date.today(), year=dt.date.today().year,
-                               held=self._held)
+            parsed = parse_log(
+                Text(chunk, str(self.path)), date=dt.date.today(), year=dt.date.today().year, held=self._held
+            )
         except LogFormatError:
             return []
         self._held = parsed.held
@@ -141,8 +144,9 @@ class LogTailer:
         else:
             starts = parsed.events[parsed.events["kind"] == "engine_start"] if not parsed.events.empty else None
             if starts is not None and len(starts) and clock == "wall":
-                target_restarted(target=self.target, t=_local_unix(starts["t"].iloc[0]),
-                                 why="a startup line in the log")
+                target_restarted(
+                    target=self.target, t=_local_unix(starts["t"].iloc[0]), why="a startup line in the log"
+                )
         self._forward_events(parsed.events, clock, read_at)
         rows = []
         for _, step in parsed.steps.iterrows():
@@ -170,8 +174,9 @@ class LogTailer:
                 t = _local_unix(event["t"])
             else:
                 t = read_at
-            fields = {k: event[k] for k in ("limit", "detail") if k in event and event[k] is not None
-                      and event[k] == event[k]}  # NaN: not said
+            fields = {
+                k: event[k] for k in ("limit", "detail") if k in event and event[k] is not None and event[k] == event[k]
+            }  # NaN: not said
             self.target.on_event(str(event["kind"]), t=t, engine_life=self.target.life, **fields)
 
     def _follow_relative(self, steps) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Optional
 
 from soak.client import Client
 from soak.errors import SoakError
@@ -28,8 +27,9 @@ MAX_ENGINE_CRASHES = 20  # crashes in one run before the soak gives up
 class MainEngine:
     """The soaked engine, started once already; new lives come only through here."""
 
-    def __init__(self, target: Target, client: Client, gate: Gate, idle: asyncio.Event, wait_s: float,
-                 on_event: EventSink) -> None:
+    def __init__(
+        self, target: Target, client: Client, gate: Gate, idle: asyncio.Event, wait_s: float, on_event: EventSink
+    ) -> None:
         self.target = target
         self.client = client
         self.gate = gate
@@ -52,21 +52,27 @@ class MainEngine:
     async def after_crash(self, exit_info: EngineExit) -> None:
         """The engine died unasked: recorded with its exit code and log tail, then started again;
         after MAX_ENGINE_CRASHES the soak gives up."""
-        self.on_event("engine_exit", exit_code=exit_info.exit_code, log_tail=exit_info.log_tail,
-                      engine_life=self.target.life, expected=False)
+        self.on_event(
+            "engine_exit",
+            exit_code=exit_info.exit_code,
+            log_tail=exit_info.log_tail,
+            engine_life=self.target.life,
+            expected=False,
+        )
         logger.warning("engine exited with code %s; starting it again", exit_info.exit_code)
         self.num_crashes += 1
         if self.num_crashes > MAX_ENGINE_CRASHES:
-            raise SoakError(f"the engine died {self.num_crashes} times; giving up. Last lines of its log:\n"
-                            f"{exit_info.log_tail}")
+            raise SoakError(
+                f"the engine died {self.num_crashes} times; giving up. Last lines of its log:\n{exit_info.log_tail}"
+            )
         await self._new_life("after a crash", exit_info)
 
-    def describe(self, now: Optional[float] = None) -> str:
+    def describe(self, now: float | None = None) -> str:
         t = self.target
         age = t.age(now if now is not None else time.time())
         return f"{self.state} (life {t.life}, pid {t.pid}" + (f", age {age:.0f} s)" if age is not None else ")")
 
-    async def _new_life(self, reason: str, crash: Optional[EngineExit]) -> None:
+    async def _new_life(self, reason: str, crash: EngineExit | None) -> None:
         async with self._lock:
             with self.gate.closed():
                 if crash is None:  # let the calls in flight finish first, for a while

@@ -3,7 +3,7 @@ plain status line a minute and a line per probe cycle."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 from rich.table import Table
 
@@ -24,12 +24,12 @@ class Progress(NamedTuple):
     probes: tuple[ProbeResult, ...]  # the main engine's last few
     engine: str  # "up (life 0, pid 123, age 42 s)", "restarting", ...
     phase: str  # replay, end probes, stopping
-    last_cycle: Optional[Cycle] = None  # the last probe pair
+    last_cycle: Cycle | None = None  # the last probe pair
     num_engine_restarts: int = 0  # crashes and deliberate restarts, this segment
     control: str = "off"  # "twin (life 1, pid 456, age 30 s)", "off (why)"
 
 
-def render(p: Progress, verdict: Optional[str] = None) -> Table:
+def render(p: Progress, verdict: str | None = None) -> Table:
     table = Table(title=f"soak → {p.run_dir}", show_header=False, expand=False)
     table.add_column(style="bold")
     table.add_column()
@@ -49,9 +49,11 @@ def render(p: Progress, verdict: Optional[str] = None) -> Table:
 def status_line(p: Progress) -> str:
     """`[0:12:00] 123 calls, 2 failed; live 41.3 tok/s; last probes main 61.2 / control 60.8 tok/s;
     engine restarts 0; replay`"""
-    return (f"[{hms(p.elapsed_s)}] {p.num_calls} calls, {p.num_failed} failed, {p.num_in_flight} in flight; "
-            f"live {p.live_tps:.1f} tok/s; last probes {pair_text(p.last_cycle)}; "
-            f"engine restarts {p.num_engine_restarts}; {p.phase}")
+    return (
+        f"[{hms(p.elapsed_s)}] {p.num_calls} calls, {p.num_failed} failed, {p.num_in_flight} in flight; "
+        f"live {p.live_tps:.1f} tok/s; last probes {pair_text(p.last_cycle)}; "
+        f"engine restarts {p.num_engine_restarts}; {p.phase}"
+    )
 
 
 def cycle_line(rows: list[dict[str, Any]], p: Progress) -> str:
@@ -59,23 +61,25 @@ def cycle_line(rows: list[dict[str, Any]], p: Progress) -> str:
     by_role = {r.get("role"): r for r in rows}
     first = rows[0] if rows else {}
     parts = [_tps_text(role, by_role.get(role)) for role in (MAIN, CONTROL)]
-    return (f"[{hms(p.elapsed_s)}] probe cycle {first.get('cycle')} ({first.get('reason')}): "
-            f"{' / '.join(parts)} tok/s")
+    return f"[{hms(p.elapsed_s)}] probe cycle {first.get('cycle')} ({first.get('reason')}): {' / '.join(parts)} tok/s"
 
 
-def pair_text(cycle: Optional[Cycle]) -> str:
+def pair_text(cycle: Cycle | None) -> str:
     """`main 61.2 / control 60.8 tok/s`; a failed probe shows its status, a missing control `off`."""
     if cycle is None:
         return "none yet"
     parts = []
     for role in (MAIN, CONTROL):
         taken = cycle.get(role)
-        parts.append(_tps_text(role, None if taken is None else
-                               {"decode_tps": taken.result.decode_tps, "status": taken.result.status}))
+        parts.append(
+            _tps_text(
+                role, None if taken is None else {"decode_tps": taken.result.decode_tps, "status": taken.result.status}
+            )
+        )
     return " / ".join(parts) + f" tok/s (cycle {cycle.number})"
 
 
-def _tps_text(role: str, row: Optional[dict[str, Any]]) -> str:
+def _tps_text(role: str, row: dict[str, Any] | None) -> str:
     if row is None:
         return f"{role} off"
     tps = row.get("decode_tps")

@@ -14,23 +14,24 @@ import asyncio
 import hashlib
 import json
 import logging
-from typing import Any, Awaitable, Callable, NamedTuple, Optional
+from collections.abc import Awaitable, Callable
+from typing import Any, NamedTuple
 
 from replay import MaterializeConfig, probe_prompt
 from soak.client import CallResult, Client
 
 logger = logging.getLogger(__name__)
 
-EngineBusy = Callable[[], Awaitable[Optional[int]]]
+EngineBusy = Callable[[], Awaitable[int | None]]
 
 
 class ProbeResult(NamedTuple):
     t: float
     probe_id: str
-    prompt_tokens: Optional[int]
-    output_tokens: Optional[int]
-    ttft_s: Optional[float]
-    decode_tps: Optional[float]
+    prompt_tokens: int | None
+    output_tokens: int | None
+    ttft_s: float | None
+    decode_tps: float | None
     status: str  # ok, busy (others were in flight), or the call's error status
     call: CallResult
     reason: str
@@ -49,8 +50,11 @@ class Prober:
         if api == "chat":
             if self.prompt.messages is not None:
                 return self.prompt.messages
-            return [{"role": "user", "content": " ".join(str(t) for t in self.prompt.token_ids)}]
-        return self.prompt.token_ids if self.prompt.token_ids is not None else self.prompt.messages[0]["content"]
+            return [{"role": "user", "content": " ".join(str(t) for t in self.prompt.token_ids or ())}]
+        if self.prompt.token_ids is not None:
+            return self.prompt.token_ids
+        assert self.prompt.messages is not None  # a prompt holds its tokens or its text
+        return self.prompt.messages[0]["content"]
 
     async def send(self, client: Client, reason: str, alone: bool = True) -> ProbeResult:
         """One probe; `alone`: the engine had nothing else to do (else the result is `busy`)."""
@@ -58,8 +62,17 @@ class Prober:
         status = call.status if call.status != "ok" else ("ok" if alone else "busy")
         n_out = call.output_tokens if call.output_tokens is not None else call.num_token_chunks
         n_in = call.prompt_tokens if call.prompt_tokens is not None else self.prompt.num_input_tokens
-        return ProbeResult(t=call.t_send, probe_id=self.probe_id, prompt_tokens=n_in, output_tokens=n_out,
-                           ttft_s=call.ttft_s, decode_tps=call.decode_tps, status=status, call=call, reason=reason)
+        return ProbeResult(
+            t=call.t_send,
+            probe_id=self.probe_id,
+            prompt_tokens=n_in,
+            output_tokens=n_out,
+            ttft_s=call.ttft_s,
+            decode_tps=call.decode_tps,
+            status=status,
+            call=call,
+            reason=reason,
+        )
 
     async def warm_up(self, client: Client) -> None:
         """The probe itself, not recorded: a fresh engine's first calls pay one-off costs
@@ -67,7 +80,7 @@ class Prober:
         await client.call(self.payload(client.api), self.num_output_tokens, greedy=True, exact_length=True)
 
 
-async def wait_until_idle(idle: asyncio.Event, engine_busy: Optional[EngineBusy], wait_s: float) -> bool:
+async def wait_until_idle(idle: asyncio.Event, engine_busy: EngineBusy | None, wait_s: float) -> bool:
     """No call of ours in flight, and (where the engine says) nothing running inside it: a call
     the client gave up on may still be decoding there. False when `wait_s` ran out first."""
 

@@ -12,8 +12,9 @@ import logging
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 logger = logging.getLogger(__name__)
 
@@ -29,22 +30,36 @@ class Profiler:
         self.out_dir = Path(out_dir)
         self.seconds = seconds
         self.exe = _find_py_spy() if enabled else None
-        self.disabled_reason: Optional[str] = None if self.exe else ("profiles off" if not enabled else
-                                                                   "py-spy is not installed")
+        self.disabled_reason: str | None = (
+            None if self.exe else ("profiles off" if not enabled else "py-spy is not installed")
+        )
         if enabled and not self.exe:
             logger.warning("no profiles: py-spy is not installed (pip install py-spy)")
 
-    async def record(self, pid: Optional[int], reason: str, label: str) -> Optional[Profile]:
+    async def record(self, pid: int | None, reason: str, label: str) -> Profile | None:
         """Record `seconds` of the process; None (logged once) when it cannot."""
         if self.disabled_reason or pid is None:
             return None
         self.out_dir.mkdir(parents=True, exist_ok=True)
         path = self.out_dir / f"{time.strftime('%Y%m%dT%H%M%S')}-{label}.speedscope.json"
-        cmd = [self.exe, "record", "--pid", str(pid), "--duration", str(max(1, round(self.seconds))),
-               "--format", "speedscope", "--output", str(path), "--nonblocking"]
+        assert self.exe is not None  # disabled_reason says why there is none
+        cmd = [
+            self.exe,
+            "record",
+            "--pid",
+            str(pid),
+            "--duration",
+            str(max(1, round(self.seconds))),
+            "--format",
+            "speedscope",
+            "--output",
+            str(path),
+            "--nonblocking",
+        ]
         try:
-            proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE,
-                                                        stderr=asyncio.subprocess.STDOUT)
+            proc = await asyncio.create_subprocess_exec(
+                *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+            )
         except OSError as exc:
             self._give_up(f"py-spy could not run ({exc})")
             return None
@@ -76,7 +91,7 @@ class Profiler:
         logger.warning("no more profiles this run: %s", why)
 
 
-def _executable(pid: int) -> Optional[str]:
+def _executable(pid: int) -> str | None:
     """The file name of a process's executable (llama-server, python3.11), None when it cannot be read."""
     try:
         import psutil
@@ -86,7 +101,7 @@ def _executable(pid: int) -> Optional[str]:
         return None
 
 
-def _find_py_spy() -> Optional[str]:
+def _find_py_spy() -> str | None:
     beside = Path(sys.executable).parent / "py-spy"
     if beside.is_file():
         return str(beside)
@@ -103,25 +118,34 @@ class Profiles:
         self.on_event = on_event
         self.drop = drop  # profile when a probe falls this fraction below the first
         self._tasks: list[asyncio.Task] = []
-        self._dropped_life: Optional[int] = None  # the engine life last profiled for a probe drop
+        self._dropped_life: int | None = None  # the engine life last profiled for a probe drop
 
-    def take(self, reason: str, pid: Optional[int], life: int) -> None:
+    def take(self, reason: str, pid: int | None, life: int | None) -> None:
         if self.profiler.disabled_reason:
             return
 
         async def take() -> None:
             profile = await self.profiler.record(pid, reason, reason)
             if profile is not None:
-                self.on_event("profile", path=str(profile.path.relative_to(self.run_dir)), reason=reason,
-                              seconds=profile.seconds, engine_life=life)
+                self.on_event(
+                    "profile",
+                    path=str(profile.path.relative_to(self.run_dir)),
+                    reason=reason,
+                    seconds=profile.seconds,
+                    engine_life=life,
+                )
 
         self._tasks = [t for t in self._tasks if not t.done()]
         self._tasks.append(asyncio.create_task(take()))
 
-    def after_probe(self, tps: Optional[float], first_tps: Optional[float], pid: Optional[int], life: int) -> None:
+    def after_probe(self, tps: float | None, first_tps: float | None, pid: int | None, life: int) -> None:
         """A probe `drop` below the first one: profile the engine, once per life."""
-        if (first_tps is not None and tps is not None and tps < (1.0 - self.drop) * first_tps
-                and life != self._dropped_life):
+        if (
+            first_tps is not None
+            and tps is not None
+            and tps < (1.0 - self.drop) * first_tps
+            and life != self._dropped_life
+        ):
             self._dropped_life = life
             self.take("probe_drop", pid, life)
 

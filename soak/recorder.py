@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from typing import Optional
 
 from replay import Call, Prompt
 from rundir.writer import RunStore
@@ -47,24 +46,52 @@ class Recorder:
         self.num_failed = 0  # error or refused, this segment
         self.recent = RateWindow()
 
-    def call(self, request_id: str, sid: Optional[str], call: Optional[Call], prompt: Optional[Prompt],
-             r: CallResult, life: int, age: Optional[float], kind: Optional[str] = None) -> None:
+    def call(
+        self,
+        request_id: str,
+        sid: str | None,
+        call: Call | None,
+        prompt: Prompt | None,
+        r: CallResult,
+        life: int,
+        age: float | None,
+        kind: str | None = None,
+    ) -> None:
         prompt_tokens = r.prompt_tokens
         if prompt_tokens is None and prompt is not None and prompt.token_ids is not None:
             prompt_tokens = len(prompt.token_ids)
-        self.store.add("requests", {
-            "request_id": request_id, "session": sid, "turn": call.turn if call else None,
-            "kind": kind or (call.kind if call else None), "t_send": r.t_send, "t_first_token": r.t_first_token,
-            "t_first_content": r.t_first_content, "t_last_token": r.t_last_token, "prompt_tokens": prompt_tokens,
-            "cached_tokens": r.cached_tokens, "output_tokens": r.output_tokens,
-            "reasoning_tokens": r.reasoning_tokens, "status": r.status, "error": r.error,
-            "engine_age_s": age, "engine_life": life})
+        self.store.add(
+            "requests",
+            {
+                "request_id": request_id,
+                "session": sid,
+                "turn": call.turn if call else None,
+                "kind": kind or (call.kind if call else None),
+                "t_send": r.t_send,
+                "t_first_token": r.t_first_token,
+                "t_first_content": r.t_first_content,
+                "t_last_token": r.t_last_token,
+                "prompt_tokens": prompt_tokens,
+                "cached_tokens": r.cached_tokens,
+                "output_tokens": r.output_tokens,
+                "reasoning_tokens": r.reasoning_tokens,
+                "status": r.status,
+                "error": r.error,
+                "engine_age_s": age,
+                "engine_life": life,
+            },
+        )
         self.num_calls += 1
         if r.status in ("error", "refused"):
             self.num_failed += 1
         if r.status == "refused":
-            self.store.event("dropped_request", request_id=request_id, input_tokens=prompt_tokens,
-                             limit=limit_in(r.error), error=r.error)
+            self.store.event(
+                "dropped_request",
+                request_id=request_id,
+                input_tokens=prompt_tokens,
+                limit=limit_in(r.error),
+                error=r.error,
+            )
         if r.output_tokens and r.t_last_token:
             self.recent.add(r.t_last_token, r.output_tokens)
 
@@ -76,10 +103,11 @@ _LIMIT_PHRASES = re.compile(
     r"model's context length \(|context length of|"  # SGLang
     r"available context size \(|context size of|n_ctx(?: of| is|=|:)?|"  # llama.cpp
     r"engine's context of|context window of|limit of|limit is)\s*(\d+)",  # tokdrift, generic
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
-def limit_in(error: Optional[str]) -> Optional[int]:
+def limit_in(error: str | None) -> int | None:
     """The context limit a refusal names (vLLM, SGLang, llama.cpp and tokdrift phrasings), or None
     when its message names none."""
     m = _LIMIT_PHRASES.search(error or "")

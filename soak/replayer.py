@@ -16,8 +16,9 @@ import itertools
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Awaitable, Callable, Iterable, Iterator, NamedTuple, Optional
+from typing import NamedTuple
 
 from replay import Call, Materializer, Prompt, Trace
 
@@ -43,8 +44,10 @@ def sessions_of(trace: Trace) -> list[Session]:
     by_name: dict[str, list[Call]] = defaultdict(list)
     for call in trace.calls:
         by_name[call.session].append(call)
-    sessions = [Session(name, min(c.t for c in calls), tuple(sorted(calls, key=lambda c: (c.turn, c.t))))
-                for name, calls in by_name.items()]
+    sessions = [
+        Session(name, min(c.t for c in calls), tuple(sorted(calls, key=lambda c: (c.turn, c.t))))
+        for name, calls in by_name.items()
+    ]
     return sorted(sessions, key=lambda s: (s.start, s.name))
 
 
@@ -106,8 +109,9 @@ class Gate:
 class Replayer:
     """Runs sessions until `deadline`; `send(session_id, call, prompt)` makes and records one call."""
 
-    def __init__(self, sessions: list[Session], materialize: Materializer, send: SendFn, concurrency: int,
-                 speed: float) -> None:
+    def __init__(
+        self, sessions: list[Session], materialize: Materializer, send: SendFn, concurrency: int, speed: float
+    ) -> None:
         if not sessions:
             raise ValueError("no sessions to replay")
         self.sessions = sessions
@@ -128,7 +132,7 @@ class Replayer:
         self._first = first
         self._tasks: set[asyncio.Task] = set()
 
-    async def run(self, deadline: float, position: Optional[Position] = None) -> None:
+    async def run(self, deadline: float, position: Position | None = None) -> None:
         """Launch sessions loop after loop until `deadline` (time.time()); returns when all launched
         sessions have ended or been cancelled."""
         position = position or Position(0, {})
@@ -176,13 +180,14 @@ class Replayer:
 
     async def _session(self, sid: str, calls: list[Call], loop: int = 0) -> None:
         try:
-            prev_end: Optional[float] = None
-            prev: Optional[Call] = None
+            prev_end: float | None = None
+            prev: Call | None = None
             for call in calls:
                 if prev_end is not None:
                     if call.think_time is not None:
                         think = call.think_time
                     else:
+                        assert prev is not None  # set with prev_end
                         think = max(0.0, call.t - prev.t - (prev.duration or 0.0))
                     await asyncio.sleep(think / self.speed)
                 if time.time() >= self.deadline:

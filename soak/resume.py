@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 from rundir import schema
 from rundir.reader import read_manifest, read_rows
@@ -22,15 +22,15 @@ from soak.replayer import Position, position_from
 class ResumePoint(NamedTuple):
     position: Position
     num_calls: int  # request rows written
-    engine_life: Optional[int]  # the last main engine life started (None: none)
-    control_life: Optional[int]  # the last control life started (None: none)
+    engine_life: int | None  # the last main engine life started (None: none)
+    control_life: int | None  # the last control life started (None: none)
     next_cycle: int  # the next probe cycle's number
 
 
 START = ResumePoint(Position(0, {}), 0, None, None, 0)
 
 
-def config_to_resume(run_dir: Path, api_key: Optional[str] = None) -> SoakConfig:
+def config_to_resume(run_dir: Path, api_key: str | None = None) -> SoakConfig:
     """The run's own config, checked: not completed, and the same trace as it started with."""
     manifest = read_manifest(run_dir)
     if manifest.status == "completed":
@@ -43,15 +43,17 @@ def config_to_resume(run_dir: Path, api_key: Optional[str] = None) -> SoakConfig
     if not Path(config.trace).is_file():
         raise SoakError(f"{run_dir}: the run replays {config.trace}, which is no longer there")
     if recorded and digest(Path(config.trace)) != recorded:
-        raise SoakError(f"{config.trace}: expected the trace the run started with (sha256 {recorded[:12]}…), "
-                        f"found a different file; resuming would replay other calls")
+        raise SoakError(
+            f"{config.trace}: expected the trace the run started with (sha256 {recorded[:12]}…), "
+            f"found a different file; resuming would replay other calls"
+        )
     return config
 
 
 def resume_point(run_dir: Path) -> ResumePoint:
     rows = read_rows(run_dir, "requests", ("session", "turn", "status", "kind"))
-    engine: Optional[int] = None
-    control: Optional[int] = None
+    engine: int | None = None
+    control: int | None = None
     path = Path(run_dir) / schema.EVENTS
     if path.is_file():
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():

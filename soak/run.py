@@ -17,9 +17,10 @@ import enum
 import logging
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, cast
 
 import httpx
 
@@ -35,6 +36,7 @@ from soak.control import ControlEngine
 from soak.cycle import MAIN, ProbeCycles
 from soak.errors import SoakError
 from soak.lifecycle import MainEngine
+from soak.live_view import Progress
 from soak.manifest import describe_engine, iso, new_manifest, resumed_manifest
 from soak.probes import Prober
 from soak.profiler import Profiler, Profiles
@@ -42,8 +44,7 @@ from soak.recorder import Recorder
 from soak.replayer import Position, Replayer, sessions_of
 from soak.resume import START, config_to_resume, resume_point
 from soak.schedule import Schedule
-from soak.targets import Target, make_target
-from soak.live_view import Progress
+from soak.targets import BuiltinTarget, Target, make_target
 from soak.watch import EngineWatch
 
 logger = logging.getLogger(__name__)
@@ -76,9 +77,15 @@ class _Session:
 
 
 class Soak:
-    def __init__(self, config: SoakConfig, run_dir: Path, command: Optional[list[str]] = None,
-                 on_progress: Optional[Callable[[Progress], None]] = None, resume: bool = False,
-                 on_probe_cycle: Optional[Callable[[list[dict[str, Any]]], None]] = None) -> None:
+    def __init__(
+        self,
+        config: SoakConfig,
+        run_dir: Path,
+        command: list[str] | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+        resume: bool = False,
+        on_probe_cycle: Callable[[list[dict[str, Any]]], None] | None = None,
+    ) -> None:
         self.config = config
         self.run_dir = Path(run_dir)
         self.command = command or sys.argv
@@ -88,27 +95,44 @@ class Soak:
         self.trace = read_trace(config.trace)  # a malformed trace fails here, before anything is written
         if not self.trace.calls:
             raise SoakError(f"{config.trace}: expected at least one call after the header, found none")
-        self.store: Optional[RunStore] = None
-        self.recorder: Optional[Recorder] = None
-        self.session: Optional[_Session] = None
+        self.store: RunStore | None = None
+        self.recorder: Recorder | None = None
+        self.session: _Session | None = None
         self._stop = asyncio.Event()
         self._decided = asyncio.Event()  # --until-decided: the running verdict is decided, end the replay
         self._phase = "starting"
-        self._status: Optional[RunStatus] = None
+        self._status: RunStatus | None = None
         self._elapsed_before = 0.0
         self._segment_start = time.time()
         self._deadline = self._segment_start + config.duration_s
 
+    # What start() builds, for the code that runs after it (a call before start() is a bug).
+    @property
+    def _store(self) -> RunStore:
+        assert self.store is not None
+        return self.store
+
+    @property
+    def _recorder(self) -> Recorder:
+        assert self.recorder is not None
+        return self.recorder
+
+    @property
+    def _session(self) -> _Session:
+        assert self.session is not None
+        return self.session
+
     @classmethod
-    def resume(cls, run_dir: Path, api_key: Optional[str] = None,
-               on_progress: Optional[Callable[[Progress], None]] = None) -> "Soak":
+    def resume(
+        cls, run_dir: Path, api_key: str | None = None, on_progress: Callable[[Progress], None] | None = None
+    ) -> Soak:
         return cls(config_to_resume(run_dir, api_key), run_dir, on_progress=on_progress, resume=True)
 
     def stop(self) -> None:
         """Stop cleanly (Ctrl-C): status interrupted."""
         self._stop.set()
 
-    def decided(self, verdict: str, cycle: Optional[int], line: str, **details: Any) -> None:
+    def decided(self, verdict: str, cycle: int | None, line: str, **details: Any) -> None:
         """The running verdict (computed by the caller, which reads each probe cycle's rows) is
         decided: recorded once, as a `decided` event and the manifest's `decided`; with
         `until_decided` the replay ends now and the run goes on to its restart control (no end
@@ -130,8 +154,13 @@ class Soak:
         at = resume_point(self.run_dir) if self.resuming else START
         self.recorder = Recorder(self.store, num_calls=at.num_calls)
         if self.resuming:
-            self.store.event("resume", run_id=self.manifest.run_id, loop=at.position.loop,
-                             sessions_in_progress=len(at.position.next_turn), elapsed_s=self._elapsed_before)
+            self.store.event(
+                "resume",
+                run_id=self.manifest.run_id,
+                loop=at.position.loop,
+                sessions_in_progress=len(at.position.next_turn),
+                elapsed_s=self._elapsed_before,
+            )
         else:
             self.store.event("start", run_id=self.manifest.run_id)
             for fault in cfg.engine_options.engine.get("faults", ()):  # switched on in the engine from its start
@@ -182,8 +211,9 @@ class Soak:
         await asyncio.gather(task, return_exceptions=True)
         raise _Interrupted()
 
-    async def _open(self, http: httpx.AsyncClient, target: Target, control: ControlEngine,
-                    first_cycle: int) -> _Session:
+    async def _open(
+        self, http: httpx.AsyncClient, target: Target, control: ControlEngine, first_cycle: int
+    ) -> _Session:
         """Start the engine and its control; build everything the run works with."""
         cfg = self.config
         await self._unless_stopped(target.start())
@@ -195,19 +225,31 @@ class Soak:
             except (httpx.HTTPError, ValueError):
                 model = None
         client = Client(http, target.url, cfg.resolved_api, model, cfg.api_key, cfg.request_timeout_s)
-        mode = "tokens" if cfg.resolved_api == "completions" else "text"
-        mconf = MaterializeConfig(block_size=self.trace.header.block_size, scale=cfg.scale,
-                                  max_context=cfg.max_context, over_limit=cfg.over_limit, mode=mode)
+        mconf = MaterializeConfig(
+            block_size=self.trace.header.block_size,
+            scale=cfg.scale,
+            max_context=cfg.max_context,
+            over_limit=cfg.over_limit,
+            mode="tokens" if cfg.resolved_api == "completions" else "text",
+        )
         materializer = Materializer(mconf, shared_block_ids(self.trace.calls))
         replayer = Replayer(sessions_of(self.trace), materializer, self._send, cfg.concurrency, cfg.speed)
-        main = MainEngine(target, client, replayer.gate, replayer.idle, cfg.probe_wait_s, self.store.event)
+        main = MainEngine(target, client, replayer.gate, replayer.idle, cfg.probe_wait_s, self._store.event)
         prober = Prober(mconf, cfg.probe_input_tokens, cfg.probe_output_tokens)
-        cycles = ProbeCycles(prober, main, control, replayer.gate, replayer.idle,
-                             target.num_running if target.is_builtin else None, cfg.probe_wait_s, first_cycle)
+        cycles = ProbeCycles(
+            prober,
+            main,
+            control,
+            replayer.gate,
+            replayer.idle,
+            cast(BuiltinTarget, target).num_running if target.is_builtin else None,
+            cfg.probe_wait_s,
+            first_cycle,
+        )
         watch = EngineWatch(target, self.run_dir, cfg.engine_log, control_pid=lambda: control.pid)
         profiler = Profiler(self.run_dir / schema.PROFILES, cfg.profile_seconds, cfg.profiles)
-        profiles = Profiles(profiler, self.run_dir, self.store.event, cfg.profile_drop)
-        schedule = Schedule(cfg, cycles, main, profiles, self.store, self.recorder, self._probe_cycle_rows)
+        profiles = Profiles(profiler, self.run_dir, self._store.event, cfg.profile_drop)
+        schedule = Schedule(cfg, cycles, main, profiles, self._store, self._recorder, self._probe_cycle_rows)
         self.session = _Session(target, main, control, materializer, profiles, replayer, cycles, schedule, watch)
         self.manifest.steps_source = watch.steps_source
         self.manifest.model = model
@@ -216,13 +258,14 @@ class Soak:
             self.manifest.configs["engine"] = engine_config
         await self._unless_stopped(control.start(target.pid, model))
         self.manifest.control = control.to_json()
-        self.store.write_manifest(self.manifest)
+        self._store.write_manifest(self.manifest)
         return self.session
 
     async def _run(self, s: _Session, position: Position) -> RunStatus:
         cfg = self.config
-        background = [asyncio.create_task(coro) for coro in
-                      (self._flusher(), self._sampler(), self._monitor(), s.control.keep())]
+        background = [
+            asyncio.create_task(coro) for coro in (self._flusher(), self._sampler(), self._monitor(), s.control.keep())
+        ]
         try:
             self._phase = "start probe"
             await self._unless_stopped(s.schedule.cycle("start"))
@@ -239,8 +282,11 @@ class Soak:
             stop = asyncio.create_task(self._stop.wait())
             decided = asyncio.create_task(self._decided.wait())
             drain_s = min(60.0, max(5.0, 0.1 * cfg.duration_s))
-            done, _ = await asyncio.wait({replay, stop, decided}, return_when=asyncio.FIRST_COMPLETED,
-                                         timeout=max(0.0, deadline - time.time()) + drain_s)
+            done, _ = await asyncio.wait(
+                {replay, stop, decided},
+                return_when=asyncio.FIRST_COMPLETED,
+                timeout=max(0.0, deadline - time.time()) + drain_s,
+            )
             if decided in done and not done & {replay, stop}:  # --until-decided: end as at the deadline
                 s.replayer.end_now()
                 done, _ = await asyncio.wait({replay, stop}, return_when=asyncio.FIRST_COMPLETED, timeout=drain_s)
@@ -250,16 +296,15 @@ class Soak:
             scheduler_done.set()
             if stop in done:
                 scheduler.cancel()
-            await asyncio.gather(asyncio.wait_for(scheduler, timeout=cfg.probe_wait_s + 60.0),
-                                 return_exceptions=True)
+            await asyncio.gather(asyncio.wait_for(scheduler, timeout=cfg.probe_wait_s + 60.0), return_exceptions=True)
             if stop in done:
                 await self._cancel(replay)
                 return RunStatus.INTERRUPTED
             stop.cancel()
             if replay not in done:  # calls still running past the deadline and the grace period
                 await self._cancel(replay)
-            elif replay.exception() is not None:
-                raise replay.exception()
+            elif (failed := replay.exception()) is not None:
+                raise failed
             if not self._decided.is_set():  # a decided run's last look was the one that decided
                 self._phase = "end probes"
                 await self._unless_stopped(s.schedule.cycle("end"))
@@ -277,31 +322,36 @@ class Soak:
             await self._sample_once()
 
     async def _cancel(self, replay: asyncio.Task) -> None:
-        await self.session.replayer.cancel()
+        await self._session.replayer.cancel()
         replay.cancel()
         await asyncio.gather(replay, return_exceptions=True)
 
     # --- calls -----------------------------------------------------------------------------------
 
     async def _send(self, sid: str, call: Call, prompt: Prompt) -> None:
-        main = self.session.main
+        main = self._session.main
         payload = self._payload(main.client, prompt)
         life, age = main.target.life, main.target.age()
+        assert life is not None  # calls go out once the engine is up
         request_id = f"{sid}#{call.turn}"
         t_send = time.time()
         try:
             result = await main.client.call(payload, prompt.max_output_tokens, temperature=self.config.temperature)
         except asyncio.CancelledError:
-            self.recorder.call(request_id, sid, call, prompt,
-                               CallResult.aborted(t_send, "the soak stopped during the call"), life, age)
+            self._recorder.call(
+                request_id, sid, call, prompt, CallResult.aborted(t_send, "the soak stopped during the call"), life, age
+            )
             raise
-        self.recorder.call(request_id, sid, call, prompt, result, life, age)
+        self._recorder.call(request_id, sid, call, prompt, result, life, age)
 
     @staticmethod
     def _payload(client: Client, prompt: Prompt) -> Any:
         if client.api == "chat":
             return prompt.messages
-        return prompt.token_ids if prompt.token_ids is not None else prompt.messages[0]["content"]
+        if prompt.token_ids is not None:
+            return prompt.token_ids
+        assert prompt.messages is not None  # a prompt holds its tokens or its text
+        return prompt.messages[0]["content"]
 
     def _probe_cycle_rows(self, rows: list[dict[str, Any]]) -> None:
         if self.on_probe_cycle is not None:
@@ -310,7 +360,7 @@ class Soak:
     # --- engine exits and the live view ------------------------------------------------------------
 
     async def _monitor(self) -> None:
-        main = self.session.main
+        main = self._session.main
         while True:
             exit_info = main.target.check_exit()
             if exit_info is not None:
@@ -327,14 +377,35 @@ class Soak:
         s, rec = self.session, self.recorder
         calls = (rec.num_calls, rec.num_failed, rec.recent.rate(now)) if rec is not None else (0, 0, 0.0)
         if s is None:
-            return Progress(str(self.run_dir), self._elapsed(now), max(0.0, self._deadline - now), calls[0],
-                            calls[1], 0, calls[2], (), "starting", self._phase)
+            return Progress(
+                str(self.run_dir),
+                self._elapsed(now),
+                max(0.0, self._deadline - now),
+                calls[0],
+                calls[1],
+                0,
+                calls[2],
+                (),
+                "starting",
+                self._phase,
+            )
         recent = tuple(s.cycles.recent)
-        probes = tuple(c.get(MAIN).result for c in recent if c.get(MAIN) is not None)
-        return Progress(str(self.run_dir), self._elapsed(now), max(0.0, self._deadline - now), calls[0], calls[1],
-                        s.replayer.num_in_flight, calls[2], probes, s.main.describe(now), self._phase,
-                        recent[-1] if recent else None, s.main.num_crashes + s.main.num_restarts,
-                        s.control.describe(now))
+        probes = tuple(taken.result for c in recent if (taken := c.get(MAIN)) is not None)
+        return Progress(
+            str(self.run_dir),
+            self._elapsed(now),
+            max(0.0, self._deadline - now),
+            calls[0],
+            calls[1],
+            s.replayer.num_in_flight,
+            calls[2],
+            probes,
+            s.main.describe(now),
+            self._phase,
+            recent[-1] if recent else None,
+            s.main.num_crashes + s.main.num_restarts,
+            s.control.describe(now),
+        )
 
     # --- sampling and flushing -----------------------------------------------------------------------
 
@@ -349,9 +420,9 @@ class Soak:
             return
         steps, snapshot = await s.watch.sample()
         for row in steps:
-            self.store.add("steps", row)
+            self._store.add("steps", row)
         if snapshot is not None:
-            self.store.add("snapshots", snapshot)
+            self._store.add("snapshots", snapshot)
 
     async def _flusher(self) -> None:
         while True:
@@ -359,7 +430,7 @@ class Soak:
             self._flush()
 
     def _flush(self) -> None:
-        self.store.flush()
+        self._store.flush()
         self._write_manifest()
 
     def _finish(self, status: RunStatus) -> None:
@@ -367,15 +438,23 @@ class Soak:
             return
         self._status = status
         s = self.session
-        reason = ("decided" if self._decided.is_set() else "duration") if status is RunStatus.COMPLETED else status.value
-        self.store.event("stop", status=status.value, reason=reason, engine_life=s.target.life if s is not None else None)
+        reason = (
+            ("decided" if self._decided.is_set() else "duration") if status is RunStatus.COMPLETED else status.value
+        )
+        self.store.event(
+            "stop", status=status.value, reason=reason, engine_life=s.target.life if s is not None else None
+        )
         self.manifest.status = status.value
         self.manifest.stop_reason = reason
         self.manifest.ended_at = iso(time.time())
         if s is not None:
             m = s.materializer
-            self.manifest.materialized = {"calls": m.num_calls, "dropped": m.num_dropped,
-                                          "trimmed": m.num_trimmed, "over_limit": m.num_over_limit}
+            self.manifest.materialized = {
+                "calls": m.num_calls,
+                "dropped": m.num_dropped,
+                "trimmed": m.num_trimmed,
+                "over_limit": m.num_over_limit,
+            }
             if s.watch.num_missed_steps is not None:
                 self.manifest.steps_missed = s.watch.num_missed_steps
         self.store.flush()
@@ -387,7 +466,7 @@ class Soak:
         self.manifest.num_requests = self.recorder.num_calls if self.recorder is not None else 0
         if self.session is not None:
             self.manifest.control = self.session.control.to_json()
-        self.store.write_manifest(self.manifest)
+        self._store.write_manifest(self.manifest)
 
     def _elapsed(self, now: float) -> float:
         return self._elapsed_before + max(0.0, now - self._segment_start)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 from rundir import schema
 from rundir.reader import read_manifest, read_rows
@@ -14,9 +14,9 @@ from rundir.reader import read_manifest, read_rows
 class RunSummary(NamedTuple):
     run_id: str
     status: str
-    started_at: Optional[str]
-    ended_at: Optional[str]
-    elapsed_s: Optional[float]
+    started_at: str | None
+    ended_at: str | None
+    elapsed_s: float | None
     target: str
     requests: dict[str, int]  # status -> count
     num_steps: int
@@ -26,19 +26,28 @@ class RunSummary(NamedTuple):
     num_engine_starts: int
     num_resumes: int
     control_probes: list[tuple[int, float, float]]  # the same, of the control engine's
-    stop_reason: Optional[str] = None  # duration, decided, interrupted or crashed (manifest)
-    decided: Optional[dict] = None  # the first decided running verdict (manifest)
+    stop_reason: str | None = None  # duration, decided, interrupted or crashed (manifest)
+    decided: dict | None = None  # the first decided running verdict (manifest)
 
 
 def summarize(run_dir: Path) -> RunSummary:
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
-    requests = Counter(r.get("status") for r in read_rows(run_dir, "requests", ("status",)))
-    ok = [r for r in read_rows(run_dir, "probes", ("engine_life", "engine_age_s", "decode_tps", "status", "role"))
-          if r.get("status") == "ok" and r.get("decode_tps")]
-    probes, control = ([(r.get("engine_life"), r.get("engine_age_s"), r.get("decode_tps")) for r in ok
-                        if (r.get("role") or "main") == role] for role in ("main", "control"))
-    events: Counter = Counter()
+    requests = Counter(str(r.get("status")) for r in read_rows(run_dir, "requests", ("status",)))
+    ok = [
+        r
+        for r in read_rows(run_dir, "probes", ("engine_life", "engine_age_s", "decode_tps", "status", "role"))
+        if r.get("status") == "ok" and r.get("decode_tps")
+    ]
+    probes, control = (
+        [
+            (int(r["engine_life"]), float(r["engine_age_s"]), float(r["decode_tps"]))
+            for r in ok
+            if (r.get("role") or "main") == role
+        ]
+        for role in ("main", "control")
+    )
+    events: Counter[str] = Counter()
     path = run_dir / schema.EVENTS
     if path.is_file():
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -46,42 +55,64 @@ def summarize(run_dir: Path) -> RunSummary:
                 events[json.loads(line).get("kind")] += 1
             except (json.JSONDecodeError, AttributeError):
                 continue
-    return RunSummary(manifest.run_id, manifest.status, manifest.started_at,
-                      manifest.ended_at, manifest.elapsed_s, str(manifest.target),
-                      dict(requests), len(read_rows(run_dir, "steps", ("t",))),
-                      len(read_rows(run_dir, "snapshots", ("t",))), probes, dict(events),
-                      events.get("engine_start", 0), len(manifest.resumes), control, manifest.stop_reason,
-                      manifest.decided)
+    return RunSummary(
+        manifest.run_id,
+        manifest.status,
+        manifest.started_at,
+        manifest.ended_at,
+        manifest.elapsed_s,
+        str(manifest.target),
+        dict(requests),
+        len(read_rows(run_dir, "steps", ("t",))),
+        len(read_rows(run_dir, "snapshots", ("t",))),
+        probes,
+        dict(events),
+        events.get("engine_start", 0),
+        len(manifest.resumes),
+        control,
+        manifest.stop_reason,
+        manifest.decided,
+    )
 
 
 def render(s: RunSummary) -> str:
     elapsed = f"{s.elapsed_s / 60:.1f} min" if s.elapsed_s is not None else "unknown"
-    lines = [f"run {s.run_id}: {s.status}" + (f" ({_stop_text(s)})" if s.stop_reason else ""),
-             f"  target {s.target}; started {s.started_at}; ended {s.ended_at or '-'}; elapsed {elapsed}"
-             + (f"; resumed {s.num_resumes}x" if s.num_resumes else ""),
-             "  requests: " + (", ".join(f"{n} {k}" for k, n in sorted(s.requests.items(), key=lambda kv: str(kv[0])))
-                               or "none"),
-             f"  engine: {s.num_engine_starts} start(s), {s.events.get('engine_exit', 0)} crash(es), "
-             f"{s.events.get('engine_restart', 0)} deliberate restart(s); {s.num_steps} step rows, "
-             f"{s.num_snapshots} snapshots"]
+    lines = [
+        f"run {s.run_id}: {s.status}" + (f" ({_stop_text(s)})" if s.stop_reason else ""),
+        f"  target {s.target}; started {s.started_at}; ended {s.ended_at or '-'}; elapsed {elapsed}"
+        + (f"; resumed {s.num_resumes}x" if s.num_resumes else ""),
+        "  requests: "
+        + (", ".join(f"{n} {k}" for k, n in sorted(s.requests.items(), key=lambda kv: str(kv[0]))) or "none"),
+        f"  engine: {s.num_engine_starts} start(s), {s.events.get('engine_exit', 0)} crash(es), "
+        f"{s.events.get('engine_restart', 0)} deliberate restart(s); {s.num_steps} step rows, "
+        f"{s.num_snapshots} snapshots",
+    ]
     if s.decided:
         d = s.decided
         at = f", {d['elapsed_s'] / 60:.1f} min into the soak" if d.get("elapsed_s") is not None else ""
         lines.append(f"  decided at probe cycle {d.get('cycle')}{at}: {d.get('line', d.get('verdict'))}")
     if s.probes:
         first, last = s.probes[0], s.probes[-1]
-        lines.append(f"  probes: {len(s.probes)} ok; first {first[2]:.1f} tok/s, last {last[2]:.1f} tok/s "
-                     f"(life {last[0]}, age {last[1] or 0:.0f} s)")
+        lines.append(
+            f"  probes: {len(s.probes)} ok; first {first[2]:.1f} tok/s, last {last[2]:.1f} tok/s "
+            f"(life {last[0]}, age {last[1] or 0:.0f} s)"
+        )
     else:
         lines.append("  probes: none ok yet")
     if s.control_probes:
         first, last = s.control_probes[0], s.control_probes[-1]
-        lines.append(f"  control probes: {len(s.control_probes)} ok; first {first[2]:.1f} tok/s, last {last[2]:.1f} "
-                     f"tok/s ({s.events.get('control_start', 0)} control start(s), "
-                     f"{s.events.get('control_exit', 0)} crash(es))")
+        lines.append(
+            f"  control probes: {len(s.control_probes)} ok; first {first[2]:.1f} tok/s, last {last[2]:.1f} "
+            f"tok/s ({s.events.get('control_start', 0)} control start(s), "
+            f"{s.events.get('control_exit', 0)} crash(es))"
+        )
     return "\n".join(lines)
 
 
 def _stop_text(s: RunSummary) -> str:
-    return {"duration": "ran its planned length", "decided": "stopped once decided (--until-decided)",
-            "interrupted": "stopped by the user", "crashed": "the driver crashed"}.get(s.stop_reason, s.stop_reason)
+    return {
+        "duration": "ran its planned length",
+        "decided": "stopped once decided (--until-decided)",
+        "interrupted": "stopped by the user",
+        "crashed": "the driver crashed",
+    }.get(s.stop_reason or "", s.stop_reason or "")

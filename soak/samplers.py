@@ -10,7 +10,7 @@ sampled as nothing.
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any
 
 import httpx
 
@@ -35,6 +35,7 @@ class Once:
 
 # --- built-in engine: steps and hooks ------------------------------------------------------------
 
+
 class EngineSteps:
     """Pulls per-step stats from the built-in server's `GET /v1/engine/steps?after=N`."""
 
@@ -42,7 +43,7 @@ class EngineSteps:
         self._once = Once()
         self.target = target
         self.after = 0  # steps are numbered from 1
-        self.life = None
+        self.life: int | None = None
         self.num_missed = 0  # steps that fell out of the server's buffer before we read them
 
     async def sample(self) -> list[dict[str, Any]]:
@@ -69,7 +70,7 @@ class EngineSteps:
                 return rows
 
 
-def step_row(s: dict[str, Any], life: int) -> dict[str, Any]:
+def step_row(s: dict[str, Any], life: int | None) -> dict[str, Any]:
     """A StepStats dict (engine.runtime.stats) as a steps row."""
     sched, fwd, samp = (float(s.get(k) or 0.0) for k in ("schedule_s", "forward_s", "sample_s"))
     duration = sched + fwd + samp
@@ -78,18 +79,26 @@ def step_row(s: dict[str, Any], life: int) -> dict[str, Any]:
     n_cached = s.get("num_cached_tokens") or 0
     slots_total = s.get("mamba_slots_total")
     return {
-        "t": s.get("t"), "engine_age_s": s.get("engine_age_s"), "engine_life": life,
+        "t": s.get("t"),
+        "engine_age_s": s.get("engine_age_s"),
+        "engine_life": life,
         "phase": s.get("phase") or ("decode" if n_decode else "prefill"),
-        "num_running_reqs": s.get("batch_size"), "num_queue_reqs": s.get("num_waiting"),
+        "num_running_reqs": s.get("batch_size"),
+        "num_queue_reqs": s.get("num_waiting"),
         "num_tokens": s.get("num_context_tokens"),
-        "new_tokens": n_prefill if n_prefill else None, "cached_tokens": n_cached if n_prefill else None,
+        "new_tokens": n_prefill if n_prefill else None,
+        "cached_tokens": n_cached if n_prefill else None,
         "gen_tps": n_decode / duration if n_decode and duration > 0 else None,
         "input_tps": n_prefill / duration if n_prefill and duration > 0 else None,
-        "step_time_s": duration if n_decode else None, "num_decode_tokens": n_decode,
-        "schedule_s": sched, "forward_s": fwd, "sample_s": samp,
+        "step_time_s": duration if n_decode else None,
+        "num_decode_tokens": n_decode,
+        "schedule_s": sched,
+        "forward_s": fwd,
+        "sample_s": samp,
         "token_usage": s.get("kv_usage"),
         "mamba_usage": s.get("mamba_slots_used") / slots_total if slots_total else None,
-        "mamba_slots_used": s.get("mamba_slots_used"), "mamba_slots_total": slots_total,
+        "mamba_slots_used": s.get("mamba_slots_used"),
+        "mamba_slots_total": slots_total,
         "cache_hit_rate": n_cached / (n_cached + n_prefill) if n_prefill else None,
         "num_preemptions": s.get("num_retracted"),
     }
@@ -101,8 +110,8 @@ class EngineHooks:
     def __init__(self, target: Target) -> None:
         self._once = Once()
         self.target = target
-        self._last_experts: Optional[tuple[int, float, float]] = None  # life, hits, misses
-        self._last_gc_pause: Optional[tuple[int, float]] = None  # life, cumulative pause s
+        self._last_experts: tuple[int | None, float, float] | None = None  # life, hits, misses
+        self._last_gc_pause: tuple[int | None, float] | None = None  # life, cumulative pause s
 
     async def sample(self) -> dict[str, Any]:
         try:
@@ -121,11 +130,16 @@ class EngineHooks:
         cache, slots, free = status.cache, status.state_slots, status.kv_free_list
         row: dict[str, Any] = {
             "engine_age_s": status.engine_age_s,
-            "radix_nodes": cache.num_nodes, "radix_cached_tokens": cache.cached_tokens,
-            "radix_evictable_tokens": cache.evictable_tokens, "radix_locked_tokens": cache.locked_tokens,
-            "mamba_slots_used": slots.num_used, "mamba_snapshots": slots.num_snapshots,
-            "kv_free_tokens": free.num_free, "kv_free_runs": free.num_free_runs,
-            "kv_largest_free_run": free.largest_free_run, "kv_fragmentation": free.fragmentation,
+            "radix_nodes": cache.num_nodes,
+            "radix_cached_tokens": cache.cached_tokens,
+            "radix_evictable_tokens": cache.evictable_tokens,
+            "radix_locked_tokens": cache.locked_tokens,
+            "mamba_slots_used": slots.num_used,
+            "mamba_snapshots": slots.num_snapshots,
+            "kv_free_tokens": free.num_free,
+            "kv_free_runs": free.num_free_runs,
+            "kv_largest_free_run": free.largest_free_run,
+            "kv_fragmentation": free.fragmentation,
         }
         experts = status.experts
         if experts is not None:
@@ -143,12 +157,15 @@ class EngineHooks:
             # the latest full pause.
             total = gc_stats.pause_s_total
             if isinstance(total, (int, float)):
-                last = self._last_gc_pause
-                if last is not None and last[0] == self.target.life:
-                    row["gc_pause_s"] = max(0.0, total - last[1])
+                before = self._last_gc_pause
+                if before is not None and before[0] == self.target.life:
+                    row["gc_pause_s"] = max(0.0, total - before[1])
                 self._last_gc_pause = (self.target.life, total)
-            row.update(gc_pause_s_total=total, gc_full_pause_s_total=gc_stats.full_pause_s_total,
-                       gc_last_full_pause_s=gc_stats.last_full_pause_s)
+            row.update(
+                gc_pause_s_total=total,
+                gc_full_pause_s_total=gc_stats.full_pause_s_total,
+                gc_last_full_pause_s=gc_stats.last_full_pause_s,
+            )
         # The degradation mechanisms' own signals (engine.runtime.faults.FaultStats), one snapshot
         # column each, under the hook's own names (counters end in _total).
         if status.faults is not None:
@@ -160,15 +177,16 @@ class EngineHooks:
 
 # --- the process and the GPU ----------------------------------------------------------------------
 
+
 class ProcessSampler:
     """RSS, CPU, threads and open files of the engine process (psutil). CPU is left out of the
     first sample of a process: psutil reads 0 there, which is no measurement."""
 
     def __init__(self) -> None:
         self._once = Once()
-        self._proc = None
+        self._proc: Any = None  # the psutil.Process of the pid last sampled (psutil is imported when used)
 
-    def sample(self, pid: Optional[int]) -> dict[str, Any]:
+    def sample(self, pid: int | None) -> dict[str, Any]:
         if pid is None:
             return {}
         import psutil
@@ -213,8 +231,9 @@ class HostSampler:
         psutil.cpu_percent(None)
         self._control = ProcessSampler()
 
-    def sample(self, engine_cpu_percent: Optional[float], engine_pid: Optional[int],
-               control_pid: Optional[int]) -> dict[str, Any]:
+    def sample(
+        self, engine_cpu_percent: float | None, engine_pid: int | None, control_pid: int | None
+    ) -> dict[str, Any]:
         """`engine_cpu_percent`: the engine's, sampled just before (None when it could not be, or the
         engine is not a process of this machine: `engine_pid` None)."""
         psutil = self._psutil
@@ -236,7 +255,7 @@ class HostSampler:
         if control_pid is not None:
             parts.append(row.get("control_cpu_percent"))
         if all(v is not None for v in parts):  # else a process is between readings: no figure beats a wrong one
-            row["host_other_cpu_percent"] = max(0.0, row["host_cpu_percent"] - sum(parts))
+            row["host_other_cpu_percent"] = max(0.0, row["host_cpu_percent"] - sum(v for v in parts if v is not None))
         return row
 
 
@@ -266,4 +285,3 @@ class GpuSampler:
             self.handles = []
             return {}
         return {"gpu_mem_bytes": mem, "gpu_util": util / 100.0}
-

@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rundir.writer import RunStore
 from soak.config import SoakConfig
@@ -30,8 +31,16 @@ AFTER_RESTART_CYCLES = 3  # probe cycles after the restart control: the fresh en
 class Schedule:
     """Probe cycles, restarts and profiles of the main engine (and its control, in each cycle)."""
 
-    def __init__(self, config: SoakConfig, cycles: ProbeCycles, main: MainEngine, profiles: Profiles,
-                 store: RunStore, recorder: Recorder, on_cycle: Callable[[list[dict[str, Any]]], None]) -> None:
+    def __init__(
+        self,
+        config: SoakConfig,
+        cycles: ProbeCycles,
+        main: MainEngine,
+        profiles: Profiles,
+        store: RunStore,
+        recorder: Recorder,
+        on_cycle: Callable[[list[dict[str, Any]]], None],
+    ) -> None:
         self.config = config
         self.cycles = cycles
         self.main = main
@@ -47,15 +56,34 @@ class Schedule:
             r = taken.result
             self.store.add("probes", taken.row(cycle.number))
             life = {"engine_life" if taken.role == MAIN else "control_life": taken.life}
-            self.store.event("probe", t=r.t, probe_id=r.probe_id, reason=reason, status=r.status,
-                             decode_tps=r.decode_tps, ttft_s=r.ttft_s, role=taken.role, cycle=cycle.number, **life)
+            self.store.event(
+                "probe",
+                t=r.t,
+                probe_id=r.probe_id,
+                reason=reason,
+                status=r.status,
+                decode_tps=r.decode_tps,
+                ttft_s=r.ttft_s,
+                role=taken.role,
+                cycle=cycle.number,
+                **life,
+            )
         main = cycle.get(MAIN)
         if main is not None:  # the requests table is the main engine's traffic and its probes
-            self.recorder.call(f"probe-{cycle.number}-{reason}", None, None, None, main.result.call, main.life,
-                               main.age_s, kind="probe")
+            self.recorder.call(
+                f"probe-{cycle.number}-{reason}",
+                None,
+                None,
+                None,
+                main.result.call,
+                main.life,
+                main.age_s,
+                kind="probe",
+            )
             first = self.cycles.first_main_ok
-            self.profiles.after_probe(main.result.decode_tps, first.decode_tps if first is not None else None,
-                                      self.main.target.pid, main.life)
+            self.profiles.after_probe(
+                main.result.decode_tps, first.decode_tps if first is not None else None, self.main.target.pid, main.life
+            )
         try:
             self.on_cycle(cycle.rows)
         except Exception:  # noqa: BLE001 - a view must never stop the soak
@@ -104,7 +132,7 @@ class Schedule:
             if time.time() >= next_restart and target.can_restart:
                 await self.main.restart("scheduled")
                 await self.cycle("after_restart")
-                next_restart = time.time() + cfg.restart_every_s
+                next_restart = time.time() + (cfg.restart_every_s or float("inf"))
                 next_probe = time.time() + cfg.probe_every_s if cfg.probe_every_s > 0 else float("inf")
             elif time.time() >= next_restart:
                 next_restart = float("inf")

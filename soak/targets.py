@@ -15,8 +15,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, NamedTuple
 from urllib.parse import urlparse
 
 import httpx
@@ -34,7 +35,7 @@ LOG_TAIL_LINES = 30
 
 
 class EngineExit(NamedTuple):
-    exit_code: Optional[int]
+    exit_code: int | None
     log_tail: str
 
 
@@ -43,16 +44,16 @@ class Target:
 
     is_builtin = False
 
-    def __init__(self, http: httpx.AsyncClient, on_event: EventSink, api_key: Optional[str] = None) -> None:
+    def __init__(self, http: httpx.AsyncClient, on_event: EventSink, api_key: str | None = None) -> None:
         self.http = http
         self.on_event = on_event
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.url = ""
-        self.life: Optional[int] = None  # the current engine's start counter (0 the first); None before one
-        self.started_at: Optional[float] = None
-        self.pid: Optional[int] = None
+        self.life: int | None = None  # the current engine's start counter (0 the first); None before one
+        self.started_at: float | None = None
+        self.pid: int | None = None
 
-    def age(self, now: Optional[float] = None) -> Optional[float]:
+    def age(self, now: float | None = None) -> float | None:
         if self.started_at is None:
             return None
         return max(0.0, (time.time() if now is None else now) - self.started_at)
@@ -71,7 +72,7 @@ class Target:
         """A deliberate restart; False when this target cannot be restarted."""
         return False
 
-    def check_exit(self) -> Optional[EngineExit]:
+    def check_exit(self) -> EngineExit | None:
         """The engine's exit when it died unasked since the last call, else None."""
         return None
 
@@ -97,16 +98,22 @@ class BuiltinTarget(Target):
 
     is_builtin = True
 
-    def __init__(self, http: httpx.AsyncClient, on_event: EventSink, log_path: Path,
-                 options: ServeOptions = ServeOptions(), start_timeout_s: float = 300.0,
-                 cpus: Optional[tuple[int, ...]] = None) -> None:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        on_event: EventSink,
+        log_path: Path,
+        options: ServeOptions = ServeOptions(),
+        start_timeout_s: float = 300.0,
+        cpus: tuple[int, ...] | None = None,
+    ) -> None:
         super().__init__(http, on_event)
         self.log_path = Path(log_path)
         self.options = options
         self.config_path = self.log_path.with_name(ENGINE_CONFIG)
         self.start_timeout_s = start_timeout_s
         self.cpus = cpus  # CPUs the engine process is pinned to (soak.affinity); None = inherited
-        self.proc: Optional[subprocess.Popen] = None
+        self.proc: subprocess.Popen | None = None
         self._log_offset = 0
 
     @property
@@ -124,9 +131,14 @@ class BuiltinTarget(Target):
         self.options.write(self.config_path)
         log = open(self.log_path, "ab")
         spawned = time.time()
-        self.proc = subprocess.Popen([*self.command, "--port", str(port)], stdin=subprocess.DEVNULL, stdout=log,
-                                     stderr=subprocess.STDOUT, start_new_session=True,
-                                     preexec_fn=_in_child(self.cpus))
+        self.proc = subprocess.Popen(
+            [*self.command, "--port", str(port)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_in_child(self.cpus),
+        )
         log.close()
         self.pid = self.proc.pid
         logger.info("engine pid %d starting on %s", self.pid, self.url)
@@ -135,9 +147,11 @@ class BuiltinTarget(Target):
             code = self.proc.poll()
             if code is not None:
                 self.proc = None
-                raise SoakError(f"the built-in engine exited with code {code} before answering /health "
-                                f"(command: {shlex.join(self.command)}); last lines of {self.log_path}:\n"
-                                f"{self.log_tail()}")
+                raise SoakError(
+                    f"the built-in engine exited with code {code} before answering /health "
+                    f"(command: {shlex.join(self.command)}); last lines of {self.log_path}:\n"
+                    f"{self.log_tail()}"
+                )
             try:
                 response = await self.http.get(self.url + "/health", timeout=2.0)
                 if response.status_code == 200:
@@ -146,8 +160,10 @@ class BuiltinTarget(Target):
                 pass
             if time.monotonic() > deadline:
                 await self.stop()
-                raise SoakError(f"the built-in engine did not answer {self.url}/health within "
-                                f"{self.start_timeout_s:g} s; last lines of {self.log_path}:\n{self.log_tail()}")
+                raise SoakError(
+                    f"the built-in engine did not answer {self.url}/health within "
+                    f"{self.start_timeout_s:g} s; last lines of {self.log_path}:\n{self.log_tail()}"
+                )
             await asyncio.sleep(0.2)
         started = spawned
         try:
@@ -174,7 +190,7 @@ class BuiltinTarget(Target):
         await self.start()
         return True
 
-    async def num_running(self) -> Optional[int]:
+    async def num_running(self) -> int | None:
         """Requests running or waiting inside the engine; None when it does not answer."""
         try:
             status = CacheStatus.from_json(await self.get_json("/v1/cache/status"))
@@ -182,7 +198,7 @@ class BuiltinTarget(Target):
             return None
         return status.num_running + status.num_waiting
 
-    def check_exit(self) -> Optional[EngineExit]:
+    def check_exit(self) -> EngineExit | None:
         if self.proc is None:
             return None
         code = self.proc.poll()
@@ -204,8 +220,15 @@ class BuiltinTarget(Target):
 class UrlTarget(Target):
     """Any OpenAI-compatible server; restarted only through `restart_cmd`."""
 
-    def __init__(self, http: httpx.AsyncClient, on_event: EventSink, url: str, api_key: Optional[str] = None,
-                 restart_cmd: Optional[str] = None, start_timeout_s: float = 300.0) -> None:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        on_event: EventSink,
+        url: str,
+        api_key: str | None = None,
+        restart_cmd: str | None = None,
+        start_timeout_s: float = 300.0,
+    ) -> None:
         super().__init__(http, on_event, api_key)
         self.url = url.rstrip("/")
         if self.url.endswith("/v1"):
@@ -230,25 +253,32 @@ class UrlTarget(Target):
         # when it is a local process (found by its port).
         self.next_life()
         self.started_at = started
-        self.on_event("engine_start", t=started or time.time(), engine_life=self.life, pid=self.pid,
-                      url=self.url, age_known=started is not None,
-                      age_from=source if started is not None else None)
+        self.on_event(
+            "engine_start",
+            t=started or time.time(),
+            engine_life=self.life,
+            pid=self.pid,
+            url=self.url,
+            age_known=started is not None,
+            age_from=source if started is not None else None,
+        )
 
     async def restart(self, reason: str) -> bool:
         if self.restart_cmd is None:
             return False
         self.on_event("engine_restart", reason=reason, engine_life=self.life, command=self.restart_cmd)
-        proc = await asyncio.create_subprocess_shell(self.restart_cmd, stdout=subprocess.PIPE,
-                                                     stderr=subprocess.STDOUT)
+        proc = await asyncio.create_subprocess_shell(self.restart_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         out, _ = await proc.communicate()
         if proc.returncode != 0:
-            raise SoakError(f"--restart-cmd {self.restart_cmd!r} exited with code {proc.returncode}: "
-                            f"{out.decode('utf-8', 'replace')[-500:]}")
+            raise SoakError(
+                f"--restart-cmd {self.restart_cmd!r} exited with code {proc.returncode}: "
+                f"{out.decode('utf-8', 'replace')[-500:]}"
+            )
         await asyncio.sleep(1.0)
         await self.start()
         return True
 
-    async def process_start_time(self) -> Optional[float]:
+    async def process_start_time(self) -> float | None:
         try:
             response = await self.http.get(self.url + "/metrics", headers=self.headers, timeout=5.0)
         except httpx.HTTPError:
@@ -276,15 +306,23 @@ class UrlTarget(Target):
         raise SoakError(f"{self.url}/v1/models: expected an OpenAI-compatible server answering 200, found {last}")
 
 
-def make_target(config: SoakConfig, http: httpx.AsyncClient, on_event: EventSink, run_dir: Path,
-                cpus: Optional[tuple[int, ...]] = None, last_life: Optional[int] = None) -> Target:
+def make_target(
+    config: SoakConfig,
+    http: httpx.AsyncClient,
+    on_event: EventSink,
+    run_dir: Path,
+    cpus: tuple[int, ...] | None = None,
+    last_life: int | None = None,
+) -> Target:
     """The soaked engine's target for a SoakConfig; `last_life`: a resumed run's last engine life."""
     if config.is_builtin:
-        target: Target = BuiltinTarget(http, on_event, Path(run_dir) / ENGINE_LOG, config.engine_options,
-                                       config.engine_start_timeout_s, cpus=cpus)
+        target: Target = BuiltinTarget(
+            http, on_event, Path(run_dir) / ENGINE_LOG, config.engine_options, config.engine_start_timeout_s, cpus=cpus
+        )
     else:
-        target = UrlTarget(http, on_event, config.target, config.api_key, config.restart_cmd,
-                           config.engine_start_timeout_s)
+        target = UrlTarget(
+            http, on_event, config.target, config.api_key, config.restart_cmd, config.engine_start_timeout_s
+        )
     target.life = last_life  # a resumed run's engines go on counting
     return target
 
@@ -295,7 +333,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def pid_listening_on(url: str) -> Optional[int]:
+def pid_listening_on(url: str) -> int | None:
     """The local process listening on the URL's port, when the URL is local and the OS tells us."""
     parsed = urlparse(url)
     if parsed.hostname not in ("127.0.0.1", "localhost", "::1", "0.0.0.0"):
@@ -312,7 +350,7 @@ def pid_listening_on(url: str) -> Optional[int]:
     return None
 
 
-def process_create_time(pid: Optional[int]) -> Optional[float]:
+def process_create_time(pid: int | None) -> float | None:
     """When a local process started (Unix seconds), or None."""
     if pid is None:
         return None
@@ -324,7 +362,7 @@ def process_create_time(pid: Optional[int]) -> Optional[float]:
         return None
 
 
-def _in_child(cpus: Optional[tuple[int, ...]]) -> Optional[Callable[[], None]]:
+def _in_child(cpus: tuple[int, ...] | None) -> Callable[[], None] | None:
     """What the engine process does before exec: die with the soak (Linux), move onto its CPUs."""
     from soak.affinity import in_child
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 from rundir import schema
 from soak.external import LogTailer, MetricsScraper
@@ -18,8 +19,13 @@ logger = logging.getLogger(__name__)
 
 
 class EngineWatch:
-    def __init__(self, target: Target, run_dir: Path, engine_log: Optional[str],
-                 control_pid: Callable[[], Optional[int]] = lambda: None) -> None:
+    def __init__(
+        self,
+        target: Target,
+        run_dir: Path,
+        engine_log: str | None,
+        control_pid: Callable[[], int | None] = lambda: None,
+    ) -> None:
         self.target = target
         self.control_pid = control_pid  # the control engine's process, while there is one
         builtin = target.is_builtin
@@ -37,7 +43,7 @@ class EngineWatch:
         return "engine" if self.steps is not None else "engine_log" if self.log is not None else "metrics"
 
     @property
-    def num_missed_steps(self) -> Optional[int]:
+    def num_missed_steps(self) -> int | None:
         return self.steps.num_missed if self.steps is not None else None
 
     async def _steps(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -52,15 +58,19 @@ class EngineWatch:
     async def _log(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         return (self.log.sample() if self.log is not None else []), {}
 
-    async def sample(self) -> tuple[list[dict[str, Any]], Optional[dict[str, Any]]]:
+    async def sample(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """New steps rows, and one snapshot row (None when nothing could be sampled)."""
         now = time.time()
         steps: list[dict[str, Any]] = []
         snap: dict[str, Any] = {}
         # Each sampler on its own: one that fails (a bad page, a rotated log) skips only its own
         # part of this round; one bad sample must not end a 12-hour soak.
-        for name, sampler in (("steps", self._steps), ("hooks", self._hooks), ("metrics", self._metrics),
-                              ("log", self._log)):
+        for name, sampler in (
+            ("steps", self._steps),
+            ("hooks", self._hooks),
+            ("metrics", self._metrics),
+            ("log", self._log),
+        ):
             try:
                 got_steps, got_snap = await sampler()
             except Exception:  # noqa: BLE001

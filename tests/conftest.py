@@ -6,11 +6,23 @@ import json
 import pytest
 
 # The default checkpoint's architecture, shrunk: 4 layers of both kinds, 8 experts, byte vocab.
-TINY_OVERRIDES = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                      linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
-                      linear_value_head_dim=16, num_experts=8, moe_intermediate_size=32,
-                      shared_expert_intermediate_size=32, intermediate_size=128, num_hidden_layers=4,
-                      full_attention_interval=2, max_position_embeddings=4096)
+TINY_OVERRIDES = dict(
+    hidden_size=64,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    linear_num_key_heads=2,
+    linear_num_value_heads=4,
+    linear_key_head_dim=16,
+    linear_value_head_dim=16,
+    num_experts=8,
+    moe_intermediate_size=32,
+    shared_expert_intermediate_size=32,
+    intermediate_size=128,
+    num_hidden_layers=4,
+    full_attention_interval=2,
+    max_position_embeddings=4096,
+)
 
 
 @pytest.fixture(scope="session")

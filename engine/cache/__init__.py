@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from engine.cache.base import (CacheReport, EvictionCounters, InsertResult, MambaCacheStats, MatchResult,
-                               NoPrefixCache, PrefixCache)
+from engine.cache.base import (
+    CacheReport,
+    EvictionCounters,
+    InsertResult,
+    MambaCacheStats,
+    MatchResult,
+    NoPrefixCache,
+    PrefixCache,
+)
 from engine.cache.eviction import EVICTION_POLICIES
 from engine.cache.radix import HybridRadixCache, RadixCache
 from engine.errors import EngineError
@@ -11,14 +18,29 @@ from engine.memory.allocator import SlotAllocator
 
 CACHE_TYPES = {c.cache_type: c for c in (HybridRadixCache, RadixCache, NoPrefixCache)}
 
-__all__ = ["CACHE_TYPES", "EVICTION_POLICIES", "CacheReport", "EvictionCounters", "HybridRadixCache", "InsertResult",
-           "MambaCacheStats", "MatchResult", "NoPrefixCache", "PrefixCache", "RadixCache",
-           "make_prefix_cache"]
+__all__ = [
+    "CACHE_TYPES",
+    "EVICTION_POLICIES",
+    "CacheReport",
+    "EvictionCounters",
+    "HybridRadixCache",
+    "InsertResult",
+    "MambaCacheStats",
+    "MatchResult",
+    "NoPrefixCache",
+    "PrefixCache",
+    "RadixCache",
+    "make_prefix_cache",
+]
 
 
-def make_prefix_cache(cache_type: str, kv_allocator: SlotAllocator,
-                      state_allocator: SlotAllocator | None = None,
-                      eviction_policy: str = "lru", leak_snapshots_limit: int | None = None) -> PrefixCache:
+def make_prefix_cache(
+    cache_type: str,
+    kv_allocator: SlotAllocator,
+    state_allocator: SlotAllocator | None = None,
+    eviction_policy: str = "lru",
+    leak_snapshots_limit: int | None = None,
+) -> PrefixCache:
     """The cache named by `cache_type`, freeing what it evicts through the given allocators.
 
     `leak_snapshots_limit` (the snapshot-leak fault; None = off): up to this many state slots of

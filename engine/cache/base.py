@@ -16,7 +16,7 @@ Ownership rules, the whole contract between a cache and its caller:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple, Optional
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
@@ -27,16 +27,16 @@ if TYPE_CHECKING:
 class MatchResult(NamedTuple):
     cached_len: int  # prompt tokens served from the cache (a multiple of page_size)
     kv_slot_ids: torch.Tensor  # int64 [cached_len], the cache's slots: read, never free
-    node: Optional["TreeNode"]  # lock this while the request uses the prefix; None = nothing matched
-    state_slot: Optional[int]  # hybrid: snapshot at cached_len to copy into the request's slot
+    node: TreeNode | None  # lock this while the request uses the prefix; None = nothing matched
+    state_slot: int | None  # hybrid: snapshot at cached_len to copy into the request's slot
 
 
 class InsertResult(NamedTuple):
     prefix_len: int  # tokens that were cached before this insert
     cached_len: int  # tokens cached now: the page-aligned length inserted (0 for `none`)
     dup_kv_slot_ids: torch.Tensor  # int64: caller's slots duplicating cached ones; caller frees
-    node: Optional["TreeNode"]  # the node ending at cached_len (lock it to keep the prefix)
-    unused_snapshot_slot: Optional[int]  # snapshot the cache did not keep; caller frees it
+    node: TreeNode | None  # the node ending at cached_len (lock it to keep the prefix)
+    unused_snapshot_slot: int | None  # snapshot the cache did not keep; caller frees it
 
 
 class CacheReport(NamedTuple):
@@ -100,10 +100,10 @@ class PrefixCache:
         sits there yet."""
         raise NotImplementedError
 
-    def inc_lock(self, node: "TreeNode | None") -> None:
+    def inc_lock(self, node: TreeNode | None) -> None:
         """Protect root..node from eviction, and node's snapshot too."""
 
-    def dec_lock(self, node: "TreeNode | None") -> None:
+    def dec_lock(self, node: TreeNode | None) -> None:
         """Undo one `inc_lock(node)`."""
 
     def evict(self, num_tokens: int) -> int:
@@ -117,7 +117,7 @@ class PrefixCache:
         """Free up to `num` unpinned snapshots, least recently used first. Returns the number."""
         return 0
 
-    def path_kv_slot_ids(self, node: "TreeNode | None") -> torch.Tensor:
+    def path_kv_slot_ids(self, node: TreeNode | None) -> torch.Tensor:
         """The cache's KV slots for root..node, int64 [tokens]."""
         return _EMPTY
 

@@ -22,7 +22,7 @@ page of the least recently used evictable leaf; the cache cuts that page off the
 from __future__ import annotations
 
 import heapq
-from typing import Callable, Iterable, Iterator, Optional
+from collections.abc import Callable, Iterable, Iterator
 
 from engine.cache.tree import TreeNode
 from engine.errors import EngineError
@@ -46,7 +46,7 @@ class EvictionPolicy:
     def touch(self, node: TreeNode) -> None:
         """`node` was accessed, or may have just become a candidate."""
 
-    def pop(self) -> Optional[TreeNode]:
+    def pop(self) -> TreeNode | None:
         """The least recently used candidate, or None. The caller evicts it before popping again."""
         raise NotImplementedError
 
@@ -75,7 +75,7 @@ class LRUHeapPolicy(EvictionPolicy):
             if len(self._heap) > self._compact_at:
                 self._compact()
 
-    def pop(self) -> Optional[TreeNode]:
+    def pop(self) -> TreeNode | None:
         while self._heap:
             entry = heapq.heappop(self._heap)
             self.num_visited += 1
@@ -87,8 +87,10 @@ class LRUHeapPolicy(EvictionPolicy):
         held = {(e[1], e[0]) for e in self._heap if self._valid(e)}
         missing = [n for n in candidates if (n.id, n.last_access) not in held]
         if missing:
-            raise IntegrityError(f"eviction policy {self.name}: {len(missing)} candidate(s) not in "
-                                 f"the heap ({len(self._heap)} entries), first {missing[0]}")
+            raise IntegrityError(
+                f"eviction policy {self.name}: {len(missing)} candidate(s) not in "
+                f"the heap ({len(self._heap)} entries), first {missing[0]}"
+            )
 
     def __len__(self) -> int:
         return len(self._heap)
@@ -116,8 +118,8 @@ class LRUHeapPolicy(EvictionPolicy):
 class ScanPolicy(EvictionPolicy):
     name = "lru_scan"
 
-    def pop(self) -> Optional[TreeNode]:
-        best: Optional[TreeNode] = None
+    def pop(self) -> TreeNode | None:
+        best: TreeNode | None = None
         stack = [self.root]
         while stack:
             node = stack.pop()
@@ -137,14 +139,15 @@ class PageScanPolicy(EvictionPolicy):
     name = "lru_page_scan"
     evicts_pages = True
 
-    def pop(self) -> Optional[TreeNode]:
+    def pop(self) -> TreeNode | None:
         best = min(self._free_table(), default=None)
         if best is None:
             return None
         node = best[3]
         if not self.is_candidate(node):  # a node older than its descendants: a broken tree
-            raise IntegrityError(f"eviction policy {self.name}: the least recently used page ends "
-                                 f"{node}, which is not an evictable leaf")
+            raise IntegrityError(
+                f"eviction policy {self.name}: the least recently used page ends {node}, which is not an evictable leaf"
+            )
         return node
 
     def _free_table(self) -> Iterator[tuple[int, int, int, TreeNode]]:
@@ -165,15 +168,12 @@ class PageScanPolicy(EvictionPolicy):
                 yield last_access, -depth, node_id, node
 
 
-EVICTION_POLICIES: dict[str, type[EvictionPolicy]] = {
-    p.name: p for p in (LRUHeapPolicy, ScanPolicy, PageScanPolicy)}
+EVICTION_POLICIES: dict[str, type[EvictionPolicy]] = {p.name: p for p in (LRUHeapPolicy, ScanPolicy, PageScanPolicy)}
 
 
-def make_eviction_policy(name: str, is_candidate: IsCandidate, root: TreeNode,
-                         page_size: int = 1) -> EvictionPolicy:
+def make_eviction_policy(name: str, is_candidate: IsCandidate, root: TreeNode, page_size: int = 1) -> EvictionPolicy:
     try:
         cls = EVICTION_POLICIES[name]
     except KeyError:
-        raise EngineError(f"eviction policy must be one of {', '.join(EVICTION_POLICIES)}; "
-                          f"got {name!r}") from None
+        raise EngineError(f"eviction policy must be one of {', '.join(EVICTION_POLICIES)}; got {name!r}") from None
     return cls(is_candidate, root, page_size)

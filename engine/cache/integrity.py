@@ -23,7 +23,7 @@ def check_radix(cache, kv_in_use: int | None = None, state_in_use: int | None = 
         for first, child in node.children.items():
             if child.parent is not node or not child.alive:
                 raise IntegrityError(f"{child}: parent link or alive flag broken under {node}")
-            if first != child.key[:cache.page_size].tobytes():
+            if first != child.key[: cache.page_size].tobytes():
                 raise IntegrityError(f"{child}: filed under a first page its key does not start with")
             children_locks += child.lock_ref
             stack.append(child)
@@ -34,11 +34,11 @@ def check_radix(cache, kv_in_use: int | None = None, state_in_use: int | None = 
         nodes.append(node)
         n = len(node.key)
         if n == 0 or n % cache.page_size or len(node.value) != n:
-            raise IntegrityError(f"{node}: key of {n} tokens, {len(node.value)} slots, "
-                                 f"page_size {cache.page_size}")
+            raise IntegrityError(f"{node}: key of {n} tokens, {len(node.value)} slots, page_size {cache.page_size}")
         if node.direct_locks < 0 or node.lock_ref != node.direct_locks + children_locks:
-            raise IntegrityError(f"{node}: lock_ref {node.lock_ref} != direct {node.direct_locks} "
-                                 f"+ children {children_locks}")
+            raise IntegrityError(
+                f"{node}: lock_ref {node.lock_ref} != direct {node.direct_locks} + children {children_locks}"
+            )
         leaves += node.is_leaf
         if node.lock_ref:
             locked += n
@@ -53,12 +53,19 @@ def check_radix(cache, kv_in_use: int | None = None, state_in_use: int | None = 
             pinned += node.direct_locks > 0
             if cache._is_evictable_snapshot(node):
                 snap_cand.append(node)
-    counted = (cache._num_nodes, cache._num_leaves, cache._evictable, cache._locked,
-               cache._num_snapshots, cache._num_pinned)
+    counted = (
+        cache._num_nodes,
+        cache._num_leaves,
+        cache._evictable,
+        cache._locked,
+        cache._num_snapshots,
+        cache._num_pinned,
+    )
     found = (len(nodes), leaves, evictable, locked, len(snapshots), pinned)
     if counted != found:
-        raise IntegrityError("counters (nodes, leaves, evictable, locked, snapshots, pinned) "
-                             f"{counted} != tree {found}")
+        raise IntegrityError(
+            f"counters (nodes, leaves, evictable, locked, snapshots, pinned) {counted} != tree {found}"
+        )
     cache._kv_policy.check(kv_cand)
     cache._snapshot_policy.check(snap_cand)
     kv = torch.cat([n.value for n in nodes]) if nodes else _EMPTY
@@ -72,15 +79,14 @@ def check_radix(cache, kv_in_use: int | None = None, state_in_use: int | None = 
 def check_slots(what: str, allocator: SlotAllocator, held: np.ndarray, in_use: int | None) -> None:
     """The slots a cache holds are distinct, none is free, and free + held (+ in use) add up."""
     if len(np.unique(held)) != len(held):
-        raise IntegrityError(f"{what}: the cache holds {len(held) - len(np.unique(held))} "
-                             "slot(s) twice")
+        raise IntegrityError(f"{what}: the cache holds {len(held) - len(np.unique(held))} slot(s) twice")
     if len(held) and allocator.is_free(held).any():
-        raise IntegrityError(f"{what}: {int(allocator.is_free(held).sum())} cached slot(s) "
-                             "are marked free in the allocator")
+        raise IntegrityError(
+            f"{what}: {int(allocator.is_free(held).sum())} cached slot(s) are marked free in the allocator"
+        )
     free, total = allocator.num_free, allocator.num_slots
     if in_use is None:
         if free + len(held) > total:
             raise IntegrityError(f"{what}: free({free}) + cached({len(held)}) > total({total})")
     elif free + len(held) + in_use != total:
-        raise IntegrityError(f"{what}: free({free}) + cached({len(held)}) + in_use({in_use}) "
-                             f"!= total({total})")
+        raise IntegrityError(f"{what}: free({free}) + cached({len(held)}) + in_use({in_use}) != total({total})")

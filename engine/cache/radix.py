@@ -20,8 +20,16 @@ import time
 import numpy as np
 import torch
 
-from engine.cache.base import (CacheReport, EvictionCounters, IndexMemory, InsertResult, MambaCacheStats,
-                               MatchResult, PrefixCache, _EMPTY)
+from engine.cache.base import (
+    _EMPTY,
+    CacheReport,
+    EvictionCounters,
+    IndexMemory,
+    InsertResult,
+    MambaCacheStats,
+    MatchResult,
+    PrefixCache,
+)
 from engine.cache.eviction import make_eviction_policy
 from engine.cache.integrity import check_radix
 from engine.cache.tree import TreeNode
@@ -34,8 +42,13 @@ class RadixCache(PrefixCache):
 
     cache_type = "radix"
 
-    def __init__(self, kv_allocator: SlotAllocator, state_allocator: SlotAllocator | None = None,
-                 eviction_policy: str = "lru", leak_snapshots_limit: int | None = None) -> None:
+    def __init__(
+        self,
+        kv_allocator: SlotAllocator,
+        state_allocator: SlotAllocator | None = None,
+        eviction_policy: str = "lru",
+        leak_snapshots_limit: int | None = None,
+    ) -> None:
         self.kv_allocator = kv_allocator
         self.state_allocator = state_allocator
         self.page_size = kv_allocator.page_size
@@ -44,11 +57,11 @@ class RadixCache(PrefixCache):
             raise EngineError(f"{self.cache_type} cache needs a state-slot allocator, got None")
         self.root = TreeNode(np.empty(0, np.int64), _EMPTY, None)
         self.root.lock_ref = 1  # never evicted, never counted
-        self._kv_policy = make_eviction_policy(eviction_policy, self._is_evictable_leaf, self.root,
-                                               self.page_size)
+        self._kv_policy = make_eviction_policy(eviction_policy, self._is_evictable_leaf, self.root, self.page_size)
         # a snapshot goes whole, with its node's end: a page-granular policy leaves it to the heap
-        self._snapshot_policy = make_eviction_policy("lru" if self._kv_policy.evicts_pages else eviction_policy,
-                                                     self._is_evictable_snapshot, self.root)
+        self._snapshot_policy = make_eviction_policy(
+            "lru" if self._kv_policy.evicts_pages else eviction_policy, self._is_evictable_snapshot, self.root
+        )
         self._clock = 0
         self._num_nodes = 0
         self._num_leaves = 0
@@ -93,7 +106,7 @@ class RadixCache(PrefixCache):
         node, pos, dups = self.root, 0, []
         prefix_len = n_key
         while pos < n_key:
-            child = node.children.get(key[pos:pos + self.page_size].tobytes())
+            child = node.children.get(key[pos : pos + self.page_size].tobytes())
             if child is None:
                 prefix_len = pos
                 node = self._add_leaf(node, key[pos:], value[pos:n_key].clone())
@@ -101,15 +114,16 @@ class RadixCache(PrefixCache):
             n = self._common_len(child.key, key[pos:])
             if n < len(child.key):
                 child = self._split(child, n)
-            mine = value[pos:pos + n]  # [n]
+            mine = value[pos : pos + n]  # [n]
             differ = mine != child.value  # [n]
             if bool(differ.any()):
                 dups.append(mine[differ])
             self._touch(child)
             node, pos = child, pos + n
         unused = self._adopt_snapshot(node, snapshot_slot, aligned=n_key == len(token_ids))
-        return InsertResult(prefix_len, n_key, torch.cat(dups) if dups else _EMPTY,
-                            node if node is not self.root else None, unused)
+        return InsertResult(
+            prefix_len, n_key, torch.cat(dups) if dups else _EMPTY, node if node is not self.root else None, unused
+        )
 
     def inc_lock(self, node: TreeNode | None) -> None:
         if node is None or node is self.root:
@@ -201,13 +215,29 @@ class RadixCache(PrefixCache):
     def cache_report(self) -> CacheReport:
         if self._max_depth is None:
             self._max_depth = self._compute_max_depth()
-        return CacheReport(self._num_nodes, self._num_leaves, self._max_depth,
-                           self._evictable + self._locked, self._evictable, self._locked,
-                           self._num_snapshots, self._evicted_tokens, self._queried, self._matched)
+        return CacheReport(
+            self._num_nodes,
+            self._num_leaves,
+            self._max_depth,
+            self._evictable + self._locked,
+            self._evictable,
+            self._locked,
+            self._num_snapshots,
+            self._evicted_tokens,
+            self._queried,
+            self._matched,
+        )
 
     def mamba_stats(self) -> MambaCacheStats:
-        return MambaCacheStats(self._num_snapshots, self._num_pinned, self._anchored, self._unused,
-                               self._snap_evicted, self._snap_with_kv, len(self._leaked))
+        return MambaCacheStats(
+            self._num_snapshots,
+            self._num_pinned,
+            self._anchored,
+            self._unused,
+            self._snap_evicted,
+            self._snap_with_kv,
+            len(self._leaked),
+        )
 
     def index_memory(self) -> IndexMemory:
         # The eviction-scan fault's page cuts leave a leaf views of its old arrays: count each
@@ -234,9 +264,9 @@ class RadixCache(PrefixCache):
         return self._evict_s
 
     def eviction_counters(self) -> EvictionCounters:
-        return EvictionCounters(self._evict_calls,
-                                self._kv_policy.num_visited + self._snapshot_policy.num_visited,
-                                self._evict_s)
+        return EvictionCounters(
+            self._evict_calls, self._kv_policy.num_visited + self._snapshot_policy.num_visited, self._evict_s
+        )
 
     def check_integrity(self, kv_in_use: int | None = None, state_in_use: int | None = None) -> None:
         check_radix(self, kv_in_use, state_in_use)
@@ -248,7 +278,7 @@ class RadixCache(PrefixCache):
             ids = token_ids.detach().to("cpu", torch.int64).numpy().reshape(-1)
         else:
             ids = np.asarray(token_ids, dtype=np.int64).reshape(-1)
-        return ids[:len(ids) - len(ids) % self.page_size]  # [whole pages]
+        return ids[: len(ids) - len(ids) % self.page_size]  # [whole pages]
 
     def _common_len(self, a: np.ndarray, b: np.ndarray) -> int:
         """Tokens of whole pages that a and b share at their start."""
@@ -261,7 +291,7 @@ class RadixCache(PrefixCache):
         """Nodes whose whole key matches along `key`, then (next node, tokens matched into it)."""
         node, pos, path = self.root, 0, []
         while pos < len(key):
-            child = node.children.get(key[pos:pos + self.page_size].tobytes())
+            child = node.children.get(key[pos : pos + self.page_size].tobytes())
             if child is None:
                 break
             n = self._common_len(child.key, key[pos:])
@@ -292,9 +322,9 @@ class RadixCache(PrefixCache):
         parent = node.parent
         upper = TreeNode(node.key[:n].copy(), node.value[:n].clone(), parent, node.last_access)
         upper.lock_ref = node.lock_ref  # the locks through node pass through upper
-        parent.children[node.key[:self.page_size].tobytes()] = upper
+        parent.children[node.key[: self.page_size].tobytes()] = upper
         node.key, node.value, node.parent = node.key[n:].copy(), node.value[n:].clone(), upper
-        upper.children[node.key[:self.page_size].tobytes()] = node
+        upper.children[node.key[: self.page_size].tobytes()] = node
         self._num_nodes += 1
         self._max_depth = None
         return upper
@@ -303,7 +333,7 @@ class RadixCache(PrefixCache):
         leaf = TreeNode(key.copy(), value, parent, self._clock)
         if parent is self.root or not parent.is_leaf:
             self._num_leaves += 1
-        parent.children[key[:self.page_size].tobytes()] = leaf
+        parent.children[key[: self.page_size].tobytes()] = leaf
         self._num_nodes += 1
         self._evictable += len(key)
         self._max_depth = None
@@ -312,7 +342,7 @@ class RadixCache(PrefixCache):
 
     def _remove_leaf(self, leaf: TreeNode) -> None:
         parent = leaf.parent
-        del parent.children[leaf.key[:self.page_size].tobytes()]
+        del parent.children[leaf.key[: self.page_size].tobytes()]
         leaf.alive = False
         self._num_nodes -= 1
         self._evictable -= len(leaf.key)
@@ -386,6 +416,7 @@ class RadixCache(PrefixCache):
             stack.extend((c, depth + 1) for c in node.children.values())
         return deepest
 
+
 class HybridRadixCache(RadixCache):
     """`cache_type='hybrid_radix'`: KV prefixes plus linear-attention state snapshots.
 
@@ -401,7 +432,7 @@ class HybridRadixCache(RadixCache):
         for i in range(len(path) - 1, -1, -1):
             if path[i].snapshot is not None:
                 self._truncated += dropped
-                return path[:i + 1]
+                return path[: i + 1]
             dropped += len(path[i].key)
         self._truncated += dropped
         return []

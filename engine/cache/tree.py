@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from typing import Optional
 
 import numpy as np
 import torch
@@ -18,11 +17,20 @@ class TreeNode:
     path); `direct_locks` counts the locks whose end is this node, which also pin `snapshot`.
     """
 
-    __slots__ = ("id", "key", "value", "parent", "children", "lock_ref", "direct_locks",
-                 "last_access", "snapshot", "alive")
+    __slots__ = (
+        "id",
+        "key",
+        "value",
+        "parent",
+        "children",
+        "lock_ref",
+        "direct_locks",
+        "last_access",
+        "snapshot",
+        "alive",
+    )
 
-    def __init__(self, key: np.ndarray, value: torch.Tensor, parent: Optional["TreeNode"],
-                 last_access: int = 0) -> None:
+    def __init__(self, key: np.ndarray, value: torch.Tensor, parent: TreeNode | None, last_access: int = 0) -> None:
         self.id = next(_ids)  # tie-break for equal access times, so eviction order is deterministic
         self.key = key  # int64 [n], n a multiple of page_size (empty at the root)
         self.value = value  # int64 [n], KV slot of each token
@@ -31,7 +39,7 @@ class TreeNode:
         self.lock_ref = 0
         self.direct_locks = 0
         self.last_access = last_access  # operation counter, not wall time
-        self.snapshot: Optional[int] = None  # state slot holding the state after this node's end
+        self.snapshot: int | None = None  # state slot holding the state after this node's end
         self.alive = True
 
     @property
@@ -39,5 +47,7 @@ class TreeNode:
         return not self.children
 
     def __repr__(self) -> str:
-        return (f"TreeNode(id={self.id}, len={len(self.key)}, lock_ref={self.lock_ref}, "
-                f"snapshot={self.snapshot}, children={len(self.children)})")
+        return (
+            f"TreeNode(id={self.id}, len={len(self.key)}, lock_ref={self.lock_ref}, "
+            f"snapshot={self.snapshot}, children={len(self.children)})"
+        )

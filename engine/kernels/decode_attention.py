@@ -17,9 +17,25 @@ import triton.language as tl
 
 @triton.jit
 def _decode_attention_kernel(
-    Q, K, V, Slots, Indptr, Out, scale,
-    stride_qb, stride_qh, stride_ks, stride_kh, stride_vs, stride_vh, stride_ob, stride_oh,
-    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
+    Q,
+    K,
+    V,
+    Slots,
+    Indptr,
+    Out,
+    scale,
+    stride_qb,
+    stride_qh,
+    stride_ks,
+    stride_kh,
+    stride_vs,
+    stride_vh,
+    stride_ob,
+    stride_oh,
+    GROUP: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     b = tl.program_id(0)
     h = tl.program_id(1)
@@ -37,15 +53,17 @@ def _decode_attention_kernel(
         n_mask = offs < end
         slots = tl.load(Slots + offs, mask=n_mask, other=0).to(tl.int64)  # [BN]
         mask2 = n_mask[:, None] & d_mask[None, :]  # [BN, BD]
-        k = tl.load(K + slots[:, None] * stride_ks + kv_h * stride_kh + d[None, :], mask=mask2,
-                    other=0.0).to(tl.float32)  # [BN, BD]
+        k = tl.load(K + slots[:, None] * stride_ks + kv_h * stride_kh + d[None, :], mask=mask2, other=0.0).to(
+            tl.float32
+        )  # [BN, BD]
         s = tl.sum(k * q[None, :], axis=1) * scale  # [BN]
         s = tl.where(n_mask, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=0))
         alpha = tl.exp(m_i - m_new)
         p = tl.exp(s - m_new)  # [BN]
-        v = tl.load(V + slots[:, None] * stride_vs + kv_h * stride_vh + d[None, :], mask=mask2,
-                    other=0.0).to(tl.float32)  # [BN, BD]
+        v = tl.load(V + slots[:, None] * stride_vs + kv_h * stride_vh + d[None, :], mask=mask2, other=0.0).to(
+            tl.float32
+        )  # [BN, BD]
         acc = acc * alpha + tl.sum(p[:, None] * v, axis=0)  # [BD]
         l_i = l_i * alpha + tl.sum(p, axis=0)
         m_i = m_new
@@ -53,18 +71,39 @@ def _decode_attention_kernel(
     tl.store(Out + b * stride_ob + h * stride_oh + d, out.to(Out.dtype.element_ty), mask=d_mask)
 
 
-def decode_attention(q: torch.Tensor, k_buf: torch.Tensor, v_buf: torch.Tensor, kv_slots: torch.Tensor,
-                     kv_indptr: torch.Tensor, scale: float, block_n: int = 64) -> torch.Tensor:
+def decode_attention(
+    q: torch.Tensor,
+    k_buf: torch.Tensor,
+    v_buf: torch.Tensor,
+    kv_slots: torch.Tensor,
+    kv_indptr: torch.Tensor,
+    scale: float,
+    block_n: int = 64,
+) -> torch.Tensor:
     """q [B, Hq, D]; k_buf, v_buf [S, Hkv, D]; kv_slots [N]; kv_indptr [B + 1] -> out [B, Hq, D]."""
     batch, num_heads, head_dim = q.shape
     num_kv_heads = k_buf.shape[1]
     assert q.stride(-1) == 1 and k_buf.stride(-1) == 1 and v_buf.stride(-1) == 1, "last dim must be contiguous"
     out = torch.empty((batch, num_heads, head_dim), dtype=q.dtype, device=q.device)  # [B, Hq, D]
     _decode_attention_kernel[(batch, num_heads)](
-        q, k_buf, v_buf, kv_slots, kv_indptr, out, scale,
-        q.stride(0), q.stride(1), k_buf.stride(0), k_buf.stride(1), v_buf.stride(0), v_buf.stride(1),
-        out.stride(0), out.stride(1),
-        GROUP=num_heads // num_kv_heads, HEAD_DIM=head_dim, BLOCK_D=triton.next_power_of_2(head_dim),
+        q,
+        k_buf,
+        v_buf,
+        kv_slots,
+        kv_indptr,
+        out,
+        scale,
+        q.stride(0),
+        q.stride(1),
+        k_buf.stride(0),
+        k_buf.stride(1),
+        v_buf.stride(0),
+        v_buf.stride(1),
+        out.stride(0),
+        out.stride(1),
+        GROUP=num_heads // num_kv_heads,
+        HEAD_DIM=head_dim,
+        BLOCK_D=triton.next_power_of_2(head_dim),
         BLOCK_N=block_n,
     )
     return out

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import NamedTuple, Sequence, Union
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -30,7 +31,7 @@ from engine.errors import EngineError
 
 logger = logging.getLogger(__name__)
 
-SlotIds = Union[torch.Tensor, np.ndarray, Sequence[int]]
+SlotIds = torch.Tensor | np.ndarray | Sequence[int]
 
 
 class IntegrityError(RuntimeError):
@@ -61,13 +62,13 @@ class SlotAllocator:
     Not thread-safe: call it from the engine thread.
     """
 
-    def __init__(self, num_slots: int, page_size: int = 1, name: str = "kv",
-                 scatter_seed: int | None = None) -> None:
+    def __init__(self, num_slots: int, page_size: int = 1, name: str = "kv", scatter_seed: int | None = None) -> None:
         if page_size < 1:
             raise EngineError(f"{name} allocator: page_size must be >= 1, found {page_size}")
         if num_slots < page_size or num_slots % page_size:
-            raise EngineError(f"{name} allocator: num_slots must be a positive multiple of "
-                              f"page_size ({page_size}), found {num_slots}")
+            raise EngineError(
+                f"{name} allocator: num_slots must be a positive multiple of page_size ({page_size}), found {num_slots}"
+            )
         self.name = name
         self.num_slots = num_slots
         self.page_size = page_size
@@ -118,7 +119,7 @@ class SlotAllocator:
             return None
         if len(self._free) - self._head < num_pages:
             self._merge_released()
-        pages = self._free[self._head:self._head + num_pages]  # [n]
+        pages = self._free[self._head : self._head + num_pages]  # [n]
         self._head += num_pages
         self._is_free[pages] = False
         self._num_free_pages -= num_pages
@@ -138,14 +139,17 @@ class SlotAllocator:
         if len(pages) == 0:
             return
         if pages.min() < 0 or pages.max() >= self.num_pages:
-            raise EngineError(f"{self.name} allocator: free of slots outside [0, {self.num_slots}): "
-                              f"min {int(pages.min()) * self.page_size}, "
-                              f"max {int(pages.max()) * self.page_size}")
+            raise EngineError(
+                f"{self.name} allocator: free of slots outside [0, {self.num_slots}): "
+                f"min {int(pages.min()) * self.page_size}, "
+                f"max {int(pages.max()) * self.page_size}"
+            )
         already = self._is_free[pages]
         if already.any():
             bad = (pages[already][:8] * self.page_size).tolist()
-            raise IntegrityError(f"{self.name} allocator: double free of {int(already.sum())} "
-                                 f"page(s), first slots {bad}")
+            raise IntegrityError(
+                f"{self.name} allocator: double free of {int(already.sum())} page(s), first slots {bad}"
+            )
         self._is_free[pages] = True
         pages = pages.copy()  # the caller's tensor may share this memory
         if self._scatter is not None:
@@ -175,7 +179,7 @@ class SlotAllocator:
         """Share of adjacent entries of the free list, in the order alloc will hand them out, that
         are not adjacent pages: 0.0 when the next allocations come out contiguous, near 1.0 when
         they come out scattered. O(free pages); for hooks, not the hot path."""
-        return disorder(np.concatenate([self._free[self._head:], *self._released]))
+        return disorder(np.concatenate([self._free[self._head :], *self._released]))
 
     # --- events (the tracer is None when unused) -------------------------------------------
 
@@ -201,8 +205,10 @@ class SlotAllocator:
         """Drain the queued events, oldest first ([] when events are off)."""
         if not self._events:
             return []
-        out = [AllocEvent(seq, kind, len(pages) * self.page_size, _runs(pages, self.page_size), num_free)
-               for seq, kind, pages, num_free in self._events]
+        out = [
+            AllocEvent(seq, kind, len(pages) * self.page_size, _runs(pages, self.page_size), num_free)
+            for seq, kind, pages, num_free in self._events
+        ]
         self._events.clear()
         return out
 
@@ -210,23 +216,26 @@ class SlotAllocator:
 
     def check_integrity(self) -> None:
         """Free list, released list, bitmap and counter agree; raises with the numbers."""
-        listed = np.concatenate([self._free[self._head:], *self._released])
+        listed = np.concatenate([self._free[self._head :], *self._released])
         n_bitmap = int(self._is_free.sum())
         if len(listed) != self._num_free_pages or n_bitmap != self._num_free_pages:
             raise IntegrityError(
                 f"{self.name} allocator: free pages counted {self._num_free_pages}, listed "
-                f"{len(listed)}, marked free {n_bitmap} (num_pages {self.num_pages})")
+                f"{len(listed)}, marked free {n_bitmap} (num_pages {self.num_pages})"
+            )
         if len(np.unique(listed)) != len(listed):
-            raise IntegrityError(f"{self.name} allocator: free list holds "
-                                 f"{len(listed) - len(np.unique(listed))} duplicate page(s)")
+            raise IntegrityError(
+                f"{self.name} allocator: free list holds {len(listed) - len(np.unique(listed))} duplicate page(s)"
+            )
         if len(listed) and not self._is_free[listed].all():
-            raise IntegrityError(f"{self.name} allocator: "
-                                 f"{int((~self._is_free[listed]).sum())} listed page(s) marked used")
+            raise IntegrityError(
+                f"{self.name} allocator: {int((~self._is_free[listed]).sum())} listed page(s) marked used"
+            )
 
     # --- private ---------------------------------------------------------------------------
 
     def _merge_released(self) -> None:
-        merged = np.concatenate([self._free[self._head:], *self._released])
+        merged = np.concatenate([self._free[self._head :], *self._released])
         if self._scatter is None:
             self._free = np.sort(merged)
         else:  # kv-scatter: the whole free list in scattered order, as a hash-ordered free pool hands it out
@@ -241,8 +250,10 @@ class SlotAllocator:
             return slots
         rows = slots.reshape(-1, self.page_size) if len(slots) % self.page_size == 0 else None
         if rows is None or not (rows == rows[:, :1] + self._offsets).all() or (rows[:, 0] % self.page_size).any():
-            raise EngineError(f"{self.name} allocator: free needs whole pages of {self.page_size} "
-                              f"slots, found {len(slots)} slots starting {slots[:8].tolist()}")
+            raise EngineError(
+                f"{self.name} allocator: free needs whole pages of {self.page_size} "
+                f"slots, found {len(slots)} slots starting {slots[:8].tolist()}"
+            )
         return rows[:, 0] // self.page_size
 
     def _record(self, kind: str, pages: np.ndarray) -> None:
@@ -279,6 +290,7 @@ def _runs(pages: np.ndarray, page_size: int) -> tuple[tuple[int, int], ...]:
 
 # --- sizing ------------------------------------------------------------------------------------
 
+
 def available_memory_bytes(device: torch.device | str) -> int:
     """Memory the KV pool may draw on: free device memory on CUDA, available host RAM otherwise."""
     device = torch.device(device)
@@ -290,16 +302,16 @@ def available_memory_bytes(device: torch.device | str) -> int:
     return int(psutil.virtual_memory().available)
 
 
-def kv_tokens_for_memory(available_bytes: int, memory_ratio: float, bytes_per_token: int,
-                         page_size: int = 1, max_tokens: int | None = None) -> int:
+def kv_tokens_for_memory(
+    available_bytes: int, memory_ratio: float, bytes_per_token: int, page_size: int = 1, max_tokens: int | None = None
+) -> int:
     """KV pool size in tokens: `memory_ratio` of `available_bytes` at `bytes_per_token`, rounded
     down to whole pages and capped at `max_tokens`. A pure function; raises when not even one
     page fits."""
     if not 0.0 < memory_ratio <= 1.0:
         raise EngineError(f"memory_ratio must be in (0, 1], found {memory_ratio!r}")
     if bytes_per_token <= 0 or page_size < 1:
-        raise EngineError(f"bytes_per_token and page_size must be positive, found "
-                          f"{bytes_per_token} and {page_size}")
+        raise EngineError(f"bytes_per_token and page_size must be positive, found {bytes_per_token} and {page_size}")
     tokens = int(available_bytes * memory_ratio) // bytes_per_token
     if max_tokens is not None:
         tokens = min(tokens, max_tokens)
@@ -308,5 +320,6 @@ def kv_tokens_for_memory(available_bytes: int, memory_ratio: float, bytes_per_to
         raise EngineError(
             f"memory_ratio={memory_ratio} of {available_bytes / 2**30:.2f} GiB available gives "
             f"{tokens} KV tokens at {bytes_per_token} bytes per token; need at least one page of "
-            f"{page_size}: raise memory_ratio or set kv_tokens")
+            f"{page_size}: raise memory_ratio or set kv_tokens"
+        )
     return tokens

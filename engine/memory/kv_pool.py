@@ -7,7 +7,7 @@ With paging, slot = page * page_size + offset, so the same layout serves both.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -15,8 +15,15 @@ from engine.errors import EngineError
 
 
 class KVPool:
-    def __init__(self, num_slots: int, layer_ids: Sequence[int], num_kv_heads: int, head_dim: int,
-                 dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> None:
+    def __init__(
+        self,
+        num_slots: int,
+        layer_ids: Sequence[int],
+        num_kv_heads: int,
+        head_dim: int,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str = "cpu",
+    ) -> None:
         if num_slots <= 0:
             raise EngineError(f"KVPool: num_slots must be > 0, found {num_slots}")
         self.num_slots = num_slots

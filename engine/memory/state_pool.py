@@ -8,7 +8,7 @@ request's state by copying its slot (`copy_slot`).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -16,9 +16,17 @@ from engine.errors import EngineError
 
 
 class StatePool:
-    def __init__(self, num_slots: int, layer_ids: Sequence[int], conv_dim: int, conv_kernel: int,
-                 num_value_heads: int, key_head_dim: int, value_head_dim: int,
-                 device: torch.device | str = "cpu") -> None:
+    def __init__(
+        self,
+        num_slots: int,
+        layer_ids: Sequence[int],
+        conv_dim: int,
+        conv_kernel: int,
+        num_value_heads: int,
+        key_head_dim: int,
+        value_head_dim: int,
+        device: torch.device | str = "cpu",
+    ) -> None:
         if num_slots <= 0:
             raise EngineError(f"StatePool: num_slots must be > 0, found {num_slots}")
         self.num_slots = num_slots
@@ -52,8 +60,9 @@ class StatePool:
 
     @property
     def bytes_per_slot(self) -> int:
-        return sum(c[0].numel() * c.element_size() + r[0].numel() * r.element_size()
-                   for c, r in zip(self.conv, self.recurrent))
+        return sum(
+            c[0].numel() * c.element_size() + r[0].numel() * r.element_size() for c, r in zip(self.conv, self.recurrent)
+        )
 
     def _check(self, slot: int) -> None:
         if not 0 <= slot < self.num_slots:

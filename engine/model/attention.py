@@ -26,7 +26,7 @@ class GatedAttention(nn.Module):
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
         self.head_dim = config.head_dim
-        self.scale = self.head_dim ** -0.5
+        self.scale = self.head_dim**-0.5
         hidden, bias = config.hidden_size, config.attention_bias
         self.q_proj = nn.Linear(hidden, self.num_heads * self.head_dim * 2, bias=bias)
         self.k_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=bias)
@@ -35,8 +35,15 @@ class GatedAttention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch,
-                kv_pool: KVPool, backend: TorchAttention) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        batch: ForwardBatch,
+        kv_pool: KVPool,
+        backend: TorchAttention,
+    ) -> torch.Tensor:
         num_tokens = x.shape[0]
         q_gate = self.q_proj(x).view(num_tokens, self.num_heads, 2 * self.head_dim)  # [T, Hq, 2D]
         q, gate = q_gate.chunk(2, dim=-1)  # [T, Hq, D], [T, Hq, D]

@@ -47,8 +47,9 @@ class TorchAttention:
             self._gather_s += time.perf_counter() - start
         return kb, vb
 
-    def forward(self, q: torch.Tensor, k_buf: torch.Tensor, v_buf: torch.Tensor, batch: ForwardBatch,
-                scale: float) -> torch.Tensor:
+    def forward(
+        self, q: torch.Tensor, k_buf: torch.Tensor, v_buf: torch.Tensor, batch: ForwardBatch, scale: float
+    ) -> torch.Tensor:
         """q [T, Hq, D]; k_buf, v_buf [S, Hkv, D] -> [T, Hq, D]."""
         if batch.is_decode:
             return self.decode(q, k_buf, v_buf, batch, scale)
@@ -58,7 +59,7 @@ class TorchAttention:
         out = torch.empty_like(q)  # [T, Hq, D]
         indptr = batch.kv_indptr.tolist()
         for b, (start, end) in enumerate(batch.token_ranges()):
-            slots = batch.kv_slots[indptr[b]:indptr[b + 1]]  # [L]
+            slots = batch.kv_slots[indptr[b] : indptr[b + 1]]  # [L]
             qb = q[start:end].transpose(0, 1)[None]  # [1, Hq, n, D]
             kb, vb = self.gather(k_buf, v_buf, slots)  # [L, Hkv, D] each
             kb, vb = kb.transpose(0, 1)[None], vb.transpose(0, 1)[None]  # [1, Hkv, L, D]

@@ -74,8 +74,12 @@ def write_default_checkpoint(out_dir: str | Path, seed: int = 0, overrides: dict
     tensors = _random_tensors(config, seed)
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     (out_dir / "config.json").write_text(json.dumps(raw, indent=2, sort_keys=True) + "\n")
-    logger.info("wrote the default checkpoint (seed %d, %d parameters) to %s", seed,
-                sum(t.numel() for t in tensors.values()), out_dir)
+    logger.info(
+        "wrote the default checkpoint (seed %d, %d parameters) to %s",
+        seed,
+        sum(t.numel() for t in tensors.values()),
+        out_dir,
+    )
     return out_dir
 
 

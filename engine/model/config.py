@@ -56,37 +56,64 @@ class ModelConfig:
     source: str = field(default="<config>", compare=False)  # where it was read from, for messages
 
     def __post_init__(self) -> None:
-        positive = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                    "num_key_value_heads", "head_dim", "linear_num_key_heads", "linear_num_value_heads",
-                    "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
-                    "decoder_sparse_step", "max_position_embeddings")
+        positive = (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "linear_num_key_heads",
+            "linear_num_value_heads",
+            "linear_key_head_dim",
+            "linear_value_head_dim",
+            "linear_conv_kernel_dim",
+            "decoder_sparse_step",
+            "max_position_embeddings",
+        )
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 self._fail(name, "a positive integer", value)
-        for name in ("intermediate_size", "num_experts", "moe_intermediate_size",
-                     "shared_expert_intermediate_size", "num_experts_per_tok"):
+        for name in (
+            "intermediate_size",
+            "num_experts",
+            "moe_intermediate_size",
+            "shared_expert_intermediate_size",
+            "num_experts_per_tok",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 self._fail(name, "a non-negative integer", value)
         if len(self.layer_types) != self.num_hidden_layers:
-            self._fail("layer_types", f"{self.num_hidden_layers} entries (num_hidden_layers)",
-                       f"{len(self.layer_types)} entries")
+            self._fail(
+                "layer_types",
+                f"{self.num_hidden_layers} entries (num_hidden_layers)",
+                f"{len(self.layer_types)} entries",
+            )
         for i, kind in enumerate(self.layer_types):
             if kind not in (FULL_ATTENTION, LINEAR_ATTENTION):
                 self._fail(f"layer_types[{i}]", f"'{FULL_ATTENTION}' or '{LINEAR_ATTENTION}'", kind)
         if self.num_attention_heads % self.num_key_value_heads:
-            self._fail("num_key_value_heads", f"a divisor of num_attention_heads ({self.num_attention_heads})",
-                       self.num_key_value_heads)
+            self._fail(
+                "num_key_value_heads",
+                f"a divisor of num_attention_heads ({self.num_attention_heads})",
+                self.num_key_value_heads,
+            )
         if self.linear_num_value_heads % self.linear_num_key_heads:
-            self._fail("linear_num_key_heads",
-                       f"a divisor of linear_num_value_heads ({self.linear_num_value_heads})",
-                       self.linear_num_key_heads)
+            self._fail(
+                "linear_num_key_heads",
+                f"a divisor of linear_num_value_heads ({self.linear_num_value_heads})",
+                self.linear_num_key_heads,
+            )
         if not 0.0 < self.partial_rotary_factor <= 1.0:
             self._fail("partial_rotary_factor", "in (0, 1]", self.partial_rotary_factor)
         if self.rotary_dim % 2:
-            self._fail("partial_rotary_factor", f"head_dim * factor even (head_dim {self.head_dim})",
-                       self.partial_rotary_factor)
+            self._fail(
+                "partial_rotary_factor",
+                f"head_dim * factor even (head_dim {self.head_dim})",
+                self.partial_rotary_factor,
+            )
         if self.rope_theta <= 0:
             self._fail("rope_theta", "> 0", self.rope_theta)
         if self.rms_norm_eps <= 0:
@@ -95,7 +122,9 @@ class ModelConfig:
             self._fail("hidden_act", "'silu'", self.hidden_act)
         for i in self.mlp_only_layers:
             if not 0 <= i < self.num_hidden_layers:
-                self._fail("mlp_only_layers", f"layer indices in [0, {self.num_hidden_layers})", list(self.mlp_only_layers))
+                self._fail(
+                    "mlp_only_layers", f"layer indices in [0, {self.num_hidden_layers})", list(self.mlp_only_layers)
+                )
         if self.num_experts > 0 and not 0 < self.num_experts_per_tok <= self.num_experts:
             self._fail("num_experts_per_tok", f"in [1, num_experts={self.num_experts}]", self.num_experts_per_tok)
         if any(self.is_moe_layer(i) for i in range(self.num_hidden_layers)) and self.moe_intermediate_size <= 0:
@@ -136,15 +165,18 @@ class ModelConfig:
 
     def is_moe_layer(self, layer: int) -> bool:
         """Same rule as transformers: sparse unless listed in mlp_only_layers or off the sparse step."""
-        return (layer not in self.mlp_only_layers and self.num_experts > 0
-                and (layer + 1) % self.decoder_sparse_step == 0)
+        return (
+            layer not in self.mlp_only_layers and self.num_experts > 0 and (layer + 1) % self.decoder_sparse_step == 0
+        )
 
     # -- reading -----------------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, raw: dict[str, Any], source: str = "<config>") -> "ModelConfig":
+    def from_dict(cls, raw: dict[str, Any], source: str = "<config>") -> ModelConfig:
         if raw.get("model_type") not in SUPPORTED_MODEL_TYPES:
-            raise ConfigError(f"{source}: field 'model_type': expected one of {list(SUPPORTED_MODEL_TYPES)}, "
-                              f"found {raw.get('model_type')!r}")
+            raise ConfigError(
+                f"{source}: field 'model_type': expected one of {list(SUPPORTED_MODEL_TYPES)}, "
+                f"found {raw.get('model_type')!r}"
+            )
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"):
             if name not in raw:
                 raise ConfigError(f"{source}: field '{name}': required, missing")
@@ -153,8 +185,9 @@ class ModelConfig:
         if layer_types is None:
             interval = raw.get("full_attention_interval", 4)
             if not isinstance(interval, int) or interval <= 0:
-                raise ConfigError(f"{source}: field 'full_attention_interval': expected a positive integer, "
-                                  f"found {interval!r}")
+                raise ConfigError(
+                    f"{source}: field 'full_attention_interval': expected a positive integer, found {interval!r}"
+                )
             layer_types = [LINEAR_ATTENTION if (i + 1) % interval else FULL_ATTENTION for i in range(num_layers)]
         rope = raw.get("rope_parameters") or raw.get("rope_scaling") or {}
         rope_type = rope.get("rope_type", rope.get("type", "default"))
@@ -181,7 +214,7 @@ class ModelConfig:
         return cls(**kwargs)
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "ModelConfig":
+    def from_file(cls, path: str | Path) -> ModelConfig:
         path = Path(path)
         try:
             raw = json.loads(path.read_text())

@@ -47,8 +47,9 @@ def decay(log_decay: torch.Tensor) -> torch.Tensor:
     return log_decay.masked_fill(log_decay < _DECAY_FLOOR, float("-inf")).exp()
 
 
-def recurrent_step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                   state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def recurrent_step(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, state: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One token per request. q, k [B, Hk, Dk]; v [B, Hv, Dv]; g, beta [B, Hv]; state [B, Hv, Dk, Dv].
 
     Returns o [B, Hv, Dv] (v's dtype) and the new state [B, Hv, Dk, Dv] float32.
@@ -64,8 +65,15 @@ def recurrent_step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.T
     return out.to(dtype), state
 
 
-def chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-            state: torch.Tensor | None, chunk_size: int = CHUNK_SIZE) -> tuple[torch.Tensor, torch.Tensor]:
+def chunked(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    state: torch.Tensor | None,
+    chunk_size: int = CHUNK_SIZE,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """A run of L tokens of one request. q, k [L, Hk, Dk]; v [L, Hv, Dv]; g, beta [L, Hv]; state [Hv, Dk, Dv] or None.
 
     Returns o [L, Hv, Dv] (v's dtype) and the final state [Hv, Dk, Dv] float32.
@@ -93,12 +101,15 @@ def chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, 
     g_exp = decay(g)  # [Hv, N, C]
     rhs = torch.cat((v_beta, k_beta * g_exp[..., None]), dim=-1)  # [Hv, N, C, Dv + Dk]
     u, w = torch.linalg.solve_triangular(ut, rhs, upper=False, unitriangular=True).split(
-        [value_dim, q.shape[-1]], dim=-1)  # [Hv, N, C, Dv], [Hv, N, C, Dk]
+        [value_dim, q.shape[-1]], dim=-1
+    )  # [Hv, N, C, Dv], [Hv, N, C, Dk]
     q = q * g_exp[..., None]  # [Hv, N, C, Dk]
     k_t = (k * decay(g[..., -1:] - g)[..., None]).transpose(-1, -2)  # [Hv, N, Dk, C] decayed to the chunk end
     chunk_decay = g_exp[..., -1, None, None]  # [Hv, N, 1, 1]
     wq = torch.cat((w, q), dim=-2)  # [Hv, N, 2C, Dk]: the old state is read by both in one product
-    s = torch.zeros(num_heads, q.shape[-1], value_dim, device=q.device) if state is None else state.float()  # [Hv, Dk, Dv]
+    s = (
+        torch.zeros(num_heads, q.shape[-1], value_dim, device=q.device) if state is None else state.float()
+    )  # [Hv, Dk, Dv]
     out = torch.empty_like(u)  # [Hv, N, C, Dv]
     for i in range(num_chunks):
         ws, qs = (wq[:, i] @ s).split(chunk_size, dim=-2)  # [Hv, C, Dv] each
@@ -116,11 +127,13 @@ def causal_conv(x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor)
     """
     window = torch.cat((conv_state.to(weight.dtype), x.t().to(weight.dtype)), dim=-1)  # [C, K-1+L]
     y = F.conv1d(window[None], weight[:, None, :], groups=weight.shape[0])[0]  # [C, L]
-    new_state = window[:, window.shape[-1] - (weight.shape[-1] - 1):]  # [C, K-1]
+    new_state = window[:, window.shape[-1] - (weight.shape[-1] - 1) :]  # [C, K-1]
     return F.silu(y).t().to(x.dtype), new_state
 
 
-def causal_conv_step(x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def causal_conv_step(
+    x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One token per request. x [B, C]; conv_state [B, C, K-1]; weight [C, K] -> y [B, C], state [B, C, K-1]."""
     window = torch.cat((conv_state.to(weight.dtype), x[..., None].to(weight.dtype)), dim=-1)  # [B, C, K]
     y = (window * weight[None]).sum(dim=-1)  # [B, C]

@@ -8,7 +8,7 @@ number of slots on a miss.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import torch
 
@@ -47,7 +47,7 @@ class ExpertProvider:
         """Take ownership of one expert's weights at load time."""
         raise NotImplementedError
 
-    def allocate(self) -> Optional[tuple[int, int, int]]:
+    def allocate(self) -> tuple[int, int, int] | None:
         """Called once every expert is loaded: reserve what serving needs. (experts, device slots,
         device bytes of the slots) where experts are cached in slots, else None."""
         return None

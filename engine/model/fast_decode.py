@@ -22,7 +22,7 @@ reference layers.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -37,7 +37,7 @@ from engine.model.moe import SparseMoE, group_by_expert
 from engine.model.norm import rms_norm
 
 
-def unsupported(model) -> Optional[str]:
+def unsupported(model) -> str | None:
     """Why `model` cannot take the fast decode step, or None where it can."""
     if model.model.embed_tokens.weight.device.type == "meta":
         return "the model's weights are not loaded"
@@ -48,7 +48,7 @@ class _Linear(NamedTuple):
     """A projection for `torch.mm(x, weight_t)` / `torch.addmm(bias, x, weight_t)`."""
 
     weight_t: torch.Tensor  # [I, O] contiguous (input-major, experts.input_major)
-    bias: Optional[torch.Tensor]  # [O] or None
+    bias: torch.Tensor | None  # [O] or None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return torch.mm(x, self.weight_t) if self.bias is None else torch.addmm(self.bias, x, self.weight_t)
@@ -62,14 +62,15 @@ def _fuse(*linears: nn.Module) -> _Linear:
     biases = [getattr(m, "bias", None) for m in linears]
     bias = None
     if any(b is not None for b in biases):  # a missing bias is zeros
-        bias = torch.cat([b.detach() if b is not None else weight_t.new_zeros(m.weight.shape[0])
-                          for m, b in zip(linears, biases)])  # [sum O]
+        bias = torch.cat(
+            [b.detach() if b is not None else weight_t.new_zeros(m.weight.shape[0]) for m, b in zip(linears, biases)]
+        )  # [sum O]
     start = 0
     for m, b in zip(linears, biases):
         rows = m.weight.shape[0]
-        m.weight = nn.Parameter(weight_t[:, start:start + rows].t(), requires_grad=False)
+        m.weight = nn.Parameter(weight_t[:, start : start + rows].t(), requires_grad=False)
         if b is not None:
-            m.bias = nn.Parameter(bias[start:start + rows], requires_grad=False)
+            m.bias = nn.Parameter(bias[start : start + rows], requires_grad=False)
         start += rows
     return _Linear(weight_t, bias)
 
@@ -86,7 +87,7 @@ class _Step(NamedTuple):
     cos: torch.Tensor  # [B, 1, R]
     sin_signed: torch.Tensor  # [B, 1, R]: -sin on the first half, +sin on the second (rotate_half's signs)
     kv_slots: torch.Tensor  # [B, L] (or [L] at batch 1): each request's context slots, padded
-    kv_mask: Optional[torch.Tensor]  # [B, 1, 1, L] valid keys; None at batch 1
+    kv_mask: torch.Tensor | None  # [B, 1, 1, L] valid keys; None at batch 1
     fresh: list[int]  # requests with no prefix: their linear-attention state starts at zero
     state_slots: list[int]  # each request's linear-attention state slot
 
@@ -107,8 +108,9 @@ class FastDecode:
                 ffn = _MoeLayer(layer.mlp, model.experts, mc.moe_intermediate_size)
             else:
                 ffn = _MlpLayer(layer.mlp)
-            self.layers.append((layer.input_layernorm.scale.detach(), mixer,
-                                layer.post_attention_layernorm.scale.detach(), ffn))
+            self.layers.append(
+                (layer.input_layernorm.scale.detach(), mixer, layer.post_attention_layernorm.scale.detach(), ffn)
+            )
         self.final_norm = model.model.norm.scale.detach()
 
     @torch.inference_mode()
@@ -138,8 +140,9 @@ class FastDecode:
             idx = torch.minimum(batch.kv_indptr[:-1, None] + j[None, :], batch.kv_indptr[1:, None] - 1)  # [B, L]
             kv_slots = batch.kv_slots[idx]  # [B, L]
             kv_mask = (j[None, :] < lens[:, None])[:, None, None, :]  # [B, 1, 1, L]
-        return _Step(batch, cos[:, None, :], sin_signed[:, None, :], kv_slots, kv_mask, fresh,
-                     batch.state_slots.tolist())
+        return _Step(
+            batch, cos[:, None, :], sin_signed[:, None, :], kv_slots, kv_mask, fresh, batch.state_slots.tolist()
+        )
 
 
 class _GdnLayer:
@@ -170,8 +173,8 @@ class _GdnLayer:
         self.dt_bias = module.dt_bias.detach()  # [Hv]
         # l2norm(x) = rms_norm(x, eps / D) / sqrt(D); q is further scaled by D^-0.5 as the reference does
         self.qk_eps = 1e-6 / dk
-        self.qk_scale = torch.full((dk,), dk ** -0.5, device=self.proj.weight_t.device)  # [Dk]
-        self.q_scale = dk ** -0.5
+        self.qk_scale = torch.full((dk,), dk**-0.5, device=self.proj.weight_t.device)  # [Dk]
+        self.q_scale = dk**-0.5
         self.norm_weight = module.norm.weight.detach()  # [Dv]
         self.norm_eps = module.norm.eps
         self.out_proj_t = module.out_proj.weight.detach().t()  # [Hv*Dv, H] contiguous
@@ -180,9 +183,9 @@ class _GdnLayer:
         n, hk, hv, dk, dv, r = x.shape[0], self.hk, self.hv, self.dk, self.dv, self.r
         p = self.proj(h).index_select(1, self.order)  # [B, C + Hv*Dv + 2Hv]: q k v | z | b | a
         c, vd = self.conv_dim, self.value_dim
-        mixed, z = p[:, :c], p[:, c:c + vd]  # [B, C], [B, Hv*Dv]
-        beta = p[:, c + vd:c + vd + hv].sigmoid().float()  # [B, Hv]
-        g = self.neg_a * F.softplus(p[:, c + vd + hv:].float() + self.dt_bias)  # [B, Hv] log decay
+        mixed, z = p[:, :c], p[:, c : c + vd]  # [B, C], [B, Hv*Dv]
+        beta = p[:, c + vd : c + vd + hv].sigmoid().float()  # [B, Hv]
+        g = self.neg_a * F.softplus(p[:, c + vd + hv :].float() + self.dt_bias)  # [B, Hv] log decay
         conv_buf, rec_buf = state_pool.buffers(self.layer)  # [S, C, K-1], [S, Hv, Dk, Dv]
         # Batch 1 works on its slot in place. A larger batch always gathers and writes back, even
         # when its slots happen to be one run: slots fragment as a server ages, and a step that
@@ -190,21 +193,23 @@ class _GdnLayer:
         in_place = n == 1
         if in_place:
             slot = step.state_slots[0]
-            conv_state, state = conv_buf[slot:slot + 1], rec_buf[slot:slot + 1]  # views of the pool
+            conv_state, state = conv_buf[slot : slot + 1], rec_buf[slot : slot + 1]  # views of the pool
         else:
             conv_state = conv_buf.index_select(0, step.batch.state_slots)  # [B, C, K-1]
             state = rec_buf.index_select(0, step.batch.state_slots)  # [B, Hv, Dk, Dv] float32, a copy
         if step.fresh:  # a request with no prefix starts from zeros, whatever its slot held
             conv_state[step.fresh] = 0
             state[step.fresh] = 0
-        window = torch.cat((conv_state.to(self.conv_weight.dtype), mixed[..., None].to(self.conv_weight.dtype)),
-                           dim=-1)  # [B, C, K]
+        window = torch.cat(
+            (conv_state.to(self.conv_weight.dtype), mixed[..., None].to(self.conv_weight.dtype)), dim=-1
+        )  # [B, C, K]
         y = F.silu((window * self.conv_weight).sum(dim=-1)).to(x.dtype)  # [B, C]
-        qk = F.rms_norm(y[:, :2 * hk * dk].float().view(n, 2 * hk, dk), (dk,), self.qk_scale,
-                        self.qk_eps)  # [B, 2Hk, Dk]: l2-normalised q heads, then k heads
+        qk = F.rms_norm(
+            y[:, : 2 * hk * dk].float().view(n, 2 * hk, dk), (dk,), self.qk_scale, self.qk_eps
+        )  # [B, 2Hk, Dk]: l2-normalised q heads, then k heads
         q = qk[:, :hk] * self.q_scale  # [B, Hk, Dk]
         k = qk[:, hk:]  # [B, Hk, Dk]
-        v = y[:, 2 * hk * dk:].float().view(n, hk, r, dv)  # [B, Hk, r, Dv]
+        v = y[:, 2 * hk * dk :].float().view(n, hk, r, dv)  # [B, Hk, r, Dv]
         # The delta rule, with the r value heads of each key head (GQA) as a batch dimension:
         #   S' = d S + k delta^T,  delta = beta (v - d S^T k),  o = S'^T q = d S^T q + (q . k) delta
         # so S is read once (q and k against the old state, one batched product), then updated
@@ -238,17 +243,18 @@ class _AttentionLayer:
         self.scale = module.scale
         self.proj = _fuse(module.q_proj, module.k_proj, module.v_proj)
         # q heads then k heads normalised in one op: each head's own scale
-        self.qk_norm = torch.cat((module.q_norm.scale.detach().expand(self.hq, -1),
-                                  module.k_norm.scale.detach().expand(self.hkv, -1)))  # [Hq + Hkv, D]
+        self.qk_norm = torch.cat(
+            (module.q_norm.scale.detach().expand(self.hq, -1), module.k_norm.scale.detach().expand(self.hkv, -1))
+        )  # [Hq + Hkv, D]
         self.eps = module.q_norm.eps
         self.o_proj = _linear(module.o_proj)
 
     def __call__(self, x, h, step: _Step, kv_pool, state_pool, backend) -> torch.Tensor:
         n, hq, hkv, d = x.shape[0], self.hq, self.hkv, self.d
         p = self.proj(h)  # [B, Hq*2D + 2*Hkv*D]
-        q_gate = p[:, :hq * 2 * d].view(n, hq, 2 * d)  # [B, Hq, 2D]: per head [query | gate]
-        k = p[:, hq * 2 * d:hq * 2 * d + hkv * d].view(n, hkv, d)  # [B, Hkv, D]
-        v = p[:, hq * 2 * d + hkv * d:].view(n, hkv, d)  # [B, Hkv, D]
+        q_gate = p[:, : hq * 2 * d].view(n, hq, 2 * d)  # [B, Hq, 2D]: per head [query | gate]
+        k = p[:, hq * 2 * d : hq * 2 * d + hkv * d].view(n, hkv, d)  # [B, Hkv, D]
+        v = p[:, hq * 2 * d + hkv * d :].view(n, hkv, d)  # [B, Hkv, D]
         qk = torch.cat((q_gate[..., :d], k), dim=1)  # [B, Hq + Hkv, D]
         if qk.dtype == torch.float32:
             qk = F.rms_norm(qk, (d,), None, self.eps) * self.qk_norm  # [B, Hq + Hkv, D]
@@ -275,8 +281,9 @@ class _AttentionLayer:
         kb, vb = backend.gather(k_buf, v_buf, step.kv_slots)  # [(B,) L, Hkv, D] each
         kb = kb.view(n, length, self.hkv, self.d).transpose(1, 2)  # [B, Hkv, L, D]
         vb = vb.view(n, length, self.hkv, self.d).transpose(1, 2)  # [B, Hkv, L, D]
-        out = F.scaled_dot_product_attention(q[:, :, None, :], kb, vb, attn_mask=step.kv_mask, scale=self.scale,
-                                             enable_gqa=True)  # [B, Hq, 1, D]
+        out = F.scaled_dot_product_attention(
+            q[:, :, None, :], kb, vb, attn_mask=step.kv_mask, scale=self.scale, enable_gqa=True
+        )  # [B, Hq, 1, D]
         return out[:, :, 0, :]
 
 
@@ -313,8 +320,8 @@ class _MoeLayer:
         out = self._one_token(h, top_w, top_ids) if n == 1 else self._many_tokens(h, top_w, top_ids)  # [B, H]
         if self.has_shared:
             si = self.shared_inter
-            act = F.silu(p[:, e + 1:e + 1 + si]) * p[:, e + 1 + si:]  # [B, Is]
-            out.addcmul_(torch.sigmoid(p[:, e:e + 1]), torch.mm(act, self.shared_down_t))  # routed + gate * shared
+            act = F.silu(p[:, e + 1 : e + 1 + si]) * p[:, e + 1 + si :]  # [B, Is]
+            out.addcmul_(torch.sigmoid(p[:, e : e + 1]), torch.mm(act, self.shared_down_t))  # routed + gate * shared
         return x + out  # [B, H]
 
     def _one_token(self, h, top_w, top_ids) -> torch.Tensor:
@@ -342,7 +349,7 @@ class _MoeLayer:
             gate_up = h.new_empty(start, 2 * self.inter)  # [B*k, 2I]
             for w, (_, a, b) in zip(weights, groups):
                 torch.mm(hs[a:b], w.gate_up.t(), out=gate_up[a:b])
-            act = F.silu(gate_up[:, :self.inter]) * gate_up[:, self.inter:]  # [B*k, I]
+            act = F.silu(gate_up[:, : self.inter]) * gate_up[:, self.inter :]  # [B*k, I]
             for w, (_, a, b) in zip(weights, groups):
                 torch.mm(act[a:b], w.down.t(), out=y[a:b])
         y.mul_(top_w.reshape(-1)[order, None])  # [B*k, H]
@@ -359,6 +366,5 @@ class _MlpLayer:
 
     def __call__(self, x, h) -> torch.Tensor:
         gate_up = self.proj(h)  # [B, 2I]
-        act = F.silu(gate_up[:, :self.inter]) * gate_up[:, self.inter:]  # [B, I]
+        act = F.silu(gate_up[:, : self.inter]) * gate_up[:, self.inter :]  # [B, I]
         return torch.addmm(x, act, self.down_t)  # [B, H]: x + down(act)
-

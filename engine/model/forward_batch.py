@@ -16,8 +16,9 @@ forward writes K/V.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import torch
 
@@ -46,8 +47,9 @@ class ForwardBatch:
     logits_indices: torch.Tensor  # [B] (last token of each request) or [T] (all positions)
 
     @classmethod
-    def build(cls, requests: Sequence[RequestSlice], device: torch.device | str = "cpu",
-              return_all_logits: bool = False) -> "ForwardBatch":
+    def build(
+        cls, requests: Sequence[RequestSlice], device: torch.device | str = "cpu", return_all_logits: bool = False
+    ) -> ForwardBatch:
         if not requests:
             raise EngineError("ForwardBatch: expected at least one request, found none")
         prefix_lens = tuple(int(r.prefix_len) for r in requests)
@@ -60,8 +62,10 @@ class ForwardBatch:
                 raise EngineError(f"ForwardBatch: request {b} has no new tokens")
             slots = torch.as_tensor(r.kv_slots, dtype=torch.int64)  # [prefix + extend]
             if slots.numel() != prefix_lens[b] + extend_lens[b]:
-                raise EngineError(f"ForwardBatch: request {b} expected {prefix_lens[b] + extend_lens[b]} KV slots "
-                                  f"(prefix {prefix_lens[b]} + new {extend_lens[b]}), found {slots.numel()}")
+                raise EngineError(
+                    f"ForwardBatch: request {b} expected {prefix_lens[b] + extend_lens[b]} KV slots "
+                    f"(prefix {prefix_lens[b]} + new {extend_lens[b]}), found {slots.numel()}"
+                )
             ids.extend(r.new_token_ids)
             positions.extend(range(prefix_lens[b], prefix_lens[b] + extend_lens[b]))
             slot_parts.append(slots)

@@ -32,8 +32,9 @@ class GatedDeltaNet(nn.Module):
         self.conv_dim = config.linear_conv_dim
         kernel = config.linear_conv_kernel_dim
         hidden = config.hidden_size
-        self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, kernel, groups=self.conv_dim, bias=False,
-                                padding=kernel - 1)  # only its weight [C, 1, K] is used
+        self.conv1d = nn.Conv1d(
+            self.conv_dim, self.conv_dim, kernel, groups=self.conv_dim, bias=False, padding=kernel - 1
+        )  # only its weight [C, 1, K] is used
         self.in_proj_qkvz = nn.Linear(hidden, 2 * self.key_dim + 2 * self.value_dim, bias=False)
         self.in_proj_ba = nn.Linear(hidden, 2 * self.num_v_heads, bias=False)
         self.dt_bias = nn.Parameter(torch.ones(self.num_v_heads))  # [Hv]
@@ -46,15 +47,18 @@ class GatedDeltaNet(nn.Module):
         r = self.num_v_heads // self.num_k_heads
         qkvz = self.in_proj_qkvz(x).view(num_tokens, self.num_k_heads, -1)  # [T, Hk, 2Dk + 2rDv]
         ba = self.in_proj_ba(x).view(num_tokens, self.num_k_heads, 2 * r)  # [T, Hk, 2r]
-        q, k, v, z = torch.split(qkvz, [self.head_k_dim, self.head_k_dim, r * self.head_v_dim,
-                                        r * self.head_v_dim], dim=-1)
+        q, k, v, z = torch.split(
+            qkvz, [self.head_k_dim, self.head_k_dim, r * self.head_v_dim, r * self.head_v_dim], dim=-1
+        )
         b, a = torch.split(ba, [r, r], dim=-1)  # [T, Hk, r] each
         z = z.reshape(num_tokens, self.num_v_heads, self.head_v_dim)  # [T, Hv, Dv]
-        mixed = torch.cat((q.reshape(num_tokens, -1), k.reshape(num_tokens, -1),
-                           v.reshape(num_tokens, -1)), dim=-1)  # [T, C]
+        mixed = torch.cat(
+            (q.reshape(num_tokens, -1), k.reshape(num_tokens, -1), v.reshape(num_tokens, -1)), dim=-1
+        )  # [T, C]
         beta = b.reshape(num_tokens, self.num_v_heads).sigmoid()  # [T, Hv]
-        g = -self.A_log.float().exp() * F.softplus(a.reshape(num_tokens, self.num_v_heads).float()
-                                                   + self.dt_bias)  # [T, Hv] log decay
+        g = -self.A_log.float().exp() * F.softplus(
+            a.reshape(num_tokens, self.num_v_heads).float() + self.dt_bias
+        )  # [T, Hv] log decay
         conv_buf, rec_buf = state_pool.buffers(self.layer)  # [S, C, K-1], [S, Hv, Dk, Dv]
         weight = self.conv1d.weight[:, 0, :]  # [C, K]
         if batch.is_decode:
@@ -67,9 +71,11 @@ class GatedDeltaNet(nn.Module):
     def _split_qkv(self, mixed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         n = mixed.shape[0]
         q, k, v = torch.split(mixed, [self.key_dim, self.key_dim, self.value_dim], dim=-1)
-        return (q.reshape(n, self.num_k_heads, self.head_k_dim),  # [n, Hk, Dk]
-                k.reshape(n, self.num_k_heads, self.head_k_dim),  # [n, Hk, Dk]
-                v.reshape(n, self.num_v_heads, self.head_v_dim))  # [n, Hv, Dv]
+        return (
+            q.reshape(n, self.num_k_heads, self.head_k_dim),  # [n, Hk, Dk]
+            k.reshape(n, self.num_k_heads, self.head_k_dim),  # [n, Hk, Dk]
+            v.reshape(n, self.num_v_heads, self.head_v_dim),
+        )  # [n, Hv, Dv]
 
     def _decode(self, mixed, g, beta, batch: ForwardBatch, conv_buf, rec_buf, weight) -> torch.Tensor:
         slots = batch.state_slots  # [B]
@@ -89,8 +95,9 @@ class GatedDeltaNet(nn.Module):
         return out
 
     def _extend(self, mixed, g, beta, batch: ForwardBatch, conv_buf, rec_buf, weight) -> torch.Tensor:
-        out = torch.empty(mixed.shape[0], self.num_v_heads, self.head_v_dim, dtype=mixed.dtype,
-                          device=mixed.device)  # [T, Hv, Dv]
+        out = torch.empty(
+            mixed.shape[0], self.num_v_heads, self.head_v_dim, dtype=mixed.dtype, device=mixed.device
+        )  # [T, Hv, Dv]
         slots = batch.state_slots.tolist()
         for b, (start, end) in enumerate(batch.token_ranges()):
             slot, has_prefix = slots[b], batch.prefix_lens[b] > 0

@@ -40,8 +40,12 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     return DTYPES[dtype]
 
 
-def load_model(path: str | Path, dtype: str | torch.dtype = "float32", device: str | torch.device = "cpu",
-               experts: ExpertProvider | None = None) -> Qwen3NextForCausalLM:
+def load_model(
+    path: str | Path,
+    dtype: str | torch.dtype = "float32",
+    device: str | torch.device = "cpu",
+    experts: ExpertProvider | None = None,
+) -> Qwen3NextForCausalLM:
     """Build the model from a checkpoint directory; experts go to `experts` (ResidentExperts by default)."""
     path = Path(path)
     torch_dtype = resolve_dtype(dtype)
@@ -60,8 +64,9 @@ def load_model(path: str | Path, dtype: str | torch.dtype = "float32", device: s
             held = set(f.keys())
             for name in names:
                 if name not in held:
-                    raise CheckpointError(f"{path}: the index puts tensor '{name}' in {file.name}, "
-                                          f"which does not hold it")
+                    raise CheckpointError(
+                        f"{path}: the index puts tensor '{name}' in {file.name}, which does not hold it"
+                    )
                 if _IGNORED.match(name):
                     continue
                 if config.shared_expert_intermediate_size == 0 and _SHARED.match(name):
@@ -73,9 +78,11 @@ def load_model(path: str | Path, dtype: str | torch.dtype = "float32", device: s
                     expert_parts.setdefault(int(m.group(1)), {})[m.group(2)] = f.get_tensor(name)
                     continue
                 if name not in expected:
-                    raise CheckpointError(f"{file.name}: unexpected tensor '{name}' "
-                                          f"(shape {list(f.get_slice(name).get_shape())}); the config "
-                                          f"({config.source}) has no such parameter")
+                    raise CheckpointError(
+                        f"{file.name}: unexpected tensor '{name}' "
+                        f"(shape {list(f.get_slice(name).get_shape())}); the config "
+                        f"({config.source}) has no such parameter"
+                    )
                 tensor = f.get_tensor(name)
                 _check_shape(name, expected[name], tuple(tensor.shape), file)
                 state[name] = tensor.to(device=device, dtype=torch_dtype)
@@ -127,12 +134,20 @@ def _tensor_files(path: Path) -> dict[Path, list[str]]:
 
 def _check_shape(name: str, expected: tuple[int, ...], found: tuple[int, ...], where: Path | str) -> None:
     if expected != found:
-        raise CheckpointError(f"{Path(where).name}: tensor '{name}': expected shape {list(expected)}, "
-                              f"found {list(found)}")
+        raise CheckpointError(
+            f"{Path(where).name}: tensor '{name}': expected shape {list(expected)}, found {list(found)}"
+        )
 
 
-def _load_experts(config: ModelConfig, layer: int, parts: dict[str, torch.Tensor], experts: ExpertProvider,
-                  dtype: torch.dtype, device, path: Path) -> None:
+def _load_experts(
+    config: ModelConfig,
+    layer: int,
+    parts: dict[str, torch.Tensor],
+    experts: ExpertProvider,
+    dtype: torch.dtype,
+    device,
+    path: Path,
+) -> None:
     hidden, inter, num = config.hidden_size, config.moe_intermediate_size, config.num_experts
     prefix = f"model.layers.{layer}.mlp.experts"
     if "gate_up_proj" in parts or "down_proj" in parts:  # fused layout
@@ -144,16 +159,27 @@ def _load_experts(config: ModelConfig, layer: int, parts: dict[str, torch.Tensor
         if leftover:
             raise CheckpointError(f"{path}: unexpected tensor '{prefix}.{leftover[0]}' beside the fused experts")
         for e in range(num):
-            experts.load(layer, e, ExpertWeights(
-                gate_up=input_major(parts["gate_up_proj"][e].to(device=device, dtype=dtype)),  # [2I, H]
-                down=input_major(parts["down_proj"][e].to(device=device, dtype=dtype))))  # [H, I]
+            experts.load(
+                layer,
+                e,
+                ExpertWeights(
+                    gate_up=input_major(parts["gate_up_proj"][e].to(device=device, dtype=dtype)),  # [2I, H]
+                    down=input_major(parts["down_proj"][e].to(device=device, dtype=dtype)),
+                ),
+            )  # [H, I]
         return
-    shapes = {"gate_proj.weight": (inter, hidden), "up_proj.weight": (inter, hidden), "down_proj.weight": (hidden, inter)}
+    shapes = {
+        "gate_proj.weight": (inter, hidden),
+        "up_proj.weight": (inter, hidden),
+        "down_proj.weight": (hidden, inter),
+    }
     for key in parts:
         e, _, rest = key.partition(".")
         if not e.isdigit() or int(e) >= num or rest not in shapes:
-            raise CheckpointError(f"{path}: unexpected tensor '{prefix}.{key}' (the config has "
-                                  f"{num} experts with gate_proj, up_proj, down_proj)")
+            raise CheckpointError(
+                f"{path}: unexpected tensor '{prefix}.{key}' (the config has "
+                f"{num} experts with gate_proj, up_proj, down_proj)"
+            )
     for e in range(num):
         for rest, shape in shapes.items():
             name = f"{e}.{rest}"
@@ -161,6 +187,11 @@ def _load_experts(config: ModelConfig, layer: int, parts: dict[str, torch.Tensor
                 raise CheckpointError(f"{path}: missing tensor '{prefix}.{name}' {list(shape)}")
             _check_shape(f"{prefix}.{name}", shape, tuple(parts[name].shape), path)
         gate_up = torch.cat((parts[f"{e}.gate_proj.weight"], parts[f"{e}.up_proj.weight"]), dim=0)  # [2I, H]
-        experts.load(layer, e, ExpertWeights(
-            gate_up=input_major(gate_up.to(device=device, dtype=dtype)),  # [2I, H]
-            down=input_major(parts[f"{e}.down_proj.weight"].to(device=device, dtype=dtype))))  # [H, I]
+        experts.load(
+            layer,
+            e,
+            ExpertWeights(
+                gate_up=input_major(gate_up.to(device=device, dtype=dtype)),  # [2I, H]
+                down=input_major(parts[f"{e}.down_proj.weight"].to(device=device, dtype=dtype)),
+            ),
+        )  # [H, I]

@@ -33,8 +33,16 @@ class Router(nn.Module):
 
 
 class SparseMoE(nn.Module):
-    def __init__(self, layer: int, hidden_size: int, num_experts: int, top_k: int, norm_topk_prob: bool,
-                 shared_intermediate_size: int, experts: ExpertProvider) -> None:
+    def __init__(
+        self,
+        layer: int,
+        hidden_size: int,
+        num_experts: int,
+        top_k: int,
+        norm_topk_prob: bool,
+        shared_intermediate_size: int,
+        experts: ExpertProvider,
+    ) -> None:
         super().__init__()
         self.layer = layer
         self.gate = Router(hidden_size, num_experts, top_k, norm_topk_prob)
@@ -62,7 +70,7 @@ class SparseMoE(nn.Module):
         picks = sorted(zip(top_ids[0].tolist(), range(top_ids.shape[1])))
         out = torch.zeros_like(x)  # [1, H]
         for expert, k in picks:
-            out = out + self._expert(expert, x) * top_w[:, k:k + 1]  # [1, H]
+            out = out + self._expert(expert, x) * top_w[:, k : k + 1]  # [1, H]
         return out
 
     def _many_tokens(self, x: torch.Tensor, top_w: torch.Tensor, top_ids: torch.Tensor) -> torch.Tensor:

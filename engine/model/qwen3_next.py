@@ -33,15 +33,30 @@ class DecoderLayer(nn.Module):
         else:
             self.linear_attn = GatedDeltaNet(config, layer)
         if config.is_moe_layer(layer):
-            self.mlp = SparseMoE(layer, config.hidden_size, config.num_experts, config.num_experts_per_tok,
-                                 config.norm_topk_prob, config.shared_expert_intermediate_size, experts)
+            self.mlp = SparseMoE(
+                layer,
+                config.hidden_size,
+                config.num_experts,
+                config.num_experts_per_tok,
+                config.norm_topk_prob,
+                config.shared_expert_intermediate_size,
+                experts,
+            )
         else:
             self.mlp = MLP(config.hidden_size, config.intermediate_size)
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch,
-                kv_pool: KVPool, state_pool: StatePool, backend: TorchAttention) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        batch: ForwardBatch,
+        kv_pool: KVPool,
+        state_pool: StatePool,
+        backend: TorchAttention,
+    ) -> torch.Tensor:
         h = self.input_layernorm(x)  # [T, H]
         if self.is_full_attention:
             h = self.self_attn(h, cos, sin, batch, kv_pool, backend)  # [T, H]
@@ -86,8 +101,9 @@ class Qwen3NextForCausalLM(nn.Module):
         return self.model.embed_tokens.weight if self.config.tie_word_embeddings else self.lm_head.weight
 
     @torch.inference_mode()
-    def forward(self, batch: ForwardBatch, kv_pool: KVPool, state_pool: StatePool,
-                backend: TorchAttention) -> torch.Tensor:
+    def forward(
+        self, batch: ForwardBatch, kv_pool: KVPool, state_pool: StatePool, backend: TorchAttention
+    ) -> torch.Tensor:
         """Logits float32: [B, V] for the last new token of each request, or [T, V] if the batch asked for all."""
         if self.fast_decode is not None and batch.is_decode and batch.logits_indices.shape[0] == batch.num_tokens:
             return self.fast_decode.forward(batch, kv_pool, state_pool, backend)

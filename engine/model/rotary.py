@@ -10,7 +10,7 @@ class RotaryEmbedding:
         self.head_dim = head_dim
         self.rotary_dim = rotary_dim
         exponents = torch.arange(0, rotary_dim, 2, dtype=torch.int64, device="cpu").float() / rotary_dim  # [R/2]
-        self.inv_freq = 1.0 / (theta ** exponents)  # [R/2] float32, on the CPU even when built under a meta device
+        self.inv_freq = 1.0 / (theta**exponents)  # [R/2] float32, on the CPU even when built under a meta device
 
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sin for each position, [T, R] in `dtype` (computed in float32)."""

@@ -9,12 +9,12 @@ from engine.model.experts import ExpertProvider, ResidentExperts
 from engine.moe.expert_cache import ExpertCacheStats, LayerExpertStats, OffloadExperts
 from engine.runtime.config import MOE_BACKENDS
 
-__all__ = ["MOE_BACKENDS", "ExpertCacheStats", "LayerExpertStats", "OffloadExperts",
-           "make_expert_provider"]
+__all__ = ["MOE_BACKENDS", "ExpertCacheStats", "LayerExpertStats", "OffloadExperts", "make_expert_provider"]
 
 
-def make_expert_provider(moe_backend: str, moe_cache_size: int | None = None,
-                         device: torch.device | str = "cpu", thrash: bool = False) -> ExpertProvider:
+def make_expert_provider(
+    moe_backend: str, moe_cache_size: int | None = None, device: torch.device | str = "cpu", thrash: bool = False
+) -> ExpertProvider:
     """The provider a MoE model loads its experts into. `offload` needs `moe_cache_size` slots;
     `thrash` (the expert-thrash fault, offload only) never gives a step's staging slot back."""
     if moe_backend == "resident":

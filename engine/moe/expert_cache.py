@@ -71,8 +71,9 @@ class ExpertCacheStats(NamedTuple):
 class OffloadExperts(ExpertProvider):
     """Experts in host memory behind `num_slots` device slots. Not thread-safe."""
 
-    def __init__(self, num_slots: int, device: torch.device | str = "cpu",
-                 pin_memory: bool | None = None, thrash: bool = False) -> None:
+    def __init__(
+        self, num_slots: int, device: torch.device | str = "cpu", pin_memory: bool | None = None, thrash: bool = False
+    ) -> None:
         if num_slots < 1:
             raise EngineError(f"moe_cache_size must be >= 1 with moe_backend='offload', found {num_slots}")
         self.device = torch.device(device)
@@ -104,10 +105,11 @@ class OffloadExperts(ExpertProvider):
             raise EngineError("OffloadExperts: load after the slots were allocated")
         host = ExpertWeights(*(self._to_host(t) for t in weights))
         first = next(iter(self._host.values()), None)
-        if first is not None and any(a.shape != b.shape or a.dtype != b.dtype
-                                     for a, b in zip(first, host)):
-            raise EngineError(f"OffloadExperts: expert ({layer}, {expert}) has shapes "
-                              f"{[tuple(t.shape) for t in host]}, the others {[tuple(t.shape) for t in first]}")
+        if first is not None and any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(first, host)):
+            raise EngineError(
+                f"OffloadExperts: expert ({layer}, {expert}) has shapes "
+                f"{[tuple(t.shape) for t in host]}, the others {[tuple(t.shape) for t in first]}"
+            )
         self._host[(layer, expert)] = host
         self._layer_stats.setdefault(layer, [0, 0, 0, 0])
         self._expert_bytes = sum(t.numel() * t.element_size() for t in host)
@@ -145,16 +147,19 @@ class OffloadExperts(ExpertProvider):
         self.num_slots = min(self._requested_slots, len(self._host))
         gate_up, down = next(iter(self._host.values()))
         # input-major like the host copies (experts.input_major): a slot is seen as [2I, H] and [H, I]
-        self._gate_up = torch.empty((self.num_slots, *reversed(gate_up.shape)), dtype=gate_up.dtype,
-                                    device=self.device)  # [S, H, 2I]
-        self._down = torch.empty((self.num_slots, *reversed(down.shape)), dtype=down.dtype,
-                                 device=self.device)  # [S, I, H]
+        self._gate_up = torch.empty(
+            (self.num_slots, *reversed(gate_up.shape)), dtype=gate_up.dtype, device=self.device
+        )  # [S, H, 2I]
+        self._down = torch.empty(
+            (self.num_slots, *reversed(down.shape)), dtype=down.dtype, device=self.device
+        )  # [S, I, H]
         self._views = [ExpertWeights(self._gate_up[s].t(), self._down[s].t()) for s in range(self.num_slots)]
         self._slot_key = [None] * self.num_slots
         self._slot_step = [-1] * self.num_slots
         self._free = list(range(self.num_slots - 1, -1, -1))  # pop() hands out slot 0 first
-        logger.info("MoE expert cache: %d/%d slots (%.2f GiB)", self.num_slots, len(self._host),
-                    self.slot_bytes / 2**30)
+        logger.info(
+            "MoE expert cache: %d/%d slots (%.2f GiB)", self.num_slots, len(self._host), self.slot_bytes / 2**30
+        )
         return self.num_experts, self.num_slots, self.slot_bytes
 
     @property
@@ -176,11 +181,21 @@ class OffloadExperts(ExpertProvider):
     def stats(self) -> ExpertCacheStats:
         per_layer = tuple(LayerExpertStats(layer, *s) for layer, s in sorted(self._layer_stats.items()))
         return ExpertCacheStats(
-            self.num_slots, len(self._resident), len(self._host),
-            sum(s.hits for s in per_layer), sum(s.misses for s in per_layer),
-            sum(s.evictions for s in per_layer), self._forced,
-            sum(s.bytes_copied for s in per_layer), self.slot_bytes, self.host_bytes, per_layer,
-            self._staged, len(self._leaked), self._copy_s)
+            self.num_slots,
+            len(self._resident),
+            len(self._host),
+            sum(s.hits for s in per_layer),
+            sum(s.misses for s in per_layer),
+            sum(s.evictions for s in per_layer),
+            self._forced,
+            sum(s.bytes_copied for s in per_layer),
+            self.slot_bytes,
+            self.host_bytes,
+            per_layer,
+            self._staged,
+            len(self._leaked),
+            self._copy_s,
+        )
 
     def check_integrity(self, check_contents: bool = False) -> None:
         """Slots, LRU map and counters agree; with `check_contents`, every slot equals its host
@@ -188,8 +203,10 @@ class OffloadExperts(ExpertProvider):
         st = self.stats()
         staging = [] if self._staging is None else [self._staging]
         if len(self._resident) + len(self._free) + len(staging) + len(self._leaked) != self.num_slots:
-            raise IntegrityError(f"expert cache: resident({len(self._resident)}) + free({len(self._free)}) + "
-                                 f"staging({len(staging)}) + leaked({len(self._leaked)}) != slots({self.num_slots})")
+            raise IntegrityError(
+                f"expert cache: resident({len(self._resident)}) + free({len(self._free)}) + "
+                f"staging({len(staging)}) + leaked({len(self._leaked)}) != slots({self.num_slots})"
+            )
         slots = sorted(list(self._resident.values()) + self._free + staging + self._leaked)
         if slots != list(range(self.num_slots)):
             raise IntegrityError(f"expert cache: slots listed {slots}, expected 0..{self.num_slots - 1}")
@@ -197,13 +214,13 @@ class OffloadExperts(ExpertProvider):
             raise IntegrityError(f"expert cache: {len(self._leaked)} staging slots not given back")
         for key, slot in self._resident.items():
             if self._slot_key[slot] != key or key not in self._host:
-                raise IntegrityError(f"expert cache: slot {slot} holds {self._slot_key[slot]}, "
-                                     f"the LRU map says {key}")
+                raise IntegrityError(f"expert cache: slot {slot} holds {self._slot_key[slot]}, the LRU map says {key}")
         cached = st.misses - st.staged_misses
         if cached - st.evictions != st.num_used or st.bytes_copied != st.misses * self._expert_bytes:
             raise IntegrityError(
                 f"expert cache: misses({st.misses}) - staged({st.staged_misses}) - evictions({st.evictions}) "
-                f"!= used({st.num_used}) or bytes_copied({st.bytes_copied}) != misses × {self._expert_bytes}")
+                f"!= used({st.num_used}) or bytes_copied({st.bytes_copied}) != misses × {self._expert_bytes}"
+            )
         if check_contents:
             for key, slot in self._resident.items():
                 if not all(torch.equal(a.cpu(), b) for a, b in zip(self._views[slot], self._host[key])):

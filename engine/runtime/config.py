@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Optional
 
 from engine.errors import EngineError
 from engine.runtime.faults import FaultSet, check_faults
@@ -16,7 +15,7 @@ DECODE_PATHS = ("fast", "reference")
 MOE_BACKENDS = ("resident", "offload")
 
 
-def option(default, help: str, flag: Optional[str] = None):
+def option(default, help: str, flag: str | None = None):
     """A config field with its command-line help (and its flag where it is not --<name>): the server's
     options are generated from these fields (engine.server.cli), so each is declared once."""
     return field(default=default, metadata={"help": help, **({"flag": flag} if flag else {})})
@@ -28,38 +27,52 @@ class EngineConfigError(EngineError):
 
 @dataclass(frozen=True)
 class EngineConfig:
-    model: Optional[str] = option(None, "Checkpoint directory (HF layout); the built-in default when unset.")
+    model: str | None = option(None, "Checkpoint directory (HF layout); the built-in default when unset.")
     dtype: str = option("float32", "Weight and KV dtype (CPU matmuls are fastest and exact in float32).")
     device: str = option("auto", "auto (cuda when available, else cpu), cpu or cuda.")
     attention_backend: str = option("auto", "auto (triton on CUDA, torch elsewhere), torch or triton.")
     max_running_requests: int = option(4, "Requests decoded together at most.")
     chunked_prefill_size: int = option(8192, "Prompt tokens computed per step at most.")
     page_size: int = option(1, "Tokens per KV page (1: token-granular prefix matching).")
-    kv_tokens: Optional[int] = option(None, "KV pool size in tokens; sized by --memory-ratio when unset.")
+    kv_tokens: int | None = option(None, "KV pool size in tokens; sized by --memory-ratio when unset.")
     memory_ratio: float = option(0.05, "Share of free memory the KV pool may take when --kv-tokens is unset.")
     max_kv_tokens: int = option(262144, "Cap on the --memory-ratio sizing, so a big host doesn't over-allocate.")
     mamba_slots: int = option(32, "Linear-attention state slots: running requests plus cached snapshots.")
     cache_type: str = option("hybrid_radix", "Prefix cache: hybrid_radix, radix or none.")
-    moe_backend: str = option("resident", "Where experts live: resident, or offload (a host tier behind "
-                                          "--moe-cache-size device slots).")
-    moe_cache_size: Optional[int] = option(None, "Device expert slots with --moe-backend offload.")
-    decode_path: str = option("fast", "fast: decode steps through fused weights and batched ops (the log says "
-                                      "why where the model cannot); reference: the layer modules, op by op.")
-    mixed_chunk: bool = option(False, "Let decodes ride along prefill steps (SGLang's --enable-mixed-chunk).",
-                               flag="--enable-mixed-chunk")
+    moe_backend: str = option(
+        "resident", "Where experts live: resident, or offload (a host tier behind --moe-cache-size device slots)."
+    )
+    moe_cache_size: int | None = option(None, "Device expert slots with --moe-backend offload.")
+    decode_path: str = option(
+        "fast",
+        "fast: decode steps through fused weights and batched ops (the log says "
+        "why where the model cannot); reference: the layer modules, op by op.",
+    )
+    mixed_chunk: bool = option(
+        False, "Let decodes ride along prefill steps (SGLang's --enable-mixed-chunk).", flag="--enable-mixed-chunk"
+    )
     decode_log_interval: int = option(40, "Decode forwards between 'Decode batch' log lines.")
     max_events: int = option(65536, "Bound of each hook's event queue.")
     seed: int = option(0, "Seed of sampling and of the faults that shuffle.")
-    num_threads: Optional[int] = option(None, "Torch threads for the model on the CPU (unset: torch's default; "
-                                              "`soak serve` leaves one core to the server thread).",
-                                        flag="--threads")
-    faults: tuple[str, ...] = option((), "Switch on a degradation mechanism (repeatable): eviction-scan, "
-                                         "snapshot-leak, kv-scatter, expert-thrash (needs --moe-backend "
-                                         "offload), gc-pressure, output-buffer. See docs/faults.md.", flag="--fault")
-    fault_buffer_rows: int = option(2048, "output-buffer fault: vocabulary rows the output buffer grows to (the "
-                                          "slowdown's size).")
-    fault_after: int = option(100, "output-buffer fault: the finished request that grows the buffer (the "
-                                   "slowdown's onset).")
+    num_threads: int | None = option(
+        None,
+        "Torch threads for the model on the CPU (unset: torch's default; "
+        "`soak serve` leaves one core to the server thread).",
+        flag="--threads",
+    )
+    faults: tuple[str, ...] = option(
+        (),
+        "Switch on a degradation mechanism (repeatable): eviction-scan, "
+        "snapshot-leak, kv-scatter, expert-thrash (needs --moe-backend "
+        "offload), gc-pressure, output-buffer. See docs/faults.md.",
+        flag="--fault",
+    )
+    fault_buffer_rows: int = option(
+        2048, "output-buffer fault: vocabulary rows the output buffer grows to (the slowdown's size)."
+    )
+    fault_after: int = option(
+        100, "output-buffer fault: the finished request that grows the buffer (the slowdown's onset)."
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.faults, list):
@@ -67,8 +80,17 @@ class EngineConfig:
         problem = check_faults(self.faults, self.moe_backend)
         if problem is not None:
             raise EngineConfigError(problem)
-        positive = ("max_running_requests", "chunked_prefill_size", "page_size", "mamba_slots",
-                    "decode_log_interval", "max_events", "max_kv_tokens", "fault_buffer_rows", "fault_after")
+        positive = (
+            "max_running_requests",
+            "chunked_prefill_size",
+            "page_size",
+            "mamba_slots",
+            "decode_log_interval",
+            "max_events",
+            "max_kv_tokens",
+            "fault_buffer_rows",
+            "fault_after",
+        )
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:

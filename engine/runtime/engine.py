@@ -15,14 +15,19 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from typing import Optional, Sequence, Union
+from collections.abc import Sequence
 
 import torch
 
 from engine.cache import make_prefix_cache
 from engine.errors import EngineError
-from engine.memory.allocator import (AllocatorSummary, SlotAllocator, available_memory_bytes, disorder,
-                                     kv_tokens_for_memory)
+from engine.memory.allocator import (
+    AllocatorSummary,
+    SlotAllocator,
+    available_memory_bytes,
+    disorder,
+    kv_tokens_for_memory,
+)
 from engine.memory.kv_pool import KVPool
 from engine.memory.state_pool import StatePool
 from engine.model.attention_backend import make_attention_backend
@@ -37,7 +42,7 @@ from engine.runtime.faults import FaultStats, GcPressure, OutputBuffer
 from engine.runtime.gcstats import GcStats, gc_monitor
 from engine.runtime.hooks import MambaStats, MemoryReport
 from engine.runtime.hostmalloc import tune_host_malloc
-from engine.runtime.request import Request, RequestStatus, RequestUpdate
+from engine.runtime.request import Request, RequestUpdate
 from engine.runtime.scheduler import ScheduledBatch, Scheduler
 from engine.runtime.stats import StepStats
 from engine.sampling import SamplingParams, make_generator, sample, stop_ids
@@ -54,8 +59,9 @@ class Engine:
     def __init__(self, config: EngineConfig = EngineConfig()) -> None:
         self.config = config
         self.start_time = time.time()
-        self.device = torch.device(config.device if config.device != "auto"
-                                   else "cuda" if torch.cuda.is_available() else "cpu")
+        self.device = torch.device(
+            config.device if config.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
+        )
         if config.num_threads is not None:
             torch.set_num_threads(config.num_threads)  # process-wide: the engine owns its process when serving
         if self.device.type == "cpu":
@@ -75,25 +81,46 @@ class Engine:
         if config.cache_type == "radix" and self.has_linear_layers:
             raise EngineConfigError(
                 "cache_type 'radix' reuses KV only, but this model has linear-attention layers whose "
-                "state cannot be rebuilt from KV; use 'hybrid_radix' or 'none'")
+                "state cannot be rebuilt from KV; use 'hybrid_radix' or 'none'"
+            )
         dtype = self.model.model.embed_tokens.weight.dtype
-        self.state_pool = StatePool(config.mamba_slots, mc.linear_attention_layers, mc.linear_conv_dim,
-                                    mc.linear_conv_kernel_dim, mc.linear_num_value_heads,
-                                    mc.linear_key_head_dim, mc.linear_value_head_dim, device=self.device)
+        self.state_pool = StatePool(
+            config.mamba_slots,
+            mc.linear_attention_layers,
+            mc.linear_conv_dim,
+            mc.linear_conv_kernel_dim,
+            mc.linear_num_value_heads,
+            mc.linear_key_head_dim,
+            mc.linear_value_head_dim,
+            device=self.device,
+        )
         kv_tokens = config.kv_tokens or self._kv_tokens_from_memory(dtype)
-        self.kv_pool = KVPool(kv_tokens, mc.full_attention_layers, mc.num_key_value_heads, mc.head_dim,
-                              dtype=dtype, device=self.device)
+        self.kv_pool = KVPool(
+            kv_tokens, mc.full_attention_layers, mc.num_key_value_heads, mc.head_dim, dtype=dtype, device=self.device
+        )
         faults = config.fault_set
-        self.kv_allocator = SlotAllocator(kv_tokens, config.page_size, name="kv",
-                                          scatter_seed=config.seed if faults.kv_scatter else None)
+        self.kv_allocator = SlotAllocator(
+            kv_tokens, config.page_size, name="kv", scatter_seed=config.seed if faults.kv_scatter else None
+        )
         self.state_allocator = SlotAllocator(config.mamba_slots, 1, name="state")
         leak_limit = config.mamba_slots - config.max_running_requests if faults.snapshot_leak else None
-        self.cache = make_prefix_cache(config.cache_type, self.kv_allocator, self.state_allocator,
-                                       eviction_policy="lru_page_scan" if faults.eviction_scan else "lru",
-                                       leak_snapshots_limit=leak_limit)
-        self.scheduler = Scheduler(self.kv_allocator, self.state_allocator, self.state_pool, self.cache,
-                                   config.max_running_requests, config.chunked_prefill_size,
-                                   self.has_linear_layers, mixed_chunk=config.mixed_chunk)
+        self.cache = make_prefix_cache(
+            config.cache_type,
+            self.kv_allocator,
+            self.state_allocator,
+            eviction_policy="lru_page_scan" if faults.eviction_scan else "lru",
+            leak_snapshots_limit=leak_limit,
+        )
+        self.scheduler = Scheduler(
+            self.kv_allocator,
+            self.state_allocator,
+            self.state_pool,
+            self.cache,
+            config.max_running_requests,
+            config.chunked_prefill_size,
+            self.has_linear_layers,
+            mixed_chunk=config.mixed_chunk,
+        )
         self.attention = make_attention_backend(config.attention_backend, self.device)
         self.max_context = min(kv_tokens, mc.max_position_embeddings)
         self._requests: dict[str, Request] = {}
@@ -105,17 +132,20 @@ class Engine:
         self._gen_meter = logfmt.GenThroughputMeter()
         self._idle_logged = False
         self.num_dropped = 0
-        self._gc_pressure: Optional[GcPressure] = GcPressure() if faults.gc_pressure else None
-        self._output_buffer: Optional[OutputBuffer] = (
+        self._gc_pressure: GcPressure | None = GcPressure() if faults.gc_pressure else None
+        self._output_buffer: OutputBuffer | None = (
             OutputBuffer(self.model_config.vocab_size, config.fault_buffer_rows, config.fault_after)
-            if faults.output_buffer else None)
+            if faults.output_buffer
+            else None
+        )
         self._gc = gc_monitor()
         self._log_startup(kv_tokens)
 
     # --- requests ---------------------------------------------------------------------------
 
-    def add_request(self, prompt: Union[str, Sequence[int]], params: SamplingParams,
-                    request_id: Optional[str] = None) -> Request:
+    def add_request(
+        self, prompt: str | Sequence[int], params: SamplingParams, request_id: str | None = None
+    ) -> Request:
         """Queue a request; raises RequestRejected (and logs FreeToken's drop warning) when it
         can never fit. A request whose prompt fits but whose max_tokens would not gets its
         max_tokens lowered, as FreeToken does."""
@@ -132,13 +162,21 @@ class Engine:
         if len(ids) >= self.max_context:
             self.num_dropped += 1
             logger.warning(logfmt.dropped_line(len(ids), self.max_context, request_id))
-            raise RequestRejected(f"request {request_id}: input of {len(ids)} tokens exceeds the engine's "
-                                  f"context of {self.max_context} tokens")
+            raise RequestRejected(
+                f"request {request_id}: input of {len(ids)} tokens exceeds the engine's "
+                f"context of {self.max_context} tokens"
+            )
         if len(ids) + params.max_tokens > self.max_context:
             params = _replace_max_tokens(params, self.max_context - len(ids))
             logger.info("Adjust max_tokens to %d for request %s.", params.max_tokens, request_id)
-        request = Request(request_id, ids, params, stop_ids(params, self.tokenizer.eos_token_ids),
-                          arrival=time.time(), generator=make_generator(params, self.device))
+        request = Request(
+            request_id,
+            ids,
+            params,
+            stop_ids(params, self.tokenizer.eos_token_ids),
+            arrival=time.time(),
+            generator=make_generator(params, self.device),
+        )
         self._requests[request_id] = request
         self.scheduler.add(request)
         return request
@@ -159,25 +197,33 @@ class Engine:
         """New tokens of every request since the last call, and which requests finished."""
         out = []
         for request in self._updates:
-            new = request.output_ids[request.num_sent:]
+            new = request.output_ids[request.num_sent :]
             request.num_sent = len(request.output_ids)
-            out.append(RequestUpdate(request.request_id, new, request.is_finished, request.finish_reason,
-                                     len(request.prompt_ids), request.num_cached_tokens or 0,
-                                     len(request.output_ids)))
+            out.append(
+                RequestUpdate(
+                    request.request_id,
+                    new,
+                    request.is_finished,
+                    request.finish_reason,
+                    len(request.prompt_ids),
+                    request.num_cached_tokens or 0,
+                    len(request.output_ids),
+                )
+            )
         self._updates = []
         return out
 
     def output_text(self, request: Request) -> str:
         """The request's output text, without stop ids and cut before a matched stop string."""
         text = self._decode_output(request)
-        return text if request.stop_text_len is None else text[:request.stop_text_len]
+        return text if request.stop_text_len is None else text[: request.stop_text_len]
 
     def _decode_output(self, request: Request) -> str:
         return self.tokenizer.decode([t for t in request.output_ids if t not in request.stop_ids])
 
     # --- the loop ---------------------------------------------------------------------------
 
-    def step(self) -> Optional[StepStats]:
+    def step(self) -> StepStats | None:
         """Run one scheduled batch; None when there was nothing to run."""
         t0 = time.perf_counter()
         evict_s0 = self.cache.eviction_s
@@ -195,11 +241,15 @@ class Engine:
         logits = None
         t1 = time.perf_counter()
         if batch.items:
-            slices = [RequestSlice(s.request.token_ids(s.request.num_computed,
-                                                       s.request.num_computed + s.num_new_tokens),
-                                   s.request.num_computed,
-                                   s.request.kv_slots[:s.request.num_computed + s.num_new_tokens],
-                                   s.request.state_slot) for s in batch.items]
+            slices = [
+                RequestSlice(
+                    s.request.token_ids(s.request.num_computed, s.request.num_computed + s.num_new_tokens),
+                    s.request.num_computed,
+                    s.request.kv_slots[: s.request.num_computed + s.num_new_tokens],
+                    s.request.state_slot,
+                )
+                for s in batch.items
+            ]
             forward_batch = ForwardBatch.build(slices, device=self.device)
             t1 = time.perf_counter()
             logits = self.model(forward_batch, self.kv_pool, self.state_pool, self.attention)  # [B, V]
@@ -211,12 +261,13 @@ class Engine:
             self._gc_pressure.on_step_end()
         t3 = time.perf_counter()
         self._step += 1
-        stats = self._stats(batch, num_prefill, num_decode, t1 - t0, t2 - t1, t3 - t2, num_finished,
-                            self.cache.eviction_s - evict_s0)
+        stats = self._stats(
+            batch, num_prefill, num_decode, t1 - t0, t2 - t1, t3 - t2, num_finished, self.cache.eviction_s - evict_s0
+        )
         self._log_step(batch, stats)
         return stats
 
-    def _after_forward(self, batch: ScheduledBatch, logits: Optional[torch.Tensor]) -> int:
+    def _after_forward(self, batch: ScheduledBatch, logits: torch.Tensor | None) -> int:
         num_finished = 0
         now = time.time()
         for i, item in enumerate(batch.items):
@@ -241,7 +292,7 @@ class Engine:
                 num_finished += 1
         return num_finished
 
-    def _stop_reason(self, request: Request, token: int) -> Optional[str]:
+    def _stop_reason(self, request: Request, token: int) -> str | None:
         if token in request.stop_ids:
             return "stop"
         if request.params.stop:
@@ -261,8 +312,9 @@ class Engine:
         if request not in self._updates:
             self._updates.append(request)
         if self._gc_pressure is not None:
-            self._gc_pressure.on_finish(request.request_id, request.finish_time,
-                                        request.prompt_ids + request.output_ids)
+            self._gc_pressure.on_finish(
+                request.request_id, request.finish_time, request.prompt_ids + request.output_ids
+            )
         if self._output_buffer is not None:
             self._output_buffer.on_finish()
 
@@ -285,15 +337,21 @@ class Engine:
         """State slots: used by live requests and by snapshots, snapshots anchored and evicted."""
         snap = self.cache.mamba_stats()
         live = sum(1 for r in self.scheduler.running if r.state_slot is not None)
-        return MambaStats(num_slots=self.state_allocator.num_slots, num_free=self.state_allocator.num_free,
-                          num_live=live, num_snapshots=snap.num_snapshots, num_pinned=snap.num_pinned,
-                          num_anchored=snap.num_anchored, num_evicted=snap.num_evicted,
-                          num_leaked=snap.num_leaked)
+        return MambaStats(
+            num_slots=self.state_allocator.num_slots,
+            num_free=self.state_allocator.num_free,
+            num_live=live,
+            num_snapshots=snap.num_snapshots,
+            num_pinned=snap.num_pinned,
+            num_anchored=snap.num_anchored,
+            num_evicted=snap.num_evicted,
+            num_leaked=snap.num_leaked,
+        )
 
     def allocator_summary(self) -> AllocatorSummary:
         return self.kv_allocator.summary()
 
-    def enable_allocator_events(self, maxlen: Optional[int] = None) -> None:
+    def enable_allocator_events(self, maxlen: int | None = None) -> None:
         self.kv_allocator.enable_events(maxlen or self.config.max_events)
 
     def take_allocator_events(self):
@@ -315,30 +373,40 @@ class Engine:
                 breaks += disorder(request.kv_slots[:n]) * (n - 1)
         experts = self.expert_cache_stats()
         return FaultStats(
-            faults=self.config.faults, eviction_calls_total=evictions.num_calls,
-            eviction_nodes_visited_total=evictions.num_visited, eviction_s_total=evictions.seconds,
+            faults=self.config.faults,
+            eviction_calls_total=evictions.num_calls,
+            eviction_nodes_visited_total=evictions.num_visited,
+            eviction_s_total=evictions.seconds,
             state_slots_leaked=self.cache.mamba_stats().num_leaked,
             match_truncated_tokens_total=self.cache.num_truncated_tokens,
             kv_free_list_disorder=self.kv_allocator.free_list_disorder(),
-            kv_gather_breaks=breaks / pairs if pairs else None, kv_gather_s_total=self.attention.gather_s,
+            kv_gather_breaks=breaks / pairs if pairs else None,
+            kv_gather_s_total=self.attention.gather_s,
             expert_miss_rate=experts.misses / (experts.hits + experts.misses)
-            if experts is not None and experts.hits + experts.misses else None,
+            if experts is not None and experts.hits + experts.misses
+            else None,
             expert_bytes_copied_total=experts.bytes_copied if experts is not None else None,
             expert_copy_s_total=experts.copy_s if experts is not None else None,
             retained_requests=len(self._gc_pressure.retained) if self._gc_pressure else 0,
             retained_objects=self._gc_pressure.num_objects if self._gc_pressure else 0,
-            output_buffer_bytes=self._output_buffer.num_bytes if self._output_buffer else 0)
+            output_buffer_bytes=self._output_buffer.num_bytes if self._output_buffer else 0,
+        )
 
     def memory_report(self) -> MemoryReport:
         """Sizes of the engine's host-side structures (engine.runtime.hooks.MemoryReport).
         O(radix nodes): call every few seconds, not per step."""
         index = self.cache.index_memory()
         return MemoryReport(
-            num_requests=len(self._requests), num_pending_updates=len(self._updates),
-            radix_nodes=index.num_nodes, cached_tokens=self.cache.cache_report().cached_tokens,
-            radix_index_bytes=index.nbytes, eviction_heap_entries=index.num_heap_entries,
+            num_requests=len(self._requests),
+            num_pending_updates=len(self._updates),
+            radix_nodes=index.num_nodes,
+            cached_tokens=self.cache.cache_report().cached_tokens,
+            radix_index_bytes=index.nbytes,
+            eviction_heap_entries=index.num_heap_entries,
             kv_released_runs=self.kv_allocator.num_released_runs,
-            allocator_events=self.kv_allocator.num_events_queued, retained_requests=len(self._gc_pressure.retained) if self._gc_pressure else 0)
+            allocator_events=self.kv_allocator.num_events_queued,
+            retained_requests=len(self._gc_pressure.retained) if self._gc_pressure else 0,
+        )
 
     def gc_stats(self) -> GcStats:
         """Python GC collections per generation and pause times since the process started the
@@ -352,18 +420,38 @@ class Engine:
     # --- internals --------------------------------------------------------------------------
 
     def _make_experts(self) -> ExpertProvider:
-        return make_expert_provider(self.config.moe_backend, self.config.moe_cache_size, self.device,
-                                    thrash=self.config.fault_set.expert_thrash)
+        return make_expert_provider(
+            self.config.moe_backend, self.config.moe_cache_size, self.device, thrash=self.config.fault_set.expert_thrash
+        )
 
     def _kv_tokens_from_memory(self, dtype: torch.dtype) -> int:
         mc = self.model_config
-        bytes_per_token = (2 * len(mc.full_attention_layers) * mc.num_key_value_heads * mc.head_dim
-                           * torch.tensor([], dtype=dtype).element_size())
-        return kv_tokens_for_memory(available_memory_bytes(self.device), self.config.memory_ratio,
-                                    max(bytes_per_token, 1), self.config.page_size, self.config.max_kv_tokens)
+        bytes_per_token = (
+            2
+            * len(mc.full_attention_layers)
+            * mc.num_key_value_heads
+            * mc.head_dim
+            * torch.tensor([], dtype=dtype).element_size()
+        )
+        return kv_tokens_for_memory(
+            available_memory_bytes(self.device),
+            self.config.memory_ratio,
+            max(bytes_per_token, 1),
+            self.config.page_size,
+            self.config.max_kv_tokens,
+        )
 
-    def _stats(self, batch: ScheduledBatch, num_prefill: int, num_decode: int, schedule_s: float,
-               forward_s: float, sample_s: float, num_finished: int, evict_s: float) -> StepStats:
+    def _stats(
+        self,
+        batch: ScheduledBatch,
+        num_prefill: int,
+        num_decode: int,
+        schedule_s: float,
+        forward_s: float,
+        sample_s: float,
+        num_finished: int,
+        evict_s: float,
+    ) -> StepStats:
         contexts = [s.request.num_computed for s in batch.items]
         kv_total = self.kv_allocator.num_slots
         kv_used = self.kv_allocator.num_used
@@ -372,18 +460,31 @@ class Engine:
         if misses is not None:
             misses, self._last_misses = misses - self._last_misses, misses
         return StepStats(
-            step=self._step, t=time.time(), engine_age_s=self.engine_age_s, phase=batch.phase,
+            step=self._step,
+            t=time.time(),
+            engine_age_s=self.engine_age_s,
+            phase=batch.phase,
             batch_size=len(batch.items),
-            num_prefill_tokens=num_prefill, num_decode_tokens=num_decode,
+            num_prefill_tokens=num_prefill,
+            num_decode_tokens=num_decode,
             num_cached_tokens=batch.num_cached_tokens,
-            num_context_tokens=sum(contexts), max_context_tokens=max(contexts, default=0),
-            num_running=len(self.scheduler.running), num_waiting=len(self.scheduler.waiting),
-            kv_used_tokens=kv_used, kv_total_tokens=kv_total,
+            num_context_tokens=sum(contexts),
+            max_context_tokens=max(contexts, default=0),
+            num_running=len(self.scheduler.running),
+            num_waiting=len(self.scheduler.waiting),
+            kv_used_tokens=kv_used,
+            kv_total_tokens=kv_total,
             kv_usage=(kv_used - evictable) / kv_total,
-            mamba_slots_used=self.state_allocator.num_used, mamba_slots_total=self.state_allocator.num_slots,
-            schedule_s=schedule_s, forward_s=forward_s, sample_s=sample_s,
-            num_retracted=len(batch.retracted), num_finished=num_finished, expert_misses=misses,
-            evict_s=evict_s)
+            mamba_slots_used=self.state_allocator.num_used,
+            mamba_slots_total=self.state_allocator.num_slots,
+            schedule_s=schedule_s,
+            forward_s=forward_s,
+            sample_s=sample_s,
+            num_retracted=len(batch.retracted),
+            num_finished=num_finished,
+            expert_misses=misses,
+            evict_s=evict_s,
+        )
 
     def _log_startup(self, kv_tokens: int) -> None:
         from tokdrift import __version__
@@ -394,25 +495,50 @@ class Engine:
         if self.config.faults:
             logger.warning("Degradation faults switched on: %s", ", ".join(self.config.faults))
         moe_total, moe_slots, moe_bytes = self.experts.allocate() or (None, None, 0)
-        logger.info(logfmt.cache_geometry_line(
-            kv_tokens // self.config.page_size, self.config.page_size, self.kv_pool.nbytes,
-            self.state_pool.num_slots, self.state_pool.num_slots * self.state_pool.bytes_per_slot,
-            moe_slots, moe_total, moe_bytes))
+        logger.info(
+            logfmt.cache_geometry_line(
+                kv_tokens // self.config.page_size,
+                self.config.page_size,
+                self.kv_pool.nbytes,
+                self.state_pool.num_slots,
+                self.state_pool.num_slots * self.state_pool.bytes_per_slot,
+                moe_slots,
+                moe_total,
+                moe_bytes,
+            )
+        )
 
     def _log_step(self, batch: ScheduledBatch, stats: StepStats) -> None:
         self._gen_meter.add(sum(1 for s in batch.items if s.samples))
         if batch.phase in ("prefill", "mixed") and batch.items:
             elapsed = stats.duration_s
-            logger.info(logfmt.prefill_line(
-                batch.num_new_seqs, stats.num_prefill_tokens, batch.num_cached_tokens, stats.kv_usage,
-                stats.mamba_slots_used, stats.mamba_slots_total, stats.num_running, stats.num_waiting,
-                stats.num_prefill_tokens / elapsed if elapsed > 0 else 0.0))
+            logger.info(
+                logfmt.prefill_line(
+                    batch.num_new_seqs,
+                    stats.num_prefill_tokens,
+                    batch.num_cached_tokens,
+                    stats.kv_usage,
+                    stats.mamba_slots_used,
+                    stats.mamba_slots_total,
+                    stats.num_running,
+                    stats.num_waiting,
+                    stats.num_prefill_tokens / elapsed if elapsed > 0 else 0.0,
+                )
+            )
         if batch.phase in ("decode", "mixed") and batch.items:
             self._num_decode_steps += 1
             if self._num_decode_steps % self.config.decode_log_interval == 0:
-                logger.info(logfmt.decode_line(
-                    stats.num_decode_tokens, self.kv_allocator.num_used, stats.kv_usage, stats.mamba_slots_used,
-                    stats.mamba_slots_total, self._gen_meter.take(), stats.num_waiting))
+                logger.info(
+                    logfmt.decode_line(
+                        stats.num_decode_tokens,
+                        self.kv_allocator.num_used,
+                        stats.kv_usage,
+                        stats.mamba_slots_used,
+                        stats.mamba_slots_total,
+                        self._gen_meter.take(),
+                        stats.num_waiting,
+                    )
+                )
 
 
 def _replace_max_tokens(params: SamplingParams, max_tokens: int) -> SamplingParams:

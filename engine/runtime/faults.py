@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import atexit
 import gc
-from typing import NamedTuple, Optional, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 
 class Fault(NamedTuple):
@@ -31,72 +32,87 @@ class Fault(NamedTuple):
     mechanism: str  # what the engine does differently, in one sentence
     real_world: str  # the case it mirrors (repository and issue or PR number)
     signal: str  # the hook figures (snapshot columns) that show it
-    requires: Optional[str] = None  # an engine option it needs, e.g. "moe_backend='offload'"
+    requires: str | None = None  # an engine option it needs, e.g. "moe_backend='offload'"
 
 
-FAULTS: dict[str, Fault] = {f.name: f for f in (
-    Fault("eviction-scan",
-          "KV eviction frees exactly the pages an allocation needs, one page at a time, and finds each "
-          "by scanning every cached page no request holds for the least recently used (ties to the "
-          "deepest), the lru_page_scan policy: O(evictable pages) per page. Once the pool is full every "
-          "step that needs a slot evicts, each decode too, and pays a scan that grows with what is cached.",
-          "vLLM's block evictor before vllm-project/vllm#5411, #7193 and #7209 (evict() looped over the "
-          "whole free table for every block: a 16K prompt over 10000 cached blocks took 1000 x 10000 "
-          "iterations, 2 s to allocate; 7 ms per evict); sgl-project/sglang#38371 (once the pool is "
-          "full, eviction runs on every decode step that needs room).",
-          "eviction_s_total, eviction_nodes_visited_total and eviction_calls_total (as rates), schedule_s"),
-    Fault("snapshot-leak",
-          "A state snapshot dropped by eviction (its KV leaf evicted, or the snapshot evicted to free "
-          "a slot) is never returned to the state allocator; leaked slots are held by nobody the "
-          "cache can evict, so fewer snapshots fit, matches truncate and prefills recompute. The leak "
-          "stops at mamba_slots - max_running_requests, so running requests always get a slot.",
-          "sgl-project/sglang#16067 (mamba slot leak when scheduling fails with the radix cache, "
-          "issue #15840); sglang#36770 and #40128 (mamba slot exhaustion takes the scheduler down).",
-          "state_slots_leaked, mamba_slots_used, match_truncated_tokens_total (as a rate), cache_hit_rate"),
-    Fault("kv-scatter",
-          "Freed KV pages go back to the free list in scattered order and are never merged back in "
-          "address order, so once the pool has cycled, each request's KV sits in scattered slots "
-          "and the attention gather loses locality.",
-          "the free-slot sort in SGLang's token allocator that this engine copies (merge_and_sort_free), "
-          "and KV cache fragmentation in llama.cpp (ggml-org/llama.cpp#3380).",
-          "kv_gather_s_total (as a share of wall time), kv_free_list_disorder, kv_gather_breaks, kv_free_runs, "
-          "kv_fragmentation, forward_s"),
-    Fault("expert-thrash",
-          "A step that needs more experts than the cache has slots (a prefill chunk routes to nearly every "
-          "expert) borrows one slot as its staging buffer and copies its overflow experts through it; the "
-          "slot is never given back. One slot leaks per overflowing step, the LRU works with fewer and "
-          "fewer, and once a decode step's own experts outnumber what is left every step overflows and "
-          "the cache drains to its last slot: the miss rate and the bytes copied climb with engine age.",
-          "pool slots lost when a borrow or pin is not returned on one path (LMCache/LMCache#2847: leaked "
-          "GPU buffer slots after a pin that was never undone; lablup/mlxcel#170: evicted entries dropped "
-          "their block pins instead of returning them, blocks never came back to the free list); a "
-          "dispatch the expert cache cannot hold goes through a staging buffer (kekzl/imp#1365); slots "
-          "held outside the LRU shrink it and raise misses (JustVugg/colibri#815).",
-          "expert_copy_s_total (as a share of wall time), expert_miss_rate, expert_misses (as a rate), "
-          "expert_bytes_copied_total (as a rate)",
-          requires="moe_backend='offload'"),
-    Fault("gc-pressure",
-          "Every finished request leaves a record of Python objects (one small list per token) in a "
-          "list that is never cleared, and the serving loop runs a full garbage collection every step "
-          "to bound memory: every pause walks a heap that grows with engine age, and every request "
-          "in the batch waits for it.",
-          "sgl-project/sglang#28067 (a slow leak made gen-2 pauses grow linearly with uptime), "
-          "sglang#30693 (33-41% throughput loss from full collections), a gc.collect() on every "
-          "iteration of a hot loop (google/tunix#2086, dpeerlab/segger#46, Mikubill/sd-webui-controlnet#1462).",
-          "gc_pause_s_total (as a rate), gc_last_full_pause_s, retained_objects, rss_bytes"),
-    Fault("output-buffer",
-          "The engine writes each step's logits into one output buffer that keeps the largest size any "
-          "step ever needed and is cleared whole before every step. The `fault_after`-th finished request "
-          "is taken as one that asked for every position's logits: from then on the buffer holds "
-          "`fault_buffer_rows` rows of the vocabulary, and every step, decode steps of one token included, "
-          "zeroes all of them. A step from a known request on, of a size the rows set: the controllable "
-          "slowdown benchmarks/time_to_verdict.py checks its resampling against.",
-          "ggml-org/llama.cpp#9200 (after a batch that requested many output logits, the output buffer "
-          "stays that large and is reset whole with 0 on every llama_decode call: generation slower "
-          "for the rest of the session); llama.cpp#10322 (a batch with every logit enabled left "
-          "llama_decode at 14 instead of 36 tok/s until restart).",
-          "output_buffer_bytes, forward_s"),
-)}
+FAULTS: dict[str, Fault] = {
+    f.name: f
+    for f in (
+        Fault(
+            "eviction-scan",
+            "KV eviction frees exactly the pages an allocation needs, one page at a time, and finds each "
+            "by scanning every cached page no request holds for the least recently used (ties to the "
+            "deepest), the lru_page_scan policy: O(evictable pages) per page. Once the pool is full every "
+            "step that needs a slot evicts, each decode too, and pays a scan that grows with what is cached.",
+            "vLLM's block evictor before vllm-project/vllm#5411, #7193 and #7209 (evict() looped over the "
+            "whole free table for every block: a 16K prompt over 10000 cached blocks took 1000 x 10000 "
+            "iterations, 2 s to allocate; 7 ms per evict); sgl-project/sglang#38371 (once the pool is "
+            "full, eviction runs on every decode step that needs room).",
+            "eviction_s_total, eviction_nodes_visited_total and eviction_calls_total (as rates), schedule_s",
+        ),
+        Fault(
+            "snapshot-leak",
+            "A state snapshot dropped by eviction (its KV leaf evicted, or the snapshot evicted to free "
+            "a slot) is never returned to the state allocator; leaked slots are held by nobody the "
+            "cache can evict, so fewer snapshots fit, matches truncate and prefills recompute. The leak "
+            "stops at mamba_slots - max_running_requests, so running requests always get a slot.",
+            "sgl-project/sglang#16067 (mamba slot leak when scheduling fails with the radix cache, "
+            "issue #15840); sglang#36770 and #40128 (mamba slot exhaustion takes the scheduler down).",
+            "state_slots_leaked, mamba_slots_used, match_truncated_tokens_total (as a rate), cache_hit_rate",
+        ),
+        Fault(
+            "kv-scatter",
+            "Freed KV pages go back to the free list in scattered order and are never merged back in "
+            "address order, so once the pool has cycled, each request's KV sits in scattered slots "
+            "and the attention gather loses locality.",
+            "the free-slot sort in SGLang's token allocator that this engine copies (merge_and_sort_free), "
+            "and KV cache fragmentation in llama.cpp (ggml-org/llama.cpp#3380).",
+            "kv_gather_s_total (as a share of wall time), kv_free_list_disorder, kv_gather_breaks, kv_free_runs, "
+            "kv_fragmentation, forward_s",
+        ),
+        Fault(
+            "expert-thrash",
+            "A step that needs more experts than the cache has slots (a prefill chunk routes to nearly every "
+            "expert) borrows one slot as its staging buffer and copies its overflow experts through it; the "
+            "slot is never given back. One slot leaks per overflowing step, the LRU works with fewer and "
+            "fewer, and once a decode step's own experts outnumber what is left every step overflows and "
+            "the cache drains to its last slot: the miss rate and the bytes copied climb with engine age.",
+            "pool slots lost when a borrow or pin is not returned on one path (LMCache/LMCache#2847: leaked "
+            "GPU buffer slots after a pin that was never undone; lablup/mlxcel#170: evicted entries dropped "
+            "their block pins instead of returning them, blocks never came back to the free list); a "
+            "dispatch the expert cache cannot hold goes through a staging buffer (kekzl/imp#1365); slots "
+            "held outside the LRU shrink it and raise misses (JustVugg/colibri#815).",
+            "expert_copy_s_total (as a share of wall time), expert_miss_rate, expert_misses (as a rate), "
+            "expert_bytes_copied_total (as a rate)",
+            requires="moe_backend='offload'",
+        ),
+        Fault(
+            "gc-pressure",
+            "Every finished request leaves a record of Python objects (one small list per token) in a "
+            "list that is never cleared, and the serving loop runs a full garbage collection every step "
+            "to bound memory: every pause walks a heap that grows with engine age, and every request "
+            "in the batch waits for it.",
+            "sgl-project/sglang#28067 (a slow leak made gen-2 pauses grow linearly with uptime), "
+            "sglang#30693 (33-41% throughput loss from full collections), a gc.collect() on every "
+            "iteration of a hot loop (google/tunix#2086, dpeerlab/segger#46, Mikubill/sd-webui-controlnet#1462).",
+            "gc_pause_s_total (as a rate), gc_last_full_pause_s, retained_objects, rss_bytes",
+        ),
+        Fault(
+            "output-buffer",
+            "The engine writes each step's logits into one output buffer that keeps the largest size any "
+            "step ever needed and is cleared whole before every step. The `fault_after`-th finished request "
+            "is taken as one that asked for every position's logits: from then on the buffer holds "
+            "`fault_buffer_rows` rows of the vocabulary, and every step, decode steps of one token included, "
+            "zeroes all of them. A step from a known request on, of a size the rows set: the controllable "
+            "slowdown benchmarks/time_to_verdict.py checks its resampling against.",
+            "ggml-org/llama.cpp#9200 (after a batch that requested many output logits, the output buffer "
+            "stays that large and is reset whole with 0 on every llama_decode call: generation slower "
+            "for the rest of the session); llama.cpp#10322 (a batch with every logit enabled left "
+            "llama_decode at 14 instead of 36 tok/s until restart).",
+            "output_buffer_bytes, forward_s",
+        ),
+    )
+}
 
 
 class FaultStats(NamedTuple):
@@ -110,13 +126,13 @@ class FaultStats(NamedTuple):
     state_slots_leaked: int  # state slots held by no snapshot, no request (snapshot-leak)
     match_truncated_tokens_total: int  # matched KV tokens dropped for want of a snapshot
     kv_free_list_disorder: float  # share of adjacent free-list entries that are not adjacent pages
-    kv_gather_breaks: Optional[float]  # share of adjacent context positions of running requests
+    kv_gather_breaks: float | None  # share of adjacent context positions of running requests
     #                                    whose KV slots are not adjacent; None with nothing running
-    kv_gather_s_total: Optional[float]  # wall time gathering KV contexts from the pool (torch backend
+    kv_gather_s_total: float | None  # wall time gathering KV contexts from the pool (torch backend
     #                                     on a CPU, where the gather is synchronous); else None
-    expert_miss_rate: Optional[float]  # lifetime misses / lookups; None with resident experts
-    expert_bytes_copied_total: Optional[int]  # host -> slot copies; None with resident experts
-    expert_copy_s_total: Optional[float]  # wall time issuing those copies; None with resident experts
+    expert_miss_rate: float | None  # lifetime misses / lookups; None with resident experts
+    expert_bytes_copied_total: int | None  # host -> slot copies; None with resident experts
+    expert_copy_s_total: float | None  # wall time issuing those copies; None with resident experts
     retained_requests: int  # finished requests kept alive by gc-pressure
     retained_objects: int  # Python containers those records hold
     output_buffer_bytes: int = 0  # the output buffer every step clears (output-buffer; one step's logits without it)
@@ -134,11 +150,11 @@ class FaultSet(NamedTuple):
     output_buffer: bool = False
 
     @classmethod
-    def of(cls, names: Sequence[str]) -> "FaultSet":
+    def of(cls, names: Sequence[str]) -> FaultSet:
         return cls(**{name.replace("-", "_"): True for name in names})
 
 
-def check_faults(faults, moe_backend: str) -> Optional[str]:
+def check_faults(faults, moe_backend: str) -> str | None:
     """Why `faults` is not a valid choice (a message naming the field), or None when it is."""
     if isinstance(faults, str) or not all(isinstance(f, str) for f in faults):
         return f"faults must be a tuple of fault names, got {faults!r}"
@@ -148,11 +164,11 @@ def check_faults(faults, moe_backend: str) -> Optional[str]:
     if len(set(faults)) != len(faults):
         return f"faults: each fault at most once, got {list(faults)}"
     if "expert-thrash" in faults and moe_backend != "offload":
-        return (f"faults: 'expert-thrash' degrades the expert cache and requires "
-                f"moe_backend='offload' (with moe_cache_size), got moe_backend={moe_backend!r}")
+        return (
+            f"faults: 'expert-thrash' degrades the expert cache and requires "
+            f"moe_backend='offload' (with moe_cache_size), got moe_backend={moe_backend!r}"
+        )
     return None
-
-
 
 
 class GcPressure:
@@ -172,8 +188,10 @@ class GcPressure:
         atexit.register(gc.unfreeze)  # let the interpreter's last collection see everything
 
     def on_finish(self, request_id: str, finish_time: float, token_ids: Sequence[int]) -> None:
-        per_token = [[token, position, [[(token + k) % 256, k] for k in range(1, 5)]]  # 6 containers a token
-                     for position, token in enumerate(token_ids)]
+        per_token = [
+            [token, position, [[(token + k) % 256, k] for k in range(1, 5)]]  # 6 containers a token
+            for position, token in enumerate(token_ids)
+        ]
         self.retained.append((request_id, finish_time, per_token))
         self.num_objects += 6 * len(per_token) + 2
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import time
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 
 class GcStats(NamedTuple):
@@ -18,7 +18,7 @@ class GcStats(NamedTuple):
     gen2_collections: int  # full collections
     pause_s_total: float  # wall time inside all collections
     full_pause_s_total: float  # of which in full collections
-    last_full_pause_s: Optional[float]  # the latest full collection's pause; None before one
+    last_full_pause_s: float | None  # the latest full collection's pause; None before one
     max_pause_s: float
     collected_total: int  # objects the collector freed
 
@@ -27,9 +27,9 @@ class GcMonitor:
     def __init__(self) -> None:
         self._counts = [0, 0, 0]
         self._pause = self._full_pause = self._max = 0.0
-        self._last_full: Optional[float] = None
+        self._last_full: float | None = None
         self._collected = 0
-        self._start: Optional[float] = None
+        self._start: float | None = None
 
     def __call__(self, phase: str, info: dict) -> None:
         if phase == "start":
@@ -51,11 +51,10 @@ class GcMonitor:
             self._last_full = pause
 
     def stats(self) -> GcStats:
-        return GcStats(*self._counts, self._pause, self._full_pause, self._last_full, self._max,
-                       self._collected)
+        return GcStats(*self._counts, self._pause, self._full_pause, self._last_full, self._max, self._collected)
 
 
-_monitor: Optional[GcMonitor] = None
+_monitor: GcMonitor | None = None
 
 
 def gc_monitor() -> GcMonitor:

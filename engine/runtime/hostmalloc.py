@@ -23,7 +23,7 @@ import ctypes
 import logging
 import os
 import sys
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +45,21 @@ class HeapStats(NamedTuple):
 
 
 class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in (
-        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
 
 
 def tune_host_malloc() -> bool:
@@ -54,8 +67,9 @@ def tune_host_malloc() -> bool:
     global _done
     if _done:
         return True
-    if not sys.platform.startswith("linux") or any(k.startswith("MALLOC_") and k.endswith("THRESHOLD_")
-                                                   for k in os.environ):
+    if not sys.platform.startswith("linux") or any(
+        k.startswith("MALLOC_") and k.endswith("THRESHOLD_") for k in os.environ
+    ):
         return False
     try:
         mallopt = ctypes.CDLL("libc.so.6").mallopt
@@ -64,12 +78,13 @@ def tune_host_malloc() -> bool:
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     _done = mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
     if _done:
-        logger.info("host malloc: mmap threshold %d MB, trim threshold %d MB",
-                    MMAP_THRESHOLD >> 20, TRIM_THRESHOLD >> 20)
+        logger.info(
+            "host malloc: mmap threshold %d MB, trim threshold %d MB", MMAP_THRESHOLD >> 20, TRIM_THRESHOLD >> 20
+        )
     return _done
 
 
-def heap_stats() -> Optional[HeapStats]:
+def heap_stats() -> HeapStats | None:
     """What glibc's malloc holds now; None without glibc 2.33+ (musl, macOS). Walks every
     arena's free lists under their locks: call it every few seconds, not per step."""
     if not sys.platform.startswith("linux"):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Optional, TextIO
+from typing import TextIO
 
 GIB = 1024**3
 
@@ -32,32 +32,60 @@ def attach_log(logger: logging.Logger, stream: TextIO) -> logging.Handler:
     return handler
 
 
-def cache_geometry_line(num_kv_pages: int, page_size: int, kv_bytes: int, num_state_slots: int,
-                        state_bytes: int, moe_slots: Optional[int], moe_total: Optional[int],
-                        moe_bytes: int) -> str:
-    line = (f"Cache rebuilt: KV {num_kv_pages} pages ({num_kv_pages * page_size} tokens, "
-            f"{kv_bytes / GIB:.2f} GiB), mamba {num_state_slots} slots ({state_bytes / GIB:.2f} GiB)")
+def cache_geometry_line(
+    num_kv_pages: int,
+    page_size: int,
+    kv_bytes: int,
+    num_state_slots: int,
+    state_bytes: int,
+    moe_slots: int | None,
+    moe_total: int | None,
+    moe_bytes: int,
+) -> str:
+    line = (
+        f"Cache rebuilt: KV {num_kv_pages} pages ({num_kv_pages * page_size} tokens, "
+        f"{kv_bytes / GIB:.2f} GiB), mamba {num_state_slots} slots ({state_bytes / GIB:.2f} GiB)"
+    )
     if moe_total:
         line += f", MoE cache {moe_slots}/{moe_total} ({moe_bytes / GIB:.2f} GiB)"
     return line
 
 
-def prefill_line(num_new_seqs: int, num_new_tokens: int, num_cached_tokens: int, token_usage: float,
-                 slots_used: int, slots_total: int, num_running: int, num_queued: int,
-                 input_tps: float) -> str:
-    return (f"Prefill batch, #new-seq: {num_new_seqs}, #new-token: {num_new_tokens}, "
-            f"#cached-token: {num_cached_tokens}, token usage: {token_usage:.2f}, "
-            f"#mamba-slot: {slots_used}/{slots_total}, mamba usage: {slots_used / slots_total:.2f}, "
-            f"#running-req: {num_running}, #queue-req: {num_queued}, "
-            f"input throughput (token/s): {input_tps:.2f}")
+def prefill_line(
+    num_new_seqs: int,
+    num_new_tokens: int,
+    num_cached_tokens: int,
+    token_usage: float,
+    slots_used: int,
+    slots_total: int,
+    num_running: int,
+    num_queued: int,
+    input_tps: float,
+) -> str:
+    return (
+        f"Prefill batch, #new-seq: {num_new_seqs}, #new-token: {num_new_tokens}, "
+        f"#cached-token: {num_cached_tokens}, token usage: {token_usage:.2f}, "
+        f"#mamba-slot: {slots_used}/{slots_total}, mamba usage: {slots_used / slots_total:.2f}, "
+        f"#running-req: {num_running}, #queue-req: {num_queued}, "
+        f"input throughput (token/s): {input_tps:.2f}"
+    )
 
 
-def decode_line(num_running: int, num_tokens: int, token_usage: float, slots_used: int,
-                slots_total: int, gen_tps: float, num_queued: int) -> str:
-    return (f"Decode batch, #running-req: {num_running}, #token: {num_tokens}, "
-            f"token usage: {token_usage:.2f}, #mamba-slot: {slots_used}/{slots_total}, "
-            f"mamba usage: {slots_used / slots_total:.2f}, gen throughput (token/s): {gen_tps:.2f}, "
-            f"#queue-req: {num_queued}")
+def decode_line(
+    num_running: int,
+    num_tokens: int,
+    token_usage: float,
+    slots_used: int,
+    slots_total: int,
+    gen_tps: float,
+    num_queued: int,
+) -> str:
+    return (
+        f"Decode batch, #running-req: {num_running}, #token: {num_tokens}, "
+        f"token usage: {token_usage:.2f}, #mamba-slot: {slots_used}/{slots_total}, "
+        f"mamba usage: {slots_used / slots_total:.2f}, gen throughput (token/s): {gen_tps:.2f}, "
+        f"#queue-req: {num_queued}"
+    )
 
 
 def dropped_line(prompt_len: int, limit: int, request_id: str) -> str:

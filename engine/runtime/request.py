@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import torch
 
@@ -36,21 +36,21 @@ class Request:
     params: SamplingParams
     stop_ids: frozenset[int]
     arrival: float
-    generator: Optional[torch.Generator] = None
+    generator: torch.Generator | None = None
     output_ids: list[int] = field(default_factory=list)
     status: RequestStatus = RequestStatus.WAITING
     kv_slots: torch.Tensor = _NO_SLOTS  # [capacity] int64
     num_computed: int = 0  # tokens whose K/V and state are written
     num_cache_owned: int = 0  # leading tokens whose KV slots the prefix cache owns
     lock_node: object = None  # prefix-cache node locked on this request's behalf
-    state_slot: Optional[int] = None  # its own linear-attention state slot while running
-    num_cached_tokens: Optional[int] = None  # prompt tokens from the prefix cache, first admission
+    state_slot: int | None = None  # its own linear-attention state slot while running
+    num_cached_tokens: int | None = None  # prompt tokens from the prefix cache, first admission
     num_retractions: int = 0
-    finish_reason: Optional[str] = None  # "stop", "length", "abort"
-    stop_text_len: Optional[int] = None  # output text ends here when a stop string matched
+    finish_reason: str | None = None  # "stop", "length", "abort"
+    stop_text_len: int | None = None  # output text ends here when a stop string matched
     num_sent: int = 0  # output tokens handed out by take_updates()
-    first_token_time: Optional[float] = None
-    finish_time: Optional[float] = None
+    first_token_time: float | None = None
+    finish_time: float | None = None
 
     @property
     def num_tokens(self) -> int:
@@ -71,8 +71,8 @@ class Request:
         if end <= n_prompt:
             return self.prompt_ids[start:end]
         if start >= n_prompt:
-            return self.output_ids[start - n_prompt:end - n_prompt]
-        return self.prompt_ids[start:] + self.output_ids[:end - n_prompt]
+            return self.output_ids[start - n_prompt : end - n_prompt]
+        return self.prompt_ids[start:] + self.output_ids[: end - n_prompt]
 
 
 class RequestUpdate(NamedTuple):
@@ -81,7 +81,7 @@ class RequestUpdate(NamedTuple):
     request_id: str
     new_token_ids: list[int]
     finished: bool
-    finish_reason: Optional[str]
+    finish_reason: str | None
     num_prompt_tokens: int
     num_cached_tokens: int
     num_output_tokens: int

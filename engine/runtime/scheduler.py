@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import collections
 import logging
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import torch
 
@@ -54,9 +54,17 @@ class ScheduledBatch(NamedTuple):
 
 
 class Scheduler:
-    def __init__(self, kv_allocator: SlotAllocator, state_allocator: SlotAllocator,
-                 state_pool: StatePool, cache: PrefixCache, max_running_requests: int,
-                 chunked_prefill_size: int, has_linear_layers: bool, mixed_chunk: bool = False) -> None:
+    def __init__(
+        self,
+        kv_allocator: SlotAllocator,
+        state_allocator: SlotAllocator,
+        state_pool: StatePool,
+        cache: PrefixCache,
+        max_running_requests: int,
+        chunked_prefill_size: int,
+        has_linear_layers: bool,
+        mixed_chunk: bool = False,
+    ) -> None:
         self.kv_allocator = kv_allocator
         self.state_allocator = state_allocator
         self.state_pool = state_pool
@@ -77,7 +85,7 @@ class Scheduler:
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
 
-    def schedule(self) -> Optional[ScheduledBatch]:
+    def schedule(self) -> ScheduledBatch | None:
         """The next step's batch; None when there is nothing to run."""
         prefill, num_new, num_cached = self._schedule_prefill()
         retracted: list[Request] = []
@@ -161,7 +169,7 @@ class Scheduler:
                 break  # it is now the chunked request
         return items, num_new, num_cached
 
-    def _admit(self, request: Request, budget: int, first: bool) -> Optional[int]:
+    def _admit(self, request: Request, budget: int, first: bool) -> int | None:
         """Give `request` its cached prefix, a state slot and KV for its first chunk; the chunk
         size, or None (nothing held) when it cannot start now."""
         match = self.cache.match_prefix(request.token_ids(0, request.num_tokens - 1))
@@ -213,7 +221,7 @@ class Scheduler:
                 items.append(Scheduled(request, 1))
         return items
 
-    def _pick_victim(self, exclude: set[int]) -> Optional[Request]:
+    def _pick_victim(self, exclude: set[int]) -> Request | None:
         candidates = [r for r in self.running if id(r) not in exclude]
         return candidates[-1] if candidates else None  # the newest: the least work to redo
 
@@ -224,8 +232,12 @@ class Scheduler:
         request.num_retractions += 1
         self.num_retractions += 1
         self.waiting.appendleft(request)
-        logger.debug("Retract request %s: KV pool exhausted (%d tokens, %d output so far)",
-                    request.request_id, request.num_tokens, len(request.output_ids))
+        logger.debug(
+            "Retract request %s: KV pool exhausted (%d tokens, %d output so far)",
+            request.request_id,
+            request.num_tokens,
+            len(request.output_ids),
+        )
 
     # --- memory -----------------------------------------------------------------------------
 
@@ -244,14 +256,14 @@ class Scheduler:
         request.kv_slots = torch.cat([request.kv_slots, slots]) if len(request.kv_slots) else slots
         return True
 
-    def _alloc_state(self, evict: bool) -> Optional[int]:
+    def _alloc_state(self, evict: bool) -> int | None:
         if self.state_allocator.num_free == 0:
             if not evict or self.cache.evict_snapshots(1) == 0:
                 return None
         slots = self.state_allocator.alloc(1)
         return None if slots is None else int(slots[0])
 
-    def _cache_prefix(self, request: Request, snapshot: Optional[int]) -> None:
+    def _cache_prefix(self, request: Request, snapshot: int | None) -> None:
         """Insert the computed prefix (and `snapshot`, a state slot at its end) into the cache and
         move the request's lock to the new node."""
         n = request.num_computed
@@ -260,7 +272,7 @@ class Scheduler:
             # Another request cached the same tokens under other slots: use those, free ours.
             self.kv_allocator.free(result.dup_kv_slot_ids)
             path = self.cache.path_kv_slot_ids(result.node)  # [cached_len]
-            request.kv_slots = torch.cat([path, request.kv_slots[result.cached_len:]])
+            request.kv_slots = torch.cat([path, request.kv_slots[result.cached_len :]])
         if result.unused_snapshot_slot is not None:
             self.state_allocator.free([result.unused_snapshot_slot])
         if result.node is not None:
@@ -271,7 +283,7 @@ class Scheduler:
 
     def _release(self, request: Request) -> None:
         """Free what `request` holds of its own and drop its lock; computed work is forgotten."""
-        own = request.kv_slots[request.num_cache_owned:]
+        own = request.kv_slots[request.num_cache_owned :]
         if len(own):
             self.kv_allocator.free(own)
         if request.state_slot is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 
 class StepStats(NamedTuple):
@@ -28,15 +28,15 @@ class StepStats(NamedTuple):
     sample_s: float  # sampling and bookkeeping of new tokens
     num_retracted: int  # requests retracted this step for lack of KV
     num_finished: int
-    expert_misses: Optional[int] = None  # expert cache misses this step (offload backend)
-    evict_s: Optional[float] = None  # of schedule_s (and sample_s), time inside prefix-cache eviction
+    expert_misses: int | None = None  # expert cache misses this step (offload backend)
+    evict_s: float | None = None  # of schedule_s (and sample_s), time inside prefix-cache eviction
 
     @property
     def duration_s(self) -> float:
         return self.schedule_s + self.forward_s + self.sample_s
 
     @property
-    def decode_tps(self) -> Optional[float]:
+    def decode_tps(self) -> float | None:
         """Decode tokens per second of this step, None on pure prefill steps."""
         if self.num_decode_tokens == 0 or self.duration_s <= 0:
             return None

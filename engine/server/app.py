@@ -13,7 +13,7 @@ import logging
 import secrets
 import time
 import uuid
-from typing import AsyncIterator, Optional
+from collections.abc import AsyncIterator
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -41,8 +41,14 @@ COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 class ApiError(Exception):
     """Answered as an OpenAI-style error body with `status`."""
 
-    def __init__(self, status: int, message: str, param: Optional[str] = None, code: Optional[str] = None,
-                 type_: str = "invalid_request_error") -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        param: str | None = None,
+        code: str | None = None,
+        type_: str = "invalid_request_error",
+    ) -> None:
         super().__init__(message)
         self.status, self.message, self.param, self.code, self.type = status, message, param, code, type_
 
@@ -94,9 +100,12 @@ class _OpenAIServer:
             return
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not secrets.compare_digest(token.strip().encode(), key.encode()):
-            raise ApiError(401, "expected the header 'Authorization: Bearer <api key>' with the server's "
-                                "--api-key, found " + ("a different key" if token else "none"),
-                           code="invalid_api_key")
+            raise ApiError(
+                401,
+                "expected the header 'Authorization: Bearer <api key>' with the server's "
+                "--api-key, found " + ("a different key" if token else "none"),
+                code="invalid_api_key",
+            )
 
     async def health(self) -> JSONResponse:
         if not self.runner.alive:
@@ -115,15 +124,24 @@ class _OpenAIServer:
         snap = await self._on_engine(lambda engine: take_snapshot(engine, check=check))
         return JSONResponse(as_json(snap) | {"model": self.model_name})
 
-    async def engine_steps(self, after: int = Query(0, ge=0, description="Return steps numbered above this."),
-                           limit: Optional[int] = Query(None, ge=1, description="At most this many rows.")):
+    async def engine_steps(
+        self,
+        after: int = Query(0, ge=0, description="Return steps numbered above this."),
+        limit: int | None = Query(None, ge=1, description="At most this many rows."),
+    ):
         limit = min(limit or self.config.max_steps_per_reply, self.config.max_steps_per_reply)
         page = self.runner.steps_after(after, limit)
         rows = [s._asdict() | {"duration_s": s.duration_s} for s in page.steps]
         missed = 0 if page.first_step is None else max(0, page.first_step - after - 1)
-        return JSONResponse(StepsPage(first_step=page.first_step, last_step=page.last_step,
-                                      next_after=rows[-1]["step"] if rows else max(after, 0), num_missed=missed,
-                                      steps=rows).to_json())
+        return JSONResponse(
+            StepsPage(
+                first_step=page.first_step,
+                last_step=page.last_step,
+                next_after=rows[-1]["step"] if rows else max(after, 0),
+                num_missed=missed,
+                steps=rows,
+            ).to_json()
+        )
 
     # --- generation -------------------------------------------------------------------------
 
@@ -131,9 +149,20 @@ class _OpenAIServer:
         arrival = time.time()
         if body.logprobs or body.top_logprobs:
             raise ApiError(400, "logprobs are not supported by this server", param="logprobs")
-        messages = [ChatMessage(m.role, message_text(
-            None if m.content is None else m.content if isinstance(m.content, str)
-            else [part.model_dump() for part in m.content], m.tool_calls)) for m in body.messages]
+        messages = [
+            ChatMessage(
+                m.role,
+                message_text(
+                    None
+                    if m.content is None
+                    else m.content
+                    if isinstance(m.content, str)
+                    else [part.model_dump() for part in m.content],
+                    m.tool_calls,
+                ),
+            )
+            for m in body.messages
+        ]
         ids = render_chat(messages, self.engine.tokenizer)
         max_tokens = body.max_completion_tokens or body.max_tokens
         params = self._params(body, len(ids), max_tokens, default=None)
@@ -152,8 +181,9 @@ class _OpenAIServer:
         if body.logprobs is not None:
             raise ApiError(400, "logprobs are not supported by this server", param="logprobs")
         if body.echo or body.suffix is not None:
-            raise ApiError(400, "echo and suffix are not supported by this server",
-                           param="echo" if body.echo else "suffix")
+            raise ApiError(
+                400, "echo and suffix are not supported by this server", param="echo" if body.echo else "suffix"
+            )
         ids = self._prompt_ids(body.prompt)
         params = self._params(body, len(ids), body.max_tokens, default=COMPLETIONS_DEFAULT_MAX_TOKENS)
         request_id = f"cmpl-{uuid.uuid4().hex}"
@@ -169,48 +199,63 @@ class _OpenAIServer:
     def _prompt_ids(self, prompt) -> list[int]:
         if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)):
             if len(prompt) != 1:
-                raise ApiError(400, f"expected one prompt per request, found a batch of {len(prompt)}; "
-                                    "send them as separate requests", param="prompt")
+                raise ApiError(
+                    400,
+                    f"expected one prompt per request, found a batch of {len(prompt)}; send them as separate requests",
+                    param="prompt",
+                )
             prompt = prompt[0]
         ids = self.engine.tokenizer.encode(prompt) if isinstance(prompt, str) else prompt
         if not ids:
             raise ApiError(400, "expected a non-empty prompt, found an empty one", param="prompt")
         return ids
 
-    def _params(self, body: p.SamplingFields, num_prompt: int, max_tokens: Optional[int],
-                default: Optional[int]) -> SamplingParams:
+    def _params(
+        self, body: p.SamplingFields, num_prompt: int, max_tokens: int | None, default: int | None
+    ) -> SamplingParams:
         if body.n != 1:
-            raise ApiError(400, f"n must be 1 (this server returns one choice per request), got {body.n}",
-                           param="n")
+            raise ApiError(400, f"n must be 1 (this server returns one choice per request), got {body.n}", param="n")
         context = self.engine.max_context
         if max_tokens is not None and max_tokens > context:
-            raise ApiError(400, f"max_tokens must be at most the engine's context of {context} tokens, "
-                                f"got {max_tokens}", param="max_tokens")
+            raise ApiError(
+                400,
+                f"max_tokens must be at most the engine's context of {context} tokens, got {max_tokens}",
+                param="max_tokens",
+            )
         if max_tokens is None:
             max_tokens = default if default is not None else max(1, context - num_prompt)
         stop = () if body.stop is None else (body.stop,) if isinstance(body.stop, str) else tuple(body.stop)
         try:
             return SamplingParams(
-                max_tokens=max_tokens, temperature=1.0 if body.temperature is None else body.temperature,
+                max_tokens=max_tokens,
+                temperature=1.0 if body.temperature is None else body.temperature,
                 top_p=1.0 if body.top_p is None else body.top_p,
-                top_k=body.top_k if body.top_k and body.top_k > 0 else None, seed=body.seed, stop=stop,
-                stop_token_ids=tuple(body.stop_token_ids or ()), ignore_eos=body.ignore_eos)
+                top_k=body.top_k if body.top_k and body.top_k > 0 else None,
+                seed=body.seed,
+                stop=stop,
+                stop_token_ids=tuple(body.stop_token_ids or ()),
+                ignore_eos=body.ignore_eos,
+            )
         except EngineError as exc:
             raise ApiError(400, str(exc)) from None
 
-    async def _start(self, request_id: str, ids: list[int], params: SamplingParams,
-                     arrival: float) -> asyncio.Queue:
+    async def _start(self, request_id: str, ids: list[int], params: SamplingParams, arrival: float) -> asyncio.Queue:
         """Hand the request to the engine; its Deltas arrive on the returned queue."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
-        future = self.runner.submit(request_id, ids, params,
-                                    lambda delta: loop.call_soon_threadsafe(queue.put_nowait, delta), arrival)
+        future = self.runner.submit(
+            request_id, ids, params, lambda delta: loop.call_soon_threadsafe(queue.put_nowait, delta), arrival
+        )
         try:
             await asyncio.wrap_future(future)
         except RequestRejected as exc:
             too_long = len(ids) >= self.engine.max_context
-            raise ApiError(400, str(exc), param="prompt" if too_long else None,
-                           code="context_length_exceeded" if too_long else None) from None
+            raise ApiError(
+                400,
+                str(exc),
+                param="prompt" if too_long else None,
+                code="context_length_exceeded" if too_long else None,
+            ) from None
         except EngineUnavailable as exc:
             raise ApiError(503, str(exc), type_="server_error") from None
         except EngineError as exc:
@@ -237,8 +282,7 @@ class _OpenAIServer:
             if not finished:
                 self.runner.abort(request_id)
 
-    async def _collect(self, request: Request, request_id: str,
-                       queue: asyncio.Queue) -> tuple[str, Optional[Delta]]:
+    async def _collect(self, request: Request, request_id: str, queue: asyncio.Queue) -> tuple[str, Delta | None]:
         """All the text and the last Delta; (text so far, None) when the client disconnected first."""
         parts: list[str] = []
 
@@ -266,9 +310,12 @@ class _OpenAIServer:
     def _sse(self, events: AsyncIterator[str]) -> EventSourceResponse:
         return EventSourceResponse(events, ping=self.config.stream_ping_s, sep="\n")
 
-    async def _chat_events(self, request_id: str, created: int, include_usage: bool,
-                           queue: asyncio.Queue) -> AsyncIterator[str]:
-        chunk = lambda delta, **kw: json.dumps(p.chat_chunk(request_id, self.model_name, created, delta, **kw))
+    async def _chat_events(
+        self, request_id: str, created: int, include_usage: bool, queue: asyncio.Queue
+    ) -> AsyncIterator[str]:
+        def chunk(delta: dict, **kw) -> str:
+            return json.dumps(p.chat_chunk(request_id, self.model_name, created, delta, **kw))
+
         yield chunk({"role": "assistant", "content": ""})
         try:
             async with contextlib.aclosing(self._deltas(request_id, queue)) as deltas:
@@ -283,9 +330,12 @@ class _OpenAIServer:
             yield json.dumps(p.error_body(exc.message, exc.type, exc.param, exc.code))
         yield "[DONE]"
 
-    async def _completion_events(self, request_id: str, created: int, include_usage: bool,
-                                 queue: asyncio.Queue) -> AsyncIterator[str]:
-        chunk = lambda text, **kw: json.dumps(p.completion_chunk(request_id, self.model_name, created, text, **kw))
+    async def _completion_events(
+        self, request_id: str, created: int, include_usage: bool, queue: asyncio.Queue
+    ) -> AsyncIterator[str]:
+        def chunk(text: str, **kw) -> str:
+            return json.dumps(p.completion_chunk(request_id, self.model_name, created, text, **kw))
+
         try:
             async with contextlib.aclosing(self._deltas(request_id, queue)) as deltas:
                 async for delta in deltas:
@@ -328,5 +378,6 @@ def _validation_error(_request: Request, exc: RequestValidationError) -> JSONRes
 
 def _http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
     type_ = "invalid_request_error" if exc.status_code < 500 else "server_error"
-    return JSONResponse(p.error_body(str(exc.detail), type_), status_code=exc.status_code,
-                        headers=getattr(exc, "headers", None))
+    return JSONResponse(
+        p.error_body(str(exc.detail), type_), status_code=exc.status_code, headers=getattr(exc, "headers", None)
+    )

@@ -16,9 +16,10 @@ import logging
 import os
 import sys
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Annotated, Any, Optional, Sequence
+from typing import Annotated, Any
 
 import typer
 
@@ -37,14 +38,16 @@ class ServeOptions:
 
     engine: dict[str, Any] = field(default_factory=dict)
     server: dict[str, Any] = field(default_factory=dict)
-    log_file: Optional[str] = None
+    log_file: str | None = None
 
     def __post_init__(self) -> None:
         for name, cls, given in (("engine", EngineConfig, self.engine), ("server", ServerConfig, self.server)):
             unknown = sorted(set(given) - {f.name for f in fields(cls)})
             if unknown:
-                raise ServerError(f"{name} options: unknown {', '.join(map(repr, unknown))}; known: "
-                                  f"{', '.join(f.name for f in fields(cls))}")
+                raise ServerError(
+                    f"{name} options: unknown {', '.join(map(repr, unknown))}; known: "
+                    f"{', '.join(f.name for f in fields(cls))}"
+                )
         if "faults" in self.engine:
             object.__setattr__(self, "engine", {**self.engine, "faults": list(self.engine["faults"])})
         try:
@@ -53,30 +56,34 @@ class ServeOptions:
         except (EngineConfigError, TypeError) as exc:
             raise ServerError(f"engine options: {exc}") from None
 
-    def engine_config(self, num_threads: Optional[int] = None) -> EngineConfig:
+    def engine_config(self, num_threads: int | None = None) -> EngineConfig:
         """The engine's config; `num_threads` is the default for a thread count not given."""
         given = dict(self.engine)
         if given.get("num_threads") is None and num_threads is not None:
             given["num_threads"] = num_threads
         return EngineConfig(**given)
 
-    def with_(self, engine: Optional[dict] = None, server: Optional[dict] = None,
-              log_file: Optional[str] = None) -> "ServeOptions":
+    def with_(
+        self, engine: dict | None = None, server: dict | None = None, log_file: str | None = None
+    ) -> ServeOptions:
         """These options with more given on top (later values win)."""
-        return ServeOptions({**self.engine, **(engine or {})}, {**self.server, **(server or {})},
-                            log_file if log_file is not None else self.log_file)
+        return ServeOptions(
+            {**self.engine, **(engine or {})},
+            {**self.server, **(server or {})},
+            log_file if log_file is not None else self.log_file,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {"engine": dict(self.engine), "server": dict(self.server), "log_file": self.log_file}
 
     @classmethod
-    def from_json(cls, obj: Any, where: str = "the options") -> "ServeOptions":
+    def from_json(cls, obj: Any, where: str = "the options") -> ServeOptions:
         if not isinstance(obj, dict) or set(obj) - {"engine", "server", "log_file"}:
             raise ServerError(f"{where}: expected an object with engine, server and log_file, found {obj!r:.200}")
         return cls(dict(obj.get("engine") or {}), dict(obj.get("server") or {}), obj.get("log_file"))
 
     @classmethod
-    def read(cls, path: Path) -> "ServeOptions":
+    def read(cls, path: Path) -> ServeOptions:
         try:
             obj = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
@@ -107,7 +114,8 @@ def serve(**given: Any) -> None:
 def run(options: ServeOptions) -> None:
     """Start the server with these options, in this process."""
     from engine.runtime.logfmt import attach_log
-    from engine.server.main import bind, serve as run_server
+    from engine.server.main import bind
+    from engine.server.main import serve as run_server
 
     engine_config = options.engine_config(num_threads=serving_threads())
     server_config = ServerConfig(**options.server)
@@ -120,10 +128,12 @@ def run(options: ServeOptions) -> None:
         attach_log(engine_log, open(log_file, "a", buffering=1, encoding="utf-8"))
     sock = bind(server_config.host, server_config.port)
     verbose = logging.getLogger().level <= logging.INFO
-    typer.echo(f"loading the engine; then serving on http://{server_config.host}:{server_config.port}/v1 "
-               "(metrics at /metrics)", err=True)
-    run_server(engine_config, server_config, log_level="info" if verbose else "warning", access_log=verbose,
-               sock=sock)
+    typer.echo(
+        f"loading the engine; then serving on http://{server_config.host}:{server_config.port}/v1 "
+        "(metrics at /metrics)",
+        err=True,
+    )
+    run_server(engine_config, server_config, log_level="info" if verbose else "warning", access_log=verbose, sock=sock)
 
 
 def serving_threads() -> int:
@@ -145,8 +155,9 @@ def _options(params: dict[str, Any]) -> ServeOptions:
     base = ServeOptions.read(given.pop("config")) if "config" in given else ServeOptions()
     log_file = given.pop("log_file", None)
     engine_names = {f.name for f in fields(EngineConfig)}
-    engine = {k: (str(v) if k == "model" else list(v) if k == "faults" else v)
-              for k, v in given.items() if k in engine_names}
+    engine = {
+        k: (str(v) if k == "model" else list(v) if k == "faults" else v) for k, v in given.items() if k in engine_names
+    }
     server = {k: v for k, v in given.items() if k not in engine_names}
     return base.with_(engine, server, str(log_file) if log_file is not None else None)
 
@@ -154,17 +165,35 @@ def _options(params: dict[str, Any]) -> ServeOptions:
 def _signature() -> inspect.Signature:
     """serve's parameters: --config, --log-file, then one option per config field."""
     params = [
-        inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-            Optional[Path], typer.Option(help="Options as one JSON document ({\"engine\": {...}, \"server\": "
-                                              "{...}, \"log_file\": ...}); options given beside it win.")]),
-        inspect.Parameter("log_file", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-            Optional[Path], typer.Option(help="Also append the engine log (FreeToken format) to this file.")]),
+        inspect.Parameter(
+            "config",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=Annotated[
+                Path | None,
+                typer.Option(
+                    help='Options as one JSON document ({"engine": {...}, "server": '
+                    '{...}, "log_file": ...}); options given beside it win.'
+                ),
+            ],
+        ),
+        inspect.Parameter(
+            "log_file",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=Annotated[
+                Path | None, typer.Option(help="Also append the engine log (FreeToken format) to this file.")
+            ],
+        ),
     ]
     for cls in (ServerConfig, EngineConfig):
         hints = typing.get_type_hints(cls)
         for f in fields(cls):
-            params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                            annotation=_option(f, hints[f.name])))
+            params.append(
+                inspect.Parameter(
+                    f.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=_option(f, hints[f.name])
+                )
+            )
     return inspect.Signature(params)
 
 
@@ -180,7 +209,7 @@ def _option(f, hint) -> Any:
     if f.default is not None and f.default != ():
         help_text += f" [default: {f.default}]"
     info = typer.Option(*decls, help=help_text, envvar=ENVVARS.get(f.name), show_default=False)
-    return Annotated[Optional[kind], info]
+    return Annotated[kind | None, info]
 
 
 def _cli_type(hint) -> type:

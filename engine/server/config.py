@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from engine.runtime.config import option
 from engine.server.errors import ServerError
@@ -15,14 +14,17 @@ DEFAULT_MODEL_NAME = "tokdrift-default"
 class ServerConfig:
     host: str = option("127.0.0.1", "Address to listen on; loopback unless you mean to expose the engine.")
     port: int = option(1919, "Port to listen on (FreeToken's `ft serve` port).")
-    api_key: Optional[str] = option(None, "Require 'Authorization: Bearer KEY' on every route but /health "
-                                          "(env TOKDRIFT_API_KEY).")
-    served_model_name: Optional[str] = option(None, "Model id in /v1/models and responses; the checkpoint "
-                                                    "directory's name when unset.")
+    api_key: str | None = option(
+        None, "Require 'Authorization: Bearer KEY' on every route but /health (env TOKDRIFT_API_KEY)."
+    )
+    served_model_name: str | None = option(
+        None, "Model id in /v1/models and responses; the checkpoint directory's name when unset."
+    )
     step_history: int = option(65536, "Engine steps kept for GET /v1/engine/steps (minutes of a fast GPU engine).")
     max_steps_per_reply: int = option(8192, "Rows of one /v1/engine/steps reply at most.")
-    stream_ping_s: float = option(15.0, "Seconds between the SSE comment lines sent while a stream waits "
-                                        "(keeps proxies open).")
+    stream_ping_s: float = option(
+        15.0, "Seconds between the SSE comment lines sent while a stream waits (keeps proxies open)."
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.port, int) or not 0 <= self.port <= 65535:

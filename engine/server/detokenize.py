@@ -11,7 +11,7 @@ that it is not; at the end the text is cut before the first stop string, as the 
 from __future__ import annotations
 
 import codecs
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from engine.tokenizer import ByteTokenizer, Tokenizer
 
@@ -46,7 +46,7 @@ class TextStream:
     def _take(self, end: int) -> str:
         if end <= self.num_sent:
             return ""
-        out = self.text[self.num_sent:end]
+        out = self.text[self.num_sent : end]
         self.num_sent = end
         return out
 
@@ -100,9 +100,9 @@ class _WindowDecoder:
         return self._advance(final=True)
 
     def _advance(self, final: bool) -> str:
-        sent = self._tokenizer.decode(self._ids[self._prefix:self._read])
-        text = self._tokenizer.decode(self._ids[self._prefix:])
+        sent = self._tokenizer.decode(self._ids[self._prefix : self._read])
+        text = self._tokenizer.decode(self._ids[self._prefix :])
         if len(text) <= len(sent) or (text.endswith(REPLACEMENT) and not final):
             return ""
         self._prefix, self._read = self._read, len(self._ids)
-        return text[len(sent):]
+        return text[len(sent) :]

@@ -23,7 +23,8 @@ def make_app(engine_config: EngineConfig, server_config: ServerConfig = ServerCo
     """Load the engine and wrap it; the engine thread starts with the app's lifespan."""
     engine = Engine(engine_config)
     name = server_config.served_model_name or (
-        Path(engine_config.model).name if engine_config.model else DEFAULT_MODEL_NAME)
+        Path(engine_config.model).name if engine_config.model else DEFAULT_MODEL_NAME
+    )
     metrics = ServerMetrics(name)
     runner = EngineRunner(engine, server_config.step_history, metrics)
     return build_app(runner, metrics, server_config, name)
@@ -43,13 +44,19 @@ def bind(host: str, port: int) -> socket.socket:
         return sock
     except OSError as exc:
         sock.close()
-        raise ServerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}"
-                          + (" (another server is using the port; pick one with --port)"
-                             if exc.errno in (98, 48) else "")) from None
+        raise ServerError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+            + (" (another server is using the port; pick one with --port)" if exc.errno in (98, 48) else "")
+        ) from None
 
 
-def serve(engine_config: EngineConfig, server_config: ServerConfig, log_level: str = "warning",
-          access_log: bool = False, sock: socket.socket | None = None) -> None:
+def serve(
+    engine_config: EngineConfig,
+    server_config: ServerConfig,
+    log_level: str = "warning",
+    access_log: bool = False,
+    sock: socket.socket | None = None,
+) -> None:
     """Serve until interrupted, on `sock` or a socket bound here before the engine loads (so a
     port in use fails at once)."""
     import uvicorn

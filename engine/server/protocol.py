@@ -7,7 +7,7 @@ OpenAI-compatible servers do, so a client that sends `tools` or `user` still wor
 from __future__ import annotations
 
 import time
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,21 +26,21 @@ class StreamOptions(_Body):
 
 
 class SamplingFields(_Body):
-    model: Optional[str] = None
-    max_tokens: Optional[int] = Field(None, ge=1)
-    temperature: Optional[float] = Field(None, ge=0.0, le=100.0)
-    top_p: Optional[float] = Field(None, gt=0.0, le=1.0)
-    top_k: Optional[int] = Field(None, ge=-1)  # vLLM's extension; -1 and 0 mean no cut
-    seed: Optional[int] = Field(None, ge=SEED_RANGE[0], le=SEED_RANGE[1])
-    stop: Union[str, list[str], None] = Field(None, max_length=MAX_STOP_STRINGS)
-    stop_token_ids: Optional[list[int]] = None
+    model: str | None = None
+    max_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0.0, le=100.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    top_k: int | None = Field(None, ge=-1)  # vLLM's extension; -1 and 0 mean no cut
+    seed: int | None = Field(None, ge=SEED_RANGE[0], le=SEED_RANGE[1])
+    stop: str | list[str] | None = Field(None, max_length=MAX_STOP_STRINGS)
+    stop_token_ids: list[int] | None = None
     ignore_eos: bool = False
     n: int = 1
     stream: bool = False
-    stream_options: Optional[StreamOptions] = None
-    frequency_penalty: Optional[float] = Field(None, ge=-2.0, le=2.0)  # accepted, not applied
-    presence_penalty: Optional[float] = Field(None, ge=-2.0, le=2.0)  # accepted, not applied
-    user: Optional[str] = None
+    stream_options: StreamOptions | None = None
+    frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)  # accepted, not applied
+    presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)  # accepted, not applied
+    user: str | None = None
 
     @property
     def include_usage(self) -> bool:
@@ -54,71 +54,119 @@ class TextPart(_Body):
 
 class Message(_Body):
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: Union[str, list[TextPart], None] = None
-    tool_calls: Optional[list[dict[str, Any]]] = None
+    content: str | list[TextPart] | None = None
+    tool_calls: list[dict[str, Any]] | None = None
 
 
 class ChatCompletionRequest(SamplingFields):
     messages: list[Message] = Field(min_length=1)
-    max_completion_tokens: Optional[int] = Field(None, ge=1)
-    logprobs: Optional[bool] = None
-    top_logprobs: Optional[int] = None
+    max_completion_tokens: int | None = Field(None, ge=1)
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
 
 
 class CompletionRequest(SamplingFields):
-    prompt: Union[str, list[int], list[str], list[list[int]]]
-    logprobs: Optional[int] = None
+    prompt: str | list[int] | list[str] | list[list[int]]
+    logprobs: int | None = None
     echo: bool = False
-    suffix: Optional[str] = None
+    suffix: str | None = None
 
 
 # --- responses ------------------------------------------------------------------------------
 
-def error_body(message: str, type_: str = "invalid_request_error", param: Optional[str] = None,
-               code: Optional[str] = None) -> dict:
+
+def error_body(
+    message: str, type_: str = "invalid_request_error", param: str | None = None, code: str | None = None
+) -> dict:
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
 
 def usage(delta: Delta) -> dict:
-    return {"prompt_tokens": delta.num_prompt_tokens, "completion_tokens": delta.num_output_tokens,
-            "total_tokens": delta.num_prompt_tokens + delta.num_output_tokens,
-            "prompt_tokens_details": {"cached_tokens": delta.num_cached_tokens}}
+    return {
+        "prompt_tokens": delta.num_prompt_tokens,
+        "completion_tokens": delta.num_output_tokens,
+        "total_tokens": delta.num_prompt_tokens + delta.num_output_tokens,
+        "prompt_tokens_details": {"cached_tokens": delta.num_cached_tokens},
+    }
 
 
 def chat_response(request_id: str, model: str, created: int, text: str, last: Delta) -> dict:
-    return {"id": request_id, "object": "chat.completion", "created": created, "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "logprobs": None, "finish_reason": last.finish_reason}],
-            "usage": usage(last)}
+    return {
+        "id": request_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": None,
+                "finish_reason": last.finish_reason,
+            }
+        ],
+        "usage": usage(last),
+    }
 
 
 def completion_response(request_id: str, model: str, created: int, text: str, last: Delta) -> dict:
-    return {"id": request_id, "object": "text_completion", "created": created, "model": model,
-            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": last.finish_reason}],
-            "usage": usage(last)}
+    return {
+        "id": request_id,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": last.finish_reason}],
+        "usage": usage(last),
+    }
 
 
-def chat_chunk(request_id: str, model: str, created: int, delta: dict,
-               finish_reason: Optional[str] = None, usage_: Optional[dict] = None, choices: bool = True) -> dict:
-    chunk = {"id": request_id, "object": "chat.completion.chunk", "created": created, "model": model,
-             "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
-             if choices else []}
+def chat_chunk(
+    request_id: str,
+    model: str,
+    created: int,
+    delta: dict,
+    finish_reason: str | None = None,
+    usage_: dict | None = None,
+    choices: bool = True,
+) -> dict:
+    chunk = {
+        "id": request_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}] if choices else [],
+    }
     if usage_ is not None:
         chunk["usage"] = usage_
     return chunk
 
 
-def completion_chunk(request_id: str, model: str, created: int, text: str,
-                     finish_reason: Optional[str] = None, usage_: Optional[dict] = None,
-                     choices: bool = True) -> dict:
-    chunk = {"id": request_id, "object": "text_completion", "created": created, "model": model,
-             "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}]
-             if choices else []}
+def completion_chunk(
+    request_id: str,
+    model: str,
+    created: int,
+    text: str,
+    finish_reason: str | None = None,
+    usage_: dict | None = None,
+    choices: bool = True,
+) -> dict:
+    chunk = {
+        "id": request_id,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}] if choices else [],
+    }
     if usage_ is not None:
         chunk["usage"] = usage_
     return chunk
 
 
-def model_card(name: str, max_context: int, created: Optional[int] = None) -> dict:
-    return {"id": name, "object": "model", "created": created or int(time.time()), "owned_by": "tokdrift",
-            "root": name, "max_model_len": max_context}
+def model_card(name: str, max_context: int, created: int | None = None) -> dict:
+    return {
+        "id": name,
+        "object": "model",
+        "created": created or int(time.time()),
+        "owned_by": "tokdrift",
+        "root": name,
+        "max_model_len": max_context,
+    }

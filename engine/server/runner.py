@@ -17,8 +17,9 @@ import itertools
 import logging
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, NamedTuple, Optional, Sequence
+from typing import NamedTuple
 
 from engine.runtime.engine import Engine
 from engine.runtime.stats import StepStats
@@ -37,15 +38,15 @@ class Delta(NamedTuple):
     text: str  # safe to show: whole characters, no part of a stop string
     token_ids: list[int]
     finished: bool
-    finish_reason: Optional[str]  # "stop", "length", "abort"
+    finish_reason: str | None  # "stop", "length", "abort"
     num_prompt_tokens: int
     num_cached_tokens: int  # prompt tokens served from the prefix cache
     num_output_tokens: int
-    error: Optional[str] = None  # the engine failed or stopped under this request
+    error: str | None = None  # the engine failed or stopped under this request
 
 
 class StepPage(NamedTuple):
-    first_step: Optional[int]  # oldest step still held; None when none is held
+    first_step: int | None  # oldest step still held; None when none is held
     last_step: int  # newest step the engine has run; 0 before the first
     steps: list[StepStats]  # oldest first
 
@@ -53,11 +54,25 @@ class StepPage(NamedTuple):
 class RequestObserver:
     """Told about every request's progress, on the engine thread (metrics plug in here)."""
 
-    def on_tokens(self, now: float, arrival: float, first_token: Optional[float],
-                  last_token: Optional[float], num_new: int, num_prompt: int) -> None: ...
+    def on_tokens(
+        self,
+        now: float,
+        arrival: float,
+        first_token: float | None,
+        last_token: float | None,
+        num_new: int,
+        num_prompt: int,
+    ) -> None: ...
 
-    def on_finish(self, now: float, arrival: float, first_token: Optional[float], reason: Optional[str],
-                  num_prompt: int, num_output: int) -> None: ...
+    def on_finish(
+        self,
+        now: float,
+        arrival: float,
+        first_token: float | None,
+        reason: str | None,
+        num_prompt: int,
+        num_output: int,
+    ) -> None: ...
 
     def on_step(self, stats: StepStats) -> None: ...
 
@@ -70,16 +85,15 @@ class _Live:
     sink: Sink
     stream: TextStream
     arrival: float
-    first_token: Optional[float] = None
-    last_token: Optional[float] = None
+    first_token: float | None = None
+    last_token: float | None = None
 
 
 class EngineRunner:
-    def __init__(self, engine: Engine, step_history: int = 65536,
-                 observer: Optional[RequestObserver] = None) -> None:
+    def __init__(self, engine: Engine, step_history: int = 65536, observer: RequestObserver | None = None) -> None:
         self.engine = engine
         self.observer = observer or RequestObserver()
-        self.error: Optional[str] = None  # why the engine thread stopped, when it failed
+        self.error: str | None = None  # why the engine thread stopped, when it failed
         self._cond = threading.Condition()
         self._inbox: collections.deque = collections.deque()
         self._stopping = False
@@ -87,7 +101,7 @@ class EngineRunner:
         self._steps: collections.deque[StepStats] = collections.deque(maxlen=step_history)
         self._steps_lock = threading.Lock()
         self._last_step = 0
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
 
     # --- any thread -------------------------------------------------------------------------
 
@@ -108,8 +122,14 @@ class EngineRunner:
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive() and not self._stopping
 
-    def submit(self, request_id: str, prompt_ids: Sequence[int], params: SamplingParams, sink: Sink,
-               arrival: Optional[float] = None) -> concurrent.futures.Future:
+    def submit(
+        self,
+        request_id: str,
+        prompt_ids: Sequence[int],
+        params: SamplingParams,
+        sink: Sink,
+        arrival: float | None = None,
+    ) -> concurrent.futures.Future:
         """Queue a request; the future resolves once the engine has taken it (None) or refused it
         (RequestRejected). From then on `sink` receives its Deltas, the last one `finished`."""
         future: concurrent.futures.Future = concurrent.futures.Future()
@@ -147,7 +167,7 @@ class EngineRunner:
         """Requests the engine thread streams to a sink; a finished one is dropped at once."""
         return len(self._live)
 
-    def _put(self, command: tuple, future: Optional[concurrent.futures.Future]) -> None:
+    def _put(self, command: tuple, future: concurrent.futures.Future | None) -> None:
         with self._cond:
             if self._stopping or self.error is not None:
                 if future is not None:
@@ -224,19 +244,40 @@ class EngineRunner:
             text = ""
             if update.new_token_ids:
                 text = live.stream.push(update.new_token_ids)
-                self.observer.on_tokens(now, live.arrival, live.first_token, live.last_token,
-                                        len(update.new_token_ids), update.num_prompt_tokens)
+                self.observer.on_tokens(
+                    now,
+                    live.arrival,
+                    live.first_token,
+                    live.last_token,
+                    len(update.new_token_ids),
+                    update.num_prompt_tokens,
+                )
                 live.first_token = live.first_token or now
                 live.last_token = now
             if update.finished:
                 text += live.stream.finish()
                 del self._live[update.request_id]
-                self.observer.on_finish(now, live.arrival, live.first_token, update.finish_reason,
-                                        update.num_prompt_tokens, update.num_output_tokens)
+                self.observer.on_finish(
+                    now,
+                    live.arrival,
+                    live.first_token,
+                    update.finish_reason,
+                    update.num_prompt_tokens,
+                    update.num_output_tokens,
+                )
             if text or update.new_token_ids or update.finished:
-                _emit(live.sink, Delta(text, list(update.new_token_ids), update.finished, update.finish_reason,
-                                       update.num_prompt_tokens, update.num_cached_tokens,
-                                       update.num_output_tokens))
+                _emit(
+                    live.sink,
+                    Delta(
+                        text,
+                        list(update.new_token_ids),
+                        update.finished,
+                        update.finish_reason,
+                        update.num_prompt_tokens,
+                        update.num_cached_tokens,
+                        update.num_output_tokens,
+                    ),
+                )
 
     def _fail_all(self, reason: str) -> None:
         with self._cond:

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 from engine.cache.base import CacheReport
 from engine.memory.allocator import AllocatorSummary
@@ -31,11 +31,11 @@ class EngineSnapshot(NamedTuple):
     cache: CacheReport
     mamba: MambaStats
     allocator: AllocatorSummary
-    experts: Optional[ExpertCacheStats]  # None with the resident MoE backend
+    experts: ExpertCacheStats | None  # None with the resident MoE backend
     config: dict
-    integrity: Optional[str] = None  # "ok" or the failed check's message; None when not checked
-    faults: Optional[FaultStats] = None  # the degradation mechanisms' signals (docs/faults.md)
-    gc: Optional[GcStats] = None  # Python GC collections and pause times
+    integrity: str | None = None  # "ok" or the failed check's message; None when not checked
+    faults: FaultStats | None = None  # the degradation mechanisms' signals (docs/faults.md)
+    gc: GcStats | None = None  # Python GC collections and pause times
 
 
 def take_snapshot(engine: Engine, check: bool = False) -> EngineSnapshot:
@@ -50,15 +50,25 @@ def take_snapshot(engine: Engine, check: bool = False) -> EngineSnapshot:
     cache = engine.cache_report()
     kv = engine.kv_allocator
     return EngineSnapshot(
-        engine_age_s=engine.engine_age_s, last_step=engine.num_steps,
-        num_running=len(engine.scheduler.running), num_waiting=len(engine.scheduler.waiting),
-        kv_total_tokens=kv.num_slots, kv_used_tokens=kv.num_used,
+        engine_age_s=engine.engine_age_s,
+        last_step=engine.num_steps,
+        num_running=len(engine.scheduler.running),
+        num_waiting=len(engine.scheduler.waiting),
+        kv_total_tokens=kv.num_slots,
+        kv_used_tokens=kv.num_used,
         kv_usage=(kv.num_used - cache.evictable_tokens) / kv.num_slots,
-        max_context=engine.max_context, num_retractions=engine.scheduler.num_retractions,
-        num_dropped=engine.num_dropped, cache=cache, mamba=engine.mamba_stats(),
-        allocator=engine.allocator_summary(), experts=engine.expert_cache_stats(),
+        max_context=engine.max_context,
+        num_retractions=engine.scheduler.num_retractions,
+        num_dropped=engine.num_dropped,
+        cache=cache,
+        mamba=engine.mamba_stats(),
+        allocator=engine.allocator_summary(),
+        experts=engine.expert_cache_stats(),
         config=dataclasses.asdict(engine.config) | {"checkpoint": engine.checkpoint, "device": str(engine.device)},
-        integrity=integrity, faults=engine.fault_stats(), gc=engine.gc_stats())
+        integrity=integrity,
+        faults=engine.fault_stats(),
+        gc=engine.gc_stats(),
+    )
 
 
 def as_json(snap: EngineSnapshot) -> dict:
@@ -66,13 +76,20 @@ def as_json(snap: EngineSnapshot) -> dict:
     if snap.experts is not None:
         experts = snap.experts._asdict() | {"per_layer": [layer._asdict() for layer in snap.experts.per_layer]}
     out = {
-        "engine_age_s": round(snap.engine_age_s, 3), "last_step": snap.last_step,
-        "num_running": snap.num_running, "num_waiting": snap.num_waiting,
-        "kv_total_tokens": snap.kv_total_tokens, "kv_used_tokens": snap.kv_used_tokens,
-        "kv_usage": snap.kv_usage, "max_context": snap.max_context,
-        "num_retractions": snap.num_retractions, "num_dropped": snap.num_dropped,
-        "cache_report": snap.cache._asdict(), "mamba_stats": snap.mamba._asdict(),
-        "allocator_summary": snap.allocator._asdict(), "expert_cache_stats": experts,
+        "engine_age_s": round(snap.engine_age_s, 3),
+        "last_step": snap.last_step,
+        "num_running": snap.num_running,
+        "num_waiting": snap.num_waiting,
+        "kv_total_tokens": snap.kv_total_tokens,
+        "kv_used_tokens": snap.kv_used_tokens,
+        "kv_usage": snap.kv_usage,
+        "max_context": snap.max_context,
+        "num_retractions": snap.num_retractions,
+        "num_dropped": snap.num_dropped,
+        "cache_report": snap.cache._asdict(),
+        "mamba_stats": snap.mamba._asdict(),
+        "allocator_summary": snap.allocator._asdict(),
+        "expert_cache_stats": experts,
         "config": snap.config,
     }
     if snap.faults is not None:

@@ -8,7 +8,7 @@ know is kept in `raw`. Each figure has one name, the server's.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 from engine.runtime.faults import FaultStats
 from engine.runtime.gcstats import GcStats
@@ -17,39 +17,39 @@ from engine.runtime.gcstats import GcStats
 class CacheTree(NamedTuple):
     """The prefix cache's index (engine.cache.base.CacheReport, the fields the soak records)."""
 
-    num_nodes: Optional[int]
-    cached_tokens: Optional[int]
-    evictable_tokens: Optional[int]
-    locked_tokens: Optional[int]
+    num_nodes: int | None
+    cached_tokens: int | None
+    evictable_tokens: int | None
+    locked_tokens: int | None
 
 
 class StateSlots(NamedTuple):
     """Linear-attention state slots (engine.runtime.hooks.MambaStats)."""
 
-    num_slots: Optional[int]
-    num_free: Optional[int]
-    num_snapshots: Optional[int]
+    num_slots: int | None
+    num_free: int | None
+    num_snapshots: int | None
 
     @property
-    def num_used(self) -> Optional[int]:
+    def num_used(self) -> int | None:
         return None if self.num_slots is None or self.num_free is None else self.num_slots - self.num_free
 
 
 class KvFreeList(NamedTuple):
     """The KV allocator's free list (engine.memory.allocator.AllocatorSummary)."""
 
-    num_free: Optional[int]
-    num_free_runs: Optional[int]
-    largest_free_run: Optional[int]
-    fragmentation: Optional[float]
+    num_free: int | None
+    num_free_runs: int | None
+    largest_free_run: int | None
+    fragmentation: float | None
 
 
 class ExpertCache(NamedTuple):
     """The offloaded MoE expert cache's counters (engine.moe.expert_cache.ExpertCacheStats)."""
 
-    hits: Optional[int]
-    misses: Optional[int]
-    evictions: Optional[int]
+    hits: int | None
+    misses: int | None
+    evictions: int | None
 
 
 class CacheStatus(NamedTuple):
@@ -59,13 +59,13 @@ class CacheStatus(NamedTuple):
     last_step: int
     num_running: int
     num_waiting: int
-    max_context: Optional[int]
+    max_context: int | None
     cache: CacheTree
     state_slots: StateSlots
     kv_free_list: KvFreeList
-    experts: Optional[ExpertCache]  # None with the resident MoE backend
-    gc: Optional[GcStats]
-    faults: Optional[FaultStats]
+    experts: ExpertCache | None  # None with the resident MoE backend
+    gc: GcStats | None
+    faults: FaultStats | None
     config: dict[str, Any]
     raw: dict[str, Any]  # the whole body, as sent
 
@@ -76,23 +76,29 @@ class CacheStatus(NamedTuple):
         experts = body.get("expert_cache_stats")
         faults = body.get("fault_stats")
         return cls(
-            engine_age_s=float(body["engine_age_s"]), last_step=int(body.get("last_step") or 0),
-            num_running=int(body.get("num_running") or 0), num_waiting=int(body.get("num_waiting") or 0),
-            max_context=body.get("max_context"), cache=_pick(CacheTree, body.get("cache_report")),
+            engine_age_s=float(body["engine_age_s"]),
+            last_step=int(body.get("last_step") or 0),
+            num_running=int(body.get("num_running") or 0),
+            num_waiting=int(body.get("num_waiting") or 0),
+            max_context=body.get("max_context"),
+            cache=_pick(CacheTree, body.get("cache_report")),
             state_slots=_pick(StateSlots, body.get("mamba_stats")),
             kv_free_list=_pick(KvFreeList, body.get("allocator_summary")),
             experts=_pick(ExpertCache, experts) if isinstance(experts, dict) else None,
             gc=_pick(GcStats, body["gc"]) if isinstance(body.get("gc"), dict) else None,
             faults=_pick(FaultStats, faults | {"faults": tuple(faults.get("faults") or ())})
-            if isinstance(faults, dict) else None,
-            config=body.get("config") if isinstance(body.get("config"), dict) else {}, raw=body)
+            if isinstance(faults, dict)
+            else None,
+            config=body.get("config") if isinstance(body.get("config"), dict) else {},
+            raw=body,
+        )
 
 
 class StepsPage(NamedTuple):
     """`GET /v1/engine/steps?after=N`: the recorded steps numbered above N, oldest first. Pages
     until `next_after` reaches `last_step`; `num_missed` steps fell out of the history unread."""
 
-    first_step: Optional[int]  # the oldest step the history still holds
+    first_step: int | None  # the oldest step the history still holds
     last_step: int  # the newest step the engine has run
     next_after: int  # ask with after= this for the next page
     num_missed: int
@@ -103,14 +109,21 @@ class StepsPage(NamedTuple):
 
     @classmethod
     def from_json(cls, body: Any) -> StepsPage:
-        if not isinstance(body, dict) or not isinstance(body.get("last_step"), int) or not isinstance(
-                body.get("steps"), list):
+        if (
+            not isinstance(body, dict)
+            or not isinstance(body.get("last_step"), int)
+            or not isinstance(body.get("steps"), list)
+        ):
             raise ValueError(f"expected the steps page object with last_step and steps, found {_kind(body)}")
         steps = [s for s in body["steps"] if isinstance(s, dict)]
         nxt = body.get("next_after")
-        return cls(first_step=body.get("first_step"), last_step=body["last_step"],
-                   next_after=nxt if isinstance(nxt, int) else max([0, *(s.get("step", 0) for s in steps)]),
-                   num_missed=int(body.get("num_missed") or 0), steps=steps)
+        return cls(
+            first_step=body.get("first_step"),
+            last_step=body["last_step"],
+            next_after=nxt if isinstance(nxt, int) else max([0, *(s.get("step", 0) for s in steps)]),
+            num_missed=int(body.get("num_missed") or 0),
+            steps=steps,
+        )
 
 
 def _pick(cls, d: Any):

@@ -6,12 +6,12 @@ registered under its format name; an unknown name lists the known ones.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from replay.errors import TraceError
-from replay.importers.base import ImportOptions, ImportResult
 from replay.importers import agentic, azure, bailian, mooncake, opencode
+from replay.importers.base import ImportOptions, ImportResult
 
 IMPORTERS: dict[str, Callable[[Path, ImportOptions], ImportResult]] = {
     "opencode": opencode.import_opencode,

@@ -21,7 +21,7 @@ DEFAULT_BLOCK_SIZE = 64
 
 def import_agentic(src: Path, options: ImportOptions) -> ImportResult:
     sessions = _read_sessions(src)
-    block_sizes = {s.get("block_size") for _, s in sessions if s.get("block_size") is not None}
+    block_sizes = {s["block_size"] for _, s in sessions if s.get("block_size") is not None}
     if len(block_sizes) > 1:
         raise TraceError(f"{src}: sessions disagree on block_size: {sorted(block_sizes)}")
     block_size = options.block_size or (block_sizes.pop() if block_sizes else DEFAULT_BLOCK_SIZE)
@@ -58,18 +58,20 @@ def _session_calls(sid: str, parent: str | None, session: dict, offset: float, w
         kind = "subagent" if parent is not None else ("compaction" if req.get("type") == "compaction" else "turn")
         think = req.get("think_time")
         ttft = req.get("ttft")
-        out.append(Call(
-            t=max(0.0, offset + float(t)),
-            session=sid,
-            turn=turn,
-            hash_ids=int_list(req, "hash_ids", at),
-            input_tokens=count(req.get("in"), "in", at),
-            output_tokens=num_out,
-            think_time=float(think) if isinstance(think, (int, float)) and think >= 0 else None,
-            ttft=float(ttft) if isinstance(ttft, (int, float)) and ttft >= 0 else None,
-            kind=kind,
-            parent=parent,
-        ))
+        out.append(
+            Call(
+                t=max(0.0, offset + float(t)),
+                session=sid,
+                turn=turn,
+                hash_ids=int_list(req, "hash_ids", at),
+                input_tokens=count(req.get("in"), "in", at),
+                output_tokens=num_out,
+                think_time=float(think) if isinstance(think, (int, float)) and think >= 0 else None,
+                ttft=float(ttft) if isinstance(ttft, (int, float)) and ttft >= 0 else None,
+                kind=kind,
+                parent=parent,
+            )
+        )
         turn += 1
 
 
@@ -91,5 +93,3 @@ def _read_sessions(src: Path) -> list[tuple[str, dict]]:
         if not isinstance(s, dict):
             raise TraceError(f"{where}: expected a session object with requests[]")
     return found
-
-

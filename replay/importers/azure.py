@@ -31,18 +31,31 @@ def import_azure(src: Path, options: ImportOptions) -> ImportResult:
         reader.fieldnames = header
         for lineno, row in enumerate(reader, start=2):
             where = f"{src}:{lineno}"
-            rows.append((_timestamp(row["TIMESTAMP"], where), _int(row["ContextTokens"], "ContextTokens", where),
-                         _int(row["GeneratedTokens"], "GeneratedTokens", where), lineno))
+            rows.append(
+                (
+                    _timestamp(row["TIMESTAMP"], where),
+                    _int(row["ContextTokens"], "ContextTokens", where),
+                    _int(row["GeneratedTokens"], "GeneratedTokens", where),
+                    lineno,
+                )
+            )
     base = min((r[0] for r in rows), default=0.0)
     alloc = IdAllocator()
     calls = [
-        Call(t=round(ts - base, 6), session=f"r{lineno}", turn=0, hash_ids=tuple(alloc.take(-(-num_in // block_size))),
-             input_tokens=num_in, output_tokens=num_out)
+        Call(
+            t=round(ts - base, 6),
+            session=f"r{lineno}",
+            turn=0,
+            hash_ids=tuple(alloc.take(-(-num_in // block_size))),
+            input_tokens=num_in,
+            output_tokens=num_out,
+        )
         for ts, num_in, num_out, lineno in rows
     ]
     created = datetime.fromtimestamp(base, timezone.utc).isoformat() if rows else None
-    return ImportResult(TraceHeader(block_size=block_size, source="azure", created=created,
-                                    meta={"imported_from": str(src)}), calls)
+    return ImportResult(
+        TraceHeader(block_size=block_size, source="azure", created=created, meta={"imported_from": str(src)}), calls
+    )
 
 
 def _timestamp(text: str, where: str) -> float:

@@ -26,13 +26,15 @@ def import_bailian(src: Path, options: ImportOptions) -> ImportResult:
             raise TraceError(f"{where}: parent_chat_id: expected an integer (-1 for none), found {parent!r}")
         if parent >= 0:
             parent_of[chat_id] = parent
-        rows.append((
-            number(obj.get("timestamp"), "timestamp", where),
-            chat_id,
-            int_list(obj, "hash_ids", where),
-            count(obj.get("input_length"), "input_length", where),
-            count(obj.get("output_length"), "output_length", where),
-        ))
+        rows.append(
+            (
+                number(obj.get("timestamp"), "timestamp", where),
+                chat_id,
+                int_list(obj, "hash_ids", where),
+                count(obj.get("input_length"), "input_length", where),
+                count(obj.get("output_length"), "output_length", where),
+            )
+        )
     base = min((r[0] for r in rows), default=0.0)
     rows.sort(key=lambda r: (r[0], r[1]))
     turns: dict[str, int] = {}
@@ -41,10 +43,12 @@ def import_bailian(src: Path, options: ImportOptions) -> ImportResult:
         session = f"c{_root(chat_id, parent_of)}"
         turn = turns.get(session, 0)
         turns[session] = turn + 1
-        calls.append(Call(t=ts - base, session=session, turn=turn, hash_ids=ids, input_tokens=num_in,
-                          output_tokens=num_out))
-    header = TraceHeader(block_size=options.block_size or DEFAULT_BLOCK_SIZE, source="bailian",
-                         meta={"imported_from": str(src)})
+        calls.append(
+            Call(t=ts - base, session=session, turn=turn, hash_ids=ids, input_tokens=num_in, output_tokens=num_out)
+        )
+    header = TraceHeader(
+        block_size=options.block_size or DEFAULT_BLOCK_SIZE, source="bailian", meta={"imported_from": str(src)}
+    )
     return ImportResult(header, calls)
 
 

@@ -18,18 +18,21 @@ def import_mooncake(src: Path, options: ImportOptions) -> ImportResult:
     rows = []
     for lineno, obj in iter_jsonl(src):
         where = f"{src}:{lineno}"
-        rows.append((
-            number(obj.get("timestamp"), "timestamp", where) / 1000,
-            int_list(obj, "hash_ids", where),
-            count(obj.get("input_length"), "input_length", where),
-            count(obj.get("output_length"), "output_length", where),
-            lineno,
-        ))
+        rows.append(
+            (
+                number(obj.get("timestamp"), "timestamp", where) / 1000,
+                int_list(obj, "hash_ids", where),
+                count(obj.get("input_length"), "input_length", where),
+                count(obj.get("output_length"), "output_length", where),
+                lineno,
+            )
+        )
     base = min((r[0] for r in rows), default=0.0)
     calls = [
         Call(t=ts - base, session=f"r{lineno}", turn=0, hash_ids=ids, input_tokens=num_in, output_tokens=num_out)
         for ts, ids, num_in, num_out, lineno in rows
     ]
-    header = TraceHeader(block_size=options.block_size or DEFAULT_BLOCK_SIZE, source="mooncake",
-                         meta={"imported_from": str(src)})
+    header = TraceHeader(
+        block_size=options.block_size or DEFAULT_BLOCK_SIZE, source="mooncake", meta={"imported_from": str(src)}
+    )
     return ImportResult(header, calls)

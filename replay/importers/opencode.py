@@ -85,24 +85,30 @@ def import_opencode(src: Path, options: ImportOptions) -> ImportResult:
             reasoning = int(tokens.get("reasoning") or 0)
             output = int(tokens.get("output") or 0) + reasoning
             kind = "subagent" if session.parent_id and step.kind == "turn" else step.kind
-            calls.append(Call(
-                t=max(0.0, (step.t_ms - base_ms) / 1000),
-                session=session.id,
-                turn=turn,
-                hash_ids=hash_ids,
-                input_tokens=num_in,
-                output_tokens=output,
-                reasoning_tokens=reasoning,
-                think_time=None if step.think_ms is None else max(0.0, step.think_ms / 1000),
-                kind=kind,
-                parent=session.parent_id,
-                cached_tokens=int(_cache(tokens).get("read") or 0),
-            ))
+            calls.append(
+                Call(
+                    t=max(0.0, (step.t_ms - base_ms) / 1000),
+                    session=session.id,
+                    turn=turn,
+                    hash_ids=hash_ids,
+                    input_tokens=num_in,
+                    output_tokens=output,
+                    reasoning_tokens=reasoning,
+                    think_time=None if step.think_ms is None else max(0.0, step.think_ms / 1000),
+                    kind=kind,
+                    parent=session.parent_id,
+                    cached_tokens=int(_cache(tokens).get("read") or 0),
+                )
+            )
             if step.kind != "compaction":
                 chain.extend(output)
     created = datetime.fromtimestamp(base_ms / 1000, timezone.utc).isoformat(timespec="milliseconds")
-    header = TraceHeader(block_size=block_size, source="opencode", created=created,
-                         meta={"prefix_tokens": prefix, "sessions": len(sessions), "imported_from": str(src)})
+    header = TraceHeader(
+        block_size=block_size,
+        source="opencode",
+        created=created,
+        meta={"prefix_tokens": prefix, "sessions": len(sessions), "imported_from": str(src)},
+    )
     return ImportResult(header, calls)
 
 
@@ -131,7 +137,7 @@ def _steps(session: _Session) -> list[_Step]:
         compaction = (
             info.get("summary") is True
             or "compaction" in (info.get("mode"), info.get("agent"))
-            or any(p.get("type") == "compaction" for p in user_parts.get(info.get("parentID"), []))
+            or any(p.get("type") == "compaction" for p in user_parts.get(str(info.get("parentID")), []))
         )
         kind = "compaction" if compaction else "turn"
         groups = _split_steps(parts)
@@ -150,8 +156,13 @@ def _steps(session: _Session) -> list[_Step]:
                 steps.append(_Step(t, think, tokens, kind, where))
             else:
                 log.info("%s: step %d reports no prompt tokens; skipped", where, j)
-            tools = [p for p in step_parts if p.get("type") == "tool"
-                     and isinstance((p.get("state") or {}).get("time"), dict) and "end" in p["state"]["time"]]
+            tools = [
+                p
+                for p in step_parts
+                if p.get("type") == "tool"
+                and isinstance((p.get("state") or {}).get("time"), dict)
+                and "end" in p["state"]["time"]
+            ]
             if tools:
                 gen_end = min(_tool_time(p, "start", where) for p in tools)
                 tools_end = max(_tool_time(p, "end", where) for p in tools)
@@ -186,8 +197,13 @@ def _first_time(parts: list[dict]) -> float | None:
 
 
 def _last_time(parts: list[dict]) -> float | None:
-    times = [float(p["time"]["end"]) for p in parts if p.get("type") in ("text", "reasoning")
-             and isinstance(p.get("time"), dict) and isinstance(p["time"].get("end"), (int, float))]
+    times = [
+        float(p["time"]["end"])
+        for p in parts
+        if p.get("type") in ("text", "reasoning")
+        and isinstance(p.get("time"), dict)
+        and isinstance(p["time"].get("end"), (int, float))
+    ]
     return max(times) if times else None
 
 
@@ -241,7 +257,7 @@ def _load_export(path: Path) -> list[_Session]:
     text = path.read_text(encoding="utf-8")
     start = text.find("{") if not text.lstrip().startswith(("{", "[")) else 0  # tolerate a banner line
     try:
-        data = json.loads(text[max(start, 0):])
+        data = json.loads(text[max(start, 0) :])
     except json.JSONDecodeError as exc:
         raise TraceError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
     exports = data if isinstance(data, list) else [data]
@@ -249,12 +265,18 @@ def _load_export(path: Path) -> list[_Session]:
     for i, export in enumerate(exports):
         where = f"{path}" if len(exports) == 1 else f"{path}[{i}]"
         if not isinstance(export, dict) or not isinstance(export.get("messages"), list):
-            raise TraceError(f"{where}: expected an opencode export {{info, messages: [...]}}, found keys "
-                             f"{sorted(export) if isinstance(export, dict) else type(export).__name__}")
+            raise TraceError(
+                f"{where}: expected an opencode export {{info, messages: [...]}}, found keys "
+                f"{sorted(export) if isinstance(export, dict) else type(export).__name__}"
+            )
         info = export.get("info") or {}
         messages = []
         for k, m in enumerate(export["messages"]):
-            if not isinstance(m, dict) or not isinstance(m.get("info"), dict) or not isinstance(m.get("parts", []), list):
+            if (
+                not isinstance(m, dict)
+                or not isinstance(m.get("info"), dict)
+                or not isinstance(m.get("parts", []), list)
+            ):
                 raise TraceError(f"{where}: messages[{k}]: expected {{info, parts}}")
             messages.append((m["info"], list(m.get("parts", []))))
         sid = info.get("id") or (messages[0][0].get("sessionID") if messages else None) or f"{path.stem}-{i}"

@@ -10,16 +10,25 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_diag_accuracy_quick_prints_a_row_per_case_and_format_and_the_headline_last():
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "diag_accuracy.py"), "--quick"],
-                          capture_output=True, text=True, timeout=240, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "diag_accuracy.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
     assert lines[0].startswith("diag accuracy, corpus seed 0: 3 cases x 3 formats"), lines[0]
-    rows = [line for line in lines if line.split()[:1] and line.split()[0] in
-            ("step_after_append", "context_growth", "short_excerpt")]
+    rows = [
+        line
+        for line in lines
+        if line.split()[:1] and line.split()[0] in ("step_after_append", "context_growth", "short_excerpt")
+    ]
     assert len(rows) == 9, rows
     assert not any("error:" in row for row in rows), rows
-    m = re.fullmatch(r"verdicts right: (\d+)/9, onsets within 60 s: (\d+)/(\d+), triggers found: (\d+)/(\d+)",
-                     lines[-1])
+    m = re.fullmatch(
+        r"verdicts right: (\d+)/9, onsets within 60 s: (\d+)/(\d+), triggers found: (\d+)/(\d+)", lines[-1]
+    )
     assert m, lines[-1]
     assert re.fullmatch(r"false age verdicts on healthy cases: \d+/6.*", lines[-2]), lines[-2]

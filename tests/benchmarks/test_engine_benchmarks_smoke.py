@@ -11,8 +11,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_quick(script: str) -> list[str]:
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--quick"],
-                          capture_output=True, text=True, timeout=240, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
     assert lines[0].startswith("machine: "), lines[0]
@@ -22,29 +27,37 @@ def run_quick(script: str) -> list[str]:
 def test_engine_vs_hf_prints_speedups_last():
     pytest.importorskip("transformers")
     lines = run_quick("engine_vs_hf.py")
-    assert re.fullmatch(r"speedup_batch1=[\d.]+x \(tiny, 1 thread\(s\)\) speedup_batch8=[\d.]+x \(tiny, 1 thread\(s\)\) "
-                        r"speedup_session=[\d.]+x \(tiny, 1 thread\(s\)\); same greedy tokens everywhere: True",
-                        lines[-1]), lines[-1]  # both sides ran the same model
+    assert re.fullmatch(
+        r"speedup_batch1=[\d.]+x \(tiny, 1 thread\(s\)\) speedup_batch8=[\d.]+x \(tiny, 1 thread\(s\)\) "
+        r"speedup_session=[\d.]+x \(tiny, 1 thread\(s\)\); same greedy tokens everywhere: True",
+        lines[-1],
+    ), lines[-1]  # both sides ran the same model
     assert "same greedy tokens: True" in lines[-2], lines[-2]
 
 
 def test_decode_paths_prints_the_ratios_last():
     lines = run_quick("decode_paths.py")
-    assert re.fullmatch(r"fast_vs_reference batch1=[\d.]+x batch8=[\d.]+x; same greedy tokens: True", lines[-1]), lines[-1]
+    assert re.fullmatch(r"fast_vs_reference batch1=[\d.]+x batch8=[\d.]+x; same greedy tokens: True", lines[-1]), lines[
+        -1
+    ]
 
 
 def test_roofline_prints_the_fraction_last():
     lines = run_quick("roofline.py")
-    assert re.fullmatch(r"roofline_fraction=\d+% \(batch-1 decode vs the (copy|read|mv)-bandwidth limit\)",
-                        lines[-1]), lines[-1]
+    assert re.fullmatch(
+        r"roofline_fraction=\d+% \(batch-1 decode vs the (copy|read|mv)-bandwidth limit\)", lines[-1]
+    ), lines[-1]
     bytes_line = next(line for line in lines if line.startswith("bytes per decode step"))
     assert "routed experts" in bytes_line and "(0 picked)" not in bytes_line  # the expert counter saw the router
 
 
 def test_hooks_overhead_prints_every_mode_last():
     lines = run_quick("hooks_overhead.py")
-    assert re.fullmatch(r"hooks_overhead idle=[\d.]+% sampled=[\d.]+% events=[\d.]+% \(clocked; "
-                        r"A/B [+-][\d.]+% / [+-][\d.]+% / [+-][\d.]+%, A/A noise [+-][\d.]+%\)", lines[-1]), lines[-1]
+    assert re.fullmatch(
+        r"hooks_overhead idle=[\d.]+% sampled=[\d.]+% events=[\d.]+% \(clocked; "
+        r"A/B [+-][\d.]+% / [+-][\d.]+% / [+-][\d.]+%, A/A noise [+-][\d.]+%\)",
+        lines[-1],
+    ), lines[-1]
     counts = next(line for line in lines if line.startswith("hook readings taken"))
     samples, events = map(int, re.findall(r"\d+", counts))
     assert samples > 0 and events > 0, counts  # the sampled modes read the hooks and drained events
@@ -52,8 +65,9 @@ def test_hooks_overhead_prints_every_mode_last():
 
 def test_engine_memory_prints_the_growth_after_warm_up_last():
     lines = run_quick("engine_memory.py")
-    assert re.fullmatch(r"rss growth after warm-up: -?[\d.]+ MB over \d+ requests \(-?\d+ KB per 1000 requests\)",
-                        lines[-1]), lines[-1]
+    assert re.fullmatch(
+        r"rss growth after warm-up: -?[\d.]+ MB over \d+ requests \(-?\d+ KB per 1000 requests\)", lines[-1]
+    ), lines[-1]
     rows = [line.split() for line in lines if line.split()[0].isdigit()]  # requests steps rss_MB ...
     requests, live = int(rows[-1][0]), int(rows[-1][-2])
     assert (requests, live) == (40, 0)  # every request ran; none is left on the engine thread

@@ -25,9 +25,19 @@ def _analyze(tmp_path, sc, fmt):
 
 def test_seed_excerpt_is_engine_age_with_onset_and_trigger(excerpt):
     doc = analyze(load_source(excerpt, date=dt.date(2026, 9, 23))).to_dict()
-    assert list(doc)[:len(DESIGN_KEYS)] == DESIGN_KEYS and doc["schema_version"] == 1
-    assert list(doc)[len(DESIGN_KEYS):] == ["age_basis", "prefix_reuse", "prefill", "confidence", "basis", "cause",
-                                            "reason", "comparisons", "clock", "lives"]
+    assert list(doc)[: len(DESIGN_KEYS)] == DESIGN_KEYS and doc["schema_version"] == 1
+    assert list(doc)[len(DESIGN_KEYS) :] == [
+        "age_basis",
+        "prefix_reuse",
+        "prefill",
+        "confidence",
+        "basis",
+        "cause",
+        "reason",
+        "comparisons",
+        "clock",
+        "lives",
+    ]
     assert doc["clock"] == "wall" and doc["lives"][0]["identity"]["moe_backend"] == "offload"
     # Its interval would make it high; two healthy lines cap it (a data check warns, and says so).
     assert doc["confidence"] == "medium" and doc["basis"] == "step_series" and doc["cause"] == "engine_age"
@@ -37,8 +47,12 @@ def test_seed_excerpt_is_engine_age_with_onset_and_trigger(excerpt):
     assert doc["verdict"] == "engine_age_degradation"
     assert doc["onset"]["t"] == "2026-09-23T21:18:50"
     assert doc["onset"]["engine_age_s"] == 938
-    assert doc["onset"]["trigger"] == {"kind": "prefill_append", "t": "2026-09-23T21:18:50",
-                                       "new_tokens": 5792, "cached_tokens": 121712}
+    assert doc["onset"]["trigger"] == {
+        "kind": "prefill_append",
+        "t": "2026-09-23T21:18:50",
+        "new_tokens": 5792,
+        "cached_tokens": 121712,
+    }
     assert doc["recovered_by_restart"] is None  # the excerpt holds no restart
     assert doc["slowdown"]["ratio"] < 0.2
     checks = {c["name"]: c for c in doc["checks"]}
@@ -64,10 +78,13 @@ def test_context_growth_alone_is_not_called_engine_age(tmp_path, fmt):
     doc = _analyze(tmp_path, CONTEXT, fmt)
     assert doc["verdict"] == "context_growth_only"
     raw = {c["name"]: c for c in doc["checks"]}["raw_throughput"]
-    assert raw["status"] == "warn" and float(raw["detail"].split("is ")[1].split("x")[0]) < 0.5  # raw throughput did fall
+    assert (
+        raw["status"] == "warn" and float(raw["detail"].split("is ")[1].split("x")[0]) < 0.5
+    )  # raw throughput did fall
     assert doc["slowdown"]["ratio"] == pytest.approx(1.0, abs=0.05)  # matched: no loss
-    assert doc["slowdown"]["degraded_tps"] == pytest.approx(doc["slowdown"]["healthy_tps"] * doc["slowdown"]["ratio"],
-                                                            rel=0.01)  # the three figures agree
+    assert doc["slowdown"]["degraded_tps"] == pytest.approx(
+        doc["slowdown"]["healthy_tps"] * doc["slowdown"]["ratio"], rel=0.01
+    )  # the three figures agree
     lo, hi = doc["slowdown"]["interval"]
     assert 0.9 < lo <= doc["slowdown"]["ratio"] <= hi  # a material loss is ruled out
     assert doc["onset"] is None
@@ -93,14 +110,19 @@ def test_sessions_that_grow_and_start_again_are_named_context_growth(tmp_path, f
 def test_excerpt_style_log_where_context_explains_it(tmp_path):
     """Few points, no context in the healthy lines: the generous context-only model explains it."""
     path = tmp_path / "ctx-2026-09-23.log"
-    path.write_text("\n".join([
-        "10:00:00  Resolved config: moe_backend='offload'",
-        "10:01:00  Decode batch, #running-req: 1, gen throughput (token/s): 60.00",
-        "10:01:30  Decode batch, #running-req: 1, gen throughput (token/s): 62.00",
-        "10:10:00  Decode batch, #token: 100000, gen throughput (token/s): 30.00",
-        "10:10:10  Decode batch, #token: 150000, gen throughput (token/s): 22.00",
-        "10:10:20  Decode batch, #token: 200000, gen throughput (token/s): 17.50",
-    ]) + "\n")
+    path.write_text(
+        "\n".join(
+            [
+                "10:00:00  Resolved config: moe_backend='offload'",
+                "10:01:00  Decode batch, #running-req: 1, gen throughput (token/s): 60.00",
+                "10:01:30  Decode batch, #running-req: 1, gen throughput (token/s): 62.00",
+                "10:10:00  Decode batch, #token: 100000, gen throughput (token/s): 30.00",
+                "10:10:10  Decode batch, #token: 150000, gen throughput (token/s): 22.00",
+                "10:10:20  Decode batch, #token: 200000, gen throughput (token/s): 17.50",
+            ]
+        )
+        + "\n"
+    )
     doc = analyze(load_source(path)).to_dict()
     assert doc["verdict"] == "context_growth_only"
     detail = {c["name"]: c for c in doc["checks"]}["context_only_model"]["detail"]
@@ -109,8 +131,10 @@ def test_excerpt_style_log_where_context_explains_it(tmp_path):
 
 def test_too_little_data_is_insufficient(tmp_path):
     path = tmp_path / "short-2026-09-23.log"
-    path.write_text("10:00:00  Decode batch, #running-req: 1, gen throughput (token/s): 60.00\n"
-                    "10:00:10  Decode batch, #running-req: 1, gen throughput (token/s): 20.00\n")
+    path.write_text(
+        "10:00:00  Decode batch, #running-req: 1, gen throughput (token/s): 60.00\n"
+        "10:00:10  Decode batch, #running-req: 1, gen throughput (token/s): 20.00\n"
+    )
     doc = analyze(load_source(path)).to_dict()
     assert doc["verdict"] == "insufficient_data"
     assert doc["slowdown"] is None and doc["onset"] is None
@@ -127,13 +151,15 @@ def test_analysis_keeps_the_series_a_report_plots(tmp_path):
 
 
 def test_diagnostics_never_imports_torch(excerpt):
-    code = ("import sys, datetime\n"
-            "from diagnostics.source import load_source\n"
-            "from diagnostics.analysis import analyze\n"
-            "import tokdrift.cli.diag, diagnostics.console, logsim.synthetic\n"
-            f"analyze(load_source({str(excerpt)!r}, date=datetime.date(2026, 9, 23)))\n"
-            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'engine', 'soak'))\n"
-            "assert not bad, bad\n")
+    code = (
+        "import sys, datetime\n"
+        "from diagnostics.source import load_source\n"
+        "from diagnostics.analysis import analyze\n"
+        "import tokdrift.cli.diag, diagnostics.console, logsim.synthetic\n"
+        f"analyze(load_source({str(excerpt)!r}, date=datetime.date(2026, 9, 23)))\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'engine', 'soak'))\n"
+        "assert not bad, bad\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
 
@@ -179,8 +205,10 @@ def test_a_short_excursion_then_a_small_loss_is_not_engine_age(tmp_path):
     t = dt.datetime(2026, 9, 23, 9, 0, 10)
     lines = ["09:00:00  Resolved config: moe_backend='offload'"]
     for i, tps in enumerate([60.0] * 120 + [48.0] * 15 + [55.5] * 120):
-        lines.append(f"{t:%H:%M:%S}  Decode batch, #running-req: 1, #token: {20000 + (i % 10) * 1000}, "
-                     f"gen throughput (token/s): {tps * np.exp(rng.normal(0, 0.01)):.2f}")
+        lines.append(
+            f"{t:%H:%M:%S}  Decode batch, #running-req: 1, #token: {20000 + (i % 10) * 1000}, "
+            f"gen throughput (token/s): {tps * np.exp(rng.normal(0, 0.01)):.2f}"
+        )
         t += dt.timedelta(seconds=5)
     path = tmp_path / "excursion-2026-09-23.log"
     path.write_text("\n".join(lines) + "\n")
@@ -192,8 +220,9 @@ def test_a_short_excursion_then_a_small_loss_is_not_engine_age(tmp_path):
 def test_a_noisy_neighbour_with_no_control_is_host_contention_not_engine_age(tmp_path):
     from tests.diagnostics.rundirs import make_run_dir
 
-    run = make_run_dir(tmp_path / "run", fault_at_min=None, restart_at_min=None, host_slows_at_min=30,
-                       host_columns=True)
+    run = make_run_dir(
+        tmp_path / "run", fault_at_min=None, restart_at_min=None, host_slows_at_min=30, host_columns=True
+    )
     doc = analyze(load_source(run)).to_dict()
     assert doc["verdict"] != "engine_age_degradation" and doc["cause"] == "host_or_load_drift"
     checks = {c["name"]: c for c in doc["checks"]}
@@ -215,22 +244,33 @@ def test_a_fresh_twin_cancels_host_drift_and_keeps_engine_age_visible(tmp_path):
     doc = analyze(load_source(aged)).to_dict()
     assert doc["verdict"] == "engine_age_degradation" and doc["basis"] == "paired_control"
     assert doc["slowdown"]["ratio"] == pytest.approx(1 / 3, rel=0.1)  # the fault's 3x, not the host's 1.6x on top
-    assert abs(pd.Timestamp(doc["onset"]["t"]) - pd.Timestamp(1_790_000_000 + 30 * 60, unit="s")) < pd.Timedelta(minutes=4)
+    assert abs(pd.Timestamp(doc["onset"]["t"]) - pd.Timestamp(1_790_000_000 + 30 * 60, unit="s")) < pd.Timedelta(
+        minutes=4
+    )
 
 
 VLLM_EXCERPT = [  # six 10 s windows pasted from a report, the first two carrying a prompt's prefill
-    ("14:22:11", 2841.6, 3.2, 11.9), ("14:22:21", 1204.3, 4.1, 17.0), ("14:22:31", 0.0, 61.8, 17.3),
-    ("14:22:41", 0.0, 62.3, 17.5), ("14:22:51", 0.0, 61.5, 17.8), ("14:23:01", 0.0, 60.9, 18.0)]
+    ("14:22:11", 2841.6, 3.2, 11.9),
+    ("14:22:21", 1204.3, 4.1, 17.0),
+    ("14:22:31", 0.0, 61.8, 17.3),
+    ("14:22:41", 0.0, 62.3, 17.5),
+    ("14:22:51", 0.0, 61.5, 17.8),
+    ("14:23:01", 0.0, 60.9, 18.0),
+]
 
 
 def test_six_windows_of_vllm_are_too_short_to_rule_engine_age_out(tmp_path):
     """Before: the prefill windows made 'healthy' and late read 15.7x faster, and diag said
     no_degradation. Now those windows are kept out, and what is left covers 30 s."""
     path = tmp_path / "vllm.log"
-    path.write_text("".join(
-        f"(APIServer pid=1933) INFO 11-04 {t} [loggers.py:123] Engine 000: Avg prompt throughput: {p:.1f} tokens/s, "
-        f"Avg generation throughput: {g:.1f} tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: {u:.1f}%, "
-        f"Prefix cache hit rate: 31.2%\n" for t, p, g, u in VLLM_EXCERPT))
+    path.write_text(
+        "".join(
+            f"(APIServer pid=1933) INFO 11-04 {t} [loggers.py:123] Engine 000: Avg prompt throughput: {p:.1f} tokens/s, "
+            f"Avg generation throughput: {g:.1f} tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: {u:.1f}%, "
+            f"Prefix cache hit rate: 31.2%\n"
+            for t, p, g, u in VLLM_EXCERPT
+        )
+    )
     doc = analyze(load_source(path, year=2026)).to_dict()
     assert doc["verdict"] == "insufficient_data" and doc["confidence"] is None
     checks = {c["name"]: c for c in doc["checks"]}
@@ -245,8 +285,10 @@ def test_a_ratio_no_engine_could_show_is_a_failed_matching(tmp_path):
     lines = [f"[{t:%Y-%m-%d|%H:%M:%S}] INFO     Resolved config: moe_backend='offload'"]
     for k in range(720):
         tps = (60.0 if k < 360 else 1200.0) * (1 + 0.01 * (k % 5))
-        lines.append(f"[{t + dt.timedelta(seconds=10 + 10 * k):%Y-%m-%d|%H:%M:%S}] INFO     Decode batch, "
-                     f"#running-req: 2, #token: {20000 + 3000 * (k % 10)}, gen throughput (token/s): {tps:.2f}")
+        lines.append(
+            f"[{t + dt.timedelta(seconds=10 + 10 * k):%Y-%m-%d|%H:%M:%S}] INFO     Decode batch, "
+            f"#running-req: 2, #token: {20000 + 3000 * (k % 10)}, gen throughput (token/s): {tps:.2f}"
+        )
     path = tmp_path / "pasted.log"
     path.write_text("\n".join(lines) + "\n")
     doc = analyze(load_source(path)).to_dict()

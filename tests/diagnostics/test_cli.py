@@ -16,7 +16,9 @@ runner = CliRunner()
 
 def test_ingest_writes_steps_and_events(tmp_path, excerpt):
     out, events = tmp_path / "steps.parquet", tmp_path / "events.parquet"
-    result = runner.invoke(app, ["ingest", str(excerpt), "--date", "2026-09-23", "-o", str(out), "--events", str(events)])
+    result = runner.invoke(
+        app, ["ingest", str(excerpt), "--date", "2026-09-23", "-o", str(out), "--events", str(events)]
+    )
     assert result.exit_code == 0, result.output
     assert "9 steps" in result.output and "0 with no known prefix skipped" in result.output
     steps = pd.read_parquet(out)
@@ -46,13 +48,27 @@ def test_analyze_prints_a_summary_of_a_run_directory(tmp_path):
 
 
 def test_bad_input_is_one_line_without_traceback(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", "from tokdrift.cli.diag import main; main()", "analyze",
-                           str(tmp_path / "missing.log")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", "from tokdrift.cli.diag import main; main()", "analyze", str(tmp_path / "missing.log")],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert "missing.log" in proc.stderr and "nothing is there" in proc.stderr
-    proc = subprocess.run([sys.executable, "-c", "from tokdrift.cli.diag import main; main()", "analyze",
-                           str(tmp_path), "--date", "23/09/2026"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from tokdrift.cli.diag import main; main()",
+            "analyze",
+            str(tmp_path),
+            "--date",
+            "23/09/2026",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2 and "YYYY-MM-DD" in proc.stderr
 
 

@@ -27,8 +27,11 @@ def test_widening_moves_each_end_by_the_ratio_of_the_normal_quantiles():
 def test_the_two_hour_soak_rules_out_what_its_bins_and_restart_knew():
     """A 2-hour healthy soak (issue 26): the paired control alone ruled out 14 %; with its bins and
     its restart control, each widened to 96.7 %, together they rule out about 2 %."""
-    paired, bins, restart = (cmp("paired_control", 0.99, 0.86, 1.13), cmp("bins", 1.003, 0.985, 1.028),
-                             cmp("restart", 1.01, 0.97, 1.06))
+    paired, bins, restart = (
+        cmp("paired_control", 0.99, 0.86, 1.13),
+        cmp("bins", 1.003, 0.985, 1.028),
+        cmp("restart", 1.01, 0.97, 1.06),
+    )
     together = combine([paired, bins, restart]).comparison
     assert together.basis == "combined" and together.bases == ("paired_control", "bins", "restart")
     assert together.interval.lo == pytest.approx(widen(bins.interval, 1 - 0.1 / 3).lo)
@@ -46,8 +49,15 @@ def test_the_two_hour_soak_rules_out_what_its_bins_and_restart_knew():
 
 def test_without_a_control_nothing_is_combined():
     """The log's own samples measure the host's change with the engine's; a restart does not."""
-    d = decide(Evidence(bins=cmp("bins", 1.0, 0.98, 1.02), steps=cmp("step_series", 1.0, 0.97, 1.03),
-                        restart=cmp("restart", 1.0, 0.9, 1.1), onset_found=False, span_s=3600.0))
+    d = decide(
+        Evidence(
+            bins=cmp("bins", 1.0, 0.98, 1.02),
+            steps=cmp("step_series", 1.0, 0.97, 1.03),
+            restart=cmp("restart", 1.0, 0.9, 1.1),
+            onset_found=False,
+            span_s=3600.0,
+        )
+    )
     assert d.verdict == "no_degradation" and d.basis != "combined"
 
 
@@ -86,8 +96,10 @@ def test_together_they_cover_at_the_stated_level_on_dependent_comparisons():
         shared = rng.normal(0, 0.05)
         errs = [shared + rng.normal(0, 0.01), shared + rng.normal(0, 0.01), rng.normal(0, 0.03)]
         ses = [math.hypot(0.05, 0.01), math.hypot(0.05, 0.01), 0.03]
-        cs = [cmp(b, math.exp(e), math.exp(e - z * s), math.exp(e + z * s))
-              for b, e, s in zip(("paired_control", "probes", "bins"), errs, ses)]
+        cs = [
+            cmp(b, math.exp(e), math.exp(e - z * s), math.exp(e + z * s))
+            for b, e, s in zip(("paired_control", "probes", "bins"), errs, ses)
+        ]
         together = combine(cs).comparison
         if together is None or not together.interval.lo <= 1.0 <= together.interval.hi:
             misses += 1

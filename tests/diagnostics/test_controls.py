@@ -1,8 +1,8 @@
 """Probes and controls: pairs by cycle, the paired ratio cancels host drift, the restart control."""
 
 import numpy as np
-import pytest
 import pandas as pd
+import pytest
 
 from diagnostics import controls
 from diagnostics.live import running_verdict
@@ -12,12 +12,28 @@ def probe_table(main, control=None, lives=None):
     rows = []
     for i, tps in enumerate(main):
         life = lives[i] if lives else 0
-        rows.append({"t": pd.Timestamp("2026-12-01") + pd.Timedelta(seconds=60 * i), "engine_life": life,
-                     "engine_age_s": 60.0 * i, "probe_id": "p", "decode_tps": tps, "status": "ok", "role": "main",
-                     "cycle": i})
+        rows.append(
+            {
+                "t": pd.Timestamp("2026-12-01") + pd.Timedelta(seconds=60 * i),
+                "engine_life": life,
+                "engine_age_s": 60.0 * i,
+                "probe_id": "p",
+                "decode_tps": tps,
+                "status": "ok",
+                "role": "main",
+                "cycle": i,
+            }
+        )
         if control is not None:
-            rows.append({**rows[-1], "decode_tps": control[i], "role": "control", "engine_life": 0,
-                         "t": rows[-1]["t"] + pd.Timedelta(seconds=3)})
+            rows.append(
+                {
+                    **rows[-1],
+                    "decode_tps": control[i],
+                    "role": "control",
+                    "engine_life": 0,
+                    "t": rows[-1]["t"] + pd.Timedelta(seconds=3),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -42,11 +58,13 @@ def test_the_hosts_drift_is_read_over_the_stretches_a_comparison_takes():
     cycles = controls.pairs(controls.probe_rows(probe_table(60 * host, 61 * host)))
     t0 = pd.Timestamp("2026-12-01")
     whole = controls.control_drift(cycles)
-    over = controls.drift_between(cycles, ((t0, t0 + pd.Timedelta(minutes=10)),
-                                           (t0 + pd.Timedelta(minutes=15), t0 + pd.Timedelta(minutes=20))))
+    over = controls.drift_between(
+        cycles, ((t0, t0 + pd.Timedelta(minutes=10)), (t0 + pd.Timedelta(minutes=15), t0 + pd.Timedelta(minutes=20)))
+    )
     assert over.ratio == pytest.approx(0.8) and whole.ratio > 0.85
-    one = controls.drift_between(cycles, ((t0, t0 + pd.Timedelta(minutes=10)),
-                                          (t0 + pd.Timedelta(minutes=19), t0 + pd.Timedelta(minutes=20))))
+    one = controls.drift_between(
+        cycles, ((t0, t0 + pd.Timedelta(minutes=10)), (t0 + pd.Timedelta(minutes=19), t0 + pd.Timedelta(minutes=20)))
+    )
     assert one.num_late == 1 and not one.interval.bounded  # one probe in the stretch: the host's speed there is unknown
     assert controls.drift_between(cycles, None) is None
 
@@ -73,8 +91,14 @@ def test_runs_without_roles_are_the_main_engine_alone_and_the_restart_compares_o
 
 def test_host_load_reads_the_driver_and_other_processes_cpu():
     t = pd.date_range("2026-12-01", periods=40, freq="10s")
-    snaps = pd.DataFrame({"t": t, "engine_life": 0, "driver_cpu_percent": 10.0,
-                          "host_other_cpu_percent": np.r_[np.zeros(20), np.full(20, 90.0)]})
+    snaps = pd.DataFrame(
+        {
+            "t": t,
+            "engine_life": 0,
+            "driver_cpu_percent": 10.0,
+            "host_other_cpu_percent": np.r_[np.zeros(20), np.full(20, 90.0)],
+        }
+    )
     load = controls.host_load(snaps)
     assert load.rose and load.early == 10.0 and load.late == 100.0
     assert controls.host_load(snaps.drop(columns=["driver_cpu_percent", "host_other_cpu_percent"])) is None
@@ -113,8 +137,9 @@ def test_a_paired_loss_needs_a_material_estimate_and_an_interval_below_five_perc
     from diagnostics.intervals import Interval
 
     def paired(estimate, lo, hi):
-        return Comparison("paired_control", Interval(estimate, lo, hi), 10, 10, 0.9, "", min_for_loss=4,
-                          detect=controls.PAIRED_DETECT)
+        return Comparison(
+            "paired_control", Interval(estimate, lo, hi), 10, 10, 0.9, "", min_for_loss=4, detect=controls.PAIRED_DETECT
+        )
 
     assert paired(0.85, 0.78, 0.94).loss  # a 15 % loss, a loss below 5 % ruled out
     assert not paired(0.91, 0.88, 0.94).loss  # a loss is shown, but the estimate is not material

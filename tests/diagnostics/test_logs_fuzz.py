@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tokdrift.cli.diag import app
 from diagnostics.errors import DiagnosticsError
 from logformats import parse_log
+from tokdrift.cli.diag import app
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -42,7 +42,7 @@ runner = CliRunner()
 
 
 def _truncated(lines: list[str], rng: random.Random) -> bytes:
-    out = [line[:rng.randrange(len(line) + 1)] if rng.random() < 0.4 else line for line in lines]
+    out = [line[: rng.randrange(len(line) + 1)] if rng.random() < 0.4 else line for line in lines]
     return "\n".join(out).encode()
 
 
@@ -58,14 +58,17 @@ def _impossible_dates(lines: list[str], rng: random.Random) -> bytes:
     # Every digit of a line's first 40 characters drawn from 5-9: `2419-91-37|94:25:02`.
     def garble(line: str) -> str:
         return re.sub(r"\d", lambda _: rng.choice("56789"), line[:40]) + line[40:]
+
     return "\n".join(garble(line) if rng.random() < 0.5 else line for line in lines).encode()
 
 
 def _impossible_numbers(lines: list[str], rng: random.Random) -> bytes:
     # Numbers after the prefix: 400 digits (not a float), negative, scientific, nan.
     choices = ["9" * 400, "-5", "1e999", "nan", "0", "00.00.00"]
+
     def garble(line: str) -> str:
         return line[:40] + re.sub(r"\d+(?:\.\d+)?", lambda _: rng.choice(choices), line[40:])
+
     return "\n".join(garble(line) if rng.random() < 0.5 else line for line in lines).encode()
 
 
@@ -102,8 +105,21 @@ def _empty(lines: list[str], rng: random.Random) -> bytes:
     return b""
 
 
-DAMAGE = {f.__name__.lstrip("_"): f for f in (_truncated, _swapped, _impossible_dates, _impossible_numbers,
-                                              _random_bytes, _nul_bytes, _long_line, _utf16, _crlf, _empty)}
+DAMAGE = {
+    f.__name__.lstrip("_"): f
+    for f in (
+        _truncated,
+        _swapped,
+        _impossible_dates,
+        _impossible_numbers,
+        _random_bytes,
+        _nul_bytes,
+        _long_line,
+        _utf16,
+        _crlf,
+        _empty,
+    )
+}
 # Damage that always leaves lines to count: skipped, bad, or numbers left empty.
 COUNTED = {"random_bytes", "long_line"}
 
@@ -120,7 +136,8 @@ def test_damaged_logs_are_read_or_refused_in_one_line(tmp_path, sample, damage):
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         # The CLI prints a DiagnosticsError in one line and exits 2; anything else is a traceback.
         assert isinstance(result.exception, DiagnosticsError), (
-            f"{sample}/{damage}: {type(result.exception).__name__}: {result.exception}")
+            f"{sample}/{damage}: {type(result.exception).__name__}: {result.exception}"
+        )
         assert damage == "empty" and "the file is empty" in str(result.exception), (sample, damage)
         return
     assert damage != "empty"
@@ -137,17 +154,25 @@ def test_damaged_logs_are_read_or_refused_in_one_line(tmp_path, sample, damage):
         assert counted == 0, (sample, damage, detail)
 
 
-@pytest.mark.parametrize("content", [
-    b"[2026-09-23|21:03:12] INFO     Resolved config: x\n[2419-91-37|94:25:02] INFO     Decode batch, "
-    b"#running-req: 1, gen throughput (token/s): 10.00\n",
-    b"slot print_timing: id  0 | task 0 | " + b"x" * (2 * 1024 * 1024) + b"\n",
-    b"",
-], ids=["garbled-stamp", "2MB-line", "empty"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"[2026-09-23|21:03:12] INFO     Resolved config: x\n[2419-91-37|94:25:02] INFO     Decode batch, "
+        b"#running-req: 1, gen throughput (token/s): 10.00\n",
+        b"slot print_timing: id  0 | task 0 | " + b"x" * (2 * 1024 * 1024) + b"\n",
+        b"",
+    ],
+    ids=["garbled-stamp", "2MB-line", "empty"],
+)
 def test_the_installed_cli_exits_0_or_2_without_a_traceback(tmp_path, content):
     path = tmp_path / "engine.log"
     path.write_bytes(content)
-    proc = subprocess.run([sys.executable, "-c", "from tokdrift.cli.diag import main; main()", "analyze", str(path),
-                           "--json"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", "from tokdrift.cli.diag import main; main()", "analyze", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode in (0, 2), proc.stderr
     assert "Traceback" not in proc.stderr
     if proc.returncode == 0:

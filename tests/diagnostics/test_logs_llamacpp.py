@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from tokdrift.cli.diag import app
 from logformats import Text, parse_log
+from tokdrift.cli.diag import app
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 runner = CliRunner()
@@ -57,16 +57,24 @@ def test_llama_server_with_timestamps_reads_each_slot_and_the_engine_age():
 
 
 def test_llama_stamps_that_go_back_are_a_restart(tmp_path):
-    block = ("slot print_timing: id  0 | task 0 | prompt eval time =     100.00 ms /    50 tokens (    2.00 ms per token,"
-             "   500.00 tokens per second)",
-             "slot print_timing: id  0 | task 0 |        eval time =    {ms}.00 ms /   100 tokens (   {per}.00 ms per "
-             "token,    {tps}.00 tokens per second)")
-    path = _write(tmp_path, "llama.log", [
-        "0.00.010.000 I build: 6092 (c81de6e1) with cc (GCC) 13.3.0 for x86_64-linux-gnu",
-        "0.20.000.000 I " + block[0], "0.20.000.001 I " + block[1].format(ms=2000, per=20, tps=50),
-        "0.00.009.000 I build: 6092 (c81de6e1) with cc (GCC) 13.3.0 for x86_64-linux-gnu",
-        "0.30.000.000 I " + block[0], "0.30.000.001 I " + block[1].format(ms=2500, per=25, tps=40),
-    ])
+    block = (
+        "slot print_timing: id  0 | task 0 | prompt eval time =     100.00 ms /    50 tokens (    2.00 ms per token,"
+        "   500.00 tokens per second)",
+        "slot print_timing: id  0 | task 0 |        eval time =    {ms}.00 ms /   100 tokens (   {per}.00 ms per "
+        "token,    {tps}.00 tokens per second)",
+    )
+    path = _write(
+        tmp_path,
+        "llama.log",
+        [
+            "0.00.010.000 I build: 6092 (c81de6e1) with cc (GCC) 13.3.0 for x86_64-linux-gnu",
+            "0.20.000.000 I " + block[0],
+            "0.20.000.001 I " + block[1].format(ms=2000, per=20, tps=50),
+            "0.00.009.000 I build: 6092 (c81de6e1) with cc (GCC) 13.3.0 for x86_64-linux-gnu",
+            "0.30.000.000 I " + block[0],
+            "0.30.000.001 I " + block[1].format(ms=2500, per=25, tps=40),
+        ],
+    )
     decode = parse_log(path).steps.query("phase == 'decode'")
     assert decode["engine_life"].tolist() == [0, 1]
     assert decode["engine_age_s"].tolist() == pytest.approx([20.000001, 30.000001])
@@ -121,7 +129,8 @@ def test_ollama_access_lines_alone_are_insufficient_data():
     assert parsed.steps.empty and parsed.info.format == "ollama"
     requests = parsed.events[parsed.events["kind"] == "request"]
     assert requests["detail"].str.extract(r"in ([\d.]+) s")[0].astype(float).tolist() == pytest.approx(
-        [5.258, 4.918, 12.014, 524.0], abs=1e-3)  # the last printed as 8m44s
+        [5.258, 4.918, 12.014, 524.0], abs=1e-3
+    )  # the last printed as 8m44s
     doc, checks = _checks(path)
     assert doc["verdict"] == "insufficient_data"
     assert checks["log_lines"]["status"] == "warn"
@@ -131,13 +140,19 @@ def test_ollama_access_lines_alone_are_insufficient_data():
 
 
 def test_journald_dates_take_a_year_and_roll_into_the_next(tmp_path):
-    timing = ("slot print_timing: id  0 | task {t} |        eval time =    1000.00 ms /    50 tokens (   20.00 ms per "
-              "token,    50.00 tokens per second)")
-    path = _write(tmp_path, "llama-journal.log", [
-        "Dec 31 23:59:50 kamala llama-server[52276]: build: 4261 (2759916d) with cc (GCC) 14.2.1 for x86_64",
-        "Dec 31 23:59:58 kamala llama-server[52276]: " + timing.format(t=0),
-        "Jan 01 00:00:07 kamala llama-server[52276]: " + timing.format(t=1),
-    ])
+    timing = (
+        "slot print_timing: id  0 | task {t} |        eval time =    1000.00 ms /    50 tokens (   20.00 ms per "
+        "token,    50.00 tokens per second)"
+    )
+    path = _write(
+        tmp_path,
+        "llama-journal.log",
+        [
+            "Dec 31 23:59:50 kamala llama-server[52276]: build: 4261 (2759916d) with cc (GCC) 14.2.1 for x86_64",
+            "Dec 31 23:59:58 kamala llama-server[52276]: " + timing.format(t=0),
+            "Jan 01 00:00:07 kamala llama-server[52276]: " + timing.format(t=1),
+        ],
+    )
     steps = parse_log(path, year=2024).steps
     assert steps["t"].tolist() == [pd.Timestamp("2024-12-31 23:59:58"), pd.Timestamp("2025-01-01 00:00:07")]
     assert steps["engine_age_s"].tolist() == [8.0, 17.0]
@@ -150,20 +165,42 @@ def test_relative_clock_counts_from_the_date_given():
 
 def test_2024_server_json_lines_read_as_its_text_lines(tmp_path):
     def line(function, msg, **fields):
-        return json.dumps({"tid": "140302184869888", "level": "INFO", "function": function, "line": 1, "msg": msg,
-                           **fields})
+        return json.dumps(
+            {"tid": "140302184869888", "level": "INFO", "function": function, "line": 1, "msg": msg, **fields}
+        )
+
     slot = {"id_slot": 0, "id_task": 0}
-    path = _write(tmp_path, "server.json.log", [  # the fixture's lines as `--log-format json` prints them
-        line("main", "build info", timestamp=1714047400, build=2715, commit="f4ab2a41"),
-        line("update_slots", "all slots are idle", timestamp=1714047410),
-        line("launch_slot_with_task", "slot is processing task", timestamp=1714047424, **slot),
-        line("print_timings", "prompt eval time     =     812.30 ms /   406 tokens (    2.00 ms per token,   499.82 "
-             "tokens per second)", timestamp=1714047430, t_prompt_processing=812.3, n_prompt_tokens_processed=406, **slot),
-        line("print_timings", "generation eval time =    5120.00 ms /   128 runs   (   40.00 ms per token,    25.00 "
-             "tokens per second)", timestamp=1714047430, t_token_generation=5120.0, n_decoded=128, **slot),
-        line("update_slots", "slot released", timestamp=1714047430, n_ctx=8192, n_past=533, truncated=False, **slot),
-        line("update_slots", "all slots are idle", timestamp=1714047430),
-    ])
+    path = _write(
+        tmp_path,
+        "server.json.log",
+        [  # the fixture's lines as `--log-format json` prints them
+            line("main", "build info", timestamp=1714047400, build=2715, commit="f4ab2a41"),
+            line("update_slots", "all slots are idle", timestamp=1714047410),
+            line("launch_slot_with_task", "slot is processing task", timestamp=1714047424, **slot),
+            line(
+                "print_timings",
+                "prompt eval time     =     812.30 ms /   406 tokens (    2.00 ms per token,   499.82 "
+                "tokens per second)",
+                timestamp=1714047430,
+                t_prompt_processing=812.3,
+                n_prompt_tokens_processed=406,
+                **slot,
+            ),
+            line(
+                "print_timings",
+                "generation eval time =    5120.00 ms /   128 runs   (   40.00 ms per token,    25.00 "
+                "tokens per second)",
+                timestamp=1714047430,
+                t_token_generation=5120.0,
+                n_decoded=128,
+                **slot,
+            ),
+            line(
+                "update_slots", "slot released", timestamp=1714047430, n_ctx=8192, n_past=533, truncated=False, **slot
+            ),
+            line("update_slots", "all slots are idle", timestamp=1714047430),
+        ],
+    )
     parsed = parse_log(path)
     expected = parse_log(FIXTURES / "llama-server-2024.log").steps
     assert (parsed.info.format, parsed.info.clock) == ("llama.cpp", "wall")
@@ -172,14 +209,18 @@ def test_2024_server_json_lines_read_as_its_text_lines(tmp_path):
 
 def test_ollama_before_0_4_mixes_local_and_unix_times_into_one_clock(tmp_path):
     # slog prints local time (here UTC-6); the wrapped server's `timestamp=` is Unix (UTC). One clock: the local one.
-    path = _write(tmp_path, "ollama.log", [
-        'time=2024-05-12T06:47:18.600-06:00 level=INFO source=server.go:320 msg="starting llama server" cmd="x"',
-        "DEBUG [print_timings] prompt eval time     =     100.00 ms /    50 tokens (    2.00 ms per token,   500.00 "
-        'tokens per second) | n_prompt_tokens_processed=50 slot_id=0 task_id=3 tid="1" timestamp=1715518040',
-        "DEBUG [print_timings] generation eval time =    2000.00 ms /   100 runs   (   20.00 ms per token,    50.00 "
-        'tokens per second) | n_decoded=100 slot_id=0 task_id=3 tid="1" timestamp=1715518040',
-        '[GIN] 2024/05/12 - 06:47:21 | 200 |  2.310231475s |       127.0.0.1 | POST     "/api/generate"',
-    ])
+    path = _write(
+        tmp_path,
+        "ollama.log",
+        [
+            'time=2024-05-12T06:47:18.600-06:00 level=INFO source=server.go:320 msg="starting llama server" cmd="x"',
+            "DEBUG [print_timings] prompt eval time     =     100.00 ms /    50 tokens (    2.00 ms per token,   500.00 "
+            'tokens per second) | n_prompt_tokens_processed=50 slot_id=0 task_id=3 tid="1" timestamp=1715518040',
+            "DEBUG [print_timings] generation eval time =    2000.00 ms /   100 runs   (   20.00 ms per token,    50.00 "
+            'tokens per second) | n_decoded=100 slot_id=0 task_id=3 tid="1" timestamp=1715518040',
+            '[GIN] 2024/05/12 - 06:47:21 | 200 |  2.310231475s |       127.0.0.1 | POST     "/api/generate"',
+        ],
+    )
     parsed = parse_log(path)
     assert parsed.info.format == "ollama"
     decode = parsed.steps[parsed.steps["phase"] == "decode"].iloc[0]
@@ -189,18 +230,22 @@ def test_ollama_before_0_4_mixes_local_and_unix_times_into_one_clock(tmp_path):
 
 def test_router_child_lines_with_a_bare_timing_block(tmp_path):
     # A router's child prefixes its lines with [port]; the timing block follows an empty header line.
-    path = _write(tmp_path, "router.log", [
-        "[42027] 1.20.000.000 I slot launch_slot_: id  0 | task 388 | processing task, is_child = 0",
-        "[42027] 1.20.500.000 I slot update_slots: id  0 | task 388 | prompt done, n_tokens = 27, batch.n_tokens = 27",
-        "[42027] 1.35.716.244 I slot print_timing: id  0 | task 388 | n_decoded =    172, tg =  12.00 t/s",
-        "[42027] 1.37.495.377 I slot print_timing: id  0 | task 388 | ",
-        "[42027] prompt eval time =     789.03 ms /    27 tokens (   29.22 ms per token,    34.22 tokens per second)",
-        "[42027]        eval time =   16112.50 ms /   192 tokens (   83.92 ms per token,    11.92 tokens per second)",
-        "[42027]       total time =   16901.53 ms /   219 tokens",
-        "[42027] draft acceptance rate = 0.61307 (  122 accepted /   199 generated)",
-        "[42027] 1.37.495.428 I slot      release: id  0 | task 388 | stop processing: n_tokens = 218, truncated = 0",
-        "[42027] 1.37.495.453 I srv  update_slots: all slots are idle",
-    ])
+    path = _write(
+        tmp_path,
+        "router.log",
+        [
+            "[42027] 1.20.000.000 I slot launch_slot_: id  0 | task 388 | processing task, is_child = 0",
+            "[42027] 1.20.500.000 I slot update_slots: id  0 | task 388 | prompt done, n_tokens = 27, batch.n_tokens = 27",
+            "[42027] 1.35.716.244 I slot print_timing: id  0 | task 388 | n_decoded =    172, tg =  12.00 t/s",
+            "[42027] 1.37.495.377 I slot print_timing: id  0 | task 388 | ",
+            "[42027] prompt eval time =     789.03 ms /    27 tokens (   29.22 ms per token,    34.22 tokens per second)",
+            "[42027]        eval time =   16112.50 ms /   192 tokens (   83.92 ms per token,    11.92 tokens per second)",
+            "[42027]       total time =   16901.53 ms /   219 tokens",
+            "[42027] draft acceptance rate = 0.61307 (  122 accepted /   199 generated)",
+            "[42027] 1.37.495.428 I slot      release: id  0 | task 388 | stop processing: n_tokens = 218, truncated = 0",
+            "[42027] 1.37.495.453 I srv  update_slots: all slots are idle",
+        ],
+    )
     parsed = parse_log(path)
     assert (parsed.info.format, parsed.info.clock, parsed.info.num_bad_lines) == ("llama.cpp", "relative", 0)
     decode = parsed.steps[parsed.steps["phase"] == "decode"]
@@ -214,16 +259,22 @@ def test_router_child_lines_with_a_bare_timing_block(tmp_path):
 
 
 def test_log_prefix_without_timestamps_runs_on_busy_time(tmp_path):
-    timing = ("I slot print_timing: id  {s} | task {t} | {what} time = {ms:10.2f} ms / {n:5d} tokens ({per:8.2f} ms per "
-              "token, {tps:8.2f} tokens per second)")
-    path = _write(tmp_path, "prefix.log", [
-        "I build: 6092 (c81de6e1) with cc (GCC) 13.3.0 for x86_64-linux-gnu",
-        "W srv  load_model: loading model 'm.gguf'",
-        timing.format(s=0, t=0, what="prompt eval", ms=500.0, n=1000, per=0.5, tps=2000.0),
-        timing.format(s=0, t=0, what="       eval", ms=4000.0, n=200, per=20.0, tps=50.0),
-        timing.format(s=0, t=1, what="prompt eval", ms=100.0, n=100, per=1.0, tps=1000.0),
-        timing.format(s=0, t=1, what="       eval", ms=2500.0, n=100, per=25.0, tps=40.0),
-    ])
+    timing = (
+        "I slot print_timing: id  {s} | task {t} | {what} time = {ms:10.2f} ms / {n:5d} tokens ({per:8.2f} ms per "
+        "token, {tps:8.2f} tokens per second)"
+    )
+    path = _write(
+        tmp_path,
+        "prefix.log",
+        [
+            "I build: 6092 (c81de6e1) with cc (GCC) 13.3.0 for x86_64-linux-gnu",
+            "W srv  load_model: loading model 'm.gguf'",
+            timing.format(s=0, t=0, what="prompt eval", ms=500.0, n=1000, per=0.5, tps=2000.0),
+            timing.format(s=0, t=0, what="       eval", ms=4000.0, n=200, per=20.0, tps=50.0),
+            timing.format(s=0, t=1, what="prompt eval", ms=100.0, n=100, per=1.0, tps=1000.0),
+            timing.format(s=0, t=1, what="       eval", ms=2500.0, n=100, per=25.0, tps=40.0),
+        ],
+    )
     parsed = parse_log(path)
     assert parsed.info.clock == "busy"
     steps = parsed.steps
@@ -237,18 +288,24 @@ def test_a_bare_timing_block_through_journald_keeps_its_eval_line(tmp_path):
     """llama-server inside Ollama prints the timing block as bare lines aligned with spaces; journald
     puts its prefix before them, so `       eval time = ...` arrives with its spaces after the prefix."""
     head = "Sep 23 10:23:{:02d} gpu-box ollama[2817]: "
-    path = _write(tmp_path, "ollama-block.log", [
-        head.format(0) + 'time=2026-09-23T10:23:00.000Z level=INFO source=server.go:398 msg="starting llama server"',
-        head.format(1) + "slot launch_slot_: id  2 | task 537 | processing task",
-        head.format(1) + "slot update_slots: id  2 | task 537 | prompt done, n_tokens = 101944, batch.n_tokens = 6609",
-        head.format(50) + "slot print_timing: id  2 | task 537 | ",
-        head.format(50) + "prompt eval time =     645.53 ms /  6609 tokens (    0.10 ms per token, 10238.12 tokens "
-                          "per second)",
-        head.format(50) + "       eval time =   48099.23 ms /   345 tokens (  139.42 ms per token,     7.17 tokens "
-                          "per second)",
-        head.format(50) + "      total time =   48744.76 ms /  6954 tokens",
-        head.format(50) + "slot      release: id  2 | task 537 | stop processing: n_tokens = 102288, truncated = 0",
-    ])
+    path = _write(
+        tmp_path,
+        "ollama-block.log",
+        [
+            head.format(0)
+            + 'time=2026-09-23T10:23:00.000Z level=INFO source=server.go:398 msg="starting llama server"',
+            head.format(1) + "slot launch_slot_: id  2 | task 537 | processing task",
+            head.format(1)
+            + "slot update_slots: id  2 | task 537 | prompt done, n_tokens = 101944, batch.n_tokens = 6609",
+            head.format(50) + "slot print_timing: id  2 | task 537 | ",
+            head.format(50) + "prompt eval time =     645.53 ms /  6609 tokens (    0.10 ms per token, 10238.12 tokens "
+            "per second)",
+            head.format(50) + "       eval time =   48099.23 ms /   345 tokens (  139.42 ms per token,     7.17 tokens "
+            "per second)",
+            head.format(50) + "      total time =   48744.76 ms /  6954 tokens",
+            head.format(50) + "slot      release: id  2 | task 537 | stop processing: n_tokens = 102288, truncated = 0",
+        ],
+    )
     steps = parse_log(path, year=2026).steps
     prefill = steps[steps["phase"] == "prefill"].iloc[0]
     assert (prefill["new_tokens"], prefill["cached_tokens"]) == (6609, 95335)
@@ -265,7 +322,9 @@ def test_a_real_llama_server_log_reads_its_slots_and_its_kv_capacity():
     parsed = parse_log(FIXTURES / "llama-server-real.log")
     info, steps = parsed.info, parsed.steps
     assert (info.format, info.clock, info.num_unknown_lines, info.num_bad_lines) == ("llama.cpp", "relative", 0, 0)
-    assert info.kv_capacity == 4 * 8192  # `load_model: initializing, n_slots = 4, n_ctx_slot = 8192, kv_unified = 'false'`
+    assert (
+        info.kv_capacity == 4 * 8192
+    )  # `load_model: initializing, n_slots = 4, n_ctx_slot = 8192, kv_unified = 'false'`
     progress = steps[steps["line"] == 34].iloc[0]  # task 133: n_gen = 100, tg_3s = 26.39
     assert (progress["gen_tps"], progress["num_decode_tokens"]) == (26.39, 100)
     assert progress["engine_age_s"] == pytest.approx(12.063278)
@@ -276,20 +335,25 @@ def test_a_real_llama_server_log_reads_its_slots_and_its_kv_capacity():
     # context at 1738, so 1122 came from the slot's cache.
     prefill = steps[(steps["line"] == 51) & (steps["phase"] == "prefill")].iloc[0]
     assert (prefill["new_tokens"], prefill["cached_tokens"]) == (616, 1122)
-    assert parsed.events["kind"].tolist() == ["engine_start", "engine_start"]  # stamp 0, and `load_model: loading model`
+    assert parsed.events["kind"].tolist() == [
+        "engine_start",
+        "engine_start",
+    ]  # stamp 0, and `load_model: loading model`
 
 
-@pytest.mark.parametrize("stamp", [
-    "Nov 27 14:55:15 gpu-box ollama[40647]: ",  # journalctl's default, -o short
-    "Nov 27 14:55:15 ollama[40647]: ",  # the same without the host field (as pasted, or -o cat-like tools)
-    "Nov 27 14:55:15.123456 gpu-box ollama[40647]: ",  # -o short-precise
-    "2025-11-27T14:55:15+0100 gpu-box ollama[40647]: ",  # -o short-iso
-    "2025-11-27T14:55:15.123456+01:00 ollama[40647]: ",  # -o short-iso-precise, no host
-])
+@pytest.mark.parametrize(
+    "stamp",
+    [
+        "Nov 27 14:55:15 gpu-box ollama[40647]: ",  # journalctl's default, -o short
+        "Nov 27 14:55:15 ollama[40647]: ",  # the same without the host field (as pasted, or -o cat-like tools)
+        "Nov 27 14:55:15.123456 gpu-box ollama[40647]: ",  # -o short-precise
+        "2025-11-27T14:55:15+0100 gpu-box ollama[40647]: ",  # -o short-iso
+        "2025-11-27T14:55:15.123456+01:00 ollama[40647]: ",  # -o short-iso-precise, no host
+    ],
+)
 def test_journald_variants_read_as_ollama(tmp_path, stamp):
     gin = '[GIN] 2025/11/27 - 14:55:15 | 200 |  5.257673085s |       127.0.0.1 | POST     "/api/chat"'
-    timing = ("       eval time =    1000.00 ms /    50 tokens (   20.00 ms per token,    50.00 tokens per "
-              "second)")
+    timing = "       eval time =    1000.00 ms /    50 tokens (   20.00 ms per token,    50.00 tokens per second)"
     path = _write(tmp_path, "ollama.log", [stamp + gin, stamp + timing, stamp + gin])
     parsed = parse_log(path, year=2025)
     assert parsed.info.format == "ollama"
@@ -302,15 +366,19 @@ def test_idle_slots_hold_their_conversations_and_that_is_a_suspect(tmp_path):
     """llama-server keeps a finished request's cells in its slot for prompt caching. Where every slot
     shares one KV buffer (llama.cpp before per-slot streams), a decode attends over them: the tokens
     idle slots hold are read into every decode row, and rank first when decode slows with them."""
+
     def request(slot, task, n_past, per_ms):
-        return [f"slot launch_slot_: id  {slot} | task {task} | processing task",
-                f"slot print_timing: id  {slot} | task {task} | ",
-                "prompt eval time =     100.00 ms /   100 tokens (    1.00 ms per token,  1000.00 tokens per second)",
-                f"       eval time =    {per_ms * 64:.2f} ms /    64 tokens (   {per_ms:.2f} ms per token,   "
-                f"{1000 / per_ms:.2f} tokens per second)",
-                "      total time =    1000.00 ms /   164 tokens",
-                f"slot      release: id  {slot} | task {task} | stop processing: n_past = {n_past}, truncated = 0",
-                "srv  update_slots: all slots are idle"]
+        return [
+            f"slot launch_slot_: id  {slot} | task {task} | processing task",
+            f"slot print_timing: id  {slot} | task {task} | ",
+            "prompt eval time =     100.00 ms /   100 tokens (    1.00 ms per token,  1000.00 tokens per second)",
+            f"       eval time =    {per_ms * 64:.2f} ms /    64 tokens (   {per_ms:.2f} ms per token,   "
+            f"{1000 / per_ms:.2f} tokens per second)",
+            "      total time =    1000.00 ms /   164 tokens",
+            f"slot      release: id  {slot} | task {task} | stop processing: n_past = {n_past}, truncated = 0",
+            "srv  update_slots: all slots are idle",
+        ]
+
     lines = ["build: 5300 (79e0b68) with cc for x86_64", "main: loading model"]
     task = 0
     for k in range(40):  # slot 0 serves a probe; slots 1..7 fill up with long conversations
@@ -341,23 +409,40 @@ def test_idle_slots_hold_their_conversations_and_that_is_a_suspect(tmp_path):
     assert alone.loc[alone["phase"] == "decode", "idle_slot_tokens"].iloc[0] == 0.0
 
 
-@pytest.mark.parametrize("line, kind, size", [
-    # 0.3.1-0.3.2's server (llama.cpp late 2024), with --log-prefix --log-timestamps
-    ("0.52.072.487 W srv  update_slots: failed to find free space in the KV cache, retrying with smaller batch "
-     "size - try increasing it via the context size or enable defragmentation, i = 0, n_batch = 1024, ret = 1",
-     "kv_no_space", 1024),
-    # 2025's server: the shorter text
-    ("srv  update_slots: failed to find free space in the KV cache, retrying with smaller batch size, i = 0, "
-     "n_batch = 256, ret = 1", "kv_no_space", 256),
-    # early 2024: plain text, the size in its own words
-    ("update_slots : failed to find free space in the KV cache, retrying with smaller n_batch = 64",
-     "kv_no_space", 64),
-    ("0.52.072.500 E srv  update_slots: failed to decode the batch: KV cache is full - try increasing it via "
-     "the context size, i = 0, n_batch = 1, ret = 1", "kv_full", 1),
-    ("update_slots : failed to decode the batch, n_batch = 1, ret = 1", "kv_full", 1),
-    # the library itself (2025 on), before the server's line
-    ("0.10.000.000 W decode: failed to find a memory slot for batch of size 512", "kv_no_space", 512),
-])
+@pytest.mark.parametrize(
+    "line, kind, size",
+    [
+        # 0.3.1-0.3.2's server (llama.cpp late 2024), with --log-prefix --log-timestamps
+        (
+            "0.52.072.487 W srv  update_slots: failed to find free space in the KV cache, retrying with smaller batch "
+            "size - try increasing it via the context size or enable defragmentation, i = 0, n_batch = 1024, ret = 1",
+            "kv_no_space",
+            1024,
+        ),
+        # 2025's server: the shorter text
+        (
+            "srv  update_slots: failed to find free space in the KV cache, retrying with smaller batch size, i = 0, "
+            "n_batch = 256, ret = 1",
+            "kv_no_space",
+            256,
+        ),
+        # early 2024: plain text, the size in its own words
+        (
+            "update_slots : failed to find free space in the KV cache, retrying with smaller n_batch = 64",
+            "kv_no_space",
+            64,
+        ),
+        (
+            "0.52.072.500 E srv  update_slots: failed to decode the batch: KV cache is full - try increasing it via "
+            "the context size, i = 0, n_batch = 1, ret = 1",
+            "kv_full",
+            1,
+        ),
+        ("update_slots : failed to decode the batch, n_batch = 1, ret = 1", "kv_full", 1),
+        # the library itself (2025 on), before the server's line
+        ("0.10.000.000 W decode: failed to find a memory slot for batch of size 512", "kv_no_space", 512),
+    ],
+)
 def test_kv_cache_without_room_for_a_batch_is_an_event(tmp_path, line, kind, size):
     path = _write(tmp_path, "kv.log", ["build: 4000 (aaaaaaa) with cc for x86_64", "main: loading model", line])
     parsed = parse_log(path)
@@ -379,24 +464,30 @@ def test_batches_without_room_in_the_kv_cache_rank_as_the_suspect(tmp_path):
 
         def stamp(at: float) -> str:
             return f"{int(at) // 60}.{int(at) % 60:02d}.{int(at * 1000) % 1000:03d}.000"
+
         if k >= 60:  # from here on, every request first finds no room for its batch
-            lines += [f"{stamp(sec)} W srv  update_slots: failed to find free space in the KV cache, retrying "
-                      f"with smaller batch size - try increasing it via the context size or enable "
-                      f"defragmentation, i = 0, n_batch = {size}, ret = 1" for size in (1024, 512, 256)]
+            lines += [
+                f"{stamp(sec)} W srv  update_slots: failed to find free space in the KV cache, retrying "
+                f"with smaller batch size - try increasing it via the context size or enable "
+                f"defragmentation, i = 0, n_batch = {size}, ret = 1"
+                for size in (1024, 512, 256)
+            ]
         sec += 0.1 + per_ms * 256 / 1000
-        lines += [f"{stamp(sec)} I slot launch_slot_: id  {k % 4} | task {k} | processing task",
-                  f"{stamp(sec)} I slot update_slots: id  {k % 4} | task {k} | new prompt, n_ctx_slot = 2048, "
-                  f"n_keep = 0, n_prompt_tokens = {prompt}",
-                  f"{stamp(sec)} I slot update_slots: id  {k % 4} | task {k} | prompt done, n_past = {prompt}, "
-                  f"n_tokens = {prompt}",
-                  f"{stamp(sec)} I slot print_timing: id  {k % 4} | task {k} | ",
-                  "prompt eval time =     100.00 ms /   100 tokens (    1.00 ms per token,  1000.00 tokens per second)",
-                  f"       eval time =    {per_ms * 256:.2f} ms /   256 tokens (   {per_ms:.2f} ms per token,   "
-                  f"{1000 / per_ms:.2f} tokens per second)",
-                  "      total time =    1000.00 ms /   356 tokens",
-                  f"{stamp(sec)} I slot      release: id  {k % 4} | task {k} | stop processing: n_past = {prompt + 256}, "
-                  f"truncated = 0",
-                  f"{stamp(sec)} I srv  update_slots: all slots are idle"]
+        lines += [
+            f"{stamp(sec)} I slot launch_slot_: id  {k % 4} | task {k} | processing task",
+            f"{stamp(sec)} I slot update_slots: id  {k % 4} | task {k} | new prompt, n_ctx_slot = 2048, "
+            f"n_keep = 0, n_prompt_tokens = {prompt}",
+            f"{stamp(sec)} I slot update_slots: id  {k % 4} | task {k} | prompt done, n_past = {prompt}, "
+            f"n_tokens = {prompt}",
+            f"{stamp(sec)} I slot print_timing: id  {k % 4} | task {k} | ",
+            "prompt eval time =     100.00 ms /   100 tokens (    1.00 ms per token,  1000.00 tokens per second)",
+            f"       eval time =    {per_ms * 256:.2f} ms /   256 tokens (   {per_ms:.2f} ms per token,   "
+            f"{1000 / per_ms:.2f} tokens per second)",
+            "      total time =    1000.00 ms /   356 tokens",
+            f"{stamp(sec)} I slot      release: id  {k % 4} | task {k} | stop processing: n_past = {prompt + 256}, "
+            f"truncated = 0",
+            f"{stamp(sec)} I srv  update_slots: all slots are idle",
+        ]
         sec += 0.5
     path = _write(tmp_path, "fragmented.log", lines)
     doc, checks = _checks(path)

@@ -5,9 +5,9 @@ import datetime as dt
 import pandas as pd
 
 from diagnostics.analysis import analyze
+from diagnostics.source import load_source
 from logsim import simulate, write
 from logsim.corpus import motivating
-from diagnostics.source import load_source
 from reports import narrative
 
 APPEND = {"kind": "prefill_append", "t": "2026-09-23T21:18:50", "new_tokens": 5792, "cached_tokens": 121712}
@@ -54,16 +54,21 @@ def test_a_window_of_prompt_tokens_in_a_stats_log_is_the_onset(tmp_path):
     for k in range(1, 361):
         now = t + dt.timedelta(seconds=10 * k)
         prompt, gen = (579.2, 9.0) if k == 181 else (0.0, 100.0 if k < 181 else 20.0)
-        lines.append(f"(APIServer pid=1) INFO {now:%m-%d %H:%M:%S} [loggers.py:123] Engine 000: Avg prompt throughput: "
-                     f"{prompt:.1f} tokens/s, Avg generation throughput: {gen * (1 + 0.01 * (k % 3)):.1f} tokens/s, "
-                     f"Running: 2 reqs, Waiting: 0 reqs, GPU KV cache usage: {20.0 + 3 * (k % 10):.1f}%, "
-                     f"Prefix cache hit rate: 80.0%")
+        lines.append(
+            f"(APIServer pid=1) INFO {now:%m-%d %H:%M:%S} [loggers.py:123] Engine 000: Avg prompt throughput: "
+            f"{prompt:.1f} tokens/s, Avg generation throughput: {gen * (1 + 0.01 * (k % 3)):.1f} tokens/s, "
+            f"Running: 2 reqs, Waiting: 0 reqs, GPU KV cache usage: {20.0 + 3 * (k % 10):.1f}%, "
+            f"Prefix cache hit rate: 80.0%"
+        )
     doc = analyze(load_source(_write(tmp_path, "vllm.log", lines), year=2026)).to_dict()
     assert doc["verdict"] == "engine_age_degradation"
     onset = doc["onset"]
     assert onset["t"] == "2026-09-23T09:30:10" and onset["window_s"] == 20  # 09:30:00 healthy, 09:30:20 slow
-    assert (onset["trigger"]["kind"], onset["trigger"]["new_tokens"], onset["trigger"]["cached_tokens"]) == \
-        ("prefill", 5792, None)
+    assert (onset["trigger"]["kind"], onset["trigger"]["new_tokens"], onset["trigger"]["cached_tokens"]) == (
+        "prefill",
+        5792,
+        None,
+    )
 
 
 def _freetoken(tmp_path, middle):
@@ -72,8 +77,10 @@ def _freetoken(tmp_path, middle):
     out = [f"[{t:%Y-%m-%d|%H:%M:%S}] INFO     Resolved config: moe_backend='offload'"]
 
     def decode(at, k, tps):
-        return (f"[{at:%Y-%m-%d|%H:%M:%S}] INFO     Decode batch, #running-req: 1, #token: {20000 + 4000 * (k % 10)}, "
-                f"gen throughput (token/s): {tps:.2f}")
+        return (
+            f"[{at:%Y-%m-%d|%H:%M:%S}] INFO     Decode batch, #running-req: 1, #token: {20000 + 4000 * (k % 10)}, "
+            f"gen throughput (token/s): {tps:.2f}"
+        )
 
     for k in range(300):
         out.append(decode(t + dt.timedelta(seconds=10 + 3 * k), k, 60.0 + (k % 4)))
@@ -85,10 +92,15 @@ def _freetoken(tmp_path, middle):
 
 def test_of_several_prefills_in_the_window_the_one_that_stands_out_is_the_trigger(tmp_path):
     prefill = "INFO     Prefill batch, #new-seq: 1, #new-token: {}, #cached-token: {}, token usage: 0.10"
-    path = _freetoken(tmp_path, [(3, prefill.format(700, 19000)), (12, prefill.format(6400, 90000)),
-                                 (13, "INFO     Decode batch, #running-req: 1, #token: 96400, "
-                                      "gen throughput (token/s): 2.10"),
-                                 (20, prefill.format(500, 96500))])
+    path = _freetoken(
+        tmp_path,
+        [
+            (3, prefill.format(700, 19000)),
+            (12, prefill.format(6400, 90000)),
+            (13, "INFO     Decode batch, #running-req: 1, #token: 96400, gen throughput (token/s): 2.10"),
+            (20, prefill.format(500, 96500)),
+        ],
+    )
     onset = analyze(load_source(path)).to_dict()["onset"]
     assert (onset["trigger"]["new_tokens"], onset["trigger"]["cached_tokens"]) == (6400, 90000)  # 9x the others
     assert onset["t"] == onset["trigger"]["t"] == "2026-09-23T09:15:22"
@@ -99,7 +111,9 @@ def test_with_nothing_in_the_window_the_event_just_before_it_is_the_trigger(tmp_
     path = _freetoken(tmp_path, [])
     text = path.read_text().splitlines()
     at = next(i for i, line in enumerate(text) if "09:15:07" in line)
-    text.insert(at, "[2026-09-23|09:15:06] WARNING  Input sequence length 262144 exceeds 245760, request 77 is dropped.")
+    text.insert(
+        at, "[2026-09-23|09:15:06] WARNING  Input sequence length 262144 exceeds 245760, request 77 is dropped."
+    )
     path.write_text("\n".join(text) + "\n")
     onset = analyze(load_source(path)).to_dict()["onset"]
     assert onset["trigger"]["kind"] == "dropped_request" and onset["trigger"]["t"] == "2026-09-23T09:15:06"

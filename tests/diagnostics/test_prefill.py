@@ -12,8 +12,16 @@ from tests.diagnostics.rundirs import make_run_dir
 def _steps(times, new):
     n = len(times)
     t = pd.Timestamp("2026-11-30 04:00:00") + pd.to_timedelta(np.arange(n) * 5.0, unit="s")
-    return pd.DataFrame({"t": t, "engine_age_s": np.arange(n) * 5.0, "engine_life": 0, "phase": "prefill",
-                         "new_tokens": np.asarray(new, float), "input_tps": np.asarray(new, float) / np.asarray(times)})
+    return pd.DataFrame(
+        {
+            "t": t,
+            "engine_age_s": np.arange(n) * 5.0,
+            "engine_life": 0,
+            "phase": "prefill",
+            "new_tokens": np.asarray(new, float),
+            "input_tps": np.asarray(new, float) / np.asarray(times),
+        }
+    )
 
 
 def test_admissions_that_pay_more_and_more_are_a_loss():
@@ -38,8 +46,9 @@ def test_too_few_prefills_to_compare():
 
 
 def test_a_run_whose_admissions_slow_is_engine_age_with_eviction_first(tmp_path):
-    a = analyze(load_source(make_run_dir(tmp_path / "run", fault_at_min=None, restart_at_min=None,
-                                         prefill_slow_at_min=30)))
+    a = analyze(
+        load_source(make_run_dir(tmp_path / "run", fault_at_min=None, restart_at_min=None, prefill_slow_at_min=30))
+    )
     assert a.verdict == "engine_age_degradation" and a.age_basis == "prefill"
     assert a.suspects[0].name == "eviction_s_total" and "prefill slows" in a.suspects[0].evidence
     assert 29 * 60 <= a.onset.engine_age_s <= 32 * 60

@@ -7,30 +7,38 @@ import pandas as pd
 import pytest
 
 from diagnostics.errors import DiagnosticsError
-from logformats.prometheus import parse_scrapes
 from diagnostics.source import load_source
+from logformats.prometheus import parse_scrapes
 
 
 def _scrape(t, running, gen_total, itl_sum, itl_count, usage=0.2, engine="vllm"):
-    return (f"# scrape_time: {t}\n"
-            f"# TYPE {engine}:num_requests_running gauge\n{engine}:num_requests_running{{model_name=\"m\"}} {running}\n"
-            f"# TYPE {engine}:kv_cache_usage_perc gauge\n{engine}:kv_cache_usage_perc{{model_name=\"m\"}} {usage}\n"
-            f"# TYPE {engine}:generation_tokens counter\n{engine}:generation_tokens_total{{model_name=\"m\"}} {gen_total}\n"
-            f"# TYPE {engine}:inter_token_latency_seconds histogram\n"
-            f"{engine}:inter_token_latency_seconds_bucket{{le=\"+Inf\"}} {itl_count}\n"
-            f"{engine}:inter_token_latency_seconds_sum {itl_sum}\n"
-            f"{engine}:inter_token_latency_seconds_count {itl_count}\n")
+    return (
+        f"# scrape_time: {t}\n"
+        f'# TYPE {engine}:num_requests_running gauge\n{engine}:num_requests_running{{model_name="m"}} {running}\n'
+        f'# TYPE {engine}:kv_cache_usage_perc gauge\n{engine}:kv_cache_usage_perc{{model_name="m"}} {usage}\n'
+        f'# TYPE {engine}:generation_tokens counter\n{engine}:generation_tokens_total{{model_name="m"}} {gen_total}\n'
+        f"# TYPE {engine}:inter_token_latency_seconds histogram\n"
+        f'{engine}:inter_token_latency_seconds_bucket{{le="+Inf"}} {itl_count}\n'
+        f"{engine}:inter_token_latency_seconds_sum {itl_sum}\n"
+        f"{engine}:inter_token_latency_seconds_count {itl_count}\n"
+    )
 
 
 def test_file_of_scrapes_gives_rates_from_deltas(tmp_path):
     path = tmp_path / "metrics.prom"
-    path.write_text(_scrape("2026-09-23T09:00:00", 2, 0, 0.0, 0)
-                    + _scrape("2026-09-23T09:00:10", 2, 1000, 10.0, 500)  # 20 ms per token
-                    + _scrape("2026-09-23T09:00:20", 2, 1500, 20.0, 750), encoding="utf-8")  # 40 ms
+    path.write_text(
+        _scrape("2026-09-23T09:00:00", 2, 0, 0.0, 0)
+        + _scrape("2026-09-23T09:00:10", 2, 1000, 10.0, 500)  # 20 ms per token
+        + _scrape("2026-09-23T09:00:20", 2, 1500, 20.0, 750),
+        encoding="utf-8",
+    )  # 40 ms
     steps, events, engine = parse_scrapes(path)
     assert engine == "vllm"
-    assert steps["t"].tolist() == [pd.Timestamp("2026-09-23 09:00:0%d" % 0), pd.Timestamp("2026-09-23 09:00:10"),
-                                   pd.Timestamp("2026-09-23 09:00:20")]
+    assert steps["t"].tolist() == [
+        pd.Timestamp("2026-09-23 09:00:00"),
+        pd.Timestamp("2026-09-23 09:00:10"),
+        pd.Timestamp("2026-09-23 09:00:20"),
+    ]
     assert steps["step_time_s"].iloc[1:].tolist() == pytest.approx([0.02, 0.04])
     assert steps["gen_tps"].iloc[1:].tolist() == pytest.approx([100.0, 50.0])  # batch / step time
     assert steps["phase"].tolist() == ["idle", "decode", "decode"]
@@ -40,12 +48,16 @@ def test_file_of_scrapes_gives_rates_from_deltas(tmp_path):
 def test_folder_of_scrapes_with_unix_times_and_a_restart(tmp_path, caplog):
     folder = tmp_path / "scrapes"
     folder.mkdir()
-    (folder / "a.prom").write_text(_scrape("1790000000", 1, 100, 1.0, 100, engine="sglang").replace(
-        "num_requests_running", "num_running_reqs"), encoding="utf-8")
-    (folder / "b.prom").write_text(_scrape("1790000010", 1, 600, 6.0, 600, engine="sglang").replace(
-        "num_requests_running", "num_running_reqs")
+    (folder / "a.prom").write_text(
+        _scrape("1790000000", 1, 100, 1.0, 100, engine="sglang").replace("num_requests_running", "num_running_reqs"),
+        encoding="utf-8",
+    )
+    (folder / "b.prom").write_text(
+        _scrape("1790000010", 1, 600, 6.0, 600, engine="sglang").replace("num_requests_running", "num_running_reqs")
         + "# scrape_time: 1790000015\nthis is { not prometheus\n"
-        + _scrape("1790000020", 1, 50, 0.5, 50, engine="sglang"), encoding="utf-8")
+        + _scrape("1790000020", 1, 50, 0.5, 50, engine="sglang"),
+        encoding="utf-8",
+    )
     with caplog.at_level(logging.WARNING, logger="logformats.prometheus"):
         steps, events, engine = parse_scrapes(folder)
     assert engine == "sglang"
@@ -62,8 +74,12 @@ def test_a_folder_with_neither_manifest_nor_scrapes_is_refused(tmp_path):
 
 
 def test_freetoken_names_and_time_per_output_token(tmp_path):
-    text = "".join(_scrape(f"2026-09-23T09:00:{s:02d}", 1, 100 * s, 0.05 * s, 5 * s, engine="freetoken")
-                   .replace("inter_token_latency_seconds", "time_per_output_token_seconds") for s in (0, 10, 20))
+    text = "".join(
+        _scrape(f"2026-09-23T09:00:{s:02d}", 1, 100 * s, 0.05 * s, 5 * s, engine="freetoken").replace(
+            "inter_token_latency_seconds", "time_per_output_token_seconds"
+        )
+        for s in (0, 10, 20)
+    )
     path = tmp_path / "ft.prom"
     path.write_text(text, encoding="utf-8")
     steps, _, engine = parse_scrapes(path)

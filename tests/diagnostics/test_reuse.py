@@ -13,12 +13,19 @@ def _requests(shares, kinds=None, turns=None):
     n = len(shares)
     t = pd.Timestamp("2026-11-30 04:00:00") + pd.to_timedelta(np.arange(n) * 5.0, unit="s")
     prompt = np.full(n, 2000)
-    return pd.DataFrame({
-        "kind": kinds or ["turn"] * n, "turn": turns or list(range(1, n + 1)), "status": "ok",
-        "t_send": t, "t_first_token": t + pd.to_timedelta(0.5 + 2.0 * (1 - np.asarray(shares)), unit="s"),
-        "prompt_tokens": prompt, "cached_tokens": (np.asarray(shares) * prompt).round(),
-        "engine_age_s": np.arange(n) * 5.0, "engine_life": 0,
-    })
+    return pd.DataFrame(
+        {
+            "kind": kinds or ["turn"] * n,
+            "turn": turns or list(range(1, n + 1)),
+            "status": "ok",
+            "t_send": t,
+            "t_first_token": t + pd.to_timedelta(0.5 + 2.0 * (1 - np.asarray(shares)), unit="s"),
+            "prompt_tokens": prompt,
+            "cached_tokens": (np.asarray(shares) * prompt).round(),
+            "engine_age_s": np.arange(n) * 5.0,
+            "engine_life": 0,
+        }
+    )
 
 
 def test_reuse_that_collapses_is_a_loss_with_its_onset():

@@ -84,14 +84,15 @@ def test_healthy_run_is_not_age_and_names_what_context_costs(tmp_path):
 
 
 def test_client_engine_disagreement_is_reported(tmp_path):
-    doc = analyze(load_source(make_run_dir(tmp_path / "run", fault_at_min=None, restart_at_min=None,
-                                           client_bias=0.8))).to_dict()
+    doc = analyze(
+        load_source(make_run_dir(tmp_path / "run", fault_at_min=None, restart_at_min=None, client_bias=0.8))
+    ).to_dict()
     check = {c["name"]: c for c in doc["checks"]}["client_engine_agreement"]
     assert check["status"] == "warn" and "apart" in check["detail"]
 
 
 def test_schema_module_lists_what_the_docs_document():
-    doc = (schema.__file__.replace("rundir/schema.py", "docs/run-directory.md"))
+    doc = schema.__file__.replace("rundir/schema.py", "docs/run-directory.md")
     text = open(doc, encoding="utf-8").read()
     for table in schema.TABLES.values():
         for name in table:
@@ -123,7 +124,8 @@ def test_agreement_names_the_missing_engine_side_when_only_the_client_timed_the_
     from diagnostics.checks import _agreement
 
     t0 = pd.Timestamp("2026-12-01 21:30:00")
-    requests = pd.DataFrame({"t_first_token": [t0], "t_last_token": [t0 + pd.Timedelta(seconds=2)],
-                             "output_tokens": [64], "status": ["ok"]})
+    requests = pd.DataFrame(
+        {"t_first_token": [t0], "t_last_token": [t0 + pd.Timedelta(seconds=2)], "output_tokens": [64], "status": ["ok"]}
+    )
     check = _agreement(SimpleNamespace(requests=requests), pd.DataFrame())
     assert check.status == "ok" and "engine reports no decode timing" in check.detail

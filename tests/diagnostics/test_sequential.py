@@ -24,7 +24,7 @@ def _misses_any_look(series: np.ndarray, level: float) -> bool:
     """Whether any look's thirds interval (the paired comparison's) leaves out the true ratio 1."""
     for n in range(sequential.MIN_CYCLES, len(series) + 1):
         k = sequential.side(n)
-        i = intervals.log_ratio(series[:k], series[n - k:n], level)
+        i = intervals.log_ratio(series[:k], series[n - k : n], level)
         if i.bounded and not i.lo <= 1.0 <= i.hi:
             return True
     return False
@@ -50,7 +50,7 @@ def _misses_any_baseline_look(series: np.ndarray, baseline: int, level: float) -
     """Whether any look's interval against a baseline (its first `baseline` samples) leaves out 1."""
     for m in range(sequential.BASELINE_FIRST, len(series) - baseline + 1):
         k = sequential.late_side(m)
-        i = intervals.log_ratio(series[:baseline], series[baseline + m - k:baseline + m], level)
+        i = intervals.log_ratio(series[:baseline], series[baseline + m - k : baseline + m], level)
         if i.bounded and not i.lo <= 1.0 <= i.hi:
             return True
     return False

@@ -3,8 +3,8 @@
 from types import SimpleNamespace
 
 import numpy as np
-import pytest
 import pandas as pd
+import pytest
 
 from diagnostics import suspects
 
@@ -17,11 +17,12 @@ def _run(trend: bool):
     t = pd.Timestamp("2026-11-30 04:00:00") + pd.to_timedelta(np.arange(n) * 0.1, unit="s")
     sample_s = 0.001 + rng.exponential(0.002, n)
     if trend:
-        sample_s[n // 2:] += 0.01
+        sample_s[n // 2 :] += 0.01
     step = 0.02 + rng.normal(0, 0.0005, n) + sample_s
     steps = pd.DataFrame({"t": t, "engine_life": 0, "sample_s": sample_s})
-    samples = pd.DataFrame({"t": t, "residual": np.log(step / 0.023), "engine_age_s": np.arange(n) * 0.1,
-                            "excluded": ""})
+    samples = pd.DataFrame(
+        {"t": t, "residual": np.log(step / 0.023), "engine_age_s": np.arange(n) * 0.1, "excluded": ""}
+    )
     return SimpleNamespace(snapshots=pd.DataFrame(), steps=steps, events=pd.DataFrame()), samples
 
 
@@ -61,8 +62,14 @@ def _filling_run(extra_share: float):
     fill = 16384 * (1 - np.exp(-snap_age / 25))  # fills over the first minute, flat after
     share = np.where(snap_age > 60, 0.02 + extra_share, 0.02)  # over the 2 s before each snapshot
     work_s_total = np.concatenate([[0.0], np.cumsum(share[1:] * 2.0)])
-    snapshots = pd.DataFrame({"t": pd.Timestamp("2026-11-30 04:00:00") + pd.to_timedelta(snap_age, unit="s"),
-                              "engine_life": 0, "cached_tokens": fill, "work_s_total": work_s_total})
+    snapshots = pd.DataFrame(
+        {
+            "t": pd.Timestamp("2026-11-30 04:00:00") + pd.to_timedelta(snap_age, unit="s"),
+            "engine_life": 0,
+            "cached_tokens": fill,
+            "work_s_total": work_s_total,
+        }
+    )
     samples = pd.DataFrame({"t": t, "residual": residual, "engine_age_s": age, "engine_life": 0, "excluded": ""})
     onset = SimpleNamespace(t=t[n // 2], engine_age_s=60.0, engine_life=0)
     return SimpleNamespace(snapshots=snapshots, steps=pd.DataFrame(), events=pd.DataFrame()), samples, onset
@@ -73,8 +80,9 @@ def test_a_time_counter_that_adds_wall_time_ranks_before_a_figure_that_merely_fi
     ranked = suspects.rank(source, samples, onset)
     assert [s.name for s in ranked][:2] == ["work_s_total", "cached_tokens"]
     assert ranked[0].score == pytest.approx(0.3, abs=0.02)
-    assert ranked[0].evidence == ("30.0% more of the engine's wall time went into it as decode slows: "
-                                  "32.0% after the onset, 2.0% before")
+    assert ranked[0].evidence == (
+        "30.0% more of the engine's wall time went into it as decode slows: 32.0% after the onset, 2.0% before"
+    )
 
 
 def test_a_time_counter_whose_share_barely_moves_is_ranked_by_correlation_only():

@@ -4,7 +4,6 @@ import datetime as dt
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from diagnostics import trend
@@ -25,9 +24,11 @@ def _creep_log(tmp_path, per_hour=0.06, hours=6.0, noise=0.02, seed=0):
         usage = 0.2 + 0.3 * ((k * 7) % 10) / 10
         step = (0.016 + 0.02 * usage) * (1 + per_hour * k / 360) * math.exp(rng.normal(0, noise))
         now = START + dt.timedelta(seconds=10 * k)
-        lines.append(f"(APIServer pid=1) INFO {now:%m-%d %H:%M:%S} [loggers.py:123] Engine 000: Avg prompt throughput: "
-                     f"0.0 tokens/s, Avg generation throughput: {4 / step:.1f} tokens/s, Running: 4 reqs, Waiting: 0 "
-                     f"reqs, GPU KV cache usage: {100 * usage:.1f}%, Prefix cache hit rate: 80.0%")
+        lines.append(
+            f"(APIServer pid=1) INFO {now:%m-%d %H:%M:%S} [loggers.py:123] Engine 000: Avg prompt throughput: "
+            f"0.0 tokens/s, Avg generation throughput: {4 / step:.1f} tokens/s, Running: 4 reqs, Waiting: 0 "
+            f"reqs, GPU KV cache usage: {100 * usage:.1f}%, Prefix cache hit rate: 80.0%"
+        )
     path = tmp_path / "creep.log"
     path.write_text("\n".join(lines) + "\n")
     return path

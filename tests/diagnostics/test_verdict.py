@@ -175,8 +175,10 @@ def test_no_age_from_a_minute_of_log_is_insufficient_data():
     # Probes and controls are measured on purpose, not read off a log: the span rule is not theirs.
     assert decide(Evidence(probes=cmp("probes", 0.99, 0.97, 1.01), span_s=30.0)).verdict == "no_degradation"
     # ...and an age claim still stands or falls by its loss and its controls.
-    assert decide(Evidence(steps=cmp("step_series", 0.2, 0.1, 0.3), onset_found=True, span_s=30.0)).verdict == \
-        "engine_age_degradation"
+    assert (
+        decide(Evidence(steps=cmp("step_series", 0.2, 0.1, 0.3), onset_found=True, span_s=30.0)).verdict
+        == "engine_age_degradation"
+    )
 
 
 def test_with_a_control_every_single_engine_timing_is_corrected_by_the_controls_own_drift():
@@ -189,13 +191,17 @@ def test_with_a_control_every_single_engine_timing_is_corrected_by_the_controls_
     assert d.verdict == "engine_age_degradation" and d.basis == "step_series"
     assert "corrected for the host" in d.decisive.detail and d.decisive.interval.hi < 0.6
     # the same fall of the steps, with the host as slow: not age
-    d = decide(Evidence(paired=wide_pairs, steps=cmp("step_series", 0.6, 0.55, 0.65), onset_found=True,
-                        control_drift=slow_host))
+    d = decide(
+        Evidence(
+            paired=wide_pairs, steps=cmp("step_series", 0.6, 0.55, 0.65), onset_found=True, control_drift=slow_host
+        )
+    )
     assert d.verdict == "no_degradation" and d.cause == HOST_DRIFT
     assert names(d)["fresh_control"].status == "warn"
     # host contention is not ruled on where a control cancels it
-    d = decide(Evidence(paired=wide_pairs, steps=steps, onset_found=True, control_drift=steady_host,
-                        host=HostLoad(5.0, 90.0)))
+    d = decide(
+        Evidence(paired=wide_pairs, steps=steps, onset_found=True, control_drift=steady_host, host=HostLoad(5.0, 90.0))
+    )
     assert d.verdict == "engine_age_degradation"
 
 
@@ -204,10 +210,16 @@ def test_a_control_drift_of_too_few_probes_corrects_nothing():
     clear step-series loss became 0.45 (0.07-2.99) and the verdict insufficient_data."""
     unmeasured = cmp("control_drift", 1.19, 0.18, 7.77, n=2)
     steps = cmp("step_series", 0.53, 0.40, 0.72)
-    d = decide(Evidence(paired=cmp("paired_control", 0.59, 0.38, 0.92, n=2), steps=steps, onset_found=True,
-                        control_drift=unmeasured))
+    d = decide(
+        Evidence(
+            paired=cmp("paired_control", 0.59, 0.38, 0.92, n=2), steps=steps, onset_found=True, control_drift=unmeasured
+        )
+    )
     assert d.verdict == "engine_age_degradation" and d.decisive.interval.hi == 0.72
-    assert names(d)["control_drift"].status == "warn" and "not measured to within a factor of 2" in names(d)["control_drift"].detail
+    assert (
+        names(d)["control_drift"].status == "warn"
+        and "not measured to within a factor of 2" in names(d)["control_drift"].detail
+    )
     # ...so host contention is ruled on as if there were no control
     d = decide(Evidence(steps=steps, onset_found=True, control_drift=unmeasured, host=HostLoad(5.0, 90.0)))
     assert d.verdict == "insufficient_data" and d.cause == HOST_DRIFT
@@ -233,8 +245,11 @@ def test_probe_comparisons_need_four_a_side_before_they_may_show_a_loss():
 def test_step_comparisons_that_failed_their_matching_are_set_aside_where_identical_probes_read_sanely():
     # llama.cpp's slots filled in the first minute: the healthy model was fitted on slow steps and the
     # restart on the step series read 0.018; identical probes, which cannot be matched wrongly, read 0.3
-    ev = Evidence(paired=cmp("paired_control", 0.3, 0.25, 0.36, n=12), restart=cmp("restart", 0.018, 0.01, 0.035),
-                  bins=cmp("bins", 1.2, 0.7, 1.9))
+    ev = Evidence(
+        paired=cmp("paired_control", 0.3, 0.25, 0.36, n=12),
+        restart=cmp("restart", 0.018, 0.01, 0.035),
+        bins=cmp("bins", 1.2, 0.7, 1.9),
+    )
     d = decide(ev)
     assert d.verdict == "engine_age_degradation" and d.basis == "paired_control"
     sanity = names(d)["ratio_sanity"]

@@ -17,9 +17,11 @@ def _vllm(tmp_path, windows, start=T0, name="vllm.log"):
     lines = [f"INFO {start:%m-%d %H:%M:%S} [api_server.py:1] vLLM API server version 0.10.2"]
     for s, prompt, gen, running, usage in windows:
         t = start + dt.timedelta(seconds=s)
-        lines.append(f"INFO {t:%m-%d %H:%M:%S} [loggers.py:123] Engine 000: Avg prompt throughput: {prompt:.1f} "
-                     f"tokens/s, Avg generation throughput: {gen:.1f} tokens/s, Running: {running} reqs, Waiting: 0 "
-                     f"reqs, GPU KV cache usage: {usage:.1f}%, Prefix cache hit rate: 50.0%")
+        lines.append(
+            f"INFO {t:%m-%d %H:%M:%S} [loggers.py:123] Engine 000: Avg prompt throughput: {prompt:.1f} "
+            f"tokens/s, Avg generation throughput: {gen:.1f} tokens/s, Running: {running} reqs, Waiting: 0 "
+            f"reqs, GPU KV cache usage: {usage:.1f}%, Prefix cache hit rate: 50.0%"
+        )
     path = tmp_path / name
     path.write_text("\n".join(lines) + "\n")
     return analyze(load_source(path, year=2025))
@@ -90,17 +92,22 @@ def test_hours_idle_are_not_early_life(tmp_path):
 def test_a_restart_into_another_build_is_no_control_and_is_said(tmp_path):
     """llama.cpp without timestamps: build 8319 with 9 threads, then build 8470 with 4, slower.
     No restart comparison is made between the two engines, and the change is a check of its own."""
-    timing = ("slot print_timing: id  0 | task {t} | \n"
-              "prompt eval time =      50.00 ms /   100 tokens (    0.50 ms per token,  2000.00 tokens per second)\n"
-              "       eval time =    {ms:.2f} ms /   100 tokens (   {per:.2f} ms per token,   {tps:.2f} tokens per "
-              "second)\n"
-              "      total time =    1000.00 ms /   200 tokens\n"
-              "slot      release: id  0 | task {t} | stop processing: n_tokens = 1200, truncated = 0\n"
-              "srv  update_slots: all slots are idle")
+    timing = (
+        "slot print_timing: id  0 | task {t} | \n"
+        "prompt eval time =      50.00 ms /   100 tokens (    0.50 ms per token,  2000.00 tokens per second)\n"
+        "       eval time =    {ms:.2f} ms /   100 tokens (   {per:.2f} ms per token,   {tps:.2f} tokens per "
+        "second)\n"
+        "      total time =    1000.00 ms /   200 tokens\n"
+        "slot      release: id  0 | task {t} | stop processing: n_tokens = 1200, truncated = 0\n"
+        "srv  update_slots: all slots are idle"
+    )
     lines = []
     for life, (build, threads, per) in enumerate([("8319 (6de1bc631)", 9, 20.0), ("8470 (db9d8aa42)", 4, 40.0)]):
-        lines += [f"build: {build} with clang for aarch64", f"system_info: n_threads = {threads} | CPU : NEON = 1 |",
-                  "main: loading model"]
+        lines += [
+            f"build: {build} with clang for aarch64",
+            f"system_info: n_threads = {threads} | CPU : NEON = 1 |",
+            "main: loading model",
+        ]
         for t in range(60):
             jitter = per * (1 + 0.02 * ((t * 7) % 5 - 2))
             lines.append(timing.format(t=t, ms=jitter * 100, per=jitter, tps=1000.0 / jitter))
@@ -121,9 +128,11 @@ def test_the_summary_lists_each_engine_life(tmp_path):
 
     lines = ["build: 8319 (6de1bc631) with clang for aarch64", "system_info: n_threads = 9 | CPU : NEON = 1 |"]
     path = tmp_path / "llama.log"
-    timing = ("slot print_timing: id  0 | task {t} | \n"
-              "       eval time =    2000.00 ms /   100 tokens (   20.00 ms per token,    50.00 tokens per second)\n"
-              "slot      release: id  0 | task {t} | stop processing: n_tokens = 1200, truncated = 0")
+    timing = (
+        "slot print_timing: id  0 | task {t} | \n"
+        "       eval time =    2000.00 ms /   100 tokens (   20.00 ms per token,    50.00 tokens per second)\n"
+        "slot      release: id  0 | task {t} | stop processing: n_tokens = 1200, truncated = 0"
+    )
     lines += [timing.format(t=t) for t in range(10)]
     path.write_text("\n".join(lines) + "\n")
     a = analyze(load_source(path))

@@ -7,8 +7,7 @@ import pytest
 import torch
 
 from engine.errors import EngineError
-from engine.memory.allocator import (AllocatorSummary, IntegrityError, SlotAllocator,
-                                     kv_tokens_for_memory)
+from engine.memory.allocator import AllocatorSummary, IntegrityError, SlotAllocator, kv_tokens_for_memory
 
 
 def test_alloc_gives_whole_pages_and_refuses_when_full():
@@ -77,7 +76,9 @@ def test_events_only_when_enabled_and_bounded():
     a.free(t)
     ev = a.take_events()
     assert [(e.kind, e.num_slots, e.runs, e.num_free) for e in ev] == [
-        ("free", 4, ((0, 4),), 6), ("free", 2, ((4, 2),), 8)]
+        ("free", 4, ((0, 4),), 6),
+        ("free", 2, ((4, 2),), 8),
+    ]
     assert a.num_events_dropped == 1 and [e.seq for e in ev] == [2, 3]
     assert a.take_events() == []
     a.disable_events()

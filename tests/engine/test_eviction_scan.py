@@ -121,8 +121,9 @@ class PageWorld(World):
         return out
 
 
-@pytest.mark.parametrize("cache_type, page_size", [("radix", 1), ("radix", 2), ("hybrid_radix", 1),
-                                                   ("hybrid_radix", 3)])
+@pytest.mark.parametrize(
+    "cache_type, page_size", [("radix", 1), ("radix", 2), ("hybrid_radix", 1), ("hybrid_radix", 3)]
+)
 def test_random_operations_keep_integrity_and_match_the_reference(cache_type, page_size):
     world = PageWorld(cache_type, page_size, "lru_page_scan", kv_slots=60 * page_size, state_slots=8)
     drive([world], seed=page_size * 11 + len(cache_type), steps=2500)  # check_integrity after each

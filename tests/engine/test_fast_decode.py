@@ -29,8 +29,16 @@ def checkpoint(tmp_path_factory):
 
 def _serve(checkpoint, decode_path: str, **options) -> list[list[int]]:
     """Greedy tokens of a workload whose decode batches grow and shrink, with shared prefixes."""
-    engine = Engine(EngineConfig(model=str(checkpoint), device="cpu", max_running_requests=4, kv_tokens=2048,
-                                 decode_path=decode_path, **options))
+    engine = Engine(
+        EngineConfig(
+            model=str(checkpoint),
+            device="cpu",
+            max_running_requests=4,
+            kv_tokens=2048,
+            decode_path=decode_path,
+            **options,
+        )
+    )
     assert engine.decode_path == decode_path
     gen = torch.Generator().manual_seed(3)
     system = torch.randint(0, CONFIGS["hybrid_moe_shared_gqa"]["vocab_size"], (40,), generator=gen).tolist()
@@ -40,8 +48,9 @@ def _serve(checkpoint, decode_path: str, **options) -> list[list[int]]:
         for i, (extra, max_tokens) in enumerate([(1, 9), (17, 14), (5, 5), (30, 11), (2, 7), (0, 12)]):
             tail = torch.randint(0, 300, (extra,), generator=gen).tolist()
             prompt = (system if i % 2 else system[:7]) + tail if extra or i % 2 else [wave + 3]
-            requests.append(engine.add_request(prompt, SamplingParams(max_tokens=max_tokens, temperature=0,
-                                                                      ignore_eos=True)))
+            requests.append(
+                engine.add_request(prompt, SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True))
+            )
         while engine.has_work():
             engine.step()
         outputs += [list(r.output_ids) for r in requests]
@@ -49,8 +58,7 @@ def _serve(checkpoint, decode_path: str, **options) -> list[list[int]]:
     return outputs
 
 
-@pytest.mark.parametrize("options", [{}, {"moe_backend": "offload", "moe_cache_size": 3}],
-                         ids=["resident", "offload"])
+@pytest.mark.parametrize("options", [{}, {"moe_backend": "offload", "moe_cache_size": 3}], ids=["resident", "offload"])
 def test_fast_and_reference_paths_give_the_same_tokens(checkpoint, options):
     fast = _serve(checkpoint, "fast", **options)
     assert fast == _serve(checkpoint, "reference", **options)
@@ -126,8 +134,15 @@ def test_bfloat16_decode_tracks_the_reference_layers(checkpoint):
         kv, states = make_pools(model.config, dtype=torch.bfloat16)
         run = lambda slices: model(ForwardBatch.build(slices), kv, states, TorchAttention())  # noqa: E731
         run([RequestSlice(ids[:30], 0, range(30), 0), RequestSlice(ids[30:35], 0, range(100, 105), 1)])
-        steps = [run([RequestSlice([ids[35 + t]], 30 + t, range(31 + t), 0),
-                      RequestSlice([ids[36 + t]], 5 + t, list(range(100, 106 + t)), 1)]) for t in range(4)]
+        steps = [
+            run(
+                [
+                    RequestSlice([ids[35 + t]], 30 + t, range(31 + t), 0),
+                    RequestSlice([ids[36 + t]], 5 + t, list(range(100, 106 + t)), 1),
+                ]
+            )
+            for t in range(4)
+        ]
         logits[path] = torch.cat(steps)  # [8, V] float32
     assert logits["fast"].dtype == torch.float32
     # bfloat16 rounds to ~3 digits and the paths sum in different orders: 0.03 apart here, where

@@ -42,8 +42,9 @@ class Run:
                 assert steps < 5000, "engine made no progress"
             engine.take_updates()
             self.outputs.append([r.output_ids for r in reqs])
-            convs = [c + r.output_ids + [rng.randrange(256) for _ in range(rng.randint(10, 40))]
-                     for c, r in zip(convs, reqs)]
+            convs = [
+                c + r.output_ids + [rng.randrange(256) for _ in range(rng.randint(10, 40))] for c, r in zip(convs, reqs)
+            ]
             self.after_turn.append(engine.fault_stats())
 
     @property
@@ -57,6 +58,7 @@ def make(tiny_checkpoint):
         kw.setdefault("kv_tokens", 1024)
         kw.setdefault("mamba_slots", 16)
         return Engine(EngineConfig(model=tiny_checkpoint, **kw))
+
     return _make
 
 
@@ -67,9 +69,13 @@ def control(tiny_checkpoint):
 
 # --- config ----------------------------------------------------------------------------------
 
+
 def test_unknown_fault_lists_the_known_ones():
-    with pytest.raises(EngineConfigError, match="unknown fault 'slow'; known: eviction-scan, snapshot-leak, "
-                                                "kv-scatter, expert-thrash, gc-pressure, output-buffer"):
+    with pytest.raises(
+        EngineConfigError,
+        match="unknown fault 'slow'; known: eviction-scan, snapshot-leak, "
+        "kv-scatter, expert-thrash, gc-pressure, output-buffer",
+    ):
         EngineConfig(faults=("slow",))
 
 
@@ -90,6 +96,7 @@ def test_faults_are_off_by_default_and_named_once():
     import re
 
     from tokdrift.cli.fault_matrix import EXPECTED_SUSPECTS
+
     assert set(FAULTS) == set(EXPECTED_SUSPECTS)
     for name, fault in FAULTS.items():
         own = re.findall(r"[a-z0-9]+(?:_[a-z0-9]+)+", fault.signal)
@@ -107,6 +114,7 @@ def test_the_control_leaves_every_fault_signal_at_rest(control):
 
 
 # --- eviction-scan ---------------------------------------------------------------------------
+
 
 def test_eviction_scan_evicts_page_by_page_scanning_the_cache_and_keeps_tokens(make, control):
     engine = make(faults=("eviction-scan",))
@@ -148,6 +156,7 @@ def test_nodes_visited_per_eviction_grow_with_the_tree_only_for_the_scan(policy)
 
 # --- snapshot-leak ---------------------------------------------------------------------------
 
+
 def test_snapshot_leak_fills_state_slots_truncates_matches_and_keeps_tokens(make, control):
     engine = make(faults=("snapshot-leak",))
     run = Run(engine)
@@ -174,6 +183,7 @@ def test_leaked_slots_are_counted_by_check_integrity_not_lost():
 
 
 # --- kv-scatter ------------------------------------------------------------------------------
+
 
 def test_kv_scatter_scrambles_reused_slots_and_keeps_tokens(make, control):
     run = Run(make(faults=("kv-scatter",)))
@@ -221,6 +231,7 @@ def test_scattered_slots_make_the_gather_touch_more_runs():
 
 # --- expert-thrash ---------------------------------------------------------------------------
 
+
 def _experts(num_slots, thrash=False, layers=2, experts=8):
     cache = OffloadExperts(num_slots, thrash=thrash)
     g = torch.Generator().manual_seed(0)
@@ -236,8 +247,14 @@ def _mixed_steps(num_steps=300, seed=0):
     """Serving, as the cache sees it: decode steps ask each layer for 1-3 experts; every 20th step
     is a prefill chunk, which routes to every expert of every layer."""
     rng = random.Random(seed)
-    return [[(layer, e) for layer in range(2) for e in (range(8) if i % 20 == 10 else rng.sample(range(8), rng.randint(1, 3)))]
-            for i in range(num_steps)]
+    return [
+        [
+            (layer, e)
+            for layer in range(2)
+            for e in (range(8) if i % 20 == 10 else rng.sample(range(8), rng.randint(1, 3)))
+        ]
+        for i in range(num_steps)
+    ]
 
 
 def test_expert_thrash_leaks_staging_slots_so_the_miss_rate_climbs_with_age():
@@ -288,6 +305,7 @@ def test_expert_thrash_climbs_with_engine_age_and_keeps_tokens(make):
 
 # --- gc-pressure -----------------------------------------------------------------------------
 
+
 @pytest.fixture
 def unfreeze():
     yield
@@ -308,6 +326,7 @@ def test_gc_pressure_retains_requests_and_collects_a_growing_heap(make, control,
 
 
 # --- output-buffer ---------------------------------------------------------------------------
+
 
 def test_output_buffer_grows_at_the_chosen_request_and_every_step_clears_it(make, control):
     engine = make(faults=("output-buffer",), fault_buffer_rows=512, fault_after=20)

@@ -42,8 +42,9 @@ SCRIPT = textwrap.dedent("""
 def test_triton_decode_attention_matches_torch_in_interpreter():
     env = dict(os.environ, TRITON_INTERPRET="1")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, cwd=root,
-                          timeout=240)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, cwd=root, timeout=240
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     worst = float(proc.stdout.split("MAXDIFF")[1])
     assert worst < 1e-5
@@ -70,8 +71,14 @@ def test_llm_decodes_through_the_triton_backend(tmp_path):
     write_reference("hybrid_moe_shared_gqa", tmp_path)
     env = dict(os.environ, TRITON_INTERPRET="1")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    proc = subprocess.run([sys.executable, "-c", LLM_SCRIPT, str(tmp_path)], capture_output=True, text=True,
-                          env=env, cwd=root, timeout=240)
+    proc = subprocess.run(
+        [sys.executable, "-c", LLM_SCRIPT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = json.loads(proc.stdout.split("TOKENS")[1])
     assert len(runs["torch"]) == 6

@@ -62,9 +62,10 @@ def test_seeded_sampling_repeats_and_seeds_differ(llm):
 def test_stop_token_id_ends_the_request(llm):
     free = llm.generate(["stop here"], GREEDY)[0].token_ids
     stop_id = free[5]
-    out = llm.generate(["stop here"], SamplingParams(max_tokens=24, temperature=0, ignore_eos=True,
-                                                     stop_token_ids=[stop_id]))[0]
-    assert out.token_ids == free[:free.index(stop_id) + 1]
+    out = llm.generate(
+        ["stop here"], SamplingParams(max_tokens=24, temperature=0, ignore_eos=True, stop_token_ids=[stop_id])
+    )[0]
+    assert out.token_ids == free[: free.index(stop_id) + 1]
     assert out.finish_reason == "stop"
 
 
@@ -72,17 +73,25 @@ def test_stop_string_cuts_the_text(llm):
     free = llm.generate(["The quick brown fox"], SamplingParams(max_tokens=60, temperature=0, ignore_eos=True))[0]
     ascii_at = next(i for i, t in enumerate(free.token_ids) if 33 <= t < 127 and i > 0)
     stop = chr(free.token_ids[ascii_at])
-    out = llm.generate(["The quick brown fox"],
-                       SamplingParams(max_tokens=60, temperature=0, ignore_eos=True, stop=[stop]))[0]
+    out = llm.generate(
+        ["The quick brown fox"], SamplingParams(max_tokens=60, temperature=0, ignore_eos=True, stop=[stop])
+    )[0]
     assert out.finish_reason == "stop"
     assert stop not in out.text
     assert free.text.startswith(out.text) and free.text[len(out.text)] == stop
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    (dict(max_tokens=0), "max_tokens"), (dict(temperature=-1), "temperature"), (dict(top_p=0), "top_p"),
-    (dict(top_k=0), "top_k"), (dict(stop=[""]), "stop"), (dict(stop_token_ids=[-1]), "stop_token_ids"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        (dict(max_tokens=0), "max_tokens"),
+        (dict(temperature=-1), "temperature"),
+        (dict(top_p=0), "top_p"),
+        (dict(top_k=0), "top_k"),
+        (dict(stop=[""]), "stop"),
+        (dict(stop_token_ids=[-1]), "stop_token_ids"),
+    ],
+)
 def test_sampling_params_name_the_bad_field(kwargs, field):
     with pytest.raises(TokdriftError, match=f"field '{field}'"):
         SamplingParams(**kwargs)

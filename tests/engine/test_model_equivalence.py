@@ -15,8 +15,11 @@ from tests.engine._reference import CONFIGS, make_pools, write_reference
 ATOL = 1e-4
 
 
-@pytest.fixture(scope="module", params=[(name, path) for name in sorted(CONFIGS) for path in ("reference", "fast")],
-                ids=lambda p: "-".join(p))
+@pytest.fixture(
+    scope="module",
+    params=[(name, path) for name in sorted(CONFIGS) for path in ("reference", "fast")],
+    ids=lambda p: "-".join(p),
+)
 def pair(request, tmp_path_factory):
     """(transformers model, our model, checkpoint dir, token ids, decode path) for one config."""
     name, decode_path = request.param
@@ -62,7 +65,7 @@ def test_token_by_token_decode_after_prefill(pair, reference_logits):
     pools = make_pools(ours.config)
     out = [_run(ours, pools, [RequestSlice(ids[:90], 0, range(90), 1)], all_logits=False)]
     for t in range(90, 120):
-        out.append(_run(ours, pools, [RequestSlice(ids[t:t + 1], t, range(t + 1), 1)], all_logits=False))
+        out.append(_run(ours, pools, [RequestSlice(ids[t : t + 1], t, range(t + 1), 1)], all_logits=False))
     torch.testing.assert_close(torch.cat(out), reference_logits[89:120], atol=ATOL, rtol=0)
 
 
@@ -73,17 +76,23 @@ def test_batched_requests_match_one_at_a_time(pair):
     total = [p + ids[140:146] for p in prompts]  # each continues with the same 6 tokens
     pools = make_pools(ours.config)
     base = [0, 150, 300]  # request b's token p lives in slot base[b] + p
-    last = _run(ours, pools, [RequestSlice(p, 0, range(base[b], base[b] + len(p)), b)
-                              for b, p in enumerate(prompts)], all_logits=False)
+    last = _run(
+        ours,
+        pools,
+        [RequestSlice(p, 0, range(base[b], base[b] + len(p)), b) for b, p in enumerate(prompts)],
+        all_logits=False,
+    )
     steps = [last]
     for t in range(6):
-        slices = [RequestSlice([ids[140 + t]], len(p) + t, range(base[b], base[b] + len(p) + t + 1), b)
-                  for b, p in enumerate(prompts)]
+        slices = [
+            RequestSlice([ids[140 + t]], len(p) + t, range(base[b], base[b] + len(p) + t + 1), b)
+            for b, p in enumerate(prompts)
+        ]
         steps.append(_run(ours, pools, slices, all_logits=False))
     got = torch.stack(steps, dim=1)  # [B, 7, V]
     for b, seq in enumerate(total):
         with torch.no_grad():
-            want = reference(torch.tensor([seq])).logits[0, len(prompts[b]) - 1:]  # [7, V]
+            want = reference(torch.tensor([seq])).logits[0, len(prompts[b]) - 1 :]  # [7, V]
         torch.testing.assert_close(got[b], want, atol=ATOL, rtol=0)
 
 
@@ -94,8 +103,9 @@ def test_greedy_generation_gives_the_same_tokens(pair):
     assert llm.engine.decode_path == decode_path
     out = llm.generate([prompt], SamplingParams(max_tokens=12, temperature=0, ignore_eos=True))[0]
     with torch.no_grad():
-        want = reference.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False,
-                                  eos_token_id=None, pad_token_id=0)[0, 20:].tolist()
+        want = reference.generate(
+            torch.tensor([prompt]), max_new_tokens=12, do_sample=False, eos_token_id=None, pad_token_id=0
+        )[0, 20:].tolist()
     assert out.token_ids == want
     assert out.finish_reason == "length"
     assert out.prompt_token_ids == prompt
@@ -109,8 +119,14 @@ def test_state_slot_snapshot_forks_a_shared_prefix(pair):
     _run(ours, (kv, states), [RequestSlice(prefix, 0, range(50), 0)], all_logits=False)
     states.copy_slot(0, 3)
     # slot 0 continues with `left` in KV slots 50..59; slot 3 with `right` in 200..214, same prefix slots
-    got = _run(ours, (kv, states), [RequestSlice(left, 50, list(range(60)), 0),
-                                   RequestSlice(right, 50, list(range(50)) + list(range(200, 215)), 3)])
+    got = _run(
+        ours,
+        (kv, states),
+        [
+            RequestSlice(left, 50, list(range(60)), 0),
+            RequestSlice(right, 50, list(range(50)) + list(range(200, 215)), 3),
+        ],
+    )
     with torch.no_grad():
         want_left = reference(torch.tensor([prefix + left])).logits[0, 50:]  # [10, V]
         want_right = reference(torch.tensor([prefix + right])).logits[0, 50:]  # [15, V]
@@ -136,8 +152,12 @@ def test_one_token_prompts_start_from_a_zero_state(pair):
     reference, ours, _, ids, _ = pair
     kv, states = make_pools(ours.config)
     _run(ours, (kv, states), [RequestSlice(ids[:30], 0, range(30), 1), RequestSlice(ids[30:50], 0, range(30, 50), 2)])
-    got = _run(ours, (kv, states), [RequestSlice(ids[60:61], 0, [100], 1), RequestSlice(ids[70:71], 0, [101], 2)],
-               all_logits=False)
+    got = _run(
+        ours,
+        (kv, states),
+        [RequestSlice(ids[60:61], 0, [100], 1), RequestSlice(ids[70:71], 0, [101], 2)],
+        all_logits=False,
+    )
     with torch.no_grad():
         want = torch.cat([reference(torch.tensor([[t]])).logits[0] for t in (ids[60], ids[70])])  # [2, V]
     torch.testing.assert_close(got, want, atol=ATOL, rtol=0)

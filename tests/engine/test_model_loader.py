@@ -93,7 +93,9 @@ def test_fused_expert_layout_loads_to_the_same_model(checkpoint, tmp_path):
     def fuse(t):
         for layer in (1, 2, 3):
             p = f"model.layers.{layer}.mlp.experts"
-            gate_up = [torch.cat((t.pop(f"{p}.{e}.gate_proj.weight"), t.pop(f"{p}.{e}.up_proj.weight"))) for e in range(4)]
+            gate_up = [
+                torch.cat((t.pop(f"{p}.{e}.gate_proj.weight"), t.pop(f"{p}.{e}.up_proj.weight"))) for e in range(4)
+            ]
             t[f"{p}.gate_up_proj"] = torch.stack(gate_up)  # [E, 2I, H]
             t[f"{p}.down_proj"] = torch.stack([t.pop(f"{p}.{e}.down_proj.weight") for e in range(4)])  # [E, H, I]
 
@@ -133,10 +135,23 @@ def test_no_weights_file_is_refused(tmp_path, checkpoint):
 
 
 def _raw(**overrides):
-    raw = json.loads(json.dumps({"model_type": "qwen3_next", "vocab_size": 300, "hidden_size": 32,
-                                 "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
-                                 "head_dim": 16, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
-                                 "num_experts": 4, "num_experts_per_tok": 2}))
+    raw = json.loads(
+        json.dumps(
+            {
+                "model_type": "qwen3_next",
+                "vocab_size": 300,
+                "hidden_size": 32,
+                "num_hidden_layers": 4,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "head_dim": 16,
+                "linear_num_key_heads": 2,
+                "linear_num_value_heads": 4,
+                "num_experts": 4,
+                "num_experts_per_tok": 2,
+            }
+        )
+    )
     raw.update(overrides)
     return raw
 
@@ -153,16 +168,19 @@ def test_config_sparse_layers_follow_mlp_only_and_sparse_step():
     assert [config.is_moe_layer(i) for i in range(4)] == [False, True, False, True]
 
 
-@pytest.mark.parametrize("overrides, field", [
-    (dict(num_key_value_heads=3), "num_key_value_heads"),
-    (dict(model_type="llama"), "model_type"),
-    (dict(layer_types=["full_attention"]), "layer_types"),
-    (dict(layer_types=["full_attention", "mamba", "full_attention", "full_attention"]), "layer_types[1]"),
-    (dict(num_experts_per_tok=9), "num_experts_per_tok"),
-    (dict(hidden_act="gelu"), "hidden_act"),
-    (dict(rope_parameters={"rope_type": "yarn", "factor": 4.0}), "rope_parameters.rope_type"),
-    (dict(hidden_size=0), "hidden_size"),
-])
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        (dict(num_key_value_heads=3), "num_key_value_heads"),
+        (dict(model_type="llama"), "model_type"),
+        (dict(layer_types=["full_attention"]), "layer_types"),
+        (dict(layer_types=["full_attention", "mamba", "full_attention", "full_attention"]), "layer_types[1]"),
+        (dict(num_experts_per_tok=9), "num_experts_per_tok"),
+        (dict(hidden_act="gelu"), "hidden_act"),
+        (dict(rope_parameters={"rope_type": "yarn", "factor": 4.0}), "rope_parameters.rope_type"),
+        (dict(hidden_size=0), "hidden_size"),
+    ],
+)
 def test_config_errors_name_the_field(overrides, field):
     with pytest.raises(ConfigError, match=re.escape(f"ckpt/config.json: field '{field}'")):
         ModelConfig.from_dict(_raw(**overrides), source="ckpt/config.json")

@@ -21,7 +21,7 @@ def put(cache, kv, state, tokens, snapshot=False):
     snap = int(state.alloc(1)[0]) if snapshot else None
     res = cache.insert(tokens, slots, snap)
     kv.free(res.dup_kv_slot_ids)
-    kv.free(slots[res.cached_len:])
+    kv.free(slots[res.cached_len :])
     if res.unused_snapshot_slot is not None:
         state.free([res.unused_snapshot_slot])
     return res, slots

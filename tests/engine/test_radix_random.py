@@ -53,7 +53,7 @@ class World:
         return n - n % self.page_size
 
     def pos(self, q, i):
-        return q[:(i // self.page_size + 1) * self.page_size], i
+        return q[: (i // self.page_size + 1) * self.page_size], i
 
     def ref_match(self, q):
         n = 0
@@ -62,8 +62,7 @@ class World:
                 break
             n = i
         if self.hybrid:
-            n = max([i for i in range(self.page_size, n + 1, self.page_size) if q[:i] in self.ref_snap],
-                    default=0)
+            n = max([i for i in range(self.page_size, n + 1, self.page_size) if q[:i] in self.ref_snap], default=0)
         return n, [self.ref_kv[self.pos(q, i)] for i in range(n)], self.ref_snap.get(q[:n]) if n else None
 
     def locks(self):
@@ -101,7 +100,10 @@ class World:
         rep = self.cache.cache_report()
         locked = self.locked_prefixes()
         assert (rep.cached_tokens, rep.locked_tokens, rep.num_snapshots) == (
-            len(self.ref_kv), len(locked), len(self.ref_snap))
+            len(self.ref_kv),
+            len(locked),
+            len(self.ref_snap),
+        )
         assert self.cache.mamba_stats().num_pinned == len(self.pinned())
         assert rep.max_depth == self.depth(self.cache.root)
 
@@ -141,8 +143,7 @@ class World:
             if state_slot is not None:
                 self.state.free([state_slot])
             return ("no kv",)
-        self.running.append(Req(q, torch.cat([m.kv_slot_ids, own]), m.cached_len, m.node,
-                                m.cached_len, state_slot))
+        self.running.append(Req(q, torch.cat([m.kv_slot_ids, own]), m.cached_len, m.node, m.cached_len, state_slot))
         return ("started", m.cached_len, own.tolist())
 
     def checkpoint(self, i, k):
@@ -154,7 +155,7 @@ class World:
         self.cache.inc_lock(res.node)
         self.cache.dec_lock(r.lock_node)
         r.lock_node, r.lock_len = res.node, res.cached_len
-        r.slots = torch.cat([self.cache.path_kv_slot_ids(res.node), r.slots[res.cached_len:]])
+        r.slots = torch.cat([self.cache.path_kv_slot_ids(res.node), r.slots[res.cached_len :]])
         r.owned_from = res.cached_len
         return ("checkpoint", res.prefix_len, res.cached_len)
 
@@ -163,7 +164,7 @@ class World:
         self.pending = [(r.seq, r.lock_len)]  # its lock holds until dec_lock below
         res = self.insert(r, r.seq, with_snapshot)
         self.pending = []
-        self.kv.free(r.slots[max(res.cached_len, r.owned_from):])
+        self.kv.free(r.slots[max(res.cached_len, r.owned_from) :])
         self.cache.dec_lock(r.lock_node)
         if r.state_slot is not None:
             self.state.free([r.state_slot])
@@ -176,9 +177,12 @@ class World:
         prefix = 0
         while prefix < n_key and self.pos(q, prefix) in self.ref_kv:
             prefix += 1
-        dups = [int(r.slots[i]) for i in range(n_key) if self.pos(q, i) in self.ref_kv
-                and self.ref_kv[self.pos(q, i)] != int(r.slots[i])]
-        adopt = (snap is not None and n_key > 0 and n_key == len(q) and q not in self.ref_snap)
+        dups = [
+            int(r.slots[i])
+            for i in range(n_key)
+            if self.pos(q, i) in self.ref_kv and self.ref_kv[self.pos(q, i)] != int(r.slots[i])
+        ]
+        adopt = snap is not None and n_key > 0 and n_key == len(q) and q not in self.ref_snap
         res = self.cache.insert(q, r.slots, snap)
         assert (res.prefix_len, res.cached_len, res.dup_kv_slot_ids.tolist()) == (prefix, n_key, dups)
         assert res.unused_snapshot_slot == (None if adopt else snap)
@@ -238,8 +242,7 @@ def drive(worlds, seed, steps, alphabet=3, max_len=20):
     for _ in range(steps):
         op = rng.random()
         base = rng.choice(history)
-        q = base[:rng.randint(0, len(base))] + tuple(rng.randrange(alphabet)
-                                                     for _ in range(rng.randint(1, 8)))
+        q = base[: rng.randint(0, len(base))] + tuple(rng.randrange(alphabet) for _ in range(rng.randint(1, 8)))
         q = q[:max_len]
         if op < 0.2:
             outs = [w.match(q) for w in worlds]
@@ -264,11 +267,14 @@ def drive(worlds, seed, steps, alphabet=3, max_len=20):
             w.check()
 
 
-@pytest.mark.parametrize("cache_type, page_size", [
-    ("radix", 1), ("radix", 2), ("hybrid_radix", 1), ("hybrid_radix", 3), ("none", 1), ("none", 2)])
+@pytest.mark.parametrize(
+    "cache_type, page_size",
+    [("radix", 1), ("radix", 2), ("hybrid_radix", 1), ("hybrid_radix", 3), ("none", 1), ("none", 2)],
+)
 def test_random_operations_match_the_reference(cache_type, page_size):
-    worlds = [World(cache_type, page_size, policy, kv_slots=80 * page_size, state_slots=10)
-              for policy in ("lru", "lru_scan")]
+    worlds = [
+        World(cache_type, page_size, policy, kv_slots=80 * page_size, state_slots=10) for policy in ("lru", "lru_scan")
+    ]
     drive(worlds, seed=page_size * 7 + len(cache_type), steps=3000)
     # the run exercised what it is meant to
     w = worlds[0]
@@ -283,6 +289,8 @@ def test_random_operations_match_the_reference(cache_type, page_size):
 @pytest.mark.parametrize("cache_type", ["radix", "hybrid_radix"])
 def test_tiny_pool_many_seeds(cache_type):
     for seed in range(6):
-        worlds = [World(cache_type, 1 + seed % 2, policy, kv_slots=8 * (1 + seed % 2), state_slots=3)
-                  for policy in ("lru", "lru_scan")]
+        worlds = [
+            World(cache_type, 1 + seed % 2, policy, kv_slots=8 * (1 + seed % 2), state_slots=3)
+            for policy in ("lru", "lru_scan")
+        ]
         drive(worlds, seed=100 + seed, steps=300, alphabet=2, max_len=10)

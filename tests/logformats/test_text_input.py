@@ -16,8 +16,9 @@ LOGS = Path(__file__).resolve().parents[1] / "diagnostics" / "fixtures" / "logs"
 DAY = dt.date(2026, 9, 23)
 
 
-@pytest.mark.parametrize("name", ["freetoken.log", "sglang.log", "vllm.log", "llama-server-timestamps.log",
-                                  "ollama-journal.log"])
+@pytest.mark.parametrize(
+    "name", ["freetoken.log", "sglang.log", "vllm.log", "llama-server-timestamps.log", "ollama-journal.log"]
+)
 def test_a_log_as_text_reads_as_the_file(name):
     path = LOGS / name
     from_file = parse_log(path, date=DAY, year=2026)
@@ -41,8 +42,10 @@ def test_text_that_is_no_log_names_itself():
 
 
 def test_scrapes_as_text():
-    body = ("# scrape_time: 1790000000.0\nvllm:generation_tokens_total 100\nvllm:num_requests_running 1\n"
-            "# scrape_time: 1790000002.0\nvllm:generation_tokens_total 160\nvllm:num_requests_running 1\n")
+    body = (
+        "# scrape_time: 1790000000.0\nvllm:generation_tokens_total 100\nvllm:num_requests_running 1\n"
+        "# scrape_time: 1790000002.0\nvllm:generation_tokens_total 160\nvllm:num_requests_running 1\n"
+    )
     steps, events, engine = parse_scrapes(Text(body, "/metrics"))
     assert engine == "vllm" and len(steps) == 2
     assert steps["gen_tps"].iloc[1] == pytest.approx(30.0)

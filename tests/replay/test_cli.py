@@ -20,8 +20,24 @@ runner = CliRunner()
 
 def test_synth_then_stats_json(tmp_path):
     out = tmp_path / "a.jsonl"
-    result = runner.invoke(trace_app, ["synth", "--profile", "agentic", "--seed", "5", "--sessions", "3",
-                                       "--calls-min", "5", "--calls-max", "9", "-o", str(out)])
+    result = runner.invoke(
+        trace_app,
+        [
+            "synth",
+            "--profile",
+            "agentic",
+            "--seed",
+            "5",
+            "--sessions",
+            "3",
+            "--calls-min",
+            "5",
+            "--calls-max",
+            "9",
+            "-o",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "3 sessions" in result.output
     result = runner.invoke(trace_app, ["stats", str(out), "--json"])
@@ -36,8 +52,10 @@ def test_synth_then_stats_json(tmp_path):
 
 def test_import_writes_a_readable_trace(tmp_path):
     out = tmp_path / "oc.jsonl"
-    result = runner.invoke(trace_app, ["import", "opencode", str(FIXTURES / "opencode_export.json"), "-o", str(out),
-                                       "--prefix-tokens", "4096"])
+    result = runner.invoke(
+        trace_app,
+        ["import", "opencode", str(FIXTURES / "opencode_export.json"), "-o", str(out), "--prefix-tokens", "4096"],
+    )
     assert result.exit_code == 0, result.output
     trace = read_trace(out)
     assert trace.header.meta["prefix_tokens"] == 4096
@@ -62,8 +80,10 @@ def test_stats_of_a_malformed_trace_is_one_line_error_or_skipped(tmp_path):
 
 
 def test_record_refuses_a_bad_listen_address(tmp_path):
-    result = runner.invoke(trace_app, ["record", "--upstream", "http://127.0.0.1:1", "--listen", "nowhere",
-                                       "-o", str(tmp_path / "r.jsonl")])
+    result = runner.invoke(
+        trace_app,
+        ["record", "--upstream", "http://127.0.0.1:1", "--listen", "nowhere", "-o", str(tmp_path / "r.jsonl")],
+    )
     assert isinstance(result.exception, TraceError)
     assert "--listen: expected HOST:PORT, found 'nowhere'" in str(result.exception)
 

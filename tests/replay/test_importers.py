@@ -56,14 +56,32 @@ def _child_session():
     return {
         "info": {"id": sid, "parentID": "ses_4f2a9c1d7ffeA1", "title": "explore", "time": {"created": t}},
         "messages": [
-            {"info": {"id": "msg_c1", "sessionID": sid, "role": "user", "time": {"created": t}},
-             "parts": [{"id": "prt_c1", "type": "text", "text": "find the tests"}]},
-            {"info": {"id": "msg_c2", "sessionID": sid, "role": "assistant", "parentID": "msg_c1",
-                      "time": {"created": t + 100, "completed": t + 2000}, "mode": "explore", "agent": "explore",
-                      "tokens": {"input": 9000, "output": 50, "reasoning": 0, "cache": {"read": 0, "write": 0}}},
-             "parts": [{"id": "prt_c2", "type": "step-start"},
-                       {"id": "prt_c3", "type": "step-finish", "reason": "stop", "cost": 0,
-                        "tokens": {"input": 9000, "output": 50, "reasoning": 0, "cache": {"read": 0, "write": 0}}}]},
+            {
+                "info": {"id": "msg_c1", "sessionID": sid, "role": "user", "time": {"created": t}},
+                "parts": [{"id": "prt_c1", "type": "text", "text": "find the tests"}],
+            },
+            {
+                "info": {
+                    "id": "msg_c2",
+                    "sessionID": sid,
+                    "role": "assistant",
+                    "parentID": "msg_c1",
+                    "time": {"created": t + 100, "completed": t + 2000},
+                    "mode": "explore",
+                    "agent": "explore",
+                    "tokens": {"input": 9000, "output": 50, "reasoning": 0, "cache": {"read": 0, "write": 0}},
+                },
+                "parts": [
+                    {"id": "prt_c2", "type": "step-start"},
+                    {
+                        "id": "prt_c3",
+                        "type": "step-finish",
+                        "reason": "stop",
+                        "cost": 0,
+                        "tokens": {"input": 9000, "output": 50, "reasoning": 0, "cache": {"read": 0, "write": 0}},
+                    },
+                ],
+            },
         ],
     }
 
@@ -110,14 +128,18 @@ def test_opencode_sqlite(tmp_path):
     for export in (_opencode_export(), _child_session()):
         info = export["info"]
         created = info["time"]["created"]
-        con.execute("INSERT INTO session VALUES (?,?,?,?,?,?,?,?,?)",
-                    (info["id"], "prj_1", info.get("parentID"), "s", "/w", "t", "1", created, created))
+        con.execute(
+            "INSERT INTO session VALUES (?,?,?,?,?,?,?,?,?)",
+            (info["id"], "prj_1", info.get("parentID"), "s", "/w", "t", "1", created, created),
+        )
         for m in export["messages"]:
             mi = dict(m["info"])
             mid = mi.pop("id")
             mi.pop("sessionID", None)
-            con.execute("INSERT INTO message VALUES (?,?,?,?,?)",
-                        (mid, info["id"], mi["time"]["created"], mi["time"]["created"], json.dumps(mi)))
+            con.execute(
+                "INSERT INTO message VALUES (?,?,?,?,?)",
+                (mid, info["id"], mi["time"]["created"], mi["time"]["created"], json.dumps(mi)),
+            )
             for p in m["parts"]:
                 p = dict(p)
                 pid = p.pop("id")
@@ -146,15 +168,22 @@ def test_mooncake():
     header, calls = import_trace("mooncake", FIXTURES / "mooncake.jsonl")
     assert header.block_size == 512
     assert [(c.t, c.input_tokens, c.output_tokens, c.hash_ids) for c in calls] == [
-        (0.0, 1200, 10, (0, 1, 2)), (1.5, 1500, 20, (0, 1, 3)), (2.5, 600, 5, (4, 5))]
+        (0.0, 1200, 10, (0, 1, 2)),
+        (1.5, 1500, 20, (0, 1, 3)),
+        (2.5, 600, 5, (4, 5)),
+    ]
     assert len({c.session for c in calls}) == 3
 
 
 def test_bailian_sessions_follow_parent_chat_ids():
     header, calls = import_trace("bailian", FIXTURES / "bailian.jsonl")
     assert header.block_size == 16
-    assert [(c.session, c.turn, c.t) for c in calls] == [("c10", 0, 0.0), ("c11", 0, 0.5), ("c10", 1, 30.25),
-                                                       ("c10", 2, 60.0)]
+    assert [(c.session, c.turn, c.t) for c in calls] == [
+        ("c10", 0, 0.0),
+        ("c11", 0, 0.5),
+        ("c10", 1, 30.25),
+        ("c10", 2, 60.0),
+    ]
     assert calls[3].hash_ids == (1, 2, 3, 4, 5, 6)
 
 
@@ -162,8 +191,10 @@ def test_agentic_with_subagent_and_compaction():
     header, calls = import_trace("agentic", FIXTURES / "agentic.json")
     assert header.block_size == 64
     sub = [c for c in calls if c.kind == "subagent"]
-    assert [(c.session, c.parent, c.turn, c.t) for c in sub] == [("cc-0042/explore", "cc-0042", 0, 14.0),
-                                                               ("cc-0042/explore", "cc-0042", 1, 20.0)]
+    assert [(c.session, c.parent, c.turn, c.t) for c in sub] == [
+        ("cc-0042/explore", "cc-0042", 0, 14.0),
+        ("cc-0042/explore", "cc-0042", 1, 20.0),
+    ]
     main = [c for c in calls if c.session == "cc-0042"]
     assert [c.kind for c in main] == ["turn", "turn", "compaction"]
     assert [c.think_time for c in main] == [0.0, 3.2, 0.2] and main[0].ttft == 0.8
@@ -182,7 +213,10 @@ def test_agentic_jsonl_of_sessions(tmp_path):
 def test_azure_csv():
     header, calls = import_trace("azure", FIXTURES / "azure.csv")
     assert [(c.t, c.input_tokens, c.output_tokens) for c in calls] == [
-        (0.0, 374, 44), (4.314579, 396, 109), (4.541848, 879, 15)]
+        (0.0, 374, 44),
+        (4.314579, 396, 109),
+        (4.541848, 879, 15),
+    ]
     assert [len(c.hash_ids) for c in calls] == [6, 7, 14]  # ceil(tokens / 64), nothing shared
     assert len({h for c in calls for h in c.hash_ids}) == 27
 
@@ -190,18 +224,39 @@ def test_azure_csv():
 @pytest.mark.parametrize(
     "fmt, name, content, message",
     [
-        ("mooncake", "m.jsonl", '{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1]}\n'
-                                '{"timestamp": 1, "input_length": -5, "output_length": 1, "hash_ids": [1]}\n',
-         "m.jsonl:2: input_length: expected a count >= 0, found -5"),
-        ("mooncake", "m.jsonl", '{"timestamp": 0, "input_length": 5, "output_length": 1}\n',
-         "m.jsonl:1: missing field 'hash_ids'"),
-        ("bailian", "b.jsonl", '{"chat_id": 1, "parent_chat_id": -1, "timestamp": 0, "input_length": 5, '
-                                '"output_length": 1, "hash_ids": [1]}\nnot json\n', "b.jsonl:2: not valid JSON"),
+        (
+            "mooncake",
+            "m.jsonl",
+            '{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1]}\n'
+            '{"timestamp": 1, "input_length": -5, "output_length": 1, "hash_ids": [1]}\n',
+            "m.jsonl:2: input_length: expected a count >= 0, found -5",
+        ),
+        (
+            "mooncake",
+            "m.jsonl",
+            '{"timestamp": 0, "input_length": 5, "output_length": 1}\n',
+            "m.jsonl:1: missing field 'hash_ids'",
+        ),
+        (
+            "bailian",
+            "b.jsonl",
+            '{"chat_id": 1, "parent_chat_id": -1, "timestamp": 0, "input_length": 5, '
+            '"output_length": 1, "hash_ids": [1]}\nnot json\n',
+            "b.jsonl:2: not valid JSON",
+        ),
         ("azure", "a.csv", "TIMESTAMP,ContextTokens\n2023-11-16 18:15:46,3\n", "a.csv:1: expected columns"),
-        ("azure", "a.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,3,x\n",
-         "a.csv:2: GeneratedTokens: expected an integer, found 'x'"),
-        ("agentic", "g.json", '{"id": "a", "requests": [{"t": 0, "in": 5, "out": 1}]}',
-         "g.json requests[0]: missing field 'hash_ids'"),
+        (
+            "azure",
+            "a.csv",
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,3,x\n",
+            "a.csv:2: GeneratedTokens: expected an integer, found 'x'",
+        ),
+        (
+            "agentic",
+            "g.json",
+            '{"id": "a", "requests": [{"t": 0, "in": 5, "out": 1}]}',
+            "g.json requests[0]: missing field 'hash_ids'",
+        ),
     ],
 )
 def test_bad_source_names_file_line_and_problem(tmp_path, fmt, name, content, message):
@@ -213,7 +268,9 @@ def test_bad_source_names_file_line_and_problem(tmp_path, fmt, name, content, me
 
 
 def test_unknown_format_lists_known_ones(tmp_path):
-    with pytest.raises(TraceError, match="unknown trace format 'sharegpt'; known: agentic, azure, bailian, mooncake, opencode"):
+    with pytest.raises(
+        TraceError, match="unknown trace format 'sharegpt'; known: agentic, azure, bailian, mooncake, opencode"
+    ):
         import_trace("sharegpt", tmp_path)
 
 
@@ -259,8 +316,10 @@ def test_opencode_real_database(tmp_path):
     header, calls = import_trace("opencode", db)
     _check_real(calls)
     child = [c for c in calls if c.session == REAL_CHILD]
-    assert [(c.kind, c.parent, c.input_tokens) for c in child] == [("subagent", REAL_SESSION, 6066),
-                                                                  ("subagent", REAL_SESSION, 6168)]
+    assert [(c.kind, c.parent, c.input_tokens) for c in child] == [
+        ("subagent", REAL_SESSION, 6066),
+        ("subagent", REAL_SESSION, 6168),
+    ]
     # The subagent ran while its parent waited on the task tool.
     main = [c for c in calls if c.session == REAL_SESSION]
     assert main[1].t < child[0].t < child[1].t < main[2].t

@@ -1,13 +1,21 @@
-import pytest
 from pathlib import Path
+
+import pytest
 
 from replay import Call, MaterializeConfig, Materializer, TraceError, materialize, probe_prompt
 from replay.materialize import PROBE_TEXT_MARKER
 
 
 def _call(ids, num_in, num_out=20, session="s", turn=0, t=0.0, reasoning=None):
-    return Call(t=t, session=session, turn=turn, hash_ids=tuple(ids), input_tokens=num_in, output_tokens=num_out,
-                reasoning_tokens=reasoning)
+    return Call(
+        t=t,
+        session=session,
+        turn=turn,
+        hash_ids=tuple(ids),
+        input_tokens=num_in,
+        output_tokens=num_out,
+        reasoning_tokens=reasoning,
+    )
 
 
 def _common(a, b):
@@ -135,12 +143,12 @@ def test_a_sessions_next_turn_starts_with_its_previous_prompt_verbatim():
     prompts = [m(c) for c in calls]
     extended = 0
     for prev_call, call, prev, cur in zip(calls, calls[1:], prompts, prompts[1:]):
-        if call.hash_ids[:len(prev_call.hash_ids) - 1] == prev_call.hash_ids[:-1]:
+        if call.hash_ids[: len(prev_call.hash_ids) - 1] == prev_call.hash_ids[:-1]:
             assert len(prev_call.hash_ids) * 16 > prev.num_input_tokens  # the previous last block was partial
-            assert cur.token_ids[:len(prev.token_ids)] == prev.token_ids
+            assert cur.token_ids[: len(prev.token_ids)] == prev.token_ids
             extended += 1
         else:  # a compaction starts over: only whole shared blocks are shared
-            assert cur.token_ids[:len(prev.token_ids)] != prev.token_ids
+            assert cur.token_ids[: len(prev.token_ids)] != prev.token_ids
     assert extended >= 5
     # A fresh materializer gives the same prompts: the content depends on the trace alone.
     again = Materializer(MaterializeConfig(block_size=trace.header.block_size))

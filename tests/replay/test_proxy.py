@@ -27,22 +27,44 @@ def _upstream_app(received: list):
 
     def usage(body):
         num_prompt = len(json.dumps(body["messages"])) // 4
-        return {"prompt_tokens": num_prompt, "completion_tokens": len(WORDS) + 2, "total_tokens": num_prompt + 8,
-                "completion_tokens_details": {"reasoning_tokens": 2}, "prompt_tokens_details": {"cached_tokens": 0}}
+        return {
+            "prompt_tokens": num_prompt,
+            "completion_tokens": len(WORDS) + 2,
+            "total_tokens": num_prompt + 8,
+            "completion_tokens_details": {"reasoning_tokens": 2},
+            "prompt_tokens_details": {"cached_tokens": 0},
+        }
 
     async def chat(request: Request):
         body = await request.json()
         received.append(body)
         if not body.get("stream"):
-            return JSONResponse({"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
-                                 "choices": [{"index": 0, "finish_reason": "stop",
-                                              "message": {"role": "assistant", "content": "".join(WORDS)}}],
-                                 "usage": usage(body)})
+            return JSONResponse(
+                {
+                    "id": "c1",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": "".join(WORDS)},
+                        }
+                    ],
+                    "usage": usage(body),
+                }
+            )
 
         async def events():
             def chunk(delta, finish=None):
-                return {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"],
-                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+                return {
+                    "id": "c1",
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                }
 
             yield f"data: {json.dumps(chunk({'role': 'assistant'}))}\n\n"
             for part in ("thinking", " hard"):
@@ -52,8 +74,14 @@ def _upstream_app(received: list):
                 yield f"data: {json.dumps(chunk({'content': word}))}\n\n"
             yield f"data: {json.dumps(chunk({}, 'stop'))}\n\n"
             if (body.get("stream_options") or {}).get("include_usage"):
-                final = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"],
-                         "choices": [], "usage": usage(body)}
+                final = {
+                    "id": "c1",
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [],
+                    "usage": usage(body),
+                }
                 yield f"data: {json.dumps(final)}\n\n"
             yield "data: [DONE]\n\n"
 
@@ -62,8 +90,9 @@ def _upstream_app(received: list):
     async def models(request: Request):
         return JSONResponse({"object": "list", "data": [{"id": "tiny", "object": "model", "owned_by": "test"}]})
 
-    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]),
-                             Route("/v1/models", models, methods=["GET"])])
+    return Starlette(
+        routes=[Route("/v1/chat/completions", chat, methods=["POST"]), Route("/v1/models", models, methods=["GET"])]
+    )
 
 
 class _Server:
@@ -169,8 +198,9 @@ def test_a_growing_conversation_stays_one_session_with_shared_prefix(servers):
     history = ["Read app.py"]
     client.chat.completions.create(model="tiny", messages=_messages(*history))
     history += ["Hello, world!", "Tool result: " + "def main(): pass\n" * 40]
-    client.chat.completions.create(model="tiny", messages=_messages(*history), stream=True,
-                                   stream_options={"include_usage": True}).response.read()
+    client.chat.completions.create(
+        model="tiny", messages=_messages(*history), stream=True, stream_options={"include_usage": True}
+    ).response.read()
     client.chat.completions.create(model="tiny", messages=_messages("Something else entirely"))
     first, second, other = read_trace(out).calls
     assert (first.session, first.turn) == (second.session, 0) and second.turn == 1

@@ -9,8 +9,9 @@ def test_stats_of_a_small_hand_made_trace():
         Call(t=0.0, session="a", turn=0, hash_ids=(1, 2, 3), input_tokens=25, output_tokens=5),
         Call(t=2.0, session="a", turn=1, hash_ids=(1, 2, 4, 5), input_tokens=40, output_tokens=5),  # append of 20
         Call(t=3.0, session="b", turn=0, hash_ids=(1, 6), input_tokens=20, output_tokens=90),  # over-long
-        Call(t=9.0, session="a", turn=2, hash_ids=(1, 2, 4, 5, 7), input_tokens=45, output_tokens=30,
-             kind="compaction"),
+        Call(
+            t=9.0, session="a", turn=2, hash_ids=(1, 2, 4, 5, 7), input_tokens=45, output_tokens=30, kind="compaction"
+        ),
         Call(t=12.0, session="a", turn=3, hash_ids=(1, 8), input_tokens=15, output_tokens=5),  # after compaction
     ]
     s = trace_stats(Trace(header, calls, 2, []))

@@ -18,14 +18,22 @@ def test_the_role_frame_is_not_a_token_and_reasoning_content_text_and_tool_calls
 
 
 def test_usage_only_chunks_errors_and_the_usage_fields():
-    usage = {"prompt_tokens": 120, "completion_tokens": 33, "prompt_tokens_details": {"cached_tokens": 96},
-             "completion_tokens_details": {"reasoning_tokens": 7}}
+    usage = {
+        "prompt_tokens": 120,
+        "completion_tokens": 33,
+        "prompt_tokens_details": {"cached_tokens": 96},
+        "completion_tokens_details": {"reasoning_tokens": 7},
+    }
     chunk = read_chunk({"choices": [], "usage": usage})
     assert chunk.usage == usage and not chunk.has_choices and not chunk.generated
     assert read_usage(chunk.usage) == (120, 96, 33, 7)
     assert read_usage(None) == (None, None, None, None)
     assert read_usage({"prompt_tokens": -1, "completion_tokens": True, "prompt_tokens_details": None}) == (
-        None, None, None, None)
+        None,
+        None,
+        None,
+        None,
+    )
     assert read_chunk({"error": {"message": "KV cache exhausted"}}).error == "KV cache exhausted"
     assert read_chunk({"error": "boom"}).error == "boom"
 

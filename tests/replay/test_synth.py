@@ -41,8 +41,16 @@ def test_agentic_sessions_share_a_large_fixed_prefix_and_grow_by_appends():
 
 
 def test_compaction_replaces_history_with_prefix_and_summary():
-    cfg = SynthConfig(sessions=2, calls_min=60, calls_max=60, context_min=10_000, context_max=60_000,
-                      compaction_at=50_000, summary_tokens=2_000, overlong_fraction=0.0)
+    cfg = SynthConfig(
+        sessions=2,
+        calls_min=60,
+        calls_max=60,
+        context_min=10_000,
+        context_max=60_000,
+        compaction_at=50_000,
+        summary_tokens=2_000,
+        overlong_fraction=0.0,
+    )
     _, calls = synthesize(cfg)
     compactions = [c for c in calls if c.kind == "compaction"]
     assert compactions
@@ -59,8 +67,9 @@ def test_compaction_replaces_history_with_prefix_and_summary():
 
 
 def test_over_long_calls_pass_context_max_and_are_followed_by_compaction():
-    cfg = SynthConfig(sessions=3, calls_min=40, calls_max=40, overlong_fraction=0.1, context_max=100_000,
-                      compaction_at=90_000)
+    cfg = SynthConfig(
+        sessions=3, calls_min=40, calls_max=40, overlong_fraction=0.1, context_max=100_000, compaction_at=90_000
+    )
     header, calls = synthesize(cfg)
     over = [c for c in calls if c.input_tokens > cfg.context_max]
     assert 3 <= len(over) <= 25

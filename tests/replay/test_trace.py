@@ -41,18 +41,31 @@ GOOD = '{"t": 0, "session": "a", "turn": 0, "hash_ids": [1], "input_tokens": 10,
     "line, expected",
     [
         ('{"t": 0, "session": "a", "turn": 0, "hash_ids": [1], "input_tokens": 10}', "missing field output_tokens"),
-        ('{"t": 0, "session": "a", "turn": 0, "hash_ids": [1, "x"], "input_tokens": 10, "output_tokens": 2}',
-         "hash_ids: expected a list of integers"),
-        ('{"t": -1, "session": "a", "turn": 0, "hash_ids": [], "input_tokens": 10, "output_tokens": 2}',
-         "t: expected a number of seconds >= 0, found -1"),
-        ('{"t": 0, "session": "a", "turn": 0, "hash_ids": [], "input_tokens": 10, "output_tokens": 2, "kind": "chat"}',
-         "kind: expected one of turn, compaction, subagent, found 'chat'"),
-        ('{"t": 0, "session": "a", "turn": 0, "hash_ids": [], "input_tokens": 10, "output_tokens": 2, '
-         '"reasoning_tokens": 5}', "reasoning_tokens: expected at most output_tokens (2), found 5"),
-        ('{"t": 0, "session": "a", "turn": 0, "hash_ids": [], "input_tokens": 1.5, "output_tokens": 2}',
-         "input_tokens: expected an integer >= 0, found 1.5"),
-        ('{"t": 0, "session": 7, "turn": 0, "hash_ids": [], "input_tokens": 1, "output_tokens": 2}',
-         "session: expected a non-empty string, found 7"),
+        (
+            '{"t": 0, "session": "a", "turn": 0, "hash_ids": [1, "x"], "input_tokens": 10, "output_tokens": 2}',
+            "hash_ids: expected a list of integers",
+        ),
+        (
+            '{"t": -1, "session": "a", "turn": 0, "hash_ids": [], "input_tokens": 10, "output_tokens": 2}',
+            "t: expected a number of seconds >= 0, found -1",
+        ),
+        (
+            '{"t": 0, "session": "a", "turn": 0, "hash_ids": [], "input_tokens": 10, "output_tokens": 2, "kind": "chat"}',
+            "kind: expected one of turn, compaction, subagent, found 'chat'",
+        ),
+        (
+            '{"t": 0, "session": "a", "turn": 0, "hash_ids": [], "input_tokens": 10, "output_tokens": 2, '
+            '"reasoning_tokens": 5}',
+            "reasoning_tokens: expected at most output_tokens (2), found 5",
+        ),
+        (
+            '{"t": 0, "session": "a", "turn": 0, "hash_ids": [], "input_tokens": 1.5, "output_tokens": 2}',
+            "input_tokens: expected an integer >= 0, found 1.5",
+        ),
+        (
+            '{"t": 0, "session": 7, "turn": 0, "hash_ids": [], "input_tokens": 1, "output_tokens": 2}',
+            "session: expected a non-empty string, found 7",
+        ),
         ("[1, 2]", "expected an object, found [1, 2]"),
         ('{"t": 0, "session": ', "not valid JSON"),
     ],
@@ -81,7 +94,7 @@ def test_skip_bad_counts_and_skips(tmp_path):
     "header, expected",
     [
         ({"format": "tokdrift-trace", "version": 2, "block_size": 16}, "understands trace version 1, found 2"),
-        ({"format": "mooncake", "version": 1, "block_size": 16}, "expected a header with \"format\": \"tokdrift-trace\""),
+        ({"format": "mooncake", "version": 1, "block_size": 16}, 'expected a header with "format": "tokdrift-trace"'),
         ({"format": "tokdrift-trace", "version": 1, "block_size": 0}, "block_size: expected an integer >= 1, found 0"),
         ({"format": "tokdrift-trace", "version": 1}, "header is missing block_size"),
     ],

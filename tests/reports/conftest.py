@@ -48,19 +48,37 @@ def run_dir(tmp_path_factory) -> Path:
     root = make_run_dir(tmp_path_factory.mktemp("runs") / "run-a", minutes=40, fault_at_min=20, restart_at_min=32)
     manifest = json.loads((root / "manifest.json").read_text())
     manifest["command"] = ["soak", "run", "--api-key", API_KEY, "--trace", f"{HOME}/traces/agent.jsonl"]
-    manifest["configs"] = {"soak": {"probe": {"prompt": PROMPT, "max_tokens": 128}},
-                           "engine": {"model": f"{ROOT_PATH}/hub/qwen3-next", "headers": {"Authorization": f"Bearer {BEARER}"}}}
-    manifest["host"] = {"cpu": "AMD EPYC 9654", "num_cpus": 192, "ram_bytes": 1 << 40, "gpu": "NVIDIA H200",
-                        "os": "Linux 6.8", "python": "3.12.3", "versions": {"tokdrift": "0.1.0", "torch": "2.13.0"}}
+    manifest["configs"] = {
+        "soak": {"probe": {"prompt": PROMPT, "max_tokens": 128}},
+        "engine": {"model": f"{ROOT_PATH}/hub/qwen3-next", "headers": {"Authorization": f"Bearer {BEARER}"}},
+    }
+    manifest["host"] = {
+        "cpu": "AMD EPYC 9654",
+        "num_cpus": 192,
+        "ram_bytes": 1 << 40,
+        "gpu": "NVIDIA H200",
+        "os": "Linux 6.8",
+        "python": "3.12.3",
+        "versions": {"tokdrift": "0.1.0", "torch": "2.13.0"},
+    }
     manifest["trace"] = {"path": f"{HOME}/traces/agent.jsonl", "sha256": "ab" * 32, "num_calls": 412}
     (root / "manifest.json").write_text(json.dumps(manifest))
     events = [line for line in (root / "events.jsonl").read_text().splitlines() if line.endswith("}")]
-    events += [json.dumps(e) for e in (
-        {"t": T0 + 25 * 60, "kind": "dropped_request", "request_id": "r9", "input_tokens": 300000, "limit": 262144,
-         "prompt": PROMPT},
-        {"t": T0 + 26 * 60, "kind": "preemption", "count": 2, "note": SCRIPT},
-        {"t": T0 + 27 * 60, "kind": "engine_exit", "exit_code": 0, "log_tail": f"Authorization: Bearer {BEARER}"},
-    )]
+    events += [
+        json.dumps(e)
+        for e in (
+            {
+                "t": T0 + 25 * 60,
+                "kind": "dropped_request",
+                "request_id": "r9",
+                "input_tokens": 300000,
+                "limit": 262144,
+                "prompt": PROMPT,
+            },
+            {"t": T0 + 26 * 60, "kind": "preemption", "count": 2, "note": SCRIPT},
+            {"t": T0 + 27 * 60, "kind": "engine_exit", "exit_code": 0, "log_tail": f"Authorization: Bearer {BEARER}"},
+        )
+    ]
     (root / "events.jsonl").write_text("\n".join(events) + "\n")
     (root / "engine.log").write_text(
         "[2026-09-21|14:13:20] INFO     tokdrift engine 0.1.0 starting\n"
@@ -69,25 +87,44 @@ def run_dir(tmp_path_factory) -> Path:
         f"[2026-09-21|14:14:03] INFO     Authorization: Bearer {BEARER}\n"
         "[2026-09-21|14:14:05] INFO     Decode batch, #running-req: 2, #token: 30000, gen throughput (token/s): 101.00\n"
         "[2026-09-21|14:33:10] INFO     Decode batch, #running-req: 2, #token: 31000, gen throughput (token/s): 100.00\n"
-        "[2026-09-21|14:33:21] INFO     Decode batch, #running-req: 2, #token: 31100, gen throughput (token/s): 34.00\n")
+        "[2026-09-21|14:33:21] INFO     Decode batch, #running-req: 2, #token: 31100, gen throughput (token/s): 34.00\n"
+    )
     profiles = root / "profiles"
     profiles.mkdir(exist_ok=True)
     for label, hot in (("healthy", 1), ("degraded", 2)):
         (profiles / f"20260921T1430{'00' if label == 'healthy' else '59'}-{label}.speedscope.json").write_text(
-            json.dumps(speedscope(hot)))
+            json.dumps(speedscope(hot))
+        )
     return root
 
 
 def speedscope(hot: int) -> dict:
     """py-spy's shape: shared frames, one sampled profile per thread. Frame `hot` takes 3/4 of the samples."""
-    frames = [{"name": "run_loop", "file": f"{HOME}/.venv/lib/python3.12/site-packages/engine/runtime/engine.py", "line": 10},
-              {"name": "forward", "file": f"{HOME}/.venv/lib/python3.12/site-packages/engine/model/qwen.py", "line": 88},
-              {"name": "find_free_run", "file": f"{HOME}/.venv/lib/python3.12/site-packages/engine/memory/allocator.py",
-               "line": 141}]
+    frames = [
+        {"name": "run_loop", "file": f"{HOME}/.venv/lib/python3.12/site-packages/engine/runtime/engine.py", "line": 10},
+        {"name": "forward", "file": f"{HOME}/.venv/lib/python3.12/site-packages/engine/model/qwen.py", "line": 88},
+        {
+            "name": "find_free_run",
+            "file": f"{HOME}/.venv/lib/python3.12/site-packages/engine/memory/allocator.py",
+            "line": 141,
+        },
+    ]
     samples = [[0, hot]] * 3 + [[0, 3 - hot]]
-    return {"$schema": "https://www.speedscope.app/file-format-schema.json", "shared": {"frames": frames},
-            "profiles": [{"type": "sampled", "name": "MainThread", "unit": "seconds", "startValue": 0, "endValue": 4,
-                          "samples": samples, "weights": [0.01] * 4}]}
+    return {
+        "$schema": "https://www.speedscope.app/file-format-schema.json",
+        "shared": {"frames": frames},
+        "profiles": [
+            {
+                "type": "sampled",
+                "name": "MainThread",
+                "unit": "seconds",
+                "startValue": 0,
+                "endValue": 4,
+                "samples": samples,
+                "weights": [0.01] * 4,
+            }
+        ],
+    }
 
 
 @pytest.fixture(scope="session")

@@ -27,8 +27,15 @@ def redacted(run_inputs, tmp_path_factory):
 
 def test_run_bundle_holds_report_analysis_summary_manifest_log_and_profiles(redacted, run_inputs):
     result, files = redacted
-    assert sorted(files) == ["analysis.json", "engine.log", "manifest.json", "profiles/20260921T143000-healthy.speedscope.json",
-                             "profiles/20260921T143059-degraded.speedscope.json", "report.html", "summary.md"]
+    assert sorted(files) == [
+        "analysis.json",
+        "engine.log",
+        "manifest.json",
+        "profiles/20260921T143000-healthy.speedscope.json",
+        "profiles/20260921T143059-degraded.speedscope.json",
+        "report.html",
+        "summary.md",
+    ]
     assert all(m.startswith("tokdrift-bundle-test/") for m in result.members)
     assert json.loads(files["analysis.json"]) == run_inputs.analysis.to_dict()
     assert json.loads(files["manifest.json"])["host"]["gpu"] == "NVIDIA H200"

@@ -9,10 +9,10 @@ page that does reference the network proves the trap sees what a page asks for.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
-import re
 import threading
 
 import pytest
@@ -20,19 +20,42 @@ import pytest
 from reports.report import render_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-default-apps", "--disable-extensions", "--no-pings", "--disable-domain-reliability",
-         "--disable-client-side-phishing-detection", "--safebrowsing-disable-auto-update", "--disable-breakpad",
-         "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,Translate,MediaRouter,"
-         "AutofillServerCommunication,CertificateTransparencyComponentUpdater",
-         "--enable-logging=stderr", "--v=0"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--no-pings",
+    "--disable-domain-reliability",
+    "--disable-client-side-phishing-detection",
+    "--safebrowsing-disable-auto-update",
+    "--disable-breakpad",
+    "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,Translate,MediaRouter,"
+    "AutofillServerCommunication,CertificateTransparencyComponentUpdater",
+    "--enable-logging=stderr",
+    "--v=0",
+]
 
 # Chromium's own calls, made with or without a page; fonts.googleapis.com and the like are not here.
-BROWSER_HOSTS = {"update.googleapis.com", "accounts.google.com", "clients2.google.com", "clientservices.googleapis.com",
-                 "optimizationguide-pa.googleapis.com", "redirector.gvt1.com", "edgedl.me.gvt1.com",
-                 "content-autofill.googleapis.com", "safebrowsingohttpgateway.googleapis.com",
-                 "android.clients.google.com", "www.googleapis.com"}
+BROWSER_HOSTS = {
+    "update.googleapis.com",
+    "accounts.google.com",
+    "clients2.google.com",
+    "clientservices.googleapis.com",
+    "optimizationguide-pa.googleapis.com",
+    "redirector.gvt1.com",
+    "edgedl.me.gvt1.com",
+    "content-autofill.googleapis.com",
+    "safebrowsingohttpgateway.googleapis.com",
+    "android.clients.google.com",
+    "www.googleapis.com",
+}
 
 
 def _installable() -> bool:
@@ -42,10 +65,14 @@ def _installable() -> bool:
 
 
 if CHROMIUM is None and _installable() and not os.environ.get("TOKDRIFT_NO_BROWSER"):
-    raise RuntimeError("chromium is not installed although it can be here (root with apt-get): run `make browser` "
-                       "(make test does), or set TOKDRIFT_NO_BROWSER=1 to skip the browser test on purpose")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed and not installable here "
-                                                         "(make test installs Debian's chromium as root)")
+    raise RuntimeError(
+        "chromium is not installed although it can be here (root with apt-get): run `make browser` "
+        "(make test does), or set TOKDRIFT_NO_BROWSER=1 to skip the browser test on purpose"
+    )
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="chromium not installed and not installable here (make test installs Debian's chromium as root)",
+)
 
 
 class Trap:
@@ -87,10 +114,20 @@ def _load(page, tmp_path) -> tuple[subprocess.CompletedProcess, list[str]]:
     trap = Trap()
     try:
         proc = subprocess.run(
-            [CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}",
-             f"--proxy-server=http://127.0.0.1:{trap.port}", "--proxy-bypass-list=<-loopback>",
-             "--virtual-time-budget=3000", "--dump-dom", page.as_uri()],
-            capture_output=True, text=True, timeout=90)
+            [
+                CHROMIUM,
+                *FLAGS,
+                f"--user-data-dir={tmp_path / 'chromium-profile'}",
+                f"--proxy-server=http://127.0.0.1:{trap.port}",
+                "--proxy-bypass-list=<-loopback>",
+                "--virtual-time-budget=3000",
+                "--dump-dom",
+                page.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
     finally:
         trap.close()
     hosts = [m.group(1) for line in trap.requests if (m := re.match(r"\S+ (?:https?://)?([^/:\s]+)", line))]
@@ -105,8 +142,11 @@ def test_report_loads_offline_without_errors_or_requests(log_inputs, tmp_path):
     dom = proc.stdout
     assert 'id="verdict"' in dom and "engine_age_degradation" in dom
     assert dom.count("data:image/png;base64,") >= 4
-    errors = [line for line in proc.stderr.splitlines()
-              if "CONSOLE" in line or "Refused to" in line or "net::ERR" in line or "Uncaught" in line]
+    errors = [
+        line
+        for line in proc.stderr.splitlines()
+        if "CONSOLE" in line or "Refused to" in line or "net::ERR" in line or "Uncaught" in line
+    ]
     assert errors == []
     assert asked == []
     assert "http://" not in page.read_text() and "https://" not in page.read_text()
@@ -114,9 +154,11 @@ def test_report_loads_offline_without_errors_or_requests(log_inputs, tmp_path):
 
 def test_the_checks_see_what_a_leaky_page_does(tmp_path):
     page = tmp_path / "leaky.html"
-    page.write_text('<!DOCTYPE html><html><head><link rel="stylesheet" href="http://fonts.googleapis.com/css?family=X">'
-                    '</head><body><img src="http://tokdrift-test.invalid/pixel.png">'
-                    '<script>console.error("tokdrift-control")</script></body></html>')
+    page.write_text(
+        '<!DOCTYPE html><html><head><link rel="stylesheet" href="http://fonts.googleapis.com/css?family=X">'
+        '</head><body><img src="http://tokdrift-test.invalid/pixel.png">'
+        '<script>console.error("tokdrift-control")</script></body></html>'
+    )
     proc, asked = _load(page, tmp_path)
     assert {"fonts.googleapis.com", "tokdrift-test.invalid"} <= set(asked)
     assert any("CONSOLE" in line and "tokdrift-control" in line for line in proc.stderr.splitlines())

@@ -7,8 +7,8 @@ import tarfile
 from bs4 import BeautifulSoup
 from typer.testing import CliRunner
 
-from tokdrift.cli.diag import app
 from reports.errors import ReportError
+from tokdrift.cli.diag import app
 
 from .conftest import API_KEY, HOME
 
@@ -53,7 +53,8 @@ def test_a_bundle_is_named_after_its_source_by_default(excerpt, run_dir, tmp_pat
     _ok("bundle", excerpt, "--date", "2026-09-23")
     _ok("bundle", run_dir)
     assert sorted(p.name for p in tmp_path.glob("*.tar.gz")) == sorted(
-        ["freetoken-excerpt-bundle.tar.gz", f"{run_dir.name}-bundle.tar.gz"])
+        ["freetoken-excerpt-bundle.tar.gz", f"{run_dir.name}-bundle.tar.gz"]
+    )
 
 
 def test_compare_a_log_and_a_run_dir(excerpt, run_dir, tmp_path):

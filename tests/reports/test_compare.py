@@ -12,14 +12,19 @@ from tests.diagnostics.rundirs import make_run_dir
 
 @pytest.fixture(scope="module")
 def fixed(tmp_path_factory):
-    return load(make_run_dir(tmp_path_factory.mktemp("runs") / "run-b", minutes=40, fault_at_min=None,
-                             restart_at_min=None, seed=1))
+    return load(
+        make_run_dir(
+            tmp_path_factory.mktemp("runs") / "run-b", minutes=40, fault_at_min=None, restart_at_min=None, seed=1
+        )
+    )
 
 
 def _rows(soup):
     table = soup.find("table", class_="compare")
-    return {" ".join(r.find_all("td")[0].get_text().split()): [td.get_text(strip=True) for td in r.find_all("td")[1:]]
-            for r in table.find_all("tr")[1:]}
+    return {
+        " ".join(r.find_all("td")[0].get_text().split()): [td.get_text(strip=True) for td in r.find_all("td")[1:]]
+        for r in table.find_all("tr")[1:]
+    }
 
 
 def test_before_and_after_a_fix(run_inputs, fixed):

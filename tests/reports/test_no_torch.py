@@ -13,8 +13,13 @@ REPORTS = Path(__file__).resolve().parents[2] / "reports"
 def test_no_module_in_reports_imports_torch():
     for path in REPORTS.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             assert not any(n == "torch" or n.startswith("torch.") for n in names), f"{path} imports torch"
 
 

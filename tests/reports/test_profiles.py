@@ -21,10 +21,22 @@ def test_sampled_profile_self_and_total(tmp_path):
 
 
 def test_evented_profile(tmp_path):
-    doc = {"shared": {"frames": [{"name": "main"}, {"name": "step"}]},
-           "profiles": [{"type": "evented", "startValue": 0, "endValue": 10, "events": [
-               {"type": "O", "frame": 0, "at": 0}, {"type": "O", "frame": 1, "at": 2},
-               {"type": "C", "frame": 1, "at": 8}, {"type": "C", "frame": 0, "at": 10}]}]}
+    doc = {
+        "shared": {"frames": [{"name": "main"}, {"name": "step"}]},
+        "profiles": [
+            {
+                "type": "evented",
+                "startValue": 0,
+                "endValue": 10,
+                "events": [
+                    {"type": "O", "frame": 0, "at": 0},
+                    {"type": "O", "frame": 1, "at": 2},
+                    {"type": "C", "frame": 1, "at": 8},
+                    {"type": "C", "frame": 0, "at": 10},
+                ],
+            }
+        ],
+    }
     path = tmp_path / "e.json"
     path.write_text(json.dumps(doc))
     ft = read_speedscope(path)

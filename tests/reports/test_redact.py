@@ -7,30 +7,44 @@ import pytest
 from reports.redact import API_KEY, BEARER, HOME, PROMPT, Redactor
 
 
-@pytest.mark.parametrize("line, expected, category", [
-    ("Authorization: Bearer abcDEF0123456789xyz", "Authorization: Bearer [redacted]", BEARER),
-    ("using key sk-proj-ABCDEFGHIJKLMNOPQRSTUV now", "using key [redacted key] now", API_KEY),
-    ("hf_token=hf_ABCDEFGHIJKLMNOPQRSTUVWXYZ12", "hf_token=[redacted key]", API_KEY),
-    ('{"api_key": "abc123"}', '{"api_key": "[redacted]"}', API_KEY),
-    ("weights in /home/alice/models/qwen", "weights in ~/models/qwen", HOME),
-    ("cache at /root/.cache/hf", "cache at ~/.cache/hf", HOME),
-    ("C:\\Users\\bob\\AppData", "~\\AppData", HOME),
-    ("Received request r1: prompt: 'write a poem, please', params: x", "Received request r1: prompt: '[redacted 20 chars]', params: x", PROMPT),
-    ('obj=GenerateReqInput(text="fix my bug", rid=3)', "obj=GenerateReqInput(text='[redacted 10 chars]', rid=3)", PROMPT),
-])
+@pytest.mark.parametrize(
+    "line, expected, category",
+    [
+        ("Authorization: Bearer abcDEF0123456789xyz", "Authorization: Bearer [redacted]", BEARER),
+        ("using key sk-proj-ABCDEFGHIJKLMNOPQRSTUV now", "using key [redacted key] now", API_KEY),
+        ("hf_token=hf_ABCDEFGHIJKLMNOPQRSTUVWXYZ12", "hf_token=[redacted key]", API_KEY),
+        ('{"api_key": "abc123"}', '{"api_key": "[redacted]"}', API_KEY),
+        ("weights in /home/alice/models/qwen", "weights in ~/models/qwen", HOME),
+        ("cache at /root/.cache/hf", "cache at ~/.cache/hf", HOME),
+        ("C:\\Users\\bob\\AppData", "~\\AppData", HOME),
+        (
+            "Received request r1: prompt: 'write a poem, please', params: x",
+            "Received request r1: prompt: '[redacted 20 chars]', params: x",
+            PROMPT,
+        ),
+        (
+            'obj=GenerateReqInput(text="fix my bug", rid=3)',
+            "obj=GenerateReqInput(text='[redacted 10 chars]', rid=3)",
+            PROMPT,
+        ),
+    ],
+)
 def test_line_is_redacted(line, expected, category):
     r = Redactor()
     assert r.text(line) == expected
     assert r.counts[category] == 1
 
 
-@pytest.mark.parametrize("line", [
-    "[2026-09-23|21:18:50] INFO     Prefill batch, #new-token: 5792, #cached-token: 121712, token usage: 0.52",
-    "Decode batch, #running-req: 2, #token: 127542, gen throughput (token/s): 3.63",
-    "Resolved config: moe_backend='offload', attention_backend='triton', cache_type='hybrid_radix', page_size=1",
-    "Engine 000: Avg prompt throughput: 5120.3 tokens/s, Avg generation throughput: 101.3 tokens/s",
-    "runs at /rooted/x and /homework/y and ~/z",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[2026-09-23|21:18:50] INFO     Prefill batch, #new-token: 5792, #cached-token: 121712, token usage: 0.52",
+        "Decode batch, #running-req: 2, #token: 127542, gen throughput (token/s): 3.63",
+        "Resolved config: moe_backend='offload', attention_backend='triton', cache_type='hybrid_radix', page_size=1",
+        "Engine 000: Avg prompt throughput: 5120.3 tokens/s, Avg generation throughput: 101.3 tokens/s",
+        "runs at /rooted/x and /homework/y and ~/z",
+    ],
+)
 def test_engine_lines_are_left_alone(line):
     r = Redactor()
     assert r.text(line) == line
@@ -39,10 +53,18 @@ def test_engine_lines_are_left_alone(line):
 
 def test_json_and_event_fields():
     r = Redactor()
-    doc = r.json({"command": ["soak", "--api-key", "s3cr3t", "--trace", "/home/al/t.jsonl"],
-                  "probe": {"prompt": "Tell me a story", "max_tokens": 5}, "Authorization": "Basic xyz"})
-    assert doc == {"command": ["soak", "--api-key", "[redacted]", "--trace", "~/t.jsonl"],
-                   "probe": {"prompt": "[redacted 15 chars]", "max_tokens": 5}, "Authorization": "[redacted]"}
+    doc = r.json(
+        {
+            "command": ["soak", "--api-key", "s3cr3t", "--trace", "/home/al/t.jsonl"],
+            "probe": {"prompt": "Tell me a story", "max_tokens": 5},
+            "Authorization": "Basic xyz",
+        }
+    )
+    assert doc == {
+        "command": ["soak", "--api-key", "[redacted]", "--trace", "~/t.jsonl"],
+        "probe": {"prompt": "[redacted 15 chars]", "max_tokens": 5},
+        "Authorization": "[redacted]",
+    }
     assert r.fields("prompt=Write a poem, about cats, request_id=r1") == "prompt=[redacted 24 chars], request_id=r1"
     assert "2 API keys and secrets" in r.describe() and "2 prompt or completion text" in r.describe()
 

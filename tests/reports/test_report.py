@@ -12,8 +12,20 @@ from reports.report import render_report
 
 from .conftest import PLANTED, PROMPT, SCRIPT
 
-SECTIONS = ["verdict", "throughput-time", "throughput-context", "matched", "probes", "residuals", "prefills",
-            "suspects", "checks", "events", "environment", "profiles"]
+SECTIONS = [
+    "verdict",
+    "throughput-time",
+    "throughput-context",
+    "matched",
+    "probes",
+    "residuals",
+    "prefills",
+    "suspects",
+    "checks",
+    "events",
+    "environment",
+    "profiles",
+]
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +76,16 @@ def test_seed_verdict_paragraph_states_the_numbers(seed_page):
     verdict = _section(seed_page, "verdict")
     assert "engine_age_degradation" in _text(verdict.find(class_="name"))
     paragraph = _text(verdict.find("p", class_="paragraph"))
-    for number in ("0.10x (90% interval 0.06-0.17)", "112.5 tok/s healthy", "11.8 tok/s now at the same conditions",
-                   "2026-09-23T21:18:50", "5,792 new tokens", "121,712 cached", "15.6 min", "medium confidence"):
+    for number in (
+        "0.10x (90% interval 0.06-0.17)",
+        "112.5 tok/s healthy",
+        "11.8 tok/s now at the same conditions",
+        "2026-09-23T21:18:50",
+        "5,792 new tokens",
+        "121,712 cached",
+        "15.6 min",
+        "medium confidence",
+    ):
         assert number in paragraph, number
     assert "Longer context cannot explain it" in paragraph
     cells = {_text(r.find_all("td")[0]): _text(r.find_all("td")[1]) for r in verdict.find_all("tr")}
@@ -76,8 +96,11 @@ def test_seed_verdict_paragraph_states_the_numbers(seed_page):
 
 def test_seed_sections_without_data_say_so(seed_page):
     """A pasted excerpt has no probes, no suspects and no profiles: each section says so, none fails."""
-    for name, words in (("probes", "No probes in this source"), ("suspects", "No engine figure tracks"),
-                        ("profiles", "No profiles in this source")):
+    for name, words in (
+        ("probes", "No probes in this source"),
+        ("suspects", "No engine figure tracks"),
+        ("profiles", "No profiles in this source"),
+    ):
         section = _section(seed_page, name)
         assert not _plots(section)
         assert words in _text(section.find(class_="empty"))
@@ -132,8 +155,10 @@ def test_run_dir_report_has_probes_suspects_environment_and_profiles(run_page):
     suspects = _section(run_page, "suspects")
     assert _text(suspects.find("table").find_all("tr")[1].find("td")) == "kv_fragmentation"
     assert len(_plots(suspects)) >= 1
-    env = dict((_text(r.find_all("td")[0]), _text(r.find_all("td")[1]))
-               for r in _section(run_page, "environment").find("table").find_all("tr"))
+    env = dict(
+        (_text(r.find_all("td")[0]), _text(r.find_all("td")[1]))
+        for r in _section(run_page, "environment").find("table").find_all("tr")
+    )
     assert env["host.gpu"] == "NVIDIA H200" and env["host.versions.torch"] == "2.13.0"
     assert env["trace.num_calls"] == "412"
     assert env["host.ram_bytes"].endswith("(1024.0 GiB)")
@@ -158,8 +183,9 @@ def test_a_run_that_crashed_before_any_step_still_gets_a_report(tmp_path):
     """Manifest only: every section is there and says it has no data; nothing fails."""
     from reports.inputs import load
 
-    (tmp_path / "manifest.json").write_text('{"schema_version": 1, "run_id": "crashed-early", "status": "crashed", '
-                                            '"started_at": "2026-09-23T09:00:00Z"}')
+    (tmp_path / "manifest.json").write_text(
+        '{"schema_version": 1, "run_id": "crashed-early", "status": "crashed", "started_at": "2026-09-23T09:00:00Z"}'
+    )
     soup = BeautifulSoup(render_report(load(tmp_path)), "html.parser")
     assert [s["id"] for s in soup.find_all("section")] == SECTIONS
     assert soup.find("img") is None
@@ -170,8 +196,10 @@ def test_a_run_that_crashed_before_any_step_still_gets_a_report(tmp_path):
 
 
 def test_run_dir_events_get_engine_life_and_age_from_engine_starts(run_page):
-    rows = [[_text(td) for td in r.find_all("td")] for r in
-            _section(run_page, "events").find("table", class_="events").find_all("tr")[1:]]
+    rows = [
+        [_text(td) for td in r.find_all("td")]
+        for r in _section(run_page, "events").find("table", class_="events").find_all("tr")[1:]
+    ]
     by_kind = {r[3]: r for r in rows}
     assert by_kind["start"][1:3] == ["", ""]  # before the engine started
     assert by_kind["fault_on"][1:3] == ["0", "20.0 min"]

@@ -17,7 +17,10 @@ def test_seed_summary_has_verdict_numbers_checks_and_environment(seed_inputs):
     assert lines[0] == "### tokdrift: `engine_age_degradation` in freetoken-excerpt.log"
     assert "fell to 0.10x (90% interval 0.06-0.17) on the step series against the healthy model" in md
     assert "| engine age at onset | 938 s (15.6 min) |" in lines
-    assert "| trigger | a prefill appending 5,792 new tokens onto 121,712 cached tokens (at 2026-09-23T21:18:50) |" in lines
+    assert (
+        "| trigger | a prefill appending 5,792 new tokens onto 121,712 cached tokens (at 2026-09-23T21:18:50) |"
+        in lines
+    )
     assert any(line.startswith("**Checks** (17:") for line in lines)  # with idle_time, confidence_cap and kv_space
     assert any(line.startswith("- **warn** `context_only_model`: context cannot explain it") for line in lines)
     assert "- log format: `freetoken-excerpt, 11 lines (9 step lines)`" in lines
@@ -48,7 +51,9 @@ def test_markdown_keeps_plain_text_and_escapes_only_what_would_be_html():
     from reports.summary import _md
 
     assert _md("main 54.2 -> 53.8 tok/s, 5 < 6 & 7 > 3") == "main 54.2 -> 53.8 tok/s, 5 < 6 & 7 > 3"
-    assert _md("<script>alert(1)</script> &amp; <!-- x -->") == "&lt;script>alert(1)&lt;/script> &amp;amp; &lt;!-- x -->"
+    assert (
+        _md("<script>alert(1)</script> &amp; <!-- x -->") == "&lt;script>alert(1)&lt;/script> &amp;amp; &lt;!-- x -->"
+    )
 
 
 def test_recovered_by_restart_says_why_it_cannot_say(seed_inputs):
@@ -60,7 +65,10 @@ def test_recovered_by_restart_says_why_it_cannot_say(seed_inputs):
     assert recovered_text(a) == "no restart in the data"
     restart = Comparison("restart", Interval(1.02, 0.95, 1.09), 3, 3, 0.9, "")
     healthy = dataclasses.replace(a, verdict="no_degradation", recovered_by_restart=None, comparisons=(restart,))
-    assert recovered_text(healthy) == ("nothing to bring back (no engine age); the aged engine over the fresh one read "
-                                       "1.02 (90% interval 0.95-1.09)")
-    assert recovered_text(dataclasses.replace(healthy, verdict="engine_age_degradation")).startswith("cannot tell: the aged")
+    assert recovered_text(healthy) == (
+        "nothing to bring back (no engine age); the aged engine over the fresh one read 1.02 (90% interval 0.95-1.09)"
+    )
+    assert recovered_text(dataclasses.replace(healthy, verdict="engine_age_degradation")).startswith(
+        "cannot tell: the aged"
+    )
     assert recovered_text(dataclasses.replace(healthy, recovered_by_restart=True)) == "yes"

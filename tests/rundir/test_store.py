@@ -53,14 +53,14 @@ def test_unknown_event_kind_is_refused(tmp_path):
         raise AssertionError("an unknown event kind was written")
 
 
-
 def test_a_version_1_part_is_read_under_the_renamed_columns(tmp_path):
     """Schema 2 renamed steps' num_mamba_used / num_mamba_total; a run written before reads the same."""
     import pandas as pd
 
     (tmp_path / "steps").mkdir()
-    pd.DataFrame({"t": [1.0, 2.0], "phase": ["decode", "decode"], "num_mamba_used": [3.0, 4.0],
-                  "num_mamba_total": [32.0, 32.0]}).to_parquet(tmp_path / "steps" / "part-000000.parquet")
+    pd.DataFrame(
+        {"t": [1.0, 2.0], "phase": ["decode", "decode"], "num_mamba_used": [3.0, 4.0], "num_mamba_total": [32.0, 32.0]}
+    ).to_parquet(tmp_path / "steps" / "part-000000.parquet")
     df = reader.read_table(tmp_path, "steps")
     assert df["mamba_slots_used"].tolist() == [3.0, 4.0] and df["mamba_slots_total"].tolist() == [32.0, 32.0]
     assert "num_mamba_used" not in df.columns

@@ -20,8 +20,12 @@ class FakeServer:
     def __init__(self, *args: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.soak.fake_server", "--port", str(self.port), *args],
-                                     cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.soak.fake_server", "--port", str(self.port), *args],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -50,8 +54,15 @@ def fake_server():
         server.close()
 
 
-def write_trace(path: Path, sessions: int = 3, turns: int = 4, think: float = 0.05, gap: float = 0.1,
-                overlong: bool = False, block_size: int = 4) -> Path:
+def write_trace(
+    path: Path,
+    sessions: int = 3,
+    turns: int = 4,
+    think: float = 0.05,
+    gap: float = 0.1,
+    overlong: bool = False,
+    block_size: int = 4,
+) -> Path:
     """A small agentic trace: sessions growing over a shared prefix; one over-long call when asked."""
     lines = [{"format": "tokdrift-trace", "version": 1, "block_size": block_size, "source": "test"}]
     next_id = 100
@@ -61,8 +72,15 @@ def write_trace(path: Path, sessions: int = 3, turns: int = 4, think: float = 0.
             ids = ids + list(range(next_id, next_id + 2))
             next_id += 2
             n_in = len(ids) * block_size
-            call = {"t": s * gap + turn * 0.2, "session": f"s{s}", "turn": turn, "hash_ids": ids,
-                    "input_tokens": n_in, "output_tokens": 6, "think_time": think}
+            call = {
+                "t": s * gap + turn * 0.2,
+                "session": f"s{s}",
+                "turn": turn,
+                "hash_ids": ids,
+                "input_tokens": n_in,
+                "output_tokens": 6,
+                "think_time": think,
+            }
             if overlong and s == 0 and turn == turns - 1:
                 call["input_tokens"] = 5000
             lines.append(call)

@@ -21,7 +21,6 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
-
 PROBE_TOKEN = 255  # replay's probe namespace for the default 256-id vocabulary
 PROBE_TEXT = "[tokdrift-probe"
 
@@ -34,10 +33,19 @@ def is_probe(body: dict) -> bool:
     return text.startswith(PROBE_TEXT)
 
 
-def make_app(max_context: int, token_delay: float, strict: bool, log_path: str | None,
-             journal: str | None = None, port: int = 0, start_time: bool = True,
-             slow_after_probes: float = float("inf"), slow_factor: float = 1.0, jitter: float = 0.0,
-             slow_after_calls: float = float("inf")) -> FastAPI:
+def make_app(
+    max_context: int,
+    token_delay: float,
+    strict: bool,
+    log_path: str | None,
+    journal: str | None = None,
+    port: int = 0,
+    start_time: bool = True,
+    slow_after_probes: float = float("inf"),
+    slow_factor: float = 1.0,
+    jitter: float = 0.0,
+    slow_after_calls: float = float("inf"),
+) -> FastAPI:
     app = FastAPI()
     state = {"running": 0, "prompt": 0, "gen": 0, "start": time.time(), "probes": 0, "calls": 0}
     rng = random.Random(port)
@@ -71,10 +79,17 @@ def make_app(max_context: int, token_delay: float, strict: bool, log_path: str |
                     yield _sse({"choices": [{"index": 0, "text": f" w{i}"}]})
                 state["gen"] += 1
             if (body.get("stream_options") or {}).get("include_usage"):
-                yield _sse({"choices": [], "usage": {
-                    "prompt_tokens": n_prompt, "completion_tokens": n_out,
-                    "prompt_tokens_details": {"cached_tokens": n_prompt // 2},
-                    "completion_tokens_details": {"reasoning_tokens": n_reason}}})
+                yield _sse(
+                    {
+                        "choices": [],
+                        "usage": {
+                            "prompt_tokens": n_prompt,
+                            "completion_tokens": n_out,
+                            "prompt_tokens_details": {"cached_tokens": n_prompt // 2},
+                            "completion_tokens_details": {"reasoning_tokens": n_reason},
+                        },
+                    }
+                )
             t1 = time.time()  # before the last frame goes out: the client cannot have seen the end earlier
             yield "data: [DONE]\n\n"
         finally:
@@ -90,8 +105,15 @@ def make_app(max_context: int, token_delay: float, strict: bool, log_path: str |
             return JSONResponse({"error": {"message": "Unrecognized request argument supplied: ignore_eos"}}, 400)
         n = prompt_len(body)
         if n + int(body.get("max_tokens") or 16) > max_context:
-            return JSONResponse({"error": {"message": f"This model's maximum context length is {max_context} "
-                                                      f"tokens. However, you requested {n} tokens."}}, 400)
+            return JSONResponse(
+                {
+                    "error": {
+                        "message": f"This model's maximum context length is {max_context} "
+                        f"tokens. However, you requested {n} tokens."
+                    }
+                },
+                400,
+            )
         return StreamingResponse(generate(body, chat), media_type="text/event-stream")
 
     @app.post("/v1/chat/completions")
@@ -114,19 +136,24 @@ def make_app(max_context: int, token_delay: float, strict: bool, log_path: str |
     async def metrics():
         return PlainTextResponse(
             "# TYPE vllm:num_requests_running gauge\n"
-            f"vllm:num_requests_running{{model_name=\"fake\"}} {state['running']}\n"
+            f'vllm:num_requests_running{{model_name="fake"}} {state["running"]}\n'
             "# TYPE vllm:num_requests_waiting gauge\n"
-            "vllm:num_requests_waiting{model_name=\"fake\"} 0\n"
+            'vllm:num_requests_waiting{model_name="fake"} 0\n'
             "# TYPE vllm:kv_cache_usage_perc gauge\n"
-            "vllm:kv_cache_usage_perc{model_name=\"fake\"} 0.25\n"
+            'vllm:kv_cache_usage_perc{model_name="fake"} 0.25\n'
             "# TYPE vllm:generation_tokens counter\n"
-            f"vllm:generation_tokens_total{{model_name=\"fake\"}} {state['gen']}\n"
+            f'vllm:generation_tokens_total{{model_name="fake"}} {state["gen"]}\n'
             "# TYPE vllm:prompt_tokens counter\n"
-            f"vllm:prompt_tokens_total{{model_name=\"fake\"}} {state['prompt']}\n"
-            + ("# TYPE process_start_time_seconds gauge\n"
-               f"process_start_time_seconds {state['start']}\n" if start_time else ""))
+            f'vllm:prompt_tokens_total{{model_name="fake"}} {state["prompt"]}\n'
+            + (
+                f"# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds {state['start']}\n"
+                if start_time
+                else ""
+            )
+        )
 
     if log_path:
+
         @app.on_event("startup")
         async def _log_stats() -> None:
             async def loop() -> None:
@@ -136,9 +163,11 @@ def make_app(max_context: int, token_delay: float, strict: bool, log_path: str |
                     gen, last = state["gen"] - last, state["gen"]
                     stamp = time.strftime("%m-%d %H:%M:%S")
                     with open(log_path, "a") as f:
-                        f.write(f"INFO {stamp} [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
-                                f"Avg generation throughput: {gen:.1f} tokens/s, Running: {state['running']} reqs, "
-                                f"Waiting: 0 reqs, GPU KV cache usage: 25.0%, Prefix cache hit rate: 50.0%\n")
+                        f.write(
+                            f"INFO {stamp} [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
+                            f"Avg generation throughput: {gen:.1f} tokens/s, Running: {state['running']} reqs, "
+                            f"Waiting: 0 reqs, GPU KV cache usage: 25.0%, Prefix cache hit rate: 50.0%\n"
+                        )
 
             app.state.log_task = asyncio.create_task(loop())
 
@@ -158,21 +187,42 @@ def main() -> None:
     parser.add_argument("--log", default=None)
     parser.add_argument("--journal", default=None)
     parser.add_argument("--host", default="127.0.0.1", help="accepted as `soak serve` takes it")
-    parser.add_argument("--no-start-time", action="store_true",
-                        help="no process_start_time_seconds in /metrics (as llama-server and transformers serve)")
-    parser.add_argument("--slow-after-probes", type=float, default=float("inf"),
-                        help="once this many probes were served, every token takes --slow-factor times as long")
-    parser.add_argument("--slow-after-calls", type=float, default=float("inf"),
-                        help="once this many calls other than probes were served, as --slow-after-probes")
+    parser.add_argument(
+        "--no-start-time",
+        action="store_true",
+        help="no process_start_time_seconds in /metrics (as llama-server and transformers serve)",
+    )
+    parser.add_argument(
+        "--slow-after-probes",
+        type=float,
+        default=float("inf"),
+        help="once this many probes were served, every token takes --slow-factor times as long",
+    )
+    parser.add_argument(
+        "--slow-after-calls",
+        type=float,
+        default=float("inf"),
+        help="once this many calls other than probes were served, as --slow-after-probes",
+    )
     parser.add_argument("--slow-factor", type=float, default=1.0)
     parser.add_argument("--jitter", type=float, default=0.0, help="sd of a request's log token delay")
     parser.add_argument("--exit-at-once", action="store_true", help="exit with code 3 before serving")
     args, _ = parser.parse_known_args()  # and any `soak serve` option, ignored
     if args.exit_at_once:
         raise SystemExit(3)
-    app = make_app(args.max_context, args.token_delay, args.strict, args.log, args.journal, args.port,
-                   start_time=not args.no_start_time, slow_after_probes=args.slow_after_probes,
-                   slow_factor=args.slow_factor, jitter=args.jitter, slow_after_calls=args.slow_after_calls)
+    app = make_app(
+        args.max_context,
+        args.token_delay,
+        args.strict,
+        args.log,
+        args.journal,
+        args.port,
+        start_time=not args.no_start_time,
+        slow_after_probes=args.slow_after_probes,
+        slow_factor=args.slow_factor,
+        jitter=args.jitter,
+        slow_after_calls=args.slow_after_calls,
+    )
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

@@ -54,6 +54,11 @@ def test_an_engine_started_on_its_cpus_sizes_its_threads_to_them():
     allowed = sorted(os.sched_getaffinity(0))
     code = "from engine.server.cli import serving_threads; import os; print(sorted(os.sched_getaffinity(0)), serving_threads())"
     for cpus in (allowed[-1:], allowed):
-        out = subprocess.run([sys.executable, "-c", code], preexec_fn=affinity.in_child(tuple(cpus)),
-                             capture_output=True, text=True, check=True).stdout.split("]")
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            preexec_fn=affinity.in_child(tuple(cpus)),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split("]")
         assert out[0] + "]" == str(list(cpus)) and int(out[1]) == max(1, len(cpus) - 1)

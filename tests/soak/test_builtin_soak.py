@@ -11,8 +11,8 @@ import time
 import pandas as pd
 import pytest
 
-from rundir import reader
 from diagnostics.source import load_source
+from rundir import reader
 from rundir.reader import read_rows
 from tests.soak.conftest import ROOT
 
@@ -28,16 +28,53 @@ def _events(run_dir):
 def test_builtin_soak_survives_an_engine_crash_and_writes_a_complete_run(tmp_path):
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
-        [*SOAK, "run", "--trace", str(ROOT / "examples" / "opencode.jsonl"), "--seconds", "24", "--scale", "0.1",
-         "--speed", "4", "--concurrency", "2", "--probe-every", "8", "--probe-tokens", "32", "--probe-output", "16",
-         "--flush-every", "1", "--sample-every", "1", "--profile-drop", "0.3",
-         "--engine-arg=--kv-tokens=200", "--engine-arg=--max-running-requests=2", "-o", str(run_dir)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            *SOAK,
+            "run",
+            "--trace",
+            str(ROOT / "examples" / "opencode.jsonl"),
+            "--seconds",
+            "24",
+            "--scale",
+            "0.1",
+            "--speed",
+            "4",
+            "--concurrency",
+            "2",
+            "--probe-every",
+            "8",
+            "--probe-tokens",
+            "32",
+            "--probe-output",
+            "16",
+            "--flush-every",
+            "1",
+            "--sample-every",
+            "1",
+            "--profile-drop",
+            "0.3",
+            "--engine-arg=--kv-tokens=200",
+            "--engine-arg=--max-running-requests=2",
+            "-o",
+            str(run_dir),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     # Kill the engine once replayed calls have been written.
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        calls = [r for r in read_rows(run_dir, "requests", ["kind", "status"])
-                 if r["kind"] != "probe" and r["status"] == "ok"] if (run_dir / "requests").exists() else []
+        calls = (
+            [
+                r
+                for r in read_rows(run_dir, "requests", ["kind", "status"])
+                if r["kind"] != "probe" and r["status"] == "ok"
+            ]
+            if (run_dir / "requests").exists()
+            else []
+        )
         if len(calls) >= 2:
             break
         time.sleep(0.3)
@@ -121,9 +158,23 @@ def test_ctrl_c_while_the_engine_starts_stops_at_once_and_leaves_no_engine(tmp_p
     import psutil
 
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([*SOAK, "run", "--trace", str(ROOT / "examples" / "opencode.jsonl"), "--minutes", "5",
-                             "--no-profiles", "-o", str(run_dir)], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            *SOAK,
+            "run",
+            "--trace",
+            str(ROOT / "examples" / "opencode.jsonl"),
+            "--minutes",
+            "5",
+            "--no-profiles",
+            "-o",
+            str(run_dir),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     children = []
     while time.monotonic() < deadline and not children:

@@ -59,6 +59,7 @@ def test_replayed_calls_take_the_temperature_asked_for_and_probes_are_greedy():
 
     def handler(request: httpx.Request) -> httpx.Response:
         import json
+
         bodies.append(json.loads(request.content))
         return httpx.Response(200, text="data: [DONE]\n\n", headers={"content-type": "text/event-stream"})
 
@@ -76,9 +77,12 @@ def test_replayed_calls_take_the_temperature_asked_for_and_probes_are_greedy():
 def test_an_error_line_in_the_stream_is_a_failed_call():
     """llama-server of late 2024 (llama-cpp-python 0.3.2) ends a stream whose KV cache had no room
     even for one token with its own `error:` event, not a `data:` chunk."""
+
     def handler(request: httpx.Request) -> httpx.Response:
-        text = ('error: {"code":500,"message":"Input prompt is too big compared to KV size. Please try increasing '
-                'KV size.","type":"server_error"}\n\n')
+        text = (
+            'error: {"code":500,"message":"Input prompt is too big compared to KV size. Please try increasing '
+            'KV size.","type":"server_error"}\n\n'
+        )
         return httpx.Response(200, text=text, headers={"content-type": "text/event-stream"})
 
     async def go():

@@ -45,17 +45,28 @@ class _Client:
     async def call(self, prompt, max_tokens, **kw):
         self.num_calls += 1
         self.log.append((self.role, self.gate.is_open, self.idle.is_set()))
-        return CallResult(t_send=0.0, t_first_token=0.1, t_first_content=0.1, t_last_token=1.1, prompt_tokens=8,
-                          cached_tokens=0, output_tokens=max_tokens, reasoning_tokens=None, status="ok", error=None,
-                          num_token_chunks=max_tokens)
+        return CallResult(
+            t_send=0.0,
+            t_first_token=0.1,
+            t_first_content=0.1,
+            t_last_token=1.1,
+            prompt_tokens=8,
+            cached_tokens=0,
+            output_tokens=max_tokens,
+            reasoning_tokens=None,
+            status="ok",
+            error=None,
+            num_token_chunks=max_tokens,
+        )
 
 
 def _cycles(first_number=0):
     gate, idle, log = Gate(), asyncio.Event(), []
     idle.set()
     main, control = Engine("main", log, gate, idle), Engine("control", log, gate, idle)
-    cycles = ProbeCycles(Prober(MaterializeConfig(block_size=4), 8, 4), main, control, gate, idle, None, 1.0,
-                         first_number)
+    cycles = ProbeCycles(
+        Prober(MaterializeConfig(block_size=4), 8, 4), main, control, gate, idle, None, 1.0, first_number
+    )
     return cycles, main, control, log
 
 
@@ -69,15 +80,32 @@ def test_pairs_alternate_their_order_and_each_life_is_warmed_up_once():
 
     done, log = asyncio.run(go())
     assert [c.number for c in done] == [0, 1, 2, 3]
-    assert [[t.role for t in c.taken] for c in done] == [["main", "control"], ["control", "main"],
-                                                         ["main", "control"], ["control", "main"]]
+    assert [[t.role for t in c.taken] for c in done] == [
+        ["main", "control"],
+        ["control", "main"],
+        ["main", "control"],
+        ["control", "main"],
+    ]
     # every call the engines saw, warm-ups included: the gate closed and the replay idle for each
-    assert [role for role, _, _ in log] == ["main", "main", "control", "control", "control", "main", "main",
-                                            "control", "control", "control", "main"]
+    assert [role for role, _, _ in log] == [
+        "main",
+        "main",
+        "control",
+        "control",
+        "control",
+        "main",
+        "main",
+        "control",
+        "control",
+        "control",
+        "main",
+    ]
     assert all(not gate_open and idle for _, gate_open, idle in log)
     rows = done[3].rows
     assert [(r["role"], r["cycle"], r["engine_life"], r["reason"]) for r in rows] == [
-        ("control", 3, 1, "periodic"), ("main", 3, 0, "periodic")]
+        ("control", 3, 1, "periodic"),
+        ("main", 3, 0, "periodic"),
+    ]
     assert rows[0]["probe_id"] == rows[1]["probe_id"] and rows[0]["decode_tps"] == 3.0
 
 

@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from soak.errors import SoakError
-from tokdrift.cli.fault_matrix import EXPECTED_SUSPECTS, MatrixRow, _judge, render_markdown, validate
 from tests.diagnostics.rundirs import make_run_dir
+from tokdrift.cli.fault_matrix import EXPECTED_SUSPECTS, MatrixRow, _judge, render_markdown, validate
 
 
 def test_every_engine_fault_has_expected_suspects():
@@ -40,14 +40,29 @@ def test_the_control_passes_only_when_quiet(tmp_path):
 
 
 def test_table_has_a_row_per_run_with_its_result():
-    rows = [MatrixRow("control", "no_degradation", None, None, None, "-", True, "r/control", "quiet"),
-            MatrixRow("gc-pressure", "engine_age_degradation", 0.41, 75.0, "gc_full_pause_s_total",
-                      "gc_full_pause_s_total", True, "r/gc", "found and named", "--kv-tokens=16384, scale 3")]
+    rows = [
+        MatrixRow("control", "no_degradation", None, None, None, "-", True, "r/control", "quiet"),
+        MatrixRow(
+            "gc-pressure",
+            "engine_age_degradation",
+            0.41,
+            75.0,
+            "gc_full_pause_s_total",
+            "gc_full_pause_s_total",
+            True,
+            "r/gc",
+            "found and named",
+            "--kv-tokens=16384, scale 3",
+        ),
+    ]
     md = render_markdown(rows, 2.0, "a test machine")
     lines = md.splitlines()
     assert lines[0] == "2 minutes per run, on a test machine."
     assert "| control | - | no_degradation | - | - | - | - | pass |" in lines
-    assert "| gc-pressure | --kv-tokens=16384, scale 3 | engine_age_degradation | 0.41 | 75 s | gc_full_pause_s_total | gc_full_pause_s_total | pass |" in lines
+    assert (
+        "| gc-pressure | --kv-tokens=16384, scale 3 | engine_age_degradation | 0.41 | 75 s | gc_full_pause_s_total | gc_full_pause_s_total | pass |"
+        in lines
+    )
 
 
 def test_unknown_mechanism_is_refused_before_any_run(tmp_path):
@@ -79,8 +94,10 @@ def test_recorded_quick_matrix_runs_are_judged_as_their_truth(tmp_path, name):
     if mechanism == "control":
         assert row.verdict != "engine_age_degradation"
     else:
-        assert row.verdict == "engine_age_degradation" and row.top_suspect in ("gc_full_pause_s_total",
-                                                                               "gc_pause_s_total")
+        assert row.verdict == "engine_age_degradation" and row.top_suspect in (
+            "gc_full_pause_s_total",
+            "gc_pause_s_total",
+        )
 
 
 @pytest.mark.slow
@@ -96,8 +113,7 @@ def test_quick_matrix_finds_gc_pressure_and_keeps_quiet_without_it(tmp_path):
 
     from tokdrift.cli.soak import app
 
-    result = CliRunner().invoke(app, ["validate", "--minutes", "1", "--fault", "gc-pressure",
-                                      "--out", str(tmp_path)])
+    result = CliRunner().invoke(app, ["validate", "--minutes", "1", "--fault", "gc-pressure", "--out", str(tmp_path)])
     matrix = json.loads((tmp_path / "matrix.json").read_text())
     rows = {r["mechanism"]: r for r in matrix["rows"]}
     assert list(rows) == ["control", "gc-pressure"], result.output

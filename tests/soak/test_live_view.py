@@ -4,9 +4,8 @@ import subprocess
 
 from soak.client import CallResult
 from soak.cycle import Cycle, Taken
+from soak.live_view import Progress, cycle_line, render, status_line
 from soak.probes import ProbeResult
-from soak.live_view import Progress
-from soak.live_view import cycle_line, render, status_line
 from tests.soak.conftest import ROOT, write_trace
 from tests.soak.test_resume import SOAK
 
@@ -20,23 +19,48 @@ def _text(renderable) -> str:
 
 
 def _cycle(number, main_tps, control_tps=None):
-    call = CallResult(t_send=0.0, t_first_token=0.1, t_first_content=0.1, t_last_token=1.0, prompt_tokens=32,
-                      cached_tokens=0, output_tokens=16, reasoning_tokens=None, status="ok", error=None,
-                      num_token_chunks=16)
+    call = CallResult(
+        t_send=0.0,
+        t_first_token=0.1,
+        t_first_content=0.1,
+        t_last_token=1.0,
+        prompt_tokens=32,
+        cached_tokens=0,
+        output_tokens=16,
+        reasoning_tokens=None,
+        status="ok",
+        error=None,
+        num_token_chunks=16,
+    )
     taken = [Taken("main", ProbeResult(0.0, "abc", 32, 16, 0.1, main_tps, "ok", call, "periodic"), 1, 5.0)]
     if control_tps is not None:
-        taken.append(Taken("control", ProbeResult(1.0, "abc", 32, 16, 0.1, control_tps, "ok", call, "periodic"),
-                           0, 3.0))
+        taken.append(
+            Taken("control", ProbeResult(1.0, "abc", 32, 16, 0.1, control_tps, "ok", call, "periodic"), 0, 3.0)
+        )
     return Cycle(number, "periodic", tuple(taken))
 
 
 def _progress(**kw):
     call = CallResult.aborted(0.0, "x")
-    probes = (ProbeResult(0.0, "abc", 32, 16, 0.1, 41.5, "ok", call, "start"),
-              ProbeResult(9.0, "abc", 32, 16, None, None, "error", call, "periodic"))
-    fields = dict(run_dir="runs/x", elapsed_s=3725.0, remaining_s=60.0, num_calls=12, num_failed=2, num_in_flight=1,
-                  live_tps=33.3, probes=probes, engine="up (life 1, pid 7, age 5 s)", phase="replay",
-                  last_cycle=_cycle(4, 61.2, 60.8), num_engine_restarts=1, control="twin (life 0, pid 8, age 3 s)")
+    probes = (
+        ProbeResult(0.0, "abc", 32, 16, 0.1, 41.5, "ok", call, "start"),
+        ProbeResult(9.0, "abc", 32, 16, None, None, "error", call, "periodic"),
+    )
+    fields = dict(
+        run_dir="runs/x",
+        elapsed_s=3725.0,
+        remaining_s=60.0,
+        num_calls=12,
+        num_failed=2,
+        num_in_flight=1,
+        live_tps=33.3,
+        probes=probes,
+        engine="up (life 1, pid 7, age 5 s)",
+        phase="replay",
+        last_cycle=_cycle(4, 61.2, 60.8),
+        num_engine_restarts=1,
+        control="twin (life 0, pid 8, age 3 s)",
+    )
     fields.update(kw)
     return Progress(**fields)
 
@@ -52,8 +76,10 @@ def test_view_shows_time_calls_rate_probes_the_last_pair_the_verdict_and_engines
 
 def test_status_line_says_time_calls_rate_last_pair_and_restarts_on_one_line():
     line = status_line(_progress())
-    assert line == ("[1:02:05] 12 calls, 2 failed, 1 in flight; live 33.3 tok/s; last probes main 61.2 / "
-                    "control 60.8 tok/s (cycle 4); engine restarts 1; replay")
+    assert line == (
+        "[1:02:05] 12 calls, 2 failed, 1 in flight; live 33.3 tok/s; last probes main 61.2 / "
+        "control 60.8 tok/s (cycle 4); engine restarts 1; replay"
+    )
     assert "main 61.2 / control off tok/s" in status_line(_progress(last_cycle=_cycle(5, 61.2)))
     assert "last probes none yet" in status_line(_progress(last_cycle=None))
 
@@ -66,9 +92,30 @@ def test_cycle_line_names_the_cycle_and_both_rates():
 def test_soak_run_live_draws_the_view_on_stderr(tmp_path, fake_server):
     server = fake_server()
     trace = write_trace(tmp_path / "trace.jsonl", sessions=2, turns=3)
-    proc = subprocess.run([*SOAK, "run", "--trace", str(trace), "--seconds", "2", "--target", server.url, "-o",
-                           str(tmp_path / "run"), "--live", "--probe-tokens", "8", "--probe-output", "4",
-                           "--no-profiles"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            *SOAK,
+            "run",
+            "--trace",
+            str(trace),
+            "--seconds",
+            "2",
+            "--target",
+            server.url,
+            "-o",
+            str(tmp_path / "run"),
+            "--live",
+            "--probe-tokens",
+            "8",
+            "--probe-output",
+            "4",
+            "--no-profiles",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "elapsed / remaining" in proc.stderr and "probes (tok/s)" in proc.stderr
     assert "last probe pair" in proc.stderr and "verdict so far" in proc.stderr
@@ -83,10 +130,35 @@ def test_without_a_terminal_a_status_line_and_the_verdict_after_every_cycle(tmp_
 
     server, other = fake_server("--token-delay", "0.01"), fake_server("--token-delay", "0.01")
     trace = write_trace(tmp_path / "trace.jsonl", sessions=3, turns=30, think=0.3, gap=0.5)
-    proc = subprocess.Popen([*SOAK, "run", "--trace", str(trace), "--seconds", "20", "--target", server.url,
-                             "--control-target", other.url, "-o", str(tmp_path / "run"), "--probe-every", "5",
-                             "--probe-tokens", "8", "--probe-output", "16", "--no-profiles", "--concurrency", "2"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            *SOAK,
+            "run",
+            "--trace",
+            str(trace),
+            "--seconds",
+            "20",
+            "--target",
+            server.url,
+            "--control-target",
+            other.url,
+            "-o",
+            str(tmp_path / "run"),
+            "--probe-every",
+            "5",
+            "--probe-tokens",
+            "8",
+            "--probe-output",
+            "16",
+            "--no-profiles",
+            "--concurrency",
+            "2",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines = []
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -15,9 +15,19 @@ class FakeClient:
 
     async def call(self, prompt, max_tokens, **kw):
         self.sent.append((tuple(prompt), max_tokens))
-        return CallResult(t_send=0.0, t_first_token=0.2, t_first_content=0.2, t_last_token=1.2,
-                          prompt_tokens=len(prompt), cached_tokens=0, output_tokens=max_tokens,
-                          reasoning_tokens=None, status="ok", error=None, num_token_chunks=max_tokens)
+        return CallResult(
+            t_send=0.0,
+            t_first_token=0.2,
+            t_first_content=0.2,
+            t_last_token=1.2,
+            prompt_tokens=len(prompt),
+            cached_tokens=0,
+            output_tokens=max_tokens,
+            reasoning_tokens=None,
+            status="ok",
+            error=None,
+            num_token_chunks=max_tokens,
+        )
 
 
 def _prober():

@@ -11,9 +11,19 @@ from soak.recorder import RateWindow, Recorder, limit_in
 
 
 def _result(t, status="ok"):
-    return CallResult(t_send=t, t_first_token=t + 0.1, t_first_content=t + 0.1, t_last_token=t + 1.0,
-                      prompt_tokens=100, cached_tokens=50, output_tokens=20, reasoning_tokens=None, status=status,
-                      error="HTTP 400: context length 4096" if status == "refused" else None, num_token_chunks=20)
+    return CallResult(
+        t_send=t,
+        t_first_token=t + 0.1,
+        t_first_content=t + 0.1,
+        t_last_token=t + 1.0,
+        prompt_tokens=100,
+        cached_tokens=50,
+        output_tokens=20,
+        reasoning_tokens=None,
+        status=status,
+        error="HTTP 400: context length 4096" if status == "refused" else None,
+        num_token_chunks=20,
+    )
 
 
 def test_recording_many_calls_keeps_only_one_window_and_the_rows_of_one_flush(tmp_path):
@@ -40,11 +50,20 @@ def test_the_live_rate_counts_the_last_window_only():
 
 
 def test_a_refusal_names_its_limit_not_the_length_asked_for():
-    assert limit_in("HTTP 400: This model's maximum context length is 4096 tokens. However, you requested "
-                    "5000 tokens (4000 in the messages, 1000 in the completion).") == 4096
-    assert limit_in("HTTP 400: The input (5000 tokens) is longer than the model's context length (4096 tokens).") == 4096
+    assert (
+        limit_in(
+            "HTTP 400: This model's maximum context length is 4096 tokens. However, you requested "
+            "5000 tokens (4000 in the messages, 1000 in the completion)."
+        )
+        == 4096
+    )
+    assert (
+        limit_in("HTTP 400: The input (5000 tokens) is longer than the model's context length (4096 tokens).") == 4096
+    )
     assert limit_in("HTTP 400: the request exceeds the available context size (2048 tokens), try increasing it") == 2048
-    assert limit_in("HTTP 400: request probe-1: input of 3000 tokens exceeds the engine's context of 2048 tokens") == 2048
+    assert (
+        limit_in("HTTP 400: request probe-1: input of 3000 tokens exceeds the engine's context of 2048 tokens") == 2048
+    )
     assert limit_in("HTTP 400: prompt too long") is None
     assert limit_in(None) is None
 
@@ -55,8 +74,14 @@ def test_the_materializer_forgets_every_ended_conversation():
         for session in range(5):
             key = f"s{session}@{loop}"
             for turn in range(3):
-                call = Call(t=0.0, session=f"s{session}", turn=turn, hash_ids=tuple(range(turn + 2)),
-                            input_tokens=8 * (turn + 1), output_tokens=2)
+                call = Call(
+                    t=0.0,
+                    session=f"s{session}",
+                    turn=turn,
+                    hash_ids=tuple(range(turn + 2)),
+                    input_tokens=8 * (turn + 1),
+                    output_tokens=2,
+                )
                 materializer(call, loop=loop, session_key=key)
             materializer.forget(key)
     assert materializer._last == {}

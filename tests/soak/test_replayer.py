@@ -45,8 +45,9 @@ def test_each_call_waits_for_the_previous_one_and_its_think_time(tmp_path):
 
 
 def test_the_trace_loops_with_fresh_session_ids_until_the_deadline(tmp_path):
-    sent, _, replayer = _run(write_trace(tmp_path / "t.jsonl", sessions=2, turns=2, think=0.0), deadline_s=2.0,
-                             speed=4.0)
+    sent, _, replayer = _run(
+        write_trace(tmp_path / "t.jsonl", sessions=2, turns=2, think=0.0), deadline_s=2.0, speed=4.0
+    )
     loops = {sid.rpartition("@")[2] for sid, *_ in sent}
     assert {"0", "1", "2"} <= loops
     assert all(end <= time.time() for *_, end, _ in sent)
@@ -54,8 +55,12 @@ def test_the_trace_loops_with_fresh_session_ids_until_the_deadline(tmp_path):
 
 
 def test_concurrency_caps_sessions_in_flight(tmp_path):
-    _, max_live, _ = _run(write_trace(tmp_path / "t.jsonl", sessions=6, turns=2, gap=0.0, think=0.0),
-                          deadline_s=1.0, concurrency=2, call_s=0.05)
+    _, max_live, _ = _run(
+        write_trace(tmp_path / "t.jsonl", sessions=6, turns=2, gap=0.0, think=0.0),
+        deadline_s=1.0,
+        concurrency=2,
+        call_s=0.05,
+    )
     assert max_live == 2
 
 
@@ -65,15 +70,23 @@ def test_scale_shrinks_prompts(tmp_path):
 
 
 def test_position_from_written_rows_resumes_each_session_after_its_last_done_turn():
-    rows = [{"session": "s0@1", "turn": 0, "status": "ok"}, {"session": "s0@1", "turn": 1, "status": "error"},
-            {"session": "s1@1", "turn": 0, "status": "aborted"}, {"session": "s0@0", "turn": 3, "status": "ok"},
-            {"session": None, "turn": None, "status": "ok", "kind": "probe"}]
+    rows = [
+        {"session": "s0@1", "turn": 0, "status": "ok"},
+        {"session": "s0@1", "turn": 1, "status": "error"},
+        {"session": "s1@1", "turn": 0, "status": "aborted"},
+        {"session": "s0@0", "turn": 3, "status": "ok"},
+        {"session": None, "turn": None, "status": "ok", "kind": "probe"},
+    ]
     assert position_from(rows) == Position(1, {"s0": 2})
 
 
 def test_a_resumed_replay_skips_done_turns(tmp_path):
-    sent, _, _ = _run(write_trace(tmp_path / "t.jsonl", sessions=2, turns=3, think=0.0), deadline_s=0.6,
-                      position=Position(0, {"s0": 2, "s1": 3}), speed=0.5)
+    sent, _, _ = _run(
+        write_trace(tmp_path / "t.jsonl", sessions=2, turns=3, think=0.0),
+        deadline_s=0.6,
+        position=Position(0, {"s0": 2, "s1": 3}),
+        speed=0.5,
+    )
     assert [(sid, turn) for sid, turn, *_ in sent if sid.endswith("@0")] == [("s0@0", 2)]
 
 

@@ -18,10 +18,34 @@ def test_kill_9_then_resume_continues_the_same_run(tmp_path, fake_server):
     server = fake_server("--token-delay", "0.01")
     trace = write_trace(tmp_path / "trace.jsonl", sessions=3, turns=8, think=0.2, gap=0.3)
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([*SOAK, "run", "--trace", str(trace), "--seconds", "8", "--target", server.url,
-                             "-o", str(run_dir), "--flush-every", "0.3", "--probe-every", "0", "--probe-tokens", "16",
-                             "--probe-output", "8", "--no-profiles", "--concurrency", "3"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            *SOAK,
+            "run",
+            "--trace",
+            str(trace),
+            "--seconds",
+            "8",
+            "--target",
+            server.url,
+            "-o",
+            str(run_dir),
+            "--flush-every",
+            "0.3",
+            "--probe-every",
+            "0",
+            "--probe-tokens",
+            "16",
+            "--probe-output",
+            "8",
+            "--no-profiles",
+            "--concurrency",
+            "3",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(read_rows(run_dir, "requests", ["status"])) < 6:
         time.sleep(0.2)
@@ -48,11 +72,13 @@ def test_kill_9_then_resume_continues_the_same_run(tmp_path, fake_server):
     probes = reader.read_table(run_dir, "probes").sort_values("t")
     assert list(probes["cycle"]) == [0, 1, 2] and list(probes["reason"]) == ["start", "start", "end"]
     assert list(probes["engine_life"]) == [0, 1, 1]
-    probe_ids = [r["request_id"] for r in read_rows(run_dir, "requests", ["request_id", "kind"]) if r["kind"] == "probe"]
+    probe_ids = [
+        r["request_id"] for r in read_rows(run_dir, "requests", ["request_id", "kind"]) if r["kind"] == "probe"
+    ]
     assert probe_ids == ["probe-0-start", "probe-1-start", "probe-2-end"]
 
     after = read_rows(run_dir, "requests", ["session", "turn", "status", "kind"])
-    assert after[:len(before)] == before  # nothing written was lost or rewritten
+    assert after[: len(before)] == before  # nothing written was lost or rewritten
     sent = [(r["session"], r["turn"]) for r in after if r["kind"] != "probe" and r["status"] != "aborted"]
     assert len(sent) == len(set(sent))  # no call written before the kill was sent again
     # Sessions in progress at the kill went on from their next turn, not from turn 0.
@@ -60,7 +86,7 @@ def test_kill_9_then_resume_continues_the_same_run(tmp_path, fake_server):
     for r in before:
         if r["kind"] != "probe":
             last_before[r["session"]] = max(last_before.get(r["session"], -1), r["turn"])
-    new = after[len(before):]
+    new = after[len(before) :]
     for session, turn in last_before.items():
         later = [r["turn"] for r in new if r["session"] == session and r["kind"] != "probe"]
         if later:
@@ -71,8 +97,9 @@ def test_kill_9_then_resume_continues_the_same_run(tmp_path, fake_server):
 def test_a_completed_run_is_not_resumed(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / "manifest.json").write_text(json.dumps({"schema_version": 1, "run_id": "run", "status": "completed",
-                                                       "started_at": "2026-01-01T00:00:00Z"}))
+    (run_dir / "manifest.json").write_text(
+        json.dumps({"schema_version": 1, "run_id": "run", "status": "completed", "started_at": "2026-01-01T00:00:00Z"})
+    )
     proc = subprocess.run([*SOAK, "resume", str(run_dir)], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2 and "completed" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -80,12 +107,18 @@ def test_a_completed_run_is_not_resumed(tmp_path):
 def test_a_malformed_trace_line_is_named_and_nothing_is_started(tmp_path):
     trace = write_trace(tmp_path / "trace.jsonl", sessions=1, turns=2)
     lines = trace.read_text().splitlines()
-    lines.insert(2, '{"t": 1.0, "session": "s9", "turn": 0, "hash_ids": [1, "x"], "input_tokens": 4, '
-                    '"output_tokens": 1}')
+    lines.insert(
+        2, '{"t": 1.0, "session": "s9", "turn": 0, "hash_ids": [1, "x"], "input_tokens": 4, "output_tokens": 1}'
+    )
     trace.write_text("\n".join(lines) + "\n")
     run_dir = tmp_path / "run"
-    proc = subprocess.run([*SOAK, "run", "--trace", str(trace), "--seconds", "5", "-o", str(run_dir)], cwd=ROOT,
-                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    proc = subprocess.run(
+        [*SOAK, "run", "--trace", str(trace), "--seconds", "5", "-o", str(run_dir)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert f"{trace}:3: hash_ids: expected a list of integers" in proc.stderr.replace("\n", "")
     assert not run_dir.exists()
@@ -95,10 +128,32 @@ def test_ctrl_c_stops_cleanly_as_interrupted(tmp_path, fake_server):
     server = fake_server("--token-delay", "0.01")
     trace = write_trace(tmp_path / "trace.jsonl", sessions=2, turns=20, think=0.1)
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([*SOAK, "run", "--trace", str(trace), "--seconds", "60", "--target", server.url,
-                             "-o", str(run_dir), "--flush-every", "0.5", "--probe-every", "0", "--probe-tokens", "16",
-                             "--probe-output", "8", "--no-profiles"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            *SOAK,
+            "run",
+            "--trace",
+            str(trace),
+            "--seconds",
+            "60",
+            "--target",
+            server.url,
+            "-o",
+            str(run_dir),
+            "--flush-every",
+            "0.5",
+            "--probe-every",
+            "0",
+            "--probe-tokens",
+            "16",
+            "--probe-output",
+            "8",
+            "--no-profiles",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(read_rows(run_dir, "requests", ["status"])) < 3:
         time.sleep(0.2)
@@ -119,9 +174,28 @@ def test_resume_refuses_a_trace_that_changed(tmp_path, fake_server):
     server = fake_server()
     trace = write_trace(tmp_path / "trace.jsonl", sessions=1, turns=2)
     run_dir = tmp_path / "run"
-    subprocess.run([*SOAK, "run", "--trace", str(trace), "--seconds", "1", "--target", server.url, "-o", str(run_dir),
-                    "--probe-tokens", "8", "--probe-output", "4", "--no-profiles"], cwd=ROOT, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [
+            *SOAK,
+            "run",
+            "--trace",
+            str(trace),
+            "--seconds",
+            "1",
+            "--target",
+            server.url,
+            "-o",
+            str(run_dir),
+            "--probe-tokens",
+            "8",
+            "--probe-output",
+            "4",
+            "--no-profiles",
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
     manifest = json.loads((run_dir / "manifest.json").read_text())
     manifest["status"] = "running"  # as a SIGKILL would leave it
     (run_dir / "manifest.json").write_text(json.dumps(manifest))

@@ -11,13 +11,14 @@ def test_hooks_row_maps_the_cache_status_json_and_turns_gc_totals_into_pauses():
         life = 0
 
     hooks = EngineHooks(FakeTarget())
-    status = {"engine_age_s": 12.5,
-              "cache_report": {"num_nodes": 7, "cached_tokens": 300, "evictable_tokens": 200, "locked_tokens": 100},
-              "mamba_stats": {"num_slots": 32, "num_free": 30, "num_snapshots": 1},
-              "allocator_summary": {"num_free": 50, "num_free_runs": 3, "largest_free_run": 40,
-                                    "fragmentation": 0.2},
-              "expert_cache_stats": {"hits": 90, "misses": 10, "evictions": 4},
-              "gc": {"gen2_collections": 2, "pause_s_total": 0.5}}
+    status = {
+        "engine_age_s": 12.5,
+        "cache_report": {"num_nodes": 7, "cached_tokens": 300, "evictable_tokens": 200, "locked_tokens": 100},
+        "mamba_stats": {"num_slots": 32, "num_free": 30, "num_snapshots": 1},
+        "allocator_summary": {"num_free": 50, "num_free_runs": 3, "largest_free_run": 40, "fragmentation": 0.2},
+        "expert_cache_stats": {"hits": 90, "misses": 10, "evictions": 4},
+        "gc": {"gen2_collections": 2, "pause_s_total": 0.5},
+    }
     first = hooks.row(CacheStatus.from_json(status))
     assert first["radix_nodes"] == 7 and first["radix_locked_tokens"] == 100
     assert first["mamba_slots_used"] == 2 and first["kv_largest_free_run"] == 40
@@ -67,8 +68,10 @@ def test_log_tailer_copies_new_lines_and_parses_engine_lines_in_local_time(tmp_p
     now = time.time()
     stamp = time.strftime("%Y-%m-%d|%H:%M:%S", time.localtime(now))
     with open(log, "a") as f:
-        f.write(f"[{stamp}] INFO     Decode batch, #running-req: 2, #token: 900, token usage: 0.31, "
-                f"gen throughput (token/s): 38.16, #queue-req: 0\n[{stamp}] INFO     Decode bat")  # torn last line
+        f.write(
+            f"[{stamp}] INFO     Decode batch, #running-req: 2, #token: 900, token usage: 0.31, "
+            f"gen throughput (token/s): 38.16, #queue-req: 0\n[{stamp}] INFO     Decode bat"
+        )  # torn last line
     rows = tailer.sample()
     assert len(rows) == 1 and rows[0]["gen_tps"] == 38.16 and rows[0]["num_running_reqs"] == 2
     assert abs(rows[0]["t"] - now) < 2
@@ -95,8 +98,10 @@ def test_log_tailer_places_llama_server_stamps_at_the_engine_start_and_sees_a_ne
             return self.life
 
     events = []
-    timing = ("{stamp} I slot print_timing: id  3 | task {task} |        eval time =     878.75 ms /    64 tokens "
-              "(   13.95 ms per token,    71.69 tokens per second)\n")
+    timing = (
+        "{stamp} I slot print_timing: id  3 | task {task} |        eval time =     878.75 ms /    64 tokens "
+        "(   13.95 ms per token,    71.69 tokens per second)\n"
+    )
     log = tmp_path / "llama-server.log"
     log.write_text("0.00.008.976 I srv  llama_server: initializing ...\n" * 5)
     target = FakeTarget()
@@ -115,9 +120,11 @@ def test_log_tailer_places_llama_server_stamps_at_the_engine_start_and_sees_a_ne
     # The KV cache without room for a batch (a real 0.3.1 server's line): an event of the run, on the stamp's clock.
     events.clear()
     with open(log, "a") as f:
-        f.write("0.11.504.391 W srv  update_slots: failed to find free space in the KV cache, retrying with smaller "
-                "batch size - try increasing it via the context size or enable defragmentation, i = -1024, "
-                "n_batch = 1024, ret = 1\n" + timing.format(stamp="0.12.000.000", task=2))
+        f.write(
+            "0.11.504.391 W srv  update_slots: failed to find free space in the KV cache, retrying with smaller "
+            "batch size - try increasing it via the context size or enable defragmentation, i = -1024, "
+            "n_batch = 1024, ret = 1\n" + timing.format(stamp="0.12.000.000", task=2)
+        )
     (row,) = tailer.sample()
     ((kind, fields),) = events
     assert kind == "kv_no_space" and fields["limit"] == 1024.0 and fields["engine_life"] == 1
@@ -128,20 +135,24 @@ def test_log_tailer_places_llama_server_stamps_at_the_engine_start_and_sees_a_ne
 def test_saved_scrapes_keep_what_diag_reads_and_drop_histogram_buckets():
     from soak.external import _keep_engine_samples
 
-    page = ("# HELP vllm:generation_tokens Number of generation tokens.\n"
-            "# TYPE vllm:generation_tokens counter\n"
-            'vllm:generation_tokens_total{model_name="m"} 1234.0\n'
-            "# TYPE vllm:inter_token_latency_seconds histogram\n"
-            'vllm:inter_token_latency_seconds_bucket{le="0.01",model_name="m"} 5.0\n'
-            'vllm:inter_token_latency_seconds_sum{model_name="m"} 2.5\n'
-            'vllm:inter_token_latency_seconds_count{model_name="m"} 100.0\n'
-            "python_gc_objects_collected_total{generation=\"0\"} 10.0\n"
-            "process_start_time_seconds 1.7e9\n")
+    page = (
+        "# HELP vllm:generation_tokens Number of generation tokens.\n"
+        "# TYPE vllm:generation_tokens counter\n"
+        'vllm:generation_tokens_total{model_name="m"} 1234.0\n'
+        "# TYPE vllm:inter_token_latency_seconds histogram\n"
+        'vllm:inter_token_latency_seconds_bucket{le="0.01",model_name="m"} 5.0\n'
+        'vllm:inter_token_latency_seconds_sum{model_name="m"} 2.5\n'
+        'vllm:inter_token_latency_seconds_count{model_name="m"} 100.0\n'
+        'python_gc_objects_collected_total{generation="0"} 10.0\n'
+        "process_start_time_seconds 1.7e9\n"
+    )
     kept = _keep_engine_samples(page).splitlines()
-    assert kept == ['vllm:generation_tokens_total{model_name="m"} 1234.0',
-                    'vllm:inter_token_latency_seconds_sum{model_name="m"} 2.5',
-                    'vllm:inter_token_latency_seconds_count{model_name="m"} 100.0',
-                    "process_start_time_seconds 1.7e9"]
+    assert kept == [
+        'vllm:generation_tokens_total{model_name="m"} 1234.0',
+        'vllm:inter_token_latency_seconds_sum{model_name="m"} 2.5',
+        'vllm:inter_token_latency_seconds_count{model_name="m"} 100.0',
+        "process_start_time_seconds 1.7e9",
+    ]
 
 
 def test_a_real_llama_server_page_keeps_every_llamacpp_sample():
@@ -196,7 +207,7 @@ def test_profiler_stops_trying_on_an_engine_that_is_not_python(tmp_path):
         native.wait()
     if "permission" in (profiler.disabled_reason or ""):
         pytest.skip(profiler.disabled_reason)
-    assert "(pid %d, sleep) is not a Python process" % native.pid in profiler.disabled_reason
+    assert f"(pid {native.pid}, sleep) is not a Python process" in profiler.disabled_reason
 
 
 def test_host_sampler_measures_the_driver_the_control_and_what_other_tenants_use():
@@ -207,8 +218,9 @@ def test_host_sampler_measures_the_driver_the_control_and_what_other_tenants_use
     from soak.samplers import HostSampler
 
     # The child says when its interpreter is up: sampled before that, its RSS is the exec's.
-    busy = subprocess.Popen([sys.executable, "-c", "print('up', flush=True)\nwhile True: pass"],
-                            stdout=subprocess.PIPE, text=True)
+    busy = subprocess.Popen(
+        [sys.executable, "-c", "print('up', flush=True)\nwhile True: pass"], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert busy.stdout.readline().strip() == "up"
         host = HostSampler()
@@ -247,10 +259,17 @@ def test_engine_steps_pages_until_next_after_meets_last_step_whatever_the_page_s
         async def get_json(self, path: str):
             after = int(path.rsplit("=", 1)[1])
             self.asked.append(after)
-            steps = [{"step": n, "forward_s": 0.01, "num_decode_tokens": 1, "batch_size": 1}
-                     for n in range(after + 1, min(after + 3, self.last) + 1)]
-            return {"first_step": 1, "last_step": self.last, "next_after": steps[-1]["step"] if steps else after,
-                    "num_missed": 0, "steps": steps}
+            steps = [
+                {"step": n, "forward_s": 0.01, "num_decode_tokens": 1, "batch_size": 1}
+                for n in range(after + 1, min(after + 3, self.last) + 1)
+            ]
+            return {
+                "first_step": 1,
+                "last_step": self.last,
+                "next_after": steps[-1]["step"] if steps else after,
+                "num_missed": 0,
+                "steps": steps,
+            }
 
     target = PagedTarget(last=8)
     steps = EngineSteps(target)

@@ -31,9 +31,21 @@ def _fake_engines(monkeypatch, journal, control_args=()):
 def _soak(tmp_path, **kw):
     tmp_path.mkdir(exist_ok=True)
     trace = write_trace(tmp_path / "trace.jsonl", sessions=3, turns=6, think=0.1, gap=0.2)
-    options = dict(trace=str(trace), duration_s=7.0, concurrency=2, speed=2.0, probe_every_s=1.0,
-                   probe_input_tokens=16, probe_output_tokens=8, flush_every_s=0.5, sample_every_s=0.4,
-                   profiles=False, probe_wait_s=5.0, twin_restart_every_s=2.5, engine_start_timeout_s=30.0)
+    options = dict(
+        trace=str(trace),
+        duration_s=7.0,
+        concurrency=2,
+        speed=2.0,
+        probe_every_s=1.0,
+        probe_input_tokens=16,
+        probe_output_tokens=8,
+        flush_every_s=0.5,
+        sample_every_s=0.4,
+        profiles=False,
+        probe_wait_s=5.0,
+        twin_restart_every_s=2.5,
+        engine_start_timeout_s=30.0,
+    )
     options.update(kw)
     run_dir = tmp_path / "run"
     status = asyncio.run(Soak(SoakConfig(**options), run_dir, command=["soak", "run"]).run())
@@ -60,9 +72,11 @@ def test_twin_probes_pair_by_cycle_alone_in_alternating_order(tmp_path, monkeypa
     assert main_ports and control_ports and not main_ports & control_ports
 
     # Every generation either engine served, in time order.
-    served = sorted([{**g, "role": "main"} for p in main_ports for g in _journal(journal, p)]
-                    + [{**g, "role": "control"} for p in control_ports for g in _journal(journal, p)],
-                    key=lambda g: g["t0"])
+    served = sorted(
+        [{**g, "role": "main"} for p in main_ports for g in _journal(journal, p)]
+        + [{**g, "role": "control"} for p in control_ports for g in _journal(journal, p)],
+        key=lambda g: g["t0"],
+    )
     assert all(g["probe"] for g in served if g["role"] == "control")  # the twin takes no replay traffic
 
     probes = reader.read_table(run_dir, "probes")
@@ -110,13 +124,20 @@ def test_twin_probes_pair_by_cycle_alone_in_alternating_order(tmp_path, monkeypa
     requests = reader.read_table(run_dir, "requests")
     main = probes[probes["role"] == "main"]
     assert sorted(requests.loc[requests["kind"] == "probe", "request_id"]) == sorted(
-        f"probe-{c}-{r}" for c, r in zip(main["cycle"], main["reason"]))
+        f"probe-{c}-{r}" for c, r in zip(main["cycle"], main["reason"])
+    )
     assert [e["engine_life"] for e in events if e["kind"] == "engine_start"] == [0, 1]
     assert not any("engine_life" in e for e in events if e["kind"].startswith("control_"))
 
     manifest = reader.read_manifest(run_dir).raw
-    assert manifest["control"] == {"kind": "twin", "url": manifest["control"]["url"], "restart_every_s": 2.5,
-                                   "restart_cmd": None, "enabled": True, "why_off": None}
+    assert manifest["control"] == {
+        "kind": "twin",
+        "url": manifest["control"]["url"],
+        "restart_every_s": 2.5,
+        "restart_cmd": None,
+        "enabled": True,
+        "why_off": None,
+    }
     if len(os.sched_getaffinity(0)) >= 2:
         allowed = sorted(os.sched_getaffinity(0))
         assert manifest["affinity"] == {"driver": allowed[:1], "engine": allowed[1:]}
@@ -209,13 +230,16 @@ def test_a_twin_that_dies_is_recorded_and_started_again(tmp_path, monkeypatch):
     assert 1 in set(control["engine_life"])  # probed again after it came back
 
 
-@pytest.mark.parametrize("kw, message", [
-    ({"twin": True, "target": "http://127.0.0.1:9"}, "twin: expected off for a URL target"),
-    ({"control_target": "http://127.0.0.1:9"}, "control_target: expected unset for the builtin target"),
-    ({"target": "http://127.0.0.1:9", "control_target": "http://127.0.0.1:9"}, "a second instance"),
-    ({"target": "http://127.0.0.1:9", "control_restart_cmd": "true"}, "control_restart_cmd: expected unset"),
-    ({"twin_restart_every_s": 0}, "twin_restart_every_s: expected a number of seconds > 0"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"twin": True, "target": "http://127.0.0.1:9"}, "twin: expected off for a URL target"),
+        ({"control_target": "http://127.0.0.1:9"}, "control_target: expected unset for the builtin target"),
+        ({"target": "http://127.0.0.1:9", "control_target": "http://127.0.0.1:9"}, "a second instance"),
+        ({"target": "http://127.0.0.1:9", "control_restart_cmd": "true"}, "control_restart_cmd: expected unset"),
+        ({"twin_restart_every_s": 0}, "twin_restart_every_s: expected a number of seconds > 0"),
+    ],
+)
 def test_control_options_are_checked(kw, message):
     from soak.errors import SoakError
 

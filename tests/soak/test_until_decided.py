@@ -15,11 +15,42 @@ from tokdrift.cli.soak import app
 def _run(tmp_path, main, control, *extra):
     trace = write_trace(tmp_path / "trace.jsonl", sessions=3, turns=4)
     run_dir = tmp_path / "run"
-    result = CliRunner().invoke(app, ["run", "--trace", str(trace), "--target", main.url, "--control-target",
-                                      control.url, "--until-decided", "--seconds", "90", "--probe-every", "0.2",
-                                      "--probe-tokens", "16", "--probe-output", "24", "--probe-wait", "5",
-                                      "--concurrency", "1", "--speed", "4", "--no-profiles", "--flush-every", "0.5",
-                                      "--sample-every", "0.5", "--no-live", "-o", str(run_dir), *extra])
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--trace",
+            str(trace),
+            "--target",
+            main.url,
+            "--control-target",
+            control.url,
+            "--until-decided",
+            "--seconds",
+            "90",
+            "--probe-every",
+            "0.2",
+            "--probe-tokens",
+            "16",
+            "--probe-output",
+            "24",
+            "--probe-wait",
+            "5",
+            "--concurrency",
+            "1",
+            "--speed",
+            "4",
+            "--no-profiles",
+            "--flush-every",
+            "0.5",
+            "--sample-every",
+            "0.5",
+            "--no-live",
+            "-o",
+            str(run_dir),
+            *extra,
+        ],
+    )
     assert result.exit_code == 0, result.output + repr(result.exception)
     return run_dir, result.output
 
@@ -28,7 +59,9 @@ def test_an_engine_that_slows_is_decided_aged_and_the_soak_stops_early(tmp_path,
     # noisy enough that the fast cycles cannot rule a loss out; from the twelfth probe on, 2.5x slower,
     # so that the youth (the first eight cycles) is all fast: a youth of fast and slow cycles mixed
     # took more than the 90 s once on a loaded host
-    main = fake_server("--token-delay", "0.004", "--jitter", "0.15", "--slow-after-probes", "12", "--slow-factor", "2.5")
+    main = fake_server(
+        "--token-delay", "0.004", "--jitter", "0.15", "--slow-after-probes", "12", "--slow-factor", "2.5"
+    )
     control = fake_server("--token-delay", "0.004", "--jitter", "0.15")
     run_dir, output = _run(tmp_path, main, control)
     manifest = reader.read_manifest(run_dir)
@@ -57,24 +90,29 @@ def test_a_steady_engine_is_decided_healthy_once_a_loss_is_ruled_out(tmp_path, f
 
 
 def test_max_hours_belongs_to_until_decided(tmp_path):
-    result = CliRunner().invoke(app, ["run", "--trace", "examples/opencode.jsonl", "--max-hours", "1",
-                                      "-o", str(tmp_path / "run")])
+    result = CliRunner().invoke(
+        app, ["run", "--trace", "examples/opencode.jsonl", "--max-hours", "1", "-o", str(tmp_path / "run")]
+    )
     assert isinstance(result.exception, SoakError) and "--max-hours: only with --until-decided" in str(result.exception)
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--hours", "0"], "--hours: expected a duration > 0, found 0"),
-    (["--minutes", "-5"], "--minutes: expected a duration > 0, found -5"),
-    (["--hours", "1", "--minutes", "0"], "--minutes: expected a duration > 0, found 0"),
-    (["--hours", "1", "--minutes", "5"], "expected exactly one of --hours, --minutes, --seconds"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--hours", "0"], "--hours: expected a duration > 0, found 0"),
+        (["--minutes", "-5"], "--minutes: expected a duration > 0, found -5"),
+        (["--hours", "1", "--minutes", "0"], "--minutes: expected a duration > 0, found 0"),
+        (["--hours", "1", "--minutes", "5"], "expected exactly one of --hours, --minutes, --seconds"),
+    ],
+)
 def test_a_duration_is_one_positive_number(tmp_path, args, message):
     result = CliRunner().invoke(app, ["run", "--trace", "examples/opencode.jsonl", *args, "-o", str(tmp_path / "r")])
     assert isinstance(result.exception, SoakError) and message in str(result.exception)
 
 
 def test_a_baseline_before_the_replay_is_the_youth_an_engine_that_slows_with_its_first_calls_is_compared_with(
-        tmp_path, fake_server):
+    tmp_path, fake_server
+):
     # the engine slows from its first call on (caches filled by the first sessions): only probes
     # taken before any traffic see it young
     main = fake_server("--token-delay", "0.004", "--jitter", "0.1", "--slow-after-calls", "1", "--slow-factor", "2.5")
@@ -98,6 +136,20 @@ def test_a_baseline_before_the_replay_is_the_youth_an_engine_that_slows_with_its
 
 
 def test_a_baseline_is_probe_cycles(tmp_path):
-    result = CliRunner().invoke(app, ["run", "--trace", "examples/opencode.jsonl", "--minutes", "1", "--baseline",
-                                      "8", "--probe-every", "0", "-o", str(tmp_path / "run")])
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--trace",
+            "examples/opencode.jsonl",
+            "--minutes",
+            "1",
+            "--baseline",
+            "8",
+            "--probe-every",
+            "0",
+            "-o",
+            str(tmp_path / "run"),
+        ],
+    )
     assert isinstance(result.exception, SoakError) and "with baseline_cycles" in str(result.exception)

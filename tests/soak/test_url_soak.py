@@ -14,9 +14,20 @@ from tests.soak.conftest import write_trace
 
 def _soak(tmp_path, url, **kw):
     trace = write_trace(tmp_path / "trace.jsonl", sessions=3, turns=4, overlong=True)
-    options = dict(trace=str(trace), duration_s=4.0, target=url, concurrency=2, speed=2.0, probe_every_s=1.5,
-                   probe_input_tokens=16, probe_output_tokens=8, flush_every_s=0.5, sample_every_s=0.3,
-                   profiles=False, probe_wait_s=5.0)
+    options = dict(
+        trace=str(trace),
+        duration_s=4.0,
+        target=url,
+        concurrency=2,
+        speed=2.0,
+        probe_every_s=1.5,
+        probe_input_tokens=16,
+        probe_output_tokens=8,
+        flush_every_s=0.5,
+        sample_every_s=0.3,
+        profiles=False,
+        probe_wait_s=5.0,
+    )
     options.update(kw)
     run_dir = tmp_path / "run"
     status = asyncio.run(Soak(SoakConfig(**options), run_dir, command=["soak", "run"]).run())
@@ -77,8 +88,9 @@ def test_url_soak_records_calls_probes_refusals_and_metrics(tmp_path, fake_serve
 
 def test_url_soak_pairs_probes_with_a_control_target_restarted_by_its_command(tmp_path, fake_server):
     server, other = fake_server("--token-delay", "0.005"), fake_server("--token-delay", "0.005")
-    status, run_dir = _soak(tmp_path, server.url, control_target=other.url, control_restart_cmd="true",
-                            twin_restart_every_s=1.5)
+    status, run_dir = _soak(
+        tmp_path, server.url, control_target=other.url, control_restart_cmd="true", twin_restart_every_s=1.5
+    )
     assert status == "completed"
     probes = reader.read_table(run_dir, "probes")
     pairs = probes.groupby("cycle")["role"].apply(list)
@@ -96,8 +108,7 @@ def test_url_soak_pairs_probes_with_a_control_target_restarted_by_its_command(tm
 
 def test_a_control_target_without_a_restart_command_is_never_restarted(tmp_path, fake_server):
     server, other = fake_server("--token-delay", "0.005"), fake_server("--token-delay", "0.005")
-    status, run_dir = _soak(tmp_path, server.url, control_target=other.url, twin_restart_every_s=0.5,
-                            duration_s=2.0)
+    status, run_dir = _soak(tmp_path, server.url, control_target=other.url, twin_restart_every_s=0.5, duration_s=2.0)
     assert status == "completed"
     control = reader.read_manifest(run_dir).raw["control"]
     assert control["restart_every_s"] is None and control["never_restarted"] == "no --control-restart-cmd"

@@ -27,7 +27,7 @@ def test_a_local_server_without_a_start_time_metric_is_aged_from_its_process(fak
     target, events = _start(server.url)
     assert target.pid == server.proc.pid
     assert target.started_at == pytest.approx(psutil.Process(server.proc.pid).create_time())
-    (kind, fields), = events
+    ((kind, fields),) = events
     assert kind == "engine_start" and fields["age_known"] and fields["age_from"] == "process"
 
 

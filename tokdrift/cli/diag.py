@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -28,7 +28,7 @@ def version() -> None:
     typer.echo(__version__)
 
 
-def _date(text: Optional[str]) -> Optional[dt.date]:
+def _date(text: str | None) -> dt.date | None:
     from diagnostics.errors import DiagnosticsError
 
     if text is None:
@@ -39,19 +39,29 @@ def _date(text: Optional[str]) -> Optional[dt.date]:
         raise DiagnosticsError(f"--date: expected YYYY-MM-DD, found {text!r}") from None
 
 
-SourceArg = Annotated[Path, typer.Argument(help="A run directory, an engine log (FreeToken, SGLang, vLLM, "
-                                                "llama.cpp, Ollama, tokdrift) or a saved Prometheus scrape series.")]
-DateOpt = Annotated[Optional[str], typer.Option(help="Date (YYYY-MM-DD) of a log whose lines carry only a time of "
-                                                    "day (a pasted excerpt, SGLang of 2024); the day a llama.cpp "
-                                                    "log without dates is placed on.")]
-YearOpt = Annotated[Optional[int], typer.Option(help="Year of a log whose dates have none (vLLM, journald).")]
+SourceArg = Annotated[
+    Path,
+    typer.Argument(
+        help="A run directory, an engine log (FreeToken, SGLang, vLLM, "
+        "llama.cpp, Ollama, tokdrift) or a saved Prometheus scrape series."
+    ),
+]
+DateOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Date (YYYY-MM-DD) of a log whose lines carry only a time of "
+        "day (a pasted excerpt, SGLang of 2024); the day a llama.cpp "
+        "log without dates is placed on."
+    ),
+]
+YearOpt = Annotated[int | None, typer.Option(help="Year of a log whose dates have none (vLLM, journald).")]
 
 
 @app.command()
 def ingest(
     source: SourceArg,
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the steps table here (Parquet).")] = None,
-    events_out: Annotated[Optional[Path], typer.Option("--events", help="Write the events table here (Parquet).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the steps table here (Parquet).")] = None,
+    events_out: Annotated[Path | None, typer.Option("--events", help="Write the events table here (Parquet).")] = None,
     date: DateOpt = None,
     year: YearOpt = None,
 ) -> None:
@@ -64,15 +74,21 @@ def ingest(
     console = Console()
     steps, events = src.steps, src.events
     phases = steps["phase"].value_counts().to_dict()
-    console.print(f"{src.kind} {src.path} ({src.engine}): {len(steps)} steps "
-                  f"({', '.join(f'{k} {v}' for k, v in sorted(phases.items()))}), {len(events)} events, "
-                  f"{int(steps['engine_life'].max()) + 1 if len(steps) else 0} engine lives", highlight=False)
+    console.print(
+        f"{src.kind} {src.path} ({src.engine}): {len(steps)} steps "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(phases.items()))}), {len(events)} events, "
+        f"{int(steps['engine_life'].max()) + 1 if len(steps) else 0} engine lives",
+        highlight=False,
+    )
     if src.log_info is not None:
         info = src.log_info
-        console.print(f"{info.num_lines} lines; {info.num_unknown_lines} with no known prefix skipped; "
-                      f"{info.num_bad_lines} bad lines skipped; {info.num_other_lines} of no interest; "
-                      f"{info.num_bad_values} malformed numbers; clock: {info.clock}"
-                      + "".join(f"; {note}" for note in info.notes), highlight=False)
+        console.print(
+            f"{info.num_lines} lines; {info.num_unknown_lines} with no known prefix skipped; "
+            f"{info.num_bad_lines} bad lines skipped; {info.num_other_lines} of no interest; "
+            f"{info.num_bad_values} malformed numbers; clock: {info.clock}"
+            + "".join(f"; {note}" for note in info.notes),
+            highlight=False,
+        )
     if len(steps):
         console.print(f"from {steps['t'].min()} to {steps['t'].max()}", highlight=False)
     for kind, count in events["kind"].value_counts().items():
@@ -88,8 +104,10 @@ def ingest(
 @app.command()
 def analyze(
     source: SourceArg,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the analysis as JSON (schema_version 1) on stdout.")] = False,
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Also write the analysis JSON to this file.")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the analysis as JSON (schema_version 1) on stdout.")
+    ] = False,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Also write the analysis JSON to this file.")] = None,
     date: DateOpt = None,
     year: YearOpt = None,
 ) -> None:
@@ -97,8 +115,8 @@ def analyze(
     from rich.console import Console
 
     from diagnostics.analysis import analyze as run_analysis
-    from diagnostics.source import load_source
     from diagnostics.console import render
+    from diagnostics.source import load_source
 
     result = run_analysis(load_source(source, date=_date(date), year=year))
     doc = json.dumps(result.to_dict(), indent=2)

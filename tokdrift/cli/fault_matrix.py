@@ -15,8 +15,9 @@ import logging
 import math
 import platform
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, NamedTuple, Optional, Sequence
+from typing import NamedTuple
 
 from soak.errors import SoakError
 
@@ -30,14 +31,38 @@ CONTROL_VERDICTS = ("no_degradation", "context_growth_only", "insufficient_data"
 # suspect must be one of them.
 EXPECTED_SUSPECTS: dict[str, tuple[str, ...]] = {
     "eviction-scan": ("eviction_s_total", "eviction_nodes_visited_total", "eviction_calls_total", "schedule_s"),
-    "snapshot-leak": ("state_slots_leaked", "mamba_slots_used", "match_truncated_tokens_total", "mamba_usage",
-                      "cache_hit_rate"),
-    "kv-scatter": ("kv_gather_s_total", "kv_free_list_disorder", "kv_gather_breaks", "kv_free_runs", "kv_fragmentation",
-                   "kv_largest_free_run"),
-    "expert-thrash": ("expert_copy_s_total", "expert_miss_rate", "expert_misses", "expert_bytes_copied_total",
-                      "expert_evictions"),
-    "gc-pressure": ("gc_full_pause_s_total", "gc_pause_s_total", "gc_last_full_pause_s", "gc_gen2_collections",
-                    "gc_pause_s", "retained_objects", "retained_requests", "rss_bytes"),
+    "snapshot-leak": (
+        "state_slots_leaked",
+        "mamba_slots_used",
+        "match_truncated_tokens_total",
+        "mamba_usage",
+        "cache_hit_rate",
+    ),
+    "kv-scatter": (
+        "kv_gather_s_total",
+        "kv_free_list_disorder",
+        "kv_gather_breaks",
+        "kv_free_runs",
+        "kv_fragmentation",
+        "kv_largest_free_run",
+    ),
+    "expert-thrash": (
+        "expert_copy_s_total",
+        "expert_miss_rate",
+        "expert_misses",
+        "expert_bytes_copied_total",
+        "expert_evictions",
+    ),
+    "gc-pressure": (
+        "gc_full_pause_s_total",
+        "gc_pause_s_total",
+        "gc_last_full_pause_s",
+        "gc_gen2_collections",
+        "gc_pause_s",
+        "retained_objects",
+        "retained_requests",
+        "rss_bytes",
+    ),
     "output-buffer": ("output_buffer_bytes", "forward_s"),
 }
 MECHANISMS = tuple(EXPECTED_SUSPECTS)
@@ -78,9 +103,9 @@ DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "examples" / "opencode.jso
 class MatrixRow(NamedTuple):
     mechanism: str  # a fault name, or "control"
     verdict: str
-    slowdown_ratio: Optional[float]
-    onset_age_s: Optional[float]  # engine age at the onset
-    top_suspect: Optional[str]
+    slowdown_ratio: float | None
+    onset_age_s: float | None  # engine age at the onset
+    top_suspect: str | None
     expected_suspect: str  # "-" for the control
     passed: bool
     run_dir: str
@@ -88,10 +113,18 @@ class MatrixRow(NamedTuple):
     setup: str = ""  # the engine options and trace scale of this run
 
 
-def validate(minutes: float, out: Path, mechanisms: Sequence[str] = MECHANISMS, trace: Optional[Path] = None,
-             engine_args: Sequence[str] = (), speed: float = 4.0, probe_tokens: Optional[int] = None,
-             on_row: Optional[Callable[[MatrixRow], None]] = None,
-             probe_output_tokens: int = PROBE_OUTPUT_TOKENS, scale: Optional[float] = None) -> list[MatrixRow]:
+def validate(
+    minutes: float,
+    out: Path,
+    mechanisms: Sequence[str] = MECHANISMS,
+    trace: Path | None = None,
+    engine_args: Sequence[str] = (),
+    speed: float = 4.0,
+    probe_tokens: int | None = None,
+    on_row: Callable[[MatrixRow], None] | None = None,
+    probe_output_tokens: int = PROBE_OUTPUT_TOKENS,
+    scale: float | None = None,
+) -> list[MatrixRow]:
     """Run the control and each mechanism for `minutes`, analyse each, write the table; the rows."""
     unknown = [m for m in mechanisms if m not in EXPECTED_SUSPECTS]
     if unknown:
@@ -121,25 +154,35 @@ def validate(minutes: float, out: Path, mechanisms: Sequence[str] = MECHANISMS, 
 
 def write_table(rows: Sequence[MatrixRow], out: Path, minutes: float, trace: Path) -> None:
     machine = machine_description()
-    (out / "matrix.json").write_text(json.dumps(
-        {"minutes": minutes, "trace": str(trace), "machine": machine, "rows": [r._asdict() for r in rows]},
-        indent=2) + "\n", encoding="utf-8")
+    (out / "matrix.json").write_text(
+        json.dumps(
+            {"minutes": minutes, "trace": str(trace), "machine": machine, "rows": [r._asdict() for r in rows]}, indent=2
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     (out / "matrix.md").write_text(render_markdown(rows, minutes, machine), encoding="utf-8")
 
 
 def render_markdown(rows: Sequence[MatrixRow], minutes: float, machine: str) -> str:
-    lines = [f"{minutes:g} minutes per run, on {machine}.", "",
-             "| mechanism | setup | verdict | slowdown ratio | onset (engine age) | top suspect | expected suspect | result |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"{minutes:g} minutes per run, on {machine}.",
+        "",
+        "| mechanism | setup | verdict | slowdown ratio | onset (engine age) | top suspect | expected suspect | result |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         ratio = f"{r.slowdown_ratio:.2f}" if r.slowdown_ratio is not None else "-"
         onset = f"{r.onset_age_s:.0f} s" if r.onset_age_s is not None else "-"
-        lines.append(f"| {r.mechanism} | {r.setup or '-'} | {r.verdict} | {ratio} | {onset} | {r.top_suspect or '-'} | "
-                     f"{r.expected_suspect} | {'pass' if r.passed else 'FAIL'} |")
+        lines.append(
+            f"| {r.mechanism} | {r.setup or '-'} | {r.verdict} | {ratio} | {onset} | {r.top_suspect or '-'} | "
+            f"{r.expected_suspect} | {'pass' if r.passed else 'FAIL'} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 # --- one run ---------------------------------------------------------------------------------
+
 
 def _checkpoint(path: Path, overrides: dict) -> Path:
     """The default architecture with `overrides`, written once."""
@@ -150,8 +193,17 @@ def _checkpoint(path: Path, overrides: dict) -> Path:
     return path
 
 
-def _soak(name: str, minutes: float, trace: Path, run_dir: Path, engine_args: Sequence[str], speed: float,
-          probe_tokens: int, probe_output_tokens: int = PROBE_OUTPUT_TOKENS, scale: float = 1.0) -> str:
+def _soak(
+    name: str,
+    minutes: float,
+    trace: Path,
+    run_dir: Path,
+    engine_args: Sequence[str],
+    speed: float,
+    probe_tokens: int,
+    probe_output_tokens: int = PROBE_OUTPUT_TOKENS,
+    scale: float = 1.0,
+) -> str:
     """Run one compressed soak into `run_dir`; its setup in a few words."""
     from soak.config import SoakConfig
     from soak.run import Soak
@@ -161,21 +213,35 @@ def _soak(name: str, minutes: float, trace: Path, run_dir: Path, engine_args: Se
     faults = [] if name == CONTROL else [name]
     args = [*BASE_ENGINE_ARGS, *MECHANISM_ENGINE_ARGS.get(name, ()), *engine_args]
     duration = minutes * 60
-    config = SoakConfig(trace=str(trace), duration_s=duration, speed=speed, scale=scale,
-                        probe_every_s=max(10.0, duration / 10),
-                        probe_wait_s=30.0, probe_input_tokens=probe_tokens,
-                        probe_output_tokens=probe_output_tokens, profiles=False, engine_args=tuple(args),
-                        faults=tuple(faults), extra={"validate": name})
+    config = SoakConfig(
+        trace=str(trace),
+        duration_s=duration,
+        speed=speed,
+        scale=scale,
+        probe_every_s=max(10.0, duration / 10),
+        probe_wait_s=30.0,
+        probe_input_tokens=probe_tokens,
+        probe_output_tokens=probe_output_tokens,
+        profiles=False,
+        engine_args=tuple(args),
+        faults=tuple(faults),
+        extra={"validate": name},
+    )
     logger.info("validate: %s for %.1f min (engine %s)", name, minutes, " ".join(args))
     soak = Soak(config, run_dir, command=["soak", "validate", name])
     status = asyncio.run(soak.run())
     if status != "completed":
         raise SoakError(f"{run_dir}: the {name} soak ended {status}; see {run_dir}/engine.log")
-    shown = [f"--model={Path(a.split('=', 1)[1]).name}" if a.startswith("--model=") else a
-             for a in (*BASE_ENGINE_ARGS, *MECHANISM_ENGINE_ARGS.get(name, ()), *engine_args)]
-    return (" ".join(shown) + (f", scale {scale:g}" if scale != 1.0 else "")
-            + (f", {probe_tokens}-token probes" if probe_tokens != PROBE_TOKENS else "")
-            + (f", {minutes:g} min" if minutes != 0 else ""))
+    shown = [
+        f"--model={Path(a.split('=', 1)[1]).name}" if a.startswith("--model=") else a
+        for a in (*BASE_ENGINE_ARGS, *MECHANISM_ENGINE_ARGS.get(name, ()), *engine_args)
+    ]
+    return (
+        " ".join(shown)
+        + (f", scale {scale:g}" if scale != 1.0 else "")
+        + (f", {probe_tokens}-token probes" if probe_tokens != PROBE_TOKENS else "")
+        + (f", {minutes:g} min" if minutes != 0 else "")
+    )
 
 
 def _judge(name: str, run_dir: Path) -> MatrixRow:
@@ -201,13 +267,16 @@ def _judge(name: str, run_dir: Path) -> MatrixRow:
         named = top in expected_set
         passed = found and named
         where = next((i + 1 for i, s in enumerate(suspects) if s in expected_set), None)
-        detail = ("found and named" if passed else
-                  ("not found as engine age; " if not found else "") +
-                  (f"its own signal ranks {where}" if where else "its own signal is not among the suspects"))
+        detail = (
+            "found and named"
+            if passed
+            else ("not found as engine age; " if not found else "")
+            + (f"its own signal ranks {where}" if where else "its own signal is not among the suspects")
+        )
     return MatrixRow(name, verdict, _num(ratio), _num(onset_age), top, expected, passed, str(run_dir), detail)
 
 
-def _num(value) -> Optional[float]:
+def _num(value) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
@@ -217,6 +286,8 @@ def machine_description() -> str:
     import psutil
 
     cpu = platform.processor() or platform.machine()
-    return (f"{platform.node() or 'this host'}: {os.cpu_count()} CPUs ({cpu}), "
-            f"{psutil.virtual_memory().total / 2**30:.0f} GiB RAM, {platform.system()} {platform.release()}, "
-            f"load average {os.getloadavg()[0]:.1f} at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    return (
+        f"{platform.node() or 'this host'}: {os.cpu_count()} CPUs ({cpu}), "
+        f"{psutil.virtual_memory().total / 2**30:.0f} GiB RAM, {platform.system()} {platform.release()}, "
+        f"load average {os.getloadavg()[0]:.1f} at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    )

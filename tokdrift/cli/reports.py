@@ -5,21 +5,31 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from reports.errors import ReportError
 from rundir import schema
 
-SourceArg = Annotated[Path, typer.Argument(help="A run directory or an engine log (FreeToken, SGLang, vLLM, "
-                                                "tokdrift), or a saved Prometheus scrape series.")]
-DateOpt = Annotated[Optional[str], typer.Option(help="Date (YYYY-MM-DD) of a pasted excerpt whose lines carry "
-                                                    "only a time of day.")]
-YearOpt = Annotated[Optional[int], typer.Option(help="Year of a vLLM log (its lines carry month and day only).")]
-RedactOpt = Annotated[bool, typer.Option("--redact/--no-redact",
-                                         help="Remove prompt and completion text, API keys, bearer tokens and "
-                                              "home-directory paths (the default).")]
+SourceArg = Annotated[
+    Path,
+    typer.Argument(
+        help="A run directory or an engine log (FreeToken, SGLang, vLLM, "
+        "tokdrift), or a saved Prometheus scrape series."
+    ),
+]
+DateOpt = Annotated[
+    str | None, typer.Option(help="Date (YYYY-MM-DD) of a pasted excerpt whose lines carry only a time of day.")
+]
+YearOpt = Annotated[int | None, typer.Option(help="Year of a vLLM log (its lines carry month and day only).")]
+RedactOpt = Annotated[
+    bool,
+    typer.Option(
+        "--redact/--no-redact",
+        help="Remove prompt and completion text, API keys, bearer tokens and home-directory paths (the default).",
+    ),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -31,8 +41,12 @@ def register(app: typer.Typer) -> None:
 
 def report(
     source: SourceArg,
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Where to write the page (default: report.html "
-                                                                    "in a run directory, else ./report.html).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Where to write the page (default: report.html in a run directory, else ./report.html)."
+        ),
+    ] = None,
     date: DateOpt = None,
     year: YearOpt = None,
     redact: RedactOpt = True,
@@ -50,7 +64,7 @@ def report(
 
 def summary(
     source: SourceArg,
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Also write the Markdown to this file.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Also write the Markdown to this file.")] = None,
     date: DateOpt = None,
     year: YearOpt = None,
     redact: RedactOpt = True,
@@ -67,8 +81,10 @@ def summary(
 
 def bundle(
     source: SourceArg,
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="The tar.gz to write (default: "
-                                                                   "<source name>-bundle.tar.gz here).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="The tar.gz to write (default: <source name>-bundle.tar.gz here)."),
+    ] = None,
     date: DateOpt = None,
     year: YearOpt = None,
     redact: RedactOpt = True,
@@ -92,11 +108,13 @@ def bundle(
 def compare(
     a: Annotated[Path, typer.Argument(help="The first run directory or log (before a fix).")],
     b: Annotated[Path, typer.Argument(help="The second run directory or log (after a fix).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the comparison page.")] = Path("compare.html"),
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the comparison page.")] = Path(
+        "compare.html"
+    ),
     date: DateOpt = None,
     year: YearOpt = None,
-    date_b: Annotated[Optional[str], typer.Option(help="Date of B when it differs from --date.")] = None,
-    year_b: Annotated[Optional[int], typer.Option(help="Year of B when it differs from --year.")] = None,
+    date_b: Annotated[str | None, typer.Option(help="Date of B when it differs from --date.")] = None,
+    year_b: Annotated[int | None, typer.Option(help="Year of B when it differs from --year.")] = None,
     redact: RedactOpt = True,
 ) -> None:
     """Write an HTML page setting two runs or logs side by side: verdicts, matched throughput, probes."""
@@ -109,7 +127,7 @@ def compare(
     typer.echo(f"{left.analysis.verdict} vs {right.analysis.verdict}: comparison written to {out}")
 
 
-def _load(path: Path, date: Optional[str], year: Optional[int]):
+def _load(path: Path, date: str | None, year: int | None):
     from reports.inputs import load
 
     day = None

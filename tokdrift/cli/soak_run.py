@@ -7,11 +7,14 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
 from soak.errors import SoakError
+
+if TYPE_CHECKING:
+    from replay.materialize import OverLimit
 
 DEFAULT_MAX_HOURS = 2.0  # --until-decided without a duration: the longest it may run
 DEFAULT_PROBE_EVERY_S = 300.0
@@ -30,103 +33,196 @@ def register(app: typer.Typer) -> None:
 
 def run(
     trace: Annotated[Path, typer.Option("--trace", help="Trace to replay (tokdrift trace format v1, JSON Lines).")],
-    hours: Annotated[Optional[float], typer.Option(help="How long to soak, in hours.")] = None,
-    minutes: Annotated[Optional[float], typer.Option(help="How long to soak, in minutes (instead of --hours).")] = None,
-    seconds: Annotated[Optional[float], typer.Option(help="How long to soak, in seconds (instead of --hours).")] = None,
-    target: Annotated[str, typer.Option(help="'builtin' (start tokdrift's engine) or the base URL of an "
-                                             "OpenAI-compatible server.")] = "builtin",
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run directory to write "
-                                                                    "(default runs/<date>-<trace name>).")] = None,
+    hours: Annotated[float | None, typer.Option(help="How long to soak, in hours.")] = None,
+    minutes: Annotated[float | None, typer.Option(help="How long to soak, in minutes (instead of --hours).")] = None,
+    seconds: Annotated[float | None, typer.Option(help="How long to soak, in seconds (instead of --hours).")] = None,
+    target: Annotated[
+        str, typer.Option(help="'builtin' (start tokdrift's engine) or the base URL of an OpenAI-compatible server.")
+    ] = "builtin",
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Run directory to write (default runs/<date>-<trace name>).")
+    ] = None,
     concurrency: Annotated[int, typer.Option(help="Sessions in flight at most.")] = 4,
     speed: Annotated[float, typer.Option(help="Replay speed: trace start and think times are divided by this.")] = 1.0,
-    scale: Annotated[float, typer.Option(help="Every prompt and output length times this (keeps prefix sharing).")] = 1.0,
-    max_context: Annotated[Optional[int], typer.Option(help="Prompt + output cap per call; longer calls are "
-                                                            "handled by --over-limit.")] = None,
-    over_limit: Annotated[str, typer.Option(help="Calls above --max-context: drop, trim or keep (send anyway "
-                                                 "and record the target's refusal).")] = "trim",
-    probe_every: Annotated[Optional[float], typer.Option(help="Seconds between probes (0: only at start and end; "
-                                                              f"default {DEFAULT_PROBE_EVERY_S:g}, with --until-decided "
-                                                              f"{DECIDING_PROBE_EVERY_S:g}).")] = None,
+    scale: Annotated[
+        float, typer.Option(help="Every prompt and output length times this (keeps prefix sharing).")
+    ] = 1.0,
+    max_context: Annotated[
+        int | None, typer.Option(help="Prompt + output cap per call; longer calls are handled by --over-limit.")
+    ] = None,
+    over_limit: Annotated[
+        str,
+        typer.Option(
+            help="Calls above --max-context: drop, trim or keep (send anyway and record the target's refusal)."
+        ),
+    ] = "trim",
+    probe_every: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds between probes (0: only at start and end; "
+            f"default {DEFAULT_PROBE_EVERY_S:g}, with --until-decided "
+            f"{DECIDING_PROBE_EVERY_S:g})."
+        ),
+    ] = None,
     probe_tokens: Annotated[int, typer.Option(help="Probe prompt length in tokens.")] = 256,
-    probe_output: Annotated[Optional[int], typer.Option(help="Probe output length in tokens (greedy, eos ignored; "
-                                                             f"default {DEFAULT_PROBE_OUTPUT}, with --until-decided "
-                                                             f"{DECIDING_PROBE_OUTPUT}).")] = None,
+    probe_output: Annotated[
+        int | None,
+        typer.Option(
+            help="Probe output length in tokens (greedy, eos ignored; "
+            f"default {DEFAULT_PROBE_OUTPUT}, with --until-decided "
+            f"{DECIDING_PROBE_OUTPUT})."
+        ),
+    ] = None,
     probe_wait: Annotated[float, typer.Option(help="Seconds a probe waits for the target to go idle.")] = 60.0,
-    baseline: Annotated[int, typer.Option(help="Probe cycles on the fresh engine, with no traffic, --probe-every "
-                                               "apart, before the replay starts (not counted in the duration): "
-                                               "the engine's youth every later probe is compared with, for "
-                                               "engines whose caches fill within the first minutes of "
-                                               "traffic.")] = 0,
-    restart_every: Annotated[Optional[float], typer.Option(help="Restart the engine every this many seconds "
-                                                                "(builtin, or URL with --restart-cmd).")] = None,
-    no_restart_at_end: Annotated[bool, typer.Option("--no-restart-at-end", help="Skip the restart control "
-                                                                                  "at the end.")] = False,
-    restart_cmd: Annotated[Optional[str], typer.Option(help="Shell command that restarts a URL target.")] = None,
-    engine_log: Annotated[Optional[Path], typer.Option(help="A URL target's log file: tailed, copied into the "
-                                                            "run and parsed into steps.")] = None,
+    baseline: Annotated[
+        int,
+        typer.Option(
+            help="Probe cycles on the fresh engine, with no traffic, --probe-every "
+            "apart, before the replay starts (not counted in the duration): "
+            "the engine's youth every later probe is compared with, for "
+            "engines whose caches fill within the first minutes of "
+            "traffic."
+        ),
+    ] = 0,
+    restart_every: Annotated[
+        float | None,
+        typer.Option(help="Restart the engine every this many seconds (builtin, or URL with --restart-cmd)."),
+    ] = None,
+    no_restart_at_end: Annotated[
+        bool, typer.Option("--no-restart-at-end", help="Skip the restart control at the end.")
+    ] = False,
+    restart_cmd: Annotated[str | None, typer.Option(help="Shell command that restarts a URL target.")] = None,
+    engine_log: Annotated[
+        Path | None, typer.Option(help="A URL target's log file: tailed, copied into the run and parsed into steps.")
+    ] = None,
     flush_every: Annotated[float, typer.Option(help="Seconds between writes of the run directory's parts.")] = 10.0,
-    sample_every: Annotated[float, typer.Option(help="Seconds between samples of engine hooks, process, GPU and "
-                                                     "/metrics.")] = 2.0,
-    profile_drop: Annotated[float, typer.Option(help="Profile the engine when probe decode rate falls this "
-                                                     "fraction below its first value.")] = 0.3,
+    sample_every: Annotated[
+        float, typer.Option(help="Seconds between samples of engine hooks, process, GPU and /metrics.")
+    ] = 2.0,
+    profile_drop: Annotated[
+        float, typer.Option(help="Profile the engine when probe decode rate falls this fraction below its first value.")
+    ] = 0.3,
     profile_seconds: Annotated[float, typer.Option(help="Seconds each py-spy profile records.")] = 5.0,
     no_profiles: Annotated[bool, typer.Option("--no-profiles", help="Take no py-spy profiles.")] = False,
-    api: Annotated[str, typer.Option(help="auto, completions (token-id prompts) or chat (text prompts); auto "
-                                          "is completions for builtin, chat for a URL.")] = "auto",
-    model: Annotated[Optional[str], typer.Option(help="Model name for a URL target (default: the first of "
-                                                      "/v1/models).")] = None,
-    api_key: Annotated[Optional[str], typer.Option(envvar="TOKDRIFT_API_KEY",
-                                                   help="Bearer token for a URL target (env TOKDRIFT_API_KEY).")] = None,
+    api: Annotated[
+        str,
+        typer.Option(
+            help="auto, completions (token-id prompts) or chat (text prompts); auto "
+            "is completions for builtin, chat for a URL."
+        ),
+    ] = "auto",
+    model: Annotated[
+        str | None, typer.Option(help="Model name for a URL target (default: the first of /v1/models).")
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(envvar="TOKDRIFT_API_KEY", help="Bearer token for a URL target (env TOKDRIFT_API_KEY)."),
+    ] = None,
     request_timeout: Annotated[float, typer.Option(help="Seconds one call may take.")] = 600.0,
-    temperature: Annotated[Optional[float], typer.Option(help="Sampling temperature of the replayed calls (default: "
-                                                              "the target's own; probes are always greedy).")] = None,
-    engine_arg: Annotated[Optional[list[str]], typer.Option(help="An option for the built-in engine's "
-                                                                 "`soak serve`, e.g. --engine-arg=--kv-tokens=4096 "
-                                                                 "(repeatable).")] = None,
-    fault: Annotated[Optional[list[str]], typer.Option("--fault", help="Switch on a degradation mechanism in the "
-                                                                       "built-in engine (repeatable; docs/faults.md); "
-                                                                       "recorded as a fault_on event.")] = None,
-    twin: Annotated[Optional[bool], typer.Option("--twin/--no-twin", help="Start a young twin of the built-in "
-                                                                         "engine (same options) and probe it beside "
-                                                                         "the soaked one every cycle, as the control "
-                                                                         "for host drift (default: on where memory "
-                                                                         "allows).", show_default=False)] = None,
-    twin_restart_every: Annotated[float, typer.Option(help="Restart the control engine (twin, or --control-target "
-                                                           "with --control-restart-cmd) every this many seconds, "
-                                                           "between probe cycles, so it stays young.")] = 600.0,
-    control_target: Annotated[Optional[str], typer.Option(help="URL of a second instance of the target's server: "
-                                                               "the control a URL target's probes are paired "
-                                                               "with.")] = None,
-    control_restart_cmd: Annotated[Optional[str], typer.Option(help="Shell command that restarts --control-target "
-                                                                    "(without it the control is never "
-                                                                    "restarted).")] = None,
-    affinity: Annotated[Optional[bool], typer.Option("--affinity/--no-affinity", help="Pin the soak driver to one "
-                                                                                   "CPU and the engines it starts to "
-                                                                                   "the others (default: on where "
-                                                                                   "there are at least 2 CPUs).",
-                                                     show_default=False)] = None,
-    until_decided: Annotated[bool, typer.Option("--until-decided", help="Stop as soon as the running verdict is "
-                                                                       "decided either way (engine age found, or a "
-                                                                       "loss above --rule-out ruled out), after the "
-                                                                       "restart control; the "
-                                                                       "duration (or --max-hours, default "
-                                                                       f"{DEFAULT_MAX_HOURS:g}) is the most it may "
-                                                                       "take.")] = False,
-    max_hours: Annotated[Optional[float], typer.Option(help="With --until-decided: the longest the soak may run, "
-                                                            "in hours.")] = None,
-    rule_out: Annotated[float, typer.Option(help="The loss a decided 'no degradation' rules out, as a fraction "
-                                                 "(0.10: a loss of more than 10 %).")] = 0.10,
-    live: Annotated[bool, typer.Option(help="Show the live view (default when stdout is a terminal); without it, "
-                                            "a status line a minute and the running verdict after every probe "
-                                            "cycle.")] = sys.stdout.isatty(),
+    temperature: Annotated[
+        float | None,
+        typer.Option(
+            help="Sampling temperature of the replayed calls (default: the target's own; probes are always greedy)."
+        ),
+    ] = None,
+    engine_arg: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="An option for the built-in engine's `soak serve`, e.g. --engine-arg=--kv-tokens=4096 (repeatable)."
+        ),
+    ] = None,
+    fault: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fault",
+            help="Switch on a degradation mechanism in the "
+            "built-in engine (repeatable; docs/faults.md); "
+            "recorded as a fault_on event.",
+        ),
+    ] = None,
+    twin: Annotated[
+        bool | None,
+        typer.Option(
+            "--twin/--no-twin",
+            help="Start a young twin of the built-in "
+            "engine (same options) and probe it beside "
+            "the soaked one every cycle, as the control "
+            "for host drift (default: on where memory "
+            "allows).",
+            show_default=False,
+        ),
+    ] = None,
+    twin_restart_every: Annotated[
+        float,
+        typer.Option(
+            help="Restart the control engine (twin, or --control-target "
+            "with --control-restart-cmd) every this many seconds, "
+            "between probe cycles, so it stays young."
+        ),
+    ] = 600.0,
+    control_target: Annotated[
+        str | None,
+        typer.Option(
+            help="URL of a second instance of the target's server: the control a URL target's probes are paired with."
+        ),
+    ] = None,
+    control_restart_cmd: Annotated[
+        str | None,
+        typer.Option(help="Shell command that restarts --control-target (without it the control is never restarted)."),
+    ] = None,
+    affinity: Annotated[
+        bool | None,
+        typer.Option(
+            "--affinity/--no-affinity",
+            help="Pin the soak driver to one "
+            "CPU and the engines it starts to "
+            "the others (default: on where "
+            "there are at least 2 CPUs).",
+            show_default=False,
+        ),
+    ] = None,
+    until_decided: Annotated[
+        bool,
+        typer.Option(
+            "--until-decided",
+            help="Stop as soon as the running verdict is "
+            "decided either way (engine age found, or a "
+            "loss above --rule-out ruled out), after the "
+            "restart control; the "
+            "duration (or --max-hours, default "
+            f"{DEFAULT_MAX_HOURS:g}) is the most it may "
+            "take.",
+        ),
+    ] = False,
+    max_hours: Annotated[
+        float | None, typer.Option(help="With --until-decided: the longest the soak may run, in hours.")
+    ] = None,
+    rule_out: Annotated[
+        float,
+        typer.Option(
+            help="The loss a decided 'no degradation' rules out, as a fraction (0.10: a loss of more than 10 %)."
+        ),
+    ] = 0.10,
+    live: Annotated[
+        bool,
+        typer.Option(
+            help="Show the live view (default when stdout is a terminal); without it, "
+            "a status line a minute and the running verdict after every probe "
+            "cycle."
+        ),
+    ] = sys.stdout.isatty(),
 ) -> None:
     """Replay a trace against an engine for hours, record everything, probe at matched conditions."""
     from soak.config import SoakConfig
 
     if max_hours is not None and not until_decided:
         raise SoakError("--max-hours: only with --until-decided (otherwise the duration is --hours)")
-    options = (("--hours", hours, 3600), ("--minutes", minutes, 60), ("--seconds", seconds, 1),
-               ("--max-hours", max_hours, 3600))
+    options = (
+        ("--hours", hours, 3600),
+        ("--minutes", minutes, 60),
+        ("--seconds", seconds, 1),
+        ("--max-hours", max_hours, 3600),
+    )
     for name, value, _ in options:
         if value is not None and not value > 0:
             raise SoakError(f"{name}: expected a duration > 0, found {value:g}")
@@ -135,23 +231,56 @@ def run(
     if until_decided and not given:
         given = [DEFAULT_MAX_HOURS * 3600]
     if len(given) != 1:
-        raise SoakError(f"duration: expected exactly one of --hours, --minutes, --seconds (or --max-hours with "
-                        f"--until-decided), found {len(given)}")
+        raise SoakError(
+            f"duration: expected exactly one of --hours, --minutes, --seconds (or --max-hours with "
+            f"--until-decided), found {len(given)}"
+        )
     config = SoakConfig(
-        trace=str(trace.resolve()), duration_s=float(given[0]), target=target, model=model, api=api, api_key=api_key,
-        concurrency=concurrency, speed=speed, scale=scale, max_context=max_context, over_limit=over_limit,
-        request_timeout_s=request_timeout, temperature=temperature, probe_input_tokens=probe_tokens,
-        probe_every_s=probe_every if probe_every is not None else
-        DECIDING_PROBE_EVERY_S if until_decided else DEFAULT_PROBE_EVERY_S,
-        probe_output_tokens=probe_output if probe_output is not None else
-        DECIDING_PROBE_OUTPUT if until_decided else DEFAULT_PROBE_OUTPUT,
-        probe_wait_s=probe_wait, baseline_cycles=baseline, restart_every_s=restart_every,
-        restart_at_end=not no_restart_at_end, restart_cmd=restart_cmd, flush_every_s=flush_every,
-        sample_every_s=sample_every, profile_drop=profile_drop, profile_seconds=profile_seconds, profiles=not no_profiles,
-        engine_log=str(engine_log) if engine_log else None, engine_args=tuple(engine_arg or ()),
+        trace=str(trace.resolve()),
+        duration_s=float(given[0]),
+        target=target,
+        model=model,
+        api=api,
+        api_key=api_key,
+        concurrency=concurrency,
+        speed=speed,
+        scale=scale,
+        max_context=max_context,
+        over_limit=cast("OverLimit", over_limit),  # SoakConfig refuses any other value, saying which
+        request_timeout_s=request_timeout,
+        temperature=temperature,
+        probe_input_tokens=probe_tokens,
+        probe_every_s=probe_every
+        if probe_every is not None
+        else DECIDING_PROBE_EVERY_S
+        if until_decided
+        else DEFAULT_PROBE_EVERY_S,
+        probe_output_tokens=probe_output
+        if probe_output is not None
+        else DECIDING_PROBE_OUTPUT
+        if until_decided
+        else DEFAULT_PROBE_OUTPUT,
+        probe_wait_s=probe_wait,
+        baseline_cycles=baseline,
+        restart_every_s=restart_every,
+        restart_at_end=not no_restart_at_end,
+        restart_cmd=restart_cmd,
+        flush_every_s=flush_every,
+        sample_every_s=sample_every,
+        profile_drop=profile_drop,
+        profile_seconds=profile_seconds,
+        profiles=not no_profiles,
+        engine_log=str(engine_log) if engine_log else None,
+        engine_args=tuple(engine_arg or ()),
         faults=tuple(fault or ()),
-        twin=twin, twin_restart_every_s=twin_restart_every, control_target=control_target,
-        control_restart_cmd=control_restart_cmd, affinity=affinity, until_decided=until_decided, rule_out=rule_out)
+        twin=twin,
+        twin_restart_every_s=twin_restart_every,
+        control_target=control_target,
+        control_restart_cmd=control_restart_cmd,
+        affinity=affinity,
+        until_decided=until_decided,
+        rule_out=rule_out,
+    )
     run_dir = out or Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{trace.stem}"
     from soak.run import Soak
 
@@ -160,11 +289,17 @@ def run(
 
 def resume(
     run_dir: Annotated[Path, typer.Argument(help="Run directory of an interrupted or killed soak.")],
-    api_key: Annotated[Optional[str], typer.Option(envvar="TOKDRIFT_API_KEY",
-                                                   help="Bearer token for a URL target (not kept in the run).")] = None,
-    live: Annotated[bool, typer.Option(help="Show the live view (default when stdout is a terminal); without it, "
-                                            "a status line a minute and the running verdict after every probe "
-                                            "cycle.")] = sys.stdout.isatty(),
+    api_key: Annotated[
+        str | None, typer.Option(envvar="TOKDRIFT_API_KEY", help="Bearer token for a URL target (not kept in the run).")
+    ] = None,
+    live: Annotated[
+        bool,
+        typer.Option(
+            help="Show the live view (default when stdout is a terminal); without it, "
+            "a status line a minute and the running verdict after every probe "
+            "cycle."
+        ),
+    ] = sys.stdout.isatty(),
 ) -> None:
     """Continue a soak that was interrupted or killed: same run, same directory, trace position restored."""
     from soak.run import Soak
@@ -187,8 +322,9 @@ def _drive(soak, live: bool) -> None:
     from rich.console import Console
     from rich.live import Live
 
-    from soak.run_summary import render as render_status, summarize
     from soak.live_view import render as render_view
+    from soak.run_summary import render as render_status
+    from soak.run_summary import summarize
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per call and per sample otherwise
     verdict = _RunningVerdict(soak)
@@ -225,7 +361,7 @@ class _StatusLines:
     """One plain line a minute (the first once the replay runs), and one per probe cycle."""
 
     def __init__(self) -> None:
-        self._last: Optional[float] = None
+        self._last: float | None = None
 
     def progress(self, p) -> None:
         from soak.live_view import status_line
@@ -258,7 +394,7 @@ class _RunningVerdict:
         self.looks_planned = sequential.looks_planned(cfg.duration_s, cfg.probe_every_s)
         # Simulated once now, before any engine runs (a baseline: the start cycle and its own).
         sequential.level_for(self.looks_planned, baseline=cfg.baseline_cycles + 1 if cfg.baseline_cycles else 0)
-        self.line: Optional[str] = None
+        self.line: str | None = None
 
     def add(self, rows: list[dict]) -> str:
         import pandas as pd
@@ -276,8 +412,14 @@ class _RunningVerdict:
         d = self.soak.manifest.decided  # the first decided look, a resumed run's included
         if running.decided and d is None:
             cycle = rows[0].get("cycle") if rows else None
-            self.soak.decided(running.decided, cycle, line, looks_planned=self.looks_planned,
-                              level=round(running.level, 5), onset_cycle=running.onset_cycle)
+            self.soak.decided(
+                running.decided,
+                cycle,
+                line,
+                looks_planned=self.looks_planned,
+                level=round(running.level, 5),
+                onset_cycle=running.onset_cycle,
+            )
         elif d is not None:
             when = f", {hms(d['elapsed_s'])} into the soak" if d.get("elapsed_s") is not None else ""
             line += f" [first decided at cycle {d.get('cycle')}{when}: {d.get('verdict')}]"

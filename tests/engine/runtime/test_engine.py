@@ -37,6 +37,7 @@ def make(tiny_checkpoint):
     def _make(**kw):
         kw.setdefault("kv_tokens", 2048)
         return Engine(EngineConfig(model=tiny_checkpoint, **kw))
+
     return _make
 
 
@@ -124,8 +125,9 @@ def test_radix_cache_refused_for_hybrid_model(make):
 
 def test_abort_frees_memory(make):
     engine = make()
-    a, b = (engine.add_request(p, SamplingParams(max_tokens=50, temperature=0, ignore_eos=True))
-            for p in prompts(2, seed=9))
+    a, b = (
+        engine.add_request(p, SamplingParams(max_tokens=50, temperature=0, ignore_eos=True)) for p in prompts(2, seed=9)
+    )
     for _ in range(4):
         engine.step()
     assert engine.abort(a.request_id)
@@ -146,7 +148,7 @@ def test_random_operations_keep_integrity(make):
         op = rng.random()
         if op < 0.15:
             base = rng.choice(history)
-            prompt = base[:rng.randint(1, len(base))] + [rng.randrange(256) for _ in range(rng.randint(1, 40))]
+            prompt = base[: rng.randint(1, len(base))] + [rng.randrange(256) for _ in range(rng.randint(1, 40))]
             history.append(prompt)
             params = SamplingParams(max_tokens=rng.randint(1, 20), temperature=rng.choice([0, 0.8]), seed=1)
             live.append(engine.add_request(prompt, params))

@@ -3,11 +3,11 @@
 import logging
 import re
 
-from logformats import parse_log
 from engine.runtime.config import EngineConfig
 from engine.runtime.engine import Engine, RequestRejected
 from engine.runtime.logfmt import attach_log
 from engine.sampling import SamplingParams
+from logformats import parse_log
 
 PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d\|\d\d:\d\d:\d\d\] (INFO {5}|WARNING {2})\S")  # level padded to 8
 

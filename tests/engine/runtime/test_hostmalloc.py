@@ -7,8 +7,9 @@ import pytest
 
 from engine.runtime import hostmalloc
 
-glibc = pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
-                           reason="mallopt is glibc's")
+glibc = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's"
+)
 
 
 @glibc

@@ -61,8 +61,7 @@ def server(tiny_checkpoint):
 
 @pytest.fixture(scope="module")
 def keyed_server(tiny_checkpoint):
-    with running_server(engine_config(tiny_checkpoint, kv_tokens=512),
-                        ServerConfig(port=0, api_key=API_KEY)) as s:
+    with running_server(engine_config(tiny_checkpoint, kv_tokens=512), ServerConfig(port=0, api_key=API_KEY)) as s:
         yield s
 
 

@@ -11,8 +11,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from engine.server.main import bind
 from tests.engine.server.conftest import API_KEY, status, wait_until
 
-GUARDED = [("GET", "/v1/models"), ("GET", "/metrics"), ("GET", "/v1/cache/status"), ("GET", "/v1/engine/steps"),
-           ("POST", "/v1/completions"), ("POST", "/v1/chat/completions")]
+GUARDED = [
+    ("GET", "/v1/models"),
+    ("GET", "/metrics"),
+    ("GET", "/v1/cache/status"),
+    ("GET", "/v1/engine/steps"),
+    ("POST", "/v1/completions"),
+    ("POST", "/v1/chat/completions"),
+]
 LONG = {"prompt": "go on and on", "max_tokens": 1500, "ignore_eos": True, "temperature": 0}
 
 
@@ -37,8 +43,12 @@ def test_health_needs_no_key_and_the_right_key_works(keyed_server):
 
 def aborted(server) -> float:
     text = httpx.get(server.base_url + "/metrics").text
-    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
-               if s.name == "tokdrift:request_success_total" and s.labels["finished_reason"] == "abort")
+    return sum(
+        s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "tokdrift:request_success_total" and s.labels["finished_reason"] == "abort"
+    )
 
 
 def test_closing_a_stream_aborts_the_request_and_frees_memory(server):

@@ -14,25 +14,62 @@ GOOD_COMPLETION = {"prompt": "hi", "max_tokens": 4}
 
 # (field, bad value): each one alone makes a request invalid, on both routes.
 BAD_FIELDS = [
-    ("max_tokens", -1), ("max_tokens", 0), ("max_tokens", 10**12), ("max_tokens", "10"), ("max_tokens", 2.5),
-    ("max_tokens", True), ("temperature", "hot"), ("temperature", -0.5), ("temperature", [1]),
-    ("top_p", 0), ("top_p", 1.5), ("top_k", -7), ("top_k", "x"), ("seed", "x"), ("seed", 2**70),
-    ("stop", 5), ("stop", [1, 2]), ("stop", [""]), ("stop", ["a"] * 17), ("n", 2), ("n", 0),
-    ("stream", "yes"), ("stream_options", "x"), ("stream_options", {"include_usage": "y"}),
-    ("ignore_eos", "no"), ("stop_token_ids", [-1]), ("stop_token_ids", "3"), ("frequency_penalty", 5),
-    ("logprobs", 3), ("model", 7),
+    ("max_tokens", -1),
+    ("max_tokens", 0),
+    ("max_tokens", 10**12),
+    ("max_tokens", "10"),
+    ("max_tokens", 2.5),
+    ("max_tokens", True),
+    ("temperature", "hot"),
+    ("temperature", -0.5),
+    ("temperature", [1]),
+    ("top_p", 0),
+    ("top_p", 1.5),
+    ("top_k", -7),
+    ("top_k", "x"),
+    ("seed", "x"),
+    ("seed", 2**70),
+    ("stop", 5),
+    ("stop", [1, 2]),
+    ("stop", [""]),
+    ("stop", ["a"] * 17),
+    ("n", 2),
+    ("n", 0),
+    ("stream", "yes"),
+    ("stream_options", "x"),
+    ("stream_options", {"include_usage": "y"}),
+    ("ignore_eos", "no"),
+    ("stop_token_ids", [-1]),
+    ("stop_token_ids", "3"),
+    ("frequency_penalty", 5),
+    ("logprobs", 3),
+    ("model", 7),
 ]
 BAD_CHAT = [
-    {"messages": []}, {"messages": "hi"}, {"messages": [{"role": "robot", "content": "x"}]},
-    {"messages": [{"content": "x"}]}, {"messages": [{"role": "user", "content": 5}]},
+    {"messages": []},
+    {"messages": "hi"},
+    {"messages": [{"role": "robot", "content": "x"}]},
+    {"messages": [{"content": "x"}]},
+    {"messages": [{"role": "user", "content": 5}]},
     {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
-    {"messages": [{"role": "user", "content": "x" * 3000}]}, {"max_completion_tokens": -3, "messages": []},
-    {}, {"messages": None},
+    {"messages": [{"role": "user", "content": "x" * 3000}]},
+    {"max_completion_tokens": -3, "messages": []},
+    {},
+    {"messages": None},
 ]
 BAD_COMPLETION = [
-    {"prompt": None}, {"prompt": []}, {"prompt": [[]]}, {"prompt": ["a", "b"]}, {"prompt": [-1]},
-    {"prompt": [10**6]}, {"prompt": {"x": 1}}, {"prompt": [1.5]}, {"prompt": "x" * 3000}, {"echo": True},
-    {"suffix": "x"}, {},
+    {"prompt": None},
+    {"prompt": []},
+    {"prompt": [[]]},
+    {"prompt": ["a", "b"]},
+    {"prompt": [-1]},
+    {"prompt": [10**6]},
+    {"prompt": {"x": 1}},
+    {"prompt": [1.5]},
+    {"prompt": "x" * 3000},
+    {"echo": True},
+    {"suffix": "x"},
+    {},
 ]
 RAW = [b"", b"{", b"{bad json", b"null", b"[]", b"123", b'"text"', b"\xff\xfe\x00", b'{"prompt": "a",}']
 
@@ -74,15 +111,18 @@ def test_hundreds_of_bad_requests_then_a_good_one(server):
     assert s["cache_report"]["locked_tokens"] == 0
 
 
-@pytest.mark.parametrize("path, body, param, words", [
-    ("/completions", GOOD_COMPLETION | {"max_tokens": -5}, "max_tokens", "greater than or equal to 1"),
-    ("/completions", GOOD_COMPLETION | {"max_tokens": 10**9}, "max_tokens", "at most the engine's context of 2048"),
-    ("/chat/completions", GOOD_CHAT | {"n": 3}, "n", "n must be 1"),
-    ("/chat/completions", GOOD_CHAT | {"temperature": "0.5"}, "temperature", "valid number"),
-    ("/completions", {"prompt": "x" * 3000}, "prompt", "exceeds the engine's context of 2048"),
-    ("/completions", {"prompt": ["a", "b"]}, "prompt", "one prompt per request"),
-    ("/completions", {"prompt": [300]}, None, "token ids must be in [0, 272)"),
-])
+@pytest.mark.parametrize(
+    "path, body, param, words",
+    [
+        ("/completions", GOOD_COMPLETION | {"max_tokens": -5}, "max_tokens", "greater than or equal to 1"),
+        ("/completions", GOOD_COMPLETION | {"max_tokens": 10**9}, "max_tokens", "at most the engine's context of 2048"),
+        ("/chat/completions", GOOD_CHAT | {"n": 3}, "n", "n must be 1"),
+        ("/chat/completions", GOOD_CHAT | {"temperature": "0.5"}, "temperature", "valid number"),
+        ("/completions", {"prompt": "x" * 3000}, "prompt", "exceeds the engine's context of 2048"),
+        ("/completions", {"prompt": ["a", "b"]}, "prompt", "one prompt per request"),
+        ("/completions", {"prompt": [300]}, None, "token ids must be in [0, 272)"),
+    ],
+)
 def test_error_names_the_field_and_the_problem(server, path, body, param, words):
     r = httpx.post(server.v1 + path, json=body, timeout=30)
     assert r.status_code == 400

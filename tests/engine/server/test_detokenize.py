@@ -10,7 +10,7 @@ BYTES = ByteTokenizer(272)
 
 
 def stream_all(stream: TextStream, ids, chunk=1):
-    pieces = [stream.push(ids[i:i + chunk]) for i in range(0, len(ids), chunk)]
+    pieces = [stream.push(ids[i : i + chunk]) for i in range(0, len(ids), chunk)]
     return pieces + [stream.finish()]
 
 
@@ -77,7 +77,7 @@ def test_chat_template_uses_the_special_ids():
     ids = render_chat([ChatMessage("system", "be brief"), ChatMessage("user", "hi")], BYTES)
     start, end = BYTES.special_ids["<|im_start|>"], BYTES.special_ids["<|im_end|>"]
     assert ids.count(start) == 3 and ids.count(end) == 2
-    assert ids[-len("assistant\n") - 1:] == [start] + BYTES.encode("assistant\n")
+    assert ids[-len("assistant\n") - 1 :] == [start] + BYTES.encode("assistant\n")
     assert BYTES.decode(ids) == "system\nbe brief\nuser\nhi\nassistant\n"
 
 

@@ -28,11 +28,17 @@ def test_status_has_fault_stats_and_gc_and_the_sampler_keeps_them(tiny_checkpoin
     # The wire types read every figure the soak records from the server's own body: no name of
     # theirs is missing from it (a rename on one side fails here).
     wire = CacheStatus.from_json(body)
-    for part, key in ((wire.cache, "cache_report"), (wire.state_slots, "mamba_stats"),
-                      (wire.kv_free_list, "allocator_summary")):
+    for part, key in (
+        (wire.cache, "cache_report"),
+        (wire.state_slots, "mamba_stats"),
+        (wire.kv_free_list, "allocator_summary"),
+    ):
         assert set(part._fields) <= set(body[key]) and None not in part, key
     assert wire.experts is None and wire.gc.gen2_collections == body["gc"]["gen2_collections"]
-    assert wire.faults.faults == ("kv-scatter", "gc-pressure") and wire.config["faults"] == ["kv-scatter", "gc-pressure"]
+    assert wire.faults.faults == ("kv-scatter", "gc-pressure") and wire.config["faults"] == [
+        "kv-scatter",
+        "gc-pressure",
+    ]
 
     row = EngineHooks(target=SimpleNamespace(life=0)).row(wire)
     assert row["retained_objects"] == faults["retained_objects"]

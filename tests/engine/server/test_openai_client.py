@@ -58,8 +58,7 @@ def test_second_turn_reports_cached_prompt_tokens(client):
     first = [{"role": "user", "content": "tell me about caches " * 8}]
     r1 = client.chat.completions.create(model="m", messages=first, max_tokens=1, temperature=0, extra_body=GREEDY)
     second = first + [{"role": "assistant", "content": "sure"}, {"role": "user", "content": "and then?"}]
-    r2 = client.chat.completions.create(model="m", messages=second, max_tokens=5, temperature=0,
-                                        extra_body=GREEDY)
+    r2 = client.chat.completions.create(model="m", messages=second, max_tokens=5, temperature=0, extra_body=GREEDY)
     assert r1.usage.prompt_tokens_details.cached_tokens == 0
     assert r2.usage.prompt_tokens_details.cached_tokens == r1.usage.prompt_tokens
     assert r2.usage.prompt_tokens > r1.usage.prompt_tokens
@@ -69,16 +68,26 @@ def test_streamed_completion_with_stop_string(client):
     base = client.completions.create(model="m", prompt="abc", max_tokens=30, temperature=0, extra_body=GREEDY)
     text = base.choices[0].text
     stop = next(ch for ch in text[3:] if ch.isprintable() and ch != "\ufffd")  # a char that appears later
-    chunks = list(client.completions.create(model="m", prompt="abc", max_tokens=30, temperature=0, stop=[stop],
-                                            stream=True, extra_body=GREEDY))
+    chunks = list(
+        client.completions.create(
+            model="m", prompt="abc", max_tokens=30, temperature=0, stop=[stop], stream=True, extra_body=GREEDY
+        )
+    )
     streamed = "".join(c.choices[0].text for c in chunks)
-    assert streamed == text[:text.index(stop)]
+    assert streamed == text[: text.index(stop)]
     assert chunks[-1].choices[0].finish_reason == "stop"
 
 
 def test_seeded_sampling_repeats(client):
-    kw = dict(model="m", prompt="once upon", max_tokens=20, temperature=0.9, top_p=0.9, seed=7,
-              extra_body={"top_k": 50, "ignore_eos": True})
+    kw = dict(
+        model="m",
+        prompt="once upon",
+        max_tokens=20,
+        temperature=0.9,
+        top_p=0.9,
+        seed=7,
+        extra_body={"top_k": 50, "ignore_eos": True},
+    )
     assert client.completions.create(**kw).choices[0].text == client.completions.create(**kw).choices[0].text
 
 
@@ -89,9 +98,15 @@ def test_four_concurrent_clients_share_batches(server):
     def one(i):
         c = openai.OpenAI(base_url=server.v1, api_key="unused", max_retries=0, timeout=60)
         barrier.wait()
-        stream = c.chat.completions.create(model="m", messages=[{"role": "user", "content": f"client {i}"}],
-                                           max_tokens=60, temperature=0, stream=True,
-                                           stream_options={"include_usage": True}, extra_body=GREEDY)
+        stream = c.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": f"client {i}"}],
+            max_tokens=60,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body=GREEDY,
+        )
         chunks = list(stream)
         return chunks[-1].usage.completion_tokens, sum(1 for ch in chunks if ch.choices and ch.choices[0].delta.content)
 
@@ -106,16 +121,18 @@ def test_four_concurrent_clients_share_batches(server):
 def test_agent_shaped_chat_with_tools_parts_and_tool_results(client):
     # what a coding agent sends: tool definitions, content parts, a tool call and its result
     tools = [{"type": "function", "function": {"name": "read", "parameters": {"type": "object", "properties": {}}}}]
-    call = {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{\"path\": \"a.py\"}"}}
+    call = {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": '{"path": "a.py"}'}}
     messages = [
         {"role": "system", "content": "You are a coding agent."},
         {"role": "user", "content": [{"type": "text", "text": "open a.py"}, {"type": "text", "text": " please"}]},
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "call_1", "content": "print('hi')"},
     ]
-    out = client.chat.completions.create(model="m", messages=messages, tools=tools, max_tokens=8,
-                                         extra_body=GREEDY)
+    out = client.chat.completions.create(model="m", messages=messages, tools=tools, max_tokens=8, extra_body=GREEDY)
     assert out.usage.completion_tokens == 8 and out.choices[0].message.role == "assistant"
     with pytest.raises(openai.BadRequestError, match="messages"):
-        client.chat.completions.create(model="m", max_tokens=8, messages=[
-            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]}])
+        client.chat.completions.create(
+            model="m",
+            max_tokens=8,
+            messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]}],
+        )

@@ -42,13 +42,20 @@ def test_proxy_records_a_real_agent_session_against_the_builtin_server(tiny_chec
         replies = []
         for turn in range(3):
             stream = client.chat.completions.create(
-                model="tokdrift-default", messages=messages, max_tokens=8, temperature=0, stream=True,
-                stream_options={"include_usage": True})
+                model="tokdrift-default",
+                messages=messages,
+                max_tokens=8,
+                temperature=0,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
             chunks = list(stream)
             text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
             replies.append((text, chunks[-1].usage))
-            messages += [{"role": "assistant", "content": text},
-                         {"role": "user", "content": f"Tool output {turn}: " + "ok " * 40}]
+            messages += [
+                {"role": "assistant", "content": text},
+                {"role": "user", "content": f"Tool output {turn}: " + "ok " * 40},
+            ]
     calls = read_trace(out).calls
     assert len(calls) == 3
     assert [c.input_tokens for c in calls] == [usage.prompt_tokens for _, usage in replies]

@@ -5,7 +5,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import httpx
 
@@ -23,13 +22,31 @@ def free_port() -> int:
 
 def test_soak_serve_serves_logs_and_stops(tiny_checkpoint, tmp_path):
     port, log = free_port(), tmp_path / "logs" / "engine.log"
-    proc = subprocess.Popen(SOAK + ["serve", "--model", tiny_checkpoint, "--port", str(port), "--kv-tokens", "1024",
-                                    "--decode-log-interval", "5", "--served-model-name", "tiny",
-                                    "--log-file", str(log)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={k: v for k, v in os.environ.items() if k != "TOKDRIFT_API_KEY"})
+    proc = subprocess.Popen(
+        SOAK
+        + [
+            "serve",
+            "--model",
+            tiny_checkpoint,
+            "--port",
+            str(port),
+            "--kv-tokens",
+            "1024",
+            "--decode-log-interval",
+            "5",
+            "--served-model-name",
+            "tiny",
+            "--log-file",
+            str(log),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "TOKDRIFT_API_KEY"},
+    )
     base = f"http://127.0.0.1:{port}"
     try:
+
         def up():
             assert proc.poll() is None, proc.communicate()[1]
             try:
@@ -39,7 +56,9 @@ def test_soak_serve_serves_logs_and_stops(tiny_checkpoint, tmp_path):
 
         wait_until(up, timeout=60, what="soak serve to answer /health")
         assert httpx.get(base + "/v1/models").json()["data"][0]["id"] == "tiny"
-        r = httpx.post(base + "/v1/completions", json={"prompt": "hi", "max_tokens": 12, "ignore_eos": True}, timeout=30)
+        r = httpx.post(
+            base + "/v1/completions", json={"prompt": "hi", "max_tokens": 12, "ignore_eos": True}, timeout=30
+        )
         assert r.json()["usage"]["completion_tokens"] == 12
         status = httpx.get(base + "/v1/cache/status").json()
         assert status["config"]["kv_tokens"] == 1024 and status["config"]["decode_log_interval"] == 5

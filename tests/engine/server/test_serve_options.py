@@ -31,8 +31,18 @@ def _app():
 
 
 def test_words_become_a_document_that_round_trips(tmp_path):
-    options = parse_args(["--kv-tokens=2048", "--fault", "gc-pressure", "--enable-mixed-chunk", "--threads", "1",
-                          "--step-history", "100"])
+    options = parse_args(
+        [
+            "--kv-tokens=2048",
+            "--fault",
+            "gc-pressure",
+            "--enable-mixed-chunk",
+            "--threads",
+            "1",
+            "--step-history",
+            "100",
+        ]
+    )
     assert options.engine == {"kv_tokens": 2048, "faults": ["gc-pressure"], "mixed_chunk": True, "num_threads": 1}
     assert options.server == {"step_history": 100}
     path = options.write(tmp_path / "engine-config.json")
@@ -49,12 +59,15 @@ def test_defaults_stay_where_the_server_runs():
     assert options.engine_config() == EngineConfig()
 
 
-@pytest.mark.parametrize("words, says", [
-    (["--kv-tokenz=1"], "No such option: --kv-tokenz"),
-    (["--kv-tokens=x"], "--kv-tokens"),
-    (["--fault=slow"], "unknown fault 'slow'"),
-    (["--mamba-slots=2"], "mamba_slots must be at least max_running_requests"),
-])
+@pytest.mark.parametrize(
+    "words, says",
+    [
+        (["--kv-tokenz=1"], "No such option: --kv-tokenz"),
+        (["--kv-tokens=x"], "--kv-tokens"),
+        (["--fault=slow"], "unknown fault 'slow'"),
+        (["--mamba-slots=2"], "mamba_slots must be at least max_running_requests"),
+    ],
+)
 def test_a_bad_option_names_itself(words, says):
     with pytest.raises(ServerError, match=None) as info:
         parse_args(words)
@@ -79,7 +92,6 @@ def test_the_choices_the_config_names_are_the_ones_the_builders_know():
 
 
 def test_the_command_line_loads_without_torch():
-    code = ("import sys; import engine.server.cli, tokdrift.cli.soak; "
-            "print('torch' in sys.modules)")
+    code = "import sys; import engine.server.cli, tokdrift.cli.soak; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
