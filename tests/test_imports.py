@@ -7,6 +7,8 @@ Only the command layer, tokdrift/cli (the commands, and the fault matrix that ru
 then judges it), ties everything together: it is not one of the packages checked here."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,15 +29,24 @@ TORCH_FREE = ("replay", "rundir", "logformats", "diagnostics", "reports", "logsi
 KNOWN: dict[tuple[str, str], str] = {}
 
 
-def imports(path: Path) -> set[str]:
-    """Top-level names of every absolute import in a module, at any depth (lazy ones too)."""
+# The command layer's helpers (tokdrift.cli) that a package may still import, each with why.
+CLI_KNOWN: dict[tuple[str, str], str] = {}
+
+
+def modules(path: Path) -> set[str]:
+    """Dotted names of every absolute import in a module, at any depth (lazy ones too)."""
     out = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
-            out |= {alias.name.split(".")[0] for alias in node.names}
+            out |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            out.add(node.module.split(".")[0])
+            out.add(node.module)
     return out
+
+
+def imports(path: Path) -> set[str]:
+    """Top-level names of every absolute import in a module, at any depth (lazy ones too)."""
+    return {name.split(".")[0] for name in modules(path)}
 
 
 def test_imports_run_one_way():
@@ -61,3 +72,34 @@ def test_the_reader_of_imports_sees_lazy_and_relative_imports(tmp_path):
     module = tmp_path / "m.py"
     module.write_text("import os.path\nfrom . import sibling\n\ndef f():\n    from torch import nn\n")
     assert imports(module) == {"os", "torch"}
+
+
+def test_the_ground_stands_on_nothing_and_no_package_reaches_the_roof():
+    """`tokdrift` (the version and TokdriftError) imports no package and no command; the command
+    layer `tokdrift.cli` is imported by no package but where CLI_KNOWN says why."""
+    ground = modules(ROOT / "tokdrift" / "__init__.py")
+    assert not {name.split(".")[0] for name in ground} & {*PACKAGES, "tokdrift"}, ground
+    wrong, seen = [], set()
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            for name in sorted(n for n in modules(path) if n == "tokdrift.cli" or n.startswith("tokdrift.cli.")):
+                if (rel, name) in CLI_KNOWN:
+                    seen.add((rel, name))
+                else:
+                    wrong.append(f"{rel} imports {name}")
+    assert not wrong, "packages that import the command layer:\n" + "\n".join(wrong)
+    assert seen == set(CLI_KNOWN), f"known exceptions no longer in the code: {set(CLI_KNOWN) - seen}"
+
+
+def test_the_soak_and_its_commands_load_without_torch():
+    """The built-in target starts its engine as a process (`python -m engine.server`); the soak
+    reads the engine's torch-free wire types and command line only, so a soak of a URL target,
+    and the soak's own process, never load torch."""
+    code = (
+        "import sys\n"
+        "import soak.run, soak.targets, soak.samplers, soak.manifest, tokdrift.cli.soak, tokdrift.cli.diag\n"
+        "print(sorted(m for m in ('torch', 'triton', 'engine.runtime.engine') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -235,9 +235,15 @@ def _app() -> typer.Typer:
 
 
 def main() -> None:
-    """`python -m engine.server [options]`."""
-    from tokdrift import run_app
+    """`python -m engine.server [options]`: a bad option or config is one line on stderr (the
+    soak that started the server puts it in its engine log), no traceback. The engine imports
+    nothing of the command layer (tokdrift.cli), so it says so itself."""
+    from tokdrift import TokdriftError
 
     app = typer.Typer(add_completion=False)
     app.command(help=HELP)(serve)
-    run_app(app)
+    try:
+        app()
+    except TokdriftError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from tokdrift import configure_logging
+from tokdrift.cli.app import configure_logging
 
 
 def verbose_callback(

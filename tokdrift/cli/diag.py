@@ -9,8 +9,9 @@ from typing import Annotated
 
 import typer
 
-from tokdrift import __version__, run_app
+from tokdrift import __version__
 from tokdrift.cli import verbose_callback
+from tokdrift.cli.app import run_app
 
 app = typer.Typer(
     help="Tell engine-age degradation from context growth, with evidence for a bug report.",

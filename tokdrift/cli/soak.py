@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from tokdrift import run_app
 from tokdrift.cli import verbose_callback
+from tokdrift.cli.app import run_app
 from tokdrift.cli.trace import trace_app
 
 app = typer.Typer(
