@@ -23,6 +23,7 @@ from diagnostics import reuse as reuse_mod
 from diagnostics import suspects as suspects_mod
 from diagnostics import verdict as verdict_mod
 from diagnostics.comparison import Comparison
+from diagnostics.labels import Cause, Confidence, Verdict
 from diagnostics.result import Analysis, Check, Onset, Slowdown
 from diagnostics.source import Source
 
@@ -149,7 +150,7 @@ def analyze(source: Source) -> Analysis:
             )
         )
 
-    age = decision.verdict == "engine_age_degradation"
+    age = decision.verdict == Verdict.AGE
     found_onset = _onset(source, dec, decision, prefix_reuse, prefill, rows, cycles) if age else None
     if decision.basis == "prefix_reuse" and age and prefix_reuse is not None:
         suspects = suspects_mod.rank(source, prefix_reuse.calls, found_onset, symptom="prefix reuse falls")
@@ -176,7 +177,7 @@ def analyze(source: Source) -> Analysis:
         decision.verdict, decision.confidence, slowdown.ratio if slowdown else None, raw, checks
     )
     reason = decision.reason
-    if decision.verdict == "insufficient_data" and source.kind == "log" and not access_only:
+    if decision.verdict == Verdict.INSUFFICIENT and source.kind == "log" and not access_only:
         reason += " " + WHAT_WOULD_ANSWER
     if cap is not None:
         checks.append(cap)
@@ -185,7 +186,9 @@ def analyze(source: Source) -> Analysis:
             f"{confidence} confidence ({decision.confidence} by its interval, lowered: see confidence_cap)",
             1,
         )
-    checks[verdict_basis] = Check("verdict_basis", "ok" if confidence in ("high", "medium") else "warn", reason)
+    checks[verdict_basis] = Check(
+        "verdict_basis", "ok" if confidence in (Confidence.HIGH, Confidence.MEDIUM) else "warn", reason
+    )
     return Analysis(
         verdict=decision.verdict,
         slowdown=slowdown,
@@ -300,7 +303,7 @@ def _headline(decision: verdict_mod.Decision, per_hour, shape: str | None) -> tu
     claim's ratio (its kind in `basis`, no decode rates), with decode's figures apart in
     `decode_held`. A verdict that cannot tell has no headline figure: a comparison it does not
     stand on is not printed as a loss."""
-    if decision.verdict == "insufficient_data":
+    if decision.verdict == Verdict.INSUFFICIENT:
         return None, None
     claim = decision.decisive
     if claim is not None and claim.basis in verdict_mod.SIDE_BASES:
@@ -342,9 +345,9 @@ def _recovered(restart: Comparison | None, decision: verdict_mod.Decision) -> bo
     or when the data cannot tell."""
     if restart is None:
         return None
-    if decision.verdict == "engine_age_degradation":
+    if decision.verdict == Verdict.AGE:
         return True if restart.loss else None
-    if decision.cause == verdict_mod.HOST_DRIFT and any(f.name == "fresh_control" for f in decision.findings):
+    if decision.cause == Cause.HOST_DRIFT and any(f.name == "fresh_control" for f in decision.findings):
         return False if not restart.loss else None
     return None
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from diagnostics.labels import Confidence, Verdict
 from diagnostics.result import Check
 
 # Checks whose warning says the samples may not mean what the comparison takes them to mean.
@@ -39,14 +40,14 @@ RAW_AGREEMENT = 2.0  # an age claim whose raw late/early rate differs from the m
 
 
 def capped(
-    verdict: str, confidence: str | None, ratio: float | None, raw_ratio: float | None, checks: list[Check]
-) -> tuple[str | None, Check | None]:
+    verdict: Verdict, confidence: Confidence | None, ratio: float | None, raw_ratio: float | None, checks: list[Check]
+) -> tuple[Confidence | None, Check | None]:
     """The confidence the data allow, and a `confidence_cap` check when it was lowered."""
-    if confidence != "high":
+    if confidence != Confidence.HIGH:
         return confidence, None
     warned = data_warnings(verdict, checks)
     if (
-        verdict == "engine_age_degradation"
+        verdict == Verdict.AGE
         and raw_ratio is not None
         and ratio is not None
         and ratio > 0
@@ -56,7 +57,7 @@ def capped(
         warned.append(f"raw_throughput ({raw_ratio:.2f}x raw against {ratio:.2f}x matched)")
     if not warned:
         return confidence, None
-    return "medium", Check(
+    return Confidence.MEDIUM, Check(
         "confidence_cap",
         "warn",
         f"high by its interval, lowered to medium: the data checks warn ({', '.join(warned)}); "
@@ -67,5 +68,5 @@ def capped(
 def data_warnings(verdict: str, checks: list[Check]) -> list[str]:
     """The checks that warn about the data and so cap a high confidence. A fresh engine as slow,
     or other load rising, is why a verdict says no age: its reason, not a doubt."""
-    reasons = REASON_CHECKS if verdict != "engine_age_degradation" else ()
+    reasons = REASON_CHECKS if verdict != Verdict.AGE else ()
     return [c.name for c in checks if c.status == "warn" and c.name in DATA_CHECKS and c.name not in reasons]

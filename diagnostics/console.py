@@ -7,13 +7,14 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from diagnostics.labels import Cause, Verdict
 from diagnostics.result import Analysis, iso
 
 VERDICT_TEXT = {
-    "engine_age_degradation": ("bold red", "the engine slowed down with age, beyond what context explains"),
-    "context_growth_only": ("bold yellow", "throughput fell, but only as much as the longer context explains"),
-    "no_degradation": ("bold green", "no slowdown at matched conditions"),
-    "insufficient_data": ("bold magenta", "the data cannot tell (see the failed check)"),
+    Verdict.AGE: ("bold red", "the engine slowed down with age, beyond what context explains"),
+    Verdict.CONTEXT_ONLY: ("bold yellow", "throughput fell, but only as much as the longer context explains"),
+    Verdict.NO_DEGRADATION: ("bold green", "no slowdown at matched conditions"),
+    Verdict.INSUFFICIENT: ("bold magenta", "the data cannot tell (see the failed check)"),
 }
 STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "red"}
 
@@ -23,7 +24,7 @@ def render(a: Analysis) -> Group:
     head = Text.assemble(("verdict: ", "bold"), (a.verdict, style), f" - {meaning}")
     parts: list = [Text(f"{a.source_kind} {a.source_path} ({a.engine})", style="dim"), head]
     parts.append(Text(a.reason))
-    if a.cause == "host_or_load_drift":
+    if a.cause == Cause.HOST_DRIFT:
         parts.append(
             Text(
                 "cause: host or load drift - a fresh engine was as slow (see the fresh_control or "

@@ -24,11 +24,12 @@ import pandas as pd
 
 from diagnostics import caps, controls, sequential
 from diagnostics.comparison import DECODE_MATERIAL
+from diagnostics.labels import Cause, Confidence, Verdict
 from diagnostics.result import Check
 from diagnostics.verdict import Evidence, decide
 
-AGE = "engine_age_degradation"
-NO_AGE = "no_degradation"
+AGE = Verdict.AGE
+NO_AGE = Verdict.NO_DEGRADATION
 RULE_OUT = 1 - DECODE_MATERIAL  # the loss a decided "no age" must rule out, by default
 
 
@@ -92,7 +93,7 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
     how = f", {confidence} confidence" if confidence else ""
     if cap is not None:
         how += f" (high by its interval; {', '.join(caps.data_warnings(d.verdict, checks))} warn)"
-    cause = "; host or load drift, not age" if d.cause == "host_or_load_drift" else ""
+    cause = "; host or load drift, not age" if d.cause == Cause.HOST_DRIFT else ""
     line = f"verdict so far: {d.verdict}{how} ({shown.basis.replace('_', ' ')} {shown.interval.describe()}){cause}"
     if decided == AGE:
         line += "; decided: engine age" + (f" from cycle {onset}" if onset is not None else "")
@@ -111,7 +112,7 @@ def _decided(d, shown, rule_out: float, paired=None) -> str | None:
     judged = paired if paired is not None else shown
     if judged is None or min(judged.num_early, judged.num_late) < controls.MIN_FOR_LOSS:
         return None
-    if d.verdict == AGE and d.confidence in ("medium", "high") and d.basis == judged.basis:
+    if d.verdict == AGE and d.confidence in (Confidence.MEDIUM, Confidence.HIGH) and d.basis == judged.basis:
         return AGE
     if d.verdict == NO_AGE and judged.interval.bounded and judged.interval.lo > 1 - rule_out:
         return NO_AGE

@@ -13,12 +13,13 @@ from diagnostics.changepoint import ChangePoints
 from diagnostics.comparison import Comparison
 from diagnostics.healthy import HealthyModel
 from diagnostics.intervals import LEVEL, Interval
+from diagnostics.labels import Cause, Confidence, Verdict
 from diagnostics.prefill import PrefillComparison
 from diagnostics.reuse import ReuseComparison
 from diagnostics.trend import PerHour
 
 RESULT_SCHEMA_VERSION = 1
-VERDICTS = ("engine_age_degradation", "context_growth_only", "no_degradation", "insufficient_data")
+VERDICTS = tuple(Verdict)
 STATUSES = ("ok", "warn", "fail")
 
 
@@ -78,7 +79,7 @@ class Check(NamedTuple):
 
 @dataclass(frozen=True)
 class Analysis:
-    verdict: str
+    verdict: Verdict
     slowdown: Slowdown | None
     onset: Onset | None
     recovered_by_restart: bool | None
@@ -101,9 +102,9 @@ class Analysis:
     # How sure (diagnostics.verdict): high, medium, low, or None for insufficient_data; the
     # comparison that decided; host_or_load_drift when a slowdown was not the engine's age; and
     # the verdict in one sentence.
-    confidence: str | None = None
+    confidence: Confidence | None = None
     basis: str | None = None
-    cause: str | None = None
+    cause: Cause | None = None
     reason: str = ""
     probe_pairs: pd.DataFrame | None = None  # one row per probe cycle with a control (diagnostics.controls.pairs)
     # The batch-and-context bands the `bins` comparison compared: batch, context_lo, context_hi,

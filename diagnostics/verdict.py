@@ -53,6 +53,7 @@ from typing import Any, NamedTuple, cast
 
 from diagnostics.combine import NAMES, combine
 from diagnostics.comparison import Comparison
+from diagnostics.labels import Cause, Confidence, Verdict
 
 CONTEXT_STATES = ("fitted", "explains", "cannot_explain", "cannot_say")
 RAW_DROP = 0.9  # raw per-request throughput late / early below this: it "fell"
@@ -61,7 +62,6 @@ LOW_FLOOR = 0.81  # ...above this: low confidence; at or below it the data canno
 INFORMATIVE_SPAN = 1 / LOW_FLOOR**2  # an interval wider than this (hi / lo) cannot rule out LOW_FLOOR wherever it lies
 UNCONTROLLED = 0.85  # a loss read with no control in the data must clear this whole (_beyond_the_host)
 MARGIN = 0.9  # engine age whose interval clears the material level by this factor again: high
-HOST_DRIFT = "host_or_load_drift"
 SIDE_TEXT = {"prefix_reuse": "prefix reuse", "prefill": "prefill time"}
 SIDE_BASES = tuple(SIDE_TEXT)  # claims of another kind than decode speed
 DECODE_BASES = ("paired_control", "restart", "probes", "bins", "step_series", "combined")
@@ -124,22 +124,22 @@ class Finding(NamedTuple):
 
 
 class Decision(NamedTuple):
-    verdict: str
+    verdict: Verdict
     basis: str | None  # the comparison that decided: paired_control, probes, bins, step_series, prefix_reuse, prefill
     decisive: Comparison | None
     decode: Comparison | None  # the decode comparison the slowdown figures come from
-    cause: str | None  # engine_age, host_or_load_drift, context_growth, or None
-    confidence: str | None  # high, medium, low; None for insufficient_data
+    cause: Cause | None
+    confidence: Confidence | None  # None for insufficient_data
     reason: str  # one sentence: how sure, and on what
     findings: tuple[Finding, ...]
 
     @classmethod
     def insufficient(
-        cls, reason: str, findings: list[Finding], decode: Comparison | None = None, cause: str | None = None
+        cls, reason: str, findings: list[Finding], decode: Comparison | None = None, cause: Cause | None = None
     ) -> Decision:
         """`insufficient_data`: no confidence; the decode comparison that could not tell, if any."""
         return cls(
-            verdict="insufficient_data",
+            verdict=Verdict.INSUFFICIENT,
             basis=None if decode is None else decode.basis,
             decisive=decode,
             decode=decode,
@@ -227,17 +227,17 @@ def decide(ev: Evidence) -> Decision:
     side = _side_claim(ev, claim, findings)
     if side is not None:
         claim = side
-        cause = "engine_age"
+        cause = Cause.ENGINE_AGE
     if claim is not None:
         if claim.basis in DECODE_BASES:
             decode = claim
         confidence = _age_confidence(claim)
         return Decision(
-            verdict="engine_age_degradation",
+            verdict=Verdict.AGE,
             basis=claim.basis,
             decisive=claim,
             decode=decode,
-            cause="engine_age",
+            cause=Cause.ENGINE_AGE,
             confidence=confidence,
             reason=f"Engine age, {confidence} confidence: {claim.detail}.",
             findings=tuple(findings),
@@ -268,12 +268,12 @@ def decide(ev: Evidence) -> Decision:
         )
     if decode is None and ev.context == "explains":
         return Decision(
-            verdict="context_growth_only",
+            verdict=Verdict.CONTEXT_ONLY,
             basis="step_series",
             decisive=None,
             decode=None,
-            cause="context_growth",
-            confidence="low",
+            cause=Cause.CONTEXT_GROWTH,
+            confidence=Confidence.LOW,
             reason="Context growth, low confidence: the most generous context-only model explains the "
             "slowdown (context_only_model), and no matched comparison has enough samples for an "
             "interval.",
@@ -323,11 +323,15 @@ def decide(ev: Evidence) -> Decision:
         )
     # A slowdown a fresh engine shared is the host's or the load's: throughput fell, but neither
     # by context nor by age.
-    verdict = "context_growth_only" if (fell or by_context) and cause != HOST_DRIFT else "no_degradation"
+    verdict = Verdict.CONTEXT_ONLY if (fell or by_context) and cause != Cause.HOST_DRIFT else Verdict.NO_DEGRADATION
     confidence = (
-        "high" if decode.interval.lo > HIGH_FLOOR else "medium" if decode.interval.lo > decode.material else "low"
+        Confidence.HIGH
+        if decode.interval.lo > HIGH_FLOOR
+        else Confidence.MEDIUM
+        if decode.interval.lo > decode.material
+        else Confidence.LOW
     )
-    cause = cause or ("context_growth" if verdict == "context_growth_only" else None)
+    cause = cause or (Cause.CONTEXT_GROWTH if verdict == Verdict.CONTEXT_ONLY else None)
     on = _on(decode)
     faster = (
         "the aged engine ran at least as fast as the fresh one after the restart"
@@ -340,7 +344,9 @@ def decide(ev: Evidence) -> Decision:
         else f"on {on} the data rule out a loss of more than {1 - decode.interval.lo:.0%} ({decode.interval.describe()})"
     )
     context = (
-        f" Context explains what slowed: {effect[1]}." if effect is not None and verdict != "no_degradation" else ""
+        f" Context explains what slowed: {effect[1]}."
+        if effect is not None and verdict != Verdict.NO_DEGRADATION
+        else ""
     )
     return Decision(
         verdict=verdict,
@@ -437,7 +443,7 @@ def _host_corrected(ev: Evidence) -> Evidence:
     )
 
 
-def _drift_explains(raw: Evidence, ev: Evidence, findings: list[Finding]) -> str | None:
+def _drift_explains(raw: Evidence, ev: Evidence, findings: list[Finding]) -> Cause | None:
     """A loss the soaked engine showed alone that is gone once the host's drift is taken out."""
     alone = next(
         (c for c in (raw.probes, raw.steps if raw.onset_found else None, raw.prefill) if c is not None and c.loss), None
@@ -453,10 +459,10 @@ def _drift_explains(raw: Evidence, ev: Evidence, findings: list[Finding]) -> str
             f"probed beside it ({said}): the host slowed, not the engine",
         )
     )
-    return HOST_DRIFT
+    return Cause.HOST_DRIFT
 
 
-def _decode_claim(ev: Evidence, findings: list[Finding]) -> tuple[Comparison | None, str | None]:
+def _decode_claim(ev: Evidence, findings: list[Finding]) -> tuple[Comparison | None, Cause | None]:
     """Rule 1: the decode comparison that shows a material loss, if any; and a cause when a loss
     the main engine showed alone was host drift."""
     if ev.paired is not None and ev.paired.loss:
@@ -503,7 +509,7 @@ def _decode_claim(ev: Evidence, findings: list[Finding]) -> tuple[Comparison | N
             )
         return None, None
     if ev.context not in ("fitted", "cannot_explain"):
-        return None, "context_growth" if ev.context == "explains" else None
+        return None, Cause.CONTEXT_GROWTH if ev.context == "explains" else None
     if ev.bins is not None and ev.bins.no_loss:
         findings.append(
             Finding(
@@ -543,7 +549,7 @@ def _beyond_the_host(claim: Comparison, ev: Evidence, findings: list[Finding]) -
 
 def _survives_controls(
     claim: Comparison, ev: Evidence, findings: list[Finding], what: str
-) -> tuple[Comparison | None, str | None]:
+) -> tuple[Comparison | None, Cause | None]:
     """Rule 2: a loss seen on one engine alone against the restart and host contention. The
     restart comparisons measure decode: they judge a decode claim only (a prefill claim has no
     restart of its own to compare, and decode can hold while admissions slow)."""
@@ -562,7 +568,7 @@ def _survives_controls(
                 f"slowdown is the host's or the load's, not the engine's age",
             )
         )
-        return None, HOST_DRIFT
+        return None, Cause.HOST_DRIFT
     # A restart that does not show the fresh engine materially faster, and rules out that it was
     # as much faster as the claimed loss, leaves the claim unconfirmed: engine age is what a
     # restart takes away, and this one took away less than was claimed. (A restart too noisy to
@@ -588,7 +594,7 @@ def _survives_controls(
                 f"probed beside it, that contention cannot be told from engine age",
             )
         )
-        return None, HOST_DRIFT
+        return None, Cause.HOST_DRIFT
     return claim, None
 
 
@@ -616,5 +622,5 @@ def _side_claim(ev: Evidence, decode_claim: Comparison | None, findings: list[Fi
     return side
 
 
-def _age_confidence(claim: Comparison) -> str:
-    return "high" if claim.interval.hi <= claim.material * MARGIN else "medium"
+def _age_confidence(claim: Comparison) -> Confidence:
+    return Confidence.HIGH if claim.interval.hi <= claim.material * MARGIN else Confidence.MEDIUM

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import NamedTuple
 
+from diagnostics.labels import Verdict
 from reports import narrative, plots, tables
 from reports.inputs import Inputs
 from reports.redact import Redactor
@@ -140,7 +141,8 @@ def _check_counts(an) -> str:
 
 
 def _badness(verdict: str) -> int | None:
-    return {"engine_age_degradation": 2, "context_growth_only": 1, "no_degradation": 0}.get(verdict)
+    badness: dict[str, int] = {Verdict.AGE: 2, Verdict.CONTEXT_ONLY: 1, Verdict.NO_DEGRADATION: 0}
+    return badness.get(verdict)
 
 
 def _change(fa, fb, lower_is_better: bool) -> str:

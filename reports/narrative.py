@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from diagnostics.labels import Cause, Verdict
 from diagnostics.result import Analysis, iso
 
 HEADLINES = {
-    "engine_age_degradation": "The engine slowed down with age, beyond what longer context explains",
-    "context_growth_only": "Throughput fell, but only as much as the longer context explains",
-    "no_degradation": "No slowdown at matched conditions",
-    "insufficient_data": "The data cannot tell",
+    Verdict.AGE: "The engine slowed down with age, beyond what longer context explains",
+    Verdict.CONTEXT_ONLY: "Throughput fell, but only as much as the longer context explains",
+    Verdict.NO_DEGRADATION: "No slowdown at matched conditions",
+    Verdict.INSUFFICIENT: "The data cannot tell",
 }
 
 
@@ -20,9 +21,9 @@ class KeyNumber(NamedTuple):
 
 
 def headline(a: Analysis) -> str:
-    if a.verdict == "engine_age_degradation" and a.age_basis == "prefix_reuse":
+    if a.verdict == Verdict.AGE and a.age_basis == "prefix_reuse":
         return "The engine slowed down with age: its prefix cache stopped reusing, so every turn recomputes"
-    if a.verdict == "engine_age_degradation" and a.age_basis == "prefill":
+    if a.verdict == Verdict.AGE and a.age_basis == "prefill":
         return "The engine slowed down with age: admitting a prompt takes longer and longer"
     return HEADLINES[a.verdict]
 
@@ -80,7 +81,7 @@ BASIS_TEXT = {
     "prefill": "prefill time at matched sizes",
 }
 CAUSE_TEXT = {
-    "host_or_load_drift": (
+    Cause.HOST_DRIFT: (
         "The slowdown the soaked engine showed is not its age: a fresh engine under the same host "
         "and load was as slow, so the host or the load changed (see the fresh_control or "
         "host_contention check)."
@@ -124,14 +125,14 @@ def window_text(a: Analysis) -> str | None:
 def paragraph(a: Analysis) -> str:
     """One paragraph that states the verdict with its numbers, its basis and how sure it is."""
     checks = {c.name: c for c in a.checks}
-    if a.verdict == "insufficient_data":
+    if a.verdict == Verdict.INSUFFICIENT:
         fails = [c.detail for c in a.checks if c.status == "fail"]
         return "The data cannot tell engine age from context growth: " + ("; ".join(fails) or "too few samples") + "."
-    if a.verdict == "engine_age_degradation" and a.age_basis == "prefix_reuse" and a.prefix_reuse is not None:
+    if a.verdict == Verdict.AGE and a.age_basis == "prefix_reuse" and a.prefix_reuse is not None:
         return _reuse_paragraph(a) + " " + a.reason
-    if a.verdict == "engine_age_degradation" and a.age_basis == "prefill" and a.prefill is not None:
+    if a.verdict == Verdict.AGE and a.age_basis == "prefill" and a.prefill is not None:
         return _prefill_paragraph(a) + " " + a.reason
-    if a.verdict == "engine_age_degradation":
+    if a.verdict == Verdict.AGE:
         out = []
         gradual = a.slowdown is not None and a.slowdown.shape == "gradual"
         if a.onset is not None and gradual:
@@ -164,7 +165,7 @@ def paragraph(a: Analysis) -> str:
         return " ".join(out + ([sentence] if sentence else []))
     out = []
     if a.slowdown is not None:
-        if a.verdict == "context_growth_only":
+        if a.verdict == Verdict.CONTEXT_ONLY:
             out.append(
                 f"Raw decode throughput fell, but at matched conditions late ran at {rate_clause(a)}, so the "
                 f"longer context explains the loss."
@@ -242,7 +243,7 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
         KeyNumber("confidence", a.confidence or "none: the data cannot tell"),
         KeyNumber("decided by", basis_text(a.basis)),
     ]
-    if a.cause == "host_or_load_drift":
+    if a.cause == Cause.HOST_DRIFT:
         out.append(KeyNumber("cause", "host or load drift: a fresh engine was as slow"))
     if a.slowdown is not None and a.slowdown.healthy_tps is None:  # a claim on prefix reuse or prefill time
         s = a.slowdown
@@ -323,6 +324,6 @@ def recovered_text(a: Analysis) -> str:
     if restart is None:
         return "no restart in the data"
     said = f"the aged engine over the fresh one read {restart.interval.describe()}"
-    if a.verdict != "engine_age_degradation":
+    if a.verdict != Verdict.AGE:
         return f"nothing to bring back (no engine age); {said}"
     return f"cannot tell: {said}"

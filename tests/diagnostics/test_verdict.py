@@ -4,7 +4,10 @@ import pytest
 
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.intervals import Interval
-from diagnostics.verdict import HOST_DRIFT, Evidence, HostLoad, decide
+from diagnostics.labels import Cause
+from diagnostics.verdict import Evidence, HostLoad, decide
+
+HOST_DRIFT = Cause.HOST_DRIFT
 
 
 def cmp(basis, ratio, lo, hi, material=DECODE_MATERIAL, n=8):

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from diagnostics.labels import Verdict
 from soak.errors import SoakError
 
 logger = logging.getLogger(__name__)
@@ -26,7 +27,7 @@ logger = logging.getLogger(__name__)
 CONTROL = "control"
 # The control is quiet when it raises no false alarm: an honest insufficient_data (a minute on a
 # busy host often cannot rule a loss out) is quiet too.
-CONTROL_VERDICTS = ("no_degradation", "context_growth_only", "insufficient_data")
+CONTROL_VERDICTS = (Verdict.NO_DEGRADATION, Verdict.CONTEXT_ONLY, Verdict.INSUFFICIENT)
 # The snapshot / step columns that are each mechanism's own signal (docs/faults.md): the top
 # suspect must be one of them.
 EXPECTED_SUSPECTS: dict[str, tuple[str, ...]] = {
@@ -263,7 +264,7 @@ def _judge(name: str, run_dir: Path) -> MatrixRow:
     else:
         expected_set = EXPECTED_SUSPECTS[name]
         expected = expected_set[0]
-        found = verdict == "engine_age_degradation"
+        found = verdict == Verdict.AGE
         named = top in expected_set
         passed = found and named
         where = next((i + 1 for i, s in enumerate(suspects) if s in expected_set), None)

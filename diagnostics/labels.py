@@ -1,0 +1,36 @@
+"""The closed sets diag answers with: verdict, cause and confidence, each an enum whose values are
+the JSON strings readers know (docs/diagnostics.md). A member is a `str`: it compares, hashes,
+formats and serialises as its value, so `Verdict.AGE == "engine_age_degradation"` and
+`json.dumps` writes the string."""
+
+from __future__ import annotations
+
+import enum
+
+
+class Label(str, enum.Enum):
+    """A member that prints as its value (f-strings and str() alike), as enum.StrEnum does."""
+
+    __str__ = str.__str__
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class Verdict(Label):
+    AGE = "engine_age_degradation"  # the engine slowed with age, beyond what context explains
+    CONTEXT_ONLY = "context_growth_only"  # throughput fell, but no more than longer context explains
+    NO_DEGRADATION = "no_degradation"
+    INSUFFICIENT = "insufficient_data"  # the data cannot tell
+
+
+class Cause(Label):
+    ENGINE_AGE = "engine_age"
+    CONTEXT_GROWTH = "context_growth"
+    HOST_DRIFT = "host_or_load_drift"  # a fresh engine was as slow: the host or the load, not the engine
+
+
+class Confidence(Label):
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
