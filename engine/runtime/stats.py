@@ -34,10 +34,3 @@ class StepStats(NamedTuple):
     @property
     def duration_s(self) -> float:
         return self.schedule_s + self.forward_s + self.sample_s
-
-    @property
-    def decode_tps(self) -> float | None:
-        """Decode tokens per second of this step, None on pure prefill steps."""
-        if self.num_decode_tokens == 0 or self.duration_s <= 0:
-            return None
-        return self.num_decode_tokens / self.duration_s
