@@ -9,14 +9,7 @@ from soak.client import CallResult
 from soak.cycle import ProbeCycles
 from soak.probes import Prober
 from soak.replayer import Gate
-
-
-class FakeTarget:
-    def __init__(self):
-        self.life = 0
-
-    def age(self):
-        return 1.5
+from tests.soak.fakes import FakeTarget
 
 
 class Engine:
@@ -24,7 +17,7 @@ class Engine:
 
     def __init__(self, role, log, gate, idle):
         self.role = role
-        self.target = FakeTarget()
+        self.target = FakeTarget(age_s=1.5)
         self.client = _Client(role, log, gate, idle)
         self.ready = asyncio.Event()
         self.ready.set()

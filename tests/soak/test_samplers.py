@@ -2,13 +2,12 @@
 
 import pytest
 
+from tests.soak.fakes import FakeTarget
+
 
 def test_hooks_row_maps_the_cache_status_json_and_turns_gc_totals_into_pauses():
     from engine.server.wire import CacheStatus
     from soak.samplers import EngineHooks
-
-    class FakeTarget:
-        life = 0
 
     hooks = EngineHooks(FakeTarget())
     status = {
@@ -53,15 +52,6 @@ def test_log_tailer_copies_new_lines_and_parses_engine_lines_in_local_time(tmp_p
 
     from soak.external import LogTailer
 
-    class FakeTarget:
-        life, started_at, pid, url = 0, None, None, "http://x"
-
-        def age(self, t):
-            return None
-
-        def on_event(self, *a, **k):
-            pass
-
     log = tmp_path / "ft.log"
     log.write_text("[2026-01-01|00:00:00] INFO     old line before the soak\n")
     tailer = LogTailer(FakeTarget(), log, tmp_path / "copy.log")
@@ -83,28 +73,14 @@ def test_log_tailer_places_llama_server_stamps_at_the_engine_start_and_sees_a_ne
 
     from soak.external import LogTailer
 
-    class FakeTarget:
-        life, pid, url = 0, None, "http://x"
-        started_at = time.time() - 100.0  # the process started 100 s ago
-
-        def age(self, t):
-            return t - self.started_at
-
-        def on_event(self, kind, **fields):
-            events.append((kind, fields))
-
-        def next_life(self):
-            self.life += 1
-            return self.life
-
-    events = []
+    target = FakeTarget(started_at=time.time() - 100.0)  # the process started 100 s ago
+    events = target.events
     timing = (
         "{stamp} I slot print_timing: id  3 | task {task} |        eval time =     878.75 ms /    64 tokens "
         "(   13.95 ms per token,    71.69 tokens per second)\n"
     )
     log = tmp_path / "llama-server.log"
     log.write_text("0.00.008.976 I srv  llama_server: initializing ...\n" * 5)
-    target = FakeTarget()
     tailer = LogTailer(target, log, tmp_path / "copy.log")
     with open(log, "a") as f:
         f.write(timing.format(stamp="1.30.000.000", task=1))  # 90 s after the start
@@ -250,10 +226,9 @@ def test_engine_steps_pages_until_next_after_meets_last_step_whatever_the_page_s
 
     from soak.samplers import EngineSteps
 
-    class PagedTarget:  # the built-in server's reply shape, with pages of three steps
-        life = 0
-
+    class PagedTarget(FakeTarget):  # the built-in server's reply shape, with pages of three steps
         def __init__(self, last: int) -> None:
+            super().__init__()
             self.last, self.asked = last, []
 
         async def get_json(self, path: str):
@@ -285,9 +260,6 @@ def test_each_soaks_samplers_say_their_own_warnings(tmp_path, caplog):
     per soak's tailer, not once per process."""
     from soak.external import LogTailer
 
-    class FakeTarget:
-        life, started_at, pid, url = 0, None, None, "http://x"
-
     missing = tmp_path / "gone" / "engine.log"
     first, second = (LogTailer(FakeTarget(), missing, tmp_path / f"copy{i}.log") for i in range(2))
     with caplog.at_level("WARNING", logger="soak.samplers"):
@@ -301,13 +273,7 @@ def test_one_failing_sampler_skips_only_its_own_part_of_the_round(tmp_path, capl
 
     from soak.watch import EngineWatch
 
-    class FakeTarget:
-        is_builtin, life, started_at, pid, url = True, 0, None, None, "http://x"
-
-        def age(self, t):
-            return 1.0
-
-    watch = EngineWatch(FakeTarget(), tmp_path, None)
+    watch = EngineWatch(FakeTarget(is_builtin=True, age_s=1.0), tmp_path, None)
 
     class Broken:
         num_missed = 0
