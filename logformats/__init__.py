@@ -127,17 +127,17 @@ def _parse_batch(path: Readable, fmt: str, date: dt.date | None, year: int | Non
         steps["phase"] = steps["phase"].astype(object)
     num_dropped_events = frames.num_bad_lines - frames.num_dropped_steps  # one record per line here
     info = LogInfo(
-        str(path),
-        fmt,
-        builder.num_lines,
-        builder.num_steps - frames.num_dropped_steps,
-        builder.num_events - num_dropped_events,
-        builder.num_other,
-        builder.num_unknown,
-        builder.num_bad + frames.num_bad_values,
-        builder.kv_capacity,
-        frames.age_known,
-        frames.num_bad_lines,
+        path=str(path),
+        format=fmt,
+        num_lines=builder.num_lines,
+        num_step_lines=builder.num_steps - frames.num_dropped_steps,
+        num_event_lines=builder.num_events - num_dropped_events,
+        num_other_lines=builder.num_other,
+        num_unknown_lines=builder.num_unknown,
+        num_bad_values=builder.num_bad + frames.num_bad_values,
+        kv_capacity=builder.kv_capacity,
+        age_known=frames.age_known,
+        num_bad_lines=frames.num_bad_lines,
     )
     _log_skipped(info)
     return ParsedLog(steps, frames.events, info)
@@ -176,20 +176,20 @@ def _parse_per_request(
     if reader.num_requests and not (frames.steps["phase"] == "decode").any():
         notes.append("only access lines: request latency without token counts")
     info = LogInfo(
-        str(path),
-        "ollama" if scan.ollama else "llama.cpp",
-        scan.num_lines,
-        reader.num_step_lines,
-        reader.num_events,
-        scan.num_other + reader.num_other,
-        scan.num_unknown,
-        reader.num_bad_values + frames.num_bad_values,
-        reader.kv_capacity,
-        frames.age_known,
-        num_bad + reader.num_bad_lines + frames.num_bad_lines,
-        clock.kind,
-        tuple(notes),
-        clock.kind == "wall" or (clock.kind == "relative" and date is not None),
+        path=str(path),
+        format="ollama" if scan.ollama else "llama.cpp",
+        num_lines=scan.num_lines,
+        num_step_lines=reader.num_step_lines,
+        num_event_lines=reader.num_events,
+        num_other_lines=scan.num_other + reader.num_other,
+        num_unknown_lines=scan.num_unknown,
+        num_bad_values=reader.num_bad_values + frames.num_bad_values,
+        kv_capacity=reader.kv_capacity,
+        age_known=frames.age_known,
+        num_bad_lines=num_bad + reader.num_bad_lines + frames.num_bad_lines,
+        clock=clock.kind,
+        notes=tuple(notes),
+        dated=clock.kind == "wall" or (clock.kind == "relative" and date is not None),
     )
     _log_skipped(info)
     return ParsedLog(frames.steps, frames.events, info, reader.holdings())

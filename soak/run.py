@@ -375,36 +375,24 @@ class Soak:
     def progress(self) -> Progress:
         now = time.time()
         s, rec = self.session, self.recorder
-        calls = (rec.num_calls, rec.num_failed, rec.recent.rate(now)) if rec is not None else (0, 0, 0.0)
-        if s is None:
-            return Progress(
-                str(self.run_dir),
-                self._elapsed(now),
-                max(0.0, self._deadline - now),
-                calls[0],
-                calls[1],
-                0,
-                calls[2],
-                (),
-                "starting",
-                self._phase,
-            )
-        recent = tuple(s.cycles.recent)
-        probes = tuple(taken.result for c in recent if (taken := c.get(MAIN)) is not None)
+        num_calls, num_failed, live_tps = (
+            (rec.num_calls, rec.num_failed, rec.recent.rate(now)) if rec is not None else (0, 0, 0.0)
+        )
+        recent = tuple(s.cycles.recent) if s is not None else ()
         return Progress(
-            str(self.run_dir),
-            self._elapsed(now),
-            max(0.0, self._deadline - now),
-            calls[0],
-            calls[1],
-            s.replayer.num_in_flight,
-            calls[2],
-            probes,
-            s.main.describe(now),
-            self._phase,
-            recent[-1] if recent else None,
-            s.main.num_crashes + s.main.num_restarts,
-            s.control.describe(now),
+            run_dir=str(self.run_dir),
+            elapsed_s=self._elapsed(now),
+            remaining_s=max(0.0, self._deadline - now),
+            num_calls=num_calls,
+            num_failed=num_failed,
+            num_in_flight=s.replayer.num_in_flight if s is not None else 0,
+            live_tps=live_tps,
+            probes=tuple(taken.result for c in recent if (taken := c.get(MAIN)) is not None),
+            engine=s.main.describe(now) if s is not None else "starting",
+            phase=self._phase,
+            last_cycle=recent[-1] if recent else None,
+            num_engine_restarts=s.main.num_crashes + s.main.num_restarts if s is not None else 0,
+            control=s.control.describe(now) if s is not None else "off",
         )
 
     # --- sampling and flushing -----------------------------------------------------------------------
