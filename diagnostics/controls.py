@@ -26,6 +26,7 @@ from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.sequential import MIN_SIDE
 from diagnostics.sequential import side as _side
 from diagnostics.verdict import HostLoad
+from rundir.schema import ProbeRole
 
 # A comparison's two sides in time: the first and the last moment of each (early, late).
 Sides = tuple[tuple[pd.Timestamp, pd.Timestamp], tuple[pd.Timestamp, pd.Timestamp]]
@@ -58,14 +59,14 @@ def probe_rows(probes: pd.DataFrame) -> pd.DataFrame:
     ok = probes[(status == "ok") & (probes["decode_tps"] > 0)]
     if "probe_id" in ok and ok["probe_id"].notna().any():
         ok = ok[ok["probe_id"] == ok["probe_id"].mode().iloc[0]]
-    role = ok["role"].fillna("main") if "role" in ok else pd.Series("main", index=ok.index)
+    role = ok["role"].fillna(ProbeRole.MAIN) if "role" in ok else pd.Series(ProbeRole.MAIN, index=ok.index)
     cycle = ok["cycle"] if "cycle" in ok else pd.Series(np.nan, index=ok.index)
     return ok.assign(role=role, cycle=cycle).sort_values("t", kind="stable")
 
 
 def main_probes(rows: pd.DataFrame) -> pd.DataFrame:
     """The soaked engine's probes of its first life."""
-    main = rows[rows["role"] == "main"]
+    main = rows[rows["role"] == ProbeRole.MAIN]
     return main[main["engine_life"] == main["engine_life"].min()] if len(main) else main
 
 
@@ -95,10 +96,10 @@ def probes(rows: pd.DataFrame, level: float = intervals.LEVEL) -> Comparison | N
 def pairs(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per probe cycle that has both a main and a control probe: t, engine_life (the
     main's), main and control decode rates, ratio = main / control."""
-    if rows.empty or not (rows["role"] == "control").any() or rows["cycle"].isna().all():
+    if rows.empty or not (rows["role"] == ProbeRole.CONTROL).any() or rows["cycle"].isna().all():
         return pd.DataFrame(columns=["cycle", "t", "engine_life", "engine_age_s", "main", "control", "ratio"])
-    main = rows[rows["role"] == "main"].dropna(subset=["cycle"]).drop_duplicates("cycle", keep="last")
-    control = rows[rows["role"] == "control"].dropna(subset=["cycle"]).drop_duplicates("cycle", keep="last")
+    main = rows[rows["role"] == ProbeRole.MAIN].dropna(subset=["cycle"]).drop_duplicates("cycle", keep="last")
+    control = rows[rows["role"] == ProbeRole.CONTROL].dropna(subset=["cycle"]).drop_duplicates("cycle", keep="last")
     both = main.merge(control[["cycle", "decode_tps"]], on="cycle", suffixes=("", "_control"))
     out = pd.DataFrame(
         {
@@ -199,7 +200,7 @@ def drift_between(cycles: pd.DataFrame, sides: Sides | None, level: float = inte
 def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Comparison | None:
     """The main engine's last probes before its first restart over its first probes after it
     (paired ratios when there is a control): the aged engine against a fresh one, at one moment."""
-    main = rows[rows["role"] == "main"]
+    main = rows[rows["role"] == ProbeRole.MAIN]
     lives = sorted(main["engine_life"].unique())
     if len(lives) < 2:
         return None

@@ -5,16 +5,7 @@ formats and serialises as its value, so `Verdict.AGE == "engine_age_degradation"
 
 from __future__ import annotations
 
-import enum
-
-
-class Label(str, enum.Enum):
-    """A member that prints as its value (f-strings and str() alike), as enum.StrEnum does."""
-
-    __str__ = str.__str__
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
+from tokdrift import Label
 
 
 class Verdict(Label):

@@ -10,6 +10,8 @@ the row belongs to started; `engine_life` counts engine starts from 0.
 
 from __future__ import annotations
 
+from tokdrift import Label
+
 SCHEMA_VERSION = 2
 # Versions this reader understands. Older ones are read with missing columns filled with nulls,
 # and with the columns that have since been renamed under their new names (RENAMED).
@@ -33,6 +35,14 @@ PART_GLOB = "part-*.parquet"
 
 # Run status in the manifest.
 STATUSES = ("running", "completed", "interrupted", "crashed")
+
+
+class ProbeRole(Label):
+    """Which engine a probe went to (the probes table's `role`)."""
+
+    MAIN = "main"  # the soaked engine
+    CONTROL = "control"  # its young twin, or the --control-target
+
 
 # manifest.json: required fields first, then optional ones.
 MANIFEST_REQUIRED = ("schema_version", "run_id", "status", "started_at")

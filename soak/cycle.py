@@ -17,12 +17,13 @@ import asyncio
 from collections import deque
 from typing import Any, NamedTuple
 
+from rundir.schema import ProbeRole
 from soak.control import ControlEngine
 from soak.lifecycle import MainEngine
 from soak.probes import EngineBusy, Prober, ProbeResult, wait_until_idle
 from soak.replayer import Gate
 
-MAIN, CONTROL = "main", "control"
+MAIN, CONTROL = ProbeRole.MAIN, ProbeRole.CONTROL
 NUM_RECENT = 5  # cycles kept for the live view
 
 

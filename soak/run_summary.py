@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 from rundir import schema
 from rundir.reader import read_manifest, read_rows
+from rundir.schema import ProbeRole
 
 
 class RunSummary(NamedTuple):
@@ -43,9 +44,9 @@ def summarize(run_dir: Path) -> RunSummary:
         [
             (int(r["engine_life"]), float(r["engine_age_s"]), float(r["decode_tps"]))
             for r in ok
-            if (r.get("role") or "main") == role
+            if (r.get("role") or ProbeRole.MAIN) == role
         ]
-        for role in ("main", "control")
+        for role in ProbeRole
     )
     events: Counter[str] = Counter()
     path = run_dir / schema.EVENTS

@@ -6,6 +6,8 @@ each other. What the command lines share (running a typer app, setting up loggin
 roof's: `tokdrift.cli.app`.
 """
 
+import enum
+
 __version__ = "0.1.0"
 
 
@@ -17,3 +19,13 @@ class TokdriftError(Exception):
     """
 
     exit_code = 2
+
+
+class Label(str, enum.Enum):
+    """A closed set of strings readers know (a verdict, a probe's role): each member is a `str` that
+    compares, hashes, formats and serialises as its value, as enum.StrEnum does (Python 3.11+)."""
+
+    __str__ = str.__str__
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
