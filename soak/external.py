@@ -200,9 +200,7 @@ def target_restarted(target: Target, t: float, why: str) -> None:
     """An external engine restarted on its own (we learnt it from its metrics or log)."""
     if target.started_at is not None and t <= target.started_at + 1.0:
         return
-    target.next_life()
-    target.started_at = t
-    target.on_event("engine_start", t=t, engine_life=target.life, pid=target.pid, url=target.url, detail=why)
+    target.announce_start(t, detail=why)
 
 
 def _frame_row(step, local_clock: bool = False) -> dict[str, Any]:

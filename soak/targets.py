@@ -86,10 +86,20 @@ class Target:
         self.life = 0 if self.life is None else self.life + 1
         return self.life
 
-    def _started(self, started_at: float, **fields: Any) -> None:
+    def announce_start(self, started_at: float | None, **fields: Any) -> None:
+        """An engine started (we started it, or learnt it from its metrics or log): one more life,
+        its start time (None where unknown: its age is then unknown) and the `engine_start` event.
+        The one place a start is counted and said."""
         self.next_life()
         self.started_at = started_at
-        self.on_event("engine_start", t=started_at, engine_life=self.life, pid=self.pid, url=self.url, **fields)
+        self.on_event(
+            "engine_start",
+            t=started_at if started_at is not None else time.time(),
+            engine_life=self.life,
+            pid=self.pid,
+            url=self.url,
+            **fields,
+        )
 
 
 class BuiltinTarget(Target):
@@ -170,7 +180,7 @@ class BuiltinTarget(Target):
             started = time.time() - CacheStatus.from_json(await self.get_json("/v1/cache/status")).engine_age_s
         except (httpx.HTTPError, ValueError):
             pass
-        self._started(started, port=port)
+        self.announce_start(started, port=port)
 
     async def stop(self) -> None:
         proc, self.proc = self.proc, None
@@ -251,17 +261,7 @@ class UrlTarget(Target):
             started, source = process_create_time(self.pid), "process"
         # An external engine's age is known when its /metrics says when its process started, or
         # when it is a local process (found by its port).
-        self.next_life()
-        self.started_at = started
-        self.on_event(
-            "engine_start",
-            t=started or time.time(),
-            engine_life=self.life,
-            pid=self.pid,
-            url=self.url,
-            age_known=started is not None,
-            age_from=source if started is not None else None,
-        )
+        self.announce_start(started, age_known=started is not None, age_from=source if started is not None else None)
 
     async def restart(self, reason: str) -> bool:
         if self.restart_cmd is None:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from soak.targets import Target
 
-class FakeTarget:
-    """An engine life, when it started, and the events it was told of; `age_s` fixes the age it
-    reports (otherwise the time since `started_at`, None before a start)."""
+
+class FakeTarget(Target):
+    """A target with no engine behind it: an engine life, when it started, and the events it was
+    told of (counting and announcing a start are the real Target's); `age_s` fixes the age it
+    reports."""
 
     def __init__(
         self,
@@ -22,18 +24,11 @@ class FakeTarget:
     ) -> None:
         self.life, self.started_at, self.pid, self.url = life, started_at, pid, url
         self.is_builtin, self.age_s = is_builtin, age_s
+        self.headers: dict[str, str] = {}
         self.events: list[tuple[str, dict[str, Any]]] = []
 
     def age(self, now: float | None = None) -> float | None:
-        if self.age_s is not None:
-            return self.age_s
-        if self.started_at is None:
-            return None
-        return (time.time() if now is None else now) - self.started_at
+        return self.age_s if self.age_s is not None else super().age(now)
 
     def on_event(self, kind: str, **fields: Any) -> None:
         self.events.append((kind, fields))
-
-    def next_life(self) -> int:
-        self.life += 1
-        return self.life
