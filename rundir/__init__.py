@@ -3,6 +3,8 @@
 - `rundir.schema`: file names, tables and their columns, event kinds, the schema version;
 - `rundir.writer`: parts written by rename, events appended a line at a time, the manifest
   replaced by rename (`RunStore`);
+- `rundir.parts`: a table's part names, which of them hold each row once, and merging the
+  newest ones as the run goes;
 - `rundir.reader`: the typed manifest, a table's parts as one frame, the event lines, and the
   plain rows resume and status need;
 - `rundir.jsonl`: cutting a line a crash left half-written.

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
-from rundir import schema
+from rundir import parts, schema
 from rundir.errors import RunDirError
 from rundir.manifest import RunManifest
 
@@ -58,13 +58,12 @@ def read_manifest(run_dir: Path) -> RunManifest:
 def read_table(run_dir: Path, table: str) -> pd.DataFrame:
     """All parts of one table, documented columns first, times as datetime64 (UTC, naive)."""
     columns = schema.TABLES[table]
-    parts = sorted((run_dir / table).glob(schema.PART_GLOB)) if (run_dir / table).is_dir() else []
     frames = []
-    for part in parts:
+    for part in parts.live(run_dir / table):
         try:
-            frames.append(_renamed(pd.read_parquet(part), table))
+            frames.append(_renamed(pd.read_parquet(part.path), table))
         except Exception as exc:  # a torn or foreign file must not hide the rest of the run
-            logger.warning("%s: not a readable parquet part (%s); skipped", part, exc)
+            logger.warning("%s: not a readable parquet part (%s); skipped", part.path, exc)
     if not frames:
         df = pd.DataFrame({name: pd.Series(dtype="float64") for name in columns})
     else:
@@ -107,11 +106,11 @@ def read_event_rows(run_dir: Path) -> list[dict[str, Any]]:
 def read_rows(run_dir: Path, table: str, columns: Iterable[str]) -> list[dict[str, Any]]:
     """Some columns of every readable part of one table, as plain rows (for resume and status)."""
     out: list[dict[str, Any]] = []
-    for part in sorted((Path(run_dir) / table).glob(schema.PART_GLOB)):
+    for part in parts.live(Path(run_dir) / table):
         try:
-            data = pq.read_table(part)
+            data = pq.read_table(part.path)
         except Exception as exc:  # noqa: BLE001 - a foreign file must not stop a resume
-            logger.warning("%s: not a readable part (%s); skipped", part, exc)
+            logger.warning("%s: not a readable part (%s); skipped", part.path, exc)
             continue
         renames = _renames(table, data.column_names)  # read an old column, give it its new name
         new_to_old = {new: old for old, new in renames.items()}

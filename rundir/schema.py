@@ -31,7 +31,6 @@ METRICS = "metrics.prom"  # URL targets: every /metrics scrape, a scrape series 
 PROFILES = "profiles"
 ANALYSIS = "analysis.json"
 REPORT = "report.html"
-PART_GLOB = "part-*.parquet"
 
 # Run status in the manifest.
 STATUSES = ("running", "completed", "interrupted", "crashed")

@@ -3,7 +3,8 @@
 Nothing written is ever rewritten in place: a part is written to `part-NNNNNN.parquet.tmp`
 and renamed, `events.jsonl` is appended a whole line at a time and flushed, the manifest is
 replaced by rename. A crash at any instant loses at most the rows buffered since the last
-flush and leaves every file that was there readable.
+flush and leaves every file that was there readable. Parts are merged as the run goes
+(rundir.parts), the merge renamed into place before the parts it holds are deleted.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -19,14 +19,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rundir import schema
+from rundir import parts, schema
 from rundir.jsonl import cut_torn_tail
 from rundir.manifest import RunManifest
 
 logger = logging.getLogger(__name__)
 
 _ARROW_TYPES = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64()}
-_PART = re.compile(r"part-(\d+)\.parquet$")
 
 
 class RunStore:
@@ -39,12 +38,12 @@ class RunStore:
             (self.run_dir / table).mkdir(exist_ok=True)
         (self.run_dir / schema.PROFILES).mkdir(exist_ok=True)
         self._rows: dict[str, list[dict[str, Any]]] = {table: [] for table in schema.TABLES}
-        self._next_part = 1 + max(
-            (_part_number(p) for table in schema.TABLES for p in (self.run_dir / table).glob(schema.PART_GLOB)),
-            default=0,
-        )
+        self._next_part = 1 + max((parts.last_number(self.run_dir / table) for table in schema.TABLES), default=0)
         for tmp in self.run_dir.glob("*/*.tmp"):  # a part torn by a crash; its rows are lost either way
             tmp.unlink(missing_ok=True)
+        for table in schema.TABLES:  # parts a merge holds, left behind by a crash before their delete
+            for part in parts.covered(self.run_dir / table):
+                part.path.unlink(missing_ok=True)
         cut_torn_tail(self.run_dir / schema.EVENTS)
         self._events = open(self.run_dir / schema.EVENTS, "a", encoding="utf-8")
         self.num_rows = {table: 0 for table in schema.TABLES}  # written or buffered since open
@@ -71,11 +70,12 @@ class RunStore:
         for table, rows in self._rows.items():
             if not rows:
                 continue
-            path = self.run_dir / table / f"part-{self._next_part:06d}.parquet"
+            path = self.run_dir / table / parts.name(self._next_part, self._next_part, 0)
             _write_part(path, table, rows)
             self._next_part += 1
             written += len(rows)
             self._rows[table] = []
+            parts.merge_trailing(self.run_dir / table)
         os.fsync(self._events.fileno())
         return written
 
@@ -121,11 +121,6 @@ def _write_part(path: Path, table: str, rows: list[dict[str, Any]]) -> None:
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
     os.replace(tmp, path)
-
-
-def _part_number(path: Path) -> int:
-    m = _PART.search(path.name)
-    return int(m.group(1)) if m else 0
 
 
 def _json_default(value: Any) -> Any:

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from diagnostics.analysis import analyze  # noqa: E402
 from diagnostics.source import load_source  # noqa: E402
-from rundir import schema  # noqa: E402
+from rundir import parts, schema  # noqa: E402
 
 FILES = (schema.MANIFEST, "events.jsonl", "engine.log")
 
@@ -37,10 +37,10 @@ def keep(run: Path, dest: Path) -> None:
         if (run / name).exists():
             shutil.copy2(run / name, dest / name)
     for table in schema.TABLES:
-        parts = sorted((run / table).glob(schema.PART_GLOB)) if (run / table).is_dir() else []
-        if parts:
+        found = parts.live(run / table)
+        if found:
             (dest / table).mkdir()
-            whole = pa.concat_tables([pq.read_table(p) for p in parts], promote_options="default")
+            whole = pa.concat_tables([pq.read_table(p.path) for p in found], promote_options="default")
             pq.write_table(whole, dest / table / "part-000001.parquet", compression="zstd")
 
 

@@ -87,3 +87,73 @@ def test_the_manifest_is_one_typed_object_that_round_trips(tmp_path):
     again.status, again.ended_at = "completed", "2026-12-01T01:00:00Z"
     store.write_manifest(again)
     assert reader.read_manifest(tmp_path).status == "completed"
+
+
+def _flushes(store, start, count, **extra):
+    for i in range(start, start + count):
+        store.add("steps", {"t": float(i), "phase": "decode", "num_running_reqs": i % 4, **extra})
+        store.flush()
+
+
+def test_parts_are_merged_as_the_run_goes_and_every_row_is_read_once_in_order(tmp_path):
+    from rundir import parts
+
+    store = RunStore(tmp_path)
+    n = parts.FAN_IN**2 + parts.FAN_IN + 3  # one level-2 merge, one level-1, three flushes left
+    _flushes(store, 0, n)
+    store.close()
+    live = parts.live(tmp_path / "steps")
+    assert [p.level for p in live] == [2, 1, 0, 0, 0]
+    assert sorted(p.name for p in (tmp_path / "steps").iterdir()) == sorted(p.path.name for p in live)
+    df = reader.read_table(tmp_path, "steps")
+    assert df["t"].tolist() == list(df["t"].sort_values()) and len(df) == n
+    assert [r["t"] for r in read_rows(tmp_path, "steps", ["t"])] == [float(i) for i in range(n)]
+
+
+def test_a_merge_never_goes_past_the_top_level(tmp_path, monkeypatch):
+    from rundir import parts
+
+    monkeypatch.setattr(parts, "FAN_IN", 2)
+    store = RunStore(tmp_path)
+    _flushes(store, 0, 9)  # with a fan-in of 2 and two levels: 4 + 4 + 1
+    store.close()
+    assert [p.level for p in parts.live(tmp_path / "steps")] == [2, 2, 0]
+    assert len(reader.read_table(tmp_path, "steps")) == 9
+
+
+def test_a_crash_between_a_merge_and_its_deletes_reads_each_row_once_and_the_reopened_store_cleans_up(tmp_path):
+    import shutil
+
+    from rundir import parts
+
+    store = RunStore(tmp_path)
+    _flushes(store, 0, parts.FAN_IN - 1)
+    store.close()
+    kept = tmp_path / "kept"
+    shutil.copytree(tmp_path / "steps", kept)  # the parts as they were before the merge
+    store = RunStore(tmp_path)
+    _flushes(store, 100, 1)  # the FAN_IN-th flush merges them
+    store.close()
+    for p in kept.iterdir():  # the crash: the merged part was renamed in, its parts not yet deleted
+        shutil.copy(p, tmp_path / "steps" / p.name)
+    (tmp_path / "steps" / "part-999999.parquet.tmp").write_bytes(b"a merge torn by the crash")
+    assert len(list((tmp_path / "steps").glob(parts.GLOB))) == parts.FAN_IN  # the merged part and the 15
+    assert len(reader.read_table(tmp_path, "steps")) == parts.FAN_IN
+    store = RunStore(tmp_path)  # resume
+    _flushes(store, 200, 1)
+    store.close()
+    names = sorted(p.name for p in (tmp_path / "steps").iterdir())
+    assert names == [parts.name(1, 16, 1), parts.name(17, 17, 0)]
+    assert [r["t"] for r in read_rows(tmp_path, "steps", ["t"])] == [*map(float, range(15)), 100.0, 200.0]
+
+
+def test_a_merge_keeps_a_column_that_only_later_parts_have(tmp_path):
+    from rundir import parts
+
+    store = RunStore(tmp_path)
+    _flushes(store, 0, parts.FAN_IN // 2)
+    _flushes(store, 50, parts.FAN_IN - parts.FAN_IN // 2, kv_defrag_moves=3)  # an undocumented column, late
+    store.close()
+    df = reader.read_table(tmp_path, "steps")
+    assert len(parts.live(tmp_path / "steps")) == 1 and len(df) == parts.FAN_IN
+    assert df["kv_defrag_moves"].isna().sum() == parts.FAN_IN // 2 and (df["kv_defrag_moves"].dropna() == 3).all()
