@@ -125,6 +125,17 @@ STEP_COLUMNS: dict[str, tuple[str, bool, str]] = {
     ),
 }
 
+# The built-in engine's step figures (engine.runtime.stats.StepStats, as the server sends them)
+# that the steps table names otherwise: the one place the two names of a figure meet
+# (soak.samplers.step_row). The steps table keeps the names the engines' logs and /metrics use.
+STEP_FROM_ENGINE: dict[str, str] = {
+    "batch_size": "num_running_reqs",
+    "num_waiting": "num_queue_reqs",
+    "num_context_tokens": "num_tokens",
+    "kv_usage": "token_usage",
+    "num_retracted": "num_preemptions",
+}
+
 SNAPSHOT_COLUMNS: dict[str, tuple[str, bool, str]] = {
     "t": ("float64", True, "sample time, Unix s"),
     "engine_age_s": ("float64", False, "engine age at t"),

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from engine.server.wire import CacheStatus, StepsPage
+from rundir import schema
 from soak.targets import Target
 
 logger = logging.getLogger(__name__)
@@ -83,9 +84,7 @@ def step_row(s: dict[str, Any], life: int | None) -> dict[str, Any]:
         "engine_age_s": s.get("engine_age_s"),
         "engine_life": life,
         "phase": s.get("phase") or ("decode" if n_decode else "prefill"),
-        "num_running_reqs": s.get("batch_size"),
-        "num_queue_reqs": s.get("num_waiting"),
-        "num_tokens": s.get("num_context_tokens"),
+        **{column: s.get(field) for field, column in schema.STEP_FROM_ENGINE.items()},
         "new_tokens": n_prefill if n_prefill else None,
         "cached_tokens": n_cached if n_prefill else None,
         "gen_tps": n_decode / duration if n_decode and duration > 0 else None,
@@ -95,12 +94,10 @@ def step_row(s: dict[str, Any], life: int | None) -> dict[str, Any]:
         "schedule_s": sched,
         "forward_s": fwd,
         "sample_s": samp,
-        "token_usage": s.get("kv_usage"),
         "mamba_usage": s.get("mamba_slots_used") / slots_total if slots_total else None,
         "mamba_slots_used": s.get("mamba_slots_used"),
         "mamba_slots_total": slots_total,
         "cache_hit_rate": n_cached / (n_cached + n_prefill) if n_prefill else None,
-        "num_preemptions": s.get("num_retracted"),
     }
 
 

@@ -290,3 +290,20 @@ def test_one_failing_sampler_skips_only_its_own_part_of_the_round(tmp_path, capl
         steps, snap = asyncio.run(watch.sample())
     assert steps == [] and snap["cache_hit_rate"] == 0.5  # the hooks were still sampled
     assert any("sampling steps failed once" in r.getMessage() for r in caplog.records)
+
+
+def test_each_engine_step_figure_lands_in_the_steps_column_the_declared_table_names():
+    """rundir.schema.STEP_FROM_ENGINE is the one place a step figure's two names meet: every
+    source is a StepStats field, every target a documented steps column, and step_row uses it."""
+    from engine.runtime.stats import StepStats
+    from rundir.schema import STEP_COLUMNS, STEP_FROM_ENGINE
+    from soak.samplers import step_row
+
+    assert set(STEP_FROM_ENGINE) <= set(StepStats._fields)
+    assert set(STEP_FROM_ENGINE.values()) <= set(STEP_COLUMNS)
+    step = {field: float(k + 1) for k, field in enumerate(STEP_FROM_ENGINE)}
+    row = step_row({**step, "forward_s": 0.01, "num_decode_tokens": 1}, life=0)
+    assert {column: row[column] for column in STEP_FROM_ENGINE.values()} == {
+        column: step[field] for field, column in STEP_FROM_ENGINE.items()
+    }
+    assert set(row) <= set(STEP_COLUMNS)
