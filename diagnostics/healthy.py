@@ -22,6 +22,8 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
 
+from rundir.schema import StepPhase
+
 HEALTHY_FRACTION = 0.25  # of an engine life's span (engine time): its early life
 MIN_HEALTHY = 2  # samples; fewer and there is no healthy reference at all
 MIN_SPREAD = 0.2  # (max - min) / max of a feature before its slope is fitted
@@ -100,7 +102,7 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
     context_col = "num_tokens" if df["num_tokens"].notna().any() else "token_usage"
     context = df[context_col].groupby(life).ffill()
     phase = df["phase"].to_numpy()
-    is_decode = np.isin(phase, ("decode", "mixed"))
+    is_decode = np.isin(phase, (StepPhase.DECODE, StepPhase.MIXED))
     own_time = df["step_time_s"].to_numpy(dtype=float)
     gen = df["gen_tps"].to_numpy(dtype=float)
     usable = is_decode & ((gen > 0) | (own_time > 0))
@@ -135,7 +137,7 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
     out.loc[~measured & ~np.isfinite(out["gen_tps"]), "step_time_s"] = np.nan
     excluded = np.full(len(out), "", dtype=object)
     from_log = ~measured  # only interval-averaged throughput carries other work inside it
-    excluded[from_log & np.isin(out["prev_phase"].to_numpy(), ("prefill",))] = "after_prefill"
+    excluded[from_log & (out["prev_phase"].to_numpy() == StepPhase.PREFILL)] = "after_prefill"
     excluded[from_log & np.isin(out["prev_phase"].to_numpy(), ("idle",))] = "after_idle"
     # Tokens over wall time at the batch the line prints hold only while that batch decoded the
     # whole window: a batch that changed since the previous line (a request finished or joined,
@@ -164,7 +166,7 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
     windows = from_log | (measured & _interval_rows(out["t"], out["engine_life"], measured))
     inp = np.nan_to_num(out["input_tps"].to_numpy(dtype=float))
     heavy = inp > out["gen_tps"].to_numpy(dtype=float)
-    mixed = windows & (out["phase"].to_numpy() == "mixed")
+    mixed = windows & (out["phase"].to_numpy() == StepPhase.MIXED)
     excluded[(excluded == "") & mixed & heavy] = "window_with_prefill"
     # Prompt tokens per decode step inside the window: the healthy model may fit what they cost
     # (fit_healthy's `prompt` term) and so read decode speed from windows that admitted a turn.

@@ -19,6 +19,7 @@ import pandas as pd
 
 from diagnostics.result import Onset, Trigger
 from diagnostics.source import Source
+from rundir.schema import StepPhase
 
 TRIGGER_QUANTILE = 0.9  # a prefill stands out above this quantile of the life's earlier ones
 WITHIN_WINDOW = 2.0  # ...or at this many times the next largest prefill in the window
@@ -157,7 +158,9 @@ def _prefills(steps: pd.DataFrame, window: pd.DataFrame) -> list[Trigger]:
     prompt tokens (about input_tps times the window's length; which prefills, the line cannot say)."""
     out = [_prefill_trigger(row) for _, row in window[_is_prefill(window)].iterrows()]
     windows = window[
-        window["phase"].isin(("mixed", "decode")) & (window["input_tps"].fillna(0) > 0) & window["new_tokens"].isna()
+        window["phase"].isin((StepPhase.MIXED, StepPhase.DECODE))
+        & (window["input_tps"].fillna(0) > 0)
+        & window["new_tokens"].isna()
     ]
     for i, row in windows.iterrows():
         pos = steps.index.get_loc(i)
@@ -180,7 +183,7 @@ def _prefills(steps: pd.DataFrame, window: pd.DataFrame) -> list[Trigger]:
 
 def _is_prefill(rows: pd.DataFrame) -> pd.Series:
     """Rows that name one prefill's new tokens (a prefill line; an engine step that ran prefill)."""
-    return rows["phase"].isin(("prefill", "mixed")) & rows["new_tokens"].notna()
+    return rows["phase"].isin((StepPhase.PREFILL, StepPhase.MIXED)) & rows["new_tokens"].notna()
 
 
 def _prefill_trigger(row: pd.Series) -> Trigger:

@@ -31,6 +31,7 @@ from diagnostics import changepoint, intervals
 from diagnostics.comparison import Comparison
 from diagnostics.frames import first_life_ends
 from diagnostics.healthy import batch_band
+from rundir.schema import StepPhase
 
 BAND = 1.5
 EARLY_FRACTION = 1 / 3
@@ -58,7 +59,7 @@ def compare(steps: pd.DataFrame) -> PrefillComparison | None:
     need = {"phase", "new_tokens", "input_tps", "t", "engine_life"}
     if steps is None or steps.empty or not need <= set(steps.columns):
         return None
-    df = steps[(steps["phase"] == "prefill") & (steps["new_tokens"] > 0) & (steps["input_tps"] > 0)]
+    df = steps[(steps["phase"] == StepPhase.PREFILL) & (steps["new_tokens"] > 0) & (steps["input_tps"] > 0)]
     df = df.dropna(subset=["t", "new_tokens", "input_tps"])
     if df.empty:
         return None

@@ -29,6 +29,7 @@ from logformats.logtime import log_times
 from logformats.records import MAX_WARNINGS, finish
 from logformats.slots import SlotReader
 from logformats.text import HEAD_LINES, Readable, Text, head
+from rundir.schema import StepPhase
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +124,11 @@ def _parse_batch(path: Readable, fmt: str, date: dt.date | None, year: int | Non
     if fmt == "vllm":
         # A stats line averages its whole window: name what the window held.
         gen, prompt = steps["gen_tps"].fillna(0) > 0, steps["input_tps"].fillna(0) > 0
-        steps["phase"] = np.where(gen & prompt, "mixed", np.where(gen, "decode", np.where(prompt, "prefill", "idle")))
+        steps["phase"] = np.where(
+            gen & prompt,
+            StepPhase.MIXED,
+            np.where(gen, StepPhase.DECODE, np.where(prompt, StepPhase.PREFILL, StepPhase.IDLE)),
+        )
         steps["phase"] = steps["phase"].astype(object)
     num_dropped_events = frames.num_bad_lines - frames.num_dropped_steps  # one record per line here
     info = LogInfo(
@@ -173,7 +178,7 @@ def _parse_per_request(
     times[usable] = base + np.round(secs[usable] * 1e9).astype("timedelta64[ns]")
     frames = finish(times, reader.records.kinds, reader.records.linenos, reader.records.columns(), path)
     notes = []
-    if reader.num_requests and not (frames.steps["phase"] == "decode").any():
+    if reader.num_requests and not (frames.steps["phase"] == StepPhase.DECODE).any():
         notes.append("only access lines: request latency without token counts")
     info = LogInfo(
         path=str(path),

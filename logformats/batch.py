@@ -19,6 +19,7 @@ import numpy as np
 from logformats import identity
 from logformats.records import MAX_WARNINGS, Records
 from logformats.text import Readable, read_lines
+from rundir.schema import StepPhase
 
 logger = logging.getLogger(__name__)
 
@@ -281,7 +282,7 @@ class BatchBuilder(Records):
 
     def _batch(self, lineno: int, date: str, clock: str, msg: str, path: Readable) -> None:
         header = BATCH_HEADER.match(msg)
-        phase = "prefill" if msg[0] == "P" else "decode"
+        phase = StepPhase.PREFILL if msg[0] == "P" else StepPhase.DECODE
         i = self._record(lineno, date, clock, phase)
         self.num_steps += 1
         body = msg[header.end() :] if header else ""
@@ -295,7 +296,7 @@ class BatchBuilder(Records):
             self._value(i, column, value.strip().rstrip(".,"), lineno, key, path)
 
     def _vllm_stats(self, lineno: int, date: str, clock: str, msg: str, path: Readable) -> None:
-        i = self._record(lineno, date, clock, "decode")
+        i = self._record(lineno, date, clock, StepPhase.DECODE)
         self.num_steps += 1
         body = msg.partition(": ")[2]
         for part in body.split(", "):

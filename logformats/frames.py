@@ -26,7 +26,6 @@ EVENT_FRAME_COLUMNS = [
     "detail",
     "line",
 ]
-PHASES = ("prefill", "decode", "mixed", "idle")
 
 
 def empty_steps() -> pd.DataFrame:

@@ -31,6 +31,7 @@ import pandas as pd
 from logformats.errors import LogFormatError
 from logformats.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, assign_engine_lives, empty_events
 from logformats.text import Readable, Text
+from rundir.schema import StepPhase
 
 logger = logging.getLogger(__name__)
 
@@ -136,8 +137,8 @@ def parse_scrapes(path: Readable) -> tuple[pd.DataFrame, pd.DataFrame, str]:
         busy |= np.nan_to_num(running) > 0
     for arr in (d_gen, d_prompt, step_time, gen_tps):
         arr[restarted] = np.nan
-    phase = np.where(busy, np.where(np.nan_to_num(d_prompt) > 0, "mixed", "decode"), "idle")
-    phase[0] = "idle"  # no window before the first scrape
+    phase = np.where(busy, np.where(np.nan_to_num(d_prompt) > 0, StepPhase.MIXED, StepPhase.DECODE), StepPhase.IDLE)
+    phase[0] = StepPhase.IDLE  # no window before the first scrape
     lives, ages, _ = assign_engine_lives(t, restarted, np.ones(n, dtype=bool))
     steps = pd.DataFrame(
         {

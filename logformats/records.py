@@ -16,10 +16,11 @@ import pandas as pd
 
 from logformats.frames import EVENT_FRAME_COLUMNS, STEP_FRAME_COLUMNS, assign_engine_lives
 from logformats.text import Readable
+from rundir.schema import StepPhase
 
 logger = logging.getLogger(__name__)
 
-STEP_KINDS = ("prefill", "decode", "idle")
+STEP_KINDS = (StepPhase.PREFILL, StepPhase.DECODE, StepPhase.IDLE)  # the records that are steps
 MAX_WARNINGS = 5  # per kind of problem and file; the rest only count
 
 

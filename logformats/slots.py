@@ -27,6 +27,7 @@ import re
 
 from logformats.records import MAX_WARNINGS, Records
 from logformats.text import Readable
+from rundir.schema import StepPhase
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ class SlotReader:
         else:
             rate = None
         if rate is not None:
-            i = self._add(lineno, "decode", self.now)
+            i = self._add(lineno, StepPhase.DECODE, self.now)
             self._decode_fields(i, slot, rate, 1.0 / rate, n - slot.decoded)
             self._context(slot, i, (slot.decoded + n) / 2)
             slot.last_decode = i
@@ -160,7 +161,7 @@ class SlotReader:
             t_end = self.now
             t_prefill = t_end - eval_ms / 1000.0
         if num_new > 0 and input_tps:
-            i = self._add(lineno, "prefill", t_prefill)
+            i = self._add(lineno, StepPhase.PREFILL, t_prefill)
             self.records.put(i, "new_tokens", num_new)
             self.records.put(i, "input_tps", input_tps)
             self._running(i, slot)
@@ -174,7 +175,7 @@ class SlotReader:
         else:
             rate = None
         if rate is not None:
-            i = self._add(lineno, "decode", t_end)
+            i = self._add(lineno, StepPhase.DECODE, t_end)
             self._decode_fields(i, slot, rate, step, tail)
             self._context(slot, i, (slot.decoded + num_out) / 2)
             slot.last_decode = i
@@ -206,7 +207,7 @@ class SlotReader:
     # --- the engine ---
 
     def idle(self, lineno: int) -> None:
-        self._add(lineno, "idle", self.now)
+        self._add(lineno, StepPhase.IDLE, self.now)
         self.num_step_lines += 1
         for slot in self.slots.values():
             slot.busy = False

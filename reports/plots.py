@@ -19,6 +19,7 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 
 from diagnostics.healthy import HealthyModel
+from rundir.schema import StepPhase
 
 MAX_POINTS = 20_000  # per scatter; longer series are thinned evenly
 WIDE = (9.6, 3.4)
@@ -194,7 +195,7 @@ def residuals(samples: pd.DataFrame, life_rows: pd.DataFrame, segments, material
 
 
 def prefills(steps: pd.DataFrame, trigger_t) -> str | None:
-    p = steps[(steps["phase"] == "prefill") & steps["new_tokens"].notna()]
+    p = steps[(steps["phase"] == StepPhase.PREFILL) & steps["new_tokens"].notna()]
     if p.empty:
         return None
     p = _thin(p)

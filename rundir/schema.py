@@ -36,6 +36,15 @@ REPORT = "report.html"
 STATUSES = ("running", "completed", "interrupted", "crashed")
 
 
+class StepPhase(Label):
+    """What a step or a log's window computed (the steps table's `phase`)."""
+
+    PREFILL = "prefill"  # prompt tokens only
+    DECODE = "decode"  # new tokens only
+    MIXED = "mixed"  # both
+    IDLE = "idle"  # neither (a log's window with no work)
+
+
 class ProbeRole(Label):
     """Which engine a probe went to (the probes table's `role`)."""
 

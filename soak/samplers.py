@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from engine.runtime.stats import StepStats
 from engine.server.wire import CacheStatus, StepsPage
 from rundir import schema
 from soak.targets import Target
@@ -46,6 +47,7 @@ class EngineSteps:
         self.after = 0  # steps are numbered from 1
         self.life: int | None = None
         self.num_missed = 0  # steps that fell out of the server's buffer before we read them
+        self.num_unreadable = 0  # steps the server sent that are not steps (left out)
 
     async def sample(self) -> list[dict[str, Any]]:
         if self.life != self.target.life:  # a new engine counts its steps from 1 again
@@ -63,6 +65,14 @@ class EngineSteps:
                 self._once("steps-shape", "engine steps: %s; no steps sampled from it", exc)
                 return rows
             self.num_missed += page.num_missed
+            self.num_unreadable += len(page.unreadable)
+            if page.unreadable:
+                self._once(
+                    "steps-unreadable",
+                    "engine steps: %d step(s) left out (%s; said once)",
+                    len(page.unreadable),
+                    page.unreadable[0],
+                )
             rows += [step_row(item, self.target.life) for item in page.steps]
             # The server says where to go on from and the newest step it has run: pages until
             # the two meet, whatever its page size.
@@ -71,32 +81,29 @@ class EngineSteps:
                 return rows
 
 
-def step_row(s: dict[str, Any], life: int | None) -> dict[str, Any]:
-    """A StepStats dict (engine.runtime.stats) as a steps row."""
-    sched, fwd, samp = (float(s.get(k) or 0.0) for k in ("schedule_s", "forward_s", "sample_s"))
-    duration = sched + fwd + samp
-    n_decode = s.get("num_decode_tokens") or 0
-    n_prefill = s.get("num_prefill_tokens") or 0
-    n_cached = s.get("num_cached_tokens") or 0
-    slots_total = s.get("mamba_slots_total")
+def step_row(s: StepStats, life: int | None) -> dict[str, Any]:
+    """An engine step (engine.runtime.stats.StepStats) as a steps row: the engine's figures under
+    their table names (rundir.schema.STEP_FROM_ENGINE) and the rates derived from them."""
+    duration = s.duration_s
+    n_decode, n_prefill, n_cached = s.num_decode_tokens, s.num_prefill_tokens, s.num_cached_tokens
     return {
-        "t": s.get("t"),
-        "engine_age_s": s.get("engine_age_s"),
+        "t": s.t,
+        "engine_age_s": s.engine_age_s,
         "engine_life": life,
-        "phase": s.get("phase") or ("decode" if n_decode else "prefill"),
-        **{column: s.get(field) for field, column in schema.STEP_FROM_ENGINE.items()},
+        "phase": s.phase.value,  # one of rundir.schema.StepPhase
+        **{column: getattr(s, field) for field, column in schema.STEP_FROM_ENGINE.items()},
         "new_tokens": n_prefill if n_prefill else None,
         "cached_tokens": n_cached if n_prefill else None,
         "gen_tps": n_decode / duration if n_decode and duration > 0 else None,
         "input_tps": n_prefill / duration if n_prefill and duration > 0 else None,
         "step_time_s": duration if n_decode else None,
         "num_decode_tokens": n_decode,
-        "schedule_s": sched,
-        "forward_s": fwd,
-        "sample_s": samp,
-        "mamba_usage": s.get("mamba_slots_used") / slots_total if slots_total else None,
-        "mamba_slots_used": s.get("mamba_slots_used"),
-        "mamba_slots_total": slots_total,
+        "schedule_s": s.schedule_s,
+        "forward_s": s.forward_s,
+        "sample_s": s.sample_s,
+        "mamba_usage": s.mamba_slots_used / s.mamba_slots_total if s.mamba_slots_total else None,
+        "mamba_slots_used": s.mamba_slots_used,
+        "mamba_slots_total": s.mamba_slots_total,
         "cache_hit_rate": n_cached / (n_cached + n_prefill) if n_prefill else None,
     }
 

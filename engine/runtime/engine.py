@@ -44,7 +44,7 @@ from engine.runtime.hooks import MambaStats, MemoryReport
 from engine.runtime.hostmalloc import tune_host_malloc
 from engine.runtime.request import Request, RequestUpdate
 from engine.runtime.scheduler import ScheduledBatch, Scheduler
-from engine.runtime.stats import StepStats
+from engine.runtime.stats import Phase, StepStats
 from engine.sampling import SamplingParams, make_generator, sample, stop_ids
 from engine.tokenizer import load_tokenizer
 
@@ -510,7 +510,7 @@ class Engine:
 
     def _log_step(self, batch: ScheduledBatch, stats: StepStats) -> None:
         self._gen_meter.add(sum(1 for s in batch.items if s.samples))
-        if batch.phase in ("prefill", "mixed") and batch.items:
+        if batch.phase in (Phase.PREFILL, Phase.MIXED) and batch.items:
             elapsed = stats.duration_s
             logger.info(
                 logfmt.prefill_line(
@@ -525,7 +525,7 @@ class Engine:
                     stats.num_prefill_tokens / elapsed if elapsed > 0 else 0.0,
                 )
             )
-        if batch.phase in ("decode", "mixed") and batch.items:
+        if batch.phase in (Phase.DECODE, Phase.MIXED) and batch.items:
             self._num_decode_steps += 1
             if self._num_decode_steps % self.config.decode_log_interval == 0:
                 logger.info(

@@ -26,6 +26,7 @@ from engine.cache import PrefixCache
 from engine.memory.allocator import SlotAllocator
 from engine.memory.state_pool import StatePool
 from engine.runtime.request import Request, RequestStatus
+from engine.runtime.stats import Phase
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ class Scheduled(NamedTuple):
 
 class ScheduledBatch(NamedTuple):
     items: list[Scheduled]
-    phase: str  # "prefill", "decode" or "mixed"
+    phase: Phase
     num_new_seqs: int  # requests admitted this step
     num_cached_tokens: int  # prompt tokens those admissions got from the prefix cache
     retracted: list[Request]
@@ -102,7 +103,7 @@ class Scheduler:
             retracted += stuck
             if not retracted:
                 return None
-        phase = "mixed" if prefill and decode else "prefill" if prefill else "decode"
+        phase = Phase.MIXED if prefill and decode else Phase.PREFILL if prefill else Phase.DECODE
         return ScheduledBatch(items, phase, num_new, num_cached, retracted)
 
     def chunk_done(self, request: Request, evict: bool = False) -> None:

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import enum
+import typing
+from typing import Any, NamedTuple
+
+
+class Phase(enum.StrEnum):
+    """What a step's forward computed (the steps table's `phase`, rundir.schema.StepPhase)."""
+
+    PREFILL = "prefill"  # prompt tokens only
+    DECODE = "decode"  # one new token for each request in the batch
+    MIXED = "mixed"  # both in one forward
 
 
 class StepStats(NamedTuple):
     step: int  # engine step counter since start
     t: float  # wall clock (time.time()) at the end of the step
     engine_age_s: float  # seconds since the engine started
-    phase: str  # "prefill", "decode" or "mixed"
+    phase: Phase
     batch_size: int  # requests in the forward
     num_prefill_tokens: int  # new prompt tokens computed this step
     num_decode_tokens: int  # requests that decoded one token this step
@@ -34,3 +44,43 @@ class StepStats(NamedTuple):
     @property
     def duration_s(self) -> float:
         return self.schedule_s + self.forward_s + self.sample_s
+
+    def to_json(self) -> dict[str, Any]:
+        """The step as the server sends it: every field by its name, and duration_s."""
+        return self._asdict() | {"duration_s": self.duration_s}
+
+    @classmethod
+    def from_json(cls, body: Any) -> StepStats:
+        """A step from what `to_json` wrote (a newer server's extra fields ignored); ValueError when
+        a field without a default is missing or a value is not of its kind."""
+        if not isinstance(body, dict):
+            raise ValueError(f"a step is an object, found {type(body).__name__}")
+        missing = [name for name in cls._fields if name not in body and name not in cls._field_defaults]
+        if missing:
+            raise ValueError(f"a step without {', '.join(missing)}")
+        values = {name: body[name] for name in cls._fields if name in body}
+        for name, value in values.items():
+            kind = _KINDS[name]
+            if value is None and name in cls._field_defaults:
+                continue
+            if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f"a step's {name} is {value!r}, not a whole number")
+            if kind is float and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ValueError(f"a step's {name} is {value!r}, not a number")
+            if kind is float:
+                values[name] = float(value)
+        try:
+            values["phase"] = Phase(values["phase"])
+        except ValueError:
+            raise ValueError(f"a step's phase is {values['phase']!r}, not one of {[p.value for p in Phase]}") from None
+        return cls(**values)
+
+
+def _base(hint: Any) -> type:
+    """int for `int | None`, and the type itself otherwise."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return args[0] if args else hint
+
+
+# Each field's kind, read from StepStats' own annotations (a float field may arrive as a whole number).
+_KINDS: dict[str, type] = {name: _base(hint) for name, hint in typing.get_type_hints(StepStats).items()}

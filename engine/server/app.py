@@ -131,15 +131,14 @@ class _OpenAIServer:
     ):
         limit = min(limit or self.config.max_steps_per_reply, self.config.max_steps_per_reply)
         page = self.runner.steps_after(after, limit)
-        rows = [s._asdict() | {"duration_s": s.duration_s} for s in page.steps]
         missed = 0 if page.first_step is None else max(0, page.first_step - after - 1)
         return JSONResponse(
             StepsPage(
                 first_step=page.first_step,
                 last_step=page.last_step,
-                next_after=rows[-1]["step"] if rows else max(after, 0),
+                next_after=page.steps[-1].step if page.steps else max(after, 0),
                 num_missed=missed,
-                steps=rows,
+                steps=list(page.steps),
             ).to_json()
         )
 

@@ -3,7 +3,9 @@ what the soak reads (`GET /v1/cache/status`, `GET /v1/engine/steps`).
 
 `from_json` takes a decoded body and raises ValueError when it is not one (a wrong server, a
 proxy's error page); a part the body lacks reads as None or empty, a field the reader does not
-know is kept in `raw`. Each figure has one name, the server's.
+know is kept in `raw`. A step travels as the engine's own record (engine.runtime.stats.StepStats),
+each figure under its field's name; the steps table's names for the few that differ are declared in
+rundir.schema.STEP_FROM_ENGINE.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any, NamedTuple
 
 from engine.runtime.faults import FaultStats
 from engine.runtime.gcstats import GcStats
+from engine.runtime.stats import StepStats
 
 
 class CacheTree(NamedTuple):
@@ -102,10 +105,13 @@ class StepsPage(NamedTuple):
     last_step: int  # the newest step the engine has run
     next_after: int  # ask with after= this for the next page
     num_missed: int
-    steps: list[dict[str, Any]]  # engine.runtime.stats.StepStats fields, plus duration_s
+    steps: list[StepStats]
+    unreadable: tuple[str, ...] = ()  # why each step of the body that is not a step was left out (reader side)
 
     def to_json(self) -> dict[str, Any]:
-        return self._asdict()
+        body = self._asdict() | {"steps": [s.to_json() for s in self.steps]}
+        del body["unreadable"]
+        return body
 
     @classmethod
     def from_json(cls, body: Any) -> StepsPage:
@@ -115,14 +121,20 @@ class StepsPage(NamedTuple):
             or not isinstance(body.get("steps"), list)
         ):
             raise ValueError(f"expected the steps page object with last_step and steps, found {_kind(body)}")
-        steps = [s for s in body["steps"] if isinstance(s, dict)]
+        steps, unreadable = [], []
+        for item in body["steps"]:
+            try:
+                steps.append(StepStats.from_json(item))
+            except ValueError as exc:
+                unreadable.append(str(exc))
         nxt = body.get("next_after")
         return cls(
             first_step=body.get("first_step"),
             last_step=body["last_step"],
-            next_after=nxt if isinstance(nxt, int) else max([0, *(s.get("step", 0) for s in steps)]),
+            next_after=nxt if isinstance(nxt, int) else max([0, *(s.step for s in steps)]),
             num_missed=int(body.get("num_missed") or 0),
             steps=steps,
+            unreadable=tuple(unreadable),
         )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.runtime.stats import Phase, StepStats
 from soak.targets import Target
 
 
@@ -32,3 +33,22 @@ class FakeTarget(Target):
 
     def on_event(self, kind: str, **fields: Any) -> None:
         self.events.append((kind, fields))
+
+
+def engine_step(**fields: Any) -> StepStats:
+    """One built-in engine step (a decode of one request unless `fields` say otherwise)."""
+    base: dict[str, Any] = dict.fromkeys(StepStats._fields, 0) | {
+        "step": 1,
+        "t": 1.0,
+        "engine_age_s": 1.0,
+        "phase": Phase.DECODE,
+        "batch_size": 1,
+        "num_decode_tokens": 1,
+        "kv_usage": 0.0,
+        "schedule_s": 0.0,
+        "forward_s": 0.01,
+        "sample_s": 0.0,
+        "expert_misses": None,
+        "evict_s": None,
+    }
+    return StepStats(**(base | fields))

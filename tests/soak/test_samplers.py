@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.soak.fakes import FakeTarget
+from tests.soak.fakes import FakeTarget, engine_step
 
 
 def test_hooks_row_maps_the_cache_status_json_and_turns_gc_totals_into_pauses():
@@ -234,10 +234,7 @@ def test_engine_steps_pages_until_next_after_meets_last_step_whatever_the_page_s
         async def get_json(self, path: str):
             after = int(path.rsplit("=", 1)[1])
             self.asked.append(after)
-            steps = [
-                {"step": n, "forward_s": 0.01, "num_decode_tokens": 1, "batch_size": 1}
-                for n in range(after + 1, min(after + 3, self.last) + 1)
-            ]
+            steps = [engine_step(step=n).to_json() for n in range(after + 1, min(after + 3, self.last) + 1)]
             return {
                 "first_step": 1,
                 "last_step": self.last,
@@ -301,9 +298,48 @@ def test_each_engine_step_figure_lands_in_the_steps_column_the_declared_table_na
 
     assert set(STEP_FROM_ENGINE) <= set(StepStats._fields)
     assert set(STEP_FROM_ENGINE.values()) <= set(STEP_COLUMNS)
-    step = {field: float(k + 1) for k, field in enumerate(STEP_FROM_ENGINE)}
-    row = step_row({**step, "forward_s": 0.01, "num_decode_tokens": 1}, life=0)
+    step = {field: k + 1 for k, field in enumerate(STEP_FROM_ENGINE)}
+    row = step_row(engine_step(**step), life=0)
     assert {column: row[column] for column in STEP_FROM_ENGINE.values()} == {
         column: step[field] for field, column in STEP_FROM_ENGINE.items()
     }
     assert set(row) <= set(STEP_COLUMNS)
+
+
+def test_a_step_travels_as_the_engines_record_and_a_step_that_is_not_one_is_left_out_and_counted(caplog):
+    """The wire carries engine.runtime.stats.StepStats: what the server writes reads back equal; a
+    body's item that is not a step (a field missing, a word where a number goes, a phase no engine
+    has) is left out with its reason, counted by the sampler and said once, and the rest are kept."""
+    import asyncio
+
+    from engine.runtime.stats import Phase, StepStats
+    from engine.server.wire import StepsPage
+    from rundir.schema import StepPhase
+    from soak.samplers import EngineSteps
+
+    step = engine_step(step=7, phase=Phase.MIXED, num_prefill_tokens=12, kv_usage=1, evict_s=None)
+    assert StepStats.from_json(step.to_json()) == step
+    assert isinstance(StepStats.from_json(step.to_json()).kv_usage, float)
+    assert StepStats.from_json(step.to_json() | {"newer_figure": 3}) == step  # a newer server's extra
+    assert {p.value for p in Phase} <= {p.value for p in StepPhase}  # the engine's phases are the table's
+    bad = {
+        "without": {k: v for k, v in step.to_json().items() if k != "forward_s"},
+        "word": step.to_json() | {"batch_size": "four"},
+        "bool": step.to_json() | {"num_decode_tokens": True},
+        "phase": step.to_json() | {"phase": "warmup"},
+    }
+    page = StepsPage.from_json({"last_step": 9, "steps": [step.to_json(), *bad.values(), "junk"]})
+    assert page.steps == [step] and len(page.unreadable) == 5
+    assert "forward_s" in page.unreadable[0] and "'four'" in page.unreadable[1] and "warmup" in page.unreadable[3]
+    assert "unreadable" not in StepsPage(None, 9, 7, 0, [step]).to_json()
+
+    class OneBadStep(FakeTarget):
+        async def get_json(self, path: str):
+            return {"first_step": 1, "last_step": 2, "next_after": 2, "steps": [step.to_json(), bad["word"]]}
+
+    sampler = EngineSteps(OneBadStep())
+    with caplog.at_level("WARNING", logger="soak.samplers"):
+        rows = asyncio.run(sampler.sample()) + asyncio.run(sampler.sample())
+    assert len(rows) == 2 and rows[0]["phase"] == "mixed" and rows[0]["new_tokens"] == 12
+    assert sampler.num_unreadable == 2
+    assert sum("left out" in r.getMessage() for r in caplog.records) == 1
