@@ -2,8 +2,11 @@
 reports/ tests run without torch."""
 
 import json
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # The default checkpoint's architecture, shrunk: 4 layers of both kinds, 8 experts, byte vocab.
 TINY_OVERRIDES = dict(
@@ -23,6 +26,12 @@ TINY_OVERRIDES = dict(
     full_attention_interval=2,
     max_position_embeddings=4096,
 )
+
+
+@pytest.fixture(scope="session")
+def excerpt() -> Path:
+    """The seed excerpt (a real report, time-only prefix), as shipped in examples/."""
+    return ROOT / "examples" / "freetoken-excerpt.log"
 
 
 @pytest.fixture(scope="session")

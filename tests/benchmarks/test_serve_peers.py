@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRAPES = ROOT / "tests" / "diagnostics" / "fixtures" / "metrics" / "llama-server-scrapes.prom"
+SCRAPES = ROOT / "tests" / "logformats" / "fixtures" / "metrics" / "llama-server-scrapes.prom"
 
 
 def _module():

@@ -12,7 +12,7 @@ from logformats.errors import LogFormatError
 from logformats.prometheus import parse_scrapes
 from logformats.text import head, read_lines
 
-LOGS = Path(__file__).resolve().parents[1] / "diagnostics" / "fixtures" / "logs"
+LOGS = Path(__file__).resolve().parent / "fixtures" / "logs"
 DAY = dt.date(2026, 9, 23)
 
 

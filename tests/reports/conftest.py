@@ -26,11 +26,6 @@ PLANTED = (API_KEY, BEARER, PROMPT, HOME, ROOT_PATH)
 
 
 @pytest.fixture(scope="session")
-def excerpt() -> Path:
-    return ROOT / "examples" / "freetoken-excerpt.log"
-
-
-@pytest.fixture(scope="session")
 def age_log(tmp_path_factory) -> Path:
     """A FreeToken log: healthy for an hour, 4x slower after a big append, restarted at 1.6 h;
     a line holding a <script> tag sits right after the trigger."""

@@ -136,7 +136,7 @@ def test_a_real_llama_server_page_keeps_every_llamacpp_sample():
 
     from soak.external import _keep_engine_samples
 
-    page = (Path(__file__).parents[1] / "diagnostics" / "fixtures" / "metrics" / "llama-server-metrics.txt").read_text()
+    page = (Path(__file__).parents[1] / "logformats" / "fixtures" / "metrics" / "llama-server-metrics.txt").read_text()
     kept = _keep_engine_samples(page).splitlines()
     assert len(kept) == 15 and all(line.startswith("llamacpp:") for line in kept)
     assert "llamacpp:tokens_predicted_total 715" in kept and "llamacpp:requests_processing 2" in kept
