@@ -11,6 +11,12 @@ grows with engine age (both rank the same way against a step in the residual), s
 is |rho| * (1 + |partial rho given engine age|) / 2: a figure that tracks the slowdown beyond
 what engine age alone predicts ranks first.
 
+The engine's RSS counts memory its malloc freed and keeps for the next large step (the built-in
+engine keeps a step's temporaries: engine/runtime/hostmalloc.py), which rises in a step whenever a
+step larger than any before runs, a big prefill often at an onset. Where the snapshots carry that
+kept memory (`heap_kept_bytes`), the RSS is judged net of it, as `rss_in_use_bytes`, and the kept
+memory itself is not a suspect: a memory suspect then means memory the engine holds.
+
 A per-step figure (STEP_FIGURES) is first replaced by its rolling median over STEP_WINDOW_S:
 the time a step spends scheduling or sampling is part of that step's own time, so step by step
 it correlates with the residual by construction (a slow step is slow in its parts too, whatever
@@ -40,6 +46,7 @@ from rundir.schema import SNAPSHOT_COUNTERS, SNAPSHOT_HOST, SNAPSHOT_META
 MIN_POINTS = 8
 MIN_SCORE = 0.3
 MAX_SUSPECTS = 10
+KEPT = "heap_kept_bytes"  # memory the engine's malloc freed and keeps: not held by the engine
 TIME_COUNTER_SUFFIX = "_s_total"  # cumulative seconds spent in something
 MIN_ADDED_SHARE = 0.05  # of wall time: a time counter that added this much accounts for the slowdown
 SHARE_GROWTH = 2.0
@@ -79,7 +86,7 @@ def rank(
     candidates = []
     snaps = source.snapshots
     if not snaps.empty and "t" in snaps:
-        snaps = snaps.dropna(subset=["t"]).sort_values("t")
+        snaps = _net_of_kept(snaps.dropna(subset=["t"]).sort_values("t"))
         for name in snaps.columns:
             if name in SNAPSHOT_META or name in SNAPSHOT_HOST or not pd.api.types.is_numeric_dtype(snaps[name]):
                 continue
@@ -105,6 +112,16 @@ def rank(
     # check in the analysis says where).
     out.sort(key=lambda s: (s.name not in timed_names, s.name in STEP_TIME_PARTS, -s.score))
     return tuple(out[:MAX_SUSPECTS])
+
+
+def _net_of_kept(snaps: pd.DataFrame) -> pd.DataFrame:
+    """`rss_bytes` less malloc's kept memory, as `rss_in_use_bytes`, where the snapshots say it."""
+    if KEPT not in snaps:
+        return snaps
+    if "rss_bytes" in snaps:
+        snaps = snaps.assign(rss_in_use_bytes=snaps["rss_bytes"] - snaps[KEPT].fillna(0))
+        snaps = snaps.drop(columns="rss_bytes")
+    return snaps.drop(columns=KEPT)
 
 
 def _time_accounts(

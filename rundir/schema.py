@@ -164,6 +164,8 @@ SNAPSHOT_COLUMNS: dict[str, tuple[str, bool, str]] = {
     "expert_evictions": ("float64", False, "expert cache evictions, cumulative"),
     "expert_miss_rate": ("float64", False, "misses / (hits + misses) since the previous sample"),
     "rss_bytes": ("float64", False, "engine process resident memory"),
+    "heap_in_use_bytes": ("float64", False, "engine's malloc heap in allocated blocks (built-in engine, glibc)"),
+    "heap_kept_bytes": ("float64", False, "engine's malloc heap freed but kept for reuse (built-in engine, glibc)"),
     "cpu_percent": ("float64", False, "engine process CPU"),
     "num_threads": ("float64", False, "engine process threads"),
     "num_fds": ("float64", False, "engine process open files"),

@@ -145,6 +145,8 @@ class EngineHooks:
             "kv_largest_free_run": free.largest_free_run,
             "kv_fragmentation": free.fragmentation,
         }
+        if status.heap is not None:  # RSS less what malloc keeps is what the engine uses (docs/diagnostics.md)
+            row.update(heap_in_use_bytes=status.heap.in_use_bytes, heap_kept_bytes=status.heap.free_bytes)
         experts = status.experts
         if experts is not None:
             row.update(expert_hits=experts.hits, expert_misses=experts.misses, expert_evictions=experts.evictions)

@@ -15,6 +15,7 @@ from engine.runtime.engine import Engine
 from engine.runtime.faults import FaultStats
 from engine.runtime.gcstats import GcStats
 from engine.runtime.hooks import MambaStats
+from engine.runtime.hostmalloc import HeapStats, heap_stats
 
 
 class EngineSnapshot(NamedTuple):
@@ -36,6 +37,7 @@ class EngineSnapshot(NamedTuple):
     integrity: str | None = None  # "ok" or the failed check's message; None when not checked
     faults: FaultStats | None = None  # the degradation mechanisms' signals (docs/faults.md)
     gc: GcStats | None = None  # Python GC collections and pause times
+    heap: HeapStats | None = None  # what glibc's malloc holds: in use, and freed but kept (hostmalloc.py)
 
 
 def take_snapshot(engine: Engine, check: bool = False) -> EngineSnapshot:
@@ -68,6 +70,7 @@ def take_snapshot(engine: Engine, check: bool = False) -> EngineSnapshot:
         integrity=integrity,
         faults=engine.fault_stats(),
         gc=engine.gc_stats(),
+        heap=heap_stats(),
     )
 
 
@@ -96,6 +99,8 @@ def as_json(snap: EngineSnapshot) -> dict:
         out["fault_stats"] = snap.faults._asdict() | {"faults": list(snap.faults.faults)}
     if snap.gc is not None:
         out["gc"] = snap.gc._asdict()
+    if snap.heap is not None:
+        out["heap"] = snap.heap._asdict()
     if snap.integrity is not None:
         out["integrity"] = snap.integrity
     return out

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from engine.runtime.faults import FaultStats
 from engine.runtime.gcstats import GcStats
+from engine.runtime.hostmalloc import HeapStats
 from engine.runtime.stats import StepStats
 
 
@@ -69,6 +70,7 @@ class CacheStatus(NamedTuple):
     experts: ExpertCache | None  # None with the resident MoE backend
     gc: GcStats | None
     faults: FaultStats | None
+    heap: HeapStats | None  # None where the engine cannot read its malloc (not glibc)
     config: dict[str, Any]
     raw: dict[str, Any]  # the whole body, as sent
 
@@ -92,6 +94,7 @@ class CacheStatus(NamedTuple):
             faults=_pick(FaultStats, faults | {"faults": tuple(faults.get("faults") or ())})
             if isinstance(faults, dict)
             else None,
+            heap=_pick(HeapStats, body["heap"]) if isinstance(body.get("heap"), dict) else None,
             config=body.get("config") if isinstance(body.get("config"), dict) else {},
             raw=body,
         )

@@ -89,3 +89,21 @@ def test_a_time_counter_whose_share_barely_moves_is_ranked_by_correlation_only()
     source, samples, onset = _filling_run(extra_share=0.01)
     names = [s.name for s in suspects.rank(source, samples, onset)]
     assert names[0] == "cached_tokens"
+
+
+def test_rss_is_judged_net_of_what_malloc_keeps_so_a_kept_step_up_at_the_onset_is_no_suspect():
+    """The slowdown steps up at 30 s; so does the engine's RSS, by 300 MB that malloc freed and
+    keeps (a big step ran then). Raw RSS tracks the slowdown; the memory the engine holds does
+    not, and is what is ranked, where the snapshots carry the kept memory."""
+    source, samples = _run(trend=True)
+    n = len(samples)
+    rng = np.random.default_rng(3)
+    kept = np.where(np.arange(n) >= n // 2, 300e6, 50e6)
+    in_use = 900e6 + rng.normal(0, 2e6, n)
+    source.steps = source.steps.drop(columns="sample_s")
+    source.snapshots = pd.DataFrame({"t": source.steps["t"], "rss_bytes": in_use + kept})
+    assert [s.name for s in suspects.rank(source, samples, None)] == ["rss_bytes"]  # no kept figure: raw
+    source.snapshots["heap_kept_bytes"] = kept
+    assert [s.name for s in suspects.rank(source, samples, None)] == []
+    source.snapshots["rss_bytes"] += np.where(np.arange(n) >= n // 2, 200e6, 0)  # held memory that steps up
+    assert [s.name for s in suspects.rank(source, samples, None)] == ["rss_in_use_bytes"]

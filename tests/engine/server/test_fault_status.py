@@ -45,6 +45,9 @@ def test_status_has_fault_stats_and_gc_and_the_sampler_keeps_them(tiny_checkpoin
     assert row["kv_free_list_disorder"] == faults["kv_free_list_disorder"]
     assert row["gc_full_pause_s_total"] == body["gc"]["full_pause_s_total"] > 0
     assert "faults" not in row  # only numbers become columns
+    # glibc's malloc as the engine process sees it: in use and kept, as snapshot columns
+    assert body["heap"]["in_use_bytes"] > 0 and body["heap"]["free_bytes"] >= 0
+    assert row["heap_in_use_bytes"] == body["heap"]["in_use_bytes"] and row["heap_kept_bytes"] == wire.heap.free_bytes
     gc.unfreeze()  # gc-pressure froze this test process's startup heap
 
 
