@@ -1,6 +1,8 @@
-"""tokdrift's batch-1 decode against this machine's memory bandwidth.
+"""tokdrift's batch-1 decode against this machine's memory bandwidth, and its prefill against the
+machine's matrix-product rate.
 
     .venv/bin/python benchmarks/roofline.py [--quick] [--tokens 64] [--prompt 256] [--reps 5]
+    .venv/bin/python benchmarks/roofline.py --prefill 2048 [--reps 5]
 
 At batch 1 a decode step is a chain of matrix-vector products: every weight it touches is
 read once and used for one multiply-add, so the step cannot beat (bytes it must read) /
@@ -20,6 +22,14 @@ fraction of that limit:
 
 Bandwidth and decode repetitions alternate, medians are reported, and the headline,
 last, is the fraction of the roofline reached.
+
+With `--prefill N` it measures a prefill instead: one prompt of N tokens through `Engine.step`
+(one step when N fits a chunk), whose floating-point work is counted by torch's own
+`FlopCounterMode` over one such prefill (every matrix product, batched product and attention
+the forward runs: the arithmetic that bounds a prefill; elementwise work is not counted), against
+the rate of a plain `torch.mm` of the prefill's own kind ([N, hidden] by [hidden, 4 hidden],
+float32, same threads). Matrix products and prefills alternate; the headline, last, is the
+prefill's share of that rate.
 """
 
 from __future__ import annotations
@@ -56,12 +66,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reps", type=int, default=5, help="repetitions (median)")
     parser.add_argument("--copy-mb", type=int, default=1024, help="size of the copied tensor in MiB")
     parser.add_argument("--threads", type=int, default=1, help="torch threads for the copy and the decode")
+    parser.add_argument("--prefill", type=int, default=0, help="measure a prefill of this many tokens instead")
     args = parser.parse_args(argv)
     if args.quick:
         args.tokens, args.prompt, args.reps, args.copy_mb = 4, 16, 1, 64
+        args.prefill = min(args.prefill, 64)
     set_threads(args.threads)
     logging.getLogger("engine").setLevel(logging.WARNING)
     print(machine_line())
+    if args.prefill:
+        prefill_roofline(args.model, args.prefill, args.reps)
+        return
 
     from engine.runtime.config import EngineConfig
     from engine.runtime.engine import Engine
@@ -130,6 +145,62 @@ def main(argv: list[str] | None = None) -> None:
     copy_limit_s = need.total / bw_by_kind["copy"]
     print(f"against the copy bandwidth alone: {copy_limit_s / step_s:.0%} of its limit ({copy_limit_s * 1e3:.2f} ms)")
     print(f"roofline_fraction={limit_s / step_s:.0%} (batch-1 decode vs the {fastest}-bandwidth limit)")
+
+
+def prefill_roofline(model: str | None, num_tokens: int, reps: int) -> None:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from engine import SamplingParams
+    from engine.runtime.config import EngineConfig
+    from engine.runtime.engine import Engine
+
+    engine = Engine(
+        EngineConfig(model=model, device="cpu", max_running_requests=1, kv_tokens=num_tokens + 64, cache_type="none")
+    )
+    params = SamplingParams(max_tokens=1, temperature=0, ignore_eos=True)
+
+    def prefill(seed: int) -> float:
+        engine.add_request(prompt_ids(num_tokens, seed, engine.model_config.vocab_size), params)
+        t0 = clock()
+        while engine.has_work():
+            engine.step()
+        seconds = clock() - t0
+        engine.take_updates()
+        return seconds
+
+    prefill(0)  # warm-up
+    counter = FlopCounterMode(display=False)
+    with counter:
+        prefill(1)
+    flops = counter.get_total_flops()
+    hidden = engine.model_config.hidden_size
+    a, b = torch.randn(num_tokens, hidden), torch.randn(hidden, 4 * hidden)
+    mm_flops = 2 * num_tokens * hidden * 4 * hidden
+    rates, times = [], []
+    for rep in range(reps):
+        rates.append(mm_flops / _best(lambda: torch.mm(a, b)))
+        times.append(prefill(rep + 2))
+    rate, seconds = median(rates), median(times)
+    print(
+        f"prefill of {num_tokens} tokens: {flops / 1e9:.2f} GFLOP counted (FlopCounterMode); matrix-product rate "
+        f"({num_tokens}x{hidden} by {hidden}x{4 * hidden}) {rate / 1e9:.1f} GFLOP/s (runs "
+        f"{', '.join(f'{r / 1e9:.1f}' for r in rates)})"
+    )
+    print(
+        f"tokdrift prefill {seconds * 1e3:.0f} ms ({num_tokens / seconds:.0f} tok/s; runs "
+        f"{', '.join(f'{t * 1e3:.0f}' for t in times)} ms) = {flops / seconds / 1e9:.1f} GFLOP/s"
+    )
+    print(f"prefill_roofline_fraction={flops / rate / seconds:.0%} (prefill of {num_tokens} tokens vs the mm rate)")
+
+
+def _best(fn, repeats: int = 3) -> float:
+    """Seconds of the fastest of `repeats` calls of `fn`."""
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = clock()
+        fn()
+        best = min(best, clock() - t0)
+    return best
 
 
 def _bandwidth(fn, num_bytes: int, repeats: int = 3) -> float:

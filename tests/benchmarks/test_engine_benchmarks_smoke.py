@@ -10,9 +10,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_quick(script: str) -> list[str]:
+def run_quick(script: str, *args: str) -> list[str]:
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / script), "--quick"],
+        [sys.executable, str(ROOT / "benchmarks" / script), "--quick", *args],
         capture_output=True,
         text=True,
         timeout=240,
@@ -49,6 +49,13 @@ def test_roofline_prints_the_fraction_last():
     ), lines[-1]
     bytes_line = next(line for line in lines if line.startswith("bytes per decode step"))
     assert "routed experts" in bytes_line and "(0 picked)" not in bytes_line  # the expert counter saw the router
+
+
+def test_roofline_prefill_prints_the_share_of_the_matrix_product_rate_last():
+    lines = run_quick("roofline.py", "--prefill", "64")
+    assert re.fullmatch(r"prefill_roofline_fraction=\d+% \(prefill of 64 tokens vs the mm rate\)", lines[-1]), lines[-1]
+    counted = next(line for line in lines if line.startswith("prefill of 64 tokens"))
+    assert float(counted.split(": ")[1].split(" GFLOP")[0]) > 0  # torch's counter saw the forward's products
 
 
 def test_hooks_overhead_prints_every_mode_last():
