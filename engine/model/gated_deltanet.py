@@ -78,8 +78,11 @@ class GatedDeltaNet(nn.Module):
         )  # [n, Hv, Dv]
 
     def _decode(self, mixed, g, beta, batch: ForwardBatch, conv_buf, rec_buf, weight) -> torch.Tensor:
-        slots = batch.state_slots  # [B]
-        fresh = [b for b, p in enumerate(batch.prefix_lens) if p == 0]
+        return self._recurrent(mixed, g, beta, batch.state_slots, batch.prefix_lens, conv_buf, rec_buf, weight)
+
+    def _recurrent(self, mixed, g, beta, slots: torch.Tensor, prefix_lens, conv_buf, rec_buf, weight) -> torch.Tensor:
+        """One token each for the requests in `slots` [B] (mixed [B, C], g and beta [B, Hv])."""
+        fresh = [b for b, p in enumerate(prefix_lens) if p == 0]
         # index_select / index_copy_ rather than advanced indexing: the same copies without the
         # general gather/scatter machinery (4x cheaper on a [B, Hv, Dk, Dv] state on the CPU)
         conv_state = conv_buf.index_select(0, slots)  # [B, C, K-1]
@@ -99,7 +102,27 @@ class GatedDeltaNet(nn.Module):
             mixed.shape[0], self.num_v_heads, self.head_v_dim, dtype=mixed.dtype, device=mixed.device
         )  # [T, Hv, Dv]
         slots = batch.state_slots.tolist()
-        for b, (start, end) in enumerate(batch.token_ranges()):
+        ranges = batch.token_ranges()
+        # In a mixed batch the requests that decode (one token each) take the recurrent step
+        # together, as a decode batch does, rather than one padded chunk each.
+        singles = [b for b, (start, end) in enumerate(ranges) if end - start == 1]
+        if len(singles) > 1:
+            at = torch.tensor([ranges[b][0] for b in singles], device=mixed.device)  # [B1]
+            out[at] = self._recurrent(
+                mixed[at],
+                g[at],
+                beta[at],
+                batch.state_slots[singles],
+                [batch.prefix_lens[b] for b in singles],
+                conv_buf,
+                rec_buf,
+                weight,
+            )
+        else:
+            singles = []
+        for b, (start, end) in enumerate(ranges):
+            if singles and end - start == 1:
+                continue
             slot, has_prefix = slots[b], batch.prefix_lens[b] > 0
             conv_state = conv_buf[slot] if has_prefix else torch.zeros_like(conv_buf[slot])  # [C, K-1]
             y, conv_buf[slot] = delta_rule.causal_conv(mixed[start:end], conv_state, weight)  # [n, C]

@@ -76,10 +76,12 @@ class SparseMoE(nn.Module):
     def _many_tokens(self, x: torch.Tensor, top_w: torch.Tensor, top_ids: torch.Tensor) -> torch.Tensor:
         order, token_idx, groups = group_by_expert(top_ids)
         xs = x[token_idx]  # [T*k, H]
-        parts = [self._expert(expert, xs[start:end]) for expert, start, end in groups]  # [n, H] each
-        h = torch.cat(parts) * top_w.reshape(-1)[order, None]  # [T*k, H]
+        h = torch.empty_like(xs)  # [T*k, H]: each expert's rows written in place, not concatenated
+        for expert, start, end in groups:
+            h[start:end] = self._expert(expert, xs[start:end])  # [n, H]
+        h.mul_(top_w.reshape(-1)[order, None])  # [T*k, H]
         out = torch.zeros_like(x)  # [T, H]
-        out.index_add_(0, token_idx, h.to(out.dtype))
+        out.index_add_(0, token_idx, h)
         return out
 
 

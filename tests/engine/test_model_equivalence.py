@@ -96,6 +96,25 @@ def test_batched_requests_match_one_at_a_time(pair):
         torch.testing.assert_close(got[b], want, atol=ATOL, rtol=0)
 
 
+def test_a_mixed_batch_of_decodes_and_extends_matches_one_at_a_time(pair):
+    """Continuous batching: two requests decode a token each, a third appends 40 tokens onto its
+    prefix and a fourth starts from a one-token prompt, in one forward."""
+    reference, ours, _, ids, _ = pair
+    pools = make_pools(ours.config)
+    base = [0, 150, 300, 450]
+    first = [ids[:30], ids[30:70], ids[70:80]]
+    _run(ours, pools, [RequestSlice(p, 0, range(base[b], base[b] + len(p)), b) for b, p in enumerate(first)])
+    new = [[ids[120]], [ids[121]], ids[80:120], [ids[122]]]
+    prefix = [len(p) for p in first] + [0]
+    slices = [RequestSlice(n, prefix[b], range(base[b], base[b] + prefix[b] + len(n)), b) for b, n in enumerate(new)]
+    got = _run(ours, pools, slices, all_logits=False)  # [4, V]
+    for b, n in enumerate(new):
+        seq = (first[b] if b < 3 else []) + n
+        with torch.no_grad():
+            want = reference(torch.tensor([seq])).logits[0, -1]  # [V]
+        torch.testing.assert_close(got[b], want, atol=ATOL, rtol=0)
+
+
 def test_greedy_generation_gives_the_same_tokens(pair):
     reference, _, path, ids, decode_path = pair
     prompt = ids[:20]
