@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/engine_vs_hf.py [--quick] [--configs default,small] [--threads 1,2]
                                                 [--tokens 96] [--prompt 256] [--reps 3] [--turns 8]
+                                                [--e2e-prompts 256,2048]
 
 Checkpoints: the built-in default (~35M parameters), `small` (an 18M random Qwen3-Next:
 vocab 4096, hidden 256, 8 layers, 16 experts top-2) and `large` (161M), the random ones built
@@ -11,6 +12,11 @@ length: `ignore_eos` here, `min_new_tokens` there), and the end-to-end time of a
 agent session (each turn's prompt = the previous prompt + its output + a new append), where
 tokdrift's prefix cache computes only the append and transformers recomputes the context.
 tokdrift runs with its default decode path (`decode_path='fast'`).
+
+End to end (`--e2e-prompts`, each length at batch 1 and batch 8): the whole generation, prompt
+included, from the call to the last token (`generate` there; `add_request` to the last step here),
+as generated tokens per second; and the prefill alone, as prompt tokens per second: tokdrift's
+steps until every request has its first token, against one transformers forward over the prompts.
 
 Decode time is measured the same way on both sides: from the first sampled token to the
 last (N - 1 forwards), through engine steps here and a logits processor's clock there.
@@ -109,6 +115,8 @@ class Side(NamedTuple):
     batch1_tps: float
     batch8_tps: float
     session_s: float
+    e2e_tps: dict[tuple[int, int], float]  # (prompt length, batch) -> generated tok/s, prompt included
+    prefill_tps: dict[tuple[int, int], float]  # (prompt length, batch) -> prompt tok/s
 
 
 class Result(NamedTuple):
@@ -120,9 +128,14 @@ class Result(NamedTuple):
     same_tokens: bool  # greedy batch-1 outputs agree
 
     def ratio(self, key: str) -> float:
-        """tokdrift's speedup over transformers: batch1, batch8 (tok/s) or session (seconds)."""
+        """tokdrift's speedup over transformers: batch1, batch8 (tok/s), session (seconds), or
+        e2e_P_B / prefill_P_B (tok/s at prompt length P and batch B)."""
         if key == "session":
             return self.hf.session_s / self.tokdrift.session_s
+        kind, _, shape = key.partition("_")
+        if kind in ("e2e", "prefill"):
+            prompt, batch = (int(x) for x in shape.split("_"))
+            return getattr(self.tokdrift, f"{kind}_tps")[prompt, batch] / getattr(self.hf, f"{kind}_tps")[prompt, batch]
         return getattr(self.tokdrift, f"{key}_tps") / getattr(self.hf, f"{key}_tps")
 
 
@@ -140,7 +153,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--append", type=int, default=128, help="tokens appended per turn")
     parser.add_argument("--turn-tokens", type=int, default=16, help="tokens generated per turn")
     parser.add_argument("--system", type=int, default=512, help="first turn's prompt length")
+    parser.add_argument(
+        "--e2e-prompts", default="256,2048", help="comma-separated prompt lengths of the end-to-end and prefill runs"
+    )
     args = parser.parse_args(argv)
+    args.e2e_prompts = [int(p) for p in args.e2e_prompts.split(",") if p]
     configs = [c for c in args.configs.split(",") if c]
     threads = [int(t) for t in args.threads.split(",") if t]
     unknown = set(configs) - {"default", *RANDOM}
@@ -149,6 +166,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.tokens, args.prompt, args.reps, args.turns = 4, 16, 1, 2
         args.append, args.turn_tokens, args.system = 8, 2, 16
+        args.e2e_prompts = [16]
         configs, threads = ["tiny"], threads[:1]
     logging.getLogger("transformers").setLevel(logging.ERROR)
     logging.getLogger("engine").setLevel(logging.WARNING)
@@ -181,9 +199,19 @@ def main(argv: list[str] | None = None) -> None:
                     f"{h.session_s:.2f} s ({h.session_s / t.session_s:.2f}x); same greedy tokens: {r.same_tokens}",
                     flush=True,
                 )
+                for prompt, batch in sorted(t.e2e_tps):
+                    print(
+                        f"  prompt {prompt} x batch {batch}: end to end tokdrift {t.e2e_tps[prompt, batch]:.1f} tok/s, "
+                        f"transformers {h.e2e_tps[prompt, batch]:.1f} tok/s ({r.ratio(f'e2e_{prompt}_{batch}'):.2f}x); "
+                        f"prefill {t.prefill_tps[prompt, batch]:.0f} vs {h.prefill_tps[prompt, batch]:.0f} prompt tok/s "
+                        f"({r.ratio(f'prefill_{prompt}_{batch}'):.2f}x)",
+                        flush=True,
+                    )
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    worst = {key: min(results, key=lambda r: r.ratio(key)) for key in ("batch1", "batch8", "session")}
+    shapes = sorted(results[0].tokdrift.e2e_tps)
+    keys = ["batch1", "batch8", "session"] + [f"{kind}_{p}_{b}" for kind in ("e2e", "prefill") for p, b in shapes]
+    worst = {key: min(results, key=lambda r: r.ratio(key)) for key in keys}
     print(
         " ".join(f"speedup_{key}={r.ratio(key):.2f}x ({r.name}, {r.threads} thread(s))" for key, r in worst.items())
         + f"; same greedy tokens everywhere: {all(r.same_tokens for r in results)}"
@@ -194,7 +222,8 @@ def compare(name: str, threads: int, checkpoint: Path, hf, args) -> Result:
     from engine.runtime.config import EngineConfig
     from engine.runtime.engine import Engine
 
-    max_len = args.system + args.turns * (args.append + args.turn_tokens) + 2 * args.tokens + 64
+    longest = max([args.prompt, *args.e2e_prompts])
+    max_len = max(args.system + args.turns * (args.append + args.turn_tokens), longest) + 2 * args.tokens + 64
     engine = Engine(EngineConfig(model=str(checkpoint), device="cpu", max_running_requests=8, kv_tokens=8 * max_len))
     num_params = sum(t.numel() for t in hf.parameters())
     one = [prompt_ids(args.prompt, seed=1)]
@@ -210,10 +239,30 @@ def compare(name: str, threads: int, checkpoint: Path, hf, args) -> Result:
         seed = 100 + len(runs["ts"])  # a fresh session each time: nothing of it is cached yet
         runs["ts"].append(_session(lambda ctx: _engine_generate(engine, ctx, args.turn_tokens), seed, args))
         runs["hs"].append(_session(lambda ctx: _hf_generate(hf, ctx, args.turn_tokens), seed, args))
+    e2e: dict[str, dict[tuple[int, int], list[float]]] = {"t": {}, "h": {}}
+    pre: dict[str, dict[tuple[int, int], list[float]]] = {"t": {}, "h": {}}
+    for rep in range(args.reps):
+        for prompt in args.e2e_prompts:
+            for batch in (1, 8):
+                prompts = [prompt_ids(prompt, seed=1000 * rep + 10 * batch + b + prompt) for b in range(batch)]
+                key = (prompt, batch)
+                e2e["t"].setdefault(key, []).append(_engine_e2e(engine, prompts, args.tokens))
+                e2e["h"].setdefault(key, []).append(_hf_e2e(hf, prompts, args.tokens))
+                fresh = [prompt_ids(prompt, seed=1000 * rep + 10 * batch + b + prompt + 500) for b in range(batch)]
+                pre["t"].setdefault(key, []).append(_engine_e2e(engine, fresh, 1, prefill=True))
+                pre["h"].setdefault(key, []).append(_hf_prefill(hf, fresh))
     med = {k: median(v) for k, v in runs.items()}
-    return Result(
-        name, threads, num_params, Side(med["t1"], med["t8"], med["ts"]), Side(med["h1"], med["h8"], med["hs"]), same
-    )
+    sides = {
+        side: Side(
+            med[f"{side}1"],
+            med[f"{side}8"],
+            med[f"{side}s"],
+            {k: median(v) for k, v in e2e[side].items()},
+            {k: median(v) for k, v in pre[side].items()},
+        )
+        for side in ("t", "h")
+    }
+    return Result(name, threads, num_params, sides["t"], sides["h"], same)
 
 
 # --- transformers side -------------------------------------------------------------------------
@@ -265,6 +314,31 @@ def _hf_decode(model, prompts: list[list[int]], max_tokens: int) -> tuple[Decode
     return run, out[:, ids.shape[1] :].tolist()
 
 
+def _hf_e2e(model, prompts: list[list[int]], max_tokens: int) -> float:
+    """Generated tokens per second of a whole `generate` call, prompt included."""
+    ids = torch.tensor(prompts)  # [B, P]
+    start = clock()
+    with torch.inference_mode():
+        model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=max_tokens,
+            min_new_tokens=max_tokens,
+            do_sample=False,
+            pad_token_id=0,
+        )
+    return len(prompts) * max_tokens / (clock() - start)
+
+
+def _hf_prefill(model, prompts: list[list[int]]) -> float:
+    """Prompt tokens per second of one forward over the prompts (what generate's first step runs)."""
+    ids = torch.tensor(prompts)  # [B, P]
+    start = clock()
+    with torch.inference_mode():
+        model(ids, attention_mask=torch.ones_like(ids), use_cache=True, logits_to_keep=1)
+    return ids.numel() / (clock() - start)
+
+
 def _hf_generate(model, context: list[int], max_tokens: int) -> list[int]:
     ids = torch.tensor([context])
     with torch.inference_mode():
@@ -290,6 +364,27 @@ def _engine_generate(engine, context: list[int], max_tokens: int) -> list[int]:
         engine.step()
     engine.take_updates()
     return list(request.output_ids)
+
+
+def _engine_e2e(engine, prompts: list[list[int]], max_tokens: int, prefill: bool = False) -> float:
+    """Generated tokens per second from adding the requests to their last token, prompt included;
+    with `prefill`, prompt tokens per second until every request has its first token."""
+    from engine import SamplingParams
+
+    params = SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True)
+    start = clock()
+    requests = [engine.add_request(list(p), params) for p in prompts]
+    while engine.has_work():
+        engine.step()
+        if prefill and all(r.output_ids for r in requests):
+            break
+    seconds = clock() - start
+    while engine.has_work():
+        engine.step()
+    engine.take_updates()
+    if prefill:
+        return sum(len(p) for p in prompts) / seconds
+    return sum(len(r.output_ids) for r in requests) / seconds
 
 
 def _session(generate, seed: int, args) -> float:

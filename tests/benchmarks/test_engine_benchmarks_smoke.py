@@ -27,12 +27,15 @@ def run_quick(script: str, *args: str) -> list[str]:
 def test_engine_vs_hf_prints_speedups_last():
     pytest.importorskip("transformers")
     lines = run_quick("engine_vs_hf.py")
+    each = r"=[\d.]+x \(tiny, 1 thread\(s\)\)"
     assert re.fullmatch(
-        r"speedup_batch1=[\d.]+x \(tiny, 1 thread\(s\)\) speedup_batch8=[\d.]+x \(tiny, 1 thread\(s\)\) "
-        r"speedup_session=[\d.]+x \(tiny, 1 thread\(s\)\); same greedy tokens everywhere: True",
+        rf"speedup_batch1{each} speedup_batch8{each} speedup_session{each} speedup_e2e_16_1{each} "
+        rf"speedup_e2e_16_8{each} speedup_prefill_16_1{each} speedup_prefill_16_8{each}; "
+        r"same greedy tokens everywhere: True",
         lines[-1],
     ), lines[-1]  # both sides ran the same model
-    assert "same greedy tokens: True" in lines[-2], lines[-2]
+    assert "same greedy tokens: True" in lines[-4], lines[-4]
+    assert lines[-2].startswith("  prompt 16 x batch 8: end to end tokdrift"), lines[-2]
 
 
 def test_decode_paths_prints_the_ratios_last():
