@@ -24,3 +24,16 @@ def test_chunked_is_the_recurrent_rule_token_by_token(chunk_size, length):
         outs.append(o[0])
     torch.testing.assert_close(out, torch.stack(outs), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(final, s[0], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("length", [1, 2, 3, 40])
+def test_causal_conv_is_the_grouped_conv_over_the_state_and_the_run(length):
+    gen = torch.Generator().manual_seed(length)
+    channels, kernel = 6, 4
+    x, state = torch.randn(length, channels, generator=gen), torch.randn(channels, kernel - 1, generator=gen)
+    weight = torch.randn(channels, kernel, generator=gen)
+    y, new_state = delta_rule.causal_conv(x, state, weight)
+    window = torch.cat((state, x.t()), dim=-1)  # [C, K-1+L]
+    want = torch.nn.functional.conv1d(window[None], weight[:, None, :], groups=channels)[0].t()  # [L, C]
+    torch.testing.assert_close(y, torch.nn.functional.silu(want))
+    torch.testing.assert_close(new_state, window[:, -(kernel - 1) :])
