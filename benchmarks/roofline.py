@@ -25,8 +25,9 @@ last, is the fraction of the roofline reached.
 
 With `--prefill N` it measures a prefill instead: one prompt of N tokens through `Engine.step`
 (one step when N fits a chunk), whose floating-point work is counted by torch's own
-`FlopCounterMode` over one such prefill (every matrix product, batched product and attention
-the forward runs: the arithmetic that bounds a prefill; elementwise work is not counted), against
+`FlopCounterMode` over one such prefill (every matrix product and batched product the forward
+runs: the arithmetic that bounds a prefill; elementwise work is not counted, and neither is
+attention, whose CPU flash kernel the counter has no formula for, so the fraction is a floor), against
 the rate of a plain `torch.mm` of the prefill's own kind ([N, hidden] by [hidden, 4 hidden],
 float32, same threads). Matrix products and prefills alternate; the headline, last, is the
 prefill's share of that rate.
