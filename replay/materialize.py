@@ -257,7 +257,16 @@ def _values(
     return np.concatenate(parts)[:num_tokens]
 
 
-@lru_cache(maxsize=1 << 16)
+# Blocks kept for reuse: consecutive turns of a session reuse their previous prompt's values
+# (Materializer), so what the cache saves is mostly the blocks sessions share. Every loop of a
+# replay salts new content, so a cache of 65,536 blocks (about 590 bytes each at 64 tokens) kept
+# filling for hours: 38 MB, the soak driver's slope of ~5 MB an hour (docs/soak.md, "Memory of a
+# long run"). 4,096 hold the example trace's working set (2.4 MB, full within the first loops);
+# a block not held costs one shake-256 of 256 bytes to make again.
+BLOCK_CACHE_SIZE = 4096
+
+
+@lru_cache(maxsize=BLOCK_CACHE_SIZE)
 def _block(hash_id: int, n: int, salt: int = 0) -> np.ndarray:
     return _stream(f"block:{hash_id}" + (f":{salt}" if salt else ""), n)
 

@@ -169,3 +169,18 @@ def test_later_loops_get_new_content_but_keep_what_sessions_share():
         assert a[:16] == b[:16]  # the shared block, the same in every loop
         assert a[16:] != b[16:]  # the session's own blocks, new content
     assert second[0][:16] == second[1][:16]  # still shared within the loop
+
+
+def test_the_block_cache_stays_bounded_over_many_loops_and_the_content_does_not_depend_on_it():
+    """Each loop of a replay salts new blocks: a long soak must not keep them all (the driver's
+    memory), and a block made again is the same block."""
+    from replay.materialize import BLOCK_CACHE_SIZE, _block
+
+    config = MaterializeConfig(block_size=4)
+    call = _call(range(64), 4 * 64)
+    first = materialize(call, config, salt=1).token_ids
+    _block.cache_clear()
+    for loop in range(2, 2 + 3 * BLOCK_CACHE_SIZE // 64):
+        materialize(call, config, salt=loop)
+    assert _block.cache_info().currsize == BLOCK_CACHE_SIZE
+    assert materialize(call, config, salt=1).token_ids == first  # evicted long ago, made again alike
