@@ -2,7 +2,7 @@
 warm-up, and the run directory's Parquet parts per hour, read from the run directory's own
 snapshots (`driver_rss_bytes`, `rss_bytes`, `control_rss_bytes`, one row per sample).
 
-    .venv/bin/python benchmarks/soak_footprint.py [--minutes 30] [--warmup-min 10] [-- SOAK ARGS]
+    .venv/bin/python benchmarks/soak_footprint.py [--minutes 30] [--warmup-min 10] [-o RUN_DIR] [-- SOAK ARGS]
     .venv/bin/python benchmarks/soak_footprint.py --run runs/<id>     # a soak that already ran
 
 Without --run it soaks the example trace on the built-in engine (`soak run --trace
@@ -56,13 +56,16 @@ def growth(minutes: np.ndarray, rss: np.ndarray, warmup_min: float) -> tuple[flo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", type=Path, help="read this run directory instead of soaking")
+    parser.add_argument(
+        "-o", "--out", type=Path, help="soak into this run directory and keep it (default: a temporary one)"
+    )
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--warmup-min", type=float, default=10.0, help="minutes left out as warm-up")
     parser.add_argument("--slice-min", type=float, default=5.0)
     parser.add_argument("soak_args", nargs="*", help="after --: more `soak run` options")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        run_dir = args.run or Path(tmp) / "footprint"
+        run_dir = args.run or args.out or Path(tmp) / "footprint"
         if args.run is None:
             soak(run_dir, args.minutes, args.soak_args)
         report(run_dir, args.warmup_min, args.slice_min)
