@@ -103,10 +103,10 @@ def report(run_dir: Path, warmup_min: float, slice_min: float) -> None:
         )
         figures.append(f"{name} {g[0]:+.1f} MB/h ({share:+.1f} % in 12 h)")
     counts = {table: len(parts.live(run_dir / table)) for table in TABLES if (run_dir / table).is_dir()}
-    flushes = {table: parts.last_number(run_dir / table) for table in counts}
-    print("parts now (flushes written):", ", ".join(f"{k} {v} ({flushes[k]})" for k, v in counts.items()))
+    written = max(parts.last_number(run_dir / table) for table in counts)  # part numbers run across tables
+    print("parts now:", ", ".join(f"{k} {v}" for k, v in counts.items()), f"({written} written in all, merged since)")
     total = sum(counts.values())
-    figures.append(f"parts {total} after {span_h * 60:.0f} min ({sum(flushes.values()) / span_h:.0f} flushes an hour)")
+    figures.append(f"parts {total} after {span_h * 60:.0f} min ({written / span_h:.0f} written an hour)")
     print("soak footprint: " + ", ".join(figures))
 
 

@@ -42,6 +42,6 @@ def test_soak_footprint_reads_the_slope_after_warm_up_from_the_snapshots(tmp_pat
     last = proc.stdout.strip().splitlines()[-1]
     assert re.fullmatch(
         r"soak footprint: driver \+6\.0 MB/h \(\+35\.\d % in 12 h\), engine \+0\.0 MB/h \(\+0\.0 % in 12 h\), "
-        r"parts \d+ after 60 min \(\d+ flushes an hour\)",
+        r"parts \d+ after 60 min \(\d+ written an hour\)",
         last,
     ), last
