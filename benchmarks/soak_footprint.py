@@ -10,7 +10,8 @@ examples/opencode.jsonl --minutes M`, any further words after `--` go to `soak r
 temporary run directory, then reads it. Each process's growth is the slope of its RSS against the
 time since the run started, over the samples after --warmup-min (Theil-Sen: a single large step
 of malloc's kept memory does not tilt it as least squares would), per hour and projected over 12
-hours as a share of its RSS at the end of warm-up. A slope from tens of minutes says what the
+hours as a share of its RSS at the end of warm-up. The control twin is started afresh through a
+soak (a fresh twin is the point of it), so its row spans processes and stays out of the last line. A slope from tens of minutes says what the
 process does then, not that it keeps doing it: run for hours for the hours' figure. The table is
 the median RSS of each --slice-min slice. Last line: the figures.
 """
@@ -101,7 +102,8 @@ def report(run_dir: Path, warmup_min: float, slice_min: float) -> None:
             f"{name}: {at_warm:.0f} MB after warm-up, {g[0]:+.1f} MB/h (90 % {g[1]:+.1f} to {g[2]:+.1f}), "
             f"{share:+.1f} % over 12 h at that rate"
         )
-        figures.append(f"{name} {g[0]:+.1f} MB/h ({share:+.1f} % in 12 h)")
+        if name != "control":  # the twin is started afresh through the run: its row is across processes
+            figures.append(f"{name} {g[0]:+.1f} MB/h ({share:+.1f} % in 12 h)")
     counts = {table: len(parts.live(run_dir / table)) for table in TABLES if (run_dir / table).is_dir()}
     written = max(parts.last_number(run_dir / table) for table in counts)  # part numbers run across tables
     print("parts now:", ", ".join(f"{k} {v}" for k, v in counts.items()), f"({written} written in all, merged since)")
