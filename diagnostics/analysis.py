@@ -17,6 +17,7 @@ import pandas as pd
 from diagnostics import caps, controls, decode, identity, intervals, sequential
 from diagnostics import checks as checks_mod
 from diagnostics import context as context_mod
+from diagnostics import evidence as evidence_mod
 from diagnostics import onset as onset_mod
 from diagnostics import prefill as prefill_mod
 from diagnostics import reuse as reuse_mod
@@ -29,7 +30,7 @@ from diagnostics.source import Source
 
 logger = logging.getLogger(__name__)
 
-DECODE_BASES = verdict_mod.DECODE_BASES
+DECODE_BASES = evidence_mod.DECODE_BASES
 STEP_BASES = ("step_series", "bins")  # comparisons made from the step series itself
 # What a user with only a log can add, said with every refusal of one (a log of access lines says its own).
 WHAT_WOULD_ANSWER = (
@@ -55,7 +56,7 @@ def analyze(source: Source) -> Analysis:
     prefill = prefill_mod.compare(source.steps)
     host = controls.host_load(source.snapshots)
     no_data = dec.why_not if probes is None and paired is None else None
-    evidence = verdict_mod.Evidence(
+    evidence = evidence_mod.Evidence(
         paired=paired,
         probes=probes,
         bins=dec.bins,
@@ -144,7 +145,7 @@ def analyze(source: Source) -> Analysis:
         checks.append(
             Check(
                 "raw_throughput",
-                "ok" if raw >= verdict_mod.RAW_DROP else "warn",
+                "ok" if raw >= evidence_mod.RAW_DROP else "warn",
                 f"per-request decode rate in the last quarter of the samples' span is {raw:.2f}x the "
                 f"first quarter's (raw, not at matched conditions)",
             )
@@ -263,7 +264,7 @@ def _narrower(a: Comparison | None, b: Comparison | None) -> Comparison | None:
     """Of two restart controls (the probes', the step series'), the one whose interval is
     narrower on the log scale (a step series holds many more samples than three probe cycles),
     of those that read what an engine compared with itself can (verdict.sane)."""
-    a, b = (a if verdict_mod.sane(a) else None), (b if verdict_mod.sane(b) else None)
+    a, b = (a if evidence_mod.sane(a) else None), (b if evidence_mod.sane(b) else None)
     if a is None or b is None:
         return a or b
     if not b.interval.bounded:
@@ -306,7 +307,7 @@ def _headline(decision: verdict_mod.Decision, per_hour, shape: str | None) -> tu
     if decision.verdict == Verdict.INSUFFICIENT:
         return None, None
     claim = decision.decisive
-    if claim is not None and claim.basis in verdict_mod.SIDE_BASES:
+    if claim is not None and claim.basis in evidence_mod.SIDE_BASES:
         i = claim.interval
         side = Slowdown(
             ratio=claim.ratio,

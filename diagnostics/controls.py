@@ -23,9 +23,9 @@ import pandas as pd
 
 from diagnostics import changepoint, intervals, sequential
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
+from diagnostics.evidence import HostLoad
 from diagnostics.sequential import MIN_SIDE
 from diagnostics.sequential import side as _side
-from diagnostics.verdict import HostLoad
 from rundir.schema import ProbeRole
 
 # A comparison's two sides in time: the first and the last moment of each (early, late).

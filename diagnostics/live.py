@@ -24,9 +24,10 @@ import pandas as pd
 
 from diagnostics import caps, controls, sequential
 from diagnostics.comparison import DECODE_MATERIAL
+from diagnostics.evidence import Evidence
 from diagnostics.labels import Cause, Confidence, Verdict
 from diagnostics.result import Check
-from diagnostics.verdict import Evidence, decide
+from diagnostics.verdict import decide
 
 AGE = Verdict.AGE
 NO_AGE = Verdict.NO_DEGRADATION

@@ -8,8 +8,9 @@ from scipy.stats import norm
 
 from diagnostics.combine import combine, widen
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
+from diagnostics.evidence import Evidence
 from diagnostics.intervals import Interval
-from diagnostics.verdict import Evidence, decide
+from diagnostics.verdict import decide
 
 
 def cmp(basis, ratio, lo, hi, level=0.90):

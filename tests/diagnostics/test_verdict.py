@@ -3,9 +3,10 @@
 import pytest
 
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
+from diagnostics.evidence import Evidence, HostLoad
 from diagnostics.intervals import Interval
 from diagnostics.labels import Cause
-from diagnostics.verdict import Evidence, HostLoad, decide
+from diagnostics.verdict import decide
 
 HOST_DRIFT = Cause.HOST_DRIFT
 
