@@ -15,9 +15,14 @@ ops at batch 1, with:
   q and k l2-normalised by one `rms_norm` over both (l2norm(x) = rms_norm(x, eps / D) / sqrt(D));
 - plain functions over tensors: no module calls in the step.
 
+The same layers take prefill, extend (an append onto a cached prefix) and mixed batches: the
+fused projections, the folded residuals and the MoE's grouped expert products serve T tokens as
+they serve B; attention runs the backend's extend (causal over each request's context), and the
+linear-attention layers the reference's extend (the causal conv and the chunked delta rule per
+request, a mixed batch's decoding requests together through the recurrent step).
+
 The reference layers (`qwen3_next.py`, proven against transformers) stay the specification:
-tests run both paths and compare logits and greedy tokens. Prefill always takes the
-reference layers.
+tests run both paths and compare logits and greedy tokens.
 """
 
 from __future__ import annotations
@@ -81,13 +86,13 @@ def _linear(module: nn.Linear) -> _Linear:
 
 
 class _Step(NamedTuple):
-    """What every layer of one decode step shares, computed once."""
+    """What every layer of one forward shares, computed once."""
 
     batch: ForwardBatch
-    cos: torch.Tensor  # [B, 1, R]
-    sin_signed: torch.Tensor  # [B, 1, R]: -sin on the first half, +sin on the second (rotate_half's signs)
-    kv_slots: torch.Tensor  # [B, L] (or [L] at batch 1): each request's context slots, padded
-    kv_mask: torch.Tensor | None  # [B, 1, 1, L] valid keys; None at batch 1
+    cos: torch.Tensor  # [T, 1, R]
+    sin_signed: torch.Tensor  # [T, 1, R]: -sin on the first half, +sin on the second (rotate_half's signs)
+    kv_slots: torch.Tensor  # decode: [B, L] (or [L] at batch 1), each request's context slots, padded
+    kv_mask: torch.Tensor | None  # decode: [B, 1, 1, L] valid keys; None at batch 1 and for an extend
     fresh: list[int]  # requests with no prefix: their linear-attention state starts at zero
     state_slots: list[int]  # each request's linear-attention state slot
 
@@ -115,16 +120,18 @@ class FastDecode:
 
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch, kv_pool, state_pool, backend) -> torch.Tensor:
-        """Logits float32 [B, V] of a decode batch (every request extends by one token)."""
+        """Logits float32: [B, V] for the last new token of each request, or [T, V] if the batch asked for all."""
         model, eps = self.model, self.eps
         self.experts.begin_step()
-        x = model.model.embed_tokens(batch.input_ids)  # [B, H]
+        x = model.model.embed_tokens(batch.input_ids)  # [T, H]
         step = self._step(batch, x.dtype, backend)
         for in_norm, mixer, post_norm, ffn in self.layers:
-            x = mixer(x, rms_norm(x, in_norm, eps), step, kv_pool, state_pool, backend)  # [B, H], residual added
-            x = ffn(x, rms_norm(x, post_norm, eps))  # [B, H], residual added
-        x = rms_norm(x, self.final_norm, eps)  # [B, H]
-        return F.linear(x, model.lm_head_weight).float()  # [B, V]
+            x = mixer(x, rms_norm(x, in_norm, eps), step, kv_pool, state_pool, backend)  # [T, H], residual added
+            x = ffn(x, rms_norm(x, post_norm, eps))  # [T, H], residual added
+        if batch.logits_indices.shape[0] != x.shape[0]:
+            x = x[batch.logits_indices]  # [B, H]
+        x = rms_norm(x, self.final_norm, eps)  # [B or T, H]
+        return F.linear(x, model.lm_head_weight).float()  # [B or T, V]
 
     def _step(self, batch: ForwardBatch, dtype: torch.dtype, backend) -> _Step:
         cos, sin = self.model.rotary.cos_sin(batch.positions, dtype)  # [B, R] each
@@ -132,7 +139,7 @@ class FastDecode:
         sin_signed = torch.cat((-sin[:, :half], sin[:, half:]), dim=-1)  # [B, R]
         fresh = [b for b, p in enumerate(batch.prefix_lens) if p == 0]
         kv_slots, kv_mask = batch.kv_slots, None  # [L] at batch 1
-        if batch.num_requests > 1 and type(backend) is TorchAttention:
+        if batch.is_decode and batch.num_requests > 1 and type(backend) is TorchAttention:
             # each context padded to the longest one, masked:
             #   idx[b, j] = kv_indptr[b] + j (clamped to the request's last slot), valid while j < len[b]
             lens = batch.kv_indptr[1:] - batch.kv_indptr[:-1]  # [B]
@@ -150,6 +157,7 @@ class _GdnLayer:
 
     def __init__(self, module, mc) -> None:
         self.layer = module.layer
+        self.module = module  # its extend: the causal conv and the chunked delta rule per request
         self.proj = _fuse(module.in_proj_qkvz, module.in_proj_ba)
         hk, hv, dk, dv = module.num_k_heads, module.num_v_heads, module.head_k_dim, module.head_v_dim
         self.hk, self.hv, self.dk, self.dv, self.r = hk, hv, dk, dv, hv // hk
@@ -168,6 +176,10 @@ class _GdnLayer:
             cols["b"] += range(qkvz + h * 2 * r, qkvz + h * 2 * r + r)
             cols["a"] += range(qkvz + h * 2 * r + r, qkvz + (h + 1) * 2 * r)
         self.order = torch.tensor([c for name in "qkvzba" for c in cols[name]], device=self.proj.weight_t.device)
+        # An extend's T rows would pay a column gather of the whole projection: its weight's columns
+        # in the step's order instead, a copy of this layer's projection (the reference keeps the
+        # fused one)
+        self.proj_ordered = _Linear(self.proj.weight_t[:, self.order].contiguous(), None)
         self.conv_weight = module.conv1d.weight.detach()[:, 0, :]  # [C, K]
         self.neg_a = -module.A_log.detach().float().exp()  # [Hv]
         self.dt_bias = module.dt_bias.detach()  # [Hv]
@@ -181,12 +193,15 @@ class _GdnLayer:
 
     def __call__(self, x, h, step: _Step, kv_pool, state_pool, backend) -> torch.Tensor:
         n, hk, hv, dk, dv, r = x.shape[0], self.hk, self.hv, self.dk, self.dv, self.r
-        p = self.proj(h).index_select(1, self.order)  # [B, C + Hv*Dv + 2Hv]: q k v | z | b | a
+        p = self.proj_ordered(h)  # [T, C + Hv*Dv + 2Hv]: q k v | z | b | a
         c, vd = self.conv_dim, self.value_dim
         mixed, z = p[:, :c], p[:, c : c + vd]  # [B, C], [B, Hv*Dv]
         beta = p[:, c + vd : c + vd + hv].sigmoid().float()  # [B, Hv]
         g = self.neg_a * F.softplus(p[:, c + vd + hv :].float() + self.dt_bias)  # [B, Hv] log decay
         conv_buf, rec_buf = state_pool.buffers(self.layer)  # [S, C, K-1], [S, Hv, Dk, Dv]
+        if not step.batch.is_decode:  # [T, C] q k v are laid out as the reference's `mixed`
+            out = self.module._extend(mixed, g, beta, step.batch, conv_buf, rec_buf, self.conv_weight)  # [T, Hv, Dv]
+            return self._output(x, out, z)
         # Batch 1 works on its slot in place. A larger batch always gathers and writes back, even
         # when its slots happen to be one run: slots fragment as a server ages, and a step that
         # got slower with that would be an engine-age effect of the engine's own making.
@@ -229,9 +244,14 @@ class _GdnLayer:
             for i, slot in enumerate(step.state_slots):
                 conv_buf[slot].copy_(window[i, :, 1:])
                 rec_buf[slot].copy_(state[i])
-        out = F.rms_norm(out, (dv,), None, self.norm_eps).to(x.dtype) * self.norm_weight  # [B, Hv, Dv]
-        out = (out * F.silu(z.float().view(n, hv, dv))).to(x.dtype)  # [B, Hv, Dv]
-        return torch.addmm(x, out.view(n, vd), self.out_proj_t)  # [B, H]: x + out_proj(out)
+        return self._output(x, out, z)
+
+    def _output(self, x, out, z) -> torch.Tensor:
+        """The gated norm and the output projection, residual added: out [T, Hv, Dv], z [T, Hv*Dv]."""
+        n, hv, dv = x.shape[0], self.hv, self.dv
+        out = F.rms_norm(out, (dv,), None, self.norm_eps).to(x.dtype) * self.norm_weight  # [T, Hv, Dv]
+        out = (out * F.silu(z.float().view(n, hv, dv))).to(x.dtype)  # [T, Hv, Dv]
+        return torch.addmm(x, out.reshape(n, self.value_dim), self.out_proj_t)  # [T, H]: x + out_proj(out)
 
 
 class _AttentionLayer:
@@ -267,7 +287,9 @@ class _AttentionLayer:
         q, k = qk[:, :hq], qk[:, hq:]  # [B, Hq, D], [B, Hkv, D]
         kv_pool.write(self.layer, step.batch.new_kv_slots, k, v)
         k_buf, v_buf = kv_pool.buffers(self.layer)  # [S, Hkv, D] each
-        if type(backend) is TorchAttention:
+        if not step.batch.is_decode:
+            out = backend.extend(q, k_buf, v_buf, step.batch, self.scale)  # [T, Hq, D], causal per request
+        elif type(backend) is TorchAttention:
             out = self._attend(q, k_buf, v_buf, step, backend)  # [B, Hq, D]
         else:
             out = backend.decode(q, k_buf, v_buf, step.batch, self.scale)  # [B, Hq, D]

@@ -105,7 +105,7 @@ class Qwen3NextForCausalLM(nn.Module):
         self, batch: ForwardBatch, kv_pool: KVPool, state_pool: StatePool, backend: TorchAttention
     ) -> torch.Tensor:
         """Logits float32: [B, V] for the last new token of each request, or [T, V] if the batch asked for all."""
-        if self.fast_decode is not None and batch.is_decode and batch.logits_indices.shape[0] == batch.num_tokens:
+        if self.fast_decode is not None:  # decode, prefill, extend and mixed batches alike
             return self.fast_decode.forward(batch, kv_pool, state_pool, backend)
         self.experts.begin_step()
         x = self.model.embed_tokens(batch.input_ids)  # [T, H]
