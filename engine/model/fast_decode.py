@@ -158,7 +158,7 @@ class _GdnLayer:
     def __init__(self, module, mc) -> None:
         self.layer = module.layer
         self.module = module  # its extend: the causal conv and the chunked delta rule per request
-        self.proj = _fuse(module.in_proj_qkvz, module.in_proj_ba)
+        self.proj = _fuse(module.in_proj_qkvz, module.in_proj_ba)  # the reference's two projections are views of it
         hk, hv, dk, dv = module.num_k_heads, module.num_v_heads, module.head_k_dim, module.head_v_dim
         self.hk, self.hv, self.dk, self.dv, self.r = hk, hv, dk, dv, hv // hk
         self.conv_dim, self.value_dim = module.conv_dim, module.value_dim
@@ -175,11 +175,11 @@ class _GdnLayer:
             cols["z"] += range(base + 2 * dk + r * dv, base + group)
             cols["b"] += range(qkvz + h * 2 * r, qkvz + h * 2 * r + r)
             cols["a"] += range(qkvz + h * 2 * r + r, qkvz + (h + 1) * 2 * r)
-        self.order = torch.tensor([c for name in "qkvzba" for c in cols[name]], device=self.proj.weight_t.device)
-        # An extend's T rows would pay a column gather of the whole projection: its weight's columns
-        # in the step's order instead, a copy of this layer's projection (the reference keeps the
-        # fused one)
-        self.proj_ordered = _Linear(self.proj.weight_t[:, self.order].contiguous(), None)
+        order = torch.tensor([c for name in "qkvzba" for c in cols[name]], device=self.proj.weight_t.device)
+        # The step reads the fused weight with its columns in that order: a copy of this layer's
+        # projection (the reference keeps the fused one), so that a step of T rows does not gather
+        # the columns of its whole product
+        self.proj_ordered = _Linear(self.proj.weight_t[:, order].contiguous(), None)
         self.conv_weight = module.conv1d.weight.detach()[:, 0, :]  # [C, K]
         self.neg_a = -module.A_log.detach().float().exp()  # [Hv]
         self.dt_bias = module.dt_bias.detach()  # [Hv]

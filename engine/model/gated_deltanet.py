@@ -106,22 +106,21 @@ class GatedDeltaNet(nn.Module):
         # In a mixed batch the requests that decode (one token each) take the recurrent step
         # together, as a decode batch does, rather than one padded chunk each.
         singles = [b for b, (start, end) in enumerate(ranges) if end - start == 1]
-        if len(singles) > 1:
-            at = torch.tensor([ranges[b][0] for b in singles], device=mixed.device)  # [B1]
+        together = singles if len(singles) > 1 else []
+        if together:
+            at = torch.tensor([ranges[b][0] for b in together], device=mixed.device)  # [B1]
             out[at] = self._recurrent(
                 mixed[at],
                 g[at],
                 beta[at],
-                batch.state_slots[singles],
-                [batch.prefix_lens[b] for b in singles],
+                batch.state_slots[together],
+                [batch.prefix_lens[b] for b in together],
                 conv_buf,
                 rec_buf,
                 weight,
             )
-        else:
-            singles = []
         for b, (start, end) in enumerate(ranges):
-            if singles and end - start == 1:
+            if b in together:
                 continue
             slot, has_prefix = slots[b], batch.prefix_lens[b] > 0
             conv_state = conv_buf[slot] if has_prefix else torch.zeros_like(conv_buf[slot])  # [C, K-1]

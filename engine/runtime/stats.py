@@ -113,18 +113,18 @@ class StepHistory:
         self._rows = np.empty(capacity, dtype=_DTYPE)
         self._rows.view(np.uint8)[:] = 0  # touch every page now, not as the history fills
         self._count = 0  # steps appended so far
-        self._first = 0  # the step number of the oldest held
+        self._last = 0  # the step number of the newest held
 
     def __len__(self) -> int:
         return min(self._count, self.capacity)
 
     @property
     def first_step(self) -> int | None:
-        return self._first if self._count else None
+        return self._last - len(self) + 1 if self._count else None
 
     def append(self, stats: StepStats) -> None:
-        if self._count and stats.step != self._first + len(self):
-            raise ValueError(f"step {stats.step} after {self._first + len(self) - 1}: steps are numbered without gaps")
+        if self._count and stats.step != self._last + 1:
+            raise ValueError(f"step {stats.step} after {self._last}: steps are numbered without gaps")
         row = list(stats)
         row[_PHASE_AT] = _PHASES.index(stats.phase)
         for i in _OPTIONAL_AT:
@@ -132,15 +132,12 @@ class StepHistory:
                 row[i] = np.nan
         self._rows[self._count % self.capacity] = tuple(row)
         self._count += 1
-        if self._count > self.capacity:
-            self._first = stats.step - self.capacity + 1
-        elif self._count == 1:
-            self._first = stats.step
+        self._last = stats.step
 
     def after(self, after: int, limit: int) -> list[StepStats]:
         """Up to `limit` held steps numbered above `after`, oldest first."""
         held = len(self)
-        skip = max(0, after + 1 - self._first) if held else 0
+        skip = max(0, after + 1 - (self._last - held + 1)) if held else 0
         n = max(0, min(limit, held - skip))
         start = (self._count - held + skip) % self.capacity
         idx = (start + np.arange(n)) % self.capacity
@@ -151,7 +148,7 @@ class StepHistory:
             for i in _OPTIONAL_AT:
                 if row[i] != row[i]:  # NaN
                     row[i] = None
-                elif _KINDS[StepStats._fields[i]] is int:
+                elif i in _OPTIONAL_INT_AT:
                     row[i] = int(row[i])
             out.append(StepStats(*row))
         return out
@@ -159,3 +156,4 @@ class StepHistory:
 
 _PHASE_AT = StepStats._fields.index("phase")
 _OPTIONAL_AT = tuple(StepStats._fields.index(name) for name in StepStats._fields if name in _OPTIONAL)
+_OPTIONAL_INT_AT = frozenset(i for i in _OPTIONAL_AT if _KINDS[StepStats._fields[i]] is int)  # stored as float64
