@@ -300,33 +300,15 @@ def _hf_decode(model, prompts: list[list[int]], max_tokens: int) -> tuple[Decode
 
     ids = torch.tensor(prompts)  # [B, P], prompts of one length: no padding
     clock = _Clock()
-    with torch.inference_mode():
-        out = model.generate(
-            ids,
-            attention_mask=torch.ones_like(ids),
-            max_new_tokens=max_tokens,
-            min_new_tokens=max_tokens,
-            do_sample=False,
-            logits_processor=LogitsProcessorList([clock]),
-            pad_token_id=0,
-        )
+    out = _generate(model, ids, max_tokens, logits_processor=LogitsProcessorList([clock]))
     run = DecodeRun((len(clock.times) - 1) * len(prompts), clock.times[-1] - clock.times[0], len(clock.times) - 1)
     return run, out[:, ids.shape[1] :].tolist()
 
 
 def _hf_e2e(model, prompts: list[list[int]], max_tokens: int) -> float:
     """Generated tokens per second of a whole `generate` call, prompt included."""
-    ids = torch.tensor(prompts)  # [B, P]
     start = clock()
-    with torch.inference_mode():
-        model.generate(
-            ids,
-            attention_mask=torch.ones_like(ids),
-            max_new_tokens=max_tokens,
-            min_new_tokens=max_tokens,
-            do_sample=False,
-            pad_token_id=0,
-        )
+    _generate(model, torch.tensor(prompts), max_tokens)  # [B, P]
     return len(prompts) * max_tokens / (clock() - start)
 
 
@@ -341,16 +323,21 @@ def _hf_prefill(model, prompts: list[list[int]]) -> float:
 
 def _hf_generate(model, context: list[int], max_tokens: int) -> list[int]:
     ids = torch.tensor([context])
+    return _generate(model, ids, max_tokens)[0, ids.shape[1] :].tolist()
+
+
+def _generate(model, ids: torch.Tensor, max_tokens: int, **extra) -> torch.Tensor:
+    """Greedy `generate` of exactly `max_tokens` new tokens after ids [B, P] (no padding): [B, P + N]."""
     with torch.inference_mode():
-        out = model.generate(
+        return model.generate(
             ids,
             attention_mask=torch.ones_like(ids),
             max_new_tokens=max_tokens,
             min_new_tokens=max_tokens,
             do_sample=False,
             pad_token_id=0,
+            **extra,
         )
-    return out[0, ids.shape[1] :].tolist()
 
 
 # --- tokdrift side -----------------------------------------------------------------------------

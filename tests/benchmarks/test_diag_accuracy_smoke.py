@@ -2,23 +2,12 @@
 come from full runs (docs/diagnostics.md, section 9)."""
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.benchmarks import run_benchmark
 
 
 def test_diag_accuracy_quick_prints_a_row_per_case_and_format_and_the_headline_last():
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "diag_accuracy.py"), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = proc.stdout.strip().splitlines()
+    lines = run_benchmark("diag_accuracy.py", "--quick")
     assert lines[0].startswith("diag accuracy, corpus seed 0: 3 cases x 3 formats"), lines[0]
     rows = [
         line

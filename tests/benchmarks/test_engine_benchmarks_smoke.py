@@ -1,25 +1,14 @@
 """The engine benchmarks still run (--quick: tiny sizes); their figures come from full runs."""
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.benchmarks import run_benchmark
 
 
 def run_quick(script: str, *args: str) -> list[str]:
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / script), "--quick", *args],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = proc.stdout.strip().splitlines()
+    lines = run_benchmark(script, "--quick", *args)
     assert lines[0].startswith("machine: "), lines[0]
     return lines
 

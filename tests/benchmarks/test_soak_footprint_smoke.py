@@ -2,13 +2,10 @@
 warm-up; its figures come from real soaks (docs/benchmarks.md)."""
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 from rundir.writer import RunStore
+from tests.benchmarks import run_benchmark
 
-ROOT = Path(__file__).resolve().parents[2]
 MB = 2**20
 
 
@@ -31,15 +28,7 @@ def test_soak_footprint_reads_the_slope_after_warm_up_from_the_snapshots(tmp_pat
         if k % 20 == 0:
             store.flush()
     store.close()
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "soak_footprint.py"), "--run", str(run), "--warmup-min", "10"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    last = proc.stdout.strip().splitlines()[-1]
+    last = run_benchmark("soak_footprint.py", "--run", str(run), "--warmup-min", "10", timeout=120)[-1]
     assert re.fullmatch(
         r"soak footprint: driver \+6\.0 MB/h \(\+35\.\d % in 12 h\), engine \+0\.0 MB/h \(\+0\.0 % in 12 h\), "
         r"parts \d+ after 60 min \(\d+ written an hour\)",
