@@ -206,12 +206,7 @@ def _best(fn, repeats: int = 3) -> float:
 
 def _bandwidth(fn, num_bytes: int, repeats: int = 3) -> float:
     """Bytes per second of the fastest of `repeats` calls of `fn`, which moves `num_bytes`."""
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = clock()
-        fn()
-        best = min(best, clock() - t0)
-    return num_bytes / best
+    return num_bytes / _best(fn, repeats)
 
 
 def _gemv_chain(engine) -> tuple[list, list]:
