@@ -320,6 +320,10 @@ class Engine:
 
     # --- hooks ------------------------------------------------------------------------------
 
+    def settle_step_counters(self) -> None:
+        """Count the next step's deltas from now: after work that was no step (the warm-up)."""
+        self._last_misses = self.experts.num_misses or 0
+
     @property
     def engine_age_s(self) -> float:
         return time.time() - self.start_time

@@ -110,6 +110,8 @@ class _OpenAIServer:
     async def health(self) -> JSONResponse:
         if not self.runner.alive:
             raise ApiError(503, self.runner.error or "the engine is not running", type_="server_error")
+        if self.runner.warming_up:
+            raise ApiError(503, "the engine is warming up (--warmup-chunks)", type_="server_error")
         return JSONResponse({"status": "ok"})
 
     async def models(self) -> JSONResponse:

@@ -22,6 +22,11 @@ class ServerConfig:
     )
     step_history: int = option(65536, "Engine steps kept for GET /v1/engine/steps (minutes of a fast GPU engine).")
     max_steps_per_reply: int = option(8192, "Rows of one /v1/engine/steps reply at most.")
+    warmup_chunks: int = option(
+        2,
+        "Prompt chunks run once before serving (/health answers 503 until done), so that malloc holds "
+        "the largest steps' memory from the start and RSS stays flat after; 0: none.",
+    )
     stream_ping_s: float = option(
         15.0, "Seconds between the SSE comment lines sent while a stream waits (keeps proxies open)."
     )
@@ -35,5 +40,7 @@ class ServerConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ServerError(f"{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.warmup_chunks, int) or self.warmup_chunks < 0:
+            raise ServerError(f"warmup_chunks must be an integer >= 0, got {self.warmup_chunks!r}")
         if not self.stream_ping_s > 0:
             raise ServerError(f"stream_ping_s must be > 0, got {self.stream_ping_s!r}")

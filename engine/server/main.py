@@ -26,7 +26,7 @@ def make_app(engine_config: EngineConfig, server_config: ServerConfig = ServerCo
         Path(engine_config.model).name if engine_config.model else DEFAULT_MODEL_NAME
     )
     metrics = ServerMetrics(name)
-    runner = EngineRunner(engine, server_config.step_history, metrics)
+    runner = EngineRunner(engine, server_config.step_history, metrics, server_config.warmup_chunks)
     return build_app(runner, metrics, server_config, name)
 
 

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from engine.runtime.engine import Engine
 from engine.runtime.stats import StepHistory, StepStats
+from engine.runtime.warmup import warm_up
 from engine.sampling import SamplingParams
 from engine.server.detokenize import TextStream
 from engine.server.errors import EngineUnavailable
@@ -89,10 +90,18 @@ class _Live:
 
 
 class EngineRunner:
-    def __init__(self, engine: Engine, step_history: int = 65536, observer: RequestObserver | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        step_history: int = 65536,
+        observer: RequestObserver | None = None,
+        warmup_chunks: int = 0,
+    ) -> None:
         self.engine = engine
         self.observer = observer or RequestObserver()
         self.error: str | None = None  # why the engine thread stopped, when it failed
+        self.warmup_chunks = warmup_chunks
+        self.warming_up = warmup_chunks > 0  # until the engine thread has run them (warmup.py)
         self._cond = threading.Condition()
         self._inbox: collections.deque = collections.deque()
         self._stopping = False
@@ -175,6 +184,9 @@ class EngineRunner:
     def _run(self) -> None:
         stalled = False
         try:
+            if self.warming_up:
+                warm_up(self.engine, self.warmup_chunks)  # on this thread: its malloc arena keeps the memory
+                self.warming_up = False
             while True:
                 with self._cond:
                     if stalled and not (self._inbox or self._stopping):
