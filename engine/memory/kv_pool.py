@@ -14,6 +14,12 @@ import torch
 from engine.errors import EngineError
 
 
+def kv_bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype) -> int:
+    """Bytes one token's K and V take over every full-attention layer (at least 1, so that a
+    model without such layers still sizes a pool)."""
+    return max(2 * num_layers * num_kv_heads * head_dim * torch.tensor([], dtype=dtype).element_size(), 1)
+
+
 class KVPool:
     def __init__(
         self,

@@ -21,14 +21,8 @@ import torch
 
 from engine.cache import make_prefix_cache
 from engine.errors import EngineError
-from engine.memory.allocator import (
-    AllocatorSummary,
-    SlotAllocator,
-    available_memory_bytes,
-    disorder,
-    kv_tokens_for_memory,
-)
-from engine.memory.kv_pool import KVPool
+from engine.memory.allocator import SlotAllocator, available_memory_bytes, kv_tokens_for_memory
+from engine.memory.kv_pool import KVPool, kv_bytes_per_token
 from engine.memory.state_pool import StatePool
 from engine.model.attention_backend import make_attention_backend
 from engine.model.checkpoint import default_checkpoint
@@ -38,9 +32,9 @@ from engine.model.loader import load_model
 from engine.moe import make_expert_provider
 from engine.runtime import logfmt
 from engine.runtime.config import EngineConfig, EngineConfigError
-from engine.runtime.faults import FaultStats, GcPressure, OutputBuffer
-from engine.runtime.gcstats import GcStats, gc_monitor
-from engine.runtime.hooks import MambaStats, MemoryReport
+from engine.runtime.faults import GcPressure, OutputBuffer
+from engine.runtime.gcstats import gc_monitor
+from engine.runtime.hooks import EngineHooks
 from engine.runtime.hostmalloc import tune_host_malloc
 from engine.runtime.request import Request, RequestUpdate
 from engine.runtime.scheduler import ScheduledBatch, Scheduler
@@ -55,7 +49,7 @@ class RequestRejected(EngineError):
     """A request the engine can never serve (longer than the KV pool, bad token ids)."""
 
 
-class Engine:
+class Engine(EngineHooks):
     def __init__(self, config: EngineConfig = EngineConfig()) -> None:
         self.config = config
         self.start_time = time.time()
@@ -94,7 +88,13 @@ class Engine:
             mc.linear_value_head_dim,
             device=self.device,
         )
-        kv_tokens = config.kv_tokens or self._kv_tokens_from_memory(dtype)
+        kv_tokens = config.kv_tokens or kv_tokens_for_memory(
+            available_memory_bytes(self.device),
+            config.memory_ratio,
+            kv_bytes_per_token(len(mc.full_attention_layers), mc.num_key_value_heads, mc.head_dim, dtype),
+            config.page_size,
+            config.max_kv_tokens,
+        )
         self.kv_pool = KVPool(
             kv_tokens, mc.full_attention_layers, mc.num_key_value_heads, mc.head_dim, dtype=dtype, device=self.device
         )
@@ -333,90 +333,6 @@ class Engine:
         """Steps run since start: the `step` of the newest StepStats."""
         return self._step
 
-    def cache_report(self):
-        """Radix tree shape and cached / evictable / locked tokens (engine.cache.CacheReport)."""
-        return self.cache.cache_report()
-
-    def mamba_stats(self):
-        """State slots: used by live requests and by snapshots, snapshots anchored and evicted."""
-        snap = self.cache.mamba_stats()
-        live = sum(1 for r in self.scheduler.running if r.state_slot is not None)
-        return MambaStats(
-            num_slots=self.state_allocator.num_slots,
-            num_free=self.state_allocator.num_free,
-            num_live=live,
-            num_snapshots=snap.num_snapshots,
-            num_pinned=snap.num_pinned,
-            num_anchored=snap.num_anchored,
-            num_evicted=snap.num_evicted,
-            num_leaked=snap.num_leaked,
-        )
-
-    def allocator_summary(self) -> AllocatorSummary:
-        return self.kv_allocator.summary()
-
-    def enable_allocator_events(self, maxlen: int | None = None) -> None:
-        self.kv_allocator.enable_events(maxlen or self.config.max_events)
-
-    def take_allocator_events(self):
-        return self.kv_allocator.take_events()
-
-    def expert_cache_stats(self):
-        """Expert cache hits, misses, evictions per layer; None with the resident backend."""
-        return self.experts.stats()
-
-    def fault_stats(self) -> FaultStats:
-        """The degradation mechanisms' own signals (engine.runtime.faults.FaultStats), computed
-        whether or not a fault is on. O(free KV pages + running context): call every few seconds."""
-        evictions = self.cache.eviction_counters()
-        pairs = breaks = 0.0
-        for request in self.scheduler.running:
-            n = min(request.num_computed, len(request.kv_slots))
-            if n >= 2:
-                pairs += n - 1
-                breaks += disorder(request.kv_slots[:n]) * (n - 1)
-        experts = self.expert_cache_stats()
-        return FaultStats(
-            faults=self.config.faults,
-            eviction_calls_total=evictions.num_calls,
-            eviction_nodes_visited_total=evictions.num_visited,
-            eviction_s_total=evictions.seconds,
-            state_slots_leaked=self.cache.mamba_stats().num_leaked,
-            match_truncated_tokens_total=self.cache.num_truncated_tokens,
-            kv_free_list_disorder=self.kv_allocator.free_list_disorder(),
-            kv_gather_breaks=breaks / pairs if pairs else None,
-            kv_gather_s_total=self.attention.gather_s,
-            expert_miss_rate=experts.misses / (experts.hits + experts.misses)
-            if experts is not None and experts.hits + experts.misses
-            else None,
-            expert_bytes_copied_total=experts.bytes_copied if experts is not None else None,
-            expert_copy_s_total=experts.copy_s if experts is not None else None,
-            retained_requests=len(self._gc_pressure.retained) if self._gc_pressure else 0,
-            retained_objects=self._gc_pressure.num_objects if self._gc_pressure else 0,
-            output_buffer_bytes=self._output_buffer.num_bytes if self._output_buffer else 0,
-        )
-
-    def memory_report(self) -> MemoryReport:
-        """Sizes of the engine's host-side structures (engine.runtime.hooks.MemoryReport).
-        O(radix nodes): call every few seconds, not per step."""
-        index = self.cache.index_memory()
-        return MemoryReport(
-            num_requests=len(self._requests),
-            num_pending_updates=len(self._updates),
-            radix_nodes=index.num_nodes,
-            cached_tokens=self.cache.cache_report().cached_tokens,
-            radix_index_bytes=index.nbytes,
-            eviction_heap_entries=index.num_heap_entries,
-            kv_released_runs=self.kv_allocator.num_released_runs,
-            allocator_events=self.kv_allocator.num_events_queued,
-            retained_requests=len(self._gc_pressure.retained) if self._gc_pressure else 0,
-        )
-
-    def gc_stats(self) -> GcStats:
-        """Python GC collections per generation and pause times since the process started the
-        monitor (engine.runtime.gcstats.GcStats)."""
-        return self._gc.stats()
-
     def check_integrity(self) -> None:
         self.scheduler.check_integrity()
         self.experts.check_integrity()
@@ -426,23 +342,6 @@ class Engine:
     def _make_experts(self) -> ExpertProvider:
         return make_expert_provider(
             self.config.moe_backend, self.config.moe_cache_size, self.device, thrash=self.config.fault_set.expert_thrash
-        )
-
-    def _kv_tokens_from_memory(self, dtype: torch.dtype) -> int:
-        mc = self.model_config
-        bytes_per_token = (
-            2
-            * len(mc.full_attention_layers)
-            * mc.num_key_value_heads
-            * mc.head_dim
-            * torch.tensor([], dtype=dtype).element_size()
-        )
-        return kv_tokens_for_memory(
-            available_memory_bytes(self.device),
-            self.config.memory_ratio,
-            max(bytes_per_token, 1),
-            self.config.page_size,
-            self.config.max_kv_tokens,
         )
 
     def _stats(
