@@ -171,6 +171,15 @@ class Materializer:
             self.num_over_limit += 1
         return prompt
 
+    def counts(self) -> dict[str, int]:
+        """What became of the calls so far, as the manifest's `materialized` says it."""
+        return {
+            "calls": self.num_calls,
+            "dropped": self.num_dropped,
+            "trimmed": self.num_trimmed,
+            "over_limit": self.num_over_limit,
+        }
+
     def forget(self, session_key: str) -> None:
         """The conversation ended: its last prompt is no longer needed (a soak of hours runs
         thousands of them)."""

@@ -3,7 +3,9 @@ the recording proxy): which chunk carries generated output, and what the usage s
 
 The first token is the first chunk that carries anything generated — reasoning
 (`reasoning_content` or `reasoning`), content, a tool call, or a completion's `text` — not the
-opening frame that carries only the role. Usage comes from the chunk that has it (the last one,
+opening frame that carries only the role. An answer whose tokens made no text (a stop token
+first, or bytes of a character never completed) has no such chunk; the soak's client then takes
+the chunk that ends it (`finished`) as its first and last token. Usage comes from the chunk that has it (the last one,
 with `stream_options.include_usage`); its optional details are the cached prompt tokens and the
 reasoning tokens.
 """
@@ -20,6 +22,7 @@ class Chunk(NamedTuple):
     usage: dict[str, Any] | None
     error: str | None  # the chunk is an error object (a server that fails mid-stream)
     has_choices: bool  # False for a usage-only chunk
+    finished: bool = False  # a choice says why it ended (finish_reason)
 
 
 class Usage(NamedTuple):
@@ -48,7 +51,7 @@ def read_chunk(obj: dict[str, Any]) -> Chunk:
     if "error" in obj:
         err = obj["error"]
         return NOTHING._replace(error=str(err.get("message", err) if isinstance(err, dict) else err))
-    generated = content = False
+    generated = content = finished = False
     choices = obj.get("choices") or ()
     for choice in choices:
         if not isinstance(choice, dict):
@@ -56,13 +59,14 @@ def read_chunk(obj: dict[str, Any]) -> Chunk:
         delta = choice.get("delta") or {}
         text = choice.get("text") if "text" in choice else delta.get("content")
         content = content or bool(text)
+        finished = finished or choice.get("finish_reason") is not None
         generated = (
             generated
             or bool(text)
             or bool(delta.get("reasoning_content") or delta.get("reasoning") or delta.get("tool_calls"))
         )
     usage = obj.get("usage") if isinstance(obj.get("usage"), dict) and obj.get("usage") else None
-    return Chunk(generated, content, usage, None, bool(choices))
+    return Chunk(generated, content, usage, None, bool(choices), finished)
 
 
 def read_usage(usage: dict[str, Any] | None) -> Usage:

@@ -180,6 +180,7 @@ class _Accumulator:
         self.t_first: float | None = None
         self.t_content: float | None = None
         self.t_last: float | None = None
+        self.t_finish: float | None = None  # the chunk that said why the answer ended
         self.usage: dict[str, Any] = {}
         self.num_chunks = 0
         self.done = False
@@ -207,6 +208,8 @@ class _Accumulator:
             self.t_last = now
         if chunk.content:
             self.t_content = self.t_content or now
+        if chunk.finished:
+            self.t_finish = self.t_finish or now
 
     def failed(self, status: str, error: str) -> CallResult:
         self.status, self.error = status, error
@@ -220,11 +223,14 @@ class _Accumulator:
         output = usage.output_tokens
         if output is None and status == "ok":
             output = self.num_chunks
+        t_first, t_last = self.t_first, self.t_last
+        if t_first is None and output and self.t_finish is not None:  # tokens that made no text
+            t_first = t_last = self.t_finish
         return CallResult(
             t_send=self.t_send,
-            t_first_token=self.t_first,
+            t_first_token=t_first,
             t_first_content=self.t_content,
-            t_last_token=self.t_last,
+            t_last_token=t_last,
             prompt_tokens=usage.prompt_tokens,
             cached_tokens=usage.cached_tokens,
             output_tokens=output,

@@ -3,12 +3,16 @@ plain status line a minute and a line per probe cycle."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rich.table import Table
 
 from soak.cycle import CONTROL, MAIN, Cycle
 from soak.probes import ProbeResult
+
+if TYPE_CHECKING:
+    from soak.recorder import Recorder
+    from soak.run import Session
 
 
 class Progress(NamedTuple):
@@ -27,6 +31,38 @@ class Progress(NamedTuple):
     last_cycle: Cycle | None = None  # the last probe pair
     num_engine_restarts: int = 0  # crashes and deliberate restarts, this segment
     control: str = "off"  # "twin (life 1, pid 456, age 30 s)", "off (why)"
+
+
+def progress(
+    run_dir: str,
+    elapsed_s: float,
+    remaining_s: float,
+    phase: str,
+    recorder: Recorder | None,
+    session: Session | None,
+    now: float,
+) -> Progress:
+    """A running soak's progress from its recorder and session (None until the engine is up)."""
+    s, rec = session, recorder
+    num_calls, num_failed, live_tps = (
+        (rec.num_calls, rec.num_failed, rec.recent.rate(now)) if rec is not None else (0, 0, 0.0)
+    )
+    recent = tuple(s.cycles.recent) if s is not None else ()
+    return Progress(
+        run_dir=run_dir,
+        elapsed_s=elapsed_s,
+        remaining_s=remaining_s,
+        num_calls=num_calls,
+        num_failed=num_failed,
+        num_in_flight=s.replayer.num_in_flight if s is not None else 0,
+        live_tps=live_tps,
+        probes=tuple(taken.result for c in recent if (taken := c.get(MAIN)) is not None),
+        engine=s.main.describe(now) if s is not None else "starting",
+        phase=phase,
+        last_cycle=recent[-1] if recent else None,
+        num_engine_restarts=s.main.num_crashes + s.main.num_restarts if s is not None else 0,
+        control=s.control.describe(now) if s is not None else "off",
+    )
 
 
 def render(p: Progress, verdict: str | None = None) -> Table:

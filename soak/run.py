@@ -33,10 +33,10 @@ from soak import affinity as cpu_affinity
 from soak.client import CallResult, Client, list_models
 from soak.config import SoakConfig
 from soak.control import ControlEngine
-from soak.cycle import MAIN, ProbeCycles
+from soak.cycle import ProbeCycles
 from soak.errors import SoakError
 from soak.lifecycle import MainEngine
-from soak.live_view import Progress
+from soak.live_view import Progress, progress
 from soak.manifest import describe_engine, iso, new_manifest, resumed_manifest
 from soak.probes import Prober
 from soak.profiler import Profiler, Profiles
@@ -62,7 +62,7 @@ class RunStatus(str, enum.Enum):
 
 
 @dataclass
-class _Session:
+class Session:
     """Everything a running soak works with, built complete once the engine is up."""
 
     target: Target
@@ -97,7 +97,7 @@ class Soak:
             raise SoakError(f"{config.trace}: expected at least one call after the header, found none")
         self.store: RunStore | None = None
         self.recorder: Recorder | None = None
-        self.session: _Session | None = None
+        self.session: Session | None = None
         self._stop = asyncio.Event()
         self._decided = asyncio.Event()  # --until-decided: the running verdict is decided, end the replay
         self._phase = "starting"
@@ -118,7 +118,7 @@ class Soak:
         return self.recorder
 
     @property
-    def _session(self) -> _Session:
+    def _session(self) -> Session:
         assert self.session is not None
         return self.session
 
@@ -211,9 +211,7 @@ class Soak:
         await asyncio.gather(task, return_exceptions=True)
         raise _Interrupted()
 
-    async def _open(
-        self, http: httpx.AsyncClient, target: Target, control: ControlEngine, first_cycle: int
-    ) -> _Session:
+    async def _open(self, http: httpx.AsyncClient, target: Target, control: ControlEngine, first_cycle: int) -> Session:
         """Start the engine and its control; build everything the run works with."""
         cfg = self.config
         await self._unless_stopped(target.start())
@@ -250,7 +248,7 @@ class Soak:
         profiler = Profiler(self.run_dir / schema.PROFILES, cfg.profile_seconds, cfg.profiles)
         profiles = Profiles(profiler, self.run_dir, self._store.event, cfg.profile_drop)
         schedule = Schedule(cfg, cycles, main, profiles, self._store, self._recorder, self._probe_cycle_rows)
-        self.session = _Session(target, main, control, materializer, profiles, replayer, cycles, schedule, watch)
+        self.session = Session(target, main, control, materializer, profiles, replayer, cycles, schedule, watch)
         self.manifest.steps_source = watch.steps_source
         self.manifest.model = model
         self.manifest.engine, engine_config = await describe_engine(target, cfg)
@@ -261,7 +259,7 @@ class Soak:
         self._store.write_manifest(self.manifest)
         return self.session
 
-    async def _run(self, s: _Session, position: Position) -> RunStatus:
+    async def _run(self, s: Session, position: Position) -> RunStatus:
         cfg = self.config
         background = [
             asyncio.create_task(coro) for coro in (self._flusher(), self._sampler(), self._monitor(), s.control.keep())
@@ -374,25 +372,9 @@ class Soak:
 
     def progress(self) -> Progress:
         now = time.time()
-        s, rec = self.session, self.recorder
-        num_calls, num_failed, live_tps = (
-            (rec.num_calls, rec.num_failed, rec.recent.rate(now)) if rec is not None else (0, 0, 0.0)
-        )
-        recent = tuple(s.cycles.recent) if s is not None else ()
-        return Progress(
-            run_dir=str(self.run_dir),
-            elapsed_s=self._elapsed(now),
-            remaining_s=max(0.0, self._deadline - now),
-            num_calls=num_calls,
-            num_failed=num_failed,
-            num_in_flight=s.replayer.num_in_flight if s is not None else 0,
-            live_tps=live_tps,
-            probes=tuple(taken.result for c in recent if (taken := c.get(MAIN)) is not None),
-            engine=s.main.describe(now) if s is not None else "starting",
-            phase=self._phase,
-            last_cycle=recent[-1] if recent else None,
-            num_engine_restarts=s.main.num_crashes + s.main.num_restarts if s is not None else 0,
-            control=s.control.describe(now) if s is not None else "off",
+        remaining_s = max(0.0, self._deadline - now)
+        return progress(
+            str(self.run_dir), self._elapsed(now), remaining_s, self._phase, self.recorder, self.session, now
         )
 
     # --- sampling and flushing -----------------------------------------------------------------------
@@ -436,13 +418,7 @@ class Soak:
         self.manifest.stop_reason = reason
         self.manifest.ended_at = iso(time.time())
         if s is not None:
-            m = s.materializer
-            self.manifest.materialized = {
-                "calls": m.num_calls,
-                "dropped": m.num_dropped,
-                "trimmed": m.num_trimmed,
-                "over_limit": m.num_over_limit,
-            }
+            self.manifest.materialized = s.materializer.counts()
             if s.watch.num_missed_steps is not None:
                 self.manifest.steps_missed = s.watch.num_missed_steps
         self.store.flush()

@@ -91,3 +91,27 @@ def test_an_error_line_in_the_stream_is_a_failed_call():
 
     r = asyncio.run(go())
     assert r.status == "error" and r.error.startswith("Input prompt is too big compared to KV size")
+
+
+def test_an_answer_whose_only_token_made_no_text_is_timed_at_its_finish():
+    """A stop token first (or bytes of an unfinished character): no chunk carries text, so the
+    chunk that ends the answer is its first and last token, not a missing time."""
+    import json
+
+    from soak.client import _Accumulator
+
+    acc = _Accumulator(t_send=100.0)
+    acc.add(json.dumps({"choices": [{"index": 0, "text": "", "finish_reason": None}]}))
+    acc.add(json.dumps({"choices": [{"index": 0, "text": "", "finish_reason": "stop"}]}))
+    acc.add(json.dumps({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 1}}))
+    acc.done = True
+    r = acc.result()
+    assert r.status == "ok" and r.output_tokens == 1 and r.num_token_chunks == 0
+    assert r.t_first_token is not None and r.t_send < r.t_first_token == r.t_last_token
+    assert r.t_first_content is None  # nothing a user saw
+
+    empty = _Accumulator(t_send=100.0)
+    empty.add(json.dumps({"choices": [{"index": 0, "text": "", "finish_reason": "length"}]}))
+    empty.add(json.dumps({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 0}}))
+    empty.done = True
+    assert empty.result().t_first_token is None  # no token at all: no token time
