@@ -22,6 +22,7 @@
    next life's young samples (younger than the onset), which ran minutes later on the same
    host under the same load.
 
+The step series' comparison in 7 and the restart in 8 are computed in diagnostics.stepseries.
 What the evidence means is decided elsewhere (diagnostics.verdict).
 """
 
@@ -34,20 +35,18 @@ import numpy as np
 import pandas as pd
 
 from diagnostics import bins as bins_mod
-from diagnostics import changepoint, healthy, intervals
+from diagnostics import changepoint, healthy, stepseries
 from diagnostics import context as context_mod
 from diagnostics import trend as trend_mod
 from diagnostics.changepoint import ChangePoints
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
-from diagnostics.context import CONTEXT_BAND
 from diagnostics.healthy import HealthyModel
 from diagnostics.result import Check
+from diagnostics.stepseries import MIN_LATE
 
 MATERIAL = math.log(1 / DECODE_MATERIAL)  # the same 10 % on the residual's log scale
 MIN_SAMPLES = 4
-FRESH_FRACTION = 0.25  # of the next engine life's samples: its fresh level
 LATEST_FRACTION = 0.25  # the latest stretch: this last part of the life's span (engine age)
-MIN_LATE = 3  # samples the latest stretch holds at least (the last ones after the onset)
 PREFILL_SHARE = 0.5  # a mixed window whose fitted prefill time is more than this share of it stays out
 MIN_ONSET_FRACTION = 0.1  # an onset leaves at least this part of the life's span (or samples) after it
 
@@ -148,8 +147,8 @@ def evaluate(
     # of other work. Only the bins, matched band by band, may carry a loss there.
     stalled = samples["excluded"].isin(("prefill_pending", "prefill_dominated")).any()
     sweep = "batch" in model.left_out and stalled
-    step_early, step_late = _in_range(model, early, late)
-    steps_cmp = None if sweep else _step_comparison(step_early, step_late, where, early)
+    step_early, step_late = stepseries.in_range(model, early, late)
+    steps_cmp = None if sweep else stepseries.step_comparison(step_early, step_late, where, early)
     unmatched = _unmatched(model, late) if steps_cmp is None else None
     bins, bands, bin_sides = bins_mod.compare(use, model, onset_idx)
     return DecodeEvidence(
@@ -166,7 +165,7 @@ def evaluate(
         steps=steps_cmp,
         bins=bins,
         bands=bands,
-        restart=_restart(model, use, life_use, late, onset_idx, early),
+        restart=stepseries.restart(model, use, life_use, late, onset_idx, early),
         checks=tuple(checks),
         why_not=None,
         unmatched=unmatched,
@@ -315,133 +314,6 @@ def _claim_sides(life_use: pd.DataFrame, onset_idx, gradual: bool) -> tuple[pd.D
     if len(late) < MIN_LATE:
         late = life_use[~life_use["healthy"]].tail(MIN_LATE)
     return life_use[life_use["healthy"]], late, "the healthy window"
-
-
-def _in_range(model: HealthyModel, a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Both sides kept to the context the healthy window held (one band beyond it at most) when
-    each side still has MIN_LATE samples there: the model then interpolates on both sides, and
-    a context slope fitted over a narrow window (noise, mostly) cannot make one side look fast.
-    Otherwise both sides whole: the same extrapolation then reaches both.
-
-    Batch sizes are kept to the window's range (one band beyond it) always: a batch term fitted
-    over 800-965 running requests says nothing of 100 (a one-shot batch draining), and a side
-    with fewer than MIN_LATE samples there is not compared at all (empty)."""
-    if "batch" in model.terms and model.batch_values:
-        lo, hi = model.batch_values[0] / healthy.BATCH_BAND, model.batch_values[-1] * healthy.BATCH_BAND
-        a, b = (x[x["batch"].isna() | x["batch"].between(lo, hi)] for x in (a, b))
-        if len(a) < MIN_LATE or len(b) < MIN_LATE:
-            return a.iloc[:0], b.iloc[:0]
-
-    if model.context_range is None:
-        return a, b
-    top = CONTEXT_BAND * model.context_range[1]
-    keep_a, keep_b = a[~(a["context"] > top)], b[~(b["context"] > top)]
-    if len(keep_a) >= MIN_LATE and len(keep_b) >= MIN_LATE:
-        return keep_a, keep_b
-    return a, b
-
-
-def _step_comparison(early: pd.DataFrame, late: pd.DataFrame, where: str, reference: pd.DataFrame) -> Comparison | None:
-    """Speed against the healthy model (exp(-residual)), block means of the latest stretch
-    against its reference (_claim_sides), at the context the healthy window held where both
-    sides have samples there (_in_range). The latest stretch's mean is no surer than the means
-    of stretches as long along the reference (_stretch_floor): a slow spell of the host in the
-    last seconds before a restart is one state of the host, however many samples it holds."""
-    if early.empty or late.empty:
-        return None
-    interval = intervals.log_ratio(
-        intervals.blocks(np.exp(-early["residual"].to_numpy())),
-        intervals.blocks(np.exp(-late["residual"].to_numpy())),
-        floors=(None, _stretch_floor(reference, late)),
-    )
-    n_early, n_late = len(intervals.blocks(early["residual"])), len(intervals.blocks(late["residual"]))
-    return Comparison(
-        "step_series",
-        interval,
-        n_early,
-        n_late,
-        DECODE_MATERIAL,
-        f"step series at matched conditions (speed against the healthy model, the latest {len(late)} "
-        f"samples against {where}, in {n_early} and {n_late} block means): {interval.describe()}",
-        float(early["gen_tps"].median()),
-    )
-
-
-def _moments(early: pd.DataFrame, late: pd.DataFrame) -> tuple | None:
-    """The first and the last moment of each side, (early, late); None where a side is empty."""
-    if early.empty or late.empty or "t" not in early or "t" not in late:
-        return None
-    return (early["t"].min(), early["t"].max()), (late["t"].min(), late["t"].max())
-
-
-def _restart(
-    model: HealthyModel,
-    use: pd.DataFrame,
-    life_use: pd.DataFrame,
-    late: pd.DataFrame,
-    onset_idx,
-    reference: pd.DataFrame,
-) -> Comparison | None:
-    """The restart control: the aged engine's latest stretch (the claim's own late side) over the
-    next engine life's young samples — younger than the onset's engine age (or than the latest
-    stretch's start), over no longer a span than the latest stretch — both against the healthy
-    model, in block means. Aged and fresh run minutes apart at most: a slowdown of the host or
-    of the load reaches both, engine age only the aged one. Each stretch's mean is no surer than
-    the means of stretches as long along the aged life's reference (_stretch_floor): two short
-    stretches are two states of the host."""
-    if life_use.empty or late.empty:
-        return None
-    life = int(life_use["engine_life"].iloc[0])
-    nxt = use[use["engine_life"] > life]
-    if nxt.empty:
-        return None
-    nxt = nxt[nxt["engine_life"] == nxt["engine_life"].iloc[0]]
-    young = float(life_use.loc[onset_idx, "busy_s"]) if onset_idx is not None else float(late["busy_s"].min())
-    ages = nxt["busy_s"].to_numpy(dtype=float)
-    late_span = float(late["busy_s"].max() - late["busy_s"].min())
-    fresh = nxt[(ages < young) & (ages <= ages.min() + max(late_span, 1e-9))]
-    if len(fresh) < MIN_LATE:
-        # By engine time, not by count: a slowed engine prints fewer lines an hour.
-        fresh = _span_end(nxt, FRESH_FRACTION, first=True)
-    fresh, aged = _in_range(model, fresh, late)
-    if fresh.empty or aged.empty:
-        return None
-    f = intervals.blocks(np.exp(-fresh["residual"].to_numpy()))
-    a = intervals.blocks(np.exp(-aged["residual"].to_numpy()))
-    interval = intervals.log_ratio(f, a, floors=(_stretch_floor(reference, fresh), _stretch_floor(reference, aged)))
-    return Comparison(
-        "restart",
-        interval,
-        len(f),
-        len(a),
-        DECODE_MATERIAL,
-        f"restart control on the step series: the aged engine's latest {len(aged)} samples over the "
-        f"fresh engine's first {len(fresh)} after the restart ({len(a)} and {len(f)} block means) "
-        f"{interval.describe()}",
-        float(fresh["gen_tps"].median()),
-        joins=False,
-    )
-
-
-def _stretch_floor(reference: pd.DataFrame, stretch: pd.DataFrame) -> intervals.StretchNoise | None:
-    """How much the mean speed (against the healthy model) of a stretch of engine time as long as
-    `stretch` varies along `reference` (intervals.stretch_noise); None where it cannot say."""
-    if len(stretch) < 2 or reference.empty:
-        return None
-    span = float(stretch["busy_s"].max() - stretch["busy_s"].min())
-    return intervals.stretch_noise(
-        reference["busy_s"].to_numpy(dtype=float), np.exp(-reference["residual"].to_numpy(dtype=float)), span
-    )
-
-
-def _span_end(rows: pd.DataFrame, fraction: float, first: bool) -> pd.DataFrame:
-    """The rows of the first (or last) `fraction` of their span by engine busy time, at least two."""
-    age = rows["busy_s"].to_numpy(dtype=float)
-    lo, hi = age.min(), age.max()
-    keep = age <= lo + fraction * (hi - lo) if first else age >= hi - fraction * (hi - lo)
-    if keep.sum() >= 2:
-        return rows[keep]
-    return rows.head(2) if first else rows.tail(2)
 
 
 def _model_check(model: HealthyModel) -> Check:
