@@ -1,0 +1,133 @@
+"""time_to_verdict.py's live half (`--live N`): real `soak run --until-decided` soaks, healthy and
+with the output-buffer fault, each read back for its stop, its decided verdict and minute, the
+fault's onset and its actual cost against the twin in the same run (time_to_verdict.py says why).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+from time_to_verdict import AGE, NO_AGE, ROOT, _unix, controls, reader
+
+TRACE = ROOT / "examples" / "opencode.jsonl"
+# make demo's trace settings; the probes are --until-decided's own (every 10 s, 256 tokens out)
+LIVE_ARGS = (
+    "--scale",
+    "0.1",
+    "--speed",
+    "4",
+    "--probe-tokens",
+    "32",
+    "--engine-arg=--kv-tokens=2048",
+    "--no-profiles",
+    "--no-live",
+)
+# 32,768 rows of the default checkpoint's vocabulary: about 1.4 ms a step here, a 15-20 % loss;
+# grown at the 250th finished request, about five minutes into a soak at concurrency 1 (the twin,
+# restarted every 10 minutes and serving only probes, never gets there).
+LIVE_FAULT_ARGS = (
+    "--fault",
+    "output-buffer",
+    "--engine-arg=--fault-buffer-rows=32768",
+    "--engine-arg=--fault-after=250",
+)
+
+
+class LiveResult(NamedTuple):
+    name: str
+    stop_reason: str | None
+    decided: str | None
+    decided_min: float | None
+    onset_min: float | None  # the fault's: the first snapshot with the grown buffer
+    cost: float | None  # paired ratio after the onset over before it (the fault's actual size)
+    final: str  # diag analyze's verdict and confidence
+
+
+def run_live(name: str, out: Path, fault: bool, max_minutes: float) -> LiveResult:
+    import subprocess
+
+    from diagnostics.analysis import analyze
+    from diagnostics.source import load_source
+
+    run_dir = out / name
+    cmd = [
+        sys.executable,
+        "-m",
+        "tokdrift.cli.soak",
+        "run",
+        "--trace",
+        str(TRACE),
+        "--until-decided",
+        "--max-hours",
+        f"{max_minutes / 60:g}",
+        "--concurrency",
+        "1",
+        *LIVE_ARGS,
+        *(LIVE_FAULT_ARGS if fault else ()),
+        "-o",
+        str(run_dir),
+    ]
+    with open(out / f"{name}.out", "w") as log:
+        code = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT).returncode
+    if code != 0:
+        raise SystemExit(f"{name}: soak exited {code}; see {out / (name + '.out')}")
+    manifest = reader.read_manifest(run_dir)
+    d = manifest.decided or {}
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+    start = min(float(e["t"]) for e in events if e.get("kind") == "probe")  # the start probe cycle
+    decided_t = next((float(e["t"]) for e in events if e.get("kind") == "decided"), None)
+    onset = cost = None
+    snaps = reader.read_table(run_dir, "snapshots")
+    if fault and "output_buffer_bytes" in snaps:
+        grown = snaps[snaps["output_buffer_bytes"] >= snaps["output_buffer_bytes"].max()]
+        if len(grown) and snaps["output_buffer_bytes"].max() > snaps["output_buffer_bytes"].min():
+            t_on = float(_unix(grown["t"]).min())
+            onset = (t_on - start) / 60
+            cycles = controls.first_life(controls.pairs(controls.probe_rows(reader.read_table(run_dir, "probes"))))
+            t = _unix(cycles["t"])
+            before, after = cycles["ratio"][t < t_on], cycles["ratio"][t >= t_on]
+            if len(before) and len(after):
+                cost = float(np.exp(np.log(after).mean() - np.log(before).mean()))
+    doc = analyze(load_source(run_dir)).to_dict()
+    return LiveResult(
+        name,
+        manifest.stop_reason,
+        d.get("verdict"),
+        (decided_t - start) / 60 if decided_t is not None else None,
+        onset,
+        cost,
+        f"{doc['verdict']} {doc.get('confidence') or ''}".strip(),
+    )
+
+
+def live(n: int, out: Path, max_minutes: float, kinds: tuple[str, ...] = ("healthy", "fault")) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"live soaks, --until-decided, at most {max_minutes:g} min each (make demo's trace settings, concurrency 1)")
+    print(f"{'run':<12} {'stop':<9} {'decided':<24} {'at min':>6} {'onset':>6} {'after onset':>11} {'cost':>5}  final")
+    results = []
+    for i in range(n):
+        for kind in kinds:
+            fault = kind == "fault"
+            name = f"{kind}-{i}"
+            while (out / name).exists():  # a run directory is never reused: the next free name
+                name += "+"
+            r = run_live(name, out, fault, max_minutes)
+            results.append(r)
+            fmt = lambda x, f: f"{x:{f}}" if x is not None else "-"  # noqa: E731
+            after = r.decided_min - r.onset_min if r.decided_min is not None and r.onset_min is not None else None
+            print(
+                f"{r.name:<12} {r.stop_reason or '-':<9} {r.decided or '-':<24} {fmt(r.decided_min, '6.1f')} "
+                f"{fmt(r.onset_min, '6.1f')} {fmt(after, '11.1f')} {fmt(r.cost, '5.2f')}  {r.final}",
+                flush=True,
+            )
+    healthy = [r for r in results if r.name.startswith("healthy")]
+    faulty = [r for r in results if r.name.startswith("fault")]
+    print(
+        f"live: healthy decided no_degradation {sum(r.decided == NO_AGE for r in healthy)}/{len(healthy)}, "
+        f"called aged {sum(r.decided == AGE or r.final.startswith(AGE) for r in healthy)}; output-buffer decided "
+        f"age {sum(r.decided == AGE for r in faulty)}/{len(faulty)}"
+    )
