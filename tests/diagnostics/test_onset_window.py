@@ -9,14 +9,9 @@ from diagnostics.source import load_source
 from logsim import simulate, write
 from logsim.corpus import motivating
 from reports import narrative
+from tests.logformats import write_log
 
 APPEND = {"kind": "prefill_append", "t": "2026-09-23T21:18:50", "new_tokens": 5792, "cached_tokens": 121712}
-
-
-def _write(tmp_path, name, lines):
-    path = tmp_path / name
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def test_the_motivating_log_places_the_onset_at_the_append_not_the_line_before(tmp_path):
@@ -60,7 +55,7 @@ def test_a_window_of_prompt_tokens_in_a_stats_log_is_the_onset(tmp_path):
             f"Running: 2 reqs, Waiting: 0 reqs, GPU KV cache usage: {20.0 + 3 * (k % 10):.1f}%, "
             f"Prefix cache hit rate: 80.0%"
         )
-    doc = analyze(load_source(_write(tmp_path, "vllm.log", lines), year=2026)).to_dict()
+    doc = analyze(load_source(write_log(tmp_path, "vllm.log", lines), year=2026)).to_dict()
     assert doc["verdict"] == "engine_age_degradation"
     onset = doc["onset"]
     assert onset["t"] == "2026-09-23T09:30:10" and onset["window_s"] == 20  # 09:30:00 healthy, 09:30:20 slow
@@ -87,7 +82,7 @@ def _freetoken(tmp_path, middle):
     out += [f"[{t + dt.timedelta(seconds=910 + s):%Y-%m-%d|%H:%M:%S}] {text}" for s, text in middle]
     for k in range(300):
         out.append(decode(t + dt.timedelta(seconds=940 + 3 * k), k, 15.0 + (k % 4) / 4))
-    return _write(tmp_path, "ft.log", out)
+    return write_log(tmp_path, "ft.log", out)
 
 
 def test_of_several_prefills_in_the_window_the_one_that_stands_out_is_the_trigger(tmp_path):

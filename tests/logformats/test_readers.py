@@ -12,19 +12,14 @@ from typer.testing import CliRunner
 from diagnostics.errors import DiagnosticsError
 from logformats import parse_log
 from logformats.errors import LogFormatError
+from tests.logformats import write_log
 from tokdrift.cli.diag import app
 
 DAY = dt.date(2026, 9, 23)
 
 
-def _write(tmp_path, name, lines):
-    path = tmp_path / name
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
 def test_freetoken_full_prefix_with_pid_rank_and_colours(tmp_path):
-    path = _write(
+    path = write_log(
         tmp_path,
         "ft.log",
         [
@@ -56,7 +51,7 @@ def test_freetoken_full_prefix_with_pid_rank_and_colours(tmp_path):
 
 
 def test_tokdrift_engine_log_is_read_by_the_freetoken_reader(tmp_path):
-    path = _write(
+    path = write_log(
         tmp_path,
         "engine.log",
         [
@@ -75,13 +70,13 @@ def test_pasted_excerpt_needs_a_date(tmp_path):
         "23:59:50  Decode batch, #running-req: 1, gen throughput (token/s): 10.00",
         "00:00:10  Decode batch, gen throughput (token/s): 11.00",
     ]
-    path = _write(tmp_path, "excerpt.log", lines)
+    path = write_log(tmp_path, "excerpt.log", lines)
     with pytest.raises(LogFormatError, match="--date"):
         parse_log(path)
     steps = parse_log(path, date=DAY).steps
     # Past midnight the clock goes back: the next day.
     assert steps["t"].tolist() == [pd.Timestamp("2026-09-23 23:59:50"), pd.Timestamp("2026-09-24 00:00:10")]
-    named = _write(tmp_path, "ft-2026-09-23-excerpt.log", lines)
+    named = write_log(tmp_path, "ft-2026-09-23-excerpt.log", lines)
     assert parse_log(named).steps["t"].iloc[0] == pd.Timestamp("2026-09-23 23:59:50")
 
 
@@ -106,7 +101,7 @@ def test_seed_excerpt_reads_every_line(excerpt):
 
 
 def test_sglang_old_and_new_forms_hybrid_and_swa(tmp_path):
-    path = _write(
+    path = write_log(
         tmp_path,
         "sglang.log",
         [
@@ -147,7 +142,7 @@ def test_sglang_old_and_new_forms_hybrid_and_swa(tmp_path):
 
 
 def test_vllm_with_and_without_prefixes_and_a_new_year(tmp_path):
-    path = _write(
+    path = write_log(
         tmp_path,
         "vllm.log",
         [
@@ -185,7 +180,7 @@ def test_vllm_with_and_without_prefixes_and_a_new_year(tmp_path):
 
 
 def test_unknown_lines_are_counted_and_a_bad_number_warns_with_its_line(tmp_path, caplog):
-    path = _write(
+    path = write_log(
         tmp_path,
         "ft.log",
         [
@@ -208,7 +203,7 @@ def test_unknown_lines_are_counted_and_a_bad_number_warns_with_its_line(tmp_path
 
 def test_a_restart_begins_a_new_engine_life(tmp_path):
     decode = "INFO     Decode batch, #running-req: 1, gen throughput (token/s): 10.00"
-    path = _write(
+    path = write_log(
         tmp_path,
         "ft.log",
         [
@@ -227,7 +222,7 @@ def test_a_restart_begins_a_new_engine_life(tmp_path):
 
 
 def test_a_file_that_is_no_engine_log_is_refused(tmp_path):
-    path = _write(tmp_path, "notes.txt", ["hello", "world"])
+    path = write_log(tmp_path, "notes.txt", ["hello", "world"])
     with pytest.raises(LogFormatError, match="none of the first 2 lines"):
         parse_log(path)
 
@@ -257,7 +252,7 @@ def test_sglang_2024_time_only_lines_need_a_date():
 
 def test_a_garbled_stamp_is_a_bad_line_not_a_failure(tmp_path):
     decode = "INFO     Decode batch, #running-req: 1, #token: 100, gen throughput (token/s): 10.00"
-    path = _write(
+    path = write_log(
         tmp_path,
         "ft.log",
         [
