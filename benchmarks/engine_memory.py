@@ -184,6 +184,9 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="trace lengths times this")
     parser.add_argument("--concurrency", type=int, default=4, help="sessions in flight")
     parser.add_argument("--step-history", type=int, default=65536, help="the server's --step-history")
+    parser.add_argument(
+        "--warmup-chunks", type=int, default=2, help="the server's --warmup-chunks (0: none, as before 2026-12-03)"
+    )
     parser.add_argument("--model", default=None, help="checkpoint directory (default: built-in)")
     parser.add_argument("--quick", action="store_true", help="a tiny run: 40 short requests")
     args = parser.parse_args()
@@ -201,11 +204,11 @@ def main() -> None:
     all_sessions = sessions(args.requests, args.scale, args.max_tokens)
     config = EngineConfig(model=args.model, kv_tokens=args.kv_tokens or None, num_threads=1)
     engine = Engine(config)
-    runner = EngineRunner(engine, args.step_history, ServerMetrics("bench"))
+    runner = EngineRunner(engine, args.step_history, ServerMetrics("bench"), args.warmup_chunks)
     print(machine_line())
     print(
         f"engine: {engine.kv_allocator.num_slots} KV tokens, {config.mamba_slots} state slots, step history "
-        f"{args.step_history}; {args.requests} requests of {TRACE.name} (scale {args.scale}, outputs <= "
+        f"{args.step_history}, warm-up {args.warmup_chunks} chunks; {args.requests} requests of {TRACE.name} (scale {args.scale}, outputs <= "
         f"{args.max_tokens} tokens, {args.concurrency} sessions in flight)"
     )
     print(

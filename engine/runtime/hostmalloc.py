@@ -9,9 +9,10 @@ the default checkpoint, one torch thread, a batch-8 decode step went from 41-45 
 32-33 ms; batch 1 did not move. The price is the memory of the largest step's temporaries,
 kept after the step: glibc then trims the main arena's top only past 256 MB, and a thread's
 arena (the server's engine thread has one) only by whole free heaps at its end, its heaps being
-64 MB, below the threshold. In a soak of the default checkpoint that is 200-250 MB, reached in
-the first minutes, flat after (docs/soak.md, "Memory of a long run"). Settings the user gave
-through MALLOC_*_ environment variables are kept.
+64 MB, below the threshold. A served engine takes that memory before its first request
+(engine/runtime/warmup.py: two full prompt chunks on the engine thread), so that its RSS is flat
+from then on instead of stepping up whenever a larger prompt than any before comes (docs/soak.md,
+"Memory of a long run"). Settings the user gave through MALLOC_*_ environment variables are kept.
 
 `heap_stats()` reads what the arenas hold (glibc's mallinfo2), so that the retained free
 memory can be told from memory in use.
