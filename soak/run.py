@@ -35,6 +35,7 @@ from soak.config import SoakConfig
 from soak.control import ControlEngine
 from soak.cycle import ProbeCycles
 from soak.errors import SoakError
+from soak.heap import give_back_freed_memory
 from soak.lifecycle import MainEngine
 from soak.live_view import Progress, progress
 from soak.manifest import describe_engine, iso, new_manifest, resumed_manifest
@@ -397,11 +398,9 @@ class Soak:
     async def _flusher(self) -> None:
         while True:
             await asyncio.sleep(self.config.flush_every_s)
-            self._flush()
-
-    def _flush(self) -> None:
-        self._store.flush()
-        self._write_manifest()
+            self._store.flush()
+            self._write_manifest()
+            give_back_freed_memory()  # what the flush's tables took (soak/heap.py)
 
     def _finish(self, status: RunStatus) -> None:
         if self._status is not None or self.store is None:

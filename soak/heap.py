@@ -1,0 +1,34 @@
+"""The driver hands back the memory it freed, after every flush.
+
+A flush writes Parquet parts and, every 16 flushes, merges them (rundir.parts): tables of a few
+MB built and dropped, through pyarrow's allocator (mimalloc) and glibc's malloc, both of which
+keep freed memory for the next time. What they kept moved the driver's RSS by ±15 MB from flush
+to flush, and on the whole up over hours: a store written as a 4-hour soak's (1,440 flushes)
+read 117 -> 132-158 MB; handing the freed memory back after every flush kept it at 123-128 MB
+from the first 20 minutes on. The driver's RSS is then what it holds, which is what a 12-hour
+soak must keep flat. About 6 ms a call, on the soak's event loop once a flush
+(`flush_every_s`, 10 s).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from collections.abc import Callable
+
+_trim: Callable[[int], int] | None | bool = False  # False: not looked up yet
+
+
+def give_back_freed_memory() -> None:
+    """pyarrow's unused pool memory and glibc's free pages back to the system (glibc only)."""
+    global _trim
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+    if _trim is False:
+        try:
+            _trim = ctypes.CDLL("libc.so.6").malloc_trim if sys.platform.startswith("linux") else None
+        except (OSError, AttributeError):  # musl and friends
+            _trim = None
+    if callable(_trim):
+        _trim(0)
