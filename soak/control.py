@@ -1,7 +1,7 @@
 """The control engine: a young copy of the soaked engine, probed beside it every cycle.
 
 For the built-in engine it is a twin: a second `soak serve` with the same options (faults
-included: the same engine, only young), started beside the main one on the same CPUs, given no
+included: the same engine, only young; no warm-up, `twin_options`), started beside the main one on the same CPUs, given no
 replay traffic, and restarted every `twin_restart_every_s` so it stays young. For a URL target
 it is `--control-target`, a second instance of the same server, restarted with
 `--control-restart-cmd` on the same schedule (never without one). Both see the same host: when
@@ -17,6 +17,7 @@ one's alone. A control that cannot start is turned off for the rest of the run w
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -26,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from engine.server.cli import ServeOptions
 from rundir import schema
 from soak.client import Client
 from soak.config import SoakConfig
@@ -61,7 +63,7 @@ class ControlEngine:
                 http,
                 events,
                 Path(run_dir) / schema.CONTROL_LOG,
-                config.engine_options,
+                twin_options(config.engine_options),
                 config.engine_start_timeout_s,
                 cpus=cpus,
             )
@@ -224,6 +226,16 @@ class ControlEngine:
         self.why_off = why
         self.on_event("control_off", why=why)
         logger.warning("no control engine for the rest of the run: %s", why)
+
+
+def twin_options(options: ServeOptions) -> ServeOptions:
+    """The soaked engine's options for its twin, but no warm-up unless one was asked for: the twin
+    is restarted every `--twin-restart-every` seconds, so its memory never gets old, and a warm-up
+    of the default checkpoint (two full chunks) took 28-65 s of a core on this 2-core host at every
+    restart, beside the soaked engine it is there to be compared with."""
+    if "warmup_chunks" in options.server:
+        return options
+    return dataclasses.replace(options, server={**options.server, "warmup_chunks": 0})
 
 
 def _as_control_events(sink: EventSink) -> EventSink:

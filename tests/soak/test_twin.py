@@ -245,3 +245,18 @@ def test_control_options_are_checked(kw, message):
 
     with pytest.raises(SoakError, match=message):
         SoakConfig(trace="t.jsonl", duration_s=1.0, **kw)
+
+
+def test_the_twin_has_the_soaked_engines_options_but_no_warm_up(tmp_path):
+    """Restarted every ten minutes, the twin never gets old; a warm-up at every restart would take a
+    core beside the soaked engine for half a minute. One the user asked for is kept."""
+    from soak.control import ControlEngine, twin_options
+
+    config = SoakConfig(
+        trace=write_trace(tmp_path / "t.jsonl"), duration_s=5, engine_args=("--kv-tokens=2048", "--fault=gc-pressure")
+    )
+    control = ControlEngine(config, None, tmp_path, lambda *a, **k: None)
+    assert control.target.options.engine == config.engine_options.engine  # the same engine, faults included
+    assert control.target.options.server == {**config.engine_options.server, "warmup_chunks": 0}
+    asked = SoakConfig(trace=config.trace, duration_s=5, engine_args=("--warmup-chunks=1",)).engine_options
+    assert twin_options(asked) == asked
