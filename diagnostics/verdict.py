@@ -38,7 +38,9 @@ The rules, in order (docs/diagnostics.md, "The verdict"):
    context-only model that explains the slowdown, it is `context_growth_only`, low. A verdict of
    no age that rests on the log's own samples (step series, bins) needs them to span MIN_SPAN_S
    of engine time: a few windows a minute apart cannot show what hours of serving do
-   (`insufficient_data`, failed `data_span` check).
+   (`insufficient_data`, failed `data_span` check). Nor may it rest on another comparison while
+   the paired control shows the soaked engine slower (its whole interval below 1, its estimate
+   a material loss): the comparisons disagree (`insufficient_data`, failed `decode_agreement`).
 
 A loss is a comparison whose whole interval lies at or below its material level (see
 diagnostics.comparison). Confidence: engine age is `high` when the interval also clears the
@@ -242,6 +244,36 @@ def decide(ev: Evidence) -> Decision:
             f"it ({'; '.join(warned) or 'no rule claims it'}).",
             findings,
             decode,
+            cause,
+        )
+    p = ev.paired
+    if (
+        p is not None
+        and p.interval.bounded
+        and p.interval.hi < 1.0
+        and p.ratio <= p.material
+        and "paired_control" not in decode.bases
+    ):
+        # The paired control takes the host out by design; where it shows the soaked engine slower
+        # (its whole interval below 1, the estimate a material loss) no comparison of the engine
+        # alone may rule a loss out in its place. (A live soak with the output-buffer fault, its cost
+        # 0.87 against the twin, on a host loaded with two other soaks: bins read 1.03, 0.93-1.14,
+        # and the verdict was "no engine age, medium".)
+        findings.append(
+            Finding(
+                "decode_agreement",
+                "fail",
+                f"the paired control shows the soaked engine slower ({p.detail}) where the comparison "
+                f"on {claims.basis_words(decode)} rules a loss out ({decode.interval.describe()}): "
+                f"they did not measure the same thing, and the paired control is the one net of the host",
+            )
+        )
+        return Decision.insufficient(
+            f"The data cannot tell: the paired control shows a slowdown ({p.interval.describe()}) "
+            f"that the comparison on {claims.basis_words(decode)} rules out ({decode.interval.describe()}); not a loss "
+            f"large enough for engine age yet, and not none. A longer soak can tell.",
+            findings,
+            p,
             cause,
         )
     if decode.interval.lo <= LOW_FLOOR:

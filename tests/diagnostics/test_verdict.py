@@ -261,3 +261,17 @@ def test_step_comparisons_that_failed_their_matching_are_set_aside_where_identic
     # a probe comparison beyond the range is no matching failure to set aside: the data cannot tell
     d = decide(ev._replace(paired=cmp("paired_control", 0.01, 0.008, 0.012, n=12)))
     assert d.verdict == "insufficient_data" and names(d)["ratio_sanity"].status == "fail"
+
+
+def test_no_age_may_not_rest_on_bins_while_the_paired_control_shows_the_engine_slower():
+    """A live soak with the output-buffer fault (0.87 against the twin) on a loaded host: the paired
+    control 0.872, 0.786-0.968, not a loss by its rule (the interval reaches past 0.95); bins 1.03,
+    0.93-1.14. It was "no engine age, medium" on the bins."""
+    paired = cmp("paired_control", 0.872, 0.786, 0.968)._replace(detect=0.95)
+    bins = cmp("bins", 1.03, 0.931, 1.143)
+    d = decide(Evidence(paired=paired, bins=bins))
+    assert d.verdict == "insufficient_data" and d.basis == "paired_control"
+    assert names(d)["decode_agreement"].status == "fail"
+    # a paired control that reaches 1 does not contradict, and the bins decide as before
+    d = decide(Evidence(paired=cmp("paired_control", 0.95, 0.80, 1.10)._replace(detect=0.95), bins=bins))
+    assert d.verdict == "no_degradation" and d.basis == "bins" and d.confidence == "medium"
