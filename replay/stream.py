@@ -5,9 +5,9 @@ The first token is the first chunk that carries anything generated — reasoning
 (`reasoning_content` or `reasoning`), content, a tool call, or a completion's `text` — not the
 opening frame that carries only the role. An answer whose tokens made no text (a stop token
 first, or bytes of a character never completed) has no such chunk; the soak's client then takes
-the chunk that ends it (`finished`) as its first and last token. Usage comes from the chunk that has it (the last one,
-with `stream_options.include_usage`); its optional details are the cached prompt tokens and the
-reasoning tokens.
+the chunk that ends it (`finished`) as its first and last token. Usage comes from the chunk that
+has it (the last one, with `stream_options.include_usage`); its optional details are the cached
+prompt tokens and the reasoning tokens.
 """
 
 from __future__ import annotations
