@@ -17,7 +17,6 @@ one's alone. A control that cannot start is turned off for the rest of the run w
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -235,7 +234,7 @@ def twin_options(options: ServeOptions) -> ServeOptions:
     restart, beside the soaked engine it is there to be compared with."""
     if "warmup_chunks" in options.server:
         return options
-    return dataclasses.replace(options, server={**options.server, "warmup_chunks": 0})
+    return options.with_(server={"warmup_chunks": 0})
 
 
 def _as_control_events(sink: EventSink) -> EventSink:

@@ -13,22 +13,27 @@ soak must keep flat. About 6 ms a call, on the soak's event loop once a flush
 from __future__ import annotations
 
 import ctypes
+import functools
 import sys
 from collections.abc import Callable
 
-_trim: Callable[[int], int] | None | bool = False  # False: not looked up yet
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim; None elsewhere (musl and friends, macOS)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
 
 
 def give_back_freed_memory() -> None:
     """pyarrow's unused pool memory and glibc's free pages back to the system (glibc only)."""
-    global _trim
     import pyarrow as pa
 
     pa.default_memory_pool().release_unused()
-    if _trim is False:
-        try:
-            _trim = ctypes.CDLL("libc.so.6").malloc_trim if sys.platform.startswith("linux") else None
-        except (OSError, AttributeError):  # musl and friends
-            _trim = None
-    if callable(_trim):
-        _trim(0)
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
