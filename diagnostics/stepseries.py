@@ -49,12 +49,10 @@ def step_comparison(early: pd.DataFrame, late: pd.DataFrame, where: str, referen
     last seconds before a restart is one state of the host, however many samples it holds."""
     if early.empty or late.empty:
         return None
-    interval = intervals.log_ratio(
-        intervals.blocks(np.exp(-early["residual"].to_numpy())),
-        intervals.blocks(np.exp(-late["residual"].to_numpy())),
-        floors=(None, stretch_floor(reference, late)),
-    )
-    n_early, n_late = len(intervals.blocks(early["residual"])), len(intervals.blocks(late["residual"]))
+    e = intervals.blocks(np.exp(-early["residual"].to_numpy()))
+    la = intervals.blocks(np.exp(-late["residual"].to_numpy()))
+    interval = intervals.log_ratio(e, la, floors=(None, stretch_floor(reference, late)))
+    n_early, n_late = len(e), len(la)
     return Comparison(
         "step_series",
         interval,
