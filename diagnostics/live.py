@@ -87,13 +87,7 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
     assert shown is not None  # the paired control or the probes, at least (above)
     decided = _decided(d, shown, rule_out, evidence.paired)
     onset = _onset_cycle(rows, cycles) if decided == AGE else None
-    # The rules' own data warnings (a control drift not measured, too few cycles) cap a high
-    # confidence here as they do in the analysis, so the line never promises more than it will.
-    checks = [Check(f.name, f.status, f.detail) for f in d.findings]
-    confidence, cap = caps.capped(d.verdict, d.confidence, shown.ratio, None, checks)
-    how = f", {confidence} confidence" if confidence else ""
-    if cap is not None:
-        how += f" (high by its interval; {', '.join(caps.data_warnings(d.verdict, checks))} warn)"
+    how = _confidence(d)
     cause = "; host or load drift, not age" if d.cause == Cause.HOST_DRIFT else ""
     line = f"verdict so far: {d.verdict}{how} ({shown.basis.replace('_', ' ')} {shown.interval.describe()}){cause}"
     if decided == AGE:
@@ -102,6 +96,21 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
         line += f"; decided: a loss of more than {rule_out:.0%} ruled out"
     i = shown.interval
     return Running(line, d.verdict, decided, looks, level, onset, i.estimate, (i.lo, i.hi) if i.bounded else None)
+
+
+def _confidence(d) -> str:
+    """`, medium confidence` and why it is not high. The line never says high: it reads the probes
+    alone, and the analysis of the whole run caps a high confidence wherever a check of the other
+    data warns (diagnostics.caps), so a high here could be taken back (seen in a demo: high at one
+    cycle, medium in the final verdict). Where the probes' own rules warn, the line names them."""
+    if not d.confidence:
+        return ""
+    if d.confidence != Confidence.HIGH:
+        return f", {d.confidence} confidence"
+    checks = [Check(f.name, f.status, f.detail) for f in d.findings]
+    warned = caps.data_warnings(d.verdict, checks)
+    why = f"{', '.join(warned)} warn" if warned else "`diag analyze` says high once the rest of the data checks out"
+    return f", {Confidence.MEDIUM} confidence (high by its interval; {why})"
 
 
 def _decided(d, shown, rule_out: float, paired=None) -> str | None:

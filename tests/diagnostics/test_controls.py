@@ -114,7 +114,10 @@ def test_the_running_verdict_reads_the_probes_so_far():
     # ...four are enough
     main, control = [60, 59, 61, 60, 61, 60, 30, 31, 30, 31, 30, 31], [60, 60, 60, 61, 59, 60] * 2
     aged = running_verdict(probe_table(main, control))
-    assert aged.line.startswith("verdict so far: engine_age_degradation, high confidence (paired control 0.5")
+    assert aged.line.startswith(
+        "verdict so far: engine_age_degradation, medium confidence (high by its interval; `diag"
+    )
+    assert "(paired control 0.5" in aged.line
     assert aged.decided == "engine_age_degradation" and aged.onset_cycle == 6 and "from cycle 6" in aged.line
     drift = running_verdict(probe_table(main, [60, 60, 60, 61, 59, 60, 31, 30, 30, 31, 30, 31]))
     assert drift.line.startswith("verdict so far: no_degradation") and "host or load drift, not age" in drift.line
@@ -156,6 +159,17 @@ def test_the_running_verdict_caps_a_high_confidence_where_its_rules_warn():
     control = [60, 20, 80, 30, 60, 90, 20, 70, 40, 90, 25, 60]
     line = running_verdict(probe_table(main, control)).line
     assert "high confidence" not in line
+    # a high decision whose rules warn names them; one whose rules do not still says medium
+    from diagnostics.evidence import Finding
+    from diagnostics.labels import Confidence, Verdict
+    from diagnostics.live import _confidence
+    from diagnostics.verdict import Decision
+
+    high = Decision(Verdict.AGE, "paired_control", None, None, None, Confidence.HIGH, "", ())
+    warned = high._replace(findings=(Finding("control_drift", "warn", "not measured"),))
+    assert _confidence(high).startswith(", medium confidence (high by its interval; `diag analyze`")
+    assert _confidence(warned) == ", medium confidence (high by its interval; control_drift warn)"
+    assert _confidence(high._replace(confidence=Confidence.MEDIUM)) == ", medium confidence"
 
 
 def test_two_cycles_a_side_decide_nothing_however_tight_they_look():
