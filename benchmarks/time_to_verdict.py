@@ -145,11 +145,16 @@ def synthetic(rec: Recording, num_cycles: int, rng: np.random.Generator) -> tupl
     return rec.main[idx].copy(), rec.control[idx].copy()
 
 
-def frames(main: np.ndarray, control: np.ndarray, period_s: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The probe rows and paired cycles diagnostics.live reads, for one synthetic run."""
+def frames(
+    main: np.ndarray, control: np.ndarray, period_s: float, baseline: int = 0
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The probe rows and paired cycles diagnostics.live reads, for one synthetic run; with a
+    `baseline`, its first 1 + baseline cycles are the start and baseline cycles (`soak run
+    --baseline`), taken before the traffic."""
     n = len(main)
     t = pd.Timestamp("2026-12-01") + pd.to_timedelta(np.arange(n) * period_s, unit="s")
-    base = {"engine_life": 0, "probe_id": "p", "status": "ok", "cycle": np.arange(n, dtype=float)}
+    reason = np.where(np.arange(n) == 0, "start", np.where(np.arange(n) <= baseline, "baseline", "periodic"))
+    base = {"engine_life": 0, "probe_id": "p", "status": "ok", "cycle": np.arange(n, dtype=float), "reason": reason}
     rows = pd.concat(
         [
             pd.DataFrame({"t": t, "engine_age_s": np.arange(n) * period_s, "decode_tps": main, "role": "main", **base}),
@@ -174,17 +179,26 @@ def frames(main: np.ndarray, control: np.ndarray, period_s: float) -> tuple[pd.D
             "main": main,
             "control": control,
             "ratio": main / control,
+            "reason": reason,
         }
     )
     return rows, cycles
 
 
-def watch(rows: pd.DataFrame, cycles: pd.DataFrame, period_s: float, looks_planned: int, stop_at_first: bool) -> Trial:
-    """Look at every cycle; stop at the first decided look when asked (an aged engine's run)."""
+def watch(
+    rows: pd.DataFrame,
+    cycles: pd.DataFrame,
+    period_s: float,
+    looks_planned: int,
+    stop_at_first: bool,
+    baseline: int = 0,
+) -> Trial:
+    """Look at every cycle; stop at the first decided look when asked (an aged engine's run).
+    Minutes count from the end of the baseline (the traffic's start), as the soak's do."""
     first, first_age = None, None
     no_age: dict[float, float | None] = {r: None for r in RULE_OUTS}
-    for n in range(sequential.MIN_CYCLES, len(cycles) + 1):
-        minutes = (n - 1) * period_s / 60
+    for n in range(sequential.MIN_CYCLES + baseline, len(cycles) + 1):
+        minutes = (n - 1 - baseline) * period_s / 60
         loose = look(rows.iloc[: 2 * n], cycles.iloc[:n], looks_planned, RULE_OUTS[0])
         if loose.decided == NO_AGE and no_age[RULE_OUTS[0]] is None:
             no_age[RULE_OUTS[0]] = minutes
@@ -205,18 +219,26 @@ def watch(rows: pd.DataFrame, cycles: pd.DataFrame, period_s: float, looks_plann
 
 
 def run_scenario(
-    rec: Recording, loss: float, trials: int, horizon_min: float, onset_min: float, rng: np.random.Generator
+    rec: Recording,
+    loss: float,
+    trials: int,
+    horizon_min: float,
+    onset_min: float,
+    rng: np.random.Generator,
+    baseline: int = 0,
 ) -> list[Trial]:
-    num_cycles = int(horizon_min * 60 / rec.period_s)
+    """`baseline` cycles before the traffic (not in the horizon, as in the soak): the onset and the
+    minutes count from the traffic's start."""
+    num_cycles = int(horizon_min * 60 / rec.period_s) + baseline
     looks_planned = sequential.looks_planned(horizon_min * 60, rec.period_s)
-    onset = int(onset_min * 60 / rec.period_s)
+    onset = int(onset_min * 60 / rec.period_s) + baseline
     out = []
     for _ in range(trials):
         main, control = synthetic(rec, num_cycles, rng)
         if loss:
             main[onset:] *= 1 - loss
-        rows, cycles = frames(main, control, rec.period_s)
-        out.append(watch(rows, cycles, rec.period_s, looks_planned, stop_at_first=bool(loss)))
+        rows, cycles = frames(main, control, rec.period_s, baseline)
+        out.append(watch(rows, cycles, rec.period_s, looks_planned, stop_at_first=bool(loss), baseline=baseline))
     return out
 
 
@@ -255,6 +277,9 @@ def main() -> None:
     parser.add_argument("--horizon-min", type=float, default=60.0, help="planned soak length (the looks planned)")
     parser.add_argument("--onset-min", type=float, default=10.0, help="minute the loss sets in")
     parser.add_argument("--losses", default=",".join(f"{x:g}" for x in LOSSES))
+    parser.add_argument(
+        "--baseline", type=int, default=0, help="probe cycles before the traffic (soak run --baseline N)"
+    )
     parser.add_argument("--only", action="append", help="recordings whose name contains this (repeatable)")
     parser.add_argument("--record", type=Path, help="a soak run directory to keep as a recording")
     parser.add_argument("--name", help="with --record: the recording's name")
@@ -279,6 +304,7 @@ def main() -> None:
     print(
         f"horizon {args.horizon_min:g} min, loss from minute {args.onset_min:g}, {args.trials} resampled healthy "
         f"runs and {args.loss_trials} per loss per recording (blocks of {BLOCK} cycles), every cycle looked at"
+        + (f"; a baseline of {args.baseline} cycles before the traffic, minutes from its end" if args.baseline else "")
     )
     print(
         f"{'recording':<18} {'cyc s':>5} {'sd':>5} {'loss':>5} {'decided':>8} {'min med/p90':>12} "
@@ -289,7 +315,13 @@ def main() -> None:
     for rec in recordings:
         for loss in losses:
             trials = run_scenario(
-                rec, loss, args.loss_trials if loss else args.trials, args.horizon_min, args.onset_min, rng
+                rec,
+                loss,
+                args.loss_trials if loss else args.trials,
+                args.horizon_min,
+                args.onset_min,
+                rng,
+                args.baseline,
             )
             if loss:
                 times = [t.first_age_min - args.onset_min for t in trials if t.first_age_min is not None]

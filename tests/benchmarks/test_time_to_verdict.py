@@ -1,0 +1,33 @@
+"""benchmarks/time_to_verdict.py's resampled runs: what the product's running verdict is shown."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from diagnostics import controls
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import time_to_verdict as ttv  # noqa: E402
+
+
+def _recording(sd: float = 0.02, n: int = 60) -> "ttv.Recording":
+    rng = np.random.default_rng(1)
+    control = 60 * np.exp(rng.normal(0, sd, n))
+    return ttv.Recording("flat", 10.0, 60 * np.exp(rng.normal(0, sd, n)), control, "")
+
+
+def test_a_baseline_is_the_early_side_and_the_minutes_count_from_the_traffic():
+    rec = _recording()
+    rows, cycles = ttv.frames(rec.main[:20], rec.control[:20], rec.period_s, baseline=8)
+    series, _ = controls.probe_series(rows, cycles)
+    assert controls.baseline(series) == 9  # the start cycle and the eight of the baseline
+    assert controls.baseline(controls.probe_series(*ttv.frames(rec.main[:20], rec.control[:20], 10.0))[0]) == 0
+    # a loss of half from the traffic's second minute: decided age, timed from the traffic's start
+    rng = np.random.default_rng(0)
+    (trial,) = ttv.run_scenario(rec, 0.5, 1, horizon_min=5, onset_min=1, rng=rng, baseline=8)
+    assert trial.first_age_min is not None and 1.0 <= trial.first_age_min < 2.5
+    # a healthy run with a baseline rules out a 15 % loss and is never called aged
+    (healthy,) = ttv.run_scenario(rec, 0.0, 1, horizon_min=5, onset_min=1, rng=rng, baseline=8)
+    assert healthy.first_age_min is None and healthy.no_age_min[0.15] is not None
