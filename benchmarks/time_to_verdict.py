@@ -278,7 +278,10 @@ def main() -> None:
     parser.add_argument("--onset-min", type=float, default=10.0, help="minute the loss sets in")
     parser.add_argument("--losses", default=",".join(f"{x:g}" for x in LOSSES))
     parser.add_argument(
-        "--baseline", type=int, default=0, help="probe cycles before the traffic (soak run --baseline N)"
+        "--baseline",
+        type=int,
+        default=0,
+        help="probe cycles before the traffic (soak run --baseline N), resampled or live",
     )
     parser.add_argument("--only", action="append", help="recordings whose name contains this (repeatable)")
     parser.add_argument("--record", type=Path, help="a soak run directory to keep as a recording")
@@ -292,7 +295,7 @@ def main() -> None:
     if args.live:
         from time_to_verdict_live import live  # the benchmarks folder: this script's own
 
-        live(args.live, args.out, args.live_max_min, tuple(args.live_kinds.split(",")))
+        live(args.live, args.out, args.live_max_min, tuple(args.live_kinds.split(",")), args.baseline)
         return
     if args.record:
         print(record(args.record, args.name or args.record.name, args.note))

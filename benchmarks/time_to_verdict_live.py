@@ -47,7 +47,7 @@ class LiveResult(NamedTuple):
     final: str  # diag analyze's verdict and confidence
 
 
-def run_live(name: str, out: Path, fault: bool, max_minutes: float) -> LiveResult:
+def run_live(name: str, out: Path, fault: bool, max_minutes: float, baseline: int = 0) -> LiveResult:
     import subprocess
 
     from diagnostics.analysis import analyze
@@ -68,6 +68,7 @@ def run_live(name: str, out: Path, fault: bool, max_minutes: float) -> LiveResul
         "1",
         *LIVE_ARGS,
         *(LIVE_FAULT_ARGS if fault else ()),
+        *(("--baseline", str(baseline)) if baseline else ()),
         "-o",
         str(run_dir),
     ]
@@ -104,9 +105,18 @@ def run_live(name: str, out: Path, fault: bool, max_minutes: float) -> LiveResul
     )
 
 
-def live(n: int, out: Path, max_minutes: float, kinds: tuple[str, ...] = ("healthy", "fault")) -> None:
+def live(
+    n: int, out: Path, max_minutes: float, kinds: tuple[str, ...] = ("healthy", "fault"), baseline: int = 0
+) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    print(f"live soaks, --until-decided, at most {max_minutes:g} min each (make demo's trace settings, concurrency 1)")
+    print(
+        f"live soaks, --until-decided, at most {max_minutes:g} min each (make demo's trace settings, concurrency 1)"
+        + (
+            f", a baseline of {baseline} cycles first (minutes from the soak's start, baseline included)"
+            if baseline
+            else ""
+        )
+    )
     print(f"{'run':<12} {'stop':<9} {'decided':<24} {'at min':>6} {'onset':>6} {'after onset':>11} {'cost':>5}  final")
     results = []
     for i in range(n):
@@ -115,7 +125,7 @@ def live(n: int, out: Path, max_minutes: float, kinds: tuple[str, ...] = ("healt
             name = f"{kind}-{i}"
             while (out / name).exists():  # a run directory is never reused: the next free name
                 name += "+"
-            r = run_live(name, out, fault, max_minutes)
+            r = run_live(name, out, fault, max_minutes, baseline)
             results.append(r)
             fmt = lambda x, f: f"{x:{f}}" if x is not None else "-"  # noqa: E731
             after = r.decided_min - r.onset_min if r.decided_min is not None and r.onset_min is not None else None
