@@ -27,7 +27,7 @@ from diagnostics.comparison import DECODE_MATERIAL
 from diagnostics.evidence import Evidence
 from diagnostics.labels import Cause, Confidence, Verdict
 from diagnostics.result import Check
-from diagnostics.verdict import decide
+from diagnostics.verdict import Decision, decide
 
 AGE = Verdict.AGE
 NO_AGE = Verdict.NO_DEGRADATION
@@ -98,7 +98,7 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
     return Running(line, d.verdict, decided, looks, level, onset, i.estimate, (i.lo, i.hi) if i.bounded else None)
 
 
-def _confidence(d) -> str:
+def _confidence(d: Decision) -> str:
     """`, medium confidence` and why it is not high. The line never says high: it reads the probes
     alone, and the analysis of the whole run caps a high confidence wherever a check of the other
     data warns (diagnostics.caps), so a high here could be taken back (seen in a demo: high at one
