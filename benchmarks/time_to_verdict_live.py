@@ -29,12 +29,12 @@ LIVE_ARGS = (
 # 32,768 rows of the default checkpoint's vocabulary: about 1.4 ms a step here, a 15-20 % loss;
 # grown at the 250th finished request, about five minutes into a soak at concurrency 1 (the twin,
 # restarted every 10 minutes and serving only probes, never gets there).
-LIVE_FAULT_ARGS = (
-    "--fault",
-    "output-buffer",
-    "--engine-arg=--fault-buffer-rows=32768",
-    "--engine-arg=--fault-after=250",
-)
+FAULT_ROWS = 32768
+
+
+def fault_args(rows: int = FAULT_ROWS) -> tuple[str, ...]:
+    """The soak options that switch the output-buffer fault on, `rows` rows of the vocabulary."""
+    return ("--fault", "output-buffer", f"--engine-arg=--fault-buffer-rows={rows}", "--engine-arg=--fault-after=250")
 
 
 class LiveResult(NamedTuple):
@@ -47,11 +47,10 @@ class LiveResult(NamedTuple):
     final: str  # diag analyze's verdict and confidence
 
 
-def run_live(name: str, out: Path, fault: bool, max_minutes: float, baseline: int = 0) -> LiveResult:
+def run_live(
+    name: str, out: Path, fault: bool, max_minutes: float, baseline: int = 0, fault_rows: int = FAULT_ROWS
+) -> LiveResult:
     import subprocess
-
-    from diagnostics.analysis import analyze
-    from diagnostics.source import load_source
 
     run_dir = out / name
     cmd = [
@@ -67,7 +66,7 @@ def run_live(name: str, out: Path, fault: bool, max_minutes: float, baseline: in
         "--concurrency",
         "1",
         *LIVE_ARGS,
-        *(LIVE_FAULT_ARGS if fault else ()),
+        *(fault_args(fault_rows) if fault else ()),
         *(("--baseline", str(baseline)) if baseline else ()),
         "-o",
         str(run_dir),
@@ -76,10 +75,26 @@ def run_live(name: str, out: Path, fault: bool, max_minutes: float, baseline: in
         code = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT).returncode
     if code != 0:
         raise SystemExit(f"{name}: soak exited {code}; see {out / (name + '.out')}")
+    return read_live(run_dir, fault)
+
+
+def read_live(run_dir: Path, fault: bool) -> LiveResult:
+    """One live soak's run directory read back: its stop, decision, the fault's onset and cost."""
+    from diagnostics.analysis import analyze
+    from diagnostics.source import load_source
+
     manifest = reader.read_manifest(run_dir)
     d = manifest.decided or {}
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
-    start = min(float(e["t"]) for e in events if e.get("kind") == "probe")  # the start probe cycle
+    # Minutes count from the traffic's first call, as the resampled runs count them: a baseline's
+    # cycles come before it and are not part of the time to a verdict.
+    calls = reader.read_table(run_dir, "requests")
+    calls = calls[calls["kind"] != "probe"]
+    start = (
+        float(_unix(calls["t_send"]).min())
+        if len(calls)
+        else min(float(e["t"]) for e in events if e.get("kind") == "probe")
+    )
     decided_t = next((float(e["t"]) for e in events if e.get("kind") == "decided"), None)
     onset = cost = None
     snaps = reader.read_table(run_dir, "snapshots")
@@ -95,7 +110,7 @@ def run_live(name: str, out: Path, fault: bool, max_minutes: float, baseline: in
                 cost = float(np.exp(np.log(after).mean() - np.log(before).mean()))
     doc = analyze(load_source(run_dir)).to_dict()
     return LiveResult(
-        name,
+        run_dir.name,
         manifest.stop_reason,
         d.get("verdict"),
         (decided_t - start) / 60 if decided_t is not None else None,
@@ -106,13 +121,18 @@ def run_live(name: str, out: Path, fault: bool, max_minutes: float, baseline: in
 
 
 def live(
-    n: int, out: Path, max_minutes: float, kinds: tuple[str, ...] = ("healthy", "fault"), baseline: int = 0
+    n: int,
+    out: Path,
+    max_minutes: float,
+    kinds: tuple[str, ...] = ("healthy", "fault"),
+    baseline: int = 0,
+    fault_rows: int = FAULT_ROWS,
 ) -> None:
     out.mkdir(parents=True, exist_ok=True)
     print(
         f"live soaks, --until-decided, at most {max_minutes:g} min each (make demo's trace settings, concurrency 1)"
         + (
-            f", a baseline of {baseline} cycles first (minutes from the soak's start, baseline included)"
+            f", a baseline of {baseline} cycles first (minutes from the traffic's first call, after it)"
             if baseline
             else ""
         )
@@ -125,7 +145,7 @@ def live(
             name = f"{kind}-{i}"
             while (out / name).exists():  # a run directory is never reused: the next free name
                 name += "+"
-            r = run_live(name, out, fault, max_minutes, baseline)
+            r = run_live(name, out, fault, max_minutes, baseline, fault_rows)
             results.append(r)
             fmt = lambda x, f: f"{x:{f}}" if x is not None else "-"  # noqa: E731
             after = r.decided_min - r.onset_min if r.decided_min is not None and r.onset_min is not None else None
