@@ -34,7 +34,12 @@ sys.path.insert(0, str(ROOT))
 from rundir import parts, reader  # noqa: E402
 
 MB = 2**20
-PROCESSES = {"driver": "driver_rss_bytes", "engine": "rss_bytes", "control": "control_rss_bytes"}
+PROCESSES = {
+    "driver": "driver_rss_bytes",
+    "driver_own": "driver_anon_bytes",  # less its file-backed pages: what it allocated itself
+    "engine": "rss_bytes",
+    "control": "control_rss_bytes",
+}
 TABLES = ("steps", "requests", "probes", "snapshots")
 
 

@@ -175,6 +175,12 @@ SNAPSHOT_COLUMNS: dict[str, tuple[str, bool, str]] = {
     "gpu_util": ("float64", False, "GPU utilisation, 0..1"),
     "driver_cpu_percent": ("float64", False, "the soak process's CPU, percent of one core"),
     "driver_rss_bytes": ("float64", False, "the soak process's resident memory"),
+    "driver_anon_bytes": (
+        "float64",
+        False,
+        "the soak process's own resident memory: RSS less its file-backed pages (library code, which "
+        "another process loading the same libraries can fault in)",
+    ),
     "control_cpu_percent": ("float64", False, "the control engine's CPU, percent of one core (when local)"),
     "control_rss_bytes": ("float64", False, "the control engine's resident memory (when local)"),
     "host_cpu_percent": ("float64", False, "the whole machine's CPU, percent of one core"),
@@ -191,6 +197,7 @@ SNAPSHOT_META = ("t", "engine_age_s", "engine_life")
 SNAPSHOT_HOST = (
     "driver_cpu_percent",
     "driver_rss_bytes",
+    "driver_anon_bytes",
     "control_cpu_percent",
     "control_rss_bytes",
     "host_cpu_percent",

@@ -247,7 +247,10 @@ class HostSampler:
         try:
             with self._driver.oneshot():
                 row["driver_cpu_percent"] = self._driver.cpu_percent(None)
-                row["driver_rss_bytes"] = self._driver.memory_info().rss
+                mem = self._driver.memory_info()
+                row["driver_rss_bytes"] = mem.rss
+                if hasattr(mem, "shared"):  # Linux: file-backed and shared pages (RssFile + RssShmem)
+                    row["driver_anon_bytes"] = mem.rss - mem.shared
         except psutil.Error:
             pass
         control = self._control.sample(control_pid)

@@ -203,6 +203,8 @@ def test_host_sampler_measures_the_driver_the_control_and_what_other_tenants_use
         host = HostSampler()
         first = host.sample(10.0, 123, busy.pid)
         assert first["driver_rss_bytes"] > 1e6 and first["host_cpu_percent"] >= 0
+        if sys.platform.startswith("linux"):  # its own pages: fewer than all it has resident, but some
+            assert 1e6 < first["driver_anon_bytes"] < first["driver_rss_bytes"]
         assert first["control_rss_bytes"] > 1e6
         assert "control_cpu_percent" not in first  # psutil's first reading of a process is no measurement
         assert "host_other_cpu_percent" not in first  # so neither is what is left over
