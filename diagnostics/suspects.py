@@ -29,7 +29,8 @@ Correlation cannot tell a cause from a figure that merely fills up while the slo
 with the engine grows). Time counters can: a cumulative figure in seconds (a name ending in
 `_s_total`: time spent evicting, in garbage collection, copying experts) says how much of the
 engine's wall time went to it. One whose share of wall time grew by at least MIN_ADDED_SHARE
-(and at least SHARE_GROWTH-fold) from before the onset to after it accounts for added time
+(and at least SHARE_GROWTH-fold) from before the onset to after it, or from the restarted engine
+(where the run restarted it) to the later half of the life before, accounts for added time
 directly; these rank first, by the share they added, ahead of every correlation.
 """
 
@@ -50,6 +51,7 @@ KEPT = "heap_kept_bytes"  # memory the engine's malloc freed and keeps: not held
 TIME_COUNTER_SUFFIX = "_s_total"  # cumulative seconds spent in something
 MIN_ADDED_SHARE = 0.05  # of wall time: a time counter that added this much accounts for the slowdown
 SHARE_GROWTH = 2.0
+MIN_FRESH_SPAN_S = 10.0  # a restarted engine's time counters are read over at least this long
 STEP_WINDOW_S = 10.0  # per-step figures are judged by their rolling median over this window
 STEP_TIME_PARTS = ("schedule_s", "forward_s", "sample_s")
 STEP_FIGURES = (
@@ -128,11 +130,13 @@ def _time_accounts(
     snaps: pd.DataFrame, samples: pd.DataFrame, onset: Onset | None, symptom: str = "decode slows"
 ) -> list[Suspect]:
     """Time counters whose share of wall time grew materially from before the split to after it
-    (the onset, or the middle of the samples' span), within the samples' first engine life."""
+    (the onset, or the middle of the samples' span), within the samples' first engine life; or
+    from the engine's next life (a restart, the fresh side) to the later half of that first one."""
     names = [n for n in snaps.columns if n.endswith(TIME_COUNTER_SUFFIX) and pd.api.types.is_numeric_dtype(snaps[n])]
     if not names or "t" not in samples:
         return []
     life = samples["engine_life"].iloc[0] if "engine_life" in samples else None
+    fresh = snaps[snaps["engine_life"] == life + 1] if life is not None and "engine_life" in snaps else snaps.iloc[:0]
     if life is not None and "engine_life" in snaps:
         snaps = snaps[snaps["engine_life"] == life]
         samples = samples[samples["engine_life"] == life]
@@ -140,8 +144,10 @@ def _time_accounts(
     t0, t1 = max(t.min(), snap_times.min()), min(t.max(), snap_times.max())  # where the counters say
     if not t0 < t1:
         return []
-    split = onset.t if onset is not None and t0 < pd.Timestamp(onset.t) < t1 else t0 + (t1 - t0) / 2
-    at = (np.array([t0, split, t1], dtype="datetime64[ns]").astype("int64")) / 1e9
+    middle = t0 + (t1 - t0) / 2
+    split = onset.t if onset is not None and t0 < pd.Timestamp(onset.t) < t1 else middle
+    when = "the onset" if onset is not None and split == onset.t else "the middle of the run"
+    at = (np.array([t0, split, t1, middle], dtype="datetime64[ns]").astype("int64")) / 1e9
     snap_t = snap_times.astype("int64").to_numpy() / 1e9
     out = []
     for name in names:
@@ -150,19 +156,41 @@ def _time_accounts(
             continue
         c = np.interp(at, snap_t[ok], snaps[name].to_numpy(dtype=float)[ok])
         before, after = (c[1] - c[0]) / max(at[1] - at[0], 1e-9), (c[2] - c[1]) / max(at[2] - at[1], 1e-9)
-        added = after - before
-        if added >= MIN_ADDED_SHARE and after >= SHARE_GROWTH * max(before, 0.0):
-            when = "the onset" if onset is not None and split == onset.t else "the middle of the run"
+        found = []
+        if after - before >= MIN_ADDED_SHARE and after >= SHARE_GROWTH * max(before, 0.0):
+            found.append((after - before, f"{after:.1%} after {when}, {before:.1%} before"))
+        # A fault that acts from the engine's first minute leaves no clean youth to compare with
+        # (its cost is in the samples the healthy model was fitted on, and the onset lands late):
+        # the restarted engine, where the run made one, is the fresh side then.
+        late, now = (c[2] - c[3]) / max(at[2] - at[3], 1e-9), _share(fresh, name)
+        if now is not None and late - now >= MIN_ADDED_SHARE and late >= SHARE_GROWTH * max(now, 0.0):
+            found.append((late - now, f"{late:.1%} in the later half of the engine's life, {now:.1%} once restarted"))
+        if found:
+            added, shares = max(found)
             out.append(
                 Suspect(
                     name,
                     float(min(1.0, added)),
-                    f"{added:.1%} more of the engine's wall time went into it as {symptom}: "
-                    f"{after:.1%} after {when}, {before:.1%} before",
+                    f"{added:.1%} more of the engine's wall time went into it as {symptom}: {shares}",
                 )
             )
     out.sort(key=lambda s: -s.score)
     return out
+
+
+def _share(snaps: pd.DataFrame, name: str) -> float | None:
+    """The share of wall time a time counter took over `snaps` (one engine life), where they span
+    at least MIN_FRESH_SPAN_S."""
+    if name not in snaps:
+        return None
+    rows = snaps[["t", name]].dropna()
+    if len(rows) < 2:
+        return None
+    t = rows["t"].astype("datetime64[ns]").astype("int64").to_numpy() / 1e9
+    span = t[-1] - t[0]
+    if span < MIN_FRESH_SPAN_S:
+        return None
+    return float((rows[name].iloc[-1] - rows[name].iloc[0]) / span)
 
 
 def _step_level(steps: pd.DataFrame, name: str) -> pd.DataFrame:

@@ -91,6 +91,43 @@ def test_a_time_counter_whose_share_barely_moves_is_ranked_by_correlation_only()
     assert names[0] == "cached_tokens"
 
 
+def _from_the_start_run(fresh_share: float):
+    """A time counter that takes half the wall time from the engine's first seconds (no youth
+    without it, the onset found late at 110 s), then a restart: the next life's 30 s of snapshots
+    take `fresh_share`."""
+    source, samples, _ = _filling_run(extra_share=0.0)
+    start = pd.Timestamp("2026-11-30 04:00:00")
+    life0 = source.snapshots.assign(work_s_total=0.5 * np.arange(0, 120, 2.0))
+    age = np.arange(0, 30, 2.0)
+    life1 = pd.DataFrame(
+        {
+            "t": start + pd.to_timedelta(125 + age, unit="s"),
+            "engine_life": 1,
+            "cached_tokens": 0.0,
+            "work_s_total": fresh_share * age,
+        }
+    )
+    source.snapshots = pd.concat([life0, life1], ignore_index=True)
+    onset = SimpleNamespace(t=samples["t"].iloc[1100], engine_age_s=110.0, engine_life=0)
+    return source, samples, onset
+
+
+def test_a_time_counter_of_a_fault_that_acts_from_the_start_is_judged_against_the_restarted_engine():
+    source, samples, onset = _from_the_start_run(fresh_share=0.05)
+    ranked = suspects.rank(source, samples, onset)
+    assert ranked[0].name == "work_s_total"
+    assert ranked[0].evidence == (
+        "45.0% more of the engine's wall time went into it as decode slows: 50.0% in the later half "
+        "of the engine's life, 5.0% once restarted"
+    )
+
+
+def test_a_time_counter_the_restarted_engine_spends_as_much_on_is_no_timed_suspect():
+    source, samples, onset = _from_the_start_run(fresh_share=0.5)
+    ranked = suspects.rank(source, samples, onset)
+    assert all("once restarted" not in s.evidence and "wall time" not in s.evidence for s in ranked)
+
+
 def test_rss_is_judged_net_of_what_malloc_keeps_so_a_kept_step_up_at_the_onset_is_no_suspect():
     """The slowdown steps up at 30 s; so does the engine's RSS, by 300 MB that malloc freed and
     keeps (a big step ran then). Raw RSS tracks the slowdown; the memory the engine holds does
