@@ -157,3 +157,18 @@ def test_a_merge_keeps_a_column_that_only_later_parts_have(tmp_path):
     df = reader.read_table(tmp_path, "steps")
     assert len(parts.live(tmp_path / "steps")) == 1 and len(df) == parts.FAN_IN
     assert df["kv_defrag_moves"].isna().sum() == parts.FAN_IN // 2 and (df["kv_defrag_moves"].dropna() == 3).all()
+
+
+def test_a_merge_promotes_a_column_that_was_empty_then_whole_numbers_then_fractions(tmp_path):
+    from rundir import parts
+
+    store = RunStore(tmp_path)
+    third = parts.FAN_IN // 3
+    _flushes(store, 0, third, kv_defrag_moves=None)  # written as nulls: no type yet
+    _flushes(store, 50, third, kv_defrag_moves=3)  # integers
+    _flushes(store, 100, parts.FAN_IN - 2 * third, kv_defrag_moves=2.5)  # fractions
+    store.close()
+    assert len(parts.live(tmp_path / "steps")) == 1
+    df = reader.read_table(tmp_path, "steps")
+    assert df["kv_defrag_moves"].isna().sum() == third
+    assert df["kv_defrag_moves"].dropna().tolist() == [3.0] * third + [2.5] * (parts.FAN_IN - 2 * third)
