@@ -271,6 +271,8 @@ def _quantiles(values: list[float]) -> str:
 
 
 def main() -> None:
+    from time_to_verdict_live import FAULT_ROWS, live  # the benchmarks folder: this script's own live half
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=40, help="resampled healthy runs per recording")
     parser.add_argument("--loss-trials", type=int, default=20, help="resampled runs per recording and loss")
@@ -294,13 +296,12 @@ def main() -> None:
     parser.add_argument(
         "--live-fault-rows",
         type=int,
-        default=32768,
-        help="the live fault's size: rows of the output buffer (32,768: a 15-20 %% loss here; 16,384: 13 %% in one run)",
+        default=FAULT_ROWS,
+        help=f"the live fault's size: rows of the output buffer ({FAULT_ROWS:,}: a 15-20 %% loss here; 16,384: 13 %% "
+        "in one run)",
     )
     args = parser.parse_args()
     if args.live:
-        from time_to_verdict_live import live  # the benchmarks folder: this script's own
-
         live(
             args.live,
             args.out,
