@@ -271,7 +271,7 @@ def _quantiles(values: list[float]) -> str:
 
 
 def main() -> None:
-    from time_to_verdict_live import FAULT_ROWS, live  # the benchmarks folder: this script's own live half
+    from time_to_verdict_live import FAULT_AFTER, FAULT_ROWS, live  # the benchmarks folder: this script's own live half
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=40, help="resampled healthy runs per recording")
@@ -300,6 +300,13 @@ def main() -> None:
         help=f"the live fault's size: rows of the output buffer ({FAULT_ROWS:,}: a 15-20 %% loss here; 16,384: 13 %% "
         "in one run)",
     )
+    parser.add_argument(
+        "--live-fault-after",
+        type=int,
+        default=FAULT_AFTER,
+        help=f"the live fault's onset: the finished request of the main engine that grows the buffer ({FAULT_AFTER}; "
+        "with --baseline 60, 100 sets it in about 40 s into the traffic, before a quiet host can decide)",
+    )
     args = parser.parse_args()
     if args.live:
         live(
@@ -309,6 +316,7 @@ def main() -> None:
             tuple(args.live_kinds.split(",")),
             args.baseline,
             args.live_fault_rows,
+            args.live_fault_after,
         )
         return
     if args.record:

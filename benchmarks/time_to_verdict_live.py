@@ -30,11 +30,23 @@ LIVE_ARGS = (
 # grown at the 250th finished request, about five minutes into a soak at concurrency 1 (the twin,
 # restarted every 10 minutes and serving only probes, never gets there).
 FAULT_ROWS = 32768
+# With a baseline (`--baseline 60`: 15 minutes of probes alone) the main engine has finished about
+# 62 requests (probes and its warm-up call) when the traffic starts, and a quiet host can rule a
+# loss out 2 minutes later: an onset at the 250th request (4.4 minutes in) comes too late to be
+# timed. The twin, restarted every 10 minutes, finishes at most about 65 in a life (one probe a
+# cycle); so 100 sets the fault in on the main engine alone, about 40 seconds into the traffic.
+FAULT_AFTER = 250
 
 
-def fault_args(rows: int = FAULT_ROWS) -> tuple[str, ...]:
-    """The soak options that switch the output-buffer fault on, `rows` rows of the vocabulary."""
-    return ("--fault", "output-buffer", f"--engine-arg=--fault-buffer-rows={rows}", "--engine-arg=--fault-after=250")
+def fault_args(rows: int = FAULT_ROWS, after: int = FAULT_AFTER) -> tuple[str, ...]:
+    """The soak options that switch the output-buffer fault on: `rows` rows of the vocabulary,
+    grown at the `after`-th finished request of an engine life."""
+    return (
+        "--fault",
+        "output-buffer",
+        f"--engine-arg=--fault-buffer-rows={rows}",
+        f"--engine-arg=--fault-after={after}",
+    )
 
 
 class LiveResult(NamedTuple):
@@ -48,7 +60,13 @@ class LiveResult(NamedTuple):
 
 
 def run_live(
-    name: str, out: Path, fault: bool, max_minutes: float, baseline: int = 0, fault_rows: int = FAULT_ROWS
+    name: str,
+    out: Path,
+    fault: bool,
+    max_minutes: float,
+    baseline: int = 0,
+    fault_rows: int = FAULT_ROWS,
+    fault_after: int = FAULT_AFTER,
 ) -> LiveResult:
     import subprocess
 
@@ -66,7 +84,7 @@ def run_live(
         "--concurrency",
         "1",
         *LIVE_ARGS,
-        *(fault_args(fault_rows) if fault else ()),
+        *(fault_args(fault_rows, fault_after) if fault else ()),
         *(("--baseline", str(baseline)) if baseline else ()),
         "-o",
         str(run_dir),
@@ -127,6 +145,7 @@ def live(
     kinds: tuple[str, ...] = ("healthy", "fault"),
     baseline: int = 0,
     fault_rows: int = FAULT_ROWS,
+    fault_after: int = FAULT_AFTER,
 ) -> None:
     out.mkdir(parents=True, exist_ok=True)
     print(
@@ -145,7 +164,7 @@ def live(
             name = f"{kind}-{i}"
             while (out / name).exists():  # a run directory is never reused: the next free name
                 name += "+"
-            r = run_live(name, out, fault, max_minutes, baseline, fault_rows)
+            r = run_live(name, out, fault, max_minutes, baseline, fault_rows, fault_after)
             results.append(r)
             fmt = lambda x, f: f"{x:{f}}" if x is not None else "-"  # noqa: E731
             after = r.decided_min - r.onset_min if r.decided_min is not None and r.onset_min is not None else None

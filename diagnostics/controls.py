@@ -232,14 +232,17 @@ def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Comparison | None:
 
 
 def probe_onset(series: pd.DataFrame, value: str) -> int | None:
-    """Row position where a probe series (first life, time order) first runs materially below its
-    first third (its baseline, where the run took one), by change points on log(healthy / value);
-    None when it never does."""
+    """Row position where a probe series (first life, time order) runs materially below its first
+    third (its baseline, where the run took one) and stays below, by change points on
+    log(healthy / value); None when it never does. A few slow cycles that came back are a spell
+    of the host, not the loss a late-against-early comparison finds (seen live: three cycles of a
+    baseline at 0.78 named as the onset of an output-buffer loss that set in 20 cycles later)."""
     if len(series) < 2 * MIN_SIDE + 1:
         return None
     k = baseline(series) or _side(len(series)) or MIN_SIDE
     r = np.log(_geo(series[value].head(k)) / series[value].to_numpy(dtype=float))
-    seg = changepoint.detect(r).first_rise(math.log(1 / DECODE_MATERIAL))
+    material = math.log(1 / DECODE_MATERIAL)
+    seg = changepoint.detect(r).first_lasting_rise(material, material / 2)
     return None if seg is None else seg.start
 
 

@@ -78,6 +78,17 @@ def test_an_aged_engine_falls_against_its_control():
     assert pos == 8
 
 
+def test_the_onset_is_where_the_loss_set_in_and_stayed_not_a_slow_spell_before_it():
+    # The live output-buffer run's shape: a baseline of 30 cycles with three slow ones that came
+    # back, then traffic, and the loss from cycle 40 on.
+    ratio = np.r_[np.ones(20), [0.78, 1.0, 0.76], np.ones(17), np.full(8, 0.8)]
+    main = 60 * ratio * np.exp(np.random.default_rng(2).normal(0, 0.02, len(ratio)))
+    table = probe_table(main, np.full(len(ratio), 60.0))
+    table.loc[table["cycle"] < 30, "reason"] = "baseline"
+    cycles = controls.pairs(controls.probe_rows(table))
+    assert controls.probe_onset(cycles, "ratio") == 40
+
+
 def test_runs_without_roles_are_the_main_engine_alone_and_the_restart_compares_one_moment():
     table = probe_table([60, 61, 59, 40, 41, 39, 60, 61, 60], lives=[0] * 6 + [1] * 3).drop(columns=["role", "cycle"])
     rows = controls.probe_rows(table)
