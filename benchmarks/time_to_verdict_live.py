@@ -30,11 +30,12 @@ LIVE_ARGS = (
 # grown at the 250th finished request, about five minutes into a soak at concurrency 1 (the twin,
 # restarted every 10 minutes and serving only probes, never gets there).
 FAULT_ROWS = 32768
-# With a baseline (`--baseline 60`: 15 minutes of probes alone) the main engine has finished about
-# 62 requests (probes and its warm-up call) when the traffic starts, and a quiet host can rule a
-# loss out 2 minutes later: an onset at the 250th request (4.4 minutes in) comes too late to be
-# timed. The twin, restarted every 10 minutes, finishes at most about 65 in a life (one probe a
-# cycle); so 100 sets the fault in on the main engine alone, about 40 seconds into the traffic.
+# The 250th finished request (above) by default. With a baseline (`--baseline 60`: 15 minutes of
+# probes alone) the main engine has finished about 62 requests (probes and its warm-up call) when
+# the traffic starts, and a quiet host can rule a loss out 2 minutes later: an onset at the 250th
+# request (4.4 minutes in) comes too late to be timed. The twin, restarted every 10 minutes,
+# finishes at most about 65 in a life (one probe a cycle); so 100 sets the fault in on the main
+# engine alone, about 40 seconds into the traffic.
 FAULT_AFTER = 250
 
 

@@ -155,15 +155,15 @@ def _time_accounts(
         if ok.sum() < 2:
             continue
         c = np.interp(at, snap_t[ok], snaps[name].to_numpy(dtype=float)[ok])
-        before, after = (c[1] - c[0]) / max(at[1] - at[0], 1e-9), (c[2] - c[1]) / max(at[2] - at[1], 1e-9)
+        before, after = _rate(c, at, 0, 1), _rate(c, at, 1, 2)
         found = []
-        if after - before >= MIN_ADDED_SHARE and after >= SHARE_GROWTH * max(before, 0.0):
+        if _grew(before, after):
             found.append((after - before, f"{after:.1%} after {when}, {before:.1%} before"))
         # A fault that acts from the engine's first minute leaves no clean youth to compare with
         # (its cost is in the samples the healthy model was fitted on, and the onset lands late):
         # the restarted engine, where the run made one, is the fresh side then.
-        late, now = (c[2] - c[3]) / max(at[2] - at[3], 1e-9), _share(fresh, name)
-        if now is not None and late - now >= MIN_ADDED_SHARE and late >= SHARE_GROWTH * max(now, 0.0):
+        late, now = _rate(c, at, 3, 2), _share(fresh, name)
+        if now is not None and _grew(now, late):
             found.append((late - now, f"{late:.1%} in the later half of the engine's life, {now:.1%} once restarted"))
         if found:
             added, shares = max(found)
@@ -176,6 +176,16 @@ def _time_accounts(
             )
     out.sort(key=lambda s: -s.score)
     return out
+
+
+def _rate(counter: np.ndarray, at: np.ndarray, i: int, j: int) -> float:
+    """A time counter's share of wall time between the moments at[i] and at[j] (seconds)."""
+    return float((counter[j] - counter[i]) / max(at[j] - at[i], 1e-9))
+
+
+def _grew(early: float, late: float) -> bool:
+    """A time counter's share of wall time grew materially: by MIN_ADDED_SHARE, SHARE_GROWTH-fold."""
+    return late - early >= MIN_ADDED_SHARE and late >= SHARE_GROWTH * max(early, 0.0)
 
 
 def _share(snaps: pd.DataFrame, name: str) -> float | None:
