@@ -75,9 +75,11 @@ MECHANISM_ENGINE_ARGS: dict[str, tuple[str, ...]] = {
     # Scattered KV costs in the attention gather, which grows with context length and pool size:
     # long contexts, and a pool the longer trace still cycles within minutes.
     "kv-scatter": ("--kv-tokens=32768",),
-    # A 36 MB buffer (32,768 rows of the default checkpoint's 272-token vocabulary): about 1.4 ms a
-    # step on one thread of this host, a 15-20 % loss; grown at the 60th finished request.
-    "output-buffer": ("--fault-buffer-rows=32768", "--fault-after=60"),
+    # A 71 MB buffer (65,536 rows of the default checkpoint's 272-token vocabulary): about 3.4 ms a
+    # step on one thread of this host; grown at the 60th finished request. Half that (32,768 rows)
+    # cost 11-20 % as the host's speed went (2026-12-03), a loss at the material level, where no
+    # rule decides either way (docs/benchmarks.md, time_to_verdict): not found in three runs.
+    "output-buffer": ("--fault-buffer-rows=65536", "--fault-after=60"),
 }
 # A checkpoint other than the default, written under `<out>/checkpoints/<mechanism>`: the default
 # model's experts copy too fast on a CPU for a drained expert cache to cost a material slowdown
