@@ -26,7 +26,8 @@ LIVE_ARGS = (
     "--no-profiles",
     "--no-live",
 )
-# 32,768 rows of the default checkpoint's vocabulary: about 1.4 ms a step here, a 15-20 % loss;
+# 32,768 rows of the default checkpoint's vocabulary: about 1.4 ms a step here, a 9-19 % loss as
+# the host's speed went in the live runs of 2026-12-03 (docs/benchmarks.md, q1-q3);
 # grown at the 250th finished request, about five minutes into a soak at concurrency 1 (the twin,
 # restarted every 10 minutes and serving only probes, never gets there).
 FAULT_ROWS = 32768
