@@ -1,12 +1,16 @@
-"""The driver hands back the memory it freed, after every flush.
+"""The driver's memory: one allocator for what it builds, and what it freed handed back after
+every flush.
 
 A flush writes Parquet parts and, every 16 flushes, merges them (rundir.parts): tables of a few
-MB built and dropped, through pyarrow's allocator (mimalloc) and glibc's malloc, both of which
-keep freed memory for the next time. What they kept moved the driver's RSS by ±15 MB from flush
-to flush, and on the whole up over hours: a store written as a 4-hour soak's (1,440 flushes)
-read 117 -> 132-158 MB; handing the freed memory back after every flush kept it at 123-128 MB
-from the first 20 minutes on. The driver's RSS is then what it holds, which is what a 12-hour
-soak must keep flat. About 6 ms a call, on the soak's event loop once a flush
+MB built and dropped. pyarrow's C++ code allocates them from its bundled mimalloc by default,
+whose per-thread heaps keep freed pages (arrow's reader threads among them) and which glibc's
+malloc_trim does not reach: in a 30-minute soak its region of the driver moved between 3 and 12
+MB from minute to minute, and a store written as a 12-hour soak's (4,320 flushes) held 79-85 MB
+of anonymous memory with it against 67 MB with the system allocator, flat either way
+(docs/soak.md, "Memory of a long run"). So the soak runs pyarrow on the system allocator
+(`use_system_allocator_for_arrow`, before pyarrow is imported), and hands glibc's free pages back
+after every flush: handing them back kept a 4-hour store replay at 123-128 MB from minute 20 on
+where it read 117 -> 132-158 MB without. About 6 ms a call, on the soak's event loop once a flush
 (`flush_every_s`, 10 s).
 """
 
@@ -14,8 +18,21 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import sys
 from collections.abc import Callable
+
+ARROW_POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"  # read once, when pyarrow picks its default pool
+
+
+def use_system_allocator_for_arrow() -> bool:
+    """pyarrow's default memory pool becomes the system allocator (a user's own choice in
+    ARROW_DEFAULT_MEMORY_POOL is kept). Takes effect only before pyarrow is imported: returns
+    whether it could."""
+    if "pyarrow" in sys.modules:
+        return False
+    os.environ.setdefault(ARROW_POOL_VARIABLE, "system")
+    return True
 
 
 @functools.cache

@@ -20,3 +20,29 @@ def test_freed_heap_pages_leave_the_rss():
     after = psutil.Process().memory_info().rss
     assert rss - after > 50 * 2**20, (rss >> 20, after >> 20)
     assert all(b[0] == 1.0 for b in blocks)  # what is still held is untouched
+
+
+def _arrow_pool_after(code: str, env: dict[str, str] | None = None) -> str:
+    import os
+    import subprocess
+
+    script = f"{code}\nimport pyarrow as pa\nprint(pa.default_memory_pool().backend_name)"
+    base = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    done = subprocess.run([sys.executable, "-c", script], env={**base, **(env or {})}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()[-1]
+
+
+def test_the_driver_runs_pyarrow_on_the_system_allocator():
+    use = "from soak.heap import use_system_allocator_for_arrow as use\nprint(use())"
+    assert _arrow_pool_after(use) == "system"
+    assert _arrow_pool_after("") != "system"  # pyarrow's own default (mimalloc or jemalloc) without it
+    # too late once pyarrow is imported, and said so; a user's own choice is kept
+    assert _arrow_pool_after("import pyarrow\n" + use) != "system"
+    assert _arrow_pool_after(use, {"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}) == "jemalloc"
+
+
+def test_the_soak_command_chooses_it_before_pyarrow_loads():
+    entry = "import tokdrift.cli.soak as cli\nimport sys\nassert 'pyarrow' not in sys.modules\n"
+    entry += "cli.run_app = lambda app: None\ncli.main()"
+    assert _arrow_pool_after(entry) == "system"

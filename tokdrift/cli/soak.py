@@ -154,6 +154,9 @@ def validate(
 
 
 def main() -> None:
+    from soak.heap import use_system_allocator_for_arrow
+
+    use_system_allocator_for_arrow()  # before anything imports pyarrow (soak/heap.py)
     run_app(app)
 
 
