@@ -4,10 +4,10 @@ every flush.
 A flush writes Parquet parts and, every 16 flushes, merges them (rundir.parts): tables of a few
 MB built and dropped. pyarrow's C++ code allocates them from its bundled mimalloc by default,
 whose per-thread heaps keep freed pages (arrow's reader threads among them) and which glibc's
-malloc_trim does not reach: in a 30-minute soak its region of the driver moved between 3 and 12
-MB from minute to minute, and a store written as a 12-hour soak's (4,320 flushes) held 79-85 MB
-of anonymous memory with it against 67 MB with the system allocator, flat either way
-(docs/soak.md, "Memory of a long run"). So the soak runs pyarrow on the system allocator
+malloc_trim does not reach: in a 103-minute soak its region of the driver grew 9 -> 22 MB from
+the first level-2 merge (minute 46) on, while everything else stayed flat, and a store written as
+a 12-hour soak's (4,320 flushes) held 79-85 MB of anonymous memory with it against 67 MB with the
+system allocator (docs/soak.md, "Memory of a long run"). So the soak runs pyarrow on the system allocator
 (`use_system_allocator_for_arrow`, before pyarrow is imported), and hands glibc's free pages back
 after every flush: handing them back kept a 4-hour store replay at 123-128 MB from minute 20 on
 where it read 117 -> 132-158 MB without. About 6 ms a call, on the soak's event loop once a flush

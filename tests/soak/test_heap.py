@@ -22,27 +22,31 @@ def test_freed_heap_pages_leave_the_rss():
     assert all(b[0] == 1.0 for b in blocks)  # what is still held is untouched
 
 
-def _arrow_pool_after(code: str, env: dict[str, str] | None = None) -> str:
+def _arrow_pool_after(code: str, env: dict[str, str] | None = None) -> list[str]:
+    """What `code` prints, then the backend of pyarrow's default pool, in a fresh interpreter."""
     import os
     import subprocess
 
+    from soak.heap import ARROW_POOL_VARIABLE
+
     script = f"{code}\nimport pyarrow as pa\nprint(pa.default_memory_pool().backend_name)"
-    base = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    base = {k: v for k, v in os.environ.items() if k != ARROW_POOL_VARIABLE}
     done = subprocess.run([sys.executable, "-c", script], env={**base, **(env or {})}, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    return done.stdout.split()[-1]
+    return done.stdout.split()
 
 
 def test_the_driver_runs_pyarrow_on_the_system_allocator():
     use = "from soak.heap import use_system_allocator_for_arrow as use\nprint(use())"
-    assert _arrow_pool_after(use) == "system"
-    assert _arrow_pool_after("") != "system"  # pyarrow's own default (mimalloc or jemalloc) without it
+    assert _arrow_pool_after(use) == ["True", "system"]
+    assert _arrow_pool_after("") != ["system"]  # pyarrow's own default (mimalloc or jemalloc) without it
     # too late once pyarrow is imported, and said so; a user's own choice is kept
-    assert _arrow_pool_after("import pyarrow\n" + use) != "system"
-    assert _arrow_pool_after(use, {"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}) == "jemalloc"
+    late = _arrow_pool_after("import pyarrow\n" + use)
+    assert late[0] == "False" and late[1] != "system"
+    assert _arrow_pool_after(use, {"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}) == ["True", "jemalloc"]
 
 
 def test_the_soak_command_chooses_it_before_pyarrow_loads():
     entry = "import tokdrift.cli.soak as cli\nimport sys\nassert 'pyarrow' not in sys.modules\n"
     entry += "cli.run_app = lambda app: None\ncli.main()"
-    assert _arrow_pool_after(entry) == "system"
+    assert _arrow_pool_after(entry) == ["system"]
