@@ -4,7 +4,12 @@ logformats; replay -> rundir; logformats (the readers of engine logs and /metric
 which the soak uses live on a URL target and diag afterwards) -> rundir; engine and rundir
 import none of the others; nothing but engine imports torch.
 Only the command layer, tokdrift/cli (the commands, and the fault matrix that runs a soak and
-then judges it), ties everything together: it is not one of the packages checked here."""
+then judges it), ties everything together: it is not one of the packages checked here.
+
+DESIGN's "soak -> engine only for the built-in target, imported lazily": the built-in target's
+engine runs as its own process (`python -m engine.server`), so the soak's process imports only the
+engine's torch-free modules (its command line, its wire types, its step record: SOAK_USES_OF_ENGINE)
+and never its model or runtime; the tests below check both the list and that torch stays out."""
 
 import ast
 import subprocess
@@ -23,6 +28,8 @@ MAY_IMPORT = {
     "reports": {"diagnostics", "rundir", "logformats"},
     "logsim": set(),  # the labelled-log simulator of the tests and benchmarks
 }
+# The engine's modules the soak may import: torch-free, checked by loading them below.
+SOAK_USES_OF_ENGINE = {"engine.server.cli", "engine.server.errors", "engine.server.wire", "engine.runtime.stats"}
 TORCH_FREE = ("replay", "rundir", "logformats", "diagnostics", "reports", "logsim")
 # Arrows that still run the wrong way, each with why; the test fails on any other, and on one of
 # these that is gone (so the list cannot outlive the code).
@@ -75,7 +82,7 @@ def test_the_reader_of_imports_sees_lazy_and_relative_imports(tmp_path):
 
 
 def test_the_ground_stands_on_nothing_and_no_package_reaches_the_roof():
-    """`tokdrift` (the version and TokdriftError) imports no package and no command; the command
+    """`tokdrift` (the version, TokdriftError and the Label base of closed sets) imports no package and no command; the command
     layer `tokdrift.cli` is imported by no package but where CLI_KNOWN says why."""
     ground = modules(ROOT / "tokdrift" / "__init__.py")
     assert not {name.split(".")[0] for name in ground} & {*PACKAGES, "tokdrift"}, ground
@@ -99,7 +106,30 @@ def test_the_soak_and_its_commands_load_without_torch():
     code = (
         "import sys\n"
         "import soak.run, soak.targets, soak.samplers, soak.manifest, tokdrift.cli.soak, tokdrift.cli.diag\n"
+        f"import {', '.join(sorted(SOAK_USES_OF_ENGINE))}\n"
         "print(sorted(m for m in ('torch', 'triton', 'engine.runtime.engine') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_the_soak_imports_only_the_engines_torch_free_modules():
+    wrong = []
+    for path in sorted((ROOT / "soak").rglob("*.py")):
+        for name in sorted(n for n in modules(path) if n.split(".")[0] == "engine"):
+            if name not in SOAK_USES_OF_ENGINE:
+                wrong.append(f"{path.relative_to(ROOT).as_posix()} imports {name}")
+    assert not wrong, "the soak reaches into the engine beyond its torch-free modules:\n" + "\n".join(wrong)
+
+
+def test_the_experts_and_the_runtime_run_one_way():
+    """engine.runtime builds the experts' provider; engine.moe (whose torch-free package names the
+    backends the config accepts) never imports the runtime back."""
+    wrong = [
+        f"{path.relative_to(ROOT).as_posix()} imports {name}"
+        for path in sorted((ROOT / "engine" / "moe").rglob("*.py"))
+        for name in sorted(modules(path))
+        if name.startswith("engine.runtime")
+    ]
+    assert not wrong, wrong
+    assert not {"torch", "triton"} & imports(ROOT / "engine" / "moe" / "__init__.py")

@@ -1,4 +1,5 @@
-"""What every tokdrift package shares: the version and the one user-facing error class.
+"""What every tokdrift package shares: the version, the one user-facing error class and the base
+of the closed sets of strings readers know (`Label`: verdicts, causes, probe roles, step phases).
 
 The ground every package stands on: a plain module with no dependencies, so that `engine`,
 `replay`, `soak`, `diagnostics` and `reports` can all raise the same error without importing

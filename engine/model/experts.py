@@ -53,7 +53,7 @@ class ExpertProvider:
         return None
 
     def stats(self):
-        """Hits, misses and evictions per layer (engine.moe.ExpertCacheStats); None where nothing is cached."""
+        """Hits, misses and evictions per layer (engine.moe.expert_cache.ExpertCacheStats); None where nothing is cached."""
         return None
 
     def check_integrity(self) -> None:

@@ -1,26 +1,6 @@
-"""Where MoE expert weights live: `resident` (in place) or `offload` (host tier + device slots)."""
+"""Where MoE expert weights live: `resident` (in place) or `offload` (host tier + device slots).
 
-from __future__ import annotations
+This module is torch-free and names the choices, so that the engine's config (and the server's
+command line built from it) loads without torch; the builder is `engine.moe.provider`."""
 
-import torch
-
-from engine.errors import EngineError
-from engine.model.experts import ExpertProvider, ResidentExperts
-from engine.moe.expert_cache import ExpertCacheStats, LayerExpertStats, OffloadExperts
-from engine.runtime.config import MOE_BACKENDS
-
-__all__ = ["MOE_BACKENDS", "ExpertCacheStats", "LayerExpertStats", "OffloadExperts", "make_expert_provider"]
-
-
-def make_expert_provider(
-    moe_backend: str, moe_cache_size: int | None = None, device: torch.device | str = "cpu", thrash: bool = False
-) -> ExpertProvider:
-    """The provider a MoE model loads its experts into. `offload` needs `moe_cache_size` slots;
-    `thrash` (the expert-thrash fault, offload only) never gives a step's staging slot back."""
-    if moe_backend == "resident":
-        return ResidentExperts()
-    if moe_backend == "offload":
-        if moe_cache_size is None:
-            raise EngineError("moe_backend='offload' needs moe_cache_size (expert slots), got None")
-        return OffloadExperts(moe_cache_size, device, thrash=thrash)
-    raise EngineError(f"moe_backend must be one of {', '.join(MOE_BACKENDS)}; got {moe_backend!r}")
+MOE_BACKENDS = ("resident", "offload")

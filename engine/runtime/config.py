@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from engine.errors import EngineError
+from engine.moe import MOE_BACKENDS
 from engine.runtime.faults import FaultSet, check_faults
 
-# The choices, named here so that the config (and the server's command line built from it) loads
-# without torch; engine.cache and engine.moe check that their builders agree.
+# The choices, named here (the experts' in torch-free engine.moe) so that the config (and the server's
+# command line built from it) loads without torch; engine.cache's builders are checked against its own.
 ATTENTION_BACKENDS = ("auto", "torch", "triton")
 CACHE_TYPES = ("hybrid_radix", "radix", "none")
 DECODE_PATHS = ("fast", "reference")
-MOE_BACKENDS = ("resident", "offload")
 
 
 def option(default, help: str, flag: str | None = None):

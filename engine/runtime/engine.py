@@ -29,7 +29,7 @@ from engine.model.checkpoint import default_checkpoint
 from engine.model.experts import ExpertProvider
 from engine.model.forward_batch import ForwardBatch, RequestSlice
 from engine.model.loader import load_model
-from engine.moe import make_expert_provider
+from engine.moe.provider import make_expert_provider
 from engine.runtime import logfmt
 from engine.runtime.config import EngineConfig, EngineConfigError
 from engine.runtime.faults import GcPressure, OutputBuffer

@@ -3,14 +3,15 @@ fixed-size history of them the server keeps (`StepHistory`)."""
 
 from __future__ import annotations
 
-import enum
 import typing
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from tokdrift import Label
 
-class Phase(enum.StrEnum):
+
+class Phase(Label):
     """What a step's forward computed (the steps table's `phase`, rundir.schema.StepPhase)."""
 
     PREFILL = "prefill"  # prompt tokens only

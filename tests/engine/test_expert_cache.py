@@ -8,8 +8,8 @@ import torch
 
 from engine.errors import EngineError
 from engine.model.experts import ExpertWeights, ResidentExperts
-from engine.moe import make_expert_provider
 from engine.moe.expert_cache import OffloadExperts
+from engine.moe.provider import make_expert_provider
 
 H, I = 4, 3  # hidden, expert intermediate: tiny
 EXPERT_BYTES = (2 * I * H + H * I) * 4  # float32
