@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -112,13 +113,15 @@ class _Plan:
     __slots__ = ("regex", "phase", "positions", "constants", "rows", "values", "chunks")
     CHUNK = 65536  # rows of number strings held before they become one float array
 
-    def __init__(self, texts: list[str], phase: str, positions: list, constants: dict) -> None:
+    def __init__(
+        self, texts: list[str], phase: str, positions: list[tuple[str, float] | None], constants: dict[str, Any]
+    ) -> None:
         self.regex = re.compile(NUMBER.pattern.join(re.escape(t) for t in texts))
         self.phase = phase
         self.positions = positions  # per number: (column, scale) or None
         self.constants = constants  # columns fixed by the shape itself (cuda graph: True)
         self.rows: list[int] = []
-        self.values: list = []
+        self.values: list[tuple[str, ...]] = []  # each line's number strings
         self.chunks: list[np.ndarray] = []
 
     def flush(self) -> None:
@@ -205,7 +208,7 @@ class BatchBuilder(Records):
 
     def _plan(self, parts: list[str], msg: str) -> _Plan | _Slow:
         texts = parts[0::2]
-        positions: list = []
+        positions: list[tuple[str, float] | None] = []
         for j in range(len(texts) - 1):
             before, after = texts[j], texts[j + 1]
             column = None

@@ -85,7 +85,7 @@ class Entry(NamedTuple):
     kind: str  # slot, srv, old, slog, gin, golog, text, tick (only a time)
     payload: Any  # its shape depends on `kind`: (func, body) for srv, (level, msg, rest) for slog, ...
     wall: str  # ISO text of the line's date and time (local, as printed), "" when none
-    journal: tuple  # (month name, "DD HH:MM:SS") of a journald stamp, () when none
+    journal: tuple[str, ...]  # (month name, "DD HH:MM:SS") of a journald stamp, () when none
     rel: float  # llama.cpp's time since start, NaN when none
     unix: str  # ISO text (UTC) of the 2024 server's `timestamp=`, "" when none
 
@@ -181,8 +181,15 @@ def scan(path: Readable) -> Scan:
                 if not (wall or journal or rel == rel):
                     continue
                 kind = "tick"
-        entries.append(Entry(lineno, kind, payload, wall, journal, rel, unix))
-    return Scan(entries, num_lines, num_unknown, num_other, num_bad, ollama)
+        entries.append(Entry(lineno=lineno, kind=kind, payload=payload, wall=wall, journal=journal, rel=rel, unix=unix))
+    return Scan(
+        entries=entries,
+        num_lines=num_lines,
+        num_unknown=num_unknown,
+        num_other=num_other,
+        num_bad_lines=num_bad,
+        ollama=ollama,
+    )
 
 
 def clocks(entries: list[Entry], path: Readable, year: int | None) -> Clock:
@@ -213,7 +220,7 @@ def clocks(entries: list[Entry], path: Readable, year: int | None) -> Clock:
         # A line without a stamp (llama.cpp's, inside Ollama's log) took place by the next stamped line.
         filled = _fill(secs, backward=True)
         filled[bad] = np.nan
-        return Clock("wall", filled, lives, np.zeros(0), base)
+        return Clock(kind="wall", secs=filled, lives=lives, origins=np.zeros(0), base=base)
     rel = np.array([e.rel for e in entries], dtype=float)
     if np.isfinite(rel).any():
         stamped = np.flatnonzero(np.isfinite(rel))
@@ -229,14 +236,15 @@ def clocks(entries: list[Entry], path: Readable, year: int | None) -> Clock:
         lives_f = np.full(n, np.nan)
         lives_f[stamped] = life_of_stamped
         lives = _fill(lives_f, backward=False).astype(np.int64)
-        return Clock("relative", _fill(secs, backward=False), lives, origins, None)
-    return Clock("busy", np.full(n, np.nan), lives, np.zeros(0), None)
+        return Clock(kind="relative", secs=_fill(secs, backward=False), lives=lives, origins=origins, base=None)
+    return Clock(kind="busy", secs=np.full(n, np.nan), lives=lives, origins=np.zeros(0), base=None)
 
 
 def _fill(values: np.ndarray, backward: bool) -> np.ndarray:
     """NaNs take the next finite value (backward) or the previous one, then the other way."""
     s = pd.Series(values)
-    return (s.bfill().ffill() if backward else s.ffill().bfill()).to_numpy(dtype=float, copy=True)
+    filled: np.ndarray = (s.bfill().ffill() if backward else s.ffill().bfill()).to_numpy(dtype=float, copy=True)
+    return filled
 
 
 def _classify(msg: str) -> tuple[str, object, str]:

@@ -48,7 +48,8 @@ def log_times(
         valid = np.isfinite(sod)
         day = np.zeros(len(sod), dtype=np.int64)
         day[valid] = np.concatenate([[0], np.cumsum(np.diff(sod[valid]) < -12 * 3600)])
-        return np.datetime64(start, "ns") + day.astype("timedelta64[D]") + since
+        stamps: np.ndarray = np.datetime64(start, "ns") + day.astype("timedelta64[D]") + since
+        return stamps
     if fmt == "vllm":
         if year is None:
             year = file_year(path, "vLLM dates have no year")
@@ -62,9 +63,10 @@ def iso_times(texts: list[str]) -> np.ndarray:
     """Naive ISO stamps (`2025-01-02T10:11:12.345`) as datetime64[ns]; NaT where impossible."""
     if not texts:
         return np.array([], dtype="datetime64[ns]")
-    return pd.to_datetime(pd.Series(texts, dtype=object), format="ISO8601", errors="coerce").to_numpy(
+    stamps: np.ndarray = pd.to_datetime(pd.Series(texts, dtype=object), format="ISO8601", errors="coerce").to_numpy(
         dtype="datetime64[ns]"
     )
+    return stamps
 
 
 def journal_iso(months: list[str], rests: list[str], year: int) -> list[str]:
@@ -83,7 +85,7 @@ def journal_iso(months: list[str], rests: list[str], year: int) -> list[str]:
     return out
 
 
-def file_year(path, why: str) -> int:
+def file_year(path: object, why: str) -> int:
     """The year a log with yearless dates was written: its file's modification year, or this year
     for text read from memory (a log being tailed)."""
     if not isinstance(path, Path):
@@ -93,7 +95,7 @@ def file_year(path, why: str) -> int:
     return year
 
 
-def date_from_name(path) -> dt.date | None:
+def date_from_name(path: object) -> dt.date | None:
     m = re.search(r"(\d{4})-(\d{2})-(\d{2})", getattr(path, "name", str(path)))
     if not m:
         return None
@@ -105,4 +107,7 @@ def date_from_name(path) -> dt.date | None:
 
 def _stamps(dates: list[str], clock: list[str]) -> np.ndarray:
     text = [f"{d} {c}" for d, c in zip(dates, clock)]
-    return pd.to_datetime(text, format="%Y-%m-%d %H:%M:%S", errors="coerce").to_numpy(dtype="datetime64[ns]")
+    stamps: np.ndarray = pd.to_datetime(text, format="%Y-%m-%d %H:%M:%S", errors="coerce").to_numpy(
+        dtype="datetime64[ns]"
+    )
+    return stamps

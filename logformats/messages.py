@@ -130,7 +130,7 @@ def _slot_line(reader: SlotReader, lineno: int, func: str, slot_id: int, task: i
         reader.other()
 
 
-def _old_line(reader: SlotReader, lineno: int, func: str, text: str, kv: dict) -> None:
+def _old_line(reader: SlotReader, lineno: int, func: str, text: str, kv: dict[str, str]) -> None:
     slot_id = _int(kv.get("id_slot", kv.get("slot_id")))
     task = _int(kv.get("id_task", kv.get("task_id")))
     if text.startswith(("prompt eval time", "generation eval time")):

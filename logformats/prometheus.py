@@ -250,7 +250,8 @@ def _parse_time(stamp: str, where: str) -> np.datetime64 | None:
     try:
         if re.fullmatch(r"\d+(\.\d+)?", stamp):
             return np.datetime64(int(float(stamp) * 1e9), "ns")
-        return np.datetime64(pd.Timestamp(stamp).tz_localize(None), "ns")
+        stamp_ns: np.datetime64 = np.datetime64(pd.Timestamp(stamp).tz_localize(None), "ns")
+        return stamp_ns
     except (ValueError, TypeError):
         logger.warning(
             "%s: expected an ISO-8601 time or Unix seconds after '%s', found %r; scrape skipped", where, HEADER, stamp

@@ -9,7 +9,7 @@ logformats.frames; a record whose time is impossible (NaT) is dropped and counte
 from __future__ import annotations
 
 import logging
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -29,14 +29,14 @@ class Records:
         self.kinds: list[str] = []
         self.linenos: list[int] = []
         self.idx: dict[str, list[int]] = {}
-        self.val: dict[str, list] = {}
+        self.val: dict[str, list[Any]] = {}
 
     def add(self, lineno: int, kind: str) -> int:
         self.kinds.append(kind)
         self.linenos.append(lineno)
         return len(self.kinds) - 1
 
-    def put(self, i: int, column: str, value) -> None:
+    def put(self, i: int, column: str, value: Any) -> None:
         if column not in self.idx:
             self.idx[column], self.val[column] = [], []
         self.idx[column].append(i)
@@ -106,10 +106,10 @@ def finish(
         steps["token_usage"] = steps["full_token_usage"]
     events = table[~is_step].reindex(columns=EVENT_FRAME_COLUMNS)
     return Frames(
-        steps.reset_index(drop=True),
-        events.reset_index(drop=True),
-        age_known,
-        num_bad_lines,
-        num_dropped_steps,
-        num_bad_values,
+        steps=steps.reset_index(drop=True),
+        events=events.reset_index(drop=True),
+        age_known=age_known,
+        num_bad_lines=num_bad_lines,
+        num_dropped_steps=num_dropped_steps,
+        num_bad_values=num_bad_values,
     )

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import numpy as np
 
-from logformats import Text, parse_log
+from logformats import parse_log
 from logformats.errors import LogFormatError
 from logformats.prometheus import PREFIXES, parse_scrapes
+from logformats.text import Text
+from rundir.schema import StepRow
 from soak.samplers import Once
 from soak.targets import Target
 
@@ -34,7 +36,7 @@ class MetricsScraper:
         self.save_to = Path(save_to)
         self._prev: str | None = None
 
-    async def sample(self, as_steps: bool) -> list[dict[str, Any]]:
+    async def sample(self, as_steps: bool) -> list[StepRow]:
         try:
             response = await self.target.http.get(
                 self.target.url + "/metrics", headers=self.target.headers, timeout=5.0
@@ -68,7 +70,7 @@ def _keep_engine_samples(text: str) -> str:
     return "".join(line + "\n" for line in keep)
 
 
-def _scrape_pair_row(text: str, target: Target) -> list[dict[str, Any]]:
+def _scrape_pair_row(text: str, target: Target) -> list[StepRow]:
     try:
         steps, events, _ = parse_scrapes(Text(text, "/metrics"))
     except LogFormatError:
@@ -106,7 +108,7 @@ class LogTailer:
         self._last_stamp: float | None = None  # the last relative stamp read (engine age, s)
         self._held: dict[int, float] | None = None  # llama.cpp: what each slot held at the last chunk's end
 
-    def sample(self) -> list[dict[str, Any]]:
+    def sample(self) -> list[StepRow]:
         try:
             size = self.path.stat().st_size
         except OSError as exc:
@@ -128,7 +130,7 @@ class LogTailer:
             f.write(chunk)
         return self._parse(chunk, read_at=time.time())
 
-    def _parse(self, chunk: bytes, read_at: float) -> list[dict[str, Any]]:
+    def _parse(self, chunk: bytes, read_at: float) -> list[StepRow]:
         import datetime as dt
 
         try:
@@ -203,12 +205,12 @@ def target_restarted(target: Target, t: float, why: str) -> None:
     target.announce_start(t, detail=why)
 
 
-def _frame_row(step, local_clock: bool = False) -> dict[str, Any]:
+def _frame_row(step, local_clock: bool = False) -> StepRow:
     from rundir.schema import STEP_COLUMNS
 
     t = step["t"]
     unix = _local_unix(t) if local_clock else t.value / 1e9
-    row = {"t": unix}
+    row: dict[str, Any] = {"t": unix}
     for name in STEP_COLUMNS:
         if name in ("t", "engine_life", "engine_age_s") or name not in step.index:
             continue
@@ -216,7 +218,7 @@ def _frame_row(step, local_clock: bool = False) -> dict[str, Any]:
         if value is None or (isinstance(value, float) and value != value):
             continue
         row[name] = value.item() if hasattr(value, "item") else value
-    return row
+    return cast(StepRow, row)  # STEP_COLUMNS' names
 
 
 def _local_unix(t) -> float:
