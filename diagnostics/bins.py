@@ -38,7 +38,8 @@ def compare(
         with np.errstate(divide="ignore"):
             band = np.where(ctx > 0, np.floor(np.log(np.where(ctx > 0, ctx, 1.0)) / math.log(CONTEXT_BAND)), -9_999)
         return df.assign(
-            key=healthy.batch_band(df["batch"].to_numpy(dtype=float)) * 100_000 + band, logt=np.log(df["step_time_s"])
+            key=healthy.batch_band(df["num_running_reqs"].to_numpy(dtype=float)) * 100_000 + band,
+            logt=np.log(df["step_time_s"]),
         )
 
     e, lt = keyed(early.dropna(subset=["context"])), keyed(late.dropna(subset=["context"]))
@@ -61,14 +62,14 @@ def compare(
     bands = pd.DataFrame([_band_row(e[e["key"] == key], lt[lt["key"] == key]) for key in shared])
     return (
         Comparison(
-            "bins",
-            interval,
-            support,
-            support,
-            DECODE_MATERIAL,
-            f"{len(shared)} batch-and-context bands hold samples early and late ({support} pairs): late "
+            basis="bins",
+            interval=interval,
+            num_early=support,
+            num_late=support,
+            material=DECODE_MATERIAL,
+            detail=f"{len(shared)} batch-and-context bands hold samples early and late ({support} pairs): late "
             f"throughput {interval.describe()} of early",
-            float(early_tps.median()),
+            healthy_level=float(early_tps.median()),
         ),
         bands,
         moments(e[e["key"].isin(shared)], lt[lt["key"].isin(shared)]),
@@ -91,7 +92,9 @@ def _band_row(early: pd.DataFrame, late: pd.DataFrame) -> dict:
     ctx = pd.concat([early["context"], late["context"]])
     band = math.floor(math.log(ctx.min()) / math.log(CONTEXT_BAND)) if ctx.min() > 0 else None
     return {
-        "batch": float(early["batch"].iloc[0]) if early["batch"].notna().any() else math.nan,
+        "num_running_reqs": float(early["num_running_reqs"].iloc[0])
+        if early["num_running_reqs"].notna().any()
+        else math.nan,
         "context_lo": 0.0 if band is None else CONTEXT_BAND**band,
         "context_hi": 0.0 if band is None else CONTEXT_BAND ** (band + 1),
         "num_early": len(early),

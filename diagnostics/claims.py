@@ -249,6 +249,12 @@ def survives_controls(
         )
         return None, None
     if ev.host is not None and ev.host.rose and ev.control_drift is None:
+        said = next((k for k, f in enumerate(findings) if f.name == "host_contention"), None)
+        if said is not None:  # decode's claim said it already: one finding, both sides named
+            findings[said] = findings[said]._replace(
+                detail=f"{findings[said].detail}; {what} slowed too ({claim.detail})"
+            )
+            return None, Cause.HOST_DRIFT
         findings.append(
             Finding(
                 "host_contention",

@@ -40,7 +40,7 @@ def context_effect(model: HealthyModel | None, use: pd.DataFrame) -> tuple[float
     if len(ctx) < MIN_POINTS:
         return None
     short, long = np.percentile(ctx, [10, 90])
-    batch = np.array([float(life["batch"].median()) if life["batch"].notna().any() else 1.0] * 2)
+    batch = np.array([float(life["num_running_reqs"].median()) if life["num_running_reqs"].notna().any() else 1.0] * 2)
     fast, slow = model.predict(batch, np.array([short, long]))
     if not (fast > 0 and slow > 0) or long <= short:
         return None
@@ -98,7 +98,7 @@ def context_only_test(degraded: pd.DataFrame, model: HealthyModel, sigma: float)
             "in context enough to test whether context alone explains the slowdown",
         )
     ctx, s = ctx[ok], s[ok]
-    base = model.predict(degraded["batch"].fillna(1.0).to_numpy(dtype=float)[ok], np.zeros(len(s)))
+    base = model.predict(degraded["num_running_reqs"].fillna(1.0).to_numpy(dtype=float)[ok], np.zeros(len(s)))
     u = ctx / s
     c = max(0.0, float(np.sum(u * (1 - base / s)) / np.sum(u * u)))
     r = np.log(s / (base + c * ctx))

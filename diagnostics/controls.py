@@ -81,14 +81,14 @@ def probes(rows: pd.DataFrame, level: float = intervals.LEVEL) -> Comparison | N
     early, late = first["decode_tps"].head(e), first["decode_tps"].tail(k)
     interval = intervals.log_ratio(early, late, level, serial=True)
     return Comparison(
-        "probes",
-        interval,
-        e,
-        k,
-        DECODE_MATERIAL,
-        f"identical probes of the soaked engine: the last {k} over the first {e} "
+        basis="probes",
+        interval=interval,
+        num_early=e,
+        num_late=k,
+        material=DECODE_MATERIAL,
+        detail=f"identical probes of the soaked engine: the last {k} over the first {e} "
         f"{interval.describe()} ({_geo(late):.1f} against {_geo(early):.1f} tok/s)",
-        _geo(early),
+        healthy_level=_geo(early),
         min_for_loss=MIN_FOR_LOSS,
     )
 
@@ -128,16 +128,16 @@ def paired(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Comparison |
     interval = intervals.log_ratio(early, late, level, serial=True)
     main_early = _geo(first["main"].head(e))
     return Comparison(
-        "paired_control",
-        interval,
-        e,
-        k,
-        DECODE_MATERIAL,
-        f"the soaked engine over a fresh control probed back to back: the last {k} cycles over the first "
+        basis="paired_control",
+        interval=interval,
+        num_early=e,
+        num_late=k,
+        material=DECODE_MATERIAL,
+        detail=f"the soaked engine over a fresh control probed back to back: the last {k} cycles over the first "
         f"{e} {interval.describe()} (main {main_early:.1f} -> "
         f"{_geo(first['main'].tail(k)):.1f} tok/s, control {_geo(first['control'].head(e)):.1f} -> "
         f"{_geo(first['control'].tail(k)):.1f})",
-        main_early,
+        healthy_level=main_early,
         min_for_loss=MIN_FOR_LOSS,
         detect=PAIRED_DETECT,
     )
@@ -163,14 +163,14 @@ def control_drift(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Compa
     e, k = sides
     interval = intervals.log_ratio(first["control"].head(e), first["control"].tail(k), level, serial=True)
     return Comparison(
-        "control_drift",
-        interval,
-        e,
-        k,
-        DECODE_MATERIAL,
-        f"the fresh control's own probes, last {k} over first {e}: {interval.describe()} (the host's "
+        basis="control_drift",
+        interval=interval,
+        num_early=e,
+        num_late=k,
+        material=DECODE_MATERIAL,
+        detail=f"the fresh control's own probes, last {k} over first {e}: {interval.describe()} (the host's "
         f"speed, which the control's youth leaves as the only change)",
-        _geo(first["control"].head(e)),
+        healthy_level=_geo(first["control"].head(e)),
     )
 
 
@@ -186,14 +186,14 @@ def drift_between(cycles: pd.DataFrame, sides: Sides | None, level: float = inte
     early, late = (cycles.loc[(t >= a) & (t <= b), "control"] for a, b in sides)
     interval = intervals.log_ratio(early, late, level, serial=True)
     return Comparison(
-        "control_drift",
-        interval,
-        len(early),
-        len(late),
-        DECODE_MATERIAL,
-        f"the fresh control's own probes taken beside the two sides, {len(late)} over {len(early)}: "
+        basis="control_drift",
+        interval=interval,
+        num_early=len(early),
+        num_late=len(late),
+        material=DECODE_MATERIAL,
+        detail=f"the fresh control's own probes taken beside the two sides, {len(late)} over {len(early)}: "
         f"{interval.describe()}",
-        _geo(early),
+        healthy_level=_geo(early),
     )
 
 
@@ -220,14 +220,14 @@ def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Comparison | None:
     interval = intervals.log_ratio(fresh, aged)
     level = _geo(main[main["engine_life"] == lives[1]]["decode_tps"].head(k))
     return Comparison(
-        "restart",
-        interval,
-        len(fresh),
-        len(aged),
-        DECODE_MATERIAL,
-        f"restart control ({what}): the aged engine's last {len(aged)} over the fresh engine's first "
+        basis="restart",
+        interval=interval,
+        num_early=len(fresh),
+        num_late=len(aged),
+        material=DECODE_MATERIAL,
+        detail=f"restart control ({what}): the aged engine's last {len(aged)} over the fresh engine's first "
         f"{len(fresh)} {interval.describe()}",
-        level,
+        healthy_level=level,
     )
 
 

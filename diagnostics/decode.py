@@ -194,7 +194,7 @@ def _admit_mixed_windows(samples: pd.DataFrame) -> bool:
         # batch of one, a window that admitted a turn also holds the client's think time.
         return False
     k = model.coef[model.terms.index("prompt")]
-    batch = samples["batch"].fillna(1.0).to_numpy(dtype=float)
+    batch = samples["num_running_reqs"].fillna(1.0).to_numpy(dtype=float)
     context = samples["context"].to_numpy(dtype=float) if model.context_identified else np.zeros(len(samples))
     prompt = samples["prompt"].fillna(0.0).to_numpy(dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -234,7 +234,7 @@ def _unmatched(model: HealthyModel, late: pd.DataFrame) -> str | None:
     if "batch" not in model.terms or not model.batch_values or late.empty:
         return None
     lo, hi = model.batch_values[0], model.batch_values[-1]
-    b = late["batch"].dropna()
+    b = late["num_running_reqs"].dropna()
     if b.empty or b.between(lo / healthy.BATCH_BAND, hi * healthy.BATCH_BAND).sum() >= MIN_LATE:
         return None
     return (

@@ -1,6 +1,6 @@
 """Decode samples and the healthy model: what a young engine's decode step costs.
 
-A decode sample is one step row with a throughput: its step time is `batch / gen_tps` (the
+A decode sample is one step row with a throughput: its step time is `num_running_reqs / gen_tps` (the
 time of one decode step, which every running request shares), or the engine's own
 `step_time_s` where it reports one. The healthy model is
 
@@ -92,7 +92,7 @@ class HealthyModel(NamedTuple):
 def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
     """One row per decode step row with a throughput, and why a row is kept out of the fit.
 
-    Columns: t, engine_life, engine_age_s, batch, context, step_time_s, gen_tps, excluded
+    Columns: t, engine_life, engine_age_s, num_running_reqs, context, step_time_s, gen_tps, excluded
     ('' when usable; 'after_prefill', 'after_idle' for lines whose window holds other work),
     step_index (row in `steps`).
     """
@@ -120,7 +120,7 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
             "engine_life": life.to_numpy()[idx],
             "engine_age_s": df["engine_age_s"].to_numpy()[idx],
             "busy_s": busy_clock(df)[idx],
-            "batch": batch.to_numpy(dtype=float)[idx],
+            "num_running_reqs": batch.to_numpy(dtype=float)[idx],
             "context": context.to_numpy(dtype=float)[idx],
             "gen_tps": gen[idx],
             "own_time": own_time[idx],
@@ -131,28 +131,28 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
             "next_input": next_input[idx],
         }
     )
-    b = out["batch"].fillna(1.0).clip(lower=1.0).to_numpy()
+    b = out["num_running_reqs"].fillna(1.0).clip(lower=1.0).to_numpy()
     measured = np.isfinite(out["own_time"].to_numpy()) & (out["own_time"].to_numpy() > 0)
     out["step_time_s"] = np.where(measured, out["own_time"], b / out["gen_tps"].to_numpy())
     out.loc[~measured & ~np.isfinite(out["gen_tps"]), "step_time_s"] = np.nan
     excluded = np.full(len(out), "", dtype=object)
     from_log = ~measured  # only interval-averaged throughput carries other work inside it
     excluded[from_log & (out["prev_phase"].to_numpy() == StepPhase.PREFILL)] = "after_prefill"
-    excluded[from_log & np.isin(out["prev_phase"].to_numpy(), ("idle",))] = "after_idle"
+    excluded[from_log & np.isin(out["prev_phase"].to_numpy(), (StepPhase.IDLE,))] = "after_idle"
     # Tokens over wall time at the batch the line prints hold only while that batch decoded the
     # whole window: a batch that changed since the previous line (a request finished or joined,
     # or none runs at the line's moment) mixes batch sizes and idle time into the rate.
     # Batch sizes are compared in bands (same_batch): 1,000 running requests draining to 999 is one
     # batch, whose window averaged the two; 1 against 2 is not.
-    prev_batch = out.groupby("engine_life")["batch"].shift(1).to_numpy()
-    cur_batch = out["batch"].to_numpy()
+    prev_batch = out.groupby("engine_life")["num_running_reqs"].shift(1).to_numpy()
+    cur_batch = out["num_running_reqs"].to_numpy()
     both = np.isfinite(prev_batch) & np.isfinite(cur_batch)
     close = both & same_batch(cur_batch, prev_batch)
     changed = both & ~close
     excluded[from_log & (excluded == "") & (changed | (cur_batch == 0))] = "batch_changed"
     drift = from_log & close & (cur_batch != prev_batch)
-    out.loc[drift, "batch"] = (cur_batch[drift] + prev_batch[drift]) / 2
-    out.loc[drift, "step_time_s"] = out.loc[drift, "batch"] / out.loc[drift, "gen_tps"]
+    out.loc[drift, "num_running_reqs"] = (cur_batch[drift] + prev_batch[drift]) / 2
+    out.loc[drift, "step_time_s"] = out.loc[drift, "num_running_reqs"] / out.loc[drift, "gen_tps"]
     gap = out.groupby("engine_life")["t"].diff().dt.total_seconds().to_numpy()
     usual = np.nanmedian(gap) if np.isfinite(gap).any() else np.nan
     limit = max(GAP_FLOOR_S, GAP_FACTOR * usual) if np.isfinite(usual) else np.inf
@@ -171,7 +171,7 @@ def decode_samples(steps: pd.DataFrame) -> pd.DataFrame:
     # Prompt tokens per decode step inside the window: the healthy model may fit what they cost
     # (fit_healthy's `prompt` term) and so read decode speed from windows that admitted a turn.
     out["prompt"] = np.where(mixed, inp * b / out["gen_tps"].to_numpy(dtype=float), 0.0)
-    if (phase == "mixed").any():  # one line per window carries both prompt and generated tokens
+    if (phase == StepPhase.MIXED).any():  # one line per window carries both prompt and generated tokens
         excluded[(excluded == "") & _pending_prefill(out, from_log)] = "prefill_pending"
     out["excluded"] = excluded
     out["measured"] = measured
@@ -187,10 +187,12 @@ def _pending_prefill(out: pd.DataFrame, from_log: np.ndarray) -> np.ndarray:
     another), and the next window completed prompt tokens, or is such a window itself. A prefill
     longer than a window stalls the decodes beside it for windows on end, and its prompt is
     counted only where it ends (20,000 tok/s there): the windows before it are not decode speed."""
-    rate = out["gen_tps"].to_numpy(dtype=float) / out["batch"].fillna(1.0).clip(lower=1.0).to_numpy()
+    rate = out["gen_tps"].to_numpy(dtype=float) / out["num_running_reqs"].fillna(1.0).clip(lower=1.0).to_numpy()
     reach = pd.Series(rate).groupby(out["engine_life"].to_numpy()).transform(lambda r: r.quantile(0.9)).to_numpy()
     inp = np.nan_to_num(out["input_tps"].to_numpy(dtype=float))
-    stalled = from_log & (inp == 0) & (out["batch"].fillna(0).to_numpy() >= 1) & (rate < PENDING_RATE * reach)
+    stalled = (
+        from_log & (inp == 0) & (out["num_running_reqs"].fillna(0).to_numpy() >= 1) & (rate < PENDING_RATE * reach)
+    )
     nxt = np.nan_to_num(out["next_input"].to_numpy(dtype=float)) > 0
     life = out["engine_life"].to_numpy()
     pending = np.zeros(len(out), dtype=bool)
@@ -225,7 +227,7 @@ def busy_clock(steps: pd.DataFrame) -> np.ndarray:
         prev_idle = np.concatenate(
             [
                 [False],
-                (rows["phase"].to_numpy() == "idle")[:-1]
+                (rows["phase"].to_numpy() == StepPhase.IDLE)[:-1]
                 | ((rows["num_running_reqs"].to_numpy(dtype=float) == 0) & ~(gen > 0))[:-1],
             ]
         )
@@ -259,14 +261,14 @@ def _step_blocks(out: pd.DataFrame) -> pd.DataFrame:
         engine_life=("engine_life", "last"),
         engine_age_s=("engine_age_s", "last"),
         busy_s=("busy_s", "last"),
-        batch=("batch", "mean"),
+        num_running_reqs=("num_running_reqs", "mean"),
         context=("context", "mean"),
         step_time_s=("step_time_s", "mean"),
         step_index=("step_index", "last"),
         excluded=("excluded", "first"),
         num_steps=("t", "size"),
     )
-    blocks["gen_tps"] = blocks["batch"].clip(lower=1.0) / blocks["step_time_s"]
+    blocks["gen_tps"] = blocks["num_running_reqs"].clip(lower=1.0) / blocks["step_time_s"]
     blocks = blocks[blocks["num_steps"] >= max(1, STEP_BLOCK // 4)].drop(columns=["num_steps"])
     rest = out[~measured]
     return (
@@ -308,7 +310,7 @@ def fit_healthy(window: pd.DataFrame, required: tuple[str, ...] = ()) -> Healthy
     windows were taken in because of it)."""
     n = len(window)
     y = window["step_time_s"].to_numpy(dtype=float)
-    batch = window["batch"].to_numpy(dtype=float)
+    batch = window["num_running_reqs"].to_numpy(dtype=float)
     context = window["context"].to_numpy(dtype=float)
     prompt = window["prompt"].to_numpy(dtype=float) if "prompt" in window else np.zeros(n)
     features = {"batch": batch, "context": context, "prompt": np.nan_to_num(prompt)}
@@ -336,15 +338,15 @@ def fit_healthy(window: pd.DataFrame, required: tuple[str, ...] = ()) -> Healthy
     r2 = 1.0 - float(np.sum((y - pred) ** 2)) / ss if ss > 0 and n > len(terms) > 1 else None
     ctx = context[np.isfinite(context)]
     return HealthyModel(
-        tuple(terms),
-        tuple(float(k) for k in coef),
-        int(window["engine_life"].iloc[0]),
-        n,
-        window["t"].iloc[-1].to_datetime64(),
-        tuple(sorted({float(v) for v in batch[np.isfinite(batch)]})),
-        (float(ctx.min()), float(ctx.max())) if len(ctx) else None,
-        r2,
-        left_out,
+        terms=tuple(terms),
+        coef=tuple(float(k) for k in coef),
+        engine_life=int(window["engine_life"].iloc[0]),
+        num_points=n,
+        t_end=window["t"].iloc[-1].to_datetime64(),
+        batch_values=tuple(sorted({float(v) for v in batch[np.isfinite(batch)]})),
+        context_range=(float(ctx.min()), float(ctx.max())) if len(ctx) else None,
+        r2=r2,
+        left_out=left_out,
     )
 
 
@@ -379,7 +381,7 @@ def _cv_error(y: np.ndarray, columns: list[np.ndarray]) -> float:
 
 def residuals(model: HealthyModel, samples: pd.DataFrame) -> np.ndarray:
     """log(observed / healthy) step time per sample; NaN where the model cannot predict."""
-    batch = samples["batch"].fillna(1.0).to_numpy(dtype=float)
+    batch = samples["num_running_reqs"].fillna(1.0).to_numpy(dtype=float)
     context = samples["context"].to_numpy(dtype=float)
     if not model.context_identified:
         context = np.zeros(len(samples))
@@ -395,7 +397,7 @@ def matched(model: HealthyModel, samples: pd.DataFrame) -> np.ndarray:
     bands: same_batch)."""
     if "batch" in model.terms or not model.batch_values:
         return np.ones(len(samples), dtype=bool)
-    batch = samples["batch"].to_numpy(dtype=float)
+    batch = samples["num_running_reqs"].to_numpy(dtype=float)
     seen = np.asarray(model.batch_values, dtype=float)  # sorted
     # The nearest seen size on either side is the only one that can lie in the band.
     right = np.clip(np.searchsorted(seen, batch), 0, len(seen) - 1)

@@ -64,12 +64,12 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
     )
     if base and not looks:  # no boundary to simulate for a baseline still growing
         return Running(
-            f"verdict so far: a baseline of {base} cycles and {len(series) - base} since; the first look "
+            line=f"verdict so far: a baseline of {base} cycles and {len(series) - base} since; the first look "
             f"at {sequential.BASELINE_FIRST} since",
-            None,
-            None,
-            0,
-            1 - sequential.ALPHA,
+            verdict=None,
+            decided=None,
+            looks=0,
+            level=1 - sequential.ALPHA,
         )
     level = sequential.level_for(max(looks_planned, looks), baseline=base)
     evidence = Evidence(
@@ -80,7 +80,11 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
     )
     if evidence.paired is None and evidence.probes is None:
         return Running(
-            f"verdict so far: too few probes ({len(rows)} ok) to compare early with late", None, None, looks, level
+            line=f"verdict so far: too few probes ({len(rows)} ok) to compare early with late",
+            verdict=None,
+            decided=None,
+            looks=looks,
+            level=level,
         )
     d = decide(evidence)
     shown = d.decisive or evidence.paired or evidence.probes
@@ -95,7 +99,16 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
     elif decided == NO_AGE:
         line += f"; decided: a loss of more than {rule_out:.0%} ruled out"
     i = shown.interval
-    return Running(line, d.verdict, decided, looks, level, onset, i.estimate, (i.lo, i.hi) if i.bounded else None)
+    return Running(
+        line=line,
+        verdict=d.verdict,
+        decided=decided,
+        looks=looks,
+        level=level,
+        onset_cycle=onset,
+        ratio=i.estimate,
+        interval=(i.lo, i.hi) if i.bounded else None,
+    )
 
 
 def _confidence(d: Decision) -> str:

@@ -71,7 +71,7 @@ def step_onset(source: Source, life_use: pd.DataFrame, onset_idx) -> Onset:
     if found is not None and t0 < pd.Timestamp(found.t) <= t1:
         at = pd.Timestamp(found.t)
     else:  # an idle line is not where a slowdown starts: the first prefill or decode row after it is
-        busy = [i for i in range(lo, hi + 1) if steps["phase"].iloc[i] != "idle"] or [hi]
+        busy = [i for i in range(lo, hi + 1) if steps["phase"].iloc[i] != StepPhase.IDLE] or [hi]
         at = pd.Timestamp(steps["t"].iloc[busy[0]])
     age = float(first_bad["engine_age_s"]) - (t1 - at).total_seconds()
     return Onset(

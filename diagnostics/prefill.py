@@ -119,14 +119,25 @@ def compare(steps: pd.DataFrame) -> PrefillComparison | None:
     # The material level on the speed scale; most late rows must also be slower than healthy.
     material = 1 / MATERIAL_RATIO if share > MIN_SHARE else 0.0
     comparison = Comparison(
-        "prefill",
-        interval,
-        num_early,
-        len(late),
-        material,
-        f"prefill time at matched new and cached token counts, predicted over taken for the last {len(late)} "
+        basis="prefill",
+        interval=interval,
+        num_early=num_early,
+        num_late=len(late),
+        material=material,
+        detail=f"prefill time at matched new and cached token counts, predicted over taken for the last {len(late)} "
         f"{interval.describe()}",
-        None,
-        "speed",
+        healthy_level=None,
+        unit="speed",
     )
-    return PrefillComparison(ratio, num_early, len(late), share, loss, detail, rows, onset_t, onset_age, comparison)
+    return PrefillComparison(
+        ratio=ratio,
+        num_healthy=num_early,
+        num_late=len(late),
+        share_slower=share,
+        loss=loss,
+        detail=detail,
+        rows=rows,
+        onset_t=onset_t,
+        onset_age_s=onset_age,
+        comparison=comparison,
+    )

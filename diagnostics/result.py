@@ -77,7 +77,7 @@ class Check(NamedTuple):
     detail: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Analysis:
     verdict: Verdict
     slowdown: Slowdown | None
@@ -107,7 +107,7 @@ class Analysis:
     cause: Cause | None = None
     reason: str = ""
     probe_pairs: pd.DataFrame | None = None  # one row per probe cycle with a control (diagnostics.controls.pairs)
-    # The batch-and-context bands the `bins` comparison compared: batch, context_lo, context_hi,
+    # The batch-and-context bands the `bins` comparison compared: num_running_reqs, context_lo, context_hi,
     # num_early, early_tps, num_late, late_tps (diagnostics.decode).
     bands: pd.DataFrame | None = None
     # Decode's own figures beside an age claim on prefix reuse or prefill time (`slowdown` is the claim's).

@@ -56,14 +56,36 @@ def _load(path: Path, date: dt.date | None, year: int | None) -> Source:
         return _load_run_dir(path, date, year)
     if looks_like_scrapes(path):
         steps, events, engine = parse_scrapes(path)
-        return Source(str(path), "prometheus", engine, steps, events, *_empty_run_tables(), None, None)
+        return Source(
+            path=str(path),
+            kind="prometheus",
+            engine=engine,
+            steps=steps,
+            events=events,
+            requests=_empty_table("requests"),
+            probes=_empty_table("probes"),
+            snapshots=_empty_table("snapshots"),
+            manifest=None,
+            log_info=None,
+        )
     if path.is_dir():
         raise DiagnosticsError(
             f"{path}: expected a run directory (with {schema.MANIFEST}) or a folder of *.prom scrapes, found neither"
         )
     parsed = parse_log(path, date=date, year=year)
     engine = parsed.info.format.split("-")[0]  # freetoken-excerpt and sglang-time-only name their engine first
-    return Source(str(path), "log", engine, parsed.steps, parsed.events, *_empty_run_tables(), None, parsed.info)
+    return Source(
+        path=str(path),
+        kind="log",
+        engine=engine,
+        steps=parsed.steps,
+        events=parsed.events,
+        requests=_empty_table("requests"),
+        probes=_empty_table("probes"),
+        snapshots=_empty_table("snapshots"),
+        manifest=None,
+        log_info=parsed.info,
+    )
 
 
 def _load_run_dir(path: Path, date: dt.date | None, year: int | None) -> Source:
@@ -86,21 +108,18 @@ def _load_run_dir(path: Path, date: dt.date | None, year: int | None) -> Source:
     target = manifest.target if isinstance(manifest.target, str) else "builtin"
     engine = "tokdrift" if target == "builtin" else (log_info.format if log_info else "unknown")
     return Source(
-        str(path),
-        "run_dir",
-        engine,
-        steps,
-        events.reindex(columns=EVENT_FRAME_COLUMNS),
-        tables["requests"],
-        tables["probes"],
-        tables["snapshots"],
-        manifest,
-        log_info,
+        path=str(path),
+        kind="run_dir",
+        engine=engine,
+        steps=steps,
+        events=events.reindex(columns=EVENT_FRAME_COLUMNS),
+        requests=tables["requests"],
+        probes=tables["probes"],
+        snapshots=tables["snapshots"],
+        manifest=manifest,
+        log_info=log_info,
     )
 
 
-def _empty_run_tables() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    return tuple(
-        pd.DataFrame({name: pd.Series(dtype="float64") for name in schema.TABLES[table]})
-        for table in ("requests", "probes", "snapshots")
-    )
+def _empty_table(table: str) -> pd.DataFrame:
+    return pd.DataFrame({name: pd.Series(dtype="float64") for name in schema.TABLES[table]})

@@ -28,7 +28,7 @@ def in_range(model: HealthyModel, a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.
     with fewer than MIN_LATE samples there is not compared at all (empty)."""
     if "batch" in model.terms and model.batch_values:
         lo, hi = model.batch_values[0] / healthy.BATCH_BAND, model.batch_values[-1] * healthy.BATCH_BAND
-        a, b = (x[x["batch"].isna() | x["batch"].between(lo, hi)] for x in (a, b))
+        a, b = (x[x["num_running_reqs"].isna() | x["num_running_reqs"].between(lo, hi)] for x in (a, b))
         if len(a) < MIN_LATE or len(b) < MIN_LATE:
             return a.iloc[:0], b.iloc[:0]
 
@@ -54,14 +54,14 @@ def step_comparison(early: pd.DataFrame, late: pd.DataFrame, where: str, referen
     interval = intervals.log_ratio(e, la, floors=(None, stretch_floor(reference, late)))
     n_early, n_late = len(e), len(la)
     return Comparison(
-        "step_series",
-        interval,
-        n_early,
-        n_late,
-        DECODE_MATERIAL,
-        f"step series at matched conditions (speed against the healthy model, the latest {len(late)} "
+        basis="step_series",
+        interval=interval,
+        num_early=n_early,
+        num_late=n_late,
+        material=DECODE_MATERIAL,
+        detail=f"step series at matched conditions (speed against the healthy model, the latest {len(late)} "
         f"samples against {where}, in {n_early} and {n_late} block means): {interval.describe()}",
-        float(early["gen_tps"].median()),
+        healthy_level=float(early["gen_tps"].median()),
     )
 
 
@@ -101,15 +101,15 @@ def restart(
     a = intervals.blocks(np.exp(-aged["residual"].to_numpy()))
     interval = intervals.log_ratio(f, a, floors=(stretch_floor(reference, fresh), stretch_floor(reference, aged)))
     return Comparison(
-        "restart",
-        interval,
-        len(f),
-        len(a),
-        DECODE_MATERIAL,
-        f"restart control on the step series: the aged engine's latest {len(aged)} samples over the "
+        basis="restart",
+        interval=interval,
+        num_early=len(f),
+        num_late=len(a),
+        material=DECODE_MATERIAL,
+        detail=f"restart control on the step series: the aged engine's latest {len(aged)} samples over the "
         f"fresh engine's first {len(fresh)} after the restart ({len(a)} and {len(f)} block means) "
         f"{interval.describe()}",
-        float(fresh["gen_tps"].median()),
+        healthy_level=float(fresh["gen_tps"].median()),
         joins=False,
     )
 

@@ -76,7 +76,13 @@ def fit(age_s: np.ndarray, residual: np.ndarray) -> Trend | None:
             best = (rss, float(h), float(coef[1]))
     rss_trend, hinge, slope = best
     gradual = rss_trend < rss_step and slope > 0
-    return Trend("gradual" if gradual else "step", hinge if gradual else step_at, rss_step, rss_trend, slope * 3600)
+    return Trend(
+        shape="gradual" if gradual else "step",
+        change_age_s=hinge if gradual else step_at,
+        rss_step=rss_step,
+        rss_trend=rss_trend,
+        slope_per_h=slope * 3600,
+    )
 
 
 def per_hour(age_s: np.ndarray, residual: np.ndarray, since_age_s: float = -math.inf) -> PerHour | None:

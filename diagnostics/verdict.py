@@ -312,7 +312,7 @@ def decide(ev: Evidence) -> Decision:
     said = (
         f"on {on} {faster} ({decode.interval.describe()})"
         if decode.interval.lo >= 1.0
-        else f"on {on} the data rule out a loss of more than {1 - decode.interval.lo:.0%} ({decode.interval.describe()})"
+        else f"on {on} the data rule out a loss of more than {_share(1 - decode.interval.lo)} ({decode.interval.describe()})"
     )
     context = (
         f" Context explains what slowed: {effect[1]}."
@@ -329,3 +329,8 @@ def decide(ev: Evidence) -> Decision:
         reason=f"No engine age, {confidence} confidence: {said}.{context}",
         findings=tuple(findings),
     )
+
+
+def _share(loss: float) -> str:
+    """A loss ruled out, as a percentage that does not round a real bound to 0 %."""
+    return f"{loss:.0%}" if loss >= 0.01 else f"{loss:.1%}"

@@ -49,7 +49,7 @@ _WORDS = tuple(
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MaterializeConfig:
     """How calls of one trace become prompts."""
 
@@ -110,7 +110,7 @@ class MaterializeConfig:
         return _content_ids(self.vocab_size, self.reserved_ids, self.probe_token_id)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Prompt:
     """What to send for one call: token ids or chat messages, and how much to generate."""
 
@@ -222,10 +222,32 @@ def materialize(
     if config.mode == "tokens":
         ids = config.content_ids
         token_ids = ids[values % len(ids)].tolist()
-        return Prompt(token_ids, None, num_in, num_out, num_reasoning, trimmed, over, call.session, call.turn, values)
+        return Prompt(
+            token_ids=token_ids,
+            messages=None,
+            num_input_tokens=num_in,
+            max_output_tokens=num_out,
+            num_reasoning_tokens=num_reasoning,
+            num_trimmed_tokens=trimmed,
+            over_limit=over,
+            session=call.session,
+            turn=call.turn,
+            values=values,
+        )
     text = " ".join(_WORDS[v % len(_WORDS)] for v in values.tolist())
     messages = [{"role": "user", "content": text}]
-    return Prompt(None, messages, num_in, num_out, num_reasoning, trimmed, over, call.session, call.turn, values)
+    return Prompt(
+        token_ids=None,
+        messages=messages,
+        num_input_tokens=num_in,
+        max_output_tokens=num_out,
+        num_reasoning_tokens=num_reasoning,
+        num_trimmed_tokens=trimmed,
+        over_limit=over,
+        session=call.session,
+        turn=call.turn,
+        values=values,
+    )
 
 
 def probe_prompt(config: MaterializeConfig, num_input_tokens: int, max_output_tokens: int, variant: int = 0) -> Prompt:
@@ -242,9 +264,21 @@ def probe_prompt(config: MaterializeConfig, num_input_tokens: int, max_output_to
     if config.mode == "tokens":
         ids = config.content_ids
         token_ids = [config.probe_id] + ids[values[1:] % len(ids)].tolist()
-        return Prompt(token_ids, None, num_input_tokens, max_output_tokens, None)
+        return Prompt(
+            token_ids=token_ids,
+            messages=None,
+            num_input_tokens=num_input_tokens,
+            max_output_tokens=max_output_tokens,
+            num_reasoning_tokens=None,
+        )
     words = [f"{PROBE_TEXT_MARKER}-{variant}]"] + [_WORDS[v % len(_WORDS)] for v in values[1:].tolist()]
-    return Prompt(None, [{"role": "user", "content": " ".join(words)}], num_input_tokens, max_output_tokens, None)
+    return Prompt(
+        token_ids=None,
+        messages=[{"role": "user", "content": " ".join(words)}],
+        num_input_tokens=num_input_tokens,
+        max_output_tokens=max_output_tokens,
+        num_reasoning_tokens=None,
+    )
 
 
 def _values(

@@ -56,7 +56,7 @@ _HOP_HEADERS = {
 _RESPONSE_DROP = {"content-length", "connection", "keep-alive", "transfer-encoding", "content-encoding"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RecordConfig:
     upstream: str  # the server root, e.g. http://127.0.0.1:8000 (a trailing /v1 is fine)
     output: Path
@@ -74,7 +74,7 @@ class RecordConfig:
             raise TraceError(f"chars_per_token: expected a number > 0, found {self.chars_per_token!r}")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Exchange:
     """One recorded request and what came back."""
 
@@ -197,7 +197,11 @@ def create_app(config: RecordConfig) -> Starlette:
         stream = False
         injected = False
         if isinstance(body, dict):
-            exchange = Exchange(body, request.headers.get("x-session-id") or _str(body.get("user")), time.time())
+            exchange = Exchange(
+                body=body,
+                session_hint=request.headers.get("x-session-id") or _str(body.get("user")),
+                started=time.time(),
+            )
             stream = bool(body.get("stream"))
             if stream and config.inject_usage and not (body.get("stream_options") or {}).get("include_usage"):
                 raw = json.dumps(

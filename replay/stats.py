@@ -11,7 +11,7 @@ import numpy as np
 from replay.trace import Call, Trace
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Distribution:
     count: int
     mean: float
@@ -24,13 +24,21 @@ class Distribution:
     @classmethod
     def of(cls, values: list[float]) -> Distribution:
         if not values:
-            return cls(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+            return cls(count=0, mean=0.0, min=0.0, p50=0.0, p90=0.0, p99=0.0, max=0.0)
         a = np.asarray(values, dtype=float)
         p50, p90, p99 = np.percentile(a, [50, 90, 99])
-        return cls(len(a), float(a.mean()), float(a.min()), float(p50), float(p90), float(p99), float(a.max()))
+        return cls(
+            count=len(a),
+            mean=float(a.mean()),
+            min=float(a.min()),
+            p50=float(p50),
+            p90=float(p90),
+            p99=float(p99),
+            max=float(a.max()),
+        )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TraceStats:
     source: str
     block_size: int

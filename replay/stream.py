@@ -32,7 +32,7 @@ class Usage(NamedTuple):
     reasoning_tokens: int | None
 
 
-NOTHING = Chunk(False, False, None, None, False)
+NOTHING = Chunk(generated=False, content=False, usage=None, error=None, has_choices=False)
 
 
 def data_of(line: str) -> str | None:
@@ -66,7 +66,9 @@ def read_chunk(obj: dict[str, Any]) -> Chunk:
             or bool(delta.get("reasoning_content") or delta.get("reasoning") or delta.get("tool_calls"))
         )
     usage = obj.get("usage") if isinstance(obj.get("usage"), dict) and obj.get("usage") else None
-    return Chunk(generated, content, usage, None, bool(choices), finished)
+    return Chunk(
+        generated=generated, content=content, usage=usage, error=None, has_choices=bool(choices), finished=finished
+    )
 
 
 def read_usage(usage: dict[str, Any] | None) -> Usage:

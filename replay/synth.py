@@ -30,7 +30,7 @@ PROFILES = ("agentic", "chat", "rag")
 COMPACTION_PROMPT_TOKENS = 40  # "summarise the conversation so far" appended to the history
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SynthConfig:
     """Options of the generator; `for_profile` fills the defaults of a profile."""
 

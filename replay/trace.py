@@ -32,7 +32,7 @@ FORMAT_VERSION = 1
 CALL_KINDS = ("turn", "compaction", "subagent")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TraceHeader:
     """The first line of a trace."""
 
@@ -71,7 +71,7 @@ class TraceHeader:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Call:
     """One model call. Lengths are in tokens, times in seconds."""
 

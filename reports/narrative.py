@@ -312,18 +312,36 @@ def _restart_sentence(a: Analysis) -> str:
         return "A restart brought it back to the healthy rate, so the slowdown lives in the engine's state."
     if a.recovered_by_restart is False:
         return "A restart did not bring it back."
+    restart = next((c for c in a.comparisons if c.basis == "restart"), None)
+    if restart is not None:
+        return (
+            "A restart could not tell whether a fresh engine recovers: the aged engine over the fresh one "
+            f"read {restart.interval.describe()}."
+        )
+    if len(a.lives) > 1:
+        return f"The data hold a restart, but {_uncompared(a)}, so whether a fresh engine recovers is not tested here."
     return "The data holds no restart, so whether a fresh engine recovers is not tested here."
 
 
 def recovered_text(a: Analysis) -> str:
     """Whether a restart brought the engine back, and where it cannot say, why: no restart in the
-    data, nothing to bring back, or a restart too noisy to tell."""
+    data, a restart that could not be compared, nothing to bring back, or a restart too noisy to
+    tell."""
     if a.recovered_by_restart is not None:
         return "yes" if a.recovered_by_restart else "no"
     restart = next((c for c in a.comparisons if c.basis == "restart"), None)
     if restart is None:
+        if len(a.lives) > 1:
+            return f"not compared: {len(a.lives) - 1} restart(s) in the data, but {_uncompared(a)}"
         return "no restart in the data"
     said = f"the aged engine over the fresh one read {restart.interval.describe()}"
     if a.verdict != Verdict.AGE:
         return f"nothing to bring back (no engine age); {said}"
     return f"cannot tell: {said}"
+
+
+def _uncompared(a: Analysis) -> str:
+    """Why a restart in the data gave no restart comparison."""
+    if any(c.name == "engine_identity" and c.status == "warn" for c in a.checks):
+        return "the engine after it was a different one (the engine_identity check)"
+    return "too few decode samples on one side of it to compare the engine before and after"

@@ -19,7 +19,7 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 
 from diagnostics.healthy import HealthyModel
-from rundir.schema import StepPhase
+from rundir.schema import ProbeRole, StepPhase
 
 MAX_POINTS = 20_000  # per scatter; longer series are thinned evenly
 WIDE = (9.6, 3.4)
@@ -105,7 +105,7 @@ def throughput_vs_context(samples: pd.DataFrame, model: HealthyModel | None) -> 
     if model is not None:
         lo, hi = float(s["context"].min()), float(s["context"].max())
         ctx = np.linspace(lo * 0.95, hi * 1.05, 100)
-        for batch in s["batch"].dropna().value_counts().index[:3]:
+        for batch in s["num_running_reqs"].dropna().value_counts().index[:3]:
             pred = model.predict(
                 np.full(len(ctx), float(batch)), ctx if model.context_identified else np.zeros(len(ctx))
             )
@@ -128,9 +128,9 @@ def probes_over_age(probes: pd.DataFrame, labels: Sequence[str] = ()) -> str | N
     fig, ax = _figure()
     markers = "os^D"
     for k, p in enumerate(frames):
-        role = p["role"].fillna("main") if "role" in p else pd.Series("main", index=p.index)
+        role = p["role"].fillna(ProbeRole.MAIN) if "role" in p else pd.Series(ProbeRole.MAIN, index=p.index)
         prefix = f"{labels[k]}: " if labels else ""
-        for life, rows in p[role != "control"].groupby("engine_life", sort=True):
+        for life, rows in p[role != ProbeRole.CONTROL].groupby("engine_life", sort=True):
             ax.plot(
                 rows["engine_age_s"] / 60,
                 rows["decode_tps"],
@@ -139,7 +139,7 @@ def probes_over_age(probes: pd.DataFrame, labels: Sequence[str] = ()) -> str | N
                 lw=1,
                 label=f"{prefix}engine life {life}",
             )
-        for n, (_, rows) in enumerate(p[role == "control"].groupby("engine_life", sort=True)):
+        for n, (_, rows) in enumerate(p[role == ProbeRole.CONTROL].groupby("engine_life", sort=True)):
             ax.plot(
                 rows["engine_age_s"] / 60,
                 rows["decode_tps"],

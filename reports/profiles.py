@@ -84,11 +84,11 @@ def compare(paths: Sequence[Path], onset_stamp: str | None = None) -> ProfileCom
     for name in sorted(names, key=key, reverse=True)[:TOP]:
         rows.append(
             FrameRow(
-                name,
-                h.self_s.get(name, 0.0) / ht,
-                d.self_s.get(name, 0.0) / dt,
-                h.total_s.get(name, 0.0) / ht,
-                d.total_s.get(name, 0.0) / dt,
+                frame=name,
+                healthy_share=h.self_s.get(name, 0.0) / ht,
+                degraded_share=d.self_s.get(name, 0.0) / dt,
+                healthy_total_share=h.total_s.get(name, 0.0) / ht,
+                degraded_total_share=d.total_s.get(name, 0.0) / dt,
             )
         )
     return ProfileComparison([p.name for p in healthy], [p.name for p in degraded], rows, skipped)

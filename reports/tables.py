@@ -69,12 +69,12 @@ def matched_bands(a: Analysis) -> list[BandRow]:
         return []
     rows = [
         BandRow(
-            f"{r.batch:g}",
-            f"{r.context_lo:,.0f}-{r.context_hi:,.0f}",
-            int(r.num_early),
-            r.early_tps,
-            int(r.num_late),
-            r.late_tps,
+            batch=f"{r.num_running_reqs:g}",
+            context=f"{r.context_lo:,.0f}-{r.context_hi:,.0f}",
+            num_early=int(r.num_early),
+            early_tps=r.early_tps,
+            num_late=int(r.num_late),
+            late_tps=r.late_tps,
         )
         for r in a.bands.itertuples()
     ]
@@ -93,12 +93,12 @@ def probe_lives(probes: pd.DataFrame) -> list[ProbeLife]:
         k = max(1, len(rows) // 4)
         out.append(
             ProbeLife(
-                int(life),
-                len(rows),
-                float(rows["decode_tps"].head(k).median()),
-                float(rows["decode_tps"].tail(k).median()),
-                _age(rows["engine_age_s"].iloc[0]),
-                _age(rows["engine_age_s"].iloc[-1]),
+                engine_life=int(life),
+                num_probes=len(rows),
+                first_tps=float(rows["decode_tps"].head(k).median()),
+                last_tps=float(rows["decode_tps"].tail(k).median()),
+                first_age=_age(rows["engine_age_s"].iloc[0]),
+                last_age=_age(rows["engine_age_s"].iloc[-1]),
             )
         )
     return out
@@ -110,11 +110,11 @@ def events(source: Source) -> tuple[list[EventRow], int]:
     ev = ev[~ev["kind"].isin(QUIET_EVENTS)]
     rows = [
         EventRow(
-            iso(r.t) or "",
-            "" if pd.isna(r.engine_life) else f"{int(r.engine_life)}",
-            _age(r.engine_age_s),
-            str(r.kind),
-            "" if pd.isna(r.detail) else str(r.detail),
+            t=iso(r.t) or "",
+            engine_life="" if pd.isna(r.engine_life) else f"{int(r.engine_life)}",
+            engine_age=_age(r.engine_age_s),
+            kind=str(r.kind),
+            detail="" if pd.isna(r.detail) else str(r.detail),
         )
         for r in ev.head(MAX_EVENTS).itertuples()
     ]

@@ -42,7 +42,7 @@ class _Session:
     messages: list[tuple[dict, list[dict]]]  # (info, parts), parts in id order
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Step:
     t_ms: float
     think_ms: float | None
@@ -153,7 +153,7 @@ def _steps(session: _Session) -> list[_Step]:
                 t = tools_end if tools_end is not None else (_first_time(step_parts) or t)
             think = None if gen_end is None else max(0.0, t - gen_end)
             if _input_of(tokens) > 0:
-                steps.append(_Step(t, think, tokens, kind, where))
+                steps.append(_Step(t_ms=t, think_ms=think, tokens=tokens, kind=kind, where=where))
             else:
                 log.info("%s: step %d reports no prompt tokens; skipped", where, j)
             tools = [

@@ -33,7 +33,9 @@ def test_the_buggy_build_is_aged_by_the_kv_cells_its_idle_slots_hold_and_a_resta
 
 def test_the_fixed_build_is_not_called_aged():
     a = analyze(load_source(CASES / "llamacpp-shared-kv" / "after"))
-    assert a.verdict != "engine_age_degradation", a.reason
+    # The paired control rules out a loss of more than 9 %; the raw throughput's fall is the
+    # fills' longer context (docs/case-studies/llamacpp-shared-kv.md).
+    assert a.verdict == "context_growth_only", a.reason
 
 
 def test_0_3_1_in_a_full_cache_is_aged_and_its_batch_halving_is_read():
@@ -47,6 +49,7 @@ def test_0_3_1_in_a_full_cache_is_aged_and_its_batch_halving_is_read():
 
 def test_0_3_2_in_the_same_soak_is_not_called_aged_though_its_batches_halve_too():
     a = analyze(load_source(CASES / "llamacpp-defrag" / "after"))
-    assert a.verdict != "engine_age_degradation", a.reason
+    # The decode comparisons together rule a loss out (docs/case-studies/llamacpp-defrag.md).
+    assert a.verdict == "no_degradation", a.reason
     checks = {c.name: c for c in a.checks}
     assert checks["kv_space"].status == "warn" and checks["kv_space"].detail.startswith("389 times")

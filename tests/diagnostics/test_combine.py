@@ -14,7 +14,15 @@ from diagnostics.verdict import decide
 
 
 def cmp(basis, ratio, lo, hi, level=0.90):
-    return Comparison(basis, Interval(ratio, lo, hi, level), 8, 8, DECODE_MATERIAL, f"{basis} {ratio}", 60.0)
+    return Comparison(
+        basis=basis,
+        interval=Interval(ratio, lo, hi, level),
+        num_early=8,
+        num_late=8,
+        material=DECODE_MATERIAL,
+        detail=f"{basis} {ratio}",
+        healthy_level=60.0,
+    )
 
 
 def test_widening_moves_each_end_by_the_ratio_of_the_normal_quantiles():

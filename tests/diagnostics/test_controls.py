@@ -152,7 +152,14 @@ def test_a_paired_loss_needs_a_material_estimate_and_an_interval_below_five_perc
 
     def paired(estimate, lo, hi):
         return Comparison(
-            "paired_control", Interval(estimate, lo, hi), 10, 10, 0.9, "", min_for_loss=4, detect=controls.PAIRED_DETECT
+            basis="paired_control",
+            interval=Interval(estimate, lo, hi),
+            num_early=10,
+            num_late=10,
+            material=0.9,
+            detail="",
+            min_for_loss=4,
+            detect=controls.PAIRED_DETECT,
         )
 
     assert paired(0.85, 0.78, 0.94).loss  # a 15 % loss, a loss below 5 % ruled out
@@ -176,7 +183,16 @@ def test_the_running_verdict_caps_a_high_confidence_where_its_rules_warn():
     from diagnostics.live import _confidence
     from diagnostics.verdict import Decision
 
-    high = Decision(Verdict.AGE, "paired_control", None, None, None, Confidence.HIGH, "", ())
+    high = Decision(
+        verdict=Verdict.AGE,
+        basis="paired_control",
+        decisive=None,
+        decode=None,
+        cause=None,
+        confidence=Confidence.HIGH,
+        reason="",
+        findings=(),
+    )
     warned = high._replace(findings=(Finding("control_drift", "warn", "not measured"),))
     assert _confidence(high).startswith(", medium confidence (high by its interval; `diag analyze`")
     assert _confidence(warned) == ", medium confidence (high by its interval; control_drift warn)"

@@ -22,6 +22,8 @@ RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "healthy-soaks"
 
 def test_a_slow_spell_of_the_host_before_the_restart_is_not_engine_age():
     a = analyze(load_source(RUNS / "demo-late-host-spell"))
-    assert a.verdict != "engine_age_degradation", a.reason
+    # 3.3 minutes of a healthy engine: the paired control, 0.88 (0.77-1.00), neither shows a loss
+    # nor rules one out.
+    assert a.verdict == "insufficient_data", a.reason
     steps = next(c for c in a.comparisons if c.basis == "step_series")
     assert steps.interval.hi > 1.0  # the last 20 seconds' mean, with the host's own spread of such stretches

@@ -35,8 +35,8 @@ def test_each_real_log_keeps_its_answer(entry):
     if not path.is_file():
         pytest.skip(f"the real-log corpus is not in {FOLDER} (docs/real-logs.md)")
     result = analyze_one(path, entry.args)
+    # `expect` holds the answer right for this log (one verdict for each log today), never engine
+    # age where its source does not establish it (the catalogue test above).
     assert result.verdict in entry.expect, result.reason
-    if entry.truth != "age_established":
-        assert result.verdict != "engine_age_degradation", result.reason
     if result.confidence == "high":  # a high confidence is given only where no data check warns
         assert not any(c.name == "confidence_cap" for c in result.checks)

@@ -12,7 +12,15 @@ HOST_DRIFT = Cause.HOST_DRIFT
 
 
 def cmp(basis, ratio, lo, hi, material=DECODE_MATERIAL, n=8):
-    return Comparison(basis, Interval(ratio, lo, hi), n, n, material, f"{basis} {ratio}", 60.0)
+    return Comparison(
+        basis=basis,
+        interval=Interval(ratio, lo, hi),
+        num_early=n,
+        num_late=n,
+        material=material,
+        detail=f"{basis} {ratio}",
+        healthy_level=60.0,
+    )
 
 
 UNBOUNDED = Interval(0.7, 0.0, float("inf"))
@@ -34,7 +42,15 @@ def test_a_loss_needs_the_whole_interval_past_the_material_level():
 
 
 def test_too_few_samples_for_an_interval_is_insufficient_data_not_a_verdict():
-    few = Comparison("probes", UNBOUNDED, 1, 1, DECODE_MATERIAL, "probes 0.7", 60.0)
+    few = Comparison(
+        basis="probes",
+        interval=UNBOUNDED,
+        num_early=1,
+        num_late=1,
+        material=DECODE_MATERIAL,
+        detail="probes 0.7",
+        healthy_level=60.0,
+    )
     d = decide(Evidence(probes=few))
     assert d.verdict == "insufficient_data"
     assert d.reason.startswith("The data cannot tell")
@@ -106,20 +122,47 @@ def test_a_segment_whose_aftermath_is_not_material_is_said_so():
 
 
 def test_prefix_reuse_carries_the_verdict_when_decode_holds():
-    reuse = Comparison("prefix_reuse", Interval(0.0, 0.0, 0.1), 10, 10, 0.5, "reuse", 0.8, "share")
+    reuse = Comparison(
+        basis="prefix_reuse",
+        interval=Interval(0.0, 0.0, 0.1),
+        num_early=10,
+        num_late=10,
+        material=0.5,
+        detail="reuse",
+        healthy_level=0.8,
+        unit="share",
+    )
     d = decide(Evidence(bins=cmp("bins", 1.0, 0.97, 1.03), reuse=reuse))
     assert d.verdict == "engine_age_degradation" and d.basis == "prefix_reuse"
     assert d.decode.basis == "bins"  # the slowdown figures still say how decode held
 
 
 def test_a_contested_probe_loss_gives_way_to_a_clear_prefill_loss():
-    prefill = Comparison("prefill", Interval(0.33, 0.3, 0.37), 10, 10, 1 / 1.5, "prefill", None, "speed")
+    prefill = Comparison(
+        basis="prefill",
+        interval=Interval(0.33, 0.3, 0.37),
+        num_early=10,
+        num_late=10,
+        material=1 / 1.5,
+        detail="prefill",
+        healthy_level=None,
+        unit="speed",
+    )
     d = decide(Evidence(probes=LOSS, bins=cmp("bins", 1.0, 0.97, 1.03), prefill=prefill))
     assert d.basis == "prefill" and names(d)["decode_basis"].status == "warn"
 
 
 def test_prefill_must_survive_the_hosts_own_drift():
-    prefill = Comparison("prefill", Interval(0.5, 0.45, 0.55), 10, 10, 1 / 1.5, "prefill", None, "speed")
+    prefill = Comparison(
+        basis="prefill",
+        interval=Interval(0.5, 0.45, 0.55),
+        num_early=10,
+        num_late=10,
+        material=1 / 1.5,
+        detail="prefill",
+        healthy_level=None,
+        unit="speed",
+    )
     paired = cmp("paired_control", 1.0, 0.95, 1.05)
     host_slowed = cmp("control_drift", 0.55, 0.5, 0.6)
     d = decide(Evidence(paired=paired, prefill=prefill, control_drift=host_slowed))
@@ -232,7 +275,16 @@ def test_a_control_drift_of_too_few_probes_corrects_nothing():
 def test_a_decode_restart_does_not_judge_a_prefill_loss():
     """eviction-scan: admissions took 2.3x (prefill 0.43) while decode held within 15 %; the
     restart comparisons measure decode, so a fresh engine as fast at decoding says nothing of it."""
-    prefill = Comparison("prefill", Interval(0.43, 0.37, 0.57), 19, 15, 1 / 1.5, "prefill", None, "speed")
+    prefill = Comparison(
+        basis="prefill",
+        interval=Interval(0.43, 0.37, 0.57),
+        num_early=19,
+        num_late=15,
+        material=1 / 1.5,
+        detail="prefill",
+        healthy_level=None,
+        unit="speed",
+    )
     decode_restart = cmp("restart", 0.86, 0.77, 0.97)
     d = decide(Evidence(bins=cmp("bins", 0.96, 0.9, 1.02), prefill=prefill, restart=decode_restart))
     assert d.verdict == "engine_age_degradation" and d.basis == "prefill"

@@ -63,7 +63,9 @@ def test_recovered_by_restart_says_why_it_cannot_say(seed_inputs):
 
     a = seed_inputs.analysis
     assert recovered_text(a) == "no restart in the data"
-    restart = Comparison("restart", Interval(1.02, 0.95, 1.09), 3, 3, 0.9, "")
+    restart = Comparison(
+        basis="restart", interval=Interval(1.02, 0.95, 1.09), num_early=3, num_late=3, material=0.9, detail=""
+    )
     healthy = dataclasses.replace(a, verdict="no_degradation", recovered_by_restart=None, comparisons=(restart,))
     assert recovered_text(healthy) == (
         "nothing to bring back (no engine age); the aged engine over the fresh one read 1.02 (90% interval 0.95-1.09)"
@@ -72,3 +74,24 @@ def test_recovered_by_restart_says_why_it_cannot_say(seed_inputs):
         "cannot tell: the aged"
     )
     assert recovered_text(dataclasses.replace(healthy, recovered_by_restart=True)) == "yes"
+
+
+def test_a_restart_that_gave_no_comparison_is_not_called_no_restart(seed_inputs):
+    from diagnostics.identity import LifeIdentity
+    from diagnostics.result import Check
+    from reports.narrative import _restart_sentence, recovered_text
+
+    a = seed_inputs.analysis
+    assert not any(c.basis == "restart" for c in a.comparisons)
+    two = dataclasses.replace(
+        a,
+        recovered_by_restart=None,
+        lives=(LifeIdentity(life=0, start=None, facts={}), LifeIdentity(life=1, start=None, facts={})),
+    )
+    assert recovered_text(two) == (
+        "not compared: 1 restart(s) in the data, but too few decode samples on one side of it to compare "
+        "the engine before and after"
+    )
+    assert _restart_sentence(two).startswith("The data hold a restart, but too few decode samples")
+    changed = dataclasses.replace(two, checks=(*a.checks, Check("engine_identity", "warn", "the engine changed")))
+    assert recovered_text(changed).endswith("the engine after it was a different one (the engine_identity check)")
