@@ -13,7 +13,7 @@ from soak.errors import SoakError
 APIS = ("auto", "completions", "chat")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SoakConfig:
     trace: str  # path of the trace (replay format v1)
     duration_s: float  # how long to replay; the trace loops until then

@@ -22,6 +22,7 @@ from soak.targets import EngineExit, EventSink, Target
 logger = logging.getLogger(__name__)
 
 MAX_ENGINE_CRASHES = 20  # crashes in one run before the soak gives up
+POLL_S = 0.5  # how often keep() looks for an engine that died
 
 
 class MainEngine:
@@ -48,6 +49,14 @@ class MainEngine:
         a new life."""
         await self._new_life(reason, None)
         self.num_restarts += 1
+
+    async def keep(self) -> None:
+        """Runs beside the soak: an engine that died unasked is recorded and started again."""
+        while True:
+            exit_info = self.target.check_exit()
+            if exit_info is not None:
+                await self.after_crash(exit_info)
+            await asyncio.sleep(POLL_S)
 
     async def after_crash(self, exit_info: EngineExit) -> None:
         """The engine died unasked: recorded with its exit code and log tail, then started again;

@@ -3,16 +3,26 @@ plain status line a minute and a line per probe cycle."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from rich.table import Table
 
+from soak.clock import ServingClock
 from soak.cycle import CONTROL, MAIN, Cycle
 from soak.probes import ProbeResult
 
 if TYPE_CHECKING:
     from soak.recorder import Recorder
     from soak.run import Session
+
+logger = logging.getLogger(__name__)
+
+REFRESH_S = 0.5  # how often the view is drawn
 
 
 class Progress(NamedTuple):
@@ -33,36 +43,61 @@ class Progress(NamedTuple):
     control: str = "off"  # "twin (life 1, pid 456, age 30 s)", "off (why)"
 
 
-def progress(
-    run_dir: str,
-    elapsed_s: float,
-    remaining_s: float,
-    phase: str,
-    recorder: Recorder | None,
-    session: Session | None,
-    now: float,
-) -> Progress:
-    """A running soak's progress from its recorder and session (None until the engine is up)."""
-    s, rec = session, recorder
-    num_calls, num_failed, live_tps = (
-        (rec.num_calls, rec.num_failed, rec.recent.rate(now)) if rec is not None else (0, 0, 0.0)
-    )
-    recent = tuple(s.cycles.recent) if s is not None else ()
-    return Progress(
-        run_dir=run_dir,
-        elapsed_s=elapsed_s,
-        remaining_s=remaining_s,
-        num_calls=num_calls,
-        num_failed=num_failed,
-        num_in_flight=s.replayer.num_in_flight if s is not None else 0,
-        live_tps=live_tps,
-        probes=tuple(taken.result for c in recent if (taken := c.get(MAIN)) is not None),
-        engine=s.main.describe(now) if s is not None else "starting",
-        phase=phase,
-        last_cycle=recent[-1] if recent else None,
-        num_engine_restarts=s.main.num_crashes + s.main.num_restarts if s is not None else 0,
-        control=s.control.describe(now) if s is not None else "off",
-    )
+class Watched(Protocol):
+    """What the view reads of a running soak (soak.run.Soak)."""
+
+    run_dir: Path
+    phase: str  # starting, start probe, baseline, replay, end probes, restart control, stopping
+    clock: ServingClock
+    recorder: Recorder | None  # once the run directory is open
+    session: Session | None  # once the engine is up
+
+
+class LiveView:
+    """What a watcher of a running soak is shown, and when: its Progress, built about twice a
+    second and handed to `on_progress`, which draws it (the CLI: library code never prints).
+    Without `on_progress` nothing is built; a view that fails is logged and the soak goes on."""
+
+    def __init__(self, soak: Watched, on_progress: Callable[[Progress], None] | None = None) -> None:
+        self.soak = soak
+        self.on_progress = on_progress
+
+    async def run(self) -> None:
+        while True:
+            self.show()
+            await asyncio.sleep(REFRESH_S)
+
+    def show(self) -> None:
+        if self.on_progress is None:
+            return
+        try:
+            self.on_progress(self.progress())
+        except Exception:  # noqa: BLE001 - a view must never stop the soak
+            logger.exception("live view failed")
+
+    def progress(self) -> Progress:
+        """The soak's progress now, from its recorder and session (None until the engine is up)."""
+        now = time.time()
+        s, rec = self.soak.session, self.soak.recorder
+        num_calls, num_failed, live_tps = (
+            (rec.num_calls, rec.num_failed, rec.recent.rate(now)) if rec is not None else (0, 0, 0.0)
+        )
+        recent = tuple(s.cycles.recent) if s is not None else ()
+        return Progress(
+            run_dir=str(self.soak.run_dir),
+            elapsed_s=self.soak.clock.elapsed_s(now),
+            remaining_s=self.soak.clock.remaining_s(now),
+            num_calls=num_calls,
+            num_failed=num_failed,
+            num_in_flight=s.replayer.num_in_flight if s is not None else 0,
+            live_tps=live_tps,
+            probes=tuple(taken.result for c in recent if (taken := c.get(MAIN)) is not None),
+            engine=s.main.describe(now) if s is not None else "starting",
+            phase=self.soak.phase,
+            last_cycle=recent[-1] if recent else None,
+            num_engine_restarts=s.main.num_crashes + s.main.num_restarts if s is not None else 0,
+            control=s.control.describe(now) if s is not None else "off",
+        )
 
 
 def render(p: Progress, verdict: str | None = None) -> Table:

@@ -27,7 +27,7 @@ class ResumePoint(NamedTuple):
     next_cycle: int  # the next probe cycle's number
 
 
-START = ResumePoint(Position(0, {}), 0, None, None, 0)
+START = ResumePoint(position=Position(0, {}), num_calls=0, engine_life=None, control_life=None, next_cycle=0)
 
 
 def config_to_resume(run_dir: Path, api_key: str | None = None) -> SoakConfig:
@@ -66,4 +66,10 @@ def resume_point(run_dir: Path) -> ResumePoint:
             elif event.get("kind") == "control_start" and isinstance(event.get("control_life"), int):
                 control = max(control, event["control_life"]) if control is not None else event["control_life"]
     cycles = [r["cycle"] for r in read_rows(run_dir, "probes", ("cycle",)) if r.get("cycle") is not None]
-    return ResumePoint(position_from(rows), len(rows), engine, control, max(cycles) + 1 if cycles else 0)
+    return ResumePoint(
+        position=position_from(rows),
+        num_calls=len(rows),
+        engine_life=engine,
+        control_life=control,
+        next_cycle=max(cycles) + 1 if cycles else 0,
+    )

@@ -5,16 +5,16 @@ samplers and the flusher.
     status = asyncio.run(soak.run())        # completed, interrupted (stop()) or crashed
 
 Tasks that run side by side: the replayer (the calls), the schedule (soak.schedule: probe
-cycles, deliberate restarts, profiles), the monitor (engine exits, the live view), the control's
-keeper, the sampler and the flusher. An engine that dies is recorded (exit code, log tail), started again,
-and the soak goes on; the calls it was serving are recorded as errors.
+cycles, deliberate restarts, profiles), the main engine's and the control's keepers (engine
+exits), the live view, the sampler and the flusher. An engine that dies is recorded (exit code,
+log tail), started again, and the soak goes on; the calls it was serving are recorded as errors.
+The manifest is soak.manifest.ManifestBook's; serving time, soak.clock.ServingClock's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
-import logging
 import sys
 import time
 from collections.abc import Callable
@@ -31,14 +31,15 @@ from rundir.manifest import RunManifest
 from rundir.writer import RunStore
 from soak import affinity as cpu_affinity
 from soak.client import CallResult, Client, list_models
+from soak.clock import ServingClock
 from soak.config import SoakConfig
 from soak.control import ControlEngine
 from soak.cycle import ProbeCycles
 from soak.errors import SoakError
 from soak.heap import give_back_freed_memory
 from soak.lifecycle import MainEngine
-from soak.live_view import Progress, progress
-from soak.manifest import describe_engine, iso, new_manifest, resumed_manifest
+from soak.live_view import LiveView, Progress
+from soak.manifest import ManifestBook
 from soak.probes import Prober
 from soak.profiler import Profiler, Profiles
 from soak.recorder import Recorder
@@ -47,8 +48,6 @@ from soak.resume import START, config_to_resume, resume_point
 from soak.schedule import Schedule
 from soak.targets import BuiltinTarget, Target, make_target
 from soak.watch import EngineWatch
-
-logger = logging.getLogger(__name__)
 
 
 class RunStatus(str, enum.Enum):
@@ -62,7 +61,10 @@ class RunStatus(str, enum.Enum):
         return self.value
 
 
-@dataclass
+BEFORE_TRAFFIC = ("starting", "start probe", "baseline")  # the soak's phases before the replay's first call
+
+
+@dataclass(kw_only=True)
 class Session:
     """Everything a running soak works with, built complete once the engine is up."""
 
@@ -90,28 +92,33 @@ class Soak:
         self.config = config
         self.run_dir = Path(run_dir)
         self.command = command or sys.argv
-        self.on_progress = on_progress
+        self.view = LiveView(self, on_progress)
         self.on_probe_cycle = on_probe_cycle  # the probes rows of each cycle, as written
         self.resuming = resume
         self.trace = read_trace(config.trace)  # a malformed trace fails here, before anything is written
         if not self.trace.calls:
             raise SoakError(f"{config.trace}: expected at least one call after the header, found none")
         self.store: RunStore | None = None
+        self.book: ManifestBook | None = None
         self.recorder: Recorder | None = None
         self.session: Session | None = None
+        self.clock = ServingClock(config.duration_s)  # a resumed run's, once its manifest is read
+        self.phase = "starting"  # what the soak does now (the live view shows it)
         self._stop = asyncio.Event()
         self._decided = asyncio.Event()  # --until-decided: the running verdict is decided, end the replay
-        self._phase = "starting"
         self._status: RunStatus | None = None
-        self._elapsed_before = 0.0
-        self._segment_start = time.time()
-        self._deadline = self._segment_start + config.duration_s
+        self._gave_up: BaseException | None = None  # why the main engine's keeper gave up, if it did
 
     # What start() builds, for the code that runs after it (a call before start() is a bug).
     @property
     def _store(self) -> RunStore:
         assert self.store is not None
         return self.store
+
+    @property
+    def _book(self) -> ManifestBook:
+        assert self.book is not None
+        return self.book
 
     @property
     def _recorder(self) -> Recorder:
@@ -129,6 +136,22 @@ class Soak:
     ) -> Soak:
         return cls(config_to_resume(run_dir, api_key), run_dir, on_progress=on_progress, resume=True)
 
+    @property
+    def manifest(self) -> RunManifest:
+        return self._book.manifest
+
+    @property
+    def on_progress(self) -> Callable[[Progress], None] | None:
+        """Handed the soak's Progress about twice a second (the live view's)."""
+        return self.view.on_progress
+
+    @on_progress.setter
+    def on_progress(self, on_progress: Callable[[Progress], None] | None) -> None:
+        self.view.on_progress = on_progress
+
+    def progress(self) -> Progress:
+        return self.view.progress()
+
     def stop(self) -> None:
         """Stop cleanly (Ctrl-C): status interrupted."""
         self._stop.set()
@@ -137,13 +160,14 @@ class Soak:
         """The running verdict (computed by the caller, which reads each probe cycle's rows) is
         decided: recorded once, as a `decided` event and the manifest's `decided`; with
         `until_decided` the replay ends now and the run goes on to its restart control (no end
-        cycle: the look that decided was the aged engine's last)."""
-        if self.store is None or self.manifest.decided is not None:
+        cycle: the look that decided was the aged engine's last). A look before the replay (the
+        start or baseline cycles) judges engines that served nothing yet: not recorded; the first
+        decided look in the replay is."""
+        if self.book is None or self.phase in BEFORE_TRAFFIC:
             return
-        elapsed = round(self._elapsed(time.time()), 3)
-        self.manifest.decided = {"verdict": verdict, "cycle": cycle, "elapsed_s": elapsed, "line": line, **details}
-        self.store.event("decided", verdict=verdict, cycle=cycle, elapsed_s=elapsed, line=line)
-        if self.config.until_decided and self._phase == "replay":
+        elapsed = round(self.clock.elapsed_s(time.time()), 3)
+        newly = self.book.decide(verdict, cycle, elapsed, line, **details)
+        if newly and self.config.until_decided and self.phase == "replay":
             self._decided.set()
 
     async def run(self) -> RunStatus:
@@ -151,7 +175,7 @@ class Soak:
         if not self.resuming and (self.run_dir / schema.MANIFEST).exists():
             raise SoakError(f"{self.run_dir}: a run is already there; `soak resume {self.run_dir}` continues it")
         self.store = RunStore(self.run_dir)
-        self.manifest = self._manifest()
+        self.book = ManifestBook.open(self.store, cfg, self.trace, self.run_dir, self.command, self.resuming)
         at = resume_point(self.run_dir) if self.resuming else START
         self.recorder = Recorder(self.store, num_calls=at.num_calls)
         if self.resuming:
@@ -160,35 +184,36 @@ class Soak:
                 run_id=self.manifest.run_id,
                 loop=at.position.loop,
                 sessions_in_progress=len(at.position.next_turn),
-                elapsed_s=self._elapsed_before,
+                elapsed_s=self.book.elapsed_before,
             )
         else:
             self.store.event("start", run_id=self.manifest.run_id)
             for fault in cfg.engine_options.engine.get("faults", ()):  # switched on in the engine from its start
                 self.store.event("fault_on", fault=fault)
         affinity = cpu_affinity.plan(cfg.affinity, starts_engines=cfg.is_builtin)
-        self.manifest.affinity = affinity.to_json()
+        self.book.pinned(affinity)
         cpus_before = cpu_affinity.pin_driver(affinity)
-        # The duration is serving time: it starts with the replay, once the engines are up and the
-        # start probe cycle is done (_run); until then nothing of it is spent.
-        self._segment_start = float("inf")
-        self._deadline = time.time() + max(0.0, cfg.duration_s - self._elapsed_before)
+        # The duration is serving time: it starts with the replay (_run), once the engines are up
+        # and the start probe cycle is done.
+        self.clock = ServingClock(cfg.duration_s, self.book.elapsed_before)
         limits = httpx.Limits(max_connections=cfg.concurrency + 16, max_keepalive_connections=cfg.concurrency + 16)
         status = RunStatus.CRASHED
         try:
             async with httpx.AsyncClient(limits=limits, timeout=30.0) as http:
                 target = make_target(cfg, http, self.store.event, self.run_dir, affinity.engine, at.engine_life)
                 control = ControlEngine(cfg, http, self.run_dir, self.store.event, affinity.engine, at.control_life)
-                self.manifest.control = control.to_json()
+                self.book.follow_control(control)
                 try:
                     session = await self._open(http, target, control, at.next_cycle)
                     status = await self._run(session, at.position)
                 except _Interrupted:
                     status = RunStatus.INTERRUPTED
                 finally:
-                    self._phase = "stopping"
+                    self.phase = "stopping"
                     await target.stop()
                     await control.stop()
+                if self._gave_up is not None:  # stopped because the engine could not be kept alive
+                    raise self._gave_up
         except BaseException:
             self._finish(RunStatus.CRASHED)
             raise
@@ -241,40 +266,45 @@ class Soak:
             control,
             replayer.gate,
             replayer.idle,
-            cast(BuiltinTarget, target).num_running if target.is_builtin else None,
-            cfg.probe_wait_s,
-            first_cycle,
+            engine_busy=cast(BuiltinTarget, target).num_running if target.is_builtin else None,
+            wait_s=cfg.probe_wait_s,
+            first_number=first_cycle,
         )
         watch = EngineWatch(target, self.run_dir, cfg.engine_log, control_pid=lambda: control.pid)
         profiler = Profiler(self.run_dir / schema.PROFILES, cfg.profile_seconds, cfg.profiles)
         profiles = Profiles(profiler, self.run_dir, self._store.event, cfg.profile_drop)
         schedule = Schedule(cfg, cycles, main, profiles, self._store, self._recorder, self._probe_cycle_rows)
-        self.session = Session(target, main, control, materializer, profiles, replayer, cycles, schedule, watch)
-        self.manifest.steps_source = watch.steps_source
-        self.manifest.model = model
-        self.manifest.engine, engine_config = await describe_engine(target, cfg)
-        if target.is_builtin:
-            self.manifest.configs["engine"] = engine_config
+        self.session = Session(
+            target=target,
+            main=main,
+            control=control,
+            materializer=materializer,
+            profiles=profiles,
+            replayer=replayer,
+            cycles=cycles,
+            schedule=schedule,
+            watch=watch,
+        )
+        await self._book.engine_up(target, cfg, model, watch.steps_source)
         await self._unless_stopped(control.start(target.pid, model))
-        self.manifest.control = control.to_json()
-        self._store.write_manifest(self.manifest)
+        self._book.save()
         return self.session
 
     async def _run(self, s: Session, position: Position) -> RunStatus:
         cfg = self.config
         background = [
-            asyncio.create_task(coro) for coro in (self._flusher(), self._sampler(), self._monitor(), s.control.keep())
+            asyncio.create_task(coro)
+            for coro in (self._flusher(), self._sampler(), self._keep_main(s), s.control.keep(), self.view.run())
         ]
         try:
-            self._phase = "start probe"
+            self.phase = "start probe"
             await self._unless_stopped(s.schedule.cycle("start"))
             s.schedule.profile("start")
             if cfg.baseline_cycles and not self.resuming:
-                self._phase = "baseline"
+                self.phase = "baseline"
                 await self._unless_stopped(s.schedule.baseline())
-            self._phase = "replay"
-            self._segment_start = time.time()
-            self._deadline = deadline = self._segment_start + max(0.0, cfg.duration_s - self._elapsed_before)
+            self.phase = "replay"
+            deadline = self.clock.start()
             replay = asyncio.create_task(s.replayer.run(deadline, position))
             scheduler_done = asyncio.Event()
             scheduler = asyncio.create_task(s.schedule.run(deadline, scheduler_done))
@@ -305,10 +335,10 @@ class Soak:
             elif (failed := replay.exception()) is not None:
                 raise failed
             if not self._decided.is_set():  # a decided run's last look was the one that decided
-                self._phase = "end probes"
+                self.phase = "end probes"
                 await self._unless_stopped(s.schedule.cycle("end"))
             if cfg.restart_at_end and s.target.can_restart:
-                self._phase = "restart control"
+                self.phase = "restart control"
                 await self._unless_stopped(s.schedule.restart_control())
             return RunStatus.INTERRUPTED if self._stop.is_set() else RunStatus.COMPLETED
         finally:
@@ -319,6 +349,16 @@ class Soak:
             await asyncio.gather(*background, return_exceptions=True)
             await s.profiles.cancel()
             await self._sample_once()
+
+    async def _keep_main(self, s: Session) -> None:
+        """The main engine's keeper. When it gives up (more crashes than the soak allows, an engine
+        that will not start again) the soak stops as on Ctrl-C, then ends crashed with its error:
+        every row written so far is kept, and `soak resume` can go on."""
+        try:
+            await s.main.keep()
+        except Exception as error:  # handed to run(), which raises it once the soak has stopped
+            self._gave_up = error
+            self._stop.set()
 
     async def _cancel(self, replay: asyncio.Task) -> None:
         await self._session.replayer.cancel()
@@ -356,28 +396,6 @@ class Soak:
         if self.on_probe_cycle is not None:
             self.on_probe_cycle(rows)
 
-    # --- engine exits and the live view ------------------------------------------------------------
-
-    async def _monitor(self) -> None:
-        main = self._session.main
-        while True:
-            exit_info = main.target.check_exit()
-            if exit_info is not None:
-                await main.after_crash(exit_info)
-            if self.on_progress is not None:
-                try:
-                    self.on_progress(self.progress())
-                except Exception:  # noqa: BLE001 - a view must never stop the soak
-                    logger.exception("live view failed")
-            await asyncio.sleep(0.5)
-
-    def progress(self) -> Progress:
-        now = time.time()
-        remaining_s = max(0.0, self._deadline - now)
-        return progress(
-            str(self.run_dir), self._elapsed(now), remaining_s, self._phase, self.recorder, self.session, now
-        )
-
     # --- sampling and flushing -----------------------------------------------------------------------
 
     async def _sampler(self) -> None:
@@ -391,7 +409,7 @@ class Soak:
             return
         steps, snapshot = await s.watch.sample()
         for row in steps:
-            self._store.add("steps", row)
+            self._store.add("steps", cast(dict[str, Any], row))  # the store's rows are plain dicts
         if snapshot is not None:
             self._store.add("snapshots", snapshot)
 
@@ -413,36 +431,19 @@ class Soak:
         self.store.event(
             "stop", status=status.value, reason=reason, engine_life=s.target.life if s is not None else None
         )
-        self.manifest.status = status.value
-        self.manifest.stop_reason = reason
-        self.manifest.ended_at = iso(time.time())
-        if s is not None:
-            self.manifest.materialized = s.materializer.counts()
-            if s.watch.num_missed_steps is not None:
-                self.manifest.steps_missed = s.watch.num_missed_steps
+        self._book.ended(
+            status.value,
+            reason,
+            materialized=s.materializer.counts() if s is not None else None,
+            steps_missed=s.watch.num_missed_steps if s is not None else None,
+        )
         self.store.flush()
         self._write_manifest()
         self.store.close()
 
     def _write_manifest(self) -> None:
-        self.manifest.elapsed_s = round(self._elapsed(time.time()), 3)
-        self.manifest.num_requests = self.recorder.num_calls if self.recorder is not None else 0
-        if self.session is not None:
-            self.manifest.control = self.session.control.to_json()
-        self._store.write_manifest(self.manifest)
-
-    def _elapsed(self, now: float) -> float:
-        return self._elapsed_before + max(0.0, now - self._segment_start)
-
-    # --- manifest and target -------------------------------------------------------------------------
-
-    def _manifest(self) -> RunManifest:
-        if self.resuming:
-            manifest = resumed_manifest(self.run_dir, self.command)
-            self._elapsed_before = float(manifest.elapsed_s or 0.0)
-            return manifest
-        self._elapsed_before = 0.0
-        return new_manifest(self.config, self.trace, self.run_dir, self.command)
+        num_requests = self.recorder.num_calls if self.recorder is not None else 0
+        self._book.write(round(self.clock.elapsed_s(time.time()), 3), num_requests)
 
 
 class _Interrupted(Exception):

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 from rundir import schema
 from rundir.reader import read_manifest, read_rows
 from rundir.schema import ProbeRole
 
 
-class RunSummary(NamedTuple):
+@dataclass(frozen=True, kw_only=True)
+class RunSummary:
     run_id: str
     status: str
     started_at: str | None
@@ -57,22 +58,22 @@ def summarize(run_dir: Path) -> RunSummary:
             except (json.JSONDecodeError, AttributeError):
                 continue
     return RunSummary(
-        manifest.run_id,
-        manifest.status,
-        manifest.started_at,
-        manifest.ended_at,
-        manifest.elapsed_s,
-        str(manifest.target),
-        dict(requests),
-        len(read_rows(run_dir, "steps", ("t",))),
-        len(read_rows(run_dir, "snapshots", ("t",))),
-        probes,
-        dict(events),
-        events.get("engine_start", 0),
-        len(manifest.resumes),
-        control,
-        manifest.stop_reason,
-        manifest.decided,
+        run_id=manifest.run_id,
+        status=manifest.status,
+        started_at=manifest.started_at,
+        ended_at=manifest.ended_at,
+        elapsed_s=manifest.elapsed_s,
+        target=str(manifest.target),
+        requests=dict(requests),
+        num_steps=len(read_rows(run_dir, "steps", ("t",))),
+        num_snapshots=len(read_rows(run_dir, "snapshots", ("t",))),
+        probes=probes,
+        events=dict(events),
+        num_engine_starts=events.get("engine_start", 0),
+        num_resumes=len(manifest.resumes),
+        control_probes=control,
+        stop_reason=manifest.stop_reason,
+        decided=manifest.decided,
     )
 
 

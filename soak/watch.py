@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rundir import schema
+from rundir.schema import StepRow
 from soak.external import LogTailer, MetricsScraper
 from soak.samplers import EngineHooks, EngineSteps, GpuSampler, HostSampler, ProcessSampler
 from soak.targets import Target
@@ -46,22 +47,22 @@ class EngineWatch:
     def num_missed_steps(self) -> int | None:
         return self.steps.num_missed if self.steps is not None else None
 
-    async def _steps(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    async def _steps(self) -> tuple[list[StepRow], dict[str, Any]]:
         return (await self.steps.sample() if self.steps is not None else []), {}
 
-    async def _hooks(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    async def _hooks(self) -> tuple[list[StepRow], dict[str, Any]]:
         return [], (await self.hooks.sample() if self.hooks is not None else {})
 
-    async def _metrics(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    async def _metrics(self) -> tuple[list[StepRow], dict[str, Any]]:
         return (await self.metrics.sample(as_steps=self.log is None) if self.metrics is not None else []), {}
 
-    async def _log(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    async def _log(self) -> tuple[list[StepRow], dict[str, Any]]:
         return (self.log.sample() if self.log is not None else []), {}
 
-    async def sample(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    async def sample(self) -> tuple[list[StepRow], dict[str, Any] | None]:
         """New steps rows, and one snapshot row (None when nothing could be sampled)."""
         now = time.time()
-        steps: list[dict[str, Any]] = []
+        steps: list[StepRow] = []
         snap: dict[str, Any] = {}
         # Each sampler on its own: one that fails (a bad page, a rotated log) skips only its own
         # part of this round; one bad sample must not end a 12-hour soak.

@@ -1,10 +1,12 @@
 """The live view: what a user watching `soak run --live` sees."""
 
 import subprocess
+from pathlib import Path
 
 from soak.client import CallResult
+from soak.clock import ServingClock
 from soak.cycle import Cycle, Taken
-from soak.live_view import Progress, cycle_line, render, status_line
+from soak.live_view import LiveView, Progress, cycle_line, render, status_line
 from soak.probes import ProbeResult
 from tests.soak.conftest import ROOT, write_trace
 from tests.soak.test_resume import SOAK
@@ -16,6 +18,20 @@ def _text(renderable) -> str:
     console = Console(width=120, record=True, file=open("/dev/null", "w"))
     console.print(renderable)
     return console.export_text()
+
+
+def _probe(t, decode_tps, status, call, reason):
+    return ProbeResult(
+        t=t,
+        probe_id="abc",
+        prompt_tokens=32,
+        output_tokens=16,
+        ttft_s=0.1 if decode_tps is not None else None,
+        decode_tps=decode_tps,
+        status=status,
+        call=call,
+        reason=reason,
+    )
 
 
 def _cycle(number, main_tps, control_tps=None):
@@ -32,19 +48,17 @@ def _cycle(number, main_tps, control_tps=None):
         error=None,
         num_token_chunks=16,
     )
-    taken = [Taken("main", ProbeResult(0.0, "abc", 32, 16, 0.1, main_tps, "ok", call, "periodic"), 1, 5.0)]
+    taken = [Taken("main", _probe(0.0, main_tps, "ok", call, "periodic"), 1, 5.0)]
     if control_tps is not None:
-        taken.append(
-            Taken("control", ProbeResult(1.0, "abc", 32, 16, 0.1, control_tps, "ok", call, "periodic"), 0, 3.0)
-        )
+        taken.append(Taken("control", _probe(1.0, control_tps, "ok", call, "periodic"), 0, 3.0))
     return Cycle(number, "periodic", tuple(taken))
 
 
 def _progress(**kw):
     call = CallResult.aborted(0.0, "x")
     probes = (
-        ProbeResult(0.0, "abc", 32, 16, 0.1, 41.5, "ok", call, "start"),
-        ProbeResult(9.0, "abc", 32, 16, None, None, "error", call, "periodic"),
+        _probe(0.0, 41.5, "ok", call, "start"),
+        _probe(9.0, None, "error", call, "periodic"),
     )
     fields = dict(
         run_dir="runs/x",
@@ -87,6 +101,27 @@ def test_status_line_says_time_calls_rate_last_pair_and_restarts_on_one_line():
 def test_cycle_line_names_the_cycle_and_both_rates():
     rows = _cycle(3, 58.04, 60.0).rows
     assert cycle_line(rows, _progress()) == "[1:02:05] probe cycle 3 (periodic): main 58.0 / control 60.0 tok/s"
+
+
+def test_a_soak_is_shown_before_its_engine_is_up_and_a_view_that_fails_does_not_stop_it(caplog):
+    class Starting:  # a soak whose run directory is not open yet (soak.live_view.Watched)
+        run_dir, phase, recorder, session = Path("runs/x"), "starting", None, None
+        clock = ServingClock(duration_s=60.0)
+
+    shown = []
+    view = LiveView(Starting(), shown.append)
+    view.show()
+    assert [(p.engine, p.phase, p.num_calls, p.elapsed_s, p.control) for p in shown] == [
+        ("starting", "starting", 0, 0.0, "off")
+    ]
+
+    def broken(progress):
+        raise RuntimeError("the terminal went away")
+
+    view.on_progress = broken
+    with caplog.at_level("ERROR", logger="soak.live_view"):
+        view.show()
+    assert "live view failed" in caplog.text
 
 
 def test_soak_run_live_draws_the_view_on_stderr(tmp_path, fake_server):

@@ -128,3 +128,26 @@ def test_url_soak_with_engine_log_takes_steps_from_the_log(tmp_path, fake_server
     steps = reader.read_table(run_dir, "steps")
     assert len(steps) >= 2 and steps["gen_tps"].notna().all()
     assert steps["t"].max() <= pd.Timestamp.utcnow().tz_localize(None) + pd.Timedelta(seconds=2)
+
+
+def test_a_keeper_that_gives_up_ends_the_soak_crashed_with_its_error(tmp_path, fake_server, monkeypatch):
+    """More crashes than the soak allows (or an engine that will not start again) stop the soak at
+    once, crashed, with the keeper's error, keeping every row written so far (before, the error
+    died with the keeper's task and the soak went on serving a dead engine)."""
+    import pytest
+
+    from soak.errors import SoakError
+    from soak.lifecycle import MainEngine
+
+    async def gives_up(self):
+        await asyncio.sleep(2.0)
+        raise SoakError("the engine died 21 times; giving up")
+
+    monkeypatch.setattr(MainEngine, "keep", gives_up)
+    server = fake_server("--token-delay", "0.005")
+    with pytest.raises(SoakError, match="died 21 times"):
+        _soak(tmp_path, server.url, duration_s=60.0)
+    run_dir = tmp_path / "run"
+    assert reader.read_manifest(run_dir).status == "crashed"
+    assert len(reader.read_table(run_dir, "requests")) > 0  # what was served before is readable
+    assert _events(run_dir)[-1]["kind"] == "stop"

@@ -276,7 +276,17 @@ def _judge(name: str, run_dir: Path) -> MatrixRow:
             else ("not found as engine age; " if not found else "")
             + (f"its own signal ranks {where}" if where else "its own signal is not among the suspects")
         )
-    return MatrixRow(name, verdict, _num(ratio), _num(onset_age), top, expected, passed, str(run_dir), detail)
+    return MatrixRow(
+        mechanism=name,
+        verdict=verdict,
+        slowdown_ratio=_num(ratio),
+        onset_age_s=_num(onset_age),
+        top_suspect=top,
+        expected_suspect=expected,
+        passed=passed,
+        run_dir=str(run_dir),
+        detail=detail,
+    )
 
 
 def _num(value) -> float | None:
