@@ -42,11 +42,11 @@ class Variant:
         if stats is not None:
             self.steps.append(
                 Step(
-                    full,
-                    stats.num_decode_tokens > 0,
-                    stats.duration_s,
-                    stats.evict_s or 0.0,
-                    self.engine.cache.evictable_tokens,
+                    full=full,
+                    decode=stats.num_decode_tokens > 0,
+                    duration_s=stats.duration_s,
+                    evict_s=stats.evict_s or 0.0,
+                    evictable_tokens=self.engine.cache.evictable_tokens,
                 )
             )
 

@@ -70,18 +70,18 @@ def run_case(case: Case, formats: tuple[str, ...], folder: Path) -> list[Row]:
         except Exception as exc:  # a crash is a row, not the end of the benchmark
             rows.append(
                 Row(
-                    case.name,
-                    fmt,
-                    want.verdict,
-                    want.accepted,
-                    f"error: {type(exc).__name__}: {exc}"[:60],
-                    None,
-                    None,
-                    want.onset is not None,
-                    False if want.trigger else None,
-                    None,
-                    want.recovered,
-                    time.perf_counter() - began,
+                    case=case.name,
+                    fmt=fmt,
+                    expected=want.verdict,
+                    accepted=want.accepted,
+                    got=f"error: {type(exc).__name__}: {exc}"[:60],
+                    confidence=None,
+                    onset_error_s=None,
+                    onset_due=want.onset is not None,
+                    trigger_found=False if want.trigger else None,
+                    recovered=None,
+                    recovered_due=want.recovered,
+                    seconds=time.perf_counter() - began,
                 )
             )
             continue
@@ -89,18 +89,18 @@ def run_case(case: Case, formats: tuple[str, ...], folder: Path) -> list[Row]:
         relative = "since the engine started" in (clock or "") or "busy time" in (clock or "")
         rows.append(
             Row(
-                case.name,
-                fmt,
-                want.verdict,
-                want.accepted,
-                result.verdict,
-                result.confidence,
-                _onset_error(result, want, case, relative),
-                want.onset is not None,
-                _trigger_found(result, want, case, relative),
-                result.recovered_by_restart,
-                want.recovered,
-                time.perf_counter() - began,
+                case=case.name,
+                fmt=fmt,
+                expected=want.verdict,
+                accepted=want.accepted,
+                got=result.verdict,
+                confidence=result.confidence,
+                onset_error_s=_onset_error(result, want, case, relative),
+                onset_due=want.onset is not None,
+                trigger_found=_trigger_found(result, want, case, relative),
+                recovered=result.recovered_by_restart,
+                recovered_due=want.recovered,
+                seconds=time.perf_counter() - began,
             )
         )
     return rows

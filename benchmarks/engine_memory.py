@@ -99,18 +99,18 @@ def take_row(runner, num_requests: int) -> Row:
     report, num_steps, num_objects = runner.call(on_engine).result(timeout=600)
     heap = heap_stats()
     return Row(
-        num_requests,
-        num_steps,
-        psutil.Process().memory_info().rss,
-        heap.in_use_bytes if heap else None,
-        heap.free_bytes if heap else None,
-        report.radix_nodes,
-        report.cached_tokens,
-        report.radix_index_bytes,
-        report.eviction_heap_entries,
-        runner.num_steps_held,
-        runner.num_live,
-        num_objects,
+        num_requests=num_requests,
+        num_steps=num_steps,
+        rss=psutil.Process().memory_info().rss,
+        heap_in_use=heap.in_use_bytes if heap else None,
+        heap_free=heap.free_bytes if heap else None,
+        radix_nodes=report.radix_nodes,
+        cached_tokens=report.cached_tokens,
+        index_bytes=report.radix_index_bytes,
+        heap_entries=report.eviction_heap_entries,
+        steps_held=runner.num_steps_held,
+        num_live=runner.num_live,
+        gc_objects=num_objects,
     )
 
 

@@ -254,15 +254,17 @@ def compare(name: str, threads: int, checkpoint: Path, hf, args) -> Result:
     med = {k: median(v) for k, v in runs.items()}
     sides = {
         side: Side(
-            med[f"{side}1"],
-            med[f"{side}8"],
-            med[f"{side}s"],
-            {k: median(v) for k, v in e2e[side].items()},
-            {k: median(v) for k, v in pre[side].items()},
+            batch1_tps=med[f"{side}1"],
+            batch8_tps=med[f"{side}8"],
+            session_s=med[f"{side}s"],
+            e2e_tps={k: median(v) for k, v in e2e[side].items()},
+            prefill_tps={k: median(v) for k, v in pre[side].items()},
         )
         for side in ("t", "h")
     }
-    return Result(name, threads, num_params, sides["t"], sides["h"], same)
+    return Result(
+        name=name, threads=threads, num_params=num_params, tokdrift=sides["t"], hf=sides["h"], same_tokens=same
+    )
 
 
 # --- transformers side -------------------------------------------------------------------------

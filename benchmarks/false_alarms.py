@@ -81,15 +81,21 @@ def cases(
     num_neighbours: int,
     neighbour_minutes: float,
 ) -> list[Case]:
-    out = [Case(f"short-{i}", short_minutes, (1, 4)[i % 2], None, 10.0) for i in range(num_short)]
-    out += [Case(f"long-{i}", long_minutes, (1, 4)[i % 2], None, 60.0) for i in range(num_long)]
+    out = [
+        Case(name=f"short-{i}", minutes=short_minutes, concurrency=(1, 4)[i % 2], neighbour=None, probe_every_s=10.0)
+        for i in range(num_short)
+    ]
+    out += [
+        Case(name=f"long-{i}", minutes=long_minutes, concurrency=(1, 4)[i % 2], neighbour=None, probe_every_s=60.0)
+        for i in range(num_long)
+    ]
     out += [
         Case(
-            f"noisy-{('cpu', 'membw')[i % 2]}-{i}",
-            neighbour_minutes,
-            (1, 4)[(i // 2) % 2],
-            ("cpu", "membw")[i % 2],
-            10.0,
+            name=f"noisy-{('cpu', 'membw')[i % 2]}-{i}",
+            minutes=neighbour_minutes,
+            concurrency=(1, 4)[(i // 2) % 2],
+            neighbour=("cpu", "membw")[i % 2],
+            probe_every_s=10.0,
         )
         for i in range(num_neighbours)
     ]
@@ -142,15 +148,15 @@ def run_case(case: Case, out: Path) -> Result:
     (run_dir / "analysis.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     slow = doc.get("slowdown") or {}
     return Result(
-        case,
-        doc["verdict"],
-        doc.get("confidence"),
-        doc.get("basis"),
-        doc.get("cause"),
-        slow.get("ratio"),
-        slow.get("interval"),
-        str(run_dir),
-        time.time() - start,
+        case=case,
+        verdict=doc["verdict"],
+        confidence=doc.get("confidence"),
+        basis=doc.get("basis"),
+        cause=doc.get("cause"),
+        ratio=slow.get("ratio"),
+        interval=slow.get("interval"),
+        run_dir=str(run_dir),
+        wall_s=time.time() - start,
     )
 
 

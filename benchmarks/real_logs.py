@@ -68,7 +68,14 @@ def corpus_dir(given: str | None = None) -> Path:
 def catalogue() -> list[Entry]:
     doc = json.loads(CATALOGUE.read_text(encoding="utf-8"))
     return [
-        Entry(e["file"], e["engine"], e["truth"], tuple(e.get("args", ())), tuple(e["expect"]), e["what"])
+        Entry(
+            file=e["file"],
+            engine=e["engine"],
+            truth=e["truth"],
+            args=tuple(e.get("args", ())),
+            expect=tuple(e["expect"]),
+            what=e["what"],
+        )
         for e in doc["logs"]
     ]
 
@@ -94,7 +101,16 @@ def _worker(job: tuple[Entry, str]) -> Row:
     try:
         result = analyze_one(Path(folder) / entry.file, entry.args)
     except DiagnosticsError as exc:  # what `diag analyze` prints as its one-line error
-        return Row(entry, "error", None, None, None, "-", time.perf_counter() - t0, str(exc))
+        return Row(
+            entry=entry,
+            verdict="error",
+            confidence=None,
+            basis=None,
+            ratio=None,
+            clock="-",
+            seconds=time.perf_counter() - t0,
+            reason=str(exc),
+        )
     seconds = time.perf_counter() - t0
     doc = result.to_dict()
     clock = next(
@@ -106,7 +122,16 @@ def _worker(job: tuple[Entry, str]) -> Row:
         "wall",
     )
     ratio = doc["slowdown"]["ratio"] if doc["slowdown"] else None
-    return Row(entry, doc["verdict"], doc["confidence"], doc["basis"], ratio, clock, seconds, doc["reason"])
+    return Row(
+        entry=entry,
+        verdict=doc["verdict"],
+        confidence=doc["confidence"],
+        basis=doc["basis"],
+        ratio=ratio,
+        clock=clock,
+        seconds=seconds,
+        reason=doc["reason"],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -90,11 +90,11 @@ def load(names: list[str] | None = None) -> list[Recording]:
         frame = pd.read_csv(DATA / f"{name}.csv")
         out.append(
             Recording(
-                name,
-                float(frame["t_s"].diff().median()),
-                frame["main_tps"].to_numpy(float),
-                frame["control_tps"].to_numpy(float),
-                about.get("note", ""),
+                name=name,
+                period_s=float(frame["t_s"].diff().median()),
+                main=frame["main_tps"].to_numpy(float),
+                control=frame["control_tps"].to_numpy(float),
+                note=about.get("note", ""),
             )
         )
     return out

@@ -130,13 +130,13 @@ def read_live(run_dir: Path, fault: bool) -> LiveResult:
                 cost = float(np.exp(np.log(after).mean() - np.log(before).mean()))
     doc = analyze(load_source(run_dir)).to_dict()
     return LiveResult(
-        run_dir.name,
-        manifest.stop_reason,
-        d.get("verdict"),
-        (decided_t - start) / 60 if decided_t is not None else None,
-        onset,
-        cost,
-        f"{doc['verdict']} {doc.get('confidence') or ''}".strip(),
+        name=run_dir.name,
+        stop_reason=manifest.stop_reason,
+        decided=d.get("verdict"),
+        decided_min=(decided_t - start) / 60 if decided_t is not None else None,
+        onset_min=onset,
+        cost=cost,
+        final=f"{doc['verdict']} {doc.get('confidence') or ''}".strip(),
     )
 
 

@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 Prompt = str | Sequence[int]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RequestOutput:
     request_id: str
     prompt: str | None  # None when the prompt came as token ids

@@ -10,7 +10,7 @@ import torch
 from engine.errors import EngineError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SamplingParams:
     max_tokens: int = 16
     temperature: float = 1.0  # 0 is greedy

@@ -240,7 +240,7 @@ class BatchBuilder(Records):
         elif msg.startswith("Avg prompt throughput"):
             self._vllm_stats(lineno, date, clock, "Engine: " + msg, path)
         elif msg.startswith(IDLE_PREFIXES):
-            self._record(lineno, date, clock, "idle")
+            self._record(lineno, date, clock, StepPhase.IDLE)
             self.num_steps += 1
         elif msg.startswith(STARTUP_PREFIXES):
             self._startup(lineno, date, clock, msg)

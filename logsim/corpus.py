@@ -86,25 +86,36 @@ def truth(case: Case, trace: Trace) -> Truth:
         # Context alone (the raw rate did not fall) is named only where the log prints the context
         # that shows it; where it does not, no_degradation is right too.
         either = RAW_BAND[0] <= min(raw, by_context) <= RAW_BAND[1] or (raw >= RAW_DROP and by_context < RAW_DROP)
-        return Truth(verdict, both if either else (verdict,), None, None, None, None)
+        return Truth(
+            verdict=verdict,
+            accepted=both if either else (verdict,),
+            onset=None,
+            onset_age=None,
+            trigger=None,
+            recovered=None,
+        )
     if fault is None or case.verdict != "engine_age_degradation":
-        return Truth(case.verdict, (case.verdict,), None, None, None, None)
+        return Truth(
+            verdict=case.verdict, accepted=(case.verdict,), onset=None, onset_age=None, trigger=None, recovered=None
+        )
     if fault.kind == "step":
         if trace.trigger is None:
             raise ValueError(f"case {case.name}: the triggering append never ran (the run ended first)")
         p = trace.trigger
         age = p.t0 - trace.life_starts[p.life]
         return Truth(
-            case.verdict,
-            (case.verdict,),
-            (p.t0, p.t0),
-            (age, age),
-            ("prefill_append", p.t0, p.new, p.cached),
-            True if restarted and not fault.survives_restart else None,
+            verdict=case.verdict,
+            accepted=(case.verdict,),
+            onset=(p.t0, p.t0),
+            onset_age=(age, age),
+            trigger=("prefill_append", p.t0, p.new, p.cached),
+            recovered=True if restarted and not fault.survives_restart else None,
         )
     lo = fault.at_h * 3600
     hi = lo + MATERIAL / fault.per_hour * 3600
-    return Truth(case.verdict, (case.verdict,), (lo, hi), (lo, hi), None, None)
+    return Truth(
+        verdict=case.verdict, accepted=(case.verdict,), onset=(lo, hi), onset_age=(lo, hi), trigger=None, recovered=None
+    )
 
 
 def context_ratio(trace: Trace) -> float:
@@ -137,9 +148,9 @@ def motivating(seed: int = 0) -> Case:
     onset = dt.datetime(2026, 9, 23, 21, 18, 50)
     costs = Costs(base_s=0.012, per_seq_s=0.001, per_token_s=3e-8, noise=0.03)
     return Case(
-        "motivating",
-        "the motivating report's engine, its whole log",
-        Workload(
+        name="motivating",
+        what="the motivating report's engine, its whole log",
+        workload=Workload(
             hours=1.0,
             agents=((0.0, 1),),
             append_tokens=(300, 3_000),
@@ -149,13 +160,17 @@ def motivating(seed: int = 0) -> Case:
             pauses=((((onset - start).total_seconds() - 40) / 3600, 1.5),),
             seed=seed,
         ),
-        EngineSpec(
-            costs,
+        spec=EngineSpec(
+            costs=costs,
             fault=Fault(
-                "step", (onset - start).total_seconds() / 3600, factor=5.2, new_tokens=5_792, cached_tokens=121_712
+                kind="step",
+                at_h=(onset - start).total_seconds() / 3600,
+                factor=5.2,
+                new_tokens=5_792,
+                cached_tokens=121_712,
             ),
         ),
-        "engine_age_degradation",
+        verdict="engine_age_degradation",
         start=start,
     )
 
@@ -176,8 +191,8 @@ def _costs(rng: np.random.Generator, noise: float = 0.03, per_token_s: float | N
 
 def _step(rng: np.random.Generator, at_h: float, factor: float | None = None) -> Fault:
     return Fault(
-        "step",
-        at_h,
+        kind="step",
+        at_h=at_h,
         factor=factor if factor is not None else float(rng.uniform(3.0, 6.0)),
         new_tokens=int(rng.integers(2_500, 9_000)),
         cached_tokens=int(rng.integers(60_000, 125_000)),
@@ -187,31 +202,35 @@ def _step(rng: np.random.Generator, at_h: float, factor: float | None = None) ->
 def _step_after_append(rng, seed, scale):
     hours = float(rng.uniform(2.5, 3.5)) * scale
     return Case(
-        "step_after_append",
-        "a step slowdown right after a long append onto a cached branch",
-        Workload(hours=hours, agents=((0.0, int(rng.integers(1, 4))),), session_tokens=(60_000, 130_000), seed=seed),
-        EngineSpec(_costs(rng), fault=_step(rng, hours * float(rng.uniform(0.35, 0.6)))),
-        "engine_age_degradation",
+        name="step_after_append",
+        what="a step slowdown right after a long append onto a cached branch",
+        workload=Workload(
+            hours=hours, agents=((0.0, int(rng.integers(1, 4))),), session_tokens=(60_000, 130_000), seed=seed
+        ),
+        spec=EngineSpec(costs=_costs(rng), fault=_step(rng, hours * float(rng.uniform(0.35, 0.6)))),
+        verdict="engine_age_degradation",
     )
 
 
 def _gradual_creep(rng, seed, scale):
     hours = 6.0 * scale
     return Case(
-        "gradual_creep",
-        "step time grows ~6%/hour of engine age, batch and context steady",
-        Workload(hours=hours, agents=((0.0, 2),), session_tokens=(40_000, 70_000), seed=seed),
-        EngineSpec(_costs(rng, noise=0.02), fault=Fault("creep", 0.0, per_hour=float(rng.uniform(0.05, 0.08)))),
-        "engine_age_degradation",
+        name="gradual_creep",
+        what="step time grows ~6%/hour of engine age, batch and context steady",
+        workload=Workload(hours=hours, agents=((0.0, 2),), session_tokens=(40_000, 70_000), seed=seed),
+        spec=EngineSpec(
+            costs=_costs(rng, noise=0.02), fault=Fault(kind="creep", at_h=0.0, per_hour=float(rng.uniform(0.05, 0.08)))
+        ),
+        verdict="engine_age_degradation",
     )
 
 
 def _context_growth(rng, seed, scale):
     hours = float(rng.uniform(2.5, 3.5)) * scale
     return Case(
-        "context_growth",
-        "sessions grow from 10K to 150K+ tokens; nothing else changes",
-        Workload(
+        name="context_growth",
+        what="sessions grow from 10K to 150K+ tokens; nothing else changes",
+        workload=Workload(
             hours=hours,
             agents=((0.0, int(rng.integers(1, 3))),),
             system_tokens=(8_000, 12_000),
@@ -221,10 +240,10 @@ def _context_growth(rng, seed, scale):
             session_tokens=(400_000, 500_000),
             seed=seed,
         ),
-        EngineSpec(
-            _costs(rng, per_token_s=float(rng.uniform(2.5e-7, 4e-7))), kv_capacity=600_000, max_context=1_000_000
+        spec=EngineSpec(
+            costs=_costs(rng, per_token_s=float(rng.uniform(2.5e-7, 4e-7))), kv_capacity=600_000, max_context=1_000_000
         ),
-        "context_growth_only",
+        verdict="context_growth_only",
     )
 
 
@@ -235,42 +254,42 @@ def _batch_walk(rng, seed, scale):
         (0.0 if k == 0 else hours * (k + float(rng.uniform(-0.2, 0.2))) / len(levels), n) for k, n in enumerate(levels)
     )
     return Case(
-        "batch_walk",
-        "the number of agents walks 1 -> 4 -> 2 -> 5 -> 1; no fault",
-        Workload(hours=hours, agents=steps, session_tokens=(40_000, 80_000), seed=seed),
-        EngineSpec(_costs(rng)),
-        "no_degradation",
+        name="batch_walk",
+        what="the number of agents walks 1 -> 4 -> 2 -> 5 -> 1; no fault",
+        workload=Workload(hours=hours, agents=steps, session_tokens=(40_000, 80_000), seed=seed),
+        spec=EngineSpec(costs=_costs(rng)),
+        verdict="no_degradation",
     )
 
 
 def _restart_recovery(rng, seed, scale):
     hours = float(rng.uniform(2.5, 3.5)) * scale
     return Case(
-        "restart_recovery",
-        "a step slowdown after an append, cured by a restart",
-        Workload(hours=hours, agents=((0.0, 2),), session_tokens=(60_000, 120_000), seed=seed),
-        EngineSpec(
-            _costs(rng),
+        name="restart_recovery",
+        what="a step slowdown after an append, cured by a restart",
+        workload=Workload(hours=hours, agents=((0.0, 2),), session_tokens=(60_000, 120_000), seed=seed),
+        spec=EngineSpec(
+            costs=_costs(rng),
             fault=_step(rng, hours * float(rng.uniform(0.3, 0.45))),
             restarts_h=(hours * float(rng.uniform(0.65, 0.75)),),
         ),
-        "engine_age_degradation",
+        verdict="engine_age_degradation",
     )
 
 
 def _preemption_storm(rng, seed, scale):
     hours = float(rng.uniform(2.5, 3.5)) * scale
     return Case(
-        "preemption_storm",
-        "too many long sessions for the KV pool for a while: preempted and recomputed",
-        Workload(
+        name="preemption_storm",
+        what="too many long sessions for the KV pool for a while: preempted and recomputed",
+        workload=Workload(
             hours=hours,
             agents=((0.0, 2), (hours * 0.35, 6), (hours * 0.6, 2)),
             session_tokens=(30_000, 45_000),
             seed=seed,
         ),
-        EngineSpec(_costs(rng), kv_capacity=int(rng.integers(110_000, 150_000))),
-        "no_degradation",
+        spec=EngineSpec(costs=_costs(rng), kv_capacity=int(rng.integers(110_000, 150_000))),
+        verdict="no_degradation",
     )
 
 
@@ -278,20 +297,20 @@ def _idle_gaps(rng, seed, scale):
     hours = float(rng.uniform(2.5, 3.5)) * scale
     pauses = ((hours * 0.3, float(rng.uniform(15, 30)) * scale), (hours * 0.65, float(rng.uniform(20, 40)) * scale))
     return Case(
-        "idle_gaps",
-        "every agent pauses twice for 15-40 minutes; no fault",
-        Workload(hours=hours, agents=((0.0, 2),), pauses=pauses, seed=seed),
-        EngineSpec(_costs(rng)),
-        "no_degradation",
+        name="idle_gaps",
+        what="every agent pauses twice for 15-40 minutes; no fault",
+        workload=Workload(hours=hours, agents=((0.0, 2),), pauses=pauses, seed=seed),
+        spec=EngineSpec(costs=_costs(rng)),
+        verdict="no_degradation",
     )
 
 
 def _prefill_mixed(rng, seed, scale):
     hours = float(rng.uniform(2.0, 3.0)) * scale
     return Case(
-        "prefill_mixed",
-        "short sessions with big prompts: prefills inside most decode windows; no fault",
-        Workload(
+        name="prefill_mixed",
+        what="short sessions with big prompts: prefills inside most decode windows; no fault",
+        workload=Workload(
             hours=hours,
             agents=((0.0, 3),),
             system_tokens=(15_000, 30_000),
@@ -300,18 +319,18 @@ def _prefill_mixed(rng, seed, scale):
             session_tokens=(20_000, 35_000),
             seed=seed,
         ),
-        EngineSpec(_costs(rng)),
-        "no_degradation",
+        spec=EngineSpec(costs=_costs(rng)),
+        verdict="no_degradation",
     )
 
 
 def _short_excerpt(rng, seed, scale):
     return Case(
-        "short_excerpt",
-        "six lines with a throughput pasted from the start of a log",
-        Workload(hours=0.1, agents=((0.0, 2),), seed=seed),
-        EngineSpec(_costs(rng)),
-        "insufficient_data",
+        name="short_excerpt",
+        what="six lines with a throughput pasted from the start of a log",
+        workload=Workload(hours=0.1, agents=((0.0, 2),), seed=seed),
+        spec=EngineSpec(costs=_costs(rng)),
+        verdict="insufficient_data",
         head_steps=6,
     )
 
@@ -322,14 +341,14 @@ def _noisy_step(name: str, description: str, noise: float, factor: tuple[float, 
     def build(rng, seed, scale):
         hours = float(rng.uniform(2.5, 3.5)) * scale
         return Case(
-            name,
-            description,
-            Workload(hours=hours, agents=((0.0, 2),), session_tokens=(60_000, 120_000), seed=seed),
-            EngineSpec(
-                _costs(rng, noise=noise),
+            name=name,
+            what=description,
+            workload=Workload(hours=hours, agents=((0.0, 2),), session_tokens=(60_000, 120_000), seed=seed),
+            spec=EngineSpec(
+                costs=_costs(rng, noise=noise),
                 fault=_step(rng, hours * float(rng.uniform(0.35, 0.6)), float(rng.uniform(*factor))),
             ),
-            "engine_age_degradation",
+            verdict="engine_age_degradation",
         )
 
     return build
@@ -342,11 +361,11 @@ _noise_10pct = _noisy_step("noise_10pct", "a 2-3x step after an append, host noi
 def _healthy_noise_10pct(rng, seed, scale):
     hours = float(rng.uniform(2.5, 3.5)) * scale
     return Case(
-        "healthy_noise_10pct",
-        "a healthy engine on a host whose speed wanders by 10%",
-        Workload(hours=hours, agents=((0.0, 2),), session_tokens=(40_000, 90_000), seed=seed),
-        EngineSpec(_costs(rng, noise=0.10)),
-        "no_degradation",
+        name="healthy_noise_10pct",
+        what="a healthy engine on a host whose speed wanders by 10%",
+        workload=Workload(hours=hours, agents=((0.0, 2),), session_tokens=(40_000, 90_000), seed=seed),
+        spec=EngineSpec(costs=_costs(rng, noise=0.10)),
+        verdict="no_degradation",
     )
 
 
@@ -355,13 +374,13 @@ def _step_after_idle(rng, seed, scale):
     pause_h = hours * float(rng.uniform(0.4, 0.55))
     minutes = float(rng.uniform(10, 25)) * scale
     return Case(
-        "step_after_idle",
-        "a step slowdown from the first append after a pause (the window spans the idle time)",
-        Workload(
+        name="step_after_idle",
+        what="a step slowdown from the first append after a pause (the window spans the idle time)",
+        workload=Workload(
             hours=hours, agents=((0.0, 2),), pauses=((pause_h, minutes),), session_tokens=(60_000, 120_000), seed=seed
         ),
-        EngineSpec(_costs(rng), fault=_step(rng, pause_h + minutes / 60 + 5 / 3600)),
-        "engine_age_degradation",
+        spec=EngineSpec(costs=_costs(rng), fault=_step(rng, pause_h + minutes / 60 + 5 / 3600)),
+        verdict="engine_age_degradation",
     )
 
 

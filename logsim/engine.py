@@ -29,7 +29,7 @@ import numpy as np
 from logsim.workload import Agents, Turn, Workload
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Costs:
     base_s: float = 0.012  # weights read once per decode forward
     per_seq_s: float = 0.001  # per running sequence (sampling, KV writes)
@@ -48,7 +48,7 @@ class Costs:
             raise ValueError(f"noise_tau_s must be > 0, got {self.noise_tau_s}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Fault:
     kind: str  # step: a slowdown from one append onward; creep: step time grows with engine age
     at_h: float  # step: when the triggering append arrives; creep: the engine age it starts at
@@ -67,7 +67,7 @@ class Fault:
             raise ValueError(f"factor must be >= 1 (a multiplier on step time), got {self.factor}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EngineSpec:
     costs: Costs = field(default_factory=Costs)
     kv_capacity: int = 245_760
@@ -188,7 +188,7 @@ class _Engine:
         self.running: list[Request] = []
         self.requests: list[Request] = []
         self.prefills: list[Prefill] = []
-        self.events: list[Event] = [Event(self._next(), 0, 0.0, "start", 0, -1)]
+        self.events: list[Event] = [Event(seq=self._next(), life=0, t=0.0, kind="start", count=0, rid=-1)]
         self.forwards: list[tuple] = []
         self.degraded = False
         self.trigger: Prefill | None = None
@@ -215,7 +215,7 @@ class _Engine:
             if not self.idle_logged:
                 # An engine reports idle once it has started up, after its startup lines.
                 at = max(self.t, self.life_starts[-1] + 1.0)
-                self.events.append(Event(self._next(), self.life, at, "idle", 0, -1))
+                self.events.append(Event(seq=self._next(), life=self.life, t=at, kind="idle", count=0, rid=-1))
                 self.idle_logged = True
             nxt = min(
                 self.agents.next_due(self.t),
@@ -226,22 +226,22 @@ class _Engine:
             self.t = max(nxt, self.t + 1e-3)
         f = np.array(self.forwards, dtype=float).reshape(-1, 7)
         return Trace(
-            self.w,
-            self.spec,
-            f[:, 0].astype(np.int64),
-            f[:, 1].astype(np.int64),
-            f[:, 2],
-            f[:, 3],
-            f[:, 4].astype(np.int64),
-            f[:, 5].astype(np.int64),
-            f[:, 6].astype(np.int64),
-            self.prefills,
-            sorted(self.events, key=lambda e: e.seq),
-            self.requests,
-            self.life_starts,
-            self.onset_s,
-            self.trigger,
-            self.t,
+            workload=self.w,
+            spec=self.spec,
+            f_seq=f[:, 0].astype(np.int64),
+            f_life=f[:, 1].astype(np.int64),
+            f_t=f[:, 2],
+            f_dur=f[:, 3],
+            f_batch=f[:, 4].astype(np.int64),
+            f_kv=f[:, 5].astype(np.int64),
+            f_waiting=f[:, 6].astype(np.int64),
+            prefills=self.prefills,
+            events=sorted(self.events, key=lambda e: e.seq),
+            requests=self.requests,
+            life_starts=self.life_starts,
+            onset_s=self.onset_s,
+            trigger=self.trigger,
+            end_s=self.t,
         )
 
     # --- the loop's parts ---
@@ -263,7 +263,9 @@ class _Engine:
         self.requests.append(req)
         if req.context > self.spec.max_context:
             req.status = "dropped"
-            self.events.append(Event(self._next(), self.life, self.t, "drop", req.context, req.rid))
+            self.events.append(
+                Event(seq=self._next(), life=self.life, t=self.t, kind="drop", count=req.context, rid=req.rid)
+            )
             self.agents.failed(req.agent, self.t)
             self.agents.context[req.agent] = 0  # the agent starts over with a new session
         else:
@@ -306,17 +308,17 @@ class _Engine:
         num_running = len(self.running)
         self.running.append(req)
         p = Prefill(
-            self._next(),
-            self.life,
-            t0,
-            self.t,
-            req.rid,
-            new,
-            cached,
-            num_running,
-            len(self.waiting),
-            kv + req.context,
-            recompute,
+            seq=self._next(),
+            life=self.life,
+            t0=t0,
+            t1=self.t,
+            rid=req.rid,
+            new=new,
+            cached=cached,
+            num_running=num_running,
+            num_waiting=len(self.waiting),
+            kv=kv + req.context,
+            recompute=recompute,
         )
         self.prefills.append(p)
         if req.rid == self.trigger_rid and not recompute:
@@ -360,7 +362,9 @@ class _Engine:
             self.waiting.insert(0, r)
             count += 1
         if count:
-            self.events.append(Event(self._next(), self.life, self.t, "preemption", count, -1))
+            self.events.append(
+                Event(seq=self._next(), life=self.life, t=self.t, kind="preemption", count=count, rid=-1)
+            )
 
     def _restart(self, at: float) -> None:
         for r in self.running + self.waiting:
@@ -372,7 +376,7 @@ class _Engine:
         self.life += 1
         self.life_starts.append(self.t)
         self.tasks = 0
-        self.events.append(Event(self._next(), self.life, self.t, "start", 0, -1))
+        self.events.append(Event(seq=self._next(), life=self.life, t=self.t, kind="start", count=0, rid=-1))
         self.idle_logged = False
         if self.spec.fault is None or not self.spec.fault.survives_restart:
             self.degraded = False

@@ -19,7 +19,7 @@ from typing import NamedTuple
 FORMATS = ("freetoken", "tokdrift", "sglang", "sglang-old", "vllm", "prometheus")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Scenario:
     hours: float = 2.0
     start: dt.datetime = dt.datetime(2026, 9, 23, 9, 0, 0)
@@ -69,14 +69,18 @@ def simulate(sc: Scenario) -> Iterator[Record]:
     end = sc.start + dt.timedelta(hours=sc.hours)
     onset_at = sc.start + dt.timedelta(hours=sc.onset_h) if sc.onset_h is not None else None
     restart_at = sc.start + dt.timedelta(hours=sc.restart_h) if sc.restart_h is not None else None
-    yield Record(t, "start", 0, 0, 0, 0, 0.0, 0.0, 0)
+    yield Record(
+        t=t, kind="start", batch=0, context=0, new_tokens=0, cached_tokens=0, gen_tps=0.0, step_s=0.0, tokens=0
+    )
     ctx = [sc.context_start + rng.randint(0, 5000) for _ in range(sc.batch)]
     degraded, turn, last_line = False, 0, t
     while t < end:
         if restart_at is not None and t >= restart_at:
             restart_at, degraded = None, degraded and not sc.restart_cures
             t += dt.timedelta(seconds=20)
-            yield Record(t, "start", 0, 0, 0, 0, 0.0, 0.0, 0)
+            yield Record(
+                t=t, kind="start", batch=0, context=0, new_tokens=0, cached_tokens=0, gen_tps=0.0, step_s=0.0, tokens=0
+            )
             ctx = [sc.context_start + rng.randint(0, 5000) for _ in range(sc.batch)]
             last_line = t
         i = turn % sc.batch
@@ -92,7 +96,17 @@ def simulate(sc: Scenario) -> Iterator[Record]:
             ctx[i] = new + cached
             degraded, onset_at = True, None
         t += dt.timedelta(seconds=new * 2e-5)
-        yield Record(t, "prefill", sc.batch, sum(ctx), new, cached, 0.0, 0.0, 0)
+        yield Record(
+            t=t,
+            kind="prefill",
+            batch=sc.batch,
+            context=sum(ctx),
+            new_tokens=new,
+            cached_tokens=cached,
+            gen_tps=0.0,
+            step_s=0.0,
+            tokens=0,
+        )
         for _ in range(rng.randint(*sc.lines_per_turn)):
             step = sc.base_step_s + sc.per_seq_s * sc.batch + sc.per_token_s * sum(ctx)
             step *= (sc.slowdown if degraded else 1.0) * (1.0 + rng.gauss(0.0, sc.noise))
@@ -100,11 +114,31 @@ def simulate(sc: Scenario) -> Iterator[Record]:
             tokens = sc.batch * sc.forwards_per_line
             ctx = [c + sc.forwards_per_line for c in ctx]
             wall = (t - last_line).total_seconds()
-            yield Record(t, "decode", sc.batch, sum(ctx), 0, 0, tokens / wall, step, tokens)
+            yield Record(
+                t=t,
+                kind="decode",
+                batch=sc.batch,
+                context=sum(ctx),
+                new_tokens=0,
+                cached_tokens=0,
+                gen_tps=tokens / wall,
+                step_s=step,
+                tokens=tokens,
+            )
             last_line = t
         turn += 1
         if sc.idle_every and turn % sc.idle_every == 0:
-            yield Record(t, "idle", 0, sum(ctx), 0, 0, 0.0, 0.0, 0)
+            yield Record(
+                t=t,
+                kind="idle",
+                batch=0,
+                context=sum(ctx),
+                new_tokens=0,
+                cached_tokens=0,
+                gen_tps=0.0,
+                step_s=0.0,
+                tokens=0,
+            )
             t += dt.timedelta(seconds=sc.idle_s)
 
 

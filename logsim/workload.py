@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Workload:
     hours: float = 3.0
     agents: tuple[tuple[float, int], ...] = ((0.0, 2),)  # (from hour, number of agents at work)

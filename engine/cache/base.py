@@ -143,10 +143,23 @@ class PrefixCache:
         return 0.0
 
     def cache_report(self) -> CacheReport:
-        return CacheReport(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        return CacheReport(
+            num_nodes=0,
+            num_leaves=0,
+            max_depth=0,
+            cached_tokens=0,
+            evictable_tokens=0,
+            locked_tokens=0,
+            num_snapshots=0,
+            evicted_tokens=0,
+            queried_tokens=0,
+            matched_tokens=0,
+        )
 
     def mamba_stats(self) -> MambaCacheStats:
-        return MambaCacheStats(0, 0, 0, 0, 0, 0)
+        return MambaCacheStats(
+            num_snapshots=0, num_pinned=0, num_anchored=0, num_unused=0, num_evicted=0, num_freed_with_kv=0
+        )
 
     def index_memory(self) -> IndexMemory:
         """What the index holds in host memory. O(nodes): call every few seconds, not per step."""
@@ -175,7 +188,20 @@ class NoPrefixCache(PrefixCache):
         return MatchResult(0, _EMPTY, None, None)
 
     def insert(self, token_ids, kv_slot_ids, snapshot_slot: int | None = None) -> InsertResult:
-        return InsertResult(0, 0, _EMPTY, None, snapshot_slot)
+        return InsertResult(
+            prefix_len=0, cached_len=0, dup_kv_slot_ids=_EMPTY, node=None, unused_snapshot_slot=snapshot_slot
+        )
 
     def cache_report(self) -> CacheReport:
-        return CacheReport(0, 0, 0, 0, 0, 0, 0, 0, self._queried, 0)
+        return CacheReport(
+            num_nodes=0,
+            num_leaves=0,
+            max_depth=0,
+            cached_tokens=0,
+            evictable_tokens=0,
+            locked_tokens=0,
+            num_snapshots=0,
+            evicted_tokens=0,
+            queried_tokens=self._queried,
+            matched_tokens=0,
+        )

@@ -122,7 +122,11 @@ class RadixCache(PrefixCache):
             node, pos = child, pos + n
         unused = self._adopt_snapshot(node, snapshot_slot, aligned=n_key == len(token_ids))
         return InsertResult(
-            prefix_len, n_key, torch.cat(dups) if dups else _EMPTY, node if node is not self.root else None, unused
+            prefix_len=prefix_len,
+            cached_len=n_key,
+            dup_kv_slot_ids=torch.cat(dups) if dups else _EMPTY,
+            node=node if node is not self.root else None,
+            unused_snapshot_slot=unused,
         )
 
     def inc_lock(self, node: TreeNode | None) -> None:
@@ -216,27 +220,27 @@ class RadixCache(PrefixCache):
         if self._max_depth is None:
             self._max_depth = self._compute_max_depth()
         return CacheReport(
-            self._num_nodes,
-            self._num_leaves,
-            self._max_depth,
-            self._evictable + self._locked,
-            self._evictable,
-            self._locked,
-            self._num_snapshots,
-            self._evicted_tokens,
-            self._queried,
-            self._matched,
+            num_nodes=self._num_nodes,
+            num_leaves=self._num_leaves,
+            max_depth=self._max_depth,
+            cached_tokens=self._evictable + self._locked,
+            evictable_tokens=self._evictable,
+            locked_tokens=self._locked,
+            num_snapshots=self._num_snapshots,
+            evicted_tokens=self._evicted_tokens,
+            queried_tokens=self._queried,
+            matched_tokens=self._matched,
         )
 
     def mamba_stats(self) -> MambaCacheStats:
         return MambaCacheStats(
-            self._num_snapshots,
-            self._num_pinned,
-            self._anchored,
-            self._unused,
-            self._snap_evicted,
-            self._snap_with_kv,
-            len(self._leaked),
+            num_snapshots=self._num_snapshots,
+            num_pinned=self._num_pinned,
+            num_anchored=self._anchored,
+            num_unused=self._unused,
+            num_evicted=self._snap_evicted,
+            num_freed_with_kv=self._snap_with_kv,
+            num_leaked=len(self._leaked),
         )
 
     def index_memory(self) -> IndexMemory:

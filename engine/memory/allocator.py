@@ -168,12 +168,20 @@ class SlotAllocator:
         """Free slots and their runs. One vectorised pass over the page bitmap: O(num_pages)."""
         num_free = self.num_free
         if self._num_free_pages == 0:
-            return AllocatorSummary(self.num_slots, 0, 0, 0, 0.0)
+            return AllocatorSummary(
+                num_slots=self.num_slots, num_free=0, num_free_runs=0, largest_free_run=0, fragmentation=0.0
+            )
         edges = np.diff(self._is_free.astype(np.int8), prepend=0, append=0)  # [P + 1]
         starts = np.flatnonzero(edges == 1)  # [R] first page of each free run
         ends = np.flatnonzero(edges == -1)  # [R] one past its last page
         largest = int((ends - starts).max()) * self.page_size
-        return AllocatorSummary(self.num_slots, num_free, len(starts), largest, 1.0 - largest / num_free)
+        return AllocatorSummary(
+            num_slots=self.num_slots,
+            num_free=num_free,
+            num_free_runs=len(starts),
+            largest_free_run=largest,
+            fragmentation=1.0 - largest / num_free,
+        )
 
     def free_list_disorder(self) -> float:
         """Share of adjacent entries of the free list, in the order alloc will hand them out, that
@@ -206,7 +214,13 @@ class SlotAllocator:
         if not self._events:
             return []
         out = [
-            AllocEvent(seq, kind, len(pages) * self.page_size, _runs(pages, self.page_size), num_free)
+            AllocEvent(
+                seq=seq,
+                kind=kind,
+                num_slots=len(pages) * self.page_size,
+                runs=_runs(pages, self.page_size),
+                num_free=num_free,
+            )
             for seq, kind, pages, num_free in self._events
         ]
         self._events.clear()

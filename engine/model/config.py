@@ -18,7 +18,7 @@ LINEAR_ATTENTION = "linear_attention"
 SUPPORTED_MODEL_TYPES = ("qwen3_next",)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelConfig:
     vocab_size: int
     hidden_size: int

@@ -148,7 +148,13 @@ class FastDecode:
             kv_slots = batch.kv_slots[idx]  # [B, L]
             kv_mask = (j[None, :] < lens[:, None])[:, None, None, :]  # [B, 1, 1, L]
         return _Step(
-            batch, cos[:, None, :], sin_signed[:, None, :], kv_slots, kv_mask, fresh, batch.state_slots.tolist()
+            batch=batch,
+            cos=cos[:, None, :],
+            sin_signed=sin_signed[:, None, :],
+            kv_slots=kv_slots,
+            kv_mask=kv_mask,
+            fresh=fresh,
+            state_slots=batch.state_slots.tolist(),
         )
 
 

@@ -34,7 +34,7 @@ class RequestSlice(NamedTuple):
     state_slot: int  # linear-attention state slot of this request
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ForwardBatch:
     input_ids: torch.Tensor  # [T] int64, new tokens of every request, end to end
     positions: torch.Tensor  # [T] int64, position of each new token in its request

@@ -179,22 +179,27 @@ class OffloadExperts(ExpertProvider):
         return sum(s[_MISSES] for s in self._layer_stats.values())
 
     def stats(self) -> ExpertCacheStats:
-        per_layer = tuple(LayerExpertStats(layer, *s) for layer, s in sorted(self._layer_stats.items()))
+        per_layer = tuple(
+            LayerExpertStats(
+                layer=layer, hits=s[_HITS], misses=s[_MISSES], evictions=s[_EVICTIONS], bytes_copied=s[_BYTES]
+            )
+            for layer, s in sorted(self._layer_stats.items())
+        )
         return ExpertCacheStats(
-            self.num_slots,
-            len(self._resident),
-            len(self._host),
-            sum(s.hits for s in per_layer),
-            sum(s.misses for s in per_layer),
-            sum(s.evictions for s in per_layer),
-            self._forced,
-            sum(s.bytes_copied for s in per_layer),
-            self.slot_bytes,
-            self.host_bytes,
-            per_layer,
-            self._staged,
-            len(self._leaked),
-            self._copy_s,
+            num_slots=self.num_slots,
+            num_used=len(self._resident),
+            num_experts=len(self._host),
+            hits=sum(s.hits for s in per_layer),
+            misses=sum(s.misses for s in per_layer),
+            evictions=sum(s.evictions for s in per_layer),
+            forced_evictions=self._forced,
+            bytes_copied=sum(s.bytes_copied for s in per_layer),
+            slot_bytes=self.slot_bytes,
+            host_bytes=self.host_bytes,
+            per_layer=per_layer,
+            staged_misses=self._staged,
+            leaked_slots=len(self._leaked),
+            copy_s=self._copy_s,
         )
 
     def check_integrity(self, check_contents: bool = False) -> None:

@@ -25,7 +25,7 @@ class EngineConfigError(EngineError):
     """An engine option is out of range."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EngineConfig:
     model: str | None = option(None, "Checkpoint directory (HF layout); the built-in default when unset.")
     dtype: str = option("float32", "Weight and KV dtype (CPU matmuls are fastest and exact in float32).")

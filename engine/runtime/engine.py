@@ -170,10 +170,10 @@ class Engine(EngineHooks):
             params = _replace_max_tokens(params, self.max_context - len(ids))
             logger.info("Adjust max_tokens to %d for request %s.", params.max_tokens, request_id)
         request = Request(
-            request_id,
-            ids,
-            params,
-            stop_ids(params, self.tokenizer.eos_token_ids),
+            request_id=request_id,
+            prompt_ids=ids,
+            params=params,
+            stop_ids=stop_ids(params, self.tokenizer.eos_token_ids),
             arrival=time.time(),
             generator=make_generator(params, self.device),
         )
@@ -201,13 +201,13 @@ class Engine(EngineHooks):
             request.num_sent = len(request.output_ids)
             out.append(
                 RequestUpdate(
-                    request.request_id,
-                    new,
-                    request.is_finished,
-                    request.finish_reason,
-                    len(request.prompt_ids),
-                    request.num_cached_tokens or 0,
-                    len(request.output_ids),
+                    request_id=request.request_id,
+                    new_token_ids=new,
+                    finished=request.is_finished,
+                    finish_reason=request.finish_reason,
+                    num_prompt_tokens=len(request.prompt_ids),
+                    num_cached_tokens=request.num_cached_tokens or 0,
+                    num_output_tokens=len(request.output_ids),
                 )
             )
         self._updates = []

@@ -39,77 +39,105 @@ FAULTS: dict[str, Fault] = {
     f.name: f
     for f in (
         Fault(
-            "eviction-scan",
-            "KV eviction frees exactly the pages an allocation needs, one page at a time, and finds each "
-            "by scanning every cached page no request holds for the least recently used (ties to the "
-            "deepest), the lru_page_scan policy: O(evictable pages) per page. Once the pool is full every "
-            "step that needs a slot evicts, each decode too, and pays a scan that grows with what is cached.",
-            "vLLM's block evictor before vllm-project/vllm#5411, #7193 and #7209 (evict() looped over the "
-            "whole free table for every block: a 16K prompt over 10000 cached blocks took 1000 x 10000 "
-            "iterations, 2 s to allocate; 7 ms per evict); sgl-project/sglang#38371 (once the pool is "
-            "full, eviction runs on every decode step that needs room).",
-            "eviction_s_total, eviction_nodes_visited_total and eviction_calls_total (as rates), schedule_s",
+            name="eviction-scan",
+            mechanism=(
+                "KV eviction frees exactly the pages an allocation needs, one page at a time, and finds each "
+                "by scanning every cached page no request holds for the least recently used (ties to the "
+                "deepest), the lru_page_scan policy: O(evictable pages) per page. Once the pool is full every "
+                "step that needs a slot evicts, each decode too, and pays a scan that grows with what is cached."
+            ),
+            real_world=(
+                "vLLM's block evictor before vllm-project/vllm#5411, #7193 and #7209 (evict() looped over the "
+                "whole free table for every block: a 16K prompt over 10000 cached blocks took 1000 x 10000 "
+                "iterations, 2 s to allocate; 7 ms per evict); sgl-project/sglang#38371 (once the pool is "
+                "full, eviction runs on every decode step that needs room)."
+            ),
+            signal="eviction_s_total, eviction_nodes_visited_total and eviction_calls_total (as rates), schedule_s",
         ),
         Fault(
-            "snapshot-leak",
-            "A state snapshot dropped by eviction (its KV leaf evicted, or the snapshot evicted to free "
-            "a slot) is never returned to the state allocator; leaked slots are held by nobody the "
-            "cache can evict, so fewer snapshots fit, matches truncate and prefills recompute. The leak "
-            "stops at mamba_slots - max_running_requests, so running requests always get a slot.",
-            "sgl-project/sglang#16067 (mamba slot leak when scheduling fails with the radix cache, "
-            "issue #15840); sglang#36770 and #40128 (mamba slot exhaustion takes the scheduler down).",
-            "state_slots_leaked, mamba_slots_used, match_truncated_tokens_total (as a rate), cache_hit_rate",
+            name="snapshot-leak",
+            mechanism=(
+                "A state snapshot dropped by eviction (its KV leaf evicted, or the snapshot evicted to free "
+                "a slot) is never returned to the state allocator; leaked slots are held by nobody the "
+                "cache can evict, so fewer snapshots fit, matches truncate and prefills recompute. The leak "
+                "stops at mamba_slots - max_running_requests, so running requests always get a slot."
+            ),
+            real_world=(
+                "sgl-project/sglang#16067 (mamba slot leak when scheduling fails with the radix cache, "
+                "issue #15840); sglang#36770 and #40128 (mamba slot exhaustion takes the scheduler down)."
+            ),
+            signal="state_slots_leaked, mamba_slots_used, match_truncated_tokens_total (as a rate), cache_hit_rate",
         ),
         Fault(
-            "kv-scatter",
-            "Freed KV pages go back to the free list in scattered order and are never merged back in "
-            "address order, so once the pool has cycled, each request's KV sits in scattered slots "
-            "and the attention gather loses locality.",
-            "the free-slot sort in SGLang's token allocator that this engine copies (merge_and_sort_free), "
-            "and KV cache fragmentation in llama.cpp (ggml-org/llama.cpp#3380).",
-            "kv_gather_s_total (as a share of wall time), kv_free_list_disorder, kv_gather_breaks, kv_free_runs, "
-            "kv_fragmentation, forward_s",
+            name="kv-scatter",
+            mechanism=(
+                "Freed KV pages go back to the free list in scattered order and are never merged back in "
+                "address order, so once the pool has cycled, each request's KV sits in scattered slots "
+                "and the attention gather loses locality."
+            ),
+            real_world=(
+                "the free-slot sort in SGLang's token allocator that this engine copies (merge_and_sort_free), "
+                "and KV cache fragmentation in llama.cpp (ggml-org/llama.cpp#3380)."
+            ),
+            signal=(
+                "kv_gather_s_total (as a share of wall time), kv_free_list_disorder, kv_gather_breaks, kv_free_runs, "
+                "kv_fragmentation, forward_s"
+            ),
         ),
         Fault(
-            "expert-thrash",
-            "A step that needs more experts than the cache has slots (a prefill chunk routes to nearly every "
-            "expert) borrows one slot as its staging buffer and copies its overflow experts through it; the "
-            "slot is never given back. One slot leaks per overflowing step, the LRU works with fewer and "
-            "fewer, and once a decode step's own experts outnumber what is left every step overflows and "
-            "the cache drains to its last slot: the miss rate and the bytes copied climb with engine age.",
-            "pool slots lost when a borrow or pin is not returned on one path (LMCache/LMCache#2847: leaked "
-            "GPU buffer slots after a pin that was never undone; lablup/mlxcel#170: evicted entries dropped "
-            "their block pins instead of returning them, blocks never came back to the free list); a "
-            "dispatch the expert cache cannot hold goes through a staging buffer (kekzl/imp#1365); slots "
-            "held outside the LRU shrink it and raise misses (JustVugg/colibri#815).",
-            "expert_copy_s_total (as a share of wall time), expert_miss_rate, expert_misses (as a rate), "
-            "expert_bytes_copied_total (as a rate)",
+            name="expert-thrash",
+            mechanism=(
+                "A step that needs more experts than the cache has slots (a prefill chunk routes to nearly every "
+                "expert) borrows one slot as its staging buffer and copies its overflow experts through it; the "
+                "slot is never given back. One slot leaks per overflowing step, the LRU works with fewer and "
+                "fewer, and once a decode step's own experts outnumber what is left every step overflows and "
+                "the cache drains to its last slot: the miss rate and the bytes copied climb with engine age."
+            ),
+            real_world=(
+                "pool slots lost when a borrow or pin is not returned on one path (LMCache/LMCache#2847: leaked "
+                "GPU buffer slots after a pin that was never undone; lablup/mlxcel#170: evicted entries dropped "
+                "their block pins instead of returning them, blocks never came back to the free list); a "
+                "dispatch the expert cache cannot hold goes through a staging buffer (kekzl/imp#1365); slots "
+                "held outside the LRU shrink it and raise misses (JustVugg/colibri#815)."
+            ),
+            signal=(
+                "expert_copy_s_total (as a share of wall time), expert_miss_rate, expert_misses (as a rate), "
+                "expert_bytes_copied_total (as a rate)"
+            ),
             requires="moe_backend='offload'",
         ),
         Fault(
-            "gc-pressure",
-            "Every finished request leaves a record of Python objects (one small list per token) in a "
-            "list that is never cleared, and the serving loop runs a full garbage collection every step "
-            "to bound memory: every pause walks a heap that grows with engine age, and every request "
-            "in the batch waits for it.",
-            "sgl-project/sglang#28067 (a slow leak made gen-2 pauses grow linearly with uptime), "
-            "sglang#30693 (33-41% throughput loss from full collections), a gc.collect() on every "
-            "iteration of a hot loop (google/tunix#2086, dpeerlab/segger#46, Mikubill/sd-webui-controlnet#1462).",
-            "gc_pause_s_total (as a rate), gc_last_full_pause_s, retained_objects, rss_bytes",
+            name="gc-pressure",
+            mechanism=(
+                "Every finished request leaves a record of Python objects (one small list per token) in a "
+                "list that is never cleared, and the serving loop runs a full garbage collection every step "
+                "to bound memory: every pause walks a heap that grows with engine age, and every request "
+                "in the batch waits for it."
+            ),
+            real_world=(
+                "sgl-project/sglang#28067 (a slow leak made gen-2 pauses grow linearly with uptime), "
+                "sglang#30693 (33-41% throughput loss from full collections), a gc.collect() on every "
+                "iteration of a hot loop (google/tunix#2086, dpeerlab/segger#46, Mikubill/sd-webui-controlnet#1462)."
+            ),
+            signal="gc_pause_s_total (as a rate), gc_last_full_pause_s, retained_objects, rss_bytes",
         ),
         Fault(
-            "output-buffer",
-            "The engine writes each step's logits into one output buffer that keeps the largest size any "
-            "step ever needed and is cleared whole before every step. The `fault_after`-th finished request "
-            "is taken as one that asked for every position's logits: from then on the buffer holds "
-            "`fault_buffer_rows` rows of the vocabulary, and every step, decode steps of one token included, "
-            "zeroes all of them. A step from a known request on, of a size the rows set: the controllable "
-            "slowdown benchmarks/time_to_verdict.py checks its resampling against.",
-            "ggml-org/llama.cpp#9200 (after a batch that requested many output logits, the output buffer "
-            "stays that large and is reset whole with 0 on every llama_decode call: generation slower "
-            "for the rest of the session); llama.cpp#10322 (a batch with every logit enabled left "
-            "llama_decode at 14 instead of 36 tok/s until restart).",
-            "output_buffer_bytes, forward_s",
+            name="output-buffer",
+            mechanism=(
+                "The engine writes each step's logits into one output buffer that keeps the largest size any "
+                "step ever needed and is cleared whole before every step. The `fault_after`-th finished request "
+                "is taken as one that asked for every position's logits: from then on the buffer holds "
+                "`fault_buffer_rows` rows of the vocabulary, and every step, decode steps of one token included, "
+                "zeroes all of them. A step from a known request on, of a size the rows set: the controllable "
+                "slowdown benchmarks/time_to_verdict.py checks its resampling against."
+            ),
+            real_world=(
+                "ggml-org/llama.cpp#9200 (after a batch that requested many output logits, the output buffer "
+                "stays that large and is reset whole with 0 on every llama_decode call: generation slower "
+                "for the rest of the session); llama.cpp#10322 (a batch with every logit enabled left "
+                "llama_decode at 14 instead of 36 tok/s until restart)."
+            ),
+            signal="output_buffer_bytes, forward_s",
         ),
     )
 }

@@ -51,7 +51,17 @@ class GcMonitor:
             self._last_full = pause
 
     def stats(self) -> GcStats:
-        return GcStats(*self._counts, self._pause, self._full_pause, self._last_full, self._max, self._collected)
+        gen0, gen1, gen2 = self._counts
+        return GcStats(
+            gen0_collections=gen0,
+            gen1_collections=gen1,
+            gen2_collections=gen2,
+            pause_s_total=self._pause,
+            full_pause_s_total=self._full_pause,
+            last_full_pause_s=self._last_full,
+            max_pause_s=self._max,
+            collected_total=self._collected,
+        )
 
 
 _monitor: GcMonitor | None = None

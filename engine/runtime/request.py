@@ -19,7 +19,7 @@ class RequestStatus(enum.Enum):
     FINISHED = "finished"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True)
 class Request:
     """One generation request.
 

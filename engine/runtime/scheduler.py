@@ -104,7 +104,9 @@ class Scheduler:
             if not retracted:
                 return None
         phase = Phase.MIXED if prefill and decode else Phase.PREFILL if prefill else Phase.DECODE
-        return ScheduledBatch(items, phase, num_new, num_cached, retracted)
+        return ScheduledBatch(
+            items=items, phase=phase, num_new_seqs=num_new, num_cached_tokens=num_cached, retracted=retracted
+        )
 
     def chunk_done(self, request: Request, evict: bool = False) -> None:
         """After a forward that ran a prefill chunk of `request`: anchor a state snapshot at the

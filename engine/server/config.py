@@ -10,7 +10,7 @@ from engine.server.errors import ServerError
 DEFAULT_MODEL_NAME = "tokdrift-default"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ServerConfig:
     host: str = option("127.0.0.1", "Address to listen on; loopback unless you mean to expose the engine.")
     port: int = option(1919, "Port to listen on (FreeToken's `ft serve` port).")

@@ -80,7 +80,7 @@ class RequestObserver:
 Sink = Callable[[Delta], None]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Live:
     sink: Sink
     stream: TextStream
@@ -224,7 +224,7 @@ class EngineRunner:
                 future.set_exception(exc)
                 return
             stream = TextStream(self.engine.tokenizer, request.stop_ids, request.params.stop)
-            self._live[request_id] = _Live(sink, stream, arrival)
+            self._live[request_id] = _Live(sink=sink, stream=stream, arrival=arrival)
             future.set_result(None)
         elif kind == "abort":
             self.engine.abort(command[1])
@@ -275,13 +275,13 @@ class EngineRunner:
                 _emit(
                     live.sink,
                     Delta(
-                        text,
-                        list(update.new_token_ids),
-                        update.finished,
-                        update.finish_reason,
-                        update.num_prompt_tokens,
-                        update.num_cached_tokens,
-                        update.num_output_tokens,
+                        text=text,
+                        token_ids=list(update.new_token_ids),
+                        finished=update.finished,
+                        finish_reason=update.finish_reason,
+                        num_prompt_tokens=update.num_prompt_tokens,
+                        num_cached_tokens=update.num_cached_tokens,
+                        num_output_tokens=update.num_output_tokens,
                     ),
                 )
 
@@ -295,7 +295,19 @@ class EngineRunner:
             if future is not None and not future.done():
                 future.set_exception(EngineUnavailable(reason))
         for live in self._live.values():
-            _emit(live.sink, Delta("", [], True, "abort", 0, 0, 0, error=reason))
+            _emit(
+                live.sink,
+                Delta(
+                    text="",
+                    token_ids=[],
+                    finished=True,
+                    finish_reason="abort",
+                    num_prompt_tokens=0,
+                    num_cached_tokens=0,
+                    num_output_tokens=0,
+                    error=reason,
+                ),
+            )
         self._live.clear()
 
 

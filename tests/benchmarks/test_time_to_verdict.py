@@ -16,7 +16,7 @@ import time_to_verdict as ttv  # noqa: E402
 def _recording(sd: float = 0.02, n: int = 60) -> "ttv.Recording":
     rng = np.random.default_rng(1)
     control = 60 * np.exp(rng.normal(0, sd, n))
-    return ttv.Recording("flat", 10.0, 60 * np.exp(rng.normal(0, sd, n)), control, "")
+    return ttv.Recording(name="flat", period_s=10.0, main=60 * np.exp(rng.normal(0, sd, n)), control=control, note="")
 
 
 def test_a_baseline_is_the_early_side_and_the_minutes_count_from_the_traffic():

@@ -41,9 +41,13 @@ def test_free_rejects_partial_pages_double_free_and_out_of_range():
 
 def test_summary_counts_free_runs_and_fragmentation():
     a = SlotAllocator(10)
-    assert a.summary() == AllocatorSummary(10, 10, 1, 10, 0.0)
+    assert a.summary() == AllocatorSummary(
+        num_slots=10, num_free=10, num_free_runs=1, largest_free_run=10, fragmentation=0.0
+    )
     s = a.alloc(10)
-    assert a.summary() == AllocatorSummary(10, 0, 0, 0, 0.0)
+    assert a.summary() == AllocatorSummary(
+        num_slots=10, num_free=0, num_free_runs=0, largest_free_run=0, fragmentation=0.0
+    )
     a.free(s[[1, 2, 3, 5, 8]])  # runs 1-3, 5, 8
     summ = a.summary()
     assert (summ.num_free, summ.num_free_runs, summ.largest_free_run) == (5, 3, 3)
@@ -55,7 +59,9 @@ def test_summary_in_slots_with_pages():
     s = a.alloc(16)
     a.free(s[4:8])
     a.free(s[12:16])
-    assert a.summary() == AllocatorSummary(16, 8, 2, 4, 0.5)
+    assert a.summary() == AllocatorSummary(
+        num_slots=16, num_free=8, num_free_runs=2, largest_free_run=4, fragmentation=0.5
+    )
 
 
 def test_freed_pages_are_reused_in_address_order_once_the_front_runs_short():

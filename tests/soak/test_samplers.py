@@ -334,7 +334,9 @@ def test_a_step_travels_as_the_engines_record_and_a_step_that_is_not_one_is_left
     page = StepsPage.from_json({"last_step": 9, "steps": [step.to_json(), *bad.values(), "junk"]})
     assert page.steps == [step] and len(page.unreadable) == 5
     assert "forward_s" in page.unreadable[0] and "'four'" in page.unreadable[1] and "warmup" in page.unreadable[3]
-    assert "unreadable" not in StepsPage(None, 9, 7, 0, [step]).to_json()
+    assert (
+        "unreadable" not in StepsPage(first_step=None, last_step=9, next_after=7, num_missed=0, steps=[step]).to_json()
+    )
 
     class OneBadStep(FakeTarget):
         async def get_json(self, path: str):
