@@ -151,7 +151,7 @@ class StepHistory:
                     row[i] = None
                 elif i in _OPTIONAL_INT_AT:
                     row[i] = int(row[i])
-            out.append(StepStats(**dict(zip(StepStats._fields, row, strict=True))))
+            out.append(StepStats._make(row))  # rows are kept in field order
         return out
 
 
