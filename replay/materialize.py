@@ -219,25 +219,15 @@ def materialize(
     values = _values(call.hash_ids, num_in, config.block_tokens, tail_key, salt, keep)
     if prefix is not None and len(prefix) <= num_in:
         values = np.concatenate([prefix, values[len(prefix) :]])
+    token_ids, messages = None, None
     if config.mode == "tokens":
         ids = config.content_ids
         token_ids = ids[values % len(ids)].tolist()
-        return Prompt(
-            token_ids=token_ids,
-            messages=None,
-            num_input_tokens=num_in,
-            max_output_tokens=num_out,
-            num_reasoning_tokens=num_reasoning,
-            num_trimmed_tokens=trimmed,
-            over_limit=over,
-            session=call.session,
-            turn=call.turn,
-            values=values,
-        )
-    text = " ".join(_WORDS[v % len(_WORDS)] for v in values.tolist())
-    messages = [{"role": "user", "content": text}]
+    else:
+        text = " ".join(_WORDS[v % len(_WORDS)] for v in values.tolist())
+        messages = [{"role": "user", "content": text}]
     return Prompt(
-        token_ids=None,
+        token_ids=token_ids,
         messages=messages,
         num_input_tokens=num_in,
         max_output_tokens=num_out,

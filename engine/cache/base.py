@@ -51,6 +51,22 @@ class CacheReport(NamedTuple):
     queried_tokens: int  # tokens passed to match_prefix since start
     matched_tokens: int  # of those, served from the cache
 
+    @classmethod
+    def empty(cls, queried_tokens: int = 0) -> CacheReport:
+        """A cache that holds nothing (and has matched nothing of what it was asked)."""
+        return cls(
+            num_nodes=0,
+            num_leaves=0,
+            max_depth=0,
+            cached_tokens=0,
+            evictable_tokens=0,
+            locked_tokens=0,
+            num_snapshots=0,
+            evicted_tokens=0,
+            queried_tokens=queried_tokens,
+            matched_tokens=0,
+        )
+
 
 class MambaCacheStats(NamedTuple):
     num_snapshots: int  # state slots the cache holds now
@@ -143,18 +159,7 @@ class PrefixCache:
         return 0.0
 
     def cache_report(self) -> CacheReport:
-        return CacheReport(
-            num_nodes=0,
-            num_leaves=0,
-            max_depth=0,
-            cached_tokens=0,
-            evictable_tokens=0,
-            locked_tokens=0,
-            num_snapshots=0,
-            evicted_tokens=0,
-            queried_tokens=0,
-            matched_tokens=0,
-        )
+        return CacheReport.empty()
 
     def mamba_stats(self) -> MambaCacheStats:
         return MambaCacheStats(
@@ -193,15 +198,4 @@ class NoPrefixCache(PrefixCache):
         )
 
     def cache_report(self) -> CacheReport:
-        return CacheReport(
-            num_nodes=0,
-            num_leaves=0,
-            max_depth=0,
-            cached_tokens=0,
-            evictable_tokens=0,
-            locked_tokens=0,
-            num_snapshots=0,
-            evicted_tokens=0,
-            queried_tokens=self._queried,
-            matched_tokens=0,
-        )
+        return CacheReport.empty(self._queried)

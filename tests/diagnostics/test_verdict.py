@@ -24,6 +24,22 @@ def cmp(basis, ratio, lo, hi, material=DECODE_MATERIAL, n=8):
 
 
 UNBOUNDED = Interval(0.7, 0.0, float("inf"))
+
+
+def prefill_cmp(ratio, lo, hi, num_early=10, num_late=10):
+    """Prefill time at matched sizes, as a speed (late over healthy), at its material level 1/1.5."""
+    return Comparison(
+        basis="prefill",
+        interval=Interval(ratio, lo, hi),
+        num_early=num_early,
+        num_late=num_late,
+        material=1 / 1.5,
+        detail="prefill",
+        healthy_level=None,
+        unit="speed",
+    )
+
+
 LOSS = cmp("probes", 0.7, 0.6, 0.8)
 NO_LOSS = cmp("probes", 1.0, 0.96, 1.04)
 
@@ -138,31 +154,13 @@ def test_prefix_reuse_carries_the_verdict_when_decode_holds():
 
 
 def test_a_contested_probe_loss_gives_way_to_a_clear_prefill_loss():
-    prefill = Comparison(
-        basis="prefill",
-        interval=Interval(0.33, 0.3, 0.37),
-        num_early=10,
-        num_late=10,
-        material=1 / 1.5,
-        detail="prefill",
-        healthy_level=None,
-        unit="speed",
-    )
+    prefill = prefill_cmp(0.33, 0.3, 0.37)
     d = decide(Evidence(probes=LOSS, bins=cmp("bins", 1.0, 0.97, 1.03), prefill=prefill))
     assert d.basis == "prefill" and names(d)["decode_basis"].status == "warn"
 
 
 def test_prefill_must_survive_the_hosts_own_drift():
-    prefill = Comparison(
-        basis="prefill",
-        interval=Interval(0.5, 0.45, 0.55),
-        num_early=10,
-        num_late=10,
-        material=1 / 1.5,
-        detail="prefill",
-        healthy_level=None,
-        unit="speed",
-    )
+    prefill = prefill_cmp(0.5, 0.45, 0.55)
     paired = cmp("paired_control", 1.0, 0.95, 1.05)
     host_slowed = cmp("control_drift", 0.55, 0.5, 0.6)
     d = decide(Evidence(paired=paired, prefill=prefill, control_drift=host_slowed))
@@ -275,16 +273,7 @@ def test_a_control_drift_of_too_few_probes_corrects_nothing():
 def test_a_decode_restart_does_not_judge_a_prefill_loss():
     """eviction-scan: admissions took 2.3x (prefill 0.43) while decode held within 15 %; the
     restart comparisons measure decode, so a fresh engine as fast at decoding says nothing of it."""
-    prefill = Comparison(
-        basis="prefill",
-        interval=Interval(0.43, 0.37, 0.57),
-        num_early=19,
-        num_late=15,
-        material=1 / 1.5,
-        detail="prefill",
-        healthy_level=None,
-        unit="speed",
-    )
+    prefill = prefill_cmp(0.43, 0.37, 0.57, num_early=19, num_late=15)
     decode_restart = cmp("restart", 0.86, 0.77, 0.97)
     d = decide(Evidence(bins=cmp("bins", 0.96, 0.9, 1.02), prefill=prefill, restart=decode_restart))
     assert d.verdict == "engine_age_degradation" and d.basis == "prefill"
