@@ -25,8 +25,12 @@ from diagnostics import suspects as suspects_mod
 from diagnostics import verdict as verdict_mod
 from diagnostics.comparison import Comparison
 from diagnostics.labels import Cause, Confidence, Verdict
+from diagnostics.prefill import PrefillComparison
 from diagnostics.result import Analysis, Check, Onset, Slowdown
+from diagnostics.reuse import ReuseComparison
 from diagnostics.source import Source
+from diagnostics.trend import PerHour
+from rundir.manifest import RunManifest
 
 logger = logging.getLogger(__name__)
 
@@ -220,12 +224,12 @@ def analyze(source: Source) -> Analysis:
     )
 
 
-def probe_level(manifest, baseline: int = 0) -> float:
+def probe_level(manifest: RunManifest | None, baseline: int = 0) -> float:
     """The level of the probe comparisons' intervals. A soak that ran its planned length is one
     planned look: the plain level. One that stopped early — at a decided running verdict, or
     interrupted by a user who watched it — stopped where the data led, so its comparisons keep
     the level that holds over every look it planned (diagnostics.sequential)."""
-    if not _stopped_early_reason(manifest):
+    if manifest is None or not _stopped_early_reason(manifest):
         return intervals.LEVEL
     soak = manifest.configs.get("soak") or {}
     try:
@@ -235,15 +239,15 @@ def probe_level(manifest, baseline: int = 0) -> float:
     return sequential.level_for(looks, baseline=baseline)
 
 
-def _stopped_early_reason(manifest) -> str | None:
+def _stopped_early_reason(manifest: RunManifest | None) -> str | None:
     """Why a soak stopped before its planned end (decided, interrupted, crashed); None for one that
     ran its length, or a source that is no soak."""
     return None if manifest is None or manifest.stop_reason in (None, "duration") else manifest.stop_reason
 
 
-def _stopped_early(manifest, level: float) -> Check | None:
+def _stopped_early(manifest: RunManifest | None, level: float) -> Check | None:
     """A soak that stopped before its planned end: why, and the level its probe comparisons keep."""
-    if not _stopped_early_reason(manifest):
+    if manifest is None or not _stopped_early_reason(manifest):
         return None
     d = manifest.decided or {}
     why = (
@@ -271,7 +275,10 @@ def _narrower(a: Comparison | None, b: Comparison | None) -> Comparison | None:
         return a
     if not a.interval.bounded:
         return b
-    width = lambda c: math.log(c.interval.hi / c.interval.lo)  # noqa: E731
+
+    def width(c: Comparison) -> float:
+        return math.log(c.interval.hi / c.interval.lo)
+
     return b if width(b) < width(a) else a
 
 
@@ -296,7 +303,9 @@ def _span_s(dec: decode.DecodeEvidence) -> float | None:
     return float(busy.max() - busy.min()) if len(busy) >= 2 else None
 
 
-def _headline(decision: verdict_mod.Decision, per_hour, shape: str | None) -> tuple[Slowdown | None, Slowdown | None]:
+def _headline(
+    decision: verdict_mod.Decision, per_hour: PerHour | None, shape: str | None
+) -> tuple[Slowdown | None, Slowdown | None]:
     """The `slowdown` block, and decode's own figures beside a prefill-side claim.
 
     The block describes what the verdict rests on, late over healthy (below 1 is slower): the
@@ -322,7 +331,7 @@ def _headline(decision: verdict_mod.Decision, per_hour, shape: str | None) -> tu
     return _slowdown(decision.decode, per_hour, shape), None
 
 
-def _slowdown(c: Comparison | None, per_hour, shape: str | None) -> Slowdown | None:
+def _slowdown(c: Comparison | None, per_hour: PerHour | None, shape: str | None) -> Slowdown | None:
     if c is None or c.healthy_level is None:
         return None
     i = c.interval
@@ -357,8 +366,8 @@ def _onset(
     source: Source,
     dec: decode.DecodeEvidence,
     decision: verdict_mod.Decision,
-    prefix_reuse,
-    prefill,
+    prefix_reuse: ReuseComparison | None,
+    prefill: PrefillComparison | None,
     rows: pd.DataFrame,
     cycles: pd.DataFrame,
 ) -> Onset | None:
@@ -367,8 +376,10 @@ def _onset(
     finely only when its own onset falls between that cycle and the one before (elsewhere the
     step series may be showing the host, which the pairs cancel)."""
     if decision.basis == "prefix_reuse":
+        assert prefix_reuse is not None  # the verdict rests on it
         return onset_mod.series_onset(source, prefix_reuse.onset_t, prefix_reuse.onset_age_s, prefix_reuse.calls)
     if decision.basis == "prefill":
+        assert prefill is not None  # the verdict rests on it
         return onset_mod.series_onset(source, prefill.onset_t, prefill.onset_age_s, prefill.rows)
     if dec.trend is not None and dec.trend.shape == "gradual" and dec.creep_idx is not None:
         step: Onset | None = onset_mod.creep_onset(dec.life_use, dec.creep_idx, dec.trend.change_age_s)
@@ -390,7 +401,7 @@ def _onset(
     return onset_mod.onset_at(source, row["t"], float(row["engine_age_s"]), int(row["engine_life"]))
 
 
-def _breakdown(steps: pd.DataFrame, life_use: pd.DataFrame, onset_idx) -> Check | None:
+def _breakdown(steps: pd.DataFrame, life_use: pd.DataFrame, onset_idx: int) -> Check | None:
     """Where the added step time went: each part of the decode step (the engine's own split into
     scheduling, forward and sampling), median before the onset and after it."""
     parts = [p for p in suspects_mod.STEP_TIME_PARTS if p in steps and steps[p].notna().any()]

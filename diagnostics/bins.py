@@ -12,14 +12,15 @@ import pandas as pd
 from diagnostics import healthy, intervals
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.context import CONTEXT_BAND
+from diagnostics.controls import Sides
 from diagnostics.healthy import HealthyModel
 
 MAX_BIN_SAMPLES = 400  # samples per band and side the bootstrap resamples (_spread)
 
 
 def compare(
-    use: pd.DataFrame, model: HealthyModel, onset_idx
-) -> tuple[Comparison | None, pd.DataFrame | None, tuple | None]:
+    use: pd.DataFrame, model: HealthyModel, onset_idx: int | None
+) -> tuple[Comparison | None, pd.DataFrame | None, Sides | None]:
     """Same batch size and context band, early against late in the model's engine life; the
     bands compared (_band_row), which the report shows as they were; and the sides' moments."""
     life = use[use["engine_life"] == model.engine_life]
@@ -54,7 +55,8 @@ def compare(
 
     def ratio(*g: np.ndarray) -> np.ndarray:  # each g: [R, n] resampled log step times
         diffs = np.stack([np.median(g[2 * i + 1], axis=1) - np.median(g[2 * i], axis=1) for i in range(len(shared))])
-        return np.exp(-(weights @ diffs) / weights.sum())
+        ratios: np.ndarray = np.exp(-(weights @ diffs) / weights.sum())
+        return ratios
 
     interval = intervals.bootstrap(ratio, groups)
     support = int(weights.sum())
@@ -86,7 +88,7 @@ def _spread(values: np.ndarray) -> np.ndarray:
     return values[np.linspace(0, len(values) - 1, MAX_BIN_SAMPLES).astype(np.int64)]
 
 
-def _band_row(early: pd.DataFrame, late: pd.DataFrame) -> dict:
+def _band_row(early: pd.DataFrame, late: pd.DataFrame) -> dict[str, float]:
     """One band of the bins comparison, as the report shows it: batch, context range, samples and
     median decode rate on each side."""
     ctx = pd.concat([early["context"], late["context"]])
@@ -104,7 +106,7 @@ def _band_row(early: pd.DataFrame, late: pd.DataFrame) -> dict:
     }
 
 
-def moments(early: pd.DataFrame, late: pd.DataFrame) -> tuple | None:
+def moments(early: pd.DataFrame, late: pd.DataFrame) -> Sides | None:
     """The first and the last moment of each side, (early, late); None where a side is empty."""
     if early.empty or late.empty or "t" not in early or "t" not in late:
         return None

@@ -22,7 +22,9 @@ MAX_POINTS = 400
 SIGMA_FLOOR = 0.01  # log units: a perfectly quiet synthetic series still needs a finite penalty
 
 
-class _CostL2(ruptures.base.BaseCost):
+# ruptures ships no type information, so BaseCost is Any to mypy; Pelt takes a custom cost only as
+# an instance of it.
+class _CostL2(ruptures.base.BaseCost):  # type: ignore[misc]
     """ruptures' L2 cost (sum of squared deviations from the segment mean) from cumulative sums,
     O(1) per segment instead of O(length): the same numbers, PELT an order of magnitude faster."""
 

@@ -85,7 +85,7 @@ def source_checks(source: Source, samples: pd.DataFrame) -> Iterator[Check]:
             )
 
 
-def _idle_share(samples: pd.DataFrame):
+def _idle_share(samples: pd.DataFrame) -> tuple[float, float, float] | None:
     """(idle share, idle s, span s) of the first engine life with samples, from its age and busy time."""
     if samples.empty or "busy_s" not in samples:
         return None

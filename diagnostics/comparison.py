@@ -17,7 +17,7 @@ the same for all of them:
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from diagnostics.intervals import Interval, divide
 
@@ -87,7 +87,7 @@ class Comparison(NamedTuple):
             f"({host.interval.describe()}): {interval.describe()}",
         )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         i = self.interval
         return {
             "basis": self.basis,

@@ -22,7 +22,7 @@ STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "red"}
 def render(a: Analysis) -> Group:
     style, meaning = VERDICT_TEXT[a.verdict]
     head = Text.assemble(("verdict: ", "bold"), (a.verdict, style), f" - {meaning}")
-    parts: list = [Text(f"{a.source_kind} {a.source_path} ({a.engine})", style="dim"), head]
+    parts: list[Text | Table] = [Text(f"{a.source_kind} {a.source_path} ({a.engine})", style="dim"), head]
     parts.append(Text(a.reason))
     if a.cause == Cause.HOST_DRIFT:
         parts.append(

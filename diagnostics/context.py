@@ -9,6 +9,7 @@ at the short ones, and short contexts late ran at the healthy speed again (conte
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -46,7 +47,7 @@ def context_effect(model: HealthyModel | None, use: pd.DataFrame) -> tuple[float
         return None
     ratio = float(fast / slow)
     unit = "KV usage" if long <= 1.0 else "tokens"
-    at = (lambda v: f"{v:.0%}") if unit == "KV usage" else (lambda v: f"{v:,.0f}")
+    at: Callable[[float], str] = (lambda v: f"{v:.0%}") if unit == "KV usage" else (lambda v: f"{v:,.0f}")
     back = _back_to_short(life, short, long)
     if back is None:
         return None  # short contexts late ran slower than early: not what context growth looks like

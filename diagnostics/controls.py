@@ -290,7 +290,7 @@ def baseline(first: pd.DataFrame) -> int:
     return n if n >= MIN_SIDE else 0
 
 
-def _geo(values) -> float:
+def _geo(values: pd.Series) -> float:
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v) & (v > 0)]
     return float(np.exp(np.log(v).mean())) if len(v) else math.nan

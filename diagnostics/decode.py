@@ -40,6 +40,7 @@ from diagnostics import context as context_mod
 from diagnostics import trend as trend_mod
 from diagnostics.changepoint import ChangePoints
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
+from diagnostics.controls import Sides
 from diagnostics.healthy import HealthyModel
 from diagnostics.result import Check
 from diagnostics.stepseries import MIN_LATE
@@ -71,8 +72,8 @@ class DecodeEvidence(NamedTuple):
     unmatched: str | None = None  # why the latest samples have no matched conditions, when they have none
     # The moments each side of `steps` and of `bins` spans (early, late): where a control was
     # probed beside the run, the host's drift is read over these very stretches (controls.drift_between).
-    step_sides: tuple | None = None
-    bin_sides: tuple | None = None
+    step_sides: Sides | None = None
+    bin_sides: Sides | None = None
 
 
 NO_TIMINGS = "the data hold no decode throughput at all (no decode lines, stats lines or per-request timings)"
@@ -121,6 +122,7 @@ def evaluate(
         if len(early) == len(window) or len(early) < max(healthy.MIN_HEALTHY, len(window) // 2):
             break
         window = early
+    assert cps is not None  # `use` held samples (above), so its first life gave change points
     checks = [_model_check(model)]
     context = "fitted"
     degraded = life_use.loc[onset_idx:] if onset_idx is not None else None
@@ -266,10 +268,10 @@ def _without_model(samples: pd.DataFrame, why: str) -> DecodeEvidence:
     )
 
 
-def _find_onset(use: pd.DataFrame, model: HealthyModel):
+def _find_onset(use: pd.DataFrame, model: HealthyModel) -> tuple[ChangePoints | None, int | None, pd.DataFrame]:
     """Change points per engine life; the onset is the first segment materially slower than healthy."""
     base = float(use.loc[use["healthy"], "residual"].median())
-    first_cps = None
+    first_cps: ChangePoints | None = None
     for life, rows in use.groupby("engine_life", sort=True):
         cps = changepoint.detect(rows["residual"].to_numpy())
         if first_cps is None:
@@ -293,7 +295,9 @@ def _find_onset(use: pd.DataFrame, model: HealthyModel):
     return first_cps, None, use.iloc[:0]
 
 
-def _claim_sides(life_use: pd.DataFrame, onset_idx, gradual: bool) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+def _claim_sides(
+    life_use: pd.DataFrame, onset_idx: int | None, gradual: bool
+) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """The two sides of the step series' claim: the latest stretch — the last LATEST_FRACTION of
     the life by engine age, or from the onset on when that is later — and its reference: the
     samples before the onset (a step), or the healthy window (a creep, whose samples before its

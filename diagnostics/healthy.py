@@ -361,6 +361,7 @@ def _fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Non-negative least squares on relative error: a 10 ms miss on a 20 ms step matters more
     than on a 200 ms one."""
     w = 1.0 / y
+    coef: np.ndarray
     coef, _ = nnls(x * w[:, None], y * w)
     return coef
 
@@ -403,13 +404,15 @@ def matched(model: HealthyModel, samples: pd.DataFrame) -> np.ndarray:
     right = np.clip(np.searchsorted(seen, batch), 0, len(seen) - 1)
     left = np.clip(right - 1, 0, len(seen) - 1)
     near = same_batch(batch, seen[right]) | same_batch(batch, seen[left])
-    return near | np.isnan(batch)
+    covered: np.ndarray = near | np.isnan(batch)
+    return covered
 
 
 def same_batch(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Batch sizes in one band: within BATCH_BAND of each other (999 and 1,000; never 1 and 2)."""
     with np.errstate(invalid="ignore"):
-        return np.maximum(a, b) <= BATCH_BAND * np.minimum(a, b)
+        same: np.ndarray = np.maximum(a, b) <= BATCH_BAND * np.minimum(a, b)
+    return same
 
 
 def robust_sigma(r: np.ndarray) -> float:

@@ -181,12 +181,13 @@ def serial_correlation(*sides: np.ndarray) -> float:
 def _logs(values: Values) -> np.ndarray:
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v) & (v > 0)]
-    return np.log(v)
+    logs: np.ndarray = np.log(v)
+    return logs
 
 
 def blocks(values: Values, max_blocks: int = MAX_BLOCKS) -> np.ndarray:
     """Means of consecutive runs of `values`, at most `max_blocks` of them (all of them when fewer)."""
-    v = np.asarray(values, dtype=float)
+    v: np.ndarray = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
     if len(v) <= max_blocks:
         return v

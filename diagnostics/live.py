@@ -23,7 +23,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from diagnostics import caps, controls, sequential
-from diagnostics.comparison import DECODE_MATERIAL
+from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.evidence import Evidence
 from diagnostics.labels import Cause, Confidence, Verdict
 from diagnostics.result import Check
@@ -126,7 +126,7 @@ def _confidence(d: Decision) -> str:
     return f", {Confidence.MEDIUM} confidence (high by its interval; {why})"
 
 
-def _decided(d, shown, rule_out: float, paired=None) -> str | None:
+def _decided(d: Decision, shown: Comparison, rule_out: float, paired: Comparison | None = None) -> str | None:
     # Either way on at least MIN_FOR_LOSS cycles a side: two cycles seconds apart can agree by
     # chance and give an interval that looks tight and is not (seen live: ratios of 0.970, 0.970
     # against 0.927, 0.927 read 0.95-0.96 at the running level and "decided" in 41 s).

@@ -27,14 +27,18 @@ EVENT_KINDS = ("dropped_request", "preemption")
 MIN_LOOKBACK_S = 60.0  # how far before the window a trigger is sought, at least
 
 
-def series_onset(source: Source, onset_t, onset_age_s: float | None, series: pd.DataFrame) -> Onset | None:
+def series_onset(
+    source: Source, onset_t: np.datetime64 | None, onset_age_s: float | None, series: pd.DataFrame
+) -> Onset | None:
     """The onset a prefix-reuse or prefill comparison found in its own series, if any."""
     if onset_t is None or onset_age_s is None:
         return None
     return onset_at(source, onset_t, float(onset_age_s), int(series["engine_life"].iloc[0]))
 
 
-def onset_at(source: Source, t, engine_age_s: float, life: int, window_s: float | None = None) -> Onset:
+def onset_at(
+    source: Source, t: np.datetime64 | pd.Timestamp, engine_age_s: float, life: int, window_s: float | None = None
+) -> Onset:
     """An onset found in a per-call or per-prefill series: its trigger is a fault switched on
     before it, if any (no step window to search for a standout prefill)."""
     found = trigger(source, source.steps.iloc[:0], life, pd.Timestamp.min, t)
@@ -43,7 +47,7 @@ def onset_at(source: Source, t, engine_age_s: float, life: int, window_s: float 
     )
 
 
-def step_onset(source: Source, life_use: pd.DataFrame, onset_idx) -> Onset:
+def step_onset(source: Source, life_use: pd.DataFrame, onset_idx: int) -> Onset:
     """The onset inside the window from the last healthy sample to the first degraded one."""
     pos = life_use.index.get_loc(onset_idx)
     life = int(life_use.loc[onset_idx, "engine_life"])
@@ -79,7 +83,7 @@ def step_onset(source: Source, life_use: pd.DataFrame, onset_idx) -> Onset:
     )
 
 
-def creep_onset(life_use: pd.DataFrame, idx, change_age_s: float) -> Onset:
+def creep_onset(life_use: pd.DataFrame, idx: int, change_age_s: float) -> Onset:
     """A creep's onset: the first sample where its trend stands out of the healthy noise. It has no
     trigger; `window_s` is how long the trend had been rising by then (from where it started)."""
     row = life_use.loc[idx]
@@ -93,7 +97,9 @@ def creep_onset(life_use: pd.DataFrame, idx, change_age_s: float) -> Onset:
     )
 
 
-def trigger(source: Source, window: pd.DataFrame, life: int, t0, t1) -> Trigger | None:
+def trigger(
+    source: Source, window: pd.DataFrame, life: int, t0: pd.Timestamp, t1: np.datetime64 | pd.Timestamp
+) -> Trigger | None:
     """What happened between the last healthy sample (t0) and the first degraded one (t1).
 
     A recorded fault switch first; then a prefill that stands out (the most new tokens in the
@@ -112,7 +118,9 @@ def trigger(source: Source, window: pd.DataFrame, life: int, t0, t1) -> Trigger 
     return _event_trigger(other.iloc[-1]) if not other.empty else None
 
 
-def _just_before(source: Source, steps: pd.DataFrame, life: int, lo: int, t0, lookback_s: float) -> Trigger | None:
+def _just_before(
+    source: Source, steps: pd.DataFrame, life: int, lo: int, t0: pd.Timestamp, lookback_s: float
+) -> Trigger | None:
     """The nearest notable event before the window (within `lookback_s`): a standout prefill, a
     dropped request, a preemption."""
     start = t0 - pd.Timedelta(seconds=lookback_s)
@@ -198,12 +206,12 @@ def _prefill_trigger(row: pd.Series) -> Trigger:
     )
 
 
-def _faults(source: Source, t0, t1) -> pd.DataFrame:
+def _faults(source: Source, t0: pd.Timestamp, t1: np.datetime64 | pd.Timestamp) -> pd.DataFrame:
     ev = source.events
     return ev[(ev["t"] >= t0) & (ev["t"] <= t1) & (ev["kind"] == "fault_on")]
 
 
-def _event_trigger(e) -> Trigger:
+def _event_trigger(e: pd.Series | pd.DataFrame) -> Trigger:
     if isinstance(e, pd.DataFrame):
         e = e.iloc[-1]
     new = None if pd.isna(e["new_tokens"]) else int(e["new_tokens"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -12,6 +12,7 @@ import pandas as pd
 from diagnostics.changepoint import ChangePoints
 from diagnostics.comparison import Comparison
 from diagnostics.healthy import HealthyModel
+from diagnostics.identity import LifeIdentity
 from diagnostics.intervals import LEVEL, Interval
 from diagnostics.labels import Cause, Confidence, Verdict
 from diagnostics.prefill import PrefillComparison
@@ -117,7 +118,7 @@ class Analysis:
     # so that an onset is said in engine time, never as a 1970 date.
     clock: str = "wall"
     dated: bool = True
-    lives: tuple = ()  # diagnostics.identity.LifeIdentity of each engine life
+    lives: tuple[LifeIdentity, ...] = ()  # each engine life's identity
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -126,7 +127,7 @@ class Analysis:
             if check.status not in STATUSES:
                 raise ValueError(f"check {check.name} status must be one of {STATUSES}, got {check.status!r}")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The JSON of `diag analyze --json` (shared/DESIGN.md, "Analysis result")."""
         onset = None
         if self.onset is not None:
@@ -199,14 +200,15 @@ class Analysis:
         }
 
 
-def iso(t) -> str | None:
+def iso(t: np.datetime64 | pd.Timestamp | None) -> str | None:
     """ISO-8601 in the source's own clock; whole seconds print without a fraction."""
     if t is None or pd.isna(t):
         return None
-    return pd.Timestamp(t).isoformat()
+    stamp: str = pd.Timestamp(t).isoformat()
+    return stamp
 
 
-def _num(x: float | None, digits: int = 1):
+def _num(x: float | None, digits: int = 1) -> int | float | None:
     if x is None or not math.isfinite(x):
         return None
     value = round(float(x), digits)

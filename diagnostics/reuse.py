@@ -172,4 +172,5 @@ def _median_ratio(healthy: np.ndarray, late: np.ndarray) -> np.ndarray:
     """Late over healthy median share, per resample (a resample whose healthy median is 0 gives inf,
     which the bootstrap drops)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.median(late, axis=1) / np.median(healthy, axis=1)
+        ratio: np.ndarray = np.median(late, axis=1) / np.median(healthy, axis=1)
+    return ratio

@@ -30,6 +30,7 @@ looked at on recorded healthy runs, whose noise is not normal.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
@@ -129,7 +130,9 @@ def pocock(looks: int, alpha: float = 0.05, num_sims: int = 200_000, seed: int =
     return _quantile_of_max(scores, looks, alpha, num_sims, seed)
 
 
-def _quantile_of_max(scores, length: int, alpha: float, num_sims: int, seed: int) -> float:
+def _quantile_of_max(
+    scores: Callable[[np.ndarray], np.ndarray], length: int, alpha: float, num_sims: int, seed: int
+) -> float:
     rng = np.random.default_rng(seed)
     maxima = []
     for start in range(0, num_sims, _CHUNK):
@@ -179,7 +182,7 @@ def _scores(stat: np.ndarray, df: np.ndarray) -> np.ndarray:
     exactly below EXACT_DF, by the normalising transform of Abramowitz and Stegun 26.7.8 above it
     (z = t (1 - 1/(4 df)) / sqrt(1 + t^2 / (2 df)); within 0.01 there, and thousands of times faster)."""
     exact = df < EXACT_DF
-    out = stat * (1 - 1 / (4 * df)) / np.sqrt(1 + stat * stat / (2 * df))
+    out: np.ndarray = stat * (1 - 1 / (4 * df)) / np.sqrt(1 + stat * stat / (2 * df))
     out[exact] = np.sign(stat[exact]) * norm.isf(student_t.sf(np.abs(stat[exact]), df[exact]))
     return out
 

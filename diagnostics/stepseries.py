@@ -70,7 +70,7 @@ def restart(
     use: pd.DataFrame,
     life_use: pd.DataFrame,
     late: pd.DataFrame,
-    onset_idx,
+    onset_idx: int | None,
     reference: pd.DataFrame,
 ) -> Comparison | None:
     """The restart control: the aged engine's latest stretch (the claim's own late side) over the

@@ -111,5 +111,5 @@ def trimmed_log(inputs: Inputs) -> tuple[list[str], tuple[int, int]]:
     return out, (len(keep), n)
 
 
-def _json(obj) -> bytes:
+def _json(obj: object) -> bytes:
     return (json.dumps(obj, indent=2, default=str) + "\n").encode("utf-8")

@@ -7,6 +7,7 @@ import datetime as dt
 from typing import NamedTuple
 
 from diagnostics.labels import Verdict
+from diagnostics.result import Analysis
 from reports import narrative, plots, tables
 from reports.inputs import Inputs
 from reports.redact import Redactor
@@ -76,7 +77,7 @@ def comparison_rows(a: Inputs, b: Inputs) -> list[Row]:
         )
     ]
 
-    def num(label, fa, fb, fmt="{:.2f}", lower_is_better=False):
+    def num(label: str, fa: float | None, fb: float | None, fmt: str = "{:.2f}", lower_is_better: bool = False) -> None:
         rows.append(
             Row(
                 label,
@@ -136,7 +137,7 @@ def comparison_rows(a: Inputs, b: Inputs) -> list[Row]:
     return rows
 
 
-def _check_counts(an) -> str:
+def _check_counts(an: Analysis) -> str:
     return f"{sum(c.status == 'warn' for c in an.checks)} / {sum(c.status == 'fail' for c in an.checks)}"
 
 
@@ -145,7 +146,7 @@ def _badness(verdict: str) -> int | None:
     return badness.get(verdict)
 
 
-def _change(fa, fb, lower_is_better: bool) -> str:
+def _change(fa: float | None, fb: float | None, lower_is_better: bool) -> str:
     if fa is None or fb is None or abs(fb - fa) <= SAME * max(abs(fa), abs(fb)):
         return ""
     better = fb < fa if lower_is_better else fb > fa

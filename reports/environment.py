@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import json
-from typing import NamedTuple
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 from diagnostics.source import Source
 from reports.redact import Redactor
@@ -50,7 +51,7 @@ def environment(source: Source, redactor: Redactor) -> Environment:
     return Environment(rows, configs, startup)
 
 
-def _flatten(d: dict, prefix: str = ""):
+def _flatten(d: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, str]]:
     for k, v in d.items():
         name = f"{prefix}{k}"
         if isinstance(v, dict) and v:
@@ -59,7 +60,7 @@ def _flatten(d: dict, prefix: str = ""):
             yield name, _value(v, name)
 
 
-def _value(v, name: str = "") -> str:
+def _value(v: object, name: str = "") -> str:
     if isinstance(v, (dict, list)):
         return json.dumps(v, default=str)
     if isinstance(v, float) and v.is_integer():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from diagnostics.labels import Cause, Verdict
-from diagnostics.result import Analysis, iso
+from diagnostics.result import Analysis, Slowdown, iso
 
 HEADLINES = {
     Verdict.AGE: "The engine slowed down with age, beyond what longer context explains",
@@ -93,10 +93,11 @@ def basis_text(basis: str | None) -> str:
     return BASIS_TEXT.get(basis or "", (basis or "no comparison").replace("_", " "))
 
 
-def rate_clause(a: Analysis, s=None) -> str:
+def rate_clause(a: Analysis, s: Slowdown | None = None) -> str:
     """`0.81x (90% interval 0.74-0.88) on identical probes: 37.0 tok/s healthy, 30.0 now at the same
     conditions` — three figures from one basis, which therefore agree."""
     s = s if s is not None else a.slowdown
+    assert s is not None  # said only of an analysis with a slowdown
     return (
         f"{s.ratio:.2f}x{s.interval_text()} on {basis_text(s.basis)}: {s.healthy_tps:.1f} tok/s healthy, "
         f"{s.degraded_tps:.1f} tok/s now at the same conditions"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -17,7 +17,9 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
+from matplotlib.ticker import Formatter, Locator
 
+from diagnostics.changepoint import Segment
 from diagnostics.healthy import HealthyModel
 from rundir.schema import ProbeRole, StepPhase
 
@@ -26,6 +28,12 @@ WIDE = (9.6, 3.4)
 SMALL = (9.6, 2.6)
 DPI = 100
 ONSET, TRIGGER, RESTART, HEALTHY = "#c62828", "#ef6c00", "#37474f", "#2e7d32"
+
+# matplotlib.dates carries no type annotations (its other modules do): what this module uses of it.
+# Its stubs type the x of axvline and axvspan as a float, though on a time axis a date goes through
+# the date converter (matplotlib/matplotlib#30365): those calls with a date ignore arg-type.
+_date_locator: Callable[[], Locator] = AutoDateLocator
+_date_formatter: Callable[[Locator], Formatter] = ConciseDateFormatter
 
 
 def data_uri(fig: Figure) -> str:
@@ -47,26 +55,34 @@ def _size(n: int, small: float = 9) -> float:
     return 36 if n < 50 else 16 if n < 500 else small
 
 
-def _time_axis(ax) -> None:
-    locator = AutoDateLocator()
+def _time_axis(ax: Axes) -> None:
+    locator = _date_locator()
     ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    ax.xaxis.set_major_formatter(_date_formatter(locator))
 
 
 def _thin(df: pd.DataFrame) -> pd.DataFrame:
     return df if len(df) <= MAX_POINTS else df.iloc[:: int(np.ceil(len(df) / MAX_POINTS))]
 
 
-def _marks(ax, onset_t, trigger_t, restarts: Sequence) -> None:
+def _marks(
+    ax: Axes, onset_t: np.datetime64 | None, trigger_t: np.datetime64 | None, restarts: Sequence[np.datetime64]
+) -> None:
     if trigger_t is not None and (onset_t is None or trigger_t != onset_t):
-        ax.axvline(trigger_t, color=TRIGGER, ls="--", lw=1.4, label="trigger")
+        ax.axvline(trigger_t, color=TRIGGER, ls="--", lw=1.4, label="trigger")  # type: ignore[arg-type]  # a date (see the top)
     if onset_t is not None:
-        ax.axvline(onset_t, color=ONSET, lw=1.6, label="onset" + (" (and trigger)" if trigger_t == onset_t else ""))
+        ax.axvline(onset_t, color=ONSET, lw=1.6, label="onset" + (" (and trigger)" if trigger_t == onset_t else ""))  # type: ignore[arg-type]  # a date (see the top)
     for i, t in enumerate(restarts):
-        ax.axvline(t, color=RESTART, ls=":", lw=1.6, label="restart" if i == 0 else None)
+        ax.axvline(t, color=RESTART, ls=":", lw=1.6, label="restart" if i == 0 else None)  # type: ignore[arg-type]  # a date (see the top)
 
 
-def throughput_over_time(samples: pd.DataFrame, onset_t, trigger_t, restarts: Sequence, healthy_end=None) -> str | None:
+def throughput_over_time(
+    samples: pd.DataFrame,
+    onset_t: np.datetime64 | None,
+    trigger_t: np.datetime64 | None,
+    restarts: Sequence[np.datetime64],
+    healthy_end: np.datetime64 | None = None,
+) -> str | None:
     if samples.empty:
         return None
     fig, ax = _figure()
@@ -84,7 +100,7 @@ def throughput_over_time(samples: pd.DataFrame, onset_t, trigger_t, restarts: Se
             zorder=2,
         )
     if healthy_end is not None:
-        ax.axvspan(samples["t"].min(), healthy_end, color=HEALTHY, alpha=0.08, label="healthy window")
+        ax.axvspan(samples["t"].min(), healthy_end, color=HEALTHY, alpha=0.08, label="healthy window")  # type: ignore[arg-type]  # a date (see the top)
     _marks(ax, onset_t, trigger_t, restarts)
     ax.set_ylabel("decode throughput (tok/s)")
     ax.set_ylim(bottom=0)
@@ -118,7 +134,7 @@ def throughput_vs_context(samples: pd.DataFrame, model: HealthyModel | None) -> 
     return data_uri(fig)
 
 
-def probes_over_age(probes: pd.DataFrame, labels: Sequence[str] = ()) -> str | None:
+def probes_over_age(probes: pd.DataFrame | list[pd.DataFrame], labels: Sequence[str] = ()) -> str | None:
     """One probe series, or several (a list of frames via `labels`) for a comparison: the soaked
     engine's probes per engine life, its control's (where the run has one) as their own series."""
     frames = probes if isinstance(probes, list) else [probes]
@@ -157,7 +173,9 @@ def probes_over_age(probes: pd.DataFrame, labels: Sequence[str] = ()) -> str | N
     return data_uri(fig)
 
 
-def residuals(samples: pd.DataFrame, life_rows: pd.DataFrame, segments, material: float) -> str | None:
+def residuals(
+    samples: pd.DataFrame, life_rows: pd.DataFrame, segments: Sequence[Segment], material: float
+) -> str | None:
     s = samples[(samples["excluded"] == "") & samples["residual"].notna()]
     if s.empty:
         return None
@@ -194,7 +212,7 @@ def residuals(samples: pd.DataFrame, life_rows: pd.DataFrame, segments, material
     return data_uri(fig)
 
 
-def prefills(steps: pd.DataFrame, trigger_t) -> str | None:
+def prefills(steps: pd.DataFrame, trigger_t: np.datetime64 | None) -> str | None:
     p = steps[(steps["phase"] == StepPhase.PREFILL) & steps["new_tokens"].notna()]
     if p.empty:
         return None
@@ -205,7 +223,7 @@ def prefills(steps: pd.DataFrame, trigger_t) -> str | None:
     ax.vlines(p["t"], 0, cached, color="#90caf9", lw=2, label="cached tokens reused")
     ax.vlines(p["t"], cached, cached + new, color="#0d47a1", lw=2, label="new tokens computed")
     if trigger_t is not None:
-        ax.axvline(trigger_t, color=TRIGGER, ls="--", lw=1.4, label="trigger")
+        ax.axvline(trigger_t, color=TRIGGER, ls="--", lw=1.4, label="trigger")  # type: ignore[arg-type]  # a date (see the top)
     ax.set_ylabel("prompt tokens")
     ax.set_ylim(bottom=0)
     ax.legend(loc="best", fontsize=8)
@@ -213,7 +231,13 @@ def prefills(steps: pd.DataFrame, trigger_t) -> str | None:
     return data_uri(fig)
 
 
-def suspect(series: pd.DataFrame, name: str, samples: pd.DataFrame, onset_t, restarts: Sequence) -> str | None:
+def suspect(
+    series: pd.DataFrame,
+    name: str,
+    samples: pd.DataFrame,
+    onset_t: np.datetime64 | None,
+    restarts: Sequence[np.datetime64],
+) -> str | None:
     if series.empty:
         return None
     fig, ax = _figure(SMALL)

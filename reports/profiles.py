@@ -13,9 +13,9 @@ import json
 import logging
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -128,7 +128,7 @@ def _merge(paths: Sequence[Path], skipped: list[str]) -> FrameTimes | None:
     return FrameTimes(dict(self_s), dict(total_s), n) if n else None
 
 
-def _stacks(prof: dict):
+def _stacks(prof: dict[str, Any]) -> Iterator[tuple[list[int], float]]:
     """(stack of frame indices, weight) pairs of one speedscope profile."""
     if prof.get("type") == "sampled":
         samples = prof.get("samples", [])
@@ -148,7 +148,7 @@ def _stacks(prof: dict):
                 stack.pop()
 
 
-def _label(frame: dict) -> str:
+def _label(frame: dict[str, Any]) -> str:
     name = str(frame.get("name", "?"))
     file = frame.get("file")
     if not file:

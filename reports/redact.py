@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 # Categories, as the summary names them.
@@ -156,8 +157,15 @@ class Redactor:
         policy = "prompt and completion text, API keys, bearer tokens and home-directory paths are removed"
         return f"{'; '.join(found)} ({policy})" if found else f"nothing found to remove ({policy})"
 
-    def _sub(self, pattern: re.Pattern, repl, s: str, category: str, skip=None) -> str:
-        def one(m: re.Match) -> str:
+    def _sub(
+        self,
+        pattern: re.Pattern[str],
+        repl: str | Callable[[re.Match[str]], str],
+        s: str,
+        category: str,
+        skip: Callable[[re.Match[str]], bool] | None = None,
+    ) -> str:
+        def one(m: re.Match[str]) -> str:
             if skip is not None and skip(m):
                 return m.group(0)
             self.counts[category] += 1

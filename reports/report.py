@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jinja2
 
@@ -50,7 +50,7 @@ def render_report(inputs: Inputs, redactor: Redactor | None = None) -> str:
     return environment_jinja().get_template("report.html.j2").render(**report_context(inputs, redactor))
 
 
-def report_context(inputs: Inputs, redactor: Redactor) -> dict:
+def report_context(inputs: Inputs, redactor: Redactor) -> dict[str, Any]:
     source, a = inputs.source, inputs.analysis
     samples = a.samples
     onset_t = a.onset.t if a.onset is not None else None

@@ -36,7 +36,10 @@ STATUS_MARK = {"ok": "ok", "warn": "**warn**", "fail": "**FAIL**"}
 def render_summary(inputs: Inputs, redactor: Redactor | None = None, report_name: str | None = None) -> str:
     redactor = redactor if redactor is not None else Redactor()
     a = inputs.analysis
-    red = lambda s: _md(redactor.text(str(s)))  # noqa: E731
+
+    def red(s: object) -> str:
+        return _md(redactor.text(str(s)))
+
     out = [
         f"### tokdrift: `{a.verdict}` in {red(inputs.name)}",
         "",

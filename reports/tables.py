@@ -192,5 +192,5 @@ def suspect_series(source: Source, name: str) -> pd.DataFrame:
     return pd.DataFrame({"t": pd.Series(dtype="datetime64[ns]"), name: pd.Series(dtype=float)})
 
 
-def _age(seconds) -> str:
+def _age(seconds: float | None) -> str:
     return "" if seconds is None or pd.isna(seconds) else f"{float(seconds) / 60:.1f} min"
