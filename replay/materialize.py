@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
@@ -304,10 +305,10 @@ def _block(hash_id: int, n: int, salt: int = 0) -> np.ndarray:
     return _stream(f"block:{hash_id}" + (f":{salt}" if salt else ""), n)
 
 
-def shared_block_ids(calls) -> frozenset[int]:
+def shared_block_ids(calls: Iterable[Call]) -> frozenset[int]:
     """Hash ids that calls of more than one session carry: a trace's common prefix."""
     seen: dict[int, str] = {}
-    shared = set()
+    shared: set[int] = set()
     for call in calls:
         for h in set(call.hash_ids):
             first = seen.setdefault(h, call.session)

@@ -175,7 +175,7 @@ def create_app(config: RecordConfig) -> Starlette:
     base = config.upstream.rstrip("/")
 
     @contextlib.asynccontextmanager
-    async def lifespan(app):
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         state["client"] = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0))
         try:
             yield
@@ -327,14 +327,14 @@ def _find_event_end(buffer: bytes) -> tuple[int, int]:
     return min(hits) if hits else (-1, 0)
 
 
-def _prompt_token_ids(body: dict) -> list[int] | None:
+def _prompt_token_ids(body: dict[str, Any]) -> list[int] | None:
     prompt = body.get("prompt")
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
         return prompt
     return None
 
 
-def _prompt_text(body: dict) -> str:
+def _prompt_text(body: dict[str, Any]) -> str:
     """A canonical text of the prompt: tool definitions, then each message in order."""
     parts = []
     if body.get("tools"):
@@ -358,9 +358,10 @@ def _prompt_text(body: dict) -> str:
     return "\n".join(parts)
 
 
-def _kept_messages(body: dict) -> list[Any]:
-    if isinstance(body.get("messages"), list):
-        return body["messages"]
+def _kept_messages(body: dict[str, Any]) -> list[Any]:
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        return messages
     prompt = body.get("prompt")
     return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else []
 

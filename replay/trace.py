@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from types import TracebackType
 from typing import Any, NamedTuple
 
 from replay.errors import TraceError
@@ -149,7 +150,7 @@ class Trace(NamedTuple):
     bad_lines: list[str]  # the first few of their messages
 
 
-def read_trace(path: str | os.PathLike, *, skip_bad: bool = False) -> Trace:
+def read_trace(path: str | os.PathLike[str], *, skip_bad: bool = False) -> Trace:
     """Read a whole trace. A malformed call line raises TraceError unless `skip_bad`."""
     calls: list[Call] = []
     bad: list[str] = []
@@ -171,7 +172,7 @@ def read_trace(path: str | os.PathLike, *, skip_bad: bool = False) -> Trace:
     return Trace(header, calls, num_bad, bad)
 
 
-def read_header(path: str | os.PathLike) -> TraceHeader:
+def read_header(path: str | os.PathLike[str]) -> TraceHeader:
     """Only the header line of a trace."""
     with open(path, encoding="utf-8") as f:
         line = f.readline()
@@ -207,7 +208,7 @@ def _iter_lines(path: Path, skip_bad: bool) -> Iterator[TraceHeader | Call | str
                 yield message
 
 
-def _parse_header(line: str, path) -> TraceHeader:
+def _parse_header(line: str, path: str | os.PathLike[str]) -> TraceHeader:
     where = f"{path}:1"
     try:
         obj = json.loads(line)
@@ -239,7 +240,7 @@ class TraceWriter:
     `append=True` checks its header and cuts a torn last line left by an earlier crash.
     """
 
-    def __init__(self, path: str | os.PathLike, header: TraceHeader, *, append: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike[str], header: TraceHeader, *, append: bool = False) -> None:
         self.path = Path(path)
         self.num_written = 0
         try:
@@ -272,15 +273,17 @@ class TraceWriter:
     def __enter__(self) -> TraceWriter:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
-    def _write_line(self, obj: dict) -> None:
+    def _write_line(self, obj: dict[str, Any]) -> None:
         self._file.write(json.dumps(obj, separators=(",", ":")) + "\n")
         self._file.flush()
 
 
-def write_trace(path: str | os.PathLike, header: TraceHeader, calls: Iterable[Call]) -> int:
+def write_trace(path: str | os.PathLike[str], header: TraceHeader, calls: Iterable[Call]) -> int:
     """Write a whole trace; returns the number of calls written."""
     with TraceWriter(path, header) as writer:
         for call in calls:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from replay.materialize import OverLimit
 from soak.errors import SoakError
+
+if TYPE_CHECKING:
+    from engine.server.cli import ServeOptions
 
 APIS = ("auto", "completions", "chat")
 
@@ -141,7 +144,7 @@ class SoakConfig:
             _ = self.engine_options  # parsed once, here: a bad --engine-arg or fault fails before anything starts
 
     @cached_property
-    def engine_options(self):
+    def engine_options(self) -> ServeOptions:
         """The built-in engine's options (engine.server.cli.ServeOptions): --engine-arg words and the
         faults, handed to each engine the soak starts as one JSON document."""
         from engine.server.cli import parse_args

@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import httpx
 import numpy as np
+import pandas as pd
 
 from logformats import parse_log
 from logformats.errors import LogFormatError
@@ -162,7 +163,7 @@ class LogTailer:
             rows.append(row)
         return rows
 
-    def _forward_events(self, events, clock: str, read_at: float) -> None:
+    def _forward_events(self, events: pd.DataFrame, clock: str, read_at: float) -> None:
         """What the log says beside its steps that the analysis reads (rundir.schema.LOG_EVENT_KINDS:
         the KV cache without room for a batch) goes to the run's events, on the rows' clock."""
         from rundir.schema import LOG_EVENT_KINDS
@@ -181,7 +182,7 @@ class LogTailer:
             }  # NaN: not said
             self.target.on_event(str(event["kind"]), t=t, engine_life=self.target.life, **fields)
 
-    def _follow_relative(self, steps) -> None:
+    def _follow_relative(self, steps: pd.DataFrame) -> None:
         """A chunk's stamps below the last one read: the engine is a new process, started that long
         before now."""
         if steps.empty:
@@ -205,7 +206,7 @@ def target_restarted(target: Target, t: float, why: str) -> None:
     target.announce_start(t, detail=why)
 
 
-def _frame_row(step, local_clock: bool = False) -> StepRow:
+def _frame_row(step: pd.Series, local_clock: bool = False) -> StepRow:
     from rundir.schema import STEP_COLUMNS
 
     t = step["t"]
@@ -221,6 +222,7 @@ def _frame_row(step, local_clock: bool = False) -> StepRow:
     return cast(StepRow, row)  # STEP_COLUMNS' names
 
 
-def _local_unix(t) -> float:
+def _local_unix(t: pd.Timestamp) -> float:
     """A naive timestamp in this machine's local clock (how engines stamp their logs) as Unix seconds."""
-    return time.mktime(t.to_pydatetime().timetuple()) + t.microsecond / 1e6
+    unix: float = time.mktime(t.to_pydatetime().timetuple()) + t.microsecond / 1e6
+    return unix

@@ -117,7 +117,7 @@ class Profiles:
         self.run_dir = Path(run_dir)
         self.on_event = on_event
         self.drop = drop  # profile when a probe falls this fraction below the first
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self._dropped_life: int | None = None  # the engine life last profiled for a probe drop
 
     def take(self, reason: str, pid: int | None, life: int | None) -> None:

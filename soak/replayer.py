@@ -18,7 +18,7 @@ import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from replay import Call, Materializer, Prompt, Trace
 
@@ -55,7 +55,7 @@ def session_id(name: str, loop: int) -> str:
     return f"{name}{LOOP_SEP}{loop}"
 
 
-def position_from(rows: Iterable[dict]) -> Position:
+def position_from(rows: Iterable[dict[str, Any]]) -> Position:
     """The replay position implied by written request rows (aborted calls are sent again)."""
     done: dict[tuple[str, int], int] = {}
     loop = 0
@@ -130,7 +130,7 @@ class Replayer:
         last = max(c.t for s in sessions for c in s.calls)
         self.span_s = max(last - first, 1.0)  # trace time from the first call to the last send
         self._first = first
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def run(self, deadline: float, position: Position | None = None) -> None:
         """Launch sessions loop after loop until `deadline` (time.time()); returns when all launched

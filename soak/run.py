@@ -17,10 +17,10 @@ import asyncio
 import enum
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import httpx
 
@@ -48,6 +48,8 @@ from soak.resume import START, config_to_resume, resume_point
 from soak.schedule import Schedule
 from soak.targets import BuiltinTarget, Target, make_target
 from soak.watch import EngineWatch
+
+_T = TypeVar("_T")
 
 
 class RunStatus(str, enum.Enum):
@@ -87,7 +89,7 @@ class Soak:
         command: list[str] | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         resume: bool = False,
-        on_probe_cycle: Callable[[list[dict[str, Any]]], None] | None = None,
+        on_probe_cycle: Callable[[list[dict[str, Any]]], object] | None = None,  # its return is ignored
     ) -> None:
         self.config = config
         self.run_dir = Path(run_dir)
@@ -224,7 +226,7 @@ class Soak:
 
     # --- the run ---------------------------------------------------------------------------------
 
-    async def _unless_stopped(self, coro) -> Any:
+    async def _unless_stopped(self, coro: Awaitable[_T]) -> _T:
         """Await `coro`, but give up on it at once when the soak is stopped (Ctrl-C during a long
         engine start or probe)."""
         task = asyncio.ensure_future(coro)
@@ -360,7 +362,7 @@ class Soak:
             self._gave_up = error
             self._stop.set()
 
-    async def _cancel(self, replay: asyncio.Task) -> None:
+    async def _cancel(self, replay: asyncio.Task[None]) -> None:
         await self._session.replayer.cancel()
         replay.cancel()
         await asyncio.gather(replay, return_exceptions=True)

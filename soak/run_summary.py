@@ -6,6 +6,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rundir import schema
 from rundir.reader import read_manifest, read_rows
@@ -29,7 +30,7 @@ class RunSummary:
     num_resumes: int
     control_probes: list[tuple[int, float, float]]  # the same, of the control engine's
     stop_reason: str | None = None  # duration, decided, interrupted or crashed (manifest)
-    decided: dict | None = None  # the first decided running verdict (manifest)
+    decided: dict[str, Any] | None = None  # the first decided running verdict (manifest)
 
 
 def summarize(run_dir: Path) -> RunSummary:

@@ -276,7 +276,7 @@ class GpuSampler:
 
     def __init__(self) -> None:
         self._once = Once()
-        self.handles: list = []
+        self.handles: list[Any] = []  # NVML device handles: opaque ctypes pointers
         try:
             import pynvml
 

@@ -123,7 +123,7 @@ class BuiltinTarget(Target):
         self.config_path = self.log_path.with_name(ENGINE_CONFIG)
         self.start_timeout_s = start_timeout_s
         self.cpus = cpus  # CPUs the engine process is pinned to (soak.affinity); None = inherited
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
 
     @property
@@ -330,7 +330,8 @@ def make_target(
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]  # (host, port) for AF_INET
+        return port
 
 
 def pid_listening_on(url: str) -> int | None:
@@ -344,7 +345,8 @@ def pid_listening_on(url: str) -> int | None:
 
         for conn in psutil.net_connections(kind="tcp"):
             if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
-                return conn.pid
+                pid: int = conn.pid
+                return pid
     except Exception:  # noqa: BLE001 - permission or platform: the pid is a nicety
         return None
     return None
@@ -357,7 +359,8 @@ def process_create_time(pid: int | None) -> float | None:
     try:
         import psutil
 
-        return psutil.Process(pid).create_time()
+        created: float = psutil.Process(pid).create_time()
+        return created
     except Exception:  # noqa: BLE001 - gone, or not ours to see: the age stays unknown
         return None
 

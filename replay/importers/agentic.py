@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from replay.errors import TraceError
 from replay.importers.base import ImportOptions, ImportResult, count, int_list
@@ -38,7 +39,9 @@ def import_agentic(src: Path, options: ImportOptions) -> ImportResult:
     return ImportResult(header, calls)
 
 
-def _session_calls(sid: str, parent: str | None, session: dict, offset: float, where: str, out: list[Call]) -> None:
+def _session_calls(
+    sid: str, parent: str | None, session: dict[str, Any], offset: float, where: str, out: list[Call]
+) -> None:
     requests = session.get("requests")
     if not isinstance(requests, list):
         raise TraceError(f"{where}: requests: expected a list")
@@ -75,7 +78,7 @@ def _session_calls(sid: str, parent: str | None, session: dict, offset: float, w
         turn += 1
 
 
-def _read_sessions(src: Path) -> list[tuple[str, dict]]:
+def _read_sessions(src: Path) -> list[tuple[str, dict[str, Any]]]:
     text = src.read_text(encoding="utf-8")
     try:
         data = json.loads(text)

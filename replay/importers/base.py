@@ -41,7 +41,7 @@ def read_json(path: Path) -> Any:
         raise TraceError(f"{path}: cannot read ({exc.strerror})") from None
 
 
-def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for every non-blank line; a bad line raises naming file and line."""
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, start=1):
@@ -56,7 +56,7 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
             yield lineno, obj
 
 
-def field(obj: dict, name: str, kind: type | tuple[type, ...], where: str) -> Any:
+def field(obj: dict[str, Any], name: str, kind: type | tuple[type, ...], where: str) -> Any:
     """obj[name], checked for type; raises TraceError naming where and what."""
     if name not in obj:
         raise TraceError(f"{where}: missing field {name!r}")
@@ -67,7 +67,7 @@ def field(obj: dict, name: str, kind: type | tuple[type, ...], where: str) -> An
     return value
 
 
-def int_list(obj: dict, name: str, where: str) -> tuple[int, ...]:
+def int_list(obj: dict[str, Any], name: str, where: str) -> tuple[int, ...]:
     value = field(obj, name, list, where)
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise TraceError(f"{where}: {name}: expected a list of integers")

@@ -22,7 +22,7 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from replay.blocks import BlockChain, IdAllocator
 from replay.errors import TraceError
@@ -33,20 +33,23 @@ log = logging.getLogger(__name__)
 
 DEFAULT_BLOCK_SIZE = 64
 
+_Obj: TypeAlias = dict[str, Any]  # a decoded JSON object: a message info, a part, a tokens record
+_Message: TypeAlias = tuple[_Obj, list[_Obj]]  # (info, parts)
+
 
 @dataclass
 class _Session:
     id: str
     parent_id: str | None
     created: float  # ms
-    messages: list[tuple[dict, list[dict]]]  # (info, parts), parts in id order
+    messages: list[_Message]  # parts in id order
 
 
 @dataclass(kw_only=True)
 class _Step:
     t_ms: float
     think_ms: float | None
-    tokens: dict
+    tokens: _Obj
     kind: str
     where: str
 
@@ -122,7 +125,7 @@ def _steps(session: _Session) -> list[_Step]:
     ending), so it holds tool execution and the user's pauses.
     """
     steps: list[_Step] = []
-    user_parts: dict[str, list[dict]] = {}
+    user_parts: dict[str, list[_Obj]] = {}
     gen_end: float | None = None
     for info, parts in session.messages:
         mid = info.get("id", "?")
@@ -175,9 +178,9 @@ def _steps(session: _Session) -> list[_Step]:
     return steps
 
 
-def _split_steps(parts: list[dict]) -> list[tuple[list[dict], dict]]:
-    groups: list[tuple[list[dict], dict]] = []
-    current: list[dict] = []
+def _split_steps(parts: list[_Obj]) -> list[tuple[list[_Obj], _Obj]]:
+    groups: list[tuple[list[_Obj], _Obj]] = []
+    current: list[_Obj] = []
     for part in parts:
         if part.get("type") == "step-finish":
             groups.append((current, part))
@@ -187,7 +190,7 @@ def _split_steps(parts: list[dict]) -> list[tuple[list[dict], dict]]:
     return groups
 
 
-def _first_time(parts: list[dict]) -> float | None:
+def _first_time(parts: list[_Obj]) -> float | None:
     times = []
     for p in parts:
         time = p.get("time") if p.get("type") in ("text", "reasoning") else (p.get("state") or {}).get("time")
@@ -196,7 +199,7 @@ def _first_time(parts: list[dict]) -> float | None:
     return min(times) if times else None
 
 
-def _last_time(parts: list[dict]) -> float | None:
+def _last_time(parts: list[_Obj]) -> float | None:
     times = [
         float(p["time"]["end"])
         for p in parts
@@ -207,7 +210,7 @@ def _last_time(parts: list[dict]) -> float | None:
     return max(times) if times else None
 
 
-def _tool_time(part: dict, key: str, where: str) -> float:
+def _tool_time(part: _Obj, key: str, where: str) -> float:
     return _num(part["state"]["time"].get(key), f"tool {part.get('callID', '?')} state.time.{key}", where)
 
 
@@ -217,12 +220,12 @@ def _num(value: Any, name: str, where: str) -> float:
     return float(value)
 
 
-def _cache(tokens: dict) -> dict:
+def _cache(tokens: _Obj) -> _Obj:
     cache = tokens.get("cache")
     return cache if isinstance(cache, dict) else {}
 
 
-def _input_of(tokens: dict) -> int:
+def _input_of(tokens: _Obj) -> int:
     cache = _cache(tokens)
     return int(tokens.get("input") or 0) + int(cache.get("read") or 0) + int(cache.get("write") or 0)
 
@@ -285,7 +288,7 @@ def _load_export(path: Path) -> list[_Session]:
 
 
 def _load_storage(root: Path) -> list[_Session]:
-    infos: dict[str, dict] = {}
+    infos: dict[str, _Obj] = {}
     session_dir = root / "session"
     if session_dir.is_dir():
         for path in session_dir.rglob("*.json"):
@@ -320,11 +323,11 @@ def _load_db(path: Path) -> list[_Session]:
         raise TraceError(f"{path}: expected opencode tables session, message, part ({exc})") from None
     finally:
         con.close()
-    parts_by_message: dict[str, list[dict]] = {}
+    parts_by_message: dict[str, list[_Obj]] = {}
     for pid, mid, data in parts_rows:
         part = _row_json(data, path, "part", pid)
         parts_by_message.setdefault(mid, []).append({**part, "id": pid, "messageID": mid})
-    msgs_by_session: dict[str, list[tuple[dict, list[dict]]]] = {}
+    msgs_by_session: dict[str, list[_Message]] = {}
     for mid, sid, created, data in messages_rows:
         info = {**_row_json(data, path, "message", mid), "id": mid, "sessionID": sid}
         info.setdefault("time", {}).setdefault("created", created)
@@ -332,7 +335,7 @@ def _load_db(path: Path) -> list[_Session]:
     return [_session(sid, parent, created, msgs_by_session.get(sid, [])) for sid, parent, created in sessions_rows]
 
 
-def _row_json(data: Any, path: Path, table: str, row_id: str) -> dict:
+def _row_json(data: Any, path: Path, table: str, row_id: str) -> _Obj:
     try:
         obj = json.loads(data)
     except (TypeError, json.JSONDecodeError):
@@ -342,8 +345,8 @@ def _row_json(data: Any, path: Path, table: str, row_id: str) -> dict:
     return obj
 
 
-def _session(sid: str, parent: str | None, created: Any, messages: list[tuple[dict, list[dict]]]) -> _Session:
-    def created_of(m):
+def _session(sid: str, parent: str | None, created: Any, messages: list[_Message]) -> _Session:
+    def created_of(m: _Message) -> tuple[float, str]:
         value = (m[0].get("time") or {}).get("created")
         return (value if isinstance(value, (int, float)) else 0, m[0].get("id", ""))
 

@@ -17,7 +17,7 @@ import platform
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from diagnostics.labels import Verdict
 from soak.errors import SoakError
@@ -84,7 +84,7 @@ MECHANISM_ENGINE_ARGS: dict[str, tuple[str, ...]] = {
 # A checkpoint other than the default, written under `<out>/checkpoints/<mechanism>`: the default
 # model's experts copy too fast on a CPU for a drained expert cache to cost a material slowdown
 # (1.03x); six times wider experts (768) cost 1.2-1.3x while it drains (benchmarks/bench_expert_thrash.py).
-MECHANISM_CHECKPOINT: dict[str, dict] = {"expert-thrash": {"moe_intermediate_size": 768}}
+MECHANISM_CHECKPOINT: dict[str, dict[str, Any]] = {"expert-thrash": {"moe_intermediate_size": 768}}
 # Minutes a mechanism needs to act at all, when the run's --minutes is shorter: the expert cache
 # leaks a slot per prefill and drains only after about 60 admissions; the KV pool scatters only
 # once it has cycled (about two and a half minutes for kv-scatter's pool), and probes after that
@@ -187,7 +187,7 @@ def render_markdown(rows: Sequence[MatrixRow], minutes: float, machine: str) -> 
 # --- one run ---------------------------------------------------------------------------------
 
 
-def _checkpoint(path: Path, overrides: dict) -> Path:
+def _checkpoint(path: Path, overrides: dict[str, Any]) -> Path:
     """The default architecture with `overrides`, written once."""
     from engine.model.checkpoint import write_default_checkpoint
 
@@ -289,7 +289,7 @@ def _judge(name: str, run_dir: Path) -> MatrixRow:
     )
 
 
-def _num(value) -> float | None:
+def _num(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 

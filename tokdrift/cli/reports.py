@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from reports.errors import ReportError
 from rundir import schema
+
+if TYPE_CHECKING:
+    from reports.inputs import Inputs
 
 SourceArg = Annotated[
     Path,
@@ -127,7 +130,7 @@ def compare(
     typer.echo(f"{left.analysis.verdict} vs {right.analysis.verdict}: comparison written to {out}")
 
 
-def _load(path: Path, date: str | None, year: int | None):
+def _load(path: Path, date: str | None, year: int | None) -> Inputs:
     from reports.inputs import load
 
     day = None

@@ -122,13 +122,13 @@ def validate(
     """Soak the built-in engine with each degradation mechanism and a control; check that diag finds and names each."""
     import time
 
-    from tokdrift.cli.fault_matrix import MECHANISMS, machine_description, render_markdown
+    from tokdrift.cli.fault_matrix import MECHANISMS, MatrixRow, machine_description, render_markdown
     from tokdrift.cli.fault_matrix import validate as run_matrix
 
     out = out or Path("runs") / f"validate-{time.strftime('%Y%m%d-%H%M%S')}"
     mechanisms = tuple(fault) if fault else MECHANISMS
 
-    def progress(row) -> None:
+    def progress(row: MatrixRow) -> None:
         typer.echo(
             f"{row.mechanism}: {row.verdict}, top suspect {row.top_suspect or '-'}: "
             f"{'pass' if row.passed else 'FAIL'} ({row.detail})",

@@ -7,7 +7,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
@@ -15,6 +15,8 @@ from soak.errors import SoakError
 
 if TYPE_CHECKING:
     from replay.materialize import OverLimit
+    from soak.live_view import Progress
+    from soak.run import Soak
 
 DEFAULT_MAX_HOURS = 2.0  # --until-decided without a duration: the longest it may run
 DEFAULT_PROBE_EVERY_S = 300.0
@@ -316,7 +318,7 @@ def status(
     typer.echo(render(summarize(run_dir)))
 
 
-def _drive(soak, live: bool) -> None:
+def _drive(soak: Soak, live: bool) -> None:
     import logging
 
     from rich.console import Console
@@ -363,7 +365,7 @@ class _StatusLines:
     def __init__(self) -> None:
         self._last: float | None = None
 
-    def progress(self, p) -> None:
+    def progress(self, p: Progress) -> None:
         from soak.live_view import status_line
 
         if p.phase != "replay" and self._last is None:
@@ -372,7 +374,7 @@ class _StatusLines:
             self._last = p.elapsed_s
             typer.echo(status_line(p), err=True)
 
-    def cycle(self, rows: list[dict], verdict: str, p) -> None:
+    def cycle(self, rows: list[dict[str, Any]], verdict: str, p: Progress) -> None:
         from soak.live_view import cycle_line
 
         typer.echo(f"{cycle_line(rows, p)}; {verdict}", err=True)
@@ -383,20 +385,20 @@ class _RunningVerdict:
     intervals valid over every look the soak plans; the first decided look is handed to the soak
     (which records it, and with --until-decided ends the replay)."""
 
-    def __init__(self, soak) -> None:
+    def __init__(self, soak: Soak) -> None:
         from diagnostics import sequential
         from rundir.reader import read_rows
         from rundir.schema import PROBE_COLUMNS
 
         self.soak = soak
-        self.rows: list[dict] = read_rows(soak.run_dir, "probes", PROBE_COLUMNS) if soak.resuming else []
+        self.rows: list[dict[str, Any]] = read_rows(soak.run_dir, "probes", PROBE_COLUMNS) if soak.resuming else []
         cfg = soak.config
         self.looks_planned = sequential.looks_planned(cfg.duration_s, cfg.probe_every_s)
         # Simulated once now, before any engine runs (a baseline: the start cycle and its own).
         sequential.level_for(self.looks_planned, baseline=cfg.baseline_cycles + 1 if cfg.baseline_cycles else 0)
         self.line: str | None = None
 
-    def add(self, rows: list[dict]) -> str:
+    def add(self, rows: list[dict[str, Any]]) -> str:
         import pandas as pd
 
         from diagnostics.live import running_verdict

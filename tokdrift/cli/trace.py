@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from replay.stats import TraceStats
 
 trace_app = typer.Typer(
     help="Make and inspect replay traces: import, synth, record, stats.",
@@ -182,7 +185,7 @@ def stats(
     _print_stats(file, result)
 
 
-def _print_stats(file: Path, s) -> None:
+def _print_stats(file: Path, s: TraceStats) -> None:
     from rich.console import Console
     from rich.table import Table
 
