@@ -107,9 +107,12 @@ def host_corrected(ev: Evidence) -> Evidence:
 
 
 def drift_explains(raw: Evidence, ev: Evidence, findings: list[Finding]) -> Cause | None:
-    """A loss the soaked engine showed alone that is gone once the host's drift is taken out."""
+    """A loss the soaked engine showed alone that is gone once the host's drift is taken out.
+    (A prefill loss only where the corrected prefill rules the loss out: decode has the paired
+    control besides, prefill nothing; see `drift_unresolved`.)"""
+    prefill = raw.prefill if drift_unresolved(raw, ev) is None else None
     alone = next(
-        (c for c in (raw.probes, raw.steps if raw.onset_found else None, raw.prefill) if c is not None and c.loss), None
+        (c for c in (raw.probes, raw.steps if raw.onset_found else None, prefill) if c is not None and c.loss), None
     )
     if alone is None:
         return None
@@ -123,6 +126,18 @@ def drift_explains(raw: Evidence, ev: Evidence, findings: list[Finding]) -> Caus
         )
     )
     return Cause.HOST_DRIFT
+
+
+def drift_unresolved(raw: Evidence, ev: Evidence) -> Comparison | None:
+    """A prefill loss the soaked engine showed alone that the host's drift, taken out, neither
+    keeps nor rules out: the corrected prefill, or None. The drift measured loosely makes the
+    corrected interval wide; the loss is then as likely the engine's as the host's, and a verdict
+    of no age would rest on decode alone while prefill may be what aged. (eviction-scan on a quiet
+    host: prefill 0.57, 0.50-0.64, over a control drift of 0.83, 0.59-1.17, corrected 0.69,
+    0.43-1.08; the verdict was "no engine age" from decode.)"""
+    if raw.prefill is None or not raw.prefill.loss or ev.prefill is None or ev.prefill is raw.prefill:
+        return None
+    return None if ev.prefill.loss or ev.prefill.no_loss else ev.prefill
 
 
 def decode_claim(ev: Evidence, findings: list[Finding]) -> tuple[Comparison | None, Cause | None]:

@@ -41,6 +41,12 @@ The rules, in order (docs/diagnostics.md, "The verdict"):
    (`insufficient_data`, failed `data_span` check). Nor may it rest on another comparison while
    the paired control shows the soaked engine slower (its whole interval below 1, its estimate
    a material loss): the comparisons disagree (`insufficient_data`, failed `decode_agreement`).
+   Nor while prefill showed a loss that the control's drift, taken out, neither keeps nor rules
+   out (a drift measured loosely): the host and the engine cannot be told apart there
+   (`insufficient_data`, failed `prefill_drift`). Nor while the paired control, net of the host,
+   shows the soaked engine slower (its whole interval below 1) and the decisive interval does not
+   rule a material loss out: a slowdown is measured, its size not yet (`insufficient_data`,
+   failed `paired_slower`).
 
 A loss is a comparison whose whole interval lies at or below its material level (see
 diagnostics.comparison). Confidence: engine age is `high` when the interval also clears the
@@ -183,6 +189,27 @@ def decide(ev: Evidence) -> Decision:
             reason=f"Engine age, {confidence} confidence: {claim.detail}.",
             findings=tuple(findings),
         )
+    unresolved = claims.drift_unresolved(raw, ev)
+    if unresolved is not None:
+        assert raw.prefill is not None and ev.control_drift is not None  # what `unresolved` says
+        findings.append(
+            Finding(
+                "prefill_drift",
+                "fail",
+                f"prefill slowed ({raw.prefill.detail}), and the host's drift measured by the fresh "
+                f"control ({ev.control_drift.detail}) is too loose to tell whether the host or the "
+                f"engine slowed it: corrected, {unresolved.interval.describe()} neither shows the "
+                f"loss nor rules it out",
+            )
+        )
+        return Decision.insufficient(
+            f"The data cannot tell: prefill slowed ({raw.prefill.interval.describe()}), and the "
+            f"host's own drift ({ev.control_drift.interval.describe()}) is measured too loosely to "
+            f"say whether the host or the engine slowed it. A longer soak (more control probes) can tell.",
+            findings,
+            decode,
+            cause,
+        )
     if ev.no_data is not None and decode is None:
         return Decision.insufficient(f"The data cannot tell: {ev.no_data}.", findings)
     fell = ev.raw_ratio is not None and ev.raw_ratio < RAW_DROP
@@ -274,6 +301,33 @@ def decide(ev: Evidence) -> Decision:
             f"large enough for engine age yet, and not none. A longer soak can tell.",
             findings,
             p,
+            cause,
+        )
+    if (
+        p is not None
+        and "paired_control" in decode.bases
+        and p.interval.bounded
+        and p.interval.hi < 1.0
+        and decode.interval.lo <= decode.material
+    ):
+        # The paired control, net of the host, shows the soaked engine slower; the loss is not yet
+        # material or not. "No engine age" would hide a slowdown measured. (A live soak with a 12 %
+        # loss switched on read "no_degradation, low" on paired 0.90, 0.87-0.94, for three cycles
+        # before it was decided engine age.)
+        findings.append(
+            Finding(
+                "paired_slower",
+                "fail",
+                f"the paired control shows the soaked engine slower ({p.detail}); "
+                f"{decode.interval.describe()} neither shows a material loss nor rules one out",
+            )
+        )
+        return Decision.insufficient(
+            f"The data cannot tell yet: the paired control shows the soaked engine slower "
+            f"({p.interval.describe()}), but not whether by more than {1 - decode.material:.0%}. "
+            f"A longer soak can tell.",
+            findings,
+            decode,
             cause,
         )
     if decode.interval.lo <= LOW_FLOOR:

@@ -169,6 +169,40 @@ def test_prefill_must_survive_the_hosts_own_drift():
     assert decide(Evidence(paired=paired, prefill=prefill, control_drift=steady)).verdict == "engine_age_degradation"
 
 
+def test_a_prefill_loss_a_loose_drift_can_neither_keep_nor_explain_is_insufficient_data():
+    """eviction-scan on a quiet host (2026-12-04): prefill 0.57 (0.50-0.64) beside a control
+    drift of 0.83 (0.59-1.17); corrected, 0.43-1.08. Decode held (paired 1.03, 0.86-1.24), and
+    the verdict was "no engine age" with the prefill loss put on the host."""
+    prefill = prefill_cmp(0.57, 0.50, 0.64)
+    paired = cmp("paired_control", 1.03, 0.86, 1.24)
+    loose = cmp("control_drift", 0.83, 0.59, 1.17, n=3)
+    d = decide(Evidence(paired=paired, prefill=prefill, control_drift=loose))
+    assert d.verdict == "insufficient_data" and d.confidence is None
+    assert names(d)["prefill_drift"].status == "fail" and "fresh_control" not in names(d)
+    assert "too loosely" in d.reason
+    # a drift that rules the loss out once taken out still explains it (the host slowed)...
+    d = decide(Evidence(paired=paired, prefill=prefill, control_drift=cmp("control_drift", 0.6, 0.55, 0.66)))
+    assert d.verdict == "no_degradation" and d.cause == HOST_DRIFT and "prefill_drift" not in names(d)
+    # ...and one that keeps it leaves engine age
+    d = decide(Evidence(paired=paired, prefill=prefill, control_drift=cmp("control_drift", 1.0, 0.9, 1.1)))
+    assert d.verdict == "engine_age_degradation" and d.basis == "prefill"
+
+
+def test_a_paired_control_wholly_below_one_is_not_called_no_age():
+    """A live soak with a 12 % loss switched on read paired 0.90 (0.87-0.94) for three cycles: not
+    yet a loss (the estimate not past 0.9), and "no engine age, low" hid a slowdown measured."""
+    slower = cmp("paired_control", 0.903, 0.87, 0.94)
+    d = decide(Evidence(paired=slower))
+    assert d.verdict == "insufficient_data" and names(d)["paired_slower"].status == "fail"
+    assert "slower" in d.reason and d.decisive.basis == "paired_control"
+    # slower but with a material loss ruled out: no age, medium
+    d = decide(Evidence(paired=cmp("paired_control", 0.95, 0.92, 0.98)))
+    assert d.verdict == "no_degradation" and d.confidence == "medium"
+    # an interval that reaches 1 says nothing of a slowdown: no age, low, as before
+    d = decide(Evidence(paired=cmp("paired_control", 0.94, 0.86, 1.02)))
+    assert d.verdict == "no_degradation" and d.confidence == "low"
+
+
 @pytest.mark.parametrize("lo, confidence", [(0.97, "high"), (0.92, "medium"), (0.85, "low")])
 def test_no_age_says_how_large_a_loss_it_rules_out(lo, confidence):
     d = decide(Evidence(probes=cmp("probes", 1.0, lo, 1.05)))
