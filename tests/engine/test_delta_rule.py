@@ -26,6 +26,16 @@ def test_chunked_is_the_recurrent_rule_token_by_token(chunk_size, length):
     torch.testing.assert_close(final, s[0], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("size", [1, 2, 5, 16, 32, 33])
+def test_unit_lower_inverse_is_the_inverse_of_one_plus_the_strict_lower_part(size):
+    gen = torch.Generator().manual_seed(size)
+    a = torch.randn(2, 3, size, size, generator=gen) * 0.5  # diagonal and upper part must not be read
+    want = torch.linalg.inv(torch.eye(size, dtype=torch.float64) + a.double().tril(-1))
+    got = delta_rule.unit_lower_inverse(a).double()
+    assert got.shape == want.shape
+    assert (got - want).abs().max() <= 1e-6 * want.abs().max()
+
+
 @pytest.mark.parametrize("length", [1, 2, 3, 40])
 def test_causal_conv_is_the_grouped_conv_over_the_state_and_the_run(length):
     gen = torch.Generator().manual_seed(length)
