@@ -150,11 +150,13 @@ def _chunks(
 
 
 def unit_lower_inverse(a: torch.Tensor) -> torch.Tensor:
-    """(I + L)^-1 for L the strictly lower part of a [..., C, C] (nothing else of a is read), by block doubling: the inverse of
-    [[A, 0], [B, D]] is [[A^-1, 0], [-D^-1 B A^-1, D^-1]], from blocks of 1 up to C (padded with
-    zeros to a power of 2), each level two batched products over all blocks at once. On a CPU
-    this is ~10 ops a level where `solve_triangular` solves matrix by matrix: 2,048 tokens of 8
-    heads (512 chunk matrices) 21 % faster end to end in the delta rule.
+    """(I + L)^-1 for L the strictly lower part of a [..., C, C] (nothing else of a is read).
+
+    By block doubling: the inverse of [[A, 0], [B, D]] is [[A^-1, 0], [-D^-1 B A^-1, D^-1]], from
+    blocks of 1 up to C (padded with zeros to a power of 2), each level two batched products over
+    all blocks at once. On a CPU that is ~10 ops a level where `solve_triangular` solves matrix
+    by matrix: the delta rule over 2,048 tokens of 8 heads (512 chunk matrices) took 36 against
+    46 ms with it (one run, median of 3).
     """
     c = a.shape[-1]
     size = 1 << max(c - 1, 0).bit_length()  # the power of 2 at or above c
@@ -167,9 +169,9 @@ def unit_lower_inverse(a: torch.Tensor) -> torch.Tensor:
         m = size // (2 * block)  # pairs of diagonal blocks
         pairs = a.view(*lead, m, 2, block, m, 2, block)
         # each pair's lower-left block B: rows of its second block, columns of its first
-        b = torch.diagonal(pairs[..., :, 1, :, :, 0, :], dim1=-4, dim2=-2).movedim(-1, -3)  # [..., M, bs, bs]
+        b = torch.diagonal(pairs[..., :, 1, :, :, 0, :], dim1=-4, dim2=-2).movedim(-1, -3)  # [..., M, b, b], b = block
         halves = inv.view(*lead, m, 2, block, block)
-        first, second = halves[..., 0, :, :], halves[..., 1, :, :]  # [..., M, bs, bs] each
+        first, second = halves[..., 0, :, :], halves[..., 1, :, :]  # [..., M, b, b] each
         merged = a.new_zeros(*lead, m, 2 * block, 2 * block)
         merged[..., :block, :block] = first
         merged[..., block:, block:] = second
