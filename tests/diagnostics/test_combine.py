@@ -113,3 +113,20 @@ def test_together_they_cover_at_the_stated_level_on_dependent_comparisons():
         if together is None or not together.interval.lo <= 1.0 <= together.interval.hi:
             misses += 1
     assert misses / trials <= 0.10
+
+
+def test_the_estimate_together_weighs_every_comparison_not_the_narrowest_alone():
+    """A healthy demo: paired 0.90, restart 1.03, probes 1.07. The narrowest's estimate clipped to
+    the intersection read "together 0.91 (0.91-1.02)", at its end, away from the other two."""
+    paired, restart, probes = (
+        cmp("paired_control", 0.90, 0.82, 0.99),
+        cmp("restart", 1.03, 0.94, 1.13),
+        cmp("probes", 1.07, 0.93, 1.23),
+    )
+    together = combine([paired, restart, probes]).comparison
+    i = together.interval
+    assert i.lo < i.estimate < i.hi and 0.95 < i.estimate < 1.0
+    # one much narrower comparison carries the estimate; it stays inside the intersection
+    tight = cmp("bins", 1.01, 1.0, 1.02)
+    i = combine([paired, restart, tight]).comparison.interval
+    assert 1.0 <= i.estimate <= 1.02 and i.lo <= i.estimate <= i.hi
