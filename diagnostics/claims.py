@@ -106,11 +106,11 @@ def host_corrected(ev: Evidence) -> Evidence:
     )
 
 
-def drift_explains(raw: Evidence, ev: Evidence, findings: list[Finding]) -> Cause | None:
+def drift_explains(raw: Evidence, ev: Evidence, findings: list[Finding], unresolved: Comparison | None) -> Cause | None:
     """A loss the soaked engine showed alone that is gone once the host's drift is taken out.
     (A prefill loss only where the corrected prefill rules the loss out: decode has the paired
-    control besides, prefill nothing; see `drift_unresolved`.)"""
-    prefill = raw.prefill if drift_unresolved(raw, ev) is None else None
+    control besides, prefill nothing; `unresolved` is `drift_unresolved(raw, ev)`.)"""
+    prefill = raw.prefill if unresolved is None else None
     alone = next(
         (c for c in (raw.probes, raw.steps if raw.onset_found else None, prefill) if c is not None and c.loss), None
     )

@@ -153,6 +153,7 @@ def decide(ev: Evidence) -> Decision:
         ev = ev._replace(control_drift=None)
     raw = ev
     ev = claims.host_corrected(ev)
+    unresolved = claims.drift_unresolved(raw, ev)  # a prefill loss the drift neither keeps nor explains
     for c in (ev.paired, ev.probes):
         if c is not None and c.clears and not c.loss:
             findings.append(
@@ -170,7 +171,7 @@ def decide(ev: Evidence) -> Decision:
     if claim is not None and claim.basis in LOG_BASES:
         claim = claims.beyond_the_host(claim, ev, findings)
     if claim is None and cause is None and (ev.control_drift is not None or ev.paired is not None):
-        cause = claims.drift_explains(raw, ev, findings)
+        cause = claims.drift_explains(raw, ev, findings, unresolved)
     side = claims.side_claim(ev, claim, findings)
     if side is not None:
         claim = side
@@ -189,7 +190,6 @@ def decide(ev: Evidence) -> Decision:
             reason=f"Engine age, {confidence} confidence: {claim.detail}.",
             findings=tuple(findings),
         )
-    unresolved = claims.drift_unresolved(raw, ev)
     if unresolved is not None:
         assert raw.prefill is not None and ev.control_drift is not None  # what `unresolved` says
         findings.append(
