@@ -75,6 +75,12 @@ MECHANISM_ENGINE_ARGS: dict[str, tuple[str, ...]] = {
     # Scattered KV costs in the attention gather, which grows with context length and pool size:
     # long contexts, and a pool the longer trace still cycles within minutes.
     "kv-scatter": ("--kv-tokens=32768",),
+    # The scan visits every evictable page for each page it frees, so its cost grows with the pool.
+    # In the 16K pool it cost admissions 1.5-1.7x (prefill 0.57-0.59 on 2026-12-04), at the material
+    # level (0.67), and was not found in three runs; the 32K pool still fills within the run and cost
+    # 3.2x (0.31, eviction 46 % of the engine's wall time after the onset), a fault the matrix is
+    # meant to find.
+    "eviction-scan": ("--kv-tokens=32768",),
     # A 71 MB buffer (65,536 rows of the default checkpoint's 272-token vocabulary): about 3.4 ms a
     # step on one thread of this host; grown at the 60th finished request. Half that (32,768 rows)
     # cost 11-20 % as the host's speed went (2026-12-03), a loss at the material level, where no
