@@ -9,6 +9,7 @@ import math
 from diagnostics.combine import NAMES, combine
 from diagnostics.comparison import Comparison
 from diagnostics.evidence import (
+    DRIFT_SPREAD,
     INFORMATIVE_SPAN,
     LOG_BASES,
     LOW_FLOOR,
@@ -62,7 +63,7 @@ def decisive_decode(ev: Evidence, findings: list[Finding]) -> Comparison | None:
     # run (the probes, bins and step series divided by its drift; the paired control and the
     # restart on the probes are net of it by design). Without one, the log's own samples measure
     # the host's change with the engine's, and a restart does not: they are not the same quantity.
-    together = combine(informative if ev.control_drift is not None else [])
+    together = combine([c for c in informative if host_taken_out(c, ev)])
     if together.comparison is not None:
         # Of each alone and all together, the narrowest (by its span, hi / lo: chosen by width, not
         # by where it lies, so the chosen one still holds at its level): together they are
@@ -87,16 +88,35 @@ def decisive_decode(ev: Evidence, findings: list[Finding]) -> Comparison | None:
     return max(plausible or bounded, key=lambda c: c.interval.lo, default=None)
 
 
+def measured(drift: Comparison) -> bool:
+    """A control's drift that may correct a comparison: bounded, and within a factor of DRIFT_SPREAD."""
+    return drift.interval.bounded and drift.interval.hi <= DRIFT_SPREAD * drift.interval.lo
+
+
+def host_taken_out(c: Comparison, ev: Evidence) -> bool:
+    """Whether `c` is net of the host: `host_corrected` divided it by a control's drift, or it is
+    net by design (the paired control; the restart on the probes). Only with a control probed
+    through the run."""
+    if ev.control_drift is None:
+        return False
+    side = {"step_series": ev.step_drift, "bins": ev.bin_drift}.get(c.basis)
+    return side is None or measured(side)
+
+
 def host_corrected(ev: Evidence) -> Evidence:
     """With a young control probed through the run, every comparison of the soaked engine alone
     that times something (probes, step series, bins, prefill) is divided by the control's own
-    drift: what slowed the host slowed the control as much."""
+    drift: what slowed the host slowed the control as much. The step series and the bins are
+    divided by the drift beside their own sides where the data give it (`step_drift`,
+    `bin_drift`), and stay as they are where that drift is not `measured`."""
     host = ev.control_drift
     if host is None:
         return ev
 
     def fix(c: Comparison | None, drift: Comparison | None = None) -> Comparison | None:
-        return None if c is None else c.corrected(drift or host)
+        if c is None or (drift is not None and not measured(drift)):
+            return c
+        return c.corrected(drift or host)
 
     return ev._replace(
         probes=fix(ev.probes),
@@ -263,7 +283,7 @@ def survives_controls(
             )
         )
         return None, None
-    if ev.host is not None and ev.host.rose and ev.control_drift is None:
+    if ev.host is not None and ev.host.rose and not host_taken_out(claim, ev):
         said = next((k for k, f in enumerate(findings) if f.name == "host_contention"), None)
         if said is not None:  # decode's claim said it already: one finding, both sides named
             findings[said] = findings[said]._replace(

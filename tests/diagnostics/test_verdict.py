@@ -2,6 +2,7 @@
 
 import pytest
 
+from diagnostics.caps import DATA_CHECKS
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.evidence import Evidence, HostLoad
 from diagnostics.intervals import Interval
@@ -302,6 +303,33 @@ def test_a_control_drift_of_too_few_probes_corrects_nothing():
     # ...so host contention is ruled on as if there were no control
     d = decide(Evidence(steps=steps, onset_found=True, control_drift=unmeasured, host=HostLoad(5.0, 90.0)))
     assert d.verdict == "insufficient_data" and d.cause == HOST_DRIFT
+
+
+def test_a_drift_beside_the_step_series_sides_of_too_few_probes_corrects_nothing():
+    """gc-pressure in the matrix of 2026-12-04: the slowed engine's long probe cycles left one
+    control probe beside each side of the step series (drift 1.01, unbounded); divided by it, a
+    step series at 0.15 (0.13-0.17) lost its interval, and the verdict read insufficient_data with
+    "the host slowed, not the engine" while the control ran at 62-69 tok/s throughout."""
+    ev = Evidence(
+        paired=cmp("paired_control", 0.19, 0.02, 1.71, n=2),
+        steps=cmp("step_series", 0.15, 0.13, 0.17),
+        onset_found=True,
+        control_drift=cmp("control_drift", 0.91, 0.74, 1.12, n=2),
+        step_drift=cmp("control_drift", 1.01, 0.0, float("inf"), n=1),
+        restart=cmp("restart", 0.14, 0.12, 0.16),
+    )
+    d = decide(ev)
+    assert d.verdict == "engine_age_degradation" and d.basis == "step_series"
+    assert "corrected" not in d.decisive.detail and d.decisive.interval.hi == 0.17
+    assert names(d)["control_drift"].status == "warn" and "beside the step series" in names(d)["control_drift"].detail
+    assert "control_drift" in DATA_CHECKS  # its warning caps a high confidence (analysis, caps.capped)
+    # uncorrected, the step series faces host contention as if there were no control
+    d = decide(ev._replace(restart=None, host=HostLoad(5.0, 90.0)))
+    assert d.verdict != "engine_age_degradation" and names(d)["host_contention"].status == "warn"
+    # a drift beside the sides that is measured still corrects: the host as slow takes the loss away
+    slow = cmp("control_drift", 0.15, 0.13, 0.17)
+    d = decide(ev._replace(step_drift=slow, restart=None))
+    assert d.verdict != "engine_age_degradation" and "control_drift" not in names(d)
 
 
 def test_a_decode_restart_does_not_judge_a_prefill_loss():
