@@ -152,25 +152,28 @@ def decide(ev: Evidence) -> Decision:
             )
         )
         ev = ev._replace(control_drift=None)
-    for c, side_drift in ((ev.steps, ev.step_drift), (ev.bins, ev.bin_drift)):
-        if (
-            ev.control_drift is not None
-            and c is not None
-            and side_drift is not None
-            and not claims.measured(side_drift)
-        ):
-            # As for the run's drift: a correction must be measured itself. A slow engine's long
-            # probe cycles can leave one control probe beside a short side (gc-pressure: the step
-            # series' last minute at 0.15, 0.13-0.17, with the control probed once in it).
-            findings.append(
-                Finding(
-                    "control_drift",
-                    "warn",
-                    f"{side_drift.detail}: the host's drift beside the {claims.basis_words(c)}' two sides "
-                    f"is not measured to within a factor of {DRIFT_SPREAD:g}; it is not corrected, and "
-                    f"the restart rule and the host contention check guard it instead",
-                )
+    loose = [
+        (c, side)
+        for c, side in ((ev.steps, ev.step_drift), (ev.bins, ev.bin_drift))
+        if ev.control_drift is not None and c is not None and side is not None and not claims.measured(side)
+    ]
+    if loose:
+        # As for the run's drift: a correction must be measured itself. A slow engine's long probe
+        # cycles can leave one control probe beside a short side (gc-pressure: the step series'
+        # last minute at 0.15, 0.13-0.17, with the control probed once in it).
+        said = "; ".join(
+            f"beside the {claims.basis_words(c)}' two sides, {side.num_late} control probes over "
+            f"{side.num_early}: {side.interval.describe()}"
+            for c, side in loose
+        )
+        findings.append(
+            Finding(
+                "control_drift",
+                "warn",
+                f"the host's drift {said}: not measured to within a factor of {DRIFT_SPREAD:g}, so "
+                f"not corrected by it; the restart rule and the host contention check guard it instead",
             )
+        )
     raw = ev
     ev = claims.host_corrected(ev)
     unresolved = claims.drift_unresolved(raw, ev)  # a prefill loss the drift neither keeps nor explains
