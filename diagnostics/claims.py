@@ -127,7 +127,8 @@ def host_corrected(ev: Evidence) -> Evidence:
 
 
 def drift_explains(raw: Evidence, ev: Evidence, findings: list[Finding], unresolved: Comparison | None) -> Cause | None:
-    """A loss the soaked engine showed alone that is gone once the host's drift is taken out.
+    """A loss the soaked engine showed alone that is gone once the host's drift is taken out: its
+    estimate net of the host no longer a material loss, or the paired control ruling one out.
     (A prefill loss only where the corrected prefill rules the loss out: decode has the paired
     control besides, prefill nothing; `unresolved` is `drift_unresolved(raw, ev)`.)"""
     prefill = raw.prefill if unresolved is None else None
@@ -135,6 +136,23 @@ def drift_explains(raw: Evidence, ev: Evidence, findings: list[Finding], unresol
         (c for c in (raw.probes, raw.steps if raw.onset_found else None, prefill) if c is not None and c.loss), None
     )
     if alone is None:
+        return None
+    corrected = {"probes": ev.probes, "step_series": ev.steps}.get(alone.basis)
+    paired_rules_out = ev.paired is not None and ev.paired.no_loss
+    if not paired_rules_out and corrected is not None and corrected.ratio <= corrected.material:
+        # Net of the host the estimate is still a material loss: the drift took the interval's
+        # certainty away, not the loss. A loss the corrected interval shows is not the host's
+        # either (other rules decided what it is).
+        if not corrected.loss:
+            findings.append(
+                Finding(
+                    "fresh_control",
+                    "warn",
+                    f"the soaked engine alone slowed ({alone.detail}); net of the host's drift "
+                    f"{corrected.interval.describe()}, still a material loss by its estimate but not by "
+                    f"its interval: the data cannot tell the host from the engine yet",
+                )
+            )
         return None
     said = "; ".join(c.detail for c in (ev.control_drift, ev.paired) if c is not None)
     findings.append(

@@ -332,6 +332,18 @@ def test_a_drift_beside_the_step_series_sides_of_too_few_probes_corrects_nothing
     assert d.verdict != "engine_age_degradation" and "control_drift" not in names(d)
 
 
+def test_a_loss_still_material_net_of_the_hosts_drift_is_not_put_on_the_host():
+    """Divided by a loosely measured drift, a step-series loss keeps its estimate (0.8) and loses
+    its interval: the data cannot tell, and the text must not say the host slowed."""
+    steps = cmp("step_series", 0.6, 0.55, 0.65)
+    d = decide(Evidence(steps=steps, onset_found=True, control_drift=cmp("control_drift", 0.75, 0.55, 1.0)))
+    assert d.verdict == "insufficient_data" and d.cause != HOST_DRIFT
+    assert "cannot tell the host from the engine yet" in names(d)["fresh_control"].detail
+    # where the drift explains the estimate too, it is the host's
+    d = decide(Evidence(steps=steps, onset_found=True, control_drift=cmp("control_drift", 0.6, 0.5, 0.72)))
+    assert d.cause == HOST_DRIFT and "the host slowed, not the engine" in names(d)["fresh_control"].detail
+
+
 def test_a_decode_restart_does_not_judge_a_prefill_loss():
     """eviction-scan: admissions took 2.3x (prefill 0.43) while decode held within 15 %; the
     restart comparisons measure decode, so a fresh engine as fast at decoding says nothing of it."""
