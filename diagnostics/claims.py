@@ -114,9 +114,7 @@ def host_corrected(ev: Evidence) -> Evidence:
         return ev
 
     def fix(c: Comparison | None, drift: Comparison | None = None) -> Comparison | None:
-        if c is None or (drift is not None and not measured(drift)):
-            return c
-        return c.corrected(drift or host)
+        return c if c is None or not host_taken_out(c, ev) else c.corrected(drift or host)
 
     return ev._replace(
         probes=fix(ev.probes),

@@ -155,7 +155,7 @@ def decide(ev: Evidence) -> Decision:
     loose = [
         (c, side)
         for c, side in ((ev.steps, ev.step_drift), (ev.bins, ev.bin_drift))
-        if ev.control_drift is not None and c is not None and side is not None and not claims.measured(side)
+        if c is not None and side is not None and ev.control_drift is not None and not claims.host_taken_out(c, ev)
     ]
     if loose:
         # As for the run's drift: a correction must be measured itself. A slow engine's long probe
