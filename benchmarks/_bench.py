@@ -6,7 +6,8 @@ medians of those repetitions and the headline is a ratio measured in the same ru
 
 Time is read from `clock()`: with one torch thread (the benchmarks' default) it is the
 process's CPU time, which on a shared machine leaves out the time spent waiting for a core
-(a memory stall still counts: the core is held); with more threads it is wall time.
+(a memory stall still counts: the core is held); with more threads it is wall time, and on a
+GPU wall time after the device has finished what was queued.
 """
 
 from __future__ import annotations
@@ -21,21 +22,26 @@ from typing import NamedTuple
 import torch
 
 _cpu_clock = True
+_cuda_clock = False
 
 
-def set_threads(num_threads: int) -> None:
-    """Use `num_threads` torch threads, and the clock that fits (CPU time for one thread)."""
-    global _cpu_clock
+def set_threads(num_threads: int, device: str = "cpu") -> None:
+    """Use `num_threads` torch threads, and the clock that fits: CPU time for one thread on the
+    CPU; wall time with more, or on a CUDA device (synchronised before each reading)."""
+    global _cpu_clock, _cuda_clock
     torch.set_num_threads(num_threads)
-    _cpu_clock = num_threads == 1
+    _cuda_clock = torch.device(device).type == "cuda"
+    _cpu_clock = num_threads == 1 and not _cuda_clock
 
 
 def clock() -> float:
+    if _cuda_clock:
+        torch.cuda.synchronize()
     return time.process_time() if _cpu_clock else time.perf_counter()
 
 
 def clock_name() -> str:
-    return "process CPU time" if _cpu_clock else "wall time"
+    return "process CPU time" if _cpu_clock else "wall time, CUDA synchronised" if _cuda_clock else "wall time"
 
 
 class DecodeRun(NamedTuple):

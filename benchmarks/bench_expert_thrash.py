@@ -9,6 +9,7 @@ so drift in the workload itself cancels) last.
     .venv/bin/python benchmarks/bench_expert_thrash.py [--moe-cache-size 96] [--requests 160]
     soak checkpoint /tmp/wide --moe-intermediate-size 768    # experts wide enough for a copy to cost
     .venv/bin/python benchmarks/bench_expert_thrash.py --model /tmp/wide --requests 60
+    python3 benchmarks/bench_expert_thrash.py --device cuda    # host tier in pinned memory, slots on the GPU
 
 On the default model the decode step barely moves although the miss rate goes to 1.0 (an expert
 copy is cheap beside the step there); docs/faults.md has the figures for both.
@@ -80,8 +81,9 @@ def main() -> None:
     ap.add_argument("--prompt-tokens", type=int, default=384)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--share", type=float, default=0.2, help="share of the steps in each of the early and late windows")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (a miss then copies an expert over PCIe)")
     args = ap.parse_args()
-    set_threads(args.threads)
+    set_threads(args.threads, args.device)
     trace = read_trace(TRACE)
     mc = MaterializeConfig(block_size=trace.header.block_size, max_context=4096)
     calls = [materialize(c, mc) for c in trace.calls]
@@ -96,6 +98,7 @@ def main() -> None:
             Engine(
                 EngineConfig(
                     model=args.model,
+                    device=args.device,
                     kv_tokens=32768,
                     moe_backend="offload",
                     moe_cache_size=args.moe_cache_size,
@@ -113,7 +116,7 @@ def main() -> None:
         active = [lane for lane in active if lane.step()]
     print(machine_line())
     print(
-        f"{args.model or 'default model'}, offload expert cache of {args.moe_cache_size} slots, {args.requests} requests of "
+        f"{args.model or 'default model'} on {args.device}, offload expert cache of {args.moe_cache_size} slots, {args.requests} requests of "
         f"{args.prompt_tokens} prompt tokens, {args.concurrency} running; decode steps at batch "
         f"{args.concurrency}, first and last {args.share:.0%} of them (medians)"
     )

@@ -1,8 +1,11 @@
 """What the kv-scatter fault costs a decode step: the same long-context decode on KV slots handed
 out contiguously (healthy allocator) and scattered over the pool (kv-scatter, after the pool has
-cycled once). Default model, torch attention on CPU, one thread; variants interleaved.
+cycled once). Default model, one thread; variants interleaved. On the CPU through the torch
+attention backend; with --device cuda through --attention-backend (the Triton kernel reads the
+scattered slots in place, the torch backend gathers them first).
 
     .venv/bin/python benchmarks/bench_kv_scatter.py [--context 8192] [--kv-tokens 262144] [--reps 3]
+    python3 benchmarks/bench_kv_scatter.py --device cuda --attention-backend triton
 """
 
 from __future__ import annotations
@@ -30,13 +33,19 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--tokens", type=int, default=16)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--attention-backend", default="torch", help="torch or triton (CUDA only)")
     args = ap.parse_args()
-    set_threads(1)
+    set_threads(1, args.device)
     engines = {}
     for name, faults in (("healthy", ()), ("kv-scatter", ("kv-scatter",))):
         engine = Engine(
             EngineConfig(
-                kv_tokens=args.kv_tokens, cache_type="none", attention_backend="torch", device="cpu", faults=faults
+                kv_tokens=args.kv_tokens,
+                cache_type="none",
+                attention_backend=args.attention_backend,
+                device=args.device,
+                faults=faults,
             )
         )
         cycle_pool(engine)
@@ -59,7 +68,7 @@ def main() -> None:
     print(machine_line())
     print(
         f"context {args.context} x batch {args.batch}, KV pool {args.kv_tokens} slots, {args.tokens} tokens, "
-        f"{args.reps} reps (medians)"
+        f"{args.reps} reps (medians); {args.device}, {args.attention_backend} attention"
     )
     for name in engines:
         print(

@@ -81,6 +81,26 @@ def test_unknown_mechanism_is_refused_before_any_run(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("control", [True, False])
+def test_the_control_runs_first_unless_left_out(tmp_path, monkeypatch, control):
+    """`--no-control` runs the mechanisms alone (a GPU machine's minutes are few); by default the
+    control runs first. The soaks and their judging are replaced here: the order is what is tested."""
+    import tokdrift.cli.fault_matrix as fm
+
+    ran: list[str] = []
+    monkeypatch.setattr(fm, "_soak", lambda name, minutes, *args: ran.append(name) or "setup")
+    monkeypatch.setattr(fm, "_checkpoint", lambda path, overrides: path)
+    monkeypatch.setattr(
+        fm,
+        "_judge",
+        lambda name, run_dir: MatrixRow(name, "no_degradation", None, None, None, "-", True, str(run_dir), "quiet"),
+    )
+    rows = validate(1.0, tmp_path, ["gc-pressure", "expert-thrash"], control=control)
+    expected = ["control", "gc-pressure", "expert-thrash"] if control else ["gc-pressure", "expert-thrash"]
+    assert ran == expected and [r.mechanism for r in rows] == expected
+    assert [r["mechanism"] for r in json.loads((tmp_path / "matrix.json").read_text())["rows"]] == expected
+
+
 FIXTURES = Path(__file__).parent / "fixtures" / "matrix"
 
 

@@ -133,8 +133,10 @@ def validate(
     on_row: Callable[[MatrixRow], None] | None = None,
     probe_output_tokens: int = PROBE_OUTPUT_TOKENS,
     scale: float | None = None,
+    control: bool = True,
 ) -> list[MatrixRow]:
-    """Run the control and each mechanism for `minutes`, analyse each, write the table; the rows."""
+    """Run the control (unless `control` is False) and each mechanism for `minutes`, analyse each,
+    write the table; the rows."""
     unknown = [m for m in mechanisms if m not in EXPECTED_SUSPECTS]
     if unknown:
         raise SoakError(f"--fault: unknown fault {unknown[0]!r}; known: {', '.join(MECHANISMS)}")
@@ -144,7 +146,7 @@ def validate(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for name in (CONTROL, *mechanisms):
+    for name in ((CONTROL,) if control else ()) + tuple(mechanisms):
         run_dir = out / name
         run_scale = scale if scale is not None else MECHANISM_SCALE.get(name, 1.0)
         run_args = tuple(engine_args)

@@ -87,9 +87,16 @@ def validate(
         list[str] | None,
         typer.Option(
             "--fault",
-            help="Mechanism to validate (repeatable); all of them when omitted. A no-fault control always runs first.",
+            help="Mechanism to validate (repeatable); all of them when omitted. A no-fault control runs first.",
         ),
     ] = None,
+    control: Annotated[
+        bool,
+        typer.Option(
+            help="Run the no-fault control first (--no-control leaves it out, where time is short and a "
+            "control of the same machine is already known)."
+        ),
+    ] = True,
     out: Annotated[
         Path | None,
         typer.Option(
@@ -146,6 +153,7 @@ def validate(
         on_row=progress,
         probe_output_tokens=probe_output_tokens,
         scale=scale,
+        control=control,
     )
     typer.echo(render_markdown(rows, minutes, machine_description()))
     typer.echo(f"runs and matrix.md in {out}")
