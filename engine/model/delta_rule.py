@@ -41,12 +41,12 @@ def _prepare(q: torch.Tensor, k: torch.Tensor, num_value_heads: int) -> tuple[to
 # resolution of the terms they are added to, and left alone they end in subnormal floats (below
 # 1.2e-38), on which a CPU's arithmetic is ~100x slower: a 129-token extend of the default
 # checkpoint took 118 ms in its linear-attention layers with them and 68 ms without.
-_DECAY_FLOOR = -64.0
+DECAY_FLOOR = -64.0
 
 
 def decay(log_decay: torch.Tensor) -> torch.Tensor:
-    """exp(log_decay), exactly 0 where log_decay < _DECAY_FLOOR (never subnormal)."""
-    return log_decay.masked_fill(log_decay < _DECAY_FLOOR, float("-inf")).exp()
+    """exp(log_decay), exactly 0 where log_decay < DECAY_FLOOR (never subnormal)."""
+    return log_decay.masked_fill(log_decay < DECAY_FLOOR, float("-inf")).exp()
 
 
 def recurrent_step(

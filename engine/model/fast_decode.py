@@ -13,7 +13,11 @@ ops at batch 1, with:
 - per step, once: the rotary table and the attention's gather plan (slot ids, padding mask);
 - the linear-attention update as batched matrix products, in place on the gathered state;
   q and k l2-normalised by one `rms_norm` over both (l2norm(x) = rms_norm(x, eps / D) / sqrt(D));
-- plain functions over tensors: no module calls in the step.
+- plain functions over tensors: no module calls in the step;
+- on a CPU in float32, Gated DeltaNet's decode between its two products (conv, norms, gates,
+  the delta rule, the gated norm) as one call of a C kernel (engine/kernels/gdn_decode.c) that
+  reads and writes each request's states in the pool, where a C compiler built it
+  (engine/kernels/cpu.py); the torch ops otherwise.
 
 The same layers take prefill, extend (an append onto a cached prefix) and mixed batches: the
 fused projections, the folded residuals and the MoE's grouped expert products serve T tokens as
@@ -33,6 +37,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.errors import EngineError
+from engine.kernels import cpu as cpu_kernels
 from engine.model import delta_rule
 from engine.model.attention_backend import TorchAttention
 from engine.model.experts import ResidentExperts
@@ -95,6 +101,7 @@ class _Step(NamedTuple):
     kv_mask: torch.Tensor | None  # decode: [B, 1, 1, L] valid keys; None at batch 1 and for an extend
     fresh: list[int]  # requests with no prefix: their linear-attention state starts at zero
     state_slots: list[int]  # each request's linear-attention state slot
+    fresh_mask: torch.Tensor  # [B] uint8, 1 for the fresh requests (the C kernel's form of `fresh`)
 
 
 class FastDecode:
@@ -117,6 +124,8 @@ class FastDecode:
                 (layer.input_layernorm.scale.detach(), mixer, layer.post_attention_layernorm.scale.detach(), ffn)
             )
         self.final_norm = model.model.norm.scale.detach()
+        gdn = [mixer for _, mixer, _, _ in self.layers if isinstance(mixer, _GdnLayer)]
+        self.kernel_note = None if not gdn else gdn[0].kernel_note  # what runs Gated DeltaNet's decode
 
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch, kv_pool, state_pool, backend) -> torch.Tensor:
@@ -155,6 +164,7 @@ class FastDecode:
             kv_mask=kv_mask,
             fresh=fresh,
             state_slots=batch.state_slots.tolist(),
+            fresh_mask=torch.tensor([p == 0 for p in batch.prefix_lens], dtype=torch.uint8),
         )
 
 
@@ -196,15 +206,55 @@ class _GdnLayer:
         self.norm_weight = module.norm.weight.detach()  # [Dv]
         self.norm_eps = module.norm.eps
         self.out_proj_t = module.out_proj.weight.detach().t()  # [Hv*Dv, H] contiguous
+        self.kernel, self.kernel_note = self._kernel()
+
+    def _kernel(self):
+        """The C kernel for the decode step, and a note for the log: where it runs, or why not."""
+        weights = (self.proj_ordered.weight_t, self.conv_weight, self.dt_bias, self.norm_weight)
+        if weights[0].device.type != "cpu":
+            return None, "torch ops (not on a CPU)"
+        if any(w.dtype != torch.float32 for w in weights):
+            return None, "torch ops (the C kernel is float32 only)"
+        lib = cpu_kernels.load()
+        if lib is None:
+            return None, f"torch ops (C kernel: {cpu_kernels.why_not()})"
+        self.conv_weight = self.conv_weight.contiguous()  # [C, K]
+        self.neg_a = self.neg_a.contiguous()
+        self._scratch = torch.empty(self.conv_dim + 3 * self.dv)  # y [C] | S^T q, S^T k, delta [Dv] each
+        return lib.gdn_decode, "C kernel (engine/kernels/gdn_decode.c)"
+
+    def _decode_in_c(self, x, p, step: _Step, conv_buf, rec_buf) -> torch.Tensor:
+        """The decode step through the C kernel: states read and written in the pool; x + out_proj(out)."""
+        n, dv = x.shape[0], self.dv
+        out = torch.empty(n, self.value_dim)  # [B, Hv*Dv]
+        slots, scratch = step.batch.state_slots, self._scratch
+        y_ptr = scratch.data_ptr()
+        dv_bytes = dv * scratch.element_size()
+        rc = self.kernel(
+            *(n, self.hk, self.r, self.dk, dv, self.conv_weight.shape[1]),
+            *(p.data_ptr(), p.stride(0)),
+            *(self.conv_weight.data_ptr(), conv_buf.data_ptr(), rec_buf.data_ptr(), rec_buf.shape[0]),
+            *(slots.data_ptr(), step.fresh_mask.data_ptr(), self.neg_a.data_ptr(), self.dt_bias.data_ptr()),
+            self.norm_weight.data_ptr(),
+            *(self.dk**-0.5, self.qk_eps, self.q_scale, self.norm_eps, delta_rule.DECAY_FLOOR),
+            y_ptr,
+            *(y_ptr + self.conv_dim * scratch.element_size() + i * dv_bytes for i in range(3)),
+            out.data_ptr(),
+        )
+        if rc != 0:
+            raise EngineError(f"gdn_decode: a state slot out of range in {step.state_slots}")
+        return torch.addmm(x, out, self.out_proj_t)  # [B, H]: x + out_proj(out)
 
     def __call__(self, x, h, step: _Step, kv_pool, state_pool, backend) -> torch.Tensor:
         n, hk, hv, dk, dv, r = x.shape[0], self.hk, self.hv, self.dk, self.dv, self.r
         p = self.proj_ordered(h)  # [T, C + Hv*Dv + 2Hv]: q k v | z | b | a
+        conv_buf, rec_buf = state_pool.buffers(self.layer)  # [S, C, K-1], [S, Hv, Dk, Dv]
+        if self.kernel is not None and step.batch.is_decode:
+            return self._decode_in_c(x, p, step, conv_buf, rec_buf)
         c, vd = self.conv_dim, self.value_dim
         mixed, z = p[:, :c], p[:, c : c + vd]  # [B, C], [B, Hv*Dv]
         beta = p[:, c + vd : c + vd + hv].sigmoid().float()  # [B, Hv]
         g = self.neg_a * F.softplus(p[:, c + vd + hv :].float() + self.dt_bias)  # [B, Hv] log decay
-        conv_buf, rec_buf = state_pool.buffers(self.layer)  # [S, C, K-1], [S, Hv, Dk, Dv]
         if not step.batch.is_decode:  # [T, C] q k v are laid out as the reference's `mixed`
             out = self.module._extend(mixed, g, beta, step.batch, conv_buf, rec_buf, self.conv_weight)  # [T, Hv, Dv]
             return self._output(x, out, z)

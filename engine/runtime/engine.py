@@ -394,7 +394,9 @@ class Engine(EngineHooks):
 
         logger.info("tokdrift engine %s starting: %s on %s", __version__, self.checkpoint, self.device)
         logger.info("Resolved config: %s", self.config.resolved_line())
-        logger.info("Decode path: %s", self.decode_path)
+        fast = self.model.fast_decode
+        note = f"; Gated DeltaNet decode through {fast.kernel_note}" if fast is not None and fast.kernel_note else ""
+        logger.info("Decode path: %s%s", self.decode_path, note)
         if self.config.faults:
             logger.warning("Degradation faults switched on: %s", ", ".join(self.config.faults))
         moe_total, moe_slots, moe_bytes = self.experts.allocate() or (None, None, 0)

@@ -1,0 +1,121 @@
+"""The engine's C kernels for the CPU: built with the system's C compiler on first use, kept in a
+cache keyed by the source, the flags, the compiler and the CPU, and called through ctypes.
+
+They are plain C over raw float32 buffers (no torch headers), so a build takes about a second;
+where no compiler is found or the build fails, `load()` says why and the engine keeps to its
+torch ops (the same arithmetic, more calls). `TOKDRIFT_CPU_KERNELS=0` switches them off, for
+comparisons (benchmarks/decode_paths.py) and tests.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+SOURCES = ("gdn_decode.c",)
+FLAGS = ("-O3", "-march=native", "-shared", "-fPIC", "-std=c11")
+_HERE = Path(__file__).resolve().parent
+
+_lib: ctypes.CDLL | None = None
+_why_not: str | None = None
+_loaded = False
+
+_i64, _f32, _ptr = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
+GDN_DECODE_ARGTYPES = (
+    [_i64] * 6  # batch, hk, r, dk, dv, kernel
+    + [_ptr, _i64]  # p, p_stride
+    + [_ptr, _ptr, _ptr, _i64]  # conv_w, conv_buf, rec_buf, num_slots
+    + [_ptr, _ptr, _ptr, _ptr, _ptr]  # slots, fresh, neg_a, dt_bias, norm_w
+    + [_f32] * 5  # l2_scale, l2_eps, q_scale, norm_eps, decay_floor
+    + [_ptr] * 5  # y, sq, sk, delta, out
+)
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("TOKDRIFT_KERNEL_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tokdrift", "kernels"
+    )
+    return Path(base)
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line for line in f if line.startswith(("model name", "flags"))), "")
+    except OSError:
+        return platform.processor()
+
+
+def _build(compiler: str) -> Path:
+    """The shared library for this source, flags, compiler and CPU: from the cache, or built into it."""
+    version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
+    key = hashlib.sha256()
+    for source in SOURCES:
+        key.update((_HERE / source).read_bytes())
+    for part in (*FLAGS, version, _cpu_model(), platform.machine()):
+        key.update(part.encode())
+    target = cache_dir() / f"tokdrift_cpu_{key.hexdigest()[:16]}.so"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # built beside the target and renamed into place: processes starting together never load half a file
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    os.close(fd)
+    try:
+        proc = subprocess.run(
+            [compiler, *FLAGS, "-o", tmp, *(str(_HERE / s) for s in SOURCES), "-lm"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if proc.returncode != 0:
+            raise OSError(f"{compiler} failed: {proc.stderr.strip()[-500:]}")
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+def load() -> ctypes.CDLL | None:
+    """The kernels' library, or None (and `why_not()` says why): built once per process."""
+    global _lib, _why_not, _loaded
+    if _loaded:
+        return _lib
+    _loaded = True
+    if os.environ.get("TOKDRIFT_CPU_KERNELS", "1") == "0":
+        _why_not = "switched off by TOKDRIFT_CPU_KERNELS=0"
+        return None
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        _why_not = "no C compiler found (cc, gcc or $CC)"
+        return None
+    try:
+        lib = ctypes.CDLL(str(_build(compiler)))
+    except (OSError, subprocess.SubprocessError) as exc:
+        _why_not = f"the build failed: {exc}"
+        return None
+    lib.gdn_decode.argtypes = GDN_DECODE_ARGTYPES
+    lib.gdn_decode.restype = ctypes.c_int
+    _lib = lib
+    return lib
+
+
+def why_not() -> str | None:
+    """Why `load()` returned None; None where it did not (or has not run)."""
+    return _why_not
+
+
+def reset() -> None:
+    """Forget the loaded state, so the next `load()` reads the environment again (tests)."""
+    global _lib, _why_not, _loaded
+    _lib, _why_not, _loaded = None, None, False

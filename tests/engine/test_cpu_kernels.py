@@ -1,0 +1,137 @@
+"""The engine's C kernel for Gated DeltaNet's decode (engine/kernels/gdn_decode.c) against the torch
+ops it replaces, and what the engine does where it cannot be built."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from engine import SamplingParams
+from engine.errors import EngineError
+from engine.kernels import cpu as cpu_kernels
+from engine.model.fast_decode import _GdnLayer
+from engine.model.forward_batch import ForwardBatch, RequestSlice
+from engine.model.loader import load_model
+from engine.runtime.config import EngineConfig
+from engine.runtime.engine import Engine
+from tests.engine._reference import write_reference
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    path = tmp_path_factory.mktemp("hybrid")
+    write_reference("hybrid_moe_shared_gqa", path)
+    return path
+
+
+@pytest.fixture
+def kernels_from_env(monkeypatch):
+    """Each test reads TOKDRIFT_CPU_KERNELS / CC afresh, and leaves the next test a fresh load."""
+    cpu_kernels.reset()
+    yield monkeypatch
+    cpu_kernels.reset()
+
+
+class _Pool:
+    def __init__(self, conv, rec):
+        self.conv, self.rec = conv, rec
+
+    def buffers(self, layer):
+        return self.conv, self.rec
+
+
+def test_the_kernel_builds_here():
+    """CI's machines have a C compiler: the kernel must build there, or every test below compares
+    the torch ops with themselves."""
+    cpu_kernels.reset()
+    assert cpu_kernels.load() is not None, cpu_kernels.why_not()
+
+
+@pytest.mark.parametrize("prefix_lens", [[5], [3, 0, 9, 1], [0, 0]], ids=["batch1", "batch4-one-fresh", "all-fresh"])
+def test_decode_in_c_matches_the_torch_ops(checkpoint, prefix_lens):
+    model = load_model(checkpoint)
+    assert model.use_fast_decode() is None
+    fast = model.fast_decode
+    layer = next(m for _, m, _, _ in fast.layers if isinstance(m, _GdnLayer))
+    assert layer.kernel is not None, layer.kernel_note
+    gen = torch.Generator().manual_seed(1)
+    n, hidden = len(prefix_lens), model.config.hidden_size
+    slots = [7, 2, 5, 0][:n]  # out of order, as a pool hands them out
+    batch = ForwardBatch.build(
+        [
+            RequestSlice([1], p, list(range(100 * b, 100 * b + p + 1)), s)
+            for b, (p, s) in enumerate(zip(prefix_lens, slots))
+        ]
+    )
+    step = fast._step(batch, torch.float32, None)
+    conv = torch.randn(8, layer.conv_dim, layer.conv_weight.shape[1] - 1, generator=gen)
+    rec = torch.randn(8, layer.hv, layer.dk, layer.dv, generator=gen) * 0.1
+    x, h = torch.randn(n, hidden, generator=gen), torch.randn(n, hidden, generator=gen)
+    # one head whose log decay falls below the floor (softplus(a + 200) ~ 200): its state is forgotten
+    with torch.no_grad():
+        layer.dt_bias[0] = 200.0
+    pools = {name: _Pool(conv.clone(), rec.clone()) for name in ("c", "torch")}
+    got = layer(x, h, step, None, pools["c"], None)
+    kernel, layer.kernel = layer.kernel, None
+    try:
+        want = layer(x, h, step, None, pools["torch"], None)
+    finally:
+        layer.kernel = kernel
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(pools["c"].conv, pools["torch"].conv, rtol=0, atol=0)  # copies only
+    torch.testing.assert_close(pools["c"].rec, pools["torch"].rec, rtol=1e-5, atol=1e-6)
+    untouched = [s for s in range(8) if s not in slots]
+    assert torch.equal(pools["c"].rec[untouched], rec[untouched])
+
+
+def test_a_slot_out_of_range_is_an_error_not_a_write(checkpoint):
+    model = load_model(checkpoint)
+    model.use_fast_decode()
+    fast = model.fast_decode
+    layer = next(m for _, m, _, _ in fast.layers if isinstance(m, _GdnLayer))
+    batch = ForwardBatch.build([RequestSlice([1], 2, [0, 1, 2], 9)])
+    step = fast._step(batch, torch.float32, None)
+    pool = _Pool(torch.zeros(4, layer.conv_dim, 3), torch.zeros(4, layer.hv, layer.dk, layer.dv))
+    with pytest.raises(EngineError, match="state slot out of range"):
+        layer(
+            torch.zeros(1, model.config.hidden_size), torch.zeros(1, model.config.hidden_size), step, None, pool, None
+        )
+
+
+def _tokens(checkpoint) -> tuple[list[list[int]], Engine]:
+    engine = Engine(EngineConfig(model=str(checkpoint), device="cpu", kv_tokens=512, max_running_requests=3))
+    requests = [
+        engine.add_request([3 + i, 1, 4, 1, 5][: 2 + i], SamplingParams(max_tokens=9, temperature=0, ignore_eos=True))
+        for i in range(3)
+    ]
+    while engine.has_work():
+        engine.step()
+    return [list(r.output_ids) for r in requests], engine
+
+
+def test_the_engine_serves_the_same_tokens_without_the_kernel(checkpoint, kernels_from_env, caplog):
+    with caplog.at_level(logging.INFO, logger="engine"):
+        with_c, engine = _tokens(checkpoint)
+    assert engine.model.fast_decode.layers[0][1].kernel is not None
+    assert "Gated DeltaNet decode through C kernel" in caplog.text
+    kernels_from_env.setenv("TOKDRIFT_CPU_KERNELS", "0")
+    cpu_kernels.reset()
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="engine"):
+        without, engine = _tokens(checkpoint)
+    assert engine.model.fast_decode.layers[0][1].kernel is None
+    assert "torch ops (C kernel: switched off by TOKDRIFT_CPU_KERNELS=0)" in caplog.text
+    assert with_c == without
+
+
+def test_a_failed_build_falls_back_to_torch_ops_and_says_why(checkpoint, kernels_from_env, tmp_path):
+    kernels_from_env.setenv("TOKDRIFT_KERNEL_CACHE", str(tmp_path / "cache"))  # nothing built there yet
+    kernels_from_env.setenv("CC", "/bin/false")
+    assert cpu_kernels.load() is None
+    assert "the build failed: /bin/false failed" in cpu_kernels.why_not()
+    tokens, engine = _tokens(checkpoint)
+    assert engine.model.fast_decode.kernel_note.startswith("torch ops (C kernel: the build failed")
+    assert all(len(t) == 9 for t in tokens)
+    assert not list((tmp_path / "cache").glob("*"))  # no half-built library left behind
