@@ -2,10 +2,11 @@
 
     .venv/bin/python benchmarks/decode_paths.py [--quick] [--model DIR] [--threads 1] [--reps 5]
 
-Two engines in one process, the same checkpoint, `decode_path='fast'` and `'reference'`;
-decode tok/s at batch 1 and batch 8 (256-token prompts, greedy, a fixed output length),
-repetitions alternating between the two, medians. Both paths must give the same greedy
-tokens; the script checks that on every run. The headline, last: fast / reference.
+Three engines in one process, the same checkpoint: `decode_path='fast'`, `'reference'`, and the
+fast path with its C kernel switched off (`fast-torch`: Gated DeltaNet's decode through torch
+ops, engine/kernels/cpu.py); decode tok/s at batch 1 and batch 8 (256-token prompts, greedy, a
+fixed output length), repetitions alternating between them, medians. All must give the same
+greedy tokens; the script checks that on every run. The headline, last: fast / reference.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench import engine_decode, machine_line, median, prompt_ids, set_threads  # noqa: E402
 
-PATHS = ("reference", "fast")
+PATHS = ("reference", "fast-torch", "fast")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -36,21 +37,27 @@ def main(argv: list[str] | None = None) -> None:
     logging.getLogger("engine").setLevel(logging.WARNING)
     print(machine_line())
 
+    import os
+
+    from engine.kernels import cpu as cpu_kernels
     from engine.runtime.config import EngineConfig
     from engine.runtime.engine import Engine
 
-    engines = {
-        path: Engine(
+    engines = {}
+    for path in PATHS:
+        os.environ["TOKDRIFT_CPU_KERNELS"] = "0" if path == "fast-torch" else "1"
+        cpu_kernels.reset()
+        engines[path] = Engine(
             EngineConfig(
                 model=args.model,
                 device="cpu",
                 max_running_requests=8,
                 kv_tokens=8 * (args.prompt + args.tokens + 8),
-                decode_path=path,
+                decode_path=path.split("-")[0],
             )
         )
-        for path in PATHS
-    }
+    os.environ.pop("TOKDRIFT_CPU_KERNELS")
+    print(f"fast path's Gated DeltaNet decode: {engines['fast'].model.fast_decode.kernel_note}")
     batches = {1: [prompt_ids(args.prompt, seed=1)], 8: [prompt_ids(args.prompt, seed=s) for s in range(2, 10)]}
     runs: dict[tuple[str, int], list[float]] = {(p, b): [] for p in PATHS for b in batches}
     same = True
@@ -61,15 +68,16 @@ def main(argv: list[str] | None = None) -> None:
                 outputs: list[list[int]] = []
                 runs[(path, size)].append(engine_decode(engine, prompts, args.tokens, outputs=outputs).tokens_per_s)
                 tokens[path] = outputs
-            same = same and tokens["fast"] == tokens["reference"]
+            same = same and tokens["fast"] == tokens["reference"] == tokens["fast-torch"]
     ratios = {}
     for size in batches:
         ref, fast = median(runs[("reference", size)]), median(runs[("fast", size)])
+        torch_ops = median(runs[("fast-torch", size)])
         ratios[size] = fast / ref
         print(
-            f"batch {size}: reference {ref:.1f} tok/s, fast {fast:.1f} tok/s ({ratios[size]:.2f}x); runs "
-            f"reference {', '.join(f'{v:.0f}' for v in runs[('reference', size)])}, "
-            f"fast {', '.join(f'{v:.0f}' for v in runs[('fast', size)])}"
+            f"batch {size}: reference {ref:.1f} tok/s, fast without the C kernel {torch_ops:.1f} tok/s, fast "
+            f"{fast:.1f} tok/s ({ratios[size]:.2f}x; the kernel {fast / torch_ops:.2f}x); runs "
+            + "; ".join(f"{p} {', '.join(f'{v:.0f}' for v in runs[(p, size)])}" for p in PATHS)
         )
     print(f"fast_vs_reference batch1={ratios[1]:.2f}x batch8={ratios[8]:.2f}x; same greedy tokens: {same}")
 

@@ -31,7 +31,7 @@ tests run both paths and compare logits and greedy tokens.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -56,12 +56,30 @@ def unsupported(model) -> str | None:
 
 
 class _Linear(NamedTuple):
-    """A projection for `torch.mm(x, weight_t)` / `torch.addmm(bias, x, weight_t)`."""
+    """A projection for `torch.mm(x, weight_t)` / `torch.addmm(bias, x, weight_t)`; where `rows` (the C
+    kernel small_gemm) is given, a product of a few rows that it takes faster goes through it."""
 
     weight_t: torch.Tensor  # [I, O] contiguous (input-major, experts.input_major)
     bias: torch.Tensor | None  # [O] or None
+    rows: Any = None  # engine/kernels/small_gemm.c's small_gemm, or None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        lo, hi = cpu_kernels.SMALL_GEMM_ROWS
+        if self.rows is not None and lo <= x.shape[0] <= hi and x.is_contiguous():
+            w = self.weight_t
+            out = x.new_empty(x.shape[0], w.shape[1])  # [B, O]
+            self.rows(
+                x.shape[0],
+                w.shape[0],
+                w.shape[1],
+                x.data_ptr(),
+                x.stride(0),
+                w.data_ptr(),
+                w.stride(0),
+                out.data_ptr(),
+                out.stride(0),
+            )
+            return out if self.bias is None else out.add_(self.bias)
         return torch.mm(x, self.weight_t) if self.bias is None else torch.addmm(self.bias, x, self.weight_t)
 
 
@@ -126,6 +144,30 @@ class FastDecode:
         self.final_norm = model.model.norm.scale.detach()
         gdn = [mixer for _, mixer, _, _ in self.layers if isinstance(mixer, _GdnLayer)]
         self.kernel_note = None if not gdn else gdn[0].kernel_note  # what runs Gated DeltaNet's decode
+        self.small_gemm_products = self._small_gemm()
+
+    def _small_gemm(self) -> int:
+        """Give the wide projections the C kernel small_gemm for decode batches of a few rows
+        (cpu_kernels.SMALL_GEMM_*, where it was measured faster than MKL); how many got it."""
+        lib = cpu_kernels.load()
+        count = 0
+        for _, mixer, _, ffn in self.layers:
+            for part in (mixer, ffn):
+                name = "proj_ordered" if isinstance(part, _GdnLayer) else "proj"  # what the step reads
+                linear = getattr(part, name, None)
+                if (
+                    lib is not None
+                    and isinstance(linear, _Linear)
+                    and linear.weight_t.device.type == "cpu"
+                    and linear.weight_t.dtype == torch.float32
+                    and linear.weight_t.is_contiguous()
+                    and linear.weight_t.shape[1] >= cpu_kernels.SMALL_GEMM_MIN_COLUMNS
+                ):
+                    setattr(part, name, linear._replace(rows=lib.small_gemm))
+                    count += 1
+        if count and self.kernel_note is not None:
+            self.kernel_note += f"; {count} wide projections through small_gemm.c at 2-8 rows"
+        return count
 
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch, kv_pool, state_pool, backend) -> torch.Tensor:

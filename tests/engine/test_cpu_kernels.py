@@ -135,3 +135,68 @@ def test_a_failed_build_falls_back_to_torch_ops_and_says_why(checkpoint, kernels
     assert engine.model.fast_decode.kernel_note.startswith("torch ops (C kernel: the build failed")
     assert all(len(t) == 9 for t in tokens)
     assert not list((tmp_path / "cache").glob("*"))  # no half-built library left behind
+
+
+@pytest.mark.parametrize("rows", [2, 3, 5, 8])
+@pytest.mark.parametrize("k, n", [(512, 1552), (37, 1029), (16, 1040), (130, 17)])
+def test_small_gemm_matches_torch_mm(rows, k, n):
+    """Every shape the loops split differently: columns past the last full vector, rows of the
+    weight past the last full block, blocks of rows fewer than a vector's registers."""
+    lib = cpu_kernels.load()
+    assert lib is not None, cpu_kernels.why_not()
+    gen = torch.Generator().manual_seed(rows * k + n)
+    x, w = torch.randn(rows, k, generator=gen), torch.randn(k, n, generator=gen)
+    out = torch.full((rows, n), float("nan"))
+    assert lib.small_gemm(rows, k, n, x.data_ptr(), k, w.data_ptr(), n, out.data_ptr(), n) == 0
+    torch.testing.assert_close(out, x.double().mm(w.double()).float(), rtol=1e-4, atol=1e-4)
+
+
+def test_the_wide_projections_take_small_gemm_at_a_few_rows():
+    from engine.model.checkpoint import default_checkpoint
+
+    model = load_model(
+        str(default_checkpoint())
+    )  # the test checkpoints' projections are narrower than the kernel takes
+    model.use_fast_decode()
+    fast = model.fast_decode
+    wide = [
+        part.proj_ordered if isinstance(part, _GdnLayer) else part.proj
+        for _, mixer, _, ffn in fast.layers
+        for part in (mixer, ffn)
+        if (part.proj_ordered if isinstance(part, _GdnLayer) else part.proj).weight_t.shape[1]
+        >= cpu_kernels.SMALL_GEMM_MIN_COLUMNS
+    ]
+    assert wide and fast.small_gemm_products == len(wide)
+    assert all(linear.rows is not None for linear in wide)
+    gen = torch.Generator().manual_seed(0)
+    for rows in (1, 4, 8, 9):  # 1 and 9 stay with torch.mm
+        x = torch.randn(rows, wide[0].weight_t.shape[0], generator=gen)
+        torch.testing.assert_close(wide[0](x), x.mm(wide[0].weight_t), rtol=1e-5, atol=1e-5)
+
+
+def test_the_default_model_serves_the_same_tokens_with_and_without_the_kernels(kernels_from_env):
+    """The default checkpoint, whose wide projections take small_gemm at batch 2-8: greedy tokens
+    of a batch of 6 that shrinks as requests finish, with the kernels and with torch ops alone."""
+    from engine.model.checkpoint import default_checkpoint
+
+    prompts = [[(7 * i + j) % 250 + 3 for j in range(5 + 3 * i)] for i in range(6)]
+
+    def serve() -> tuple[list[list[int]], Engine]:
+        engine = Engine(
+            EngineConfig(model=str(default_checkpoint()), device="cpu", kv_tokens=1024, max_running_requests=6)
+        )
+        requests = [
+            engine.add_request(p, SamplingParams(max_tokens=4 + 2 * i, temperature=0, ignore_eos=True))
+            for i, p in enumerate(prompts)
+        ]
+        while engine.has_work():
+            engine.step()
+        return [list(r.output_ids) for r in requests], engine
+
+    with_c, engine = serve()
+    assert engine.model.fast_decode.small_gemm_products > 0
+    kernels_from_env.setenv("TOKDRIFT_CPU_KERNELS", "0")
+    cpu_kernels.reset()
+    without, engine = serve()
+    assert engine.model.fast_decode.small_gemm_products == 0
+    assert with_c == without
