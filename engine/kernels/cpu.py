@@ -21,7 +21,7 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-SOURCES = ("gdn_decode.c", "small_gemm.c")
+SOURCES = ("gdn_recurrent.c", "small_gemm.c")
 FLAGS = ("-O3", "-march=native", "-shared", "-fPIC", "-std=c11")
 _HERE = Path(__file__).resolve().parent
 
@@ -30,8 +30,8 @@ _why_not: str | None = None
 _loaded = False
 
 _i64, _f32, _ptr = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
-GDN_DECODE_ARGTYPES = (
-    [_i64] * 6  # batch, hk, r, dk, dv, kernel
+GDN_RECURRENT_ARGTYPES = (
+    [_i64] * 7  # batch, tokens, hk, r, dk, dv, kernel
     + [_ptr, _i64]  # p, p_stride
     + [_ptr, _ptr, _ptr, _i64]  # conv_w, conv_buf, rec_buf, num_slots
     + [_ptr, _ptr, _ptr, _ptr, _ptr]  # slots, fresh, neg_a, dt_bias, norm_w
@@ -112,8 +112,8 @@ def load() -> ctypes.CDLL | None:
     except (OSError, subprocess.SubprocessError) as exc:
         _why_not = f"the build failed: {exc}"
         return None
-    lib.gdn_decode.argtypes = GDN_DECODE_ARGTYPES
-    lib.gdn_decode.restype = ctypes.c_int
+    lib.gdn_recurrent.argtypes = GDN_RECURRENT_ARGTYPES
+    lib.gdn_recurrent.restype = ctypes.c_int
     lib.small_gemm.argtypes = SMALL_GEMM_ARGTYPES
     lib.small_gemm.restype = ctypes.c_int
     _lib = lib

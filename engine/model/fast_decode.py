@@ -15,7 +15,7 @@ ops at batch 1, with:
   q and k l2-normalised by one `rms_norm` over both (l2norm(x) = rms_norm(x, eps / D) / sqrt(D));
 - plain functions over tensors: no module calls in the step;
 - on a CPU in float32, Gated DeltaNet's decode between its two products (conv, norms, gates,
-  the delta rule, the gated norm) as one call of a C kernel (engine/kernels/gdn_decode.c) that
+  the delta rule, the gated norm) as one call of a C kernel (engine/kernels/gdn_recurrent.c) that
   reads and writes each request's states in the pool, where a C compiler built it
   (engine/kernels/cpu.py); the torch ops otherwise.
 
@@ -263,20 +263,32 @@ class _GdnLayer:
         self.conv_weight = self.conv_weight.contiguous()  # [C, K]
         self.neg_a = self.neg_a.contiguous()
         self._scratch = torch.empty(self.conv_dim + 3 * self.dv)  # y [C] | S^T q, S^T k, delta [Dv] each
-        return lib.gdn_decode, "C kernel (engine/kernels/gdn_decode.c)"
+        return lib.gdn_recurrent, "C kernel (engine/kernels/gdn_recurrent.c)"
 
-    def _decode_in_c(self, x, p, step: _Step, conv_buf, rec_buf) -> torch.Tensor:
-        """The decode step through the C kernel: states read and written in the pool; x + out_proj(out)."""
-        n, dv = x.shape[0], self.dv
-        out = torch.empty(n, self.value_dim)  # [B, Hv*Dv]
-        slots, scratch = step.batch.state_slots, self._scratch
+    def _in_c(self, x, p, step: _Step, conv_buf, rec_buf) -> torch.Tensor:
+        """The layer between its two products through the C kernel, states read and written in the
+        pool: a decode batch in one call, an extend one call per request (its tokens one after
+        another through the recurrence); x + out_proj(out)."""
+        batch = step.batch
+        out = torch.empty(x.shape[0], self.value_dim)  # [T, Hv*Dv]
+        if batch.is_decode:
+            self._call(batch.num_requests, 1, p, batch.state_slots, step.fresh_mask, out, conv_buf, rec_buf)
+        else:
+            for b, (start, end) in enumerate(batch.token_ranges()):
+                slots, fresh = batch.state_slots[b : b + 1], step.fresh_mask[b : b + 1]
+                self._call(1, end - start, p[start:end], slots, fresh, out[start:end], conv_buf, rec_buf)
+        return torch.addmm(x, out, self.out_proj_t)  # [T, H]: x + out_proj(out)
+
+    def _call(self, requests: int, tokens: int, p, slots, fresh, out, conv_buf, rec_buf) -> None:
+        """`requests` requests of `tokens` tokens each (rows of p and out, request by request)."""
+        scratch = self._scratch
         y_ptr = scratch.data_ptr()
-        dv_bytes = dv * scratch.element_size()
+        dv_bytes = self.dv * scratch.element_size()
         rc = self.kernel(
-            *(n, self.hk, self.r, self.dk, dv, self.conv_weight.shape[1]),
+            *(requests, tokens, self.hk, self.r, self.dk, self.dv, self.conv_weight.shape[1]),
             *(p.data_ptr(), p.stride(0)),
             *(self.conv_weight.data_ptr(), conv_buf.data_ptr(), rec_buf.data_ptr(), rec_buf.shape[0]),
-            *(slots.data_ptr(), step.fresh_mask.data_ptr(), self.neg_a.data_ptr(), self.dt_bias.data_ptr()),
+            *(slots.data_ptr(), fresh.data_ptr(), self.neg_a.data_ptr(), self.dt_bias.data_ptr()),
             self.norm_weight.data_ptr(),
             *(self.dk**-0.5, self.qk_eps, self.q_scale, self.norm_eps, delta_rule.DECAY_FLOOR),
             y_ptr,
@@ -284,15 +296,14 @@ class _GdnLayer:
             out.data_ptr(),
         )
         if rc != 0:
-            raise EngineError(f"gdn_decode: a state slot out of range in {step.state_slots}")
-        return torch.addmm(x, out, self.out_proj_t)  # [B, H]: x + out_proj(out)
+            raise EngineError(f"gdn_recurrent: a state slot out of range in {slots.tolist()}")
 
     def __call__(self, x, h, step: _Step, kv_pool, state_pool, backend) -> torch.Tensor:
         n, hk, hv, dk, dv, r = x.shape[0], self.hk, self.hv, self.dk, self.dv, self.r
         p = self.proj_ordered(h)  # [T, C + Hv*Dv + 2Hv]: q k v | z | b | a
         conv_buf, rec_buf = state_pool.buffers(self.layer)  # [S, C, K-1], [S, Hv, Dk, Dv]
-        if self.kernel is not None and step.batch.is_decode:
-            return self._decode_in_c(x, p, step, conv_buf, rec_buf)
+        if self.kernel is not None and p.is_contiguous():
+            return self._in_c(x, p, step, conv_buf, rec_buf)
         c, vd = self.conv_dim, self.value_dim
         mixed, z = p[:, :c], p[:, c : c + vd]  # [B, C], [B, Hv*Dv]
         beta = p[:, c + vd : c + vd + hv].sigmoid().float()  # [B, Hv]

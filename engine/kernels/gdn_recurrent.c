@@ -1,0 +1,131 @@
+/* Gated DeltaNet's recurrence on the CPU, float32: what engine/model/fast_decode.py's _GdnLayer
+ * does between its two matrix products, as one call instead of ~40 torch ops a step, reading and
+ * writing each request's states where they live in the pool (no gather, no write-back). A decode
+ * step is B requests of one token each; an extend (a prefill or an append) is one request of T
+ * tokens, taken one after another through the same recurrence: the reference's chunked form is
+ * the same arithmetic in another order, and costs a fixed ~4 ms a layer per call on this CPU
+ * where T tokens of the recurrence with the state in cache cost well under that.
+ *
+ * For request b, value head j of key head h (r value heads a key head, Hv = Hk r):
+ *   conv:   y = silu(sum_k window[c][k] w[c][k]), window = [conv state | this token's q k v],
+ *           and the conv state shifts by one;
+ *   q, k:   l2-normalised per key head, q further scaled by Dk^-1/2;
+ *   gates:  beta = sigmoid(b), g = -exp(A_log) softplus(a + dt_bias), d = exp(g) (0 below floor);
+ *   rule:   S' = d S + k delta^T, delta = beta (v - d S^T k), o = S'^T q = d S^T q + (q.k) delta;
+ *   output: rms_norm(o) * norm_weight * silu(z), the input of the output projection.
+ * The reference (engine/model/gated_deltanet.py, delta_rule.recurrent_step) is the specification;
+ * tests/engine/test_cpu_kernels.py holds this to it.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+static inline float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); } /* torch's threshold */
+
+/* x[0:n] *= rsqrt(mean(x^2) + eps) * scale */
+static void rms_scale(float *x, int64_t n, float eps, float scale) {
+    float ss = 0.0f;
+    for (int64_t i = 0; i < n; i++) ss += x[i] * x[i];
+    const float inv = scale / sqrtf(ss / (float)n + eps);
+    for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+typedef struct {
+    int64_t hk, r, dk, dv, km1, hv, conv_dim, value_dim;
+    const float *conv_w, *neg_a, *dt_bias, *norm_w;
+    float l2_scale, l2_eps, q_scale, norm_eps, decay_floor;
+    float *y, *sq, *sk, *delta;
+} layer_t;
+
+/* One token through the layer: its projection row pb, the request's conv and recurrent state
+ * (updated in place), the output row o (Hv Dv). */
+static void one_token(const layer_t *L, const float *pb, float *conv, float *rec, float *o_row) {
+    const int64_t hk = L->hk, r = L->r, dk = L->dk, dv = L->dv, km1 = L->km1;
+    float *y = L->y, *sq = L->sq, *sk = L->sk, *delta = L->delta;
+    /* the causal conv over the window, then its state shifted by this token */
+    for (int64_t c = 0; c < L->conv_dim; c++) {
+        float *st = conv + c * km1;
+        const float *w = L->conv_w + c * (km1 + 1);
+        float acc = 0.0f;
+        for (int64_t k = 0; k < km1; k++) acc += st[k] * w[k];
+        acc += pb[c] * w[km1];
+        y[c] = silu(acc);
+        for (int64_t k = 0; k + 1 < km1; k++) st[k] = st[k + 1];
+        if (km1 > 0) st[km1 - 1] = pb[c];
+    }
+    for (int64_t h = 0; h < 2 * hk; h++) rms_scale(y + h * dk, dk, L->l2_eps, L->l2_scale); /* q heads, then k heads */
+    for (int64_t i = 0; i < hk * dk; i++) y[i] *= L->q_scale;
+    const float *z = pb + L->conv_dim, *gate_b = pb + L->conv_dim + L->value_dim, *gate_a = gate_b + L->hv;
+    for (int64_t j = 0; j < L->hv; j++) {
+        const int64_t h = j / r;
+        const float *q = y + h * dk, *k = y + hk * dk + h * dk, *v = y + 2 * hk * dk + j * dv;
+        const float beta = sigmoid(gate_b[j]);
+        const float g = L->neg_a[j] * softplus(gate_a[j] + L->dt_bias[j]);
+        const float d = g < L->decay_floor ? 0.0f : expf(g);
+        float *s = rec + j * dk * dv; /* [Dk, Dv] */
+        for (int64_t e = 0; e < dv; e++) sq[e] = sk[e] = 0.0f;
+        float qk = 0.0f;
+        for (int64_t i = 0; i < dk; i++) {
+            const float *row = s + i * dv;
+            const float qi = q[i], ki = k[i];
+            qk += qi * ki;
+            for (int64_t e = 0; e < dv; e++) {
+                sq[e] += row[e] * qi;
+                sk[e] += row[e] * ki;
+            }
+        }
+        for (int64_t e = 0; e < dv; e++) delta[e] = (v[e] - d * sk[e]) * beta;
+        for (int64_t i = 0; i < dk; i++) {
+            float *row = s + i * dv;
+            const float ki = k[i];
+            for (int64_t e = 0; e < dv; e++) row[e] = row[e] * d + ki * delta[e];
+        }
+        float *o = o_row + j * dv;
+        for (int64_t e = 0; e < dv; e++) o[e] = d * sq[e] + qk * delta[e];
+        rms_scale(o, dv, L->norm_eps, 1.0f);
+        const float *zj = z + j * dv;
+        for (int64_t e = 0; e < dv; e++) o[e] *= L->norm_w[e] * silu(zj[e]);
+    }
+}
+
+/* `batch` requests of `tokens` tokens each: request b's token t is row b * tokens + t of p and out. */
+int gdn_recurrent(
+    int64_t batch, int64_t tokens, int64_t hk, int64_t r, int64_t dk, int64_t dv, int64_t kernel,
+    const float *p, int64_t p_stride,  /* [B T, p_stride]: q k v (C) | z (Hv Dv) | b (Hv) | a (Hv) */
+    const float *conv_w,               /* [C, K] */
+    float *conv_buf,                   /* [S, C, K-1] */
+    float *rec_buf,                    /* [S, Hv, Dk, Dv] */
+    int64_t num_slots,
+    const int64_t *slots,              /* [B] */
+    const uint8_t *fresh,              /* [B]: 1 where the request starts from zero state */
+    const float *neg_a,                /* [Hv]: -exp(A_log) */
+    const float *dt_bias,              /* [Hv] */
+    const float *norm_w,               /* [Dv] */
+    float l2_scale, float l2_eps,      /* l2norm(x) = rms_norm(x, eps = l2_eps) * l2_scale */
+    float q_scale, float norm_eps, float decay_floor,
+    float *y,                          /* [C] scratch */
+    float *sq, float *sk, float *delta, /* [Dv] scratch each */
+    float *out                         /* [B T, Hv Dv] */
+) {
+    const int64_t hv = hk * r;
+    const layer_t L = {hk, r, dk, dv, kernel - 1, hv, 2 * hk * dk + hv * dv, hv * dv,
+                       conv_w, neg_a, dt_bias, norm_w, l2_scale, l2_eps, q_scale, norm_eps, decay_floor,
+                       y, sq, sk, delta};
+    for (int64_t b = 0; b < batch; b++) {
+        const int64_t slot = slots[b];
+        if (slot < 0 || slot >= num_slots) return 1;
+        float *conv = conv_buf + slot * L.conv_dim * L.km1;
+        float *rec = rec_buf + slot * hv * dk * dv;
+        if (fresh[b]) {
+            memset(conv, 0, sizeof(float) * L.conv_dim * L.km1);
+            memset(rec, 0, sizeof(float) * hv * dk * dv);
+        }
+        for (int64_t t = 0; t < tokens; t++) {
+            const int64_t row = b * tokens + t;
+            one_token(&L, p + row * p_stride, conv, rec, out + row * L.value_dim);
+        }
+    }
+    return 0;
+}
