@@ -49,10 +49,12 @@ SMALL_GEMM_MIN_COLUMNS = 1024
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("TOKDRIFT_KERNEL_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tokdrift", "kernels"
-    )
-    return Path(base)
+    """$TOKDRIFT_KERNEL_CACHE, else `kernels` beside the default checkpoint ($TOKDRIFT_HOME or
+    ~/.cache/tokdrift)."""
+    if os.environ.get("TOKDRIFT_KERNEL_CACHE"):
+        return Path(os.environ["TOKDRIFT_KERNEL_CACHE"])
+    home = os.environ.get("TOKDRIFT_HOME")
+    return (Path(home) if home else Path.home() / ".cache" / "tokdrift") / "kernels"
 
 
 def _cpu_model() -> str:
@@ -71,10 +73,17 @@ def _build(compiler: str) -> Path:
         key.update((_HERE / source).read_bytes())
     for part in (*FLAGS, version, _cpu_model(), platform.machine()):
         key.update(part.encode())
-    target = cache_dir() / f"tokdrift_cpu_{key.hexdigest()[:16]}.so"
+    name = f"tokdrift_cpu_{key.hexdigest()[:16]}.so"
+    target = cache_dir() / name
     if target.exists():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:  # a home that cannot be written: the machine's temporary directory, per user
+        target = Path(tempfile.gettempdir()) / f"tokdrift-kernels-{os.getuid()}" / name
+        if target.exists():
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
     # built beside the target and renamed into place: processes starting together never load half a file
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
