@@ -15,8 +15,8 @@ fraction of that limit:
   with the decode's torch thread count. The limit uses the fastest of the three, so the
   fraction is never flattered by a slow way of moving memory;
 - bytes per step: the dense weights (every parameter but the embedding table, of which one
-  row is read), the routed experts the router actually picked in that step (counted through
-  the expert provider), K/V of the full-attention layers at the context used, and the
+  row is read), the routed experts a batch-1 step picks (top-k of each MoE layer: one token
+  picks k distinct experts), K/V of the full-attention layers at the context used, and the
   linear-attention state (conv window + recurrent matrix) of each Gated DeltaNet layer;
 - step time: engine steps at batch 1 (`Engine.step`, scheduling and sampling included).
 
@@ -91,7 +91,10 @@ def main(argv: list[str] | None = None) -> None:
             cache_type="none",
         )
     )
-    picked = _count_experts(engine)
+    from engine.model.moe import SparseMoE
+
+    moe_layers = sum(isinstance(layer.mlp, SparseMoE) for layer in engine.model.model.layers)
+    picked_per_step = moe_layers * engine.model_config.num_experts_per_tok  # one token: k distinct a layer
     engine_decode(engine, [prompt_ids(args.prompt, 0)], 2)  # warm-up
     src = torch.randn(args.copy_mb * 2**20 // 4)  # [N] float32
     dst = torch.empty_like(src)
@@ -104,18 +107,17 @@ def main(argv: list[str] | None = None) -> None:
         bandwidths["copy"].append(_bandwidth(lambda d=dst, s=src: d.copy_(s), 2 * src.numel() * 4))
         bandwidths["read"].append(_bandwidth(lambda s=src: s.sum(), src.numel() * 4))
         bandwidths["mv"].append(_bandwidth(lambda m=matrix: torch.mv(m, vector), src.numel() * 4))
-        picked[:] = [set()]
         shares: list[float] = []
         run = engine_decode(
             engine,
             [prompt_ids(args.prompt, rep + 1)],
             args.tokens,
-            on_step=lambda stats: (picked.append(set()), shares.append(stats.forward_s / stats.duration_s)),
+            on_step=lambda stats: shares.append(stats.forward_s / stats.duration_s),
         )
         step_times.append(run.step_s)
         forward_shares.append(median(shares))
-        gemv_times.append(_time_chain(chain, round(median(len(s) for s in picked[1:-1]))))
-        experts_per_step.extend(len(s) for s in picked[1:-1])  # sets filled during decode steps
+        gemv_times.append(_time_chain(chain, picked_per_step))
+        experts_per_step.append(picked_per_step)
     del src, dst, matrix
     bw_by_kind = {kind: median(values) for kind, values in bandwidths.items()}
     fastest = max(bw_by_kind, key=bw_by_kind.get)
@@ -233,19 +235,6 @@ def _time_chain(chain: tuple[list, list], num_experts: int, repeats: int = 3) ->
             torch.nn.functional.linear(x, w)  # [1, O]
         times.append(clock() - t0)
     return median(times)
-
-
-def _count_experts(engine) -> list[set]:
-    """Record the distinct (layer, expert) pairs fetched in each step into the list's last set."""
-    picked: list[set] = [set()]
-    get = engine.experts.get
-
-    def counting_get(layer: int, expert: int):
-        picked[-1].add((layer, expert))
-        return get(layer, expert)
-
-    engine.experts.get = counting_get
-    return picked
 
 
 def _step_bytes(engine, experts_per_step: float, context: float) -> StepBytes:

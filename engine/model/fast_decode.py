@@ -439,10 +439,54 @@ class _MoeLayer:
             self.shared_down_t = shared.down_proj.weight.detach().t()  # [Is, H] contiguous
         else:
             self.proj = _Linear(module.gate.weight.detach().t(), None)
+        self.kernel = self._kernel()
+
+    def _kernel(self):
+        """The C kernel for up to 8 tokens with resident experts in float32 on a CPU, or None."""
+        if not self.resident or self.proj.weight_t.device.type != "cpu" or self.proj.weight_t.dtype != torch.float32:
+            return None
+        weights = [self.experts.get(self.layer, e) for e in range(self.num_experts)]
+        if not all(w.gate_up.t().is_contiguous() and w.down.t().is_contiguous() for w in weights):
+            return None  # the kernel reads input-major weights
+        if self.has_shared and not self.shared_down_t.is_contiguous():
+            return None
+        lib = cpu_kernels.load()
+        if lib is None:
+            return None
+        self._gate_up_ptrs = torch.tensor([w.gate_up.data_ptr() for w in weights], dtype=torch.int64)
+        self._down_ptrs = torch.tensor([w.down.data_ptr() for w in weights], dtype=torch.int64)
+        self._weights = weights  # the addresses above stay valid while these are held
+        hidden = self.proj.weight_t.shape[0]
+        si = self.shared_inter if self.has_shared else 0
+        t = cpu_kernels.MOE_DECODE_MAX_TOKENS
+        self._scratch = torch.empty(t * (4 * hidden + 3 * self.inter + si))
+        return lib.moe_decode
+
+    def _in_c(self, x, h, p) -> torch.Tensor:
+        out = torch.empty_like(x)  # [B, H]
+        si = self.shared_inter if self.has_shared else 0
+        rc = self.kernel(
+            *(x.shape[0], x.shape[1], self.inter, self.num_experts, self.top_k, int(bool(self.norm_topk_prob))),
+            *(p.data_ptr(), p.stride(0), h.data_ptr(), x.data_ptr()),
+            *(self._gate_up_ptrs.data_ptr(), self._down_ptrs.data_ptr()),
+            *(si, self.shared_down_t.data_ptr() if si else None, self._scratch.data_ptr(), out.data_ptr()),
+        )
+        if rc != 0:
+            raise EngineError(
+                f"moe_decode: {x.shape[0]} tokens, top {self.top_k} of {self.num_experts}: out of its bounds"
+            )
+        return out
 
     def __call__(self, x, h) -> torch.Tensor:
         n, e = x.shape[0], self.num_experts
         p = self.proj(h)  # [B, E (+ 1 + 2Is)]: router logits | shared gate | shared gate, up
+        if (
+            self.kernel is not None
+            and n <= cpu_kernels.MOE_DECODE_MAX_TOKENS
+            and x.is_contiguous()
+            and h.is_contiguous()
+        ):
+            return self._in_c(x, h, p)
         probs = torch.softmax(p[:, :e], dim=-1, dtype=torch.float32)  # [B, E]
         top_w, top_ids = torch.topk(probs, self.top_k, dim=-1)  # [B, k], [B, k]
         if self.norm_topk_prob:

@@ -206,3 +206,34 @@ def test_the_default_model_serves_the_same_tokens_with_and_without_the_kernels(k
     without, engine = serve()
     assert engine.model.fast_decode.small_gemm_products == 0
     assert with_c == without
+
+
+@pytest.mark.parametrize("tokens", [1, 3, 8, 9])
+@pytest.mark.parametrize("config", ["hybrid_moe_shared_gqa", "moe_no_shared_tied", "default"])
+def test_moe_in_c_matches_the_torch_ops(tmp_path, config, tokens):
+    """The router, the experts over the tokens that picked them, the shared expert and the residual:
+    two test models (with and without a shared expert, top-2 renormalised and top-3 not) and the
+    default checkpoint, whose experts are wide enough for the register tiles; 9 tokens stay with
+    torch."""
+    from engine.model.checkpoint import default_checkpoint
+    from engine.model.fast_decode import _MoeLayer
+
+    if config == "default":
+        path = default_checkpoint()
+    else:
+        path = tmp_path / config
+        write_reference(config, path)
+    model = load_model(str(path))
+    model.use_fast_decode()
+    moe = next(f for _, _, _, f in model.fast_decode.layers if isinstance(f, _MoeLayer))
+    assert moe.kernel is not None
+    gen = torch.Generator().manual_seed(tokens)
+    hidden = model.config.hidden_size
+    x, h = torch.randn(tokens, hidden, generator=gen), torch.randn(tokens, hidden, generator=gen)
+    got = moe(x, h)
+    kernel, moe.kernel = moe.kernel, None
+    try:
+        want = moe(x, h)
+    finally:
+        moe.kernel = kernel
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
