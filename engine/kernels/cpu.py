@@ -21,7 +21,7 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-SOURCES = ("gdn_recurrent.c", "small_gemm.c", "moe_decode.c")
+SOURCES = ("gdn_recurrent.c", "small_gemm.c", "moe_decode.c", "rms_norm.c")
 FLAGS = ("-O3", "-march=native", "-shared", "-fPIC", "-std=c11")
 _HERE = Path(__file__).resolve().parent
 
@@ -43,7 +43,17 @@ MOE_DECODE_ARGTYPES = (
     + [_ptr, _i64, _ptr, _ptr, _ptr, _ptr]  # p, ldp, h, x, gate_up addresses, down addresses
     + [_i64, _ptr, _ptr, _ptr]  # shared_inter, shared_down, scratch, out
 )
-MOE_DECODE_MAX_TOKENS = 8  # moe_decode.c's MAX_TOKENS
+MOE_DECODE_MAX_TOKENS = 8
+RMS_NORM_ARGTYPES = [
+    _i64,
+    _i64,
+    _ptr,
+    _i64,
+    _ptr,
+    _f32,
+    _ptr,
+    _i64,
+]  # rows, dim, x, ldx, scale, eps, out, ldo  # moe_decode.c's MAX_TOKENS
 SMALL_GEMM_ARGTYPES = [_i64] * 3 + [_ptr, _i64, _ptr, _i64, _ptr, _i64]  # m, k, n, x, ldx, w, ldw, out, ldo
 # small_gemm takes a product where MKL's sgemm reads the weight slowly: 2-8 rows of x and a weight
 # at least this wide. Measured on an Intel Xeon VM (AVX-512, and with it switched off, as on AVX2
@@ -129,6 +139,8 @@ def load() -> ctypes.CDLL | None:
         return None
     lib.gdn_recurrent.argtypes = GDN_RECURRENT_ARGTYPES
     lib.gdn_recurrent.restype = ctypes.c_int
+    lib.rms_norm.argtypes = RMS_NORM_ARGTYPES
+    lib.rms_norm.restype = ctypes.c_int
     lib.moe_decode.argtypes = MOE_DECODE_ARGTYPES
     lib.moe_decode.restype = ctypes.c_int
     lib.small_gemm.argtypes = SMALL_GEMM_ARGTYPES

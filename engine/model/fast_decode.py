@@ -145,6 +145,9 @@ class FastDecode:
         gdn = [mixer for _, mixer, _, _ in self.layers if isinstance(mixer, _GdnLayer)]
         self.kernel_note = None if not gdn else gdn[0].kernel_note  # what runs Gated DeltaNet's decode
         self.small_gemm_products = self._small_gemm()
+        scales = [t for in_norm, _, post_norm, _ in self.layers for t in (in_norm, post_norm)] + [self.final_norm]
+        fp32_cpu = all(t.dtype == torch.float32 and t.device.type == "cpu" and t.is_contiguous() for t in scales)
+        self._rms_norm_lib = cpu_kernels.load() if fp32_cpu else None
 
     def _small_gemm(self) -> int:
         """Give the wide projections the C kernel small_gemm for decode batches of a few rows
@@ -169,19 +172,30 @@ class FastDecode:
             self.kernel_note += f"; {count} wide projections through small_gemm.c at 2-8 rows"
         return count
 
+    def _norm(self, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        """rms_norm(x, scale, eps): through the C kernel on a CPU in float32 (one call instead of six ops)."""
+        lib = self._rms_norm_lib
+        if lib is None or x.dtype != torch.float32 or not x.is_contiguous() or x.device.type != "cpu":
+            return rms_norm(x, scale, self.eps)
+        out = torch.empty_like(x)
+        lib.rms_norm(
+            x.shape[0], x.shape[1], x.data_ptr(), x.stride(0), scale.data_ptr(), self.eps, out.data_ptr(), out.stride(0)
+        )
+        return out
+
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch, kv_pool, state_pool, backend) -> torch.Tensor:
         """Logits float32: [B, V] for the last new token of each request, or [T, V] if the batch asked for all."""
-        model, eps = self.model, self.eps
+        model, norm = self.model, self._norm
         self.experts.begin_step()
         x = model.model.embed_tokens(batch.input_ids)  # [T, H]
         step = self._step(batch, x.dtype, backend)
         for in_norm, mixer, post_norm, ffn in self.layers:
-            x = mixer(x, rms_norm(x, in_norm, eps), step, kv_pool, state_pool, backend)  # [T, H], residual added
-            x = ffn(x, rms_norm(x, post_norm, eps))  # [T, H], residual added
+            x = mixer(x, norm(x, in_norm), step, kv_pool, state_pool, backend)  # [T, H], residual added
+            x = ffn(x, norm(x, post_norm))  # [T, H], residual added
         if batch.logits_indices.shape[0] != x.shape[0]:
             x = x[batch.logits_indices]  # [B, H]
-        x = rms_norm(x, self.final_norm, eps)  # [B or T, H]
+        x = norm(x.contiguous(), self.final_norm)  # [B or T, H]
         return F.linear(x, model.lm_head_weight).float()  # [B or T, V]
 
     def _step(self, batch: ForwardBatch, dtype: torch.dtype, backend) -> _Step:

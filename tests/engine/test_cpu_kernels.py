@@ -237,3 +237,16 @@ def test_moe_in_c_matches_the_torch_ops(tmp_path, config, tokens):
     finally:
         moe.kernel = kernel
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("rows, dim", [(1, 512), (8, 64), (3, 33)])
+def test_rms_norm_matches_torch(rows, dim):
+    from engine.model.norm import rms_norm
+
+    lib = cpu_kernels.load()
+    assert lib is not None, cpu_kernels.why_not()
+    gen = torch.Generator().manual_seed(dim)
+    x, scale = torch.randn(rows, dim, generator=gen) * 3, torch.randn(dim, generator=gen)
+    out = torch.full_like(x, float("nan"))
+    assert lib.rms_norm(rows, dim, x.data_ptr(), dim, scale.data_ptr(), 1e-6, out.data_ptr(), dim) == 0
+    torch.testing.assert_close(out, rms_norm(x, scale, 1e-6), rtol=1e-5, atol=1e-6)
