@@ -276,7 +276,9 @@ class _GdnLayer:
             return None, f"torch ops (C kernel: {cpu_kernels.why_not()})"
         self.conv_weight = self.conv_weight.contiguous()  # [C, K]
         self.neg_a = self.neg_a.contiguous()
-        self._scratch = torch.empty(self.conv_dim + 3 * self.dv)  # y [C] | S^T q, S^T k, delta [Dv] each
+        self._scratch = torch.empty(
+            self.conv_dim + self.value_dim + 3 * self.dv
+        )  # y [C] | z [Hv*Dv] | S^T q, S^T k, delta [Dv] each
         return lib.gdn_recurrent, "C kernel (engine/kernels/gdn_recurrent.c)"
 
     def _in_c(self, x, p, step: _Step, conv_buf, rec_buf) -> torch.Tensor:
@@ -306,7 +308,7 @@ class _GdnLayer:
             self.norm_weight.data_ptr(),
             *(self.dk**-0.5, self.qk_eps, self.q_scale, self.norm_eps, delta_rule.DECAY_FLOOR),
             y_ptr,
-            *(y_ptr + self.conv_dim * scratch.element_size() + i * dv_bytes for i in range(3)),
+            *(y_ptr + (self.conv_dim + self.value_dim) * scratch.element_size() + i * dv_bytes for i in range(3)),
             out.data_ptr(),
         )
         if rc != 0:
