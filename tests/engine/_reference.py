@@ -88,3 +88,27 @@ def make_pools(
         config.linear_value_head_dim,
     )
     return kv, states
+
+
+def serve_waves(engine, seed: int = 3) -> list[list[int]]:
+    """Greedy tokens of two waves of six requests through `engine` (a hybrid_moe_shared_gqa
+    checkpoint): decode batches that grow and shrink, and a second wave whose prompts hit the
+    first's cached prefix. The engine's integrity is checked after."""
+    from engine import SamplingParams
+
+    gen = torch.Generator().manual_seed(seed)
+    system = torch.randint(0, CONFIGS["hybrid_moe_shared_gqa"]["vocab_size"], (40,), generator=gen).tolist()
+    outputs = []
+    for wave in range(2):
+        requests = []
+        for i, (extra, max_tokens) in enumerate([(1, 9), (17, 14), (5, 5), (30, 11), (2, 7), (0, 12)]):
+            tail = torch.randint(0, 300, (extra,), generator=gen).tolist()
+            prompt = (system if i % 2 else system[:7]) + tail if extra or i % 2 else [wave + 3]
+            requests.append(
+                engine.add_request(prompt, SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True))
+            )
+        while engine.has_work():
+            engine.step()
+        outputs += [list(r.output_ids) for r in requests]
+    engine.check_integrity()
+    return outputs

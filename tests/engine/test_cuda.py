@@ -12,10 +12,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine import SamplingParams
 from engine.runtime.config import EngineConfig
 from engine.runtime.engine import Engine
-from tests.engine._reference import CONFIGS, write_reference
+from tests.engine._reference import serve_waves, write_reference
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
@@ -30,24 +29,8 @@ def checkpoint(tmp_path_factory):
 
 
 def _serve(checkpoint, **options) -> tuple[list[list[int]], Engine]:
-    """Greedy tokens of a workload whose decode batches grow and shrink, with shared prefixes."""
     engine = Engine(EngineConfig(model=str(checkpoint), max_running_requests=4, kv_tokens=2048, **options))
-    gen = torch.Generator().manual_seed(5)
-    system = torch.randint(0, CONFIGS[MODEL]["vocab_size"], (40,), generator=gen).tolist()
-    outputs = []
-    for _ in range(2):  # the second wave's prompts hit the first's cached prefix
-        requests = []
-        for i, (extra, max_tokens) in enumerate([(1, 9), (17, 14), (5, 5), (30, 11), (2, 7), (0, 12)]):
-            tail = torch.randint(0, CONFIGS[MODEL]["vocab_size"], (extra,), generator=gen).tolist()
-            prompt = (system if i % 2 else system[:7]) + tail
-            requests.append(
-                engine.add_request(prompt, SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True))
-            )
-        while engine.has_work():
-            engine.step()
-        outputs += [list(r.output_ids) for r in requests]
-    engine.check_integrity()
-    return outputs, engine
+    return serve_waves(engine), engine
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,10 @@ import logging
 import pytest
 import torch
 
-from engine import SamplingParams
 from engine.model.loader import load_model
 from engine.runtime.config import EngineConfig, EngineConfigError
 from engine.runtime.engine import Engine
-from tests.engine._reference import CONFIGS, write_reference
+from tests.engine._reference import serve_waves, write_reference
 
 
 @pytest.fixture(scope="module")
@@ -40,22 +39,7 @@ def _serve(checkpoint, decode_path: str, **options) -> list[list[int]]:
         )
     )
     assert engine.decode_path == decode_path
-    gen = torch.Generator().manual_seed(3)
-    system = torch.randint(0, CONFIGS["hybrid_moe_shared_gqa"]["vocab_size"], (40,), generator=gen).tolist()
-    outputs = []
-    for wave in range(2):  # the second wave's prompts hit the first's cached prefix
-        requests = []
-        for i, (extra, max_tokens) in enumerate([(1, 9), (17, 14), (5, 5), (30, 11), (2, 7), (0, 12)]):
-            tail = torch.randint(0, 300, (extra,), generator=gen).tolist()
-            prompt = (system if i % 2 else system[:7]) + tail if extra or i % 2 else [wave + 3]
-            requests.append(
-                engine.add_request(prompt, SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True))
-            )
-        while engine.has_work():
-            engine.step()
-        outputs += [list(r.output_ids) for r in requests]
-    engine.check_integrity()
-    return outputs
+    return serve_waves(engine)
 
 
 @pytest.mark.parametrize("options", [{}, {"moe_backend": "offload", "moe_cache_size": 3}], ids=["resident", "offload"])
