@@ -22,8 +22,9 @@ ops at batch 1, with:
 The same layers take prefill, extend (an append onto a cached prefix) and mixed batches: the
 fused projections, the folded residuals and the MoE's grouped expert products serve T tokens as
 they serve B; attention runs the backend's extend (causal over each request's context), and the
-linear-attention layers the reference's extend (the causal conv and the chunked delta rule per
-request, a mixed batch's decoding requests together through the recurrent step).
+linear-attention layers the C recurrence where it is built, else the reference's extend (the
+causal conv and the chunked delta rule per request, a mixed batch's decoding requests together
+through the recurrent step).
 
 The reference layers (`qwen3_next.py`, proven against transformers) stay the specification:
 tests run both paths and compare logits and greedy tokens.
