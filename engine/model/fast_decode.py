@@ -14,10 +14,11 @@ ops at batch 1, with:
 - the linear-attention update as batched matrix products, in place on the gathered state;
   q and k l2-normalised by one `rms_norm` over both (l2norm(x) = rms_norm(x, eps / D) / sqrt(D));
 - plain functions over tensors: no module calls in the step;
-- on a CPU in float32, Gated DeltaNet's decode between its two products (conv, norms, gates,
-  the delta rule, the gated norm) as one call of a C kernel (engine/kernels/gdn_recurrent.c) that
-  reads and writes each request's states in the pool, where a C compiler built it
-  (engine/kernels/cpu.py); the torch ops otherwise.
+- on a CPU in float32, where a C compiler built them (engine/kernels/cpu.py), C kernels for what
+  remains of a step past its products: Gated DeltaNet between its two products, on the states
+  in the pool (gdn_recurrent.c), the MoE layer for up to 8 tokens (moe_decode.c), the wide
+  projections at 2-8 rows (small_gemm.c) and the residual norms (rms_norm.c); the torch ops
+  otherwise (docs/engine-model.md, "C kernels on the CPU").
 
 The same layers take prefill, extend (an append onto a cached prefix) and mixed batches: the
 fused projections, the folded residuals and the MoE's grouped expert products serve T tokens as
@@ -143,12 +144,29 @@ class FastDecode:
                 (layer.input_layernorm.scale.detach(), mixer, layer.post_attention_layernorm.scale.detach(), ffn)
             )
         self.final_norm = model.model.norm.scale.detach()
-        gdn = [mixer for _, mixer, _, _ in self.layers if isinstance(mixer, _GdnLayer)]
-        self.kernel_note = None if not gdn else gdn[0].kernel_note  # what runs Gated DeltaNet's decode
         self.small_gemm_products = self._small_gemm()
         scales = [t for in_norm, _, post_norm, _ in self.layers for t in (in_norm, post_norm)] + [self.final_norm]
         fp32_cpu = all(t.dtype == torch.float32 and t.device.type == "cpu" and t.is_contiguous() for t in scales)
         self._rms_norm_lib = cpu_kernels.load() if fp32_cpu else None
+        self.kernel_note = self._kernel_note()  # for the startup log
+
+    def _kernel_note(self) -> str:
+        """Which of the C kernels (engine/kernels/) this model's steps take, or why none."""
+        gdn = [m for _, m, _, _ in self.layers if isinstance(m, _GdnLayer)]
+        moe = [f for _, _, _, f in self.layers if isinstance(f, _MoeLayer)]
+        parts = [
+            f"gdn_recurrent.c ({sum(m.kernel is not None for m in gdn)} of {len(gdn)} linear-attention layers)",
+            f"moe_decode.c ({sum(f.kernel is not None for f in moe)} of {len(moe)} MoE layers)",
+            f"small_gemm.c ({self.small_gemm_products} wide projections at 2-8 rows)",
+            f"rms_norm.c ({'on' if self._rms_norm_lib is not None else 'off'})",
+        ]
+        if any(m.kernel is not None for m in gdn) or any(f.kernel is not None for f in moe) or self._rms_norm_lib:
+            return "C kernels: " + ", ".join(parts)
+        if not self.layers or self.final_norm.device.type != "cpu":
+            return "torch ops (not on a CPU)"
+        if self.final_norm.dtype != torch.float32:
+            return "torch ops (the C kernels are float32 only)"
+        return f"torch ops (C kernels: {cpu_kernels.why_not()})"
 
     def _small_gemm(self) -> int:
         """Give the wide projections the C kernel small_gemm for decode batches of a few rows
@@ -169,8 +187,6 @@ class FastDecode:
                 ):
                     setattr(part, name, linear._replace(rows=lib.small_gemm))
                     count += 1
-        if count and self.kernel_note is not None:
-            self.kernel_note += f"; {count} wide projections through small_gemm.c at 2-8 rows"
         return count
 
     def _norm(self, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:

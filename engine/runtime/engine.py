@@ -395,7 +395,7 @@ class Engine(EngineHooks):
         logger.info("tokdrift engine %s starting: %s on %s", __version__, self.checkpoint, self.device)
         logger.info("Resolved config: %s", self.config.resolved_line())
         fast = self.model.fast_decode
-        note = f"; Gated DeltaNet decode through {fast.kernel_note}" if fast is not None and fast.kernel_note else ""
+        note = f"; {fast.kernel_note}" if fast is not None else ""
         logger.info("Decode path: %s%s", self.decode_path, note)
         if self.config.faults:
             logger.warning("Degradation faults switched on: %s", ", ".join(self.config.faults))

@@ -121,14 +121,17 @@ def test_the_engine_serves_the_same_tokens_without_the_kernel(checkpoint, kernel
     with caplog.at_level(logging.INFO, logger="engine"):
         with_c, engine = _tokens(checkpoint)
     assert engine.model.fast_decode.layers[0][1].kernel is not None
-    assert "Gated DeltaNet decode through C kernel" in caplog.text
+    assert (
+        "Decode path: fast; C kernels: gdn_recurrent.c (2 of 2 linear-attention layers), moe_decode.c (3 of 3 MoE layers)"
+        in caplog.text
+    )
     kernels_from_env.setenv("TOKDRIFT_CPU_KERNELS", "0")
     cpu_kernels.reset()
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="engine"):
         without, engine = _tokens(checkpoint)
     assert engine.model.fast_decode.layers[0][1].kernel is None
-    assert "torch ops (C kernel: switched off by TOKDRIFT_CPU_KERNELS=0)" in caplog.text
+    assert "Decode path: fast; torch ops (C kernels: switched off by TOKDRIFT_CPU_KERNELS=0)" in caplog.text
     assert with_c == without
 
 
@@ -138,7 +141,7 @@ def test_a_failed_build_falls_back_to_torch_ops_and_says_why(checkpoint, kernels
     assert cpu_kernels.load() is None
     assert "the build failed: /bin/false failed" in cpu_kernels.why_not()
     tokens, engine = _tokens(checkpoint)
-    assert engine.model.fast_decode.kernel_note.startswith("torch ops (C kernel: the build failed")
+    assert engine.model.fast_decode.kernel_note.startswith("torch ops (C kernels: the build failed")
     assert all(len(t) == 9 for t in tokens)
     assert not list((tmp_path / "cache").glob("*"))  # no half-built library left behind
 
