@@ -37,6 +37,7 @@ GDN_RECURRENT_ARGTYPES = (
     + [_ptr, _ptr, _ptr, _ptr, _ptr]  # slots, fresh, neg_a, dt_bias, norm_w
     + [_f32] * 5  # l2_scale, l2_eps, q_scale, norm_eps, decay_floor
     + [_ptr] * 5  # y, sq, sk, delta, out
+    + [_ptr, _ptr]  # conv_wt, ybuf
 )
 MOE_DECODE_ARGTYPES = (
     [_i64] * 6  # tokens, hidden, inter, num_experts, top_k, norm_topk

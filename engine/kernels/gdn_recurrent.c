@@ -100,9 +100,12 @@ static void rule_columns(float *s, int64_t dk, int64_t dv, const float *q, const
 
 /* One token through the layer: its projection row pb, the request's conv and recurrent state
  * (updated in place), the output row o (Hv Dv). */
+/* The rest of a token after its conv: y (C) holds silu(conv) for this token. */
+static void after_conv(const layer_t *L, const float *pb, float *y, float *rec, float *o_row);
+
 static void one_token(const layer_t *L, const float *pb, float *conv, float *rec, float *o_row) {
-    const int64_t hk = L->hk, r = L->r, dk = L->dk, dv = L->dv, km1 = L->km1;
-    float *y = L->y, *sq = L->sq, *sk = L->sk, *delta = L->delta;
+    const int64_t km1 = L->km1;
+    float *y = L->y;
     /* the causal conv over the window, then its state shifted by this token */
     for (int64_t c = 0; c < L->conv_dim; c++) {
         float *st = conv + c * km1;
@@ -114,9 +117,50 @@ static void one_token(const layer_t *L, const float *pb, float *conv, float *rec
         if (km1 > 0) st[km1 - 1] = pb[c];
     }
     silu_array(y, L->conv_dim);
+    after_conv(L, pb, y, rec, o_row);
+}
+
+/* The conv of T tokens of one request at once, token-major so that it runs along the channels in
+ * vector registers (the per-token form walks the channel-major [C, K-1] state a channel at a
+ * time): y[t] = silu(sum_k wt[k] * in[t - (K-1) + k]), in[j] the token's q k v for j >= 0 and the
+ * conv state before it for j < 0, summed in the per-token form's order; then the state keeps the
+ * last K-1 inputs. wt is the weight transposed, [K, C]. */
+static void conv_tokens(const layer_t *L, const float *p, int64_t p_stride, int64_t tokens, float *conv,
+                        const float *wt, float *ybuf) {
+    const int64_t km1 = L->km1, cd = L->conv_dim;
+    for (int64_t t = 0; t < tokens; t++) {
+        float *yt = ybuf + t * cd;
+        if (t >= km1) {
+            for (int64_t c = 0; c < cd; c++) yt[c] = 0.0f;
+            for (int64_t k = 0; k <= km1; k++) {
+                const float *in = p + (t - km1 + k) * p_stride, *w = wt + k * cd;
+                for (int64_t c = 0; c < cd; c++) yt[c] += in[c] * w[c];
+            }
+        } else {
+            for (int64_t c = 0; c < cd; c++) {
+                float acc = 0.0f;
+                for (int64_t k = 0; k <= km1; k++) {
+                    const int64_t j = t - km1 + k;
+                    acc += (j >= 0 ? p[j * p_stride + c] : conv[c * km1 + km1 + j]) * wt[k * cd + c];
+                }
+                yt[c] = acc;
+            }
+        }
+    }
+    for (int64_t c = 0; c < cd; c++) /* ascending: each read is at or past the entry it writes */
+        for (int64_t i = 0; i < km1; i++) {
+            const int64_t j = tokens - km1 + i;
+            conv[c * km1 + i] = j >= 0 ? p[j * p_stride + c] : conv[c * km1 + km1 + j];
+        }
+    silu_array(ybuf, tokens * cd);
+}
+
+static void after_conv(const layer_t *L, const float *pb, float *y, float *rec, float *o_row) {
+    const int64_t hk = L->hk, r = L->r, dk = L->dk, dv = L->dv;
+    float *sq = L->sq, *sk = L->sk, *delta = L->delta;
     for (int64_t h = 0; h < 2 * hk; h++) rms_scale(y + h * dk, dk, L->l2_eps, L->l2_scale); /* q heads, then k heads */
     for (int64_t i = 0; i < hk * dk; i++) y[i] *= L->q_scale;
-    float *z = y + L->conv_dim; /* silu(z), the output gate: a copy, the SiLUs vectorised */
+    float *z = L->y + L->conv_dim; /* silu(z), the output gate: a copy, the SiLUs vectorised */
     memcpy(z, pb + L->conv_dim, sizeof(float) * L->value_dim);
     silu_array(z, L->value_dim);
     const float *gate_b = pb + L->conv_dim + L->value_dim, *gate_a = gate_b + L->hv;
@@ -167,7 +211,9 @@ int gdn_recurrent(
     float q_scale, float norm_eps, float decay_floor,
     float *y,                          /* [C + Hv Dv] scratch */
     float *sq, float *sk, float *delta, /* [Dv] scratch each */
-    float *out                         /* [B T, Hv Dv] */
+    float *out,                        /* [B T, Hv Dv] */
+    const float *conv_wt,              /* [K, C]: conv_w transposed, for the token-major conv */
+    float *ybuf                        /* [T, C] scratch for a request's conv outputs; NULL: a token at a time */
 ) {
     const int64_t hv = hk * r;
     const layer_t L = {hk, r, dk, dv, kernel - 1, hv, 2 * hk * dk + hv * dv, hv * dv,
@@ -181,6 +227,13 @@ int gdn_recurrent(
         if (fresh[b]) {
             memset(conv, 0, sizeof(float) * L.conv_dim * L.km1);
             memset(rec, 0, sizeof(float) * hv * dk * dv);
+        }
+        if (ybuf != NULL && tokens > 1) {
+            const float *pr = p + b * tokens * p_stride;
+            conv_tokens(&L, pr, p_stride, tokens, conv, conv_wt, ybuf);
+            for (int64_t t = 0; t < tokens; t++)
+                after_conv(&L, pr + t * p_stride, ybuf + t * L.conv_dim, rec, out + (b * tokens + t) * L.value_dim);
+            continue;
         }
         for (int64_t t = 0; t < tokens; t++) {
             const int64_t row = b * tokens + t;

@@ -292,6 +292,7 @@ class _GdnLayer:
         if lib is None:
             return None, f"torch ops (C kernel: {cpu_kernels.why_not()})"
         self.conv_weight = self.conv_weight.contiguous()  # [C, K]
+        self._conv_wt = self.conv_weight.t().contiguous()  # [K, C]: the token-major conv of an extend
         self.neg_a = self.neg_a.contiguous()
         self._scratch = torch.empty(
             self.conv_dim + self.value_dim + 3 * self.dv
@@ -315,6 +316,7 @@ class _GdnLayer:
     def _call(self, requests: int, tokens: int, p, slots, fresh, out, conv_buf, rec_buf) -> None:
         """`requests` requests of `tokens` tokens each (rows of p and out, request by request)."""
         scratch = self._scratch
+        ybuf = None if tokens == 1 else torch.empty(tokens, self.conv_dim)  # held until the call returns
         y_ptr = scratch.data_ptr()
         dv_bytes = self.dv * scratch.element_size()
         rc = self.kernel(
@@ -327,6 +329,8 @@ class _GdnLayer:
             y_ptr,
             *(y_ptr + (self.conv_dim + self.value_dim) * scratch.element_size() + i * dv_bytes for i in range(3)),
             out.data_ptr(),
+            self._conv_wt.data_ptr(),
+            None if ybuf is None else ybuf.data_ptr(),
         )
         if rc != 0:
             raise EngineError(f"gdn_recurrent: a state slot out of range in {slots.tolist()}")
