@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import logging
 import os
 import platform
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-
-logger = logging.getLogger(__name__)
 
 SOURCES = ("gdn_recurrent.c", "small_gemm.c", "moe_decode.c", "rms_norm.c")
 FLAGS = ("-O3", "-march=native", "-shared", "-fPIC", "-std=c11")
@@ -44,17 +41,9 @@ MOE_DECODE_ARGTYPES = (
     + [_ptr, _i64, _ptr, _ptr, _ptr, _ptr]  # p, ldp, h, x, gate_up addresses, down addresses
     + [_i64, _ptr, _ptr, _ptr]  # shared_inter, shared_down, scratch, out
 )
-MOE_DECODE_MAX_TOKENS = 8
-RMS_NORM_ARGTYPES = [
-    _i64,
-    _i64,
-    _ptr,
-    _i64,
-    _ptr,
-    _f32,
-    _ptr,
-    _i64,
-]  # rows, dim, x, ldx, scale, eps, out, ldo  # moe_decode.c's MAX_TOKENS
+MOE_DECODE_MAX_TOKENS = 8  # moe_decode.c's MAX_TOKENS
+# rows, dim, x, ldx, scale, eps, out, ldo
+RMS_NORM_ARGTYPES = [_i64, _i64, _ptr, _i64, _ptr, _f32, _ptr, _i64]
 SMALL_GEMM_ARGTYPES = [_i64] * 3 + [_ptr, _i64, _ptr, _i64, _ptr, _i64]  # m, k, n, x, ldx, w, ldw, out, ldo
 # small_gemm takes a product where MKL's sgemm reads the weight slowly: 2-8 rows of x and a weight
 # at least this wide. Measured on an Intel Xeon VM (AVX-512, and with it switched off, as on AVX2

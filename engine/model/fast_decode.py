@@ -279,25 +279,24 @@ class _GdnLayer:
         self.norm_weight = module.norm.weight.detach()  # [Dv]
         self.norm_eps = module.norm.eps
         self.out_proj_t = module.out_proj.weight.detach().t()  # [Hv*Dv, H] contiguous
-        self.kernel, self.kernel_note = self._kernel()
+        self.kernel = self._kernel()
 
     def _kernel(self):
-        """The C kernel for the decode step, and a note for the log: where it runs, or why not."""
+        """The C kernel gdn_recurrent for float32 weights on a CPU, where it was built; else None."""
         weights = (self.proj_ordered.weight_t, self.conv_weight, self.dt_bias, self.norm_weight)
-        if weights[0].device.type != "cpu":
-            return None, "torch ops (not on a CPU)"
-        if any(w.dtype != torch.float32 for w in weights):
-            return None, "torch ops (the C kernel is float32 only)"
+        if weights[0].device.type != "cpu" or any(w.dtype != torch.float32 for w in weights):
+            return None
         lib = cpu_kernels.load()
         if lib is None:
-            return None, f"torch ops (C kernel: {cpu_kernels.why_not()})"
+            return None
         self.conv_weight = self.conv_weight.contiguous()  # [C, K]
         self._conv_wt = self.conv_weight.t().contiguous()  # [K, C]: the token-major conv of an extend
         self.neg_a = self.neg_a.contiguous()
-        self._scratch = torch.empty(
-            self.conv_dim + self.value_dim + 3 * self.dv
-        )  # y [C] | z [Hv*Dv] | S^T q, S^T k, delta [Dv] each
-        return lib.gdn_recurrent, "C kernel (engine/kernels/gdn_recurrent.c)"
+        # y [C] | z [Hv*Dv] | S^T q, S^T k, delta [Dv] each: their addresses, fixed for the layer's life
+        self._scratch = torch.empty(self.conv_dim + self.value_dim + 3 * self.dv)
+        base, size = self._scratch.data_ptr(), self._scratch.element_size()
+        self._scratch_ptrs = (base, *(base + (self.conv_dim + self.value_dim + i * self.dv) * size for i in range(3)))
+        return lib.gdn_recurrent
 
     def _in_c(self, x, p, step: _Step, conv_buf, rec_buf) -> torch.Tensor:
         """The layer between its two products through the C kernel, states read and written in the
@@ -315,10 +314,7 @@ class _GdnLayer:
 
     def _call(self, requests: int, tokens: int, p, slots, fresh, out, conv_buf, rec_buf) -> None:
         """`requests` requests of `tokens` tokens each (rows of p and out, request by request)."""
-        scratch = self._scratch
         ybuf = None if tokens == 1 else torch.empty(tokens, self.conv_dim)  # held until the call returns
-        y_ptr = scratch.data_ptr()
-        dv_bytes = self.dv * scratch.element_size()
         rc = self.kernel(
             *(requests, tokens, self.hk, self.r, self.dk, self.dv, self.conv_weight.shape[1]),
             *(p.data_ptr(), p.stride(0)),
@@ -326,8 +322,7 @@ class _GdnLayer:
             *(slots.data_ptr(), fresh.data_ptr(), self.neg_a.data_ptr(), self.dt_bias.data_ptr()),
             self.norm_weight.data_ptr(),
             *(self.dk**-0.5, self.qk_eps, self.q_scale, self.norm_eps, delta_rule.DECAY_FLOOR),
-            y_ptr,
-            *(y_ptr + (self.conv_dim + self.value_dim) * scratch.element_size() + i * dv_bytes for i in range(3)),
+            *self._scratch_ptrs,
             out.data_ptr(),
             self._conv_wt.data_ptr(),
             None if ybuf is None else ybuf.data_ptr(),

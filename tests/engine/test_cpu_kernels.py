@@ -61,7 +61,7 @@ def test_the_kernel_matches_the_torch_ops(checkpoint, prefix_lens, new_lens):
     assert model.use_fast_decode() is None
     fast = model.fast_decode
     layer = next(m for _, m, _, _ in fast.layers if isinstance(m, _GdnLayer))
-    assert layer.kernel is not None, layer.kernel_note
+    assert layer.kernel is not None, cpu_kernels.why_not()
     gen = torch.Generator().manual_seed(1)
     n, hidden = sum(new_lens), model.config.hidden_size
     slots = [7, 2, 5, 0][: len(prefix_lens)]  # out of order, as a pool hands them out
