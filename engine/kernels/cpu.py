@@ -19,7 +19,9 @@ import tempfile
 from pathlib import Path
 
 SOURCES = ("gdn_recurrent.c", "small_gemm.c", "moe_decode.c", "rms_norm.c")
-FLAGS = ("-O3", "-march=native", "-shared", "-fPIC", "-std=c11")
+# -ffp-contract=fast: a * b + c as one fused multiply-add, which -std=c11 alone switches off
+# (an extend's recurrence 7.4 -> 6.2 us a token a layer)
+FLAGS = ("-O3", "-march=native", "-ffp-contract=fast", "-shared", "-fPIC", "-std=c11")
 _HERE = Path(__file__).resolve().parent
 
 _lib: ctypes.CDLL | None = None

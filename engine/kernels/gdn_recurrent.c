@@ -4,7 +4,9 @@
  * step is B requests of one token each; an extend (a prefill or an append) is one request of T
  * tokens, taken one after another through the same recurrence: the reference's chunked form is
  * the same arithmetic in another order, and costs a fixed ~4 ms a layer per call on this CPU
- * where T tokens of the recurrence with the state in cache cost well under that.
+ * where T tokens of the recurrence with the state in cache cost well under that. An extend runs
+ * head by head (extend_heads) where the value heads are a multiple of 16 wide, token by token
+ * (after_conv) otherwise.
  *
  * For request b, value head j of key head h (r value heads a key head, Hv = Hk r):
  *   conv:   y = silu(sum_k window[c][k] w[c][k]), window = [conv state | this token's q k v],
@@ -22,36 +24,38 @@
 
 static inline float silu(float x) { return x / (1.0f + expf(-x)); }
 
-/* y[0:n] = silu(y[0:n]), 8 floats at a time with an exp the compiler keeps in vector registers
- * (libm's expf is a call a value, and these SiLUs were most of a token's time): the argument split
- * into k ln2 + r, a degree-6 polynomial for exp(r) (Cephes' expf, relative error about 1e-7) and
- * 2^k put into the exponent bits; clamped to where a float is finite. The rest through libm. */
-typedef float v8f __attribute__((vector_size(32), aligned(4), may_alias));
-typedef int32_t v8i __attribute__((vector_size(32)));
+/* silu(x), 16 floats at a time with an exp the compiler keeps in vector registers (libm's expf is
+ * a call a value, and these SiLUs were most of a token's time): the argument split into k ln2 + r,
+ * a degree-6 polynomial for exp(r) (Cephes' expf, relative error about 1e-7) and 2^k put into the
+ * exponent bits; clamped to where a float is finite. */
+typedef float v16f __attribute__((vector_size(64), aligned(4), may_alias));
+typedef int32_t v16i __attribute__((vector_size(64)));
+static inline v16f silu16(const v16f x) {
+    v16f t = -x;
+    const v16f lo = (v16f){0} - 87.0f, hi = (v16f){0} + 88.0f;
+    v16i m = t < lo; /* lanes of -1 where true */
+    t = (v16f)(((v16i)t & ~m) | ((v16i)lo & m));
+    m = t > hi;
+    t = (v16f)(((v16i)t & ~m) | ((v16i)hi & m));
+    const v16f fk = t * 1.44269504088896341f + 0.5f;
+    v16i k = __builtin_convertvector(fk, v16i);               /* truncates toward zero */
+    k += (v16i)(__builtin_convertvector(k, v16f) > fk); /* floor: one less where truncation went up (true is -1) */
+    const v16f kf = __builtin_convertvector(k, v16f);
+    const v16f r = t - kf * 0.693359375f + kf * 2.12194440e-4f;
+    v16f q = r * 1.9875691500e-4f + 1.3981999507e-3f;
+    q = q * r + 8.3334519073e-3f;
+    q = q * r + 4.1665795894e-2f;
+    q = q * r + 1.6666665459e-1f;
+    q = q * r + 5.0000001201e-1f;
+    q = q * r * r + r + 1.0f;
+    const v16f e = q * (v16f)((k + 127) << 23);
+    return x / (1.0f + e);
+}
+
+/* y[0:n] = silu(y[0:n]): silu16 on each 16, the rest through libm. */
 static void silu_array(float *y, int64_t n) {
     int64_t c = 0;
-    for (; c + 8 <= n; c += 8) {
-        const v8f x = *(v8f *)(y + c);
-        v8f t = -x;
-        const v8f lo = (v8f){0} - 87.0f, hi = (v8f){0} + 88.0f;
-        v8i m = t < lo; /* lanes of -1 where true */
-        t = (v8f)(((v8i)t & ~m) | ((v8i)lo & m));
-        m = t > hi;
-        t = (v8f)(((v8i)t & ~m) | ((v8i)hi & m));
-        const v8f fk = t * 1.44269504088896341f + 0.5f;
-        v8i k = __builtin_convertvector(fk, v8i);              /* truncates toward zero */
-        k += (v8i)(__builtin_convertvector(k, v8f) > fk); /* floor: one less where truncation went up (true is -1) */
-        const v8f kf = __builtin_convertvector(k, v8f);
-        const v8f r = t - kf * 0.693359375f + kf * 2.12194440e-4f;
-        v8f q = r * 1.9875691500e-4f + 1.3981999507e-3f;
-        q = q * r + 8.3334519073e-3f;
-        q = q * r + 4.1665795894e-2f;
-        q = q * r + 1.6666665459e-1f;
-        q = q * r + 5.0000001201e-1f;
-        q = q * r * r + r + 1.0f;
-        const v8f e = q * (v8f)((k + 127) << 23);
-        *(v8f *)(y + c) = x / (1.0f + e);
-    }
+    for (; c + 16 <= n; c += 16) *(v16f *)(y + c) = silu16(*(const v16f *)(y + c));
     for (; c < n; c++) y[c] = silu(y[c]);
 }
 static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -72,29 +76,29 @@ typedef struct {
     float *y, *sq, *sk, *delta;
 } layer_t;
 
-/* The delta rule on 64 columns of one head's state s [Dk, row stride dv], the 8 vectors of S^T q,
+/* The delta rule on 64 columns of one head's state s [Dk, row stride dv], the 4 vectors of S^T q,
  * S^T k and delta held in registers: S^T q and S^T k from the old state in one pass, then
  * S = d S + k delta^T in a second; o = d S^T q + (q.k) delta. */
 static void rule_columns(float *s, int64_t dk, int64_t dv, const float *q, const float *k, const float *v, float d,
                          float beta, float qk, float *o) {
-    v8f aq[8], ak[8], dl[8];
-    for (int u = 0; u < 8; u++) aq[u] = ak[u] = (v8f){0};
+    v16f aq[4], ak[4], dl[4];
+    for (int u = 0; u < 4; u++) aq[u] = ak[u] = (v16f){0};
     for (int64_t i = 0; i < dk; i++) {
-        const v8f *row = (const v8f *)(s + i * dv);
+        const v16f *row = (const v16f *)(s + i * dv);
         const float qi = q[i], ki = k[i];
-        for (int u = 0; u < 8; u++) {
+        for (int u = 0; u < 4; u++) {
             aq[u] += row[u] * qi;
             ak[u] += row[u] * ki;
         }
     }
-    for (int u = 0; u < 8; u++) {
-        dl[u] = (*(const v8f *)(v + 8 * u) - d * ak[u]) * beta;
-        *(v8f *)(o + 8 * u) = d * aq[u] + qk * dl[u];
+    for (int u = 0; u < 4; u++) {
+        dl[u] = (*(const v16f *)(v + 16 * u) - d * ak[u]) * beta;
+        *(v16f *)(o + 16 * u) = d * aq[u] + qk * dl[u];
     }
     for (int64_t i = 0; i < dk; i++) {
-        v8f *row = (v8f *)(s + i * dv);
+        v16f *row = (v16f *)(s + i * dv);
         const float ki = k[i];
-        for (int u = 0; u < 8; u++) row[u] = row[u] * d + ki * dl[u];
+        for (int u = 0; u < 4; u++) row[u] = row[u] * d + ki * dl[u];
     }
 }
 
@@ -130,11 +134,19 @@ static void conv_tokens(const layer_t *L, const float *p, int64_t p_stride, int6
     const int64_t km1 = L->km1, cd = L->conv_dim;
     for (int64_t t = 0; t < tokens; t++) {
         float *yt = ybuf + t * cd;
-        if (t >= km1) {
-            for (int64_t c = 0; c < cd; c++) yt[c] = 0.0f;
-            for (int64_t k = 0; k <= km1; k++) {
-                const float *in = p + (t - km1 + k) * p_stride, *w = wt + k * cd;
-                for (int64_t c = 0; c < cd; c++) yt[c] += in[c] * w[c];
+        if (t >= km1) { /* 16 channels at a time in a register, their SiLU on the way out */
+            const float *in = p + (t - km1) * p_stride;
+            int64_t c = 0;
+            for (; c + 16 <= cd; c += 16) {
+                v16f acc = (v16f){0};
+                for (int64_t k = 0; k <= km1; k++)
+                    acc += *(const v16f *)(in + k * p_stride + c) * *(const v16f *)(wt + k * cd + c);
+                *(v16f *)(yt + c) = silu16(acc);
+            }
+            for (; c < cd; c++) {
+                float acc = 0.0f;
+                for (int64_t k = 0; k <= km1; k++) acc += in[k * p_stride + c] * wt[k * cd + c];
+                yt[c] = silu(acc);
             }
         } else {
             for (int64_t c = 0; c < cd; c++) {
@@ -145,6 +157,7 @@ static void conv_tokens(const layer_t *L, const float *p, int64_t p_stride, int6
                 }
                 yt[c] = acc;
             }
+            silu_array(yt, cd);
         }
     }
     for (int64_t c = 0; c < cd; c++) /* ascending: each read is at or past the entry it writes */
@@ -152,7 +165,6 @@ static void conv_tokens(const layer_t *L, const float *p, int64_t p_stride, int6
             const int64_t j = tokens - km1 + i;
             conv[c * km1 + i] = j >= 0 ? p[j * p_stride + c] : conv[c * km1 + km1 + j];
         }
-    silu_array(ybuf, tokens * cd);
 }
 
 static void after_conv(const layer_t *L, const float *pb, float *y, float *rec, float *o_row) {
@@ -194,6 +206,98 @@ static void after_conv(const layer_t *L, const float *pb, float *y, float *rec, 
     }
 }
 
+/* An extend's recurrence head by head, each head's state kept in the first-level cache for all T
+ * tokens (token by token it is evicted by the other heads' states between two tokens), in one pass
+ * over it a token: the update S' = d S + k delta^T of token t is fused with S'^T q and S'^T k of
+ * token t+1, which the per-token form reads in a pass of its own. The same arithmetic as
+ * after_conv in the same order, element by element: only the loops are exchanged. 64 columns a
+ * block, in 16-float vectors (dv a multiple of 16). */
+static inline __attribute__((always_inline)) void head_block(const layer_t *L, int64_t tokens, int64_t j, int64_t e0,
+                                                             const int nv, float *s, const float *ybuf,
+                                                             const float *gates, float *out) {
+    const int64_t dk = L->dk, dv = L->dv, hk = L->hk, hv = L->hv, cd = L->conv_dim, gs = 2 * hv + hk;
+    const int64_t h = j / L->r, qo = h * dk, ko = (hk + h) * dk, vo = 2 * hk * dk + j * dv + e0;
+    v16f aq[4], ak[4], dl[4];
+    for (int u = 0; u < nv; u++) aq[u] = ak[u] = (v16f){0};
+    for (int64_t i = 0; i < dk; i++) { /* S^T q, S^T k of the first token from the state as it came */
+        const v16f *row = (const v16f *)(s + i * dv);
+        for (int u = 0; u < nv; u++) {
+            aq[u] += row[u] * ybuf[qo + i];
+            ak[u] += row[u] * ybuf[ko + i];
+        }
+    }
+    for (int64_t t = 0; t < tokens; t++) {
+        const float *y = ybuf + t * cd, *g = gates + t * gs, *k = y + ko;
+        const float beta = g[j], d = g[hv + j], qk = g[2 * hv + h];
+        float *o = out + t * L->value_dim + j * dv + e0;
+        for (int u = 0; u < nv; u++) {
+            dl[u] = (*(const v16f *)(y + vo + 16 * u) - d * ak[u]) * beta;
+            *(v16f *)(o + 16 * u) = d * aq[u] + qk * dl[u];
+        }
+        if (t + 1 == tokens) {
+            for (int64_t i = 0; i < dk; i++) {
+                v16f *row = (v16f *)(s + i * dv);
+                for (int u = 0; u < nv; u++) row[u] = row[u] * d + k[i] * dl[u];
+            }
+            break;
+        }
+        const float *qn = y + cd + qo, *kn = y + cd + ko;
+        for (int u = 0; u < nv; u++) aq[u] = ak[u] = (v16f){0};
+        for (int64_t i = 0; i < dk; i++) {
+            v16f *row = (v16f *)(s + i * dv);
+            for (int u = 0; u < nv; u++) {
+                const v16f n = row[u] * d + k[i] * dl[u];
+                row[u] = n;
+                aq[u] += n * qn[i];
+                ak[u] += n * kn[i];
+            }
+        }
+    }
+}
+
+/* ybuf [T, C] holds silu(conv) of the request's T tokens; gates [T, 2 Hv + Hk] is scratch. */
+static void extend_heads(const layer_t *L, const float *p, int64_t p_stride, int64_t tokens, float *ybuf,
+                         float *gates, float *rec, float *out) {
+    const int64_t hk = L->hk, hv = L->hv, dk = L->dk, dv = L->dv, cd = L->conv_dim, vd = L->value_dim;
+    for (int64_t t = 0; t < tokens; t++) { /* what after_conv does before the rule, for every token */
+        float *y = ybuf + t * cd, *g = gates + t * (2 * hv + hk);
+        const float *gate_b = p + t * p_stride + cd + vd, *gate_a = gate_b + hv;
+        for (int64_t h = 0; h < 2 * hk; h++) rms_scale(y + h * dk, dk, L->l2_eps, L->l2_scale);
+        for (int64_t i = 0; i < hk * dk; i++) y[i] *= L->q_scale;
+        for (int64_t j = 0; j < hv; j++) {
+            g[j] = sigmoid(gate_b[j]);
+            const float lg = L->neg_a[j] * softplus(gate_a[j] + L->dt_bias[j]);
+            g[hv + j] = lg < L->decay_floor ? 0.0f : expf(lg);
+        }
+        for (int64_t h = 0; h < hk; h++) {
+            float qk = 0.0f;
+            for (int64_t i = 0; i < dk; i++) qk += y[h * dk + i] * y[(hk + h) * dk + i];
+            g[2 * hv + h] = qk;
+        }
+    }
+    for (int64_t j = 0; j < hv; j++) {
+        float *s = rec + j * dk * dv;
+        int64_t e0 = 0;
+        for (; e0 + 64 <= dv; e0 += 64) head_block(L, tokens, j, e0, 4, s + e0, ybuf, gates, out);
+        switch ((dv - e0) / 16) {
+        case 3: head_block(L, tokens, j, e0, 3, s + e0, ybuf, gates, out); break;
+        case 2: head_block(L, tokens, j, e0, 2, s + e0, ybuf, gates, out); break;
+        case 1: head_block(L, tokens, j, e0, 1, s + e0, ybuf, gates, out); break;
+        default: break;
+        }
+    }
+    float *z = L->y + cd;
+    for (int64_t t = 0; t < tokens; t++) { /* the gated norm, as after_conv ends */
+        memcpy(z, p + t * p_stride + cd, sizeof(float) * vd);
+        silu_array(z, vd);
+        for (int64_t j = 0; j < hv; j++) {
+            float *o = out + t * vd + j * dv;
+            rms_scale(o, dv, L->norm_eps, 1.0f);
+            for (int64_t e = 0; e < dv; e++) o[e] *= L->norm_w[e] * z[j * dv + e];
+        }
+    }
+}
+
 /* `batch` requests of `tokens` tokens each: request b's token t is row b * tokens + t of p and out. */
 int gdn_recurrent(
     int64_t batch, int64_t tokens, int64_t hk, int64_t r, int64_t dk, int64_t dv, int64_t kernel,
@@ -213,7 +317,7 @@ int gdn_recurrent(
     float *sq, float *sk, float *delta, /* [Dv] scratch each */
     float *out,                        /* [B T, Hv Dv] */
     const float *conv_wt,              /* [K, C]: conv_w transposed, for the token-major conv */
-    float *ybuf                        /* [T, C] scratch for a request's conv outputs; NULL: a token at a time */
+    float *ybuf                        /* [T, C + 2 Hv + Hk] scratch for a request's conv outputs and gates; NULL: a token at a time */
 ) {
     const int64_t hv = hk * r;
     const layer_t L = {hk, r, dk, dv, kernel - 1, hv, 2 * hk * dk + hv * dv, hv * dv,
@@ -230,9 +334,14 @@ int gdn_recurrent(
         }
         if (ybuf != NULL && tokens > 1) {
             const float *pr = p + b * tokens * p_stride;
+            float *ob = out + b * tokens * L.value_dim;
             conv_tokens(&L, pr, p_stride, tokens, conv, conv_wt, ybuf);
+            if (dv % 16 == 0) {
+                extend_heads(&L, pr, p_stride, tokens, ybuf, ybuf + tokens * L.conv_dim, rec, ob);
+                continue;
+            }
             for (int64_t t = 0; t < tokens; t++)
-                after_conv(&L, pr + t * p_stride, ybuf + t * L.conv_dim, rec, out + (b * tokens + t) * L.value_dim);
+                after_conv(&L, pr + t * p_stride, ybuf + t * L.conv_dim, rec, ob + t * L.value_dim);
             continue;
         }
         for (int64_t t = 0; t < tokens; t++) {

@@ -314,7 +314,8 @@ class _GdnLayer:
 
     def _call(self, requests: int, tokens: int, p, slots, fresh, out, conv_buf, rec_buf) -> None:
         """`requests` requests of `tokens` tokens each (rows of p and out, request by request)."""
-        ybuf = None if tokens == 1 else torch.empty(tokens, self.conv_dim)  # held until the call returns
+        # an extend's conv outputs [T, C] and gates [T, 2Hv + Hk], held until the call returns
+        ybuf = None if tokens == 1 else torch.empty(tokens * (self.conv_dim + 2 * self.hv + self.hk))
         rc = self.kernel(
             *(requests, tokens, self.hk, self.r, self.dk, self.dv, self.conv_weight.shape[1]),
             *(p.data_ptr(), p.stride(0)),

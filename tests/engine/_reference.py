@@ -60,12 +60,13 @@ CONFIGS = {
 }
 
 
-def write_reference(name: str, out_dir, seed: int = 0):
-    """Save a random transformers model of config `name` to `out_dir`; return the model (float32, eval)."""
+def write_reference(name: str, out_dir, seed: int = 0, **overrides):
+    """Save a random transformers model of config `name` (with `overrides`) to `out_dir`; return the
+    model (float32, eval)."""
     from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
 
     torch.manual_seed(seed)
-    model = Qwen3NextForCausalLM(Qwen3NextConfig(**CONFIGS[name])).eval()
+    model = Qwen3NextForCausalLM(Qwen3NextConfig(**{**CONFIGS[name], **overrides})).eval()
     with torch.no_grad():  # move every weight off its init value, norms included (they start at 0 or 1)
         for pname, p in model.named_parameters():
             if not pname.endswith("A_log"):

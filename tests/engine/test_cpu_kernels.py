@@ -57,6 +57,19 @@ def test_the_kernel_builds_here():
 def test_the_kernel_matches_the_torch_ops(checkpoint, prefix_lens, new_lens):
     """Decode batches, a prefill (the reference runs the chunked delta rule there) and a batch of
     appends with a decoding request among them, on states already in the pool."""
+    _kernel_against_torch_ops(checkpoint, prefix_lens, new_lens)
+
+
+@pytest.mark.parametrize("dv", [16, 48, 80])
+def test_the_head_major_extend_matches_the_torch_ops(tmp_path, dv):
+    """Value heads a multiple of 16 wide take an extend head by head (16-float vectors, blocks of 64
+    columns, then 48, 32 or 16): a prefill, and appends beside a decoding request."""
+    write_reference("hybrid_moe_shared_gqa", tmp_path, linear_value_head_dim=dv, linear_key_head_dim=12)
+    _kernel_against_torch_ops(tmp_path, [0], [37])
+    _kernel_against_torch_ops(tmp_path, [12, 0, 4], [5, 1, 70])
+
+
+def _kernel_against_torch_ops(checkpoint, prefix_lens, new_lens):
     model = load_model(checkpoint)
     assert model.use_fast_decode() is None
     fast = model.fast_decode
