@@ -24,13 +24,19 @@ Bandwidth and decode repetitions alternate, medians are reported, and the headli
 last, is the fraction of the roofline reached.
 
 With `--prefill N` it measures a prefill instead: one prompt of N tokens through `Engine.step`
-(one step when N fits a chunk), whose floating-point work is counted by torch's own
-`FlopCounterMode` over one such prefill (every matrix product and batched product the forward
-runs: the arithmetic that bounds a prefill; elementwise work is not counted, and neither is
-attention, whose CPU flash kernel the counter has no formula for, so the fraction is a floor), against
-the rate of a plain `torch.mm` of the prefill's own kind ([N, hidden] by [hidden, 4 hidden],
-float32, same threads). Matrix products and prefills alternate; the headline, last, is the
-prefill's share of that rate.
+(one step when N fits a chunk), against the rate of a plain `torch.mm` of the prefill's own kind
+([N, hidden] by [hidden, 4 hidden], float32, same threads). Its floating-point work:
+
+- every matrix product and batched product the forward runs, counted by torch's own
+  `FlopCounterMode` over one such prefill;
+- the full-attention layers' two products, Q K^T and P V, which the CPU's flash kernel runs and
+  the counter has no formula for: counted by formula, causal (query i reads keys 0..i), so
+  2 D Hq N (N + 1) a layer (D the head size, Hq the query heads), as model-FLOPs figures count them.
+
+Not counted: elementwise work, norms, the router's top-k, and the linear-attention layers'
+recurrence (~7 Dk Dv a token a value head, run token by token in a C kernel); so the fraction
+is a floor. The products-only fraction is printed beside it. Matrix products and prefills
+alternate; the headline, last, is the prefill's share of the mm rate.
 """
 
 from __future__ import annotations
@@ -175,8 +181,11 @@ def prefill_roofline(model: str | None, num_tokens: int, reps: int) -> None:
     counter = FlopCounterMode(display=False)
     with counter:
         prefill(1)
-    flops = counter.get_total_flops()
-    hidden = engine.model_config.hidden_size
+    products = counter.get_total_flops()
+    mc = engine.model_config
+    attention = len(mc.full_attention_layers) * 2 * mc.head_dim * mc.num_attention_heads * num_tokens * (num_tokens + 1)
+    flops = products + attention
+    hidden = mc.hidden_size
     a, b = torch.randn(num_tokens, hidden), torch.randn(hidden, 4 * hidden)
     mm_flops = 2 * num_tokens * hidden * 4 * hidden
     rates, times = [], []
@@ -185,14 +194,16 @@ def prefill_roofline(model: str | None, num_tokens: int, reps: int) -> None:
         times.append(prefill(rep + 2))
     rate, seconds = median(rates), median(times)
     print(
-        f"prefill of {num_tokens} tokens: {flops / 1e9:.2f} GFLOP counted (FlopCounterMode); matrix-product rate "
-        f"({num_tokens}x{hidden} by {hidden}x{4 * hidden}) {rate / 1e9:.1f} GFLOP/s (runs "
-        f"{', '.join(f'{r / 1e9:.1f}' for r in rates)})"
+        f"prefill of {num_tokens} tokens: {flops / 1e9:.2f} GFLOP = {products / 1e9:.2f} in matrix products "
+        f"(FlopCounterMode) + {attention / 1e9:.2f} in causal attention ({len(mc.full_attention_layers)} layers, "
+        f"by formula); matrix-product rate ({num_tokens}x{hidden} by {hidden}x{4 * hidden}) {rate / 1e9:.1f} "
+        f"GFLOP/s (runs {', '.join(f'{r / 1e9:.1f}' for r in rates)})"
     )
     print(
         f"tokdrift prefill {seconds * 1e3:.0f} ms ({num_tokens / seconds:.0f} tok/s; runs "
         f"{', '.join(f'{t * 1e3:.0f}' for t in times)} ms) = {flops / seconds / 1e9:.1f} GFLOP/s"
     )
+    print(f"matrix products alone: {products / rate / seconds:.0%} of the mm rate")
     print(f"prefill_roofline_fraction={flops / rate / seconds:.0%} (prefill of {num_tokens} tokens vs the mm rate)")
 
 

@@ -18,7 +18,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-SOURCES = ("gdn_recurrent.c", "small_gemm.c", "moe_decode.c", "rms_norm.c")
+SOURCES = ("gdn_recurrent.c", "small_gemm.c", "moe_decode.c", "rms_norm.c", "paged_attention.c")
+HEADERS = ("vmath.h",)
 # -ffp-contract=fast: a * b + c as one fused multiply-add, which -std=c11 alone switches off
 # (an extend's recurrence 7.4 -> 6.2 us a token a layer)
 FLAGS = ("-O3", "-march=native", "-ffp-contract=fast", "-shared", "-fPIC", "-std=c11")
@@ -43,7 +44,13 @@ MOE_DECODE_ARGTYPES = (
     + [_ptr, _i64, _ptr, _ptr, _ptr, _ptr]  # p, ldp, h, x, gate_up addresses, down addresses
     + [_i64, _ptr, _ptr, _ptr]  # shared_inter, shared_down, scratch, out
 )
-MOE_DECODE_MAX_TOKENS = 8  # moe_decode.c's MAX_TOKENS
+MOE_DECODE_MAX_TOKENS = 8
+PAGED_ATTENTION_ARGTYPES = (
+    [_i64] * 4  # batch, hq, hkv, d
+    + [_f32, _ptr, _i64]  # scale, q, q_stride
+    + [_ptr, _ptr, _i64, _ptr, _ptr]  # k_buf, v_buf, num_slots, kv_indptr, kv_slots
+    + [_ptr, _ptr]  # scores, out
+)  # moe_decode.c's MAX_TOKENS
 # rows, dim, x, ldx, scale, eps, out, ldo
 RMS_NORM_ARGTYPES = [_i64, _i64, _ptr, _i64, _ptr, _f32, _ptr, _i64]
 SMALL_GEMM_ARGTYPES = [_i64] * 3 + [_ptr, _i64, _ptr, _i64, _ptr, _i64]  # m, k, n, x, ldx, w, ldw, out, ldo
@@ -77,7 +84,7 @@ def _build(compiler: str) -> Path:
     """The shared library for this source, flags, compiler and CPU: from the cache, or built into it."""
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
     key = hashlib.sha256()
-    for source in SOURCES:
+    for source in (*SOURCES, *HEADERS):
         key.update((_HERE / source).read_bytes())
     for part in (*FLAGS, version, _cpu_model(), platform.machine()):
         key.update(part.encode())
@@ -137,6 +144,8 @@ def load() -> ctypes.CDLL | None:
     lib.moe_decode.restype = ctypes.c_int
     lib.small_gemm.argtypes = SMALL_GEMM_ARGTYPES
     lib.small_gemm.restype = ctypes.c_int
+    lib.paged_attention.argtypes = PAGED_ATTENTION_ARGTYPES
+    lib.paged_attention.restype = ctypes.c_int
     _lib = lib
     return lib
 

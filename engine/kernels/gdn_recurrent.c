@@ -22,43 +22,8 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+#include "vmath.h"
 
-/* silu(x), 16 floats at a time with an exp the compiler keeps in vector registers (libm's expf is
- * a call a value, and these SiLUs were most of a token's time): the argument split into k ln2 + r,
- * a degree-6 polynomial for exp(r) (Cephes' expf, relative error about 1e-7) and 2^k put into the
- * exponent bits; clamped to where a float is finite. */
-typedef float v16f __attribute__((vector_size(64), aligned(4), may_alias));
-typedef int32_t v16i __attribute__((vector_size(64)));
-static inline v16f silu16(const v16f x) {
-    v16f t = -x;
-    const v16f lo = (v16f){0} - 87.0f, hi = (v16f){0} + 88.0f;
-    v16i m = t < lo; /* lanes of -1 where true */
-    t = (v16f)(((v16i)t & ~m) | ((v16i)lo & m));
-    m = t > hi;
-    t = (v16f)(((v16i)t & ~m) | ((v16i)hi & m));
-    const v16f fk = t * 1.44269504088896341f + 0.5f;
-    v16i k = __builtin_convertvector(fk, v16i);               /* truncates toward zero */
-    k += (v16i)(__builtin_convertvector(k, v16f) > fk); /* floor: one less where truncation went up (true is -1) */
-    const v16f kf = __builtin_convertvector(k, v16f);
-    const v16f r = t - kf * 0.693359375f + kf * 2.12194440e-4f;
-    v16f q = r * 1.9875691500e-4f + 1.3981999507e-3f;
-    q = q * r + 8.3334519073e-3f;
-    q = q * r + 4.1665795894e-2f;
-    q = q * r + 1.6666665459e-1f;
-    q = q * r + 5.0000001201e-1f;
-    q = q * r * r + r + 1.0f;
-    const v16f e = q * (v16f)((k + 127) << 23);
-    return x / (1.0f + e);
-}
-
-/* y[0:n] = silu(y[0:n]): silu16 on each 16, the rest through libm. */
-static void silu_array(float *y, int64_t n) {
-    int64_t c = 0;
-    for (; c + 16 <= n; c += 16) *(v16f *)(y + c) = silu16(*(const v16f *)(y + c));
-    for (; c < n; c++) y[c] = silu(y[c]);
-}
-static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); } /* torch's threshold */
 
 /* x[0:n] *= rsqrt(mean(x^2) + eps) * scale */

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "vmath.h"
+
 #ifdef __AVX512F__
 #define VW 16
 #define NV1 16 /* vectors of columns a tile: 1 row */
@@ -74,8 +76,14 @@ static void rows_gemm(int64_t m, int64_t k, int64_t n, const float *x, int64_t l
     }
 }
 
-static inline float silu(float x) { return x / (1.0f + expf(-x)); }
-static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* act[0:n] = silu(gate[0:n]) * up[0:n] */
+static void swiglu(int64_t n, const float *gate, const float *up, float *act) {
+    int64_t c = 0;
+    for (; c + 16 <= n; c += 16)
+        *(v16f *)(act + c) = silu16(*(const v16f *)(gate + c)) * *(const v16f *)(up + c);
+    for (; c < n; c++) act[c] = silu(gate[c]) * up[c];
+}
 
 #define MAX_TOKENS 8
 #define MAX_TOP_K 16
@@ -137,9 +145,7 @@ int moe_decode(
         if (m == 0) continue;
         for (int64_t i = 0; i < m; i++) memcpy(xs + i * hidden, h + rows[i] * hidden, sizeof(float) * hidden);
         rows_gemm(m, hidden, 2 * inter, xs, hidden, (const float *)(intptr_t)gate_up[e], 2 * inter, gu, 2 * inter);
-        for (int64_t i = 0; i < m; i++)
-            for (int64_t c = 0; c < inter; c++)
-                act[i * inter + c] = silu(gu[i * 2 * inter + c]) * gu[i * 2 * inter + inter + c];
+        for (int64_t i = 0; i < m; i++) swiglu(inter, gu + i * 2 * inter, gu + i * 2 * inter + inter, act + i * inter);
         rows_gemm(m, inter, hidden, act, inter, (const float *)(intptr_t)down[e], hidden, y, hidden);
         for (int64_t i = 0; i < m; i++) {
             float *r = routed + rows[i] * hidden;
@@ -152,7 +158,7 @@ int moe_decode(
         float *sy = sact + tokens * shared_inter; /* [T, H] */
         for (int64_t t = 0; t < tokens; t++) {
             const float *g = p + t * ldp + num_experts + 1, *u = g + shared_inter;
-            for (int64_t c = 0; c < shared_inter; c++) sact[t * shared_inter + c] = silu(g[c]) * u[c];
+            swiglu(shared_inter, g, u, sact + t * shared_inter);
         }
         rows_gemm(tokens, shared_inter, hidden, sact, shared_inter, shared_down, hidden, sy, hidden);
         for (int64_t t = 0; t < tokens; t++) {

@@ -4,7 +4,8 @@ A backend gets the new tokens' queries and the layer's whole K/V buffers and rea
 request's context through `batch.kv_slots`; the new tokens' K/V are already written.
 
 `gather_s` is the wall time the torch backend spent gathering contexts out of the pool, where
-that time is real: on a CPU the gather runs when called. On a GPU the call only enqueues it,
+that time is real: on a CPU the gather runs when called (with the C decode kernel, which reads
+them in place, the whole kernel's time). On a GPU the call only enqueues it,
 so it stays None there (and for the Triton kernel, which gathers inside the kernel).
 """
 
@@ -46,6 +47,15 @@ class TorchAttention:
         if self._timed:
             self._gather_s += time.perf_counter() - start
         return kb, vb
+
+    def read_in_place(self, attend, *args):
+        """`attend(*args)`: a decode kernel that reads the contexts where they lie in the pool (the
+        gather fused with the attention): its whole time counts as gathering, timed on a CPU."""
+        start = time.perf_counter() if self._timed else 0.0
+        out = attend(*args)
+        if self._timed:
+            self._gather_s += time.perf_counter() - start
+        return out
 
     def forward(
         self, q: torch.Tensor, k_buf: torch.Tensor, v_buf: torch.Tensor, batch: ForwardBatch, scale: float

@@ -154,13 +154,15 @@ class FastDecode:
         """Which of the C kernels (engine/kernels/) this model's steps take, or why none."""
         gdn = [m for _, m, _, _ in self.layers if isinstance(m, _GdnLayer)]
         moe = [f for _, _, _, f in self.layers if isinstance(f, _MoeLayer)]
+        attention = [m for _, m, _, _ in self.layers if isinstance(m, _AttentionLayer)]
         parts = [
             f"gdn_recurrent.c ({sum(m.kernel is not None for m in gdn)} of {len(gdn)} linear-attention layers)",
             f"moe_decode.c ({sum(f.kernel is not None for f in moe)} of {len(moe)} MoE layers)",
             f"small_gemm.c ({self.small_gemm_products} wide projections at 2-8 rows)",
             f"rms_norm.c ({'on' if self._rms_norm_lib is not None else 'off'})",
+            f"paged_attention.c ({sum(m.kernel is not None for m in attention)} of {len(attention)} full-attention layers)",
         ]
-        if any(m.kernel is not None for m in gdn) or any(f.kernel is not None for f in moe) or self._rms_norm_lib:
+        if any(m.kernel is not None for m in (*gdn, *moe, *attention)) or self._rms_norm_lib:
             return "C kernels: " + ", ".join(parts)
         if not self.layers or self.final_norm.device.type != "cpu":
             return "torch ops (not on a CPU)"
@@ -410,6 +412,15 @@ class _AttentionLayer:
         )  # [Hq + Hkv, D]
         self.eps = module.q_norm.eps
         self.o_proj = _linear(module.o_proj)
+        self.kernel = self._kernel()
+
+    def _kernel(self):
+        """The C kernel paged_attention for float32 weights on a CPU, where it was built; else None."""
+        weight = self.proj.weight_t
+        if weight.device.type != "cpu" or weight.dtype != torch.float32:
+            return None
+        lib = cpu_kernels.load()
+        return None if lib is None else lib.paged_attention
 
     def __call__(self, x, h, step: _Step, kv_pool, state_pool, backend) -> torch.Tensor:
         n, hq, hkv, d = x.shape[0], self.hq, self.hkv, self.d
@@ -431,6 +442,8 @@ class _AttentionLayer:
         k_buf, v_buf = kv_pool.buffers(self.layer)  # [S, Hkv, D] each
         if not step.batch.is_decode:
             out = backend.extend(q, k_buf, v_buf, step.batch, self.scale)  # [T, Hq, D], causal per request
+        elif type(backend) is TorchAttention and self._in_place(q, k_buf, v_buf):
+            out = backend.read_in_place(self._in_c, q, k_buf, v_buf, step.batch)  # [B, Hq, D]
         elif type(backend) is TorchAttention:
             out = self._attend(q, k_buf, v_buf, step, backend)  # [B, Hq, D]
         else:
@@ -439,6 +452,37 @@ class _AttentionLayer:
         if self.o_proj.bias is not None:
             return x + self.o_proj(out)
         return torch.addmm(x, out, self.o_proj.weight_t)  # [B, H]: x + o_proj(out)
+
+    def _in_place(self, q, k_buf, v_buf) -> bool:
+        """Whether the C kernel can read these: float32, heads of D floats in a row, whole buffers."""
+        return (
+            self.kernel is not None
+            and q.dtype == k_buf.dtype == v_buf.dtype == torch.float32
+            and q.stride(2) == 1
+            and q.stride(1) == self.d
+            and k_buf.is_contiguous()
+            and v_buf.is_contiguous()
+        )
+
+    def _in_c(self, q, k_buf, v_buf, batch: ForwardBatch) -> torch.Tensor:
+        """Each request's context read where it lies in the pool (no gather, no padding, no mask)."""
+        n = q.shape[0]
+        out = torch.empty(n, self.hq, self.d)  # [B, Hq, D]
+        scores = torch.empty(self.hq // self.hkv * batch.kv_slots.shape[0])  # [r, longest context] at most
+        rc = self.kernel(
+            *(n, self.hq, self.hkv, self.d, self.scale, q.data_ptr(), q.stride(0)),
+            *(
+                k_buf.data_ptr(),
+                v_buf.data_ptr(),
+                k_buf.shape[0],
+                batch.kv_indptr.data_ptr(),
+                batch.kv_slots.data_ptr(),
+            ),
+            *(scores.data_ptr(), out.data_ptr()),
+        )
+        if rc != 0:
+            raise EngineError(f"paged_attention: {'an empty context' if rc == 1 else 'a KV slot out of range'}")
+        return out
 
     def _attend(self, q, k_buf, v_buf, step: _Step, backend: TorchAttention) -> torch.Tensor:
         n, length = q.shape[0], step.kv_slots.shape[-1]

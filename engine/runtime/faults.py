@@ -157,7 +157,8 @@ class FaultStats(NamedTuple):
     kv_gather_breaks: float | None  # share of adjacent context positions of running requests
     #                                    whose KV slots are not adjacent; None with nothing running
     kv_gather_s_total: float | None  # wall time gathering KV contexts from the pool (torch backend
-    #                                     on a CPU, where the gather is synchronous); else None
+    #                                     on a CPU, where the gather is synchronous; at decode there, the
+    #                                     C kernel that reads them in place, attention included); else None
     expert_miss_rate: float | None  # lifetime misses / lookups; None with resident experts
     expert_bytes_copied_total: int | None  # host -> slot copies; None with resident experts
     expert_copy_s_total: float | None  # wall time issuing those copies; None with resident experts

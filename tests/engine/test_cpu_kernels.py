@@ -266,3 +266,67 @@ def test_rms_norm_matches_torch(rows, dim):
     out = torch.full_like(x, float("nan"))
     assert lib.rms_norm(rows, dim, x.data_ptr(), dim, scale.data_ptr(), 1e-6, out.data_ptr(), dim) == 0
     torch.testing.assert_close(out, rms_norm(x, scale, 1e-6), rtol=1e-5, atol=1e-6)
+
+
+def _attention_by_torch(q, k_buf, v_buf, kv_indptr, kv_slots, scale):
+    """Each request's softmax(scale q K^T) V over its own context, a query head h reading K/V head h // r."""
+    r = q.shape[1] // k_buf.shape[1]
+    out = []
+    for b in range(q.shape[0]):
+        slots = kv_slots[kv_indptr[b] : kv_indptr[b + 1]]
+        k = k_buf[slots].repeat_interleave(r, dim=1).transpose(0, 1)  # [Hq, L, D]
+        v = v_buf[slots].repeat_interleave(r, dim=1).transpose(0, 1)  # [Hq, L, D]
+        p = torch.softmax((q[b, :, None, :] @ k.transpose(1, 2)) * scale, dim=-1)  # [Hq, 1, L]
+        out.append((p @ v)[:, 0])  # [Hq, D]
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize(
+    "hq, hkv, d", [(8, 2, 64), (4, 2, 16), (2, 2, 24), (6, 3, 80), (4, 1, 48), (4, 4, 32), (2, 1, 130)]
+)
+@pytest.mark.parametrize("lens", [[1], [7, 300, 1, 33, 64]], ids=["one", "ragged"])
+def test_paged_attention_matches_torch(hq, hkv, d, lens):
+    """Decode attention read in place from scattered pool slots: grouped heads, head sizes a multiple
+    of 16 (vectors, blocks of 64 then 48/32/16 columns) and not (scalar), contexts of 1 to 300."""
+    lib = cpu_kernels.load()
+    assert lib is not None, cpu_kernels.why_not()
+    gen = torch.Generator().manual_seed(d + len(lens))
+    num_slots = 1024
+    k_buf, v_buf = torch.randn(num_slots, hkv, d, generator=gen), torch.randn(num_slots, hkv, d, generator=gen)
+    kv_slots = torch.randperm(num_slots, generator=gen)[: sum(lens)]
+    kv_indptr = torch.tensor([0, *lens]).cumsum(0)
+    qk = torch.randn(len(lens), hq + 1, d, generator=gen) * 2  # q heads inside a wider row, as the layer's
+    q = qk[:, :hq]
+    scale = d**-0.5
+    out = torch.full((len(lens), hq, d), float("nan"))
+    scores = torch.empty(hq // hkv * max(lens))
+    rc = lib.paged_attention(
+        *(len(lens), hq, hkv, d, scale, q.data_ptr(), q.stride(0)),
+        *(k_buf.data_ptr(), v_buf.data_ptr(), num_slots, kv_indptr.data_ptr(), kv_slots.data_ptr()),
+        *(scores.data_ptr(), out.data_ptr()),
+    )
+    assert rc == 0
+    torch.testing.assert_close(out, _attention_by_torch(q, k_buf, v_buf, kv_indptr, kv_slots, scale))
+
+
+def test_paged_attention_refuses_a_slot_out_of_range():
+    lib = cpu_kernels.load()
+    k_buf = v_buf = torch.zeros(4, 1, 16)
+    q, out, scores = torch.zeros(1, 2, 16), torch.zeros(1, 2, 16), torch.zeros(4)
+    kv_slots, kv_indptr = torch.tensor([0, 4]), torch.tensor([0, 2])
+    args = (q.data_ptr(), 32, k_buf.data_ptr(), v_buf.data_ptr(), 4, kv_indptr.data_ptr(), kv_slots.data_ptr())
+    assert lib.paged_attention(1, 2, 1, 16, 0.25, *args, scores.data_ptr(), out.data_ptr()) == 2
+    assert torch.equal(out, torch.zeros(1, 2, 16))
+
+
+def test_decode_attention_reads_the_pool_in_place_through_the_kernel():
+    """The default checkpoint's attention layers take the kernel at decode; the engine's tokens with
+    and without it are held equal by test_the_default_model_serves_the_same_tokens_…"""
+    from engine.model.checkpoint import default_checkpoint
+    from engine.model.fast_decode import _AttentionLayer
+
+    model = load_model(str(default_checkpoint()))
+    model.use_fast_decode()
+    layers = [m for _, m, _, _ in model.fast_decode.layers if isinstance(m, _AttentionLayer)]
+    assert layers and all(m.kernel is not None for m in layers)
+    assert "paged_attention.c (2 of 2 full-attention layers)" in model.fast_decode.kernel_note
