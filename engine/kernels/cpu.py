@@ -23,6 +23,10 @@ HEADERS = ("vmath.h",)
 # -ffp-contract=fast: a * b + c as one fused multiply-add, which -std=c11 alone switches off
 # (an extend's recurrence 7.4 -> 6.2 us a token a layer)
 FLAGS = ("-O3", "-march=native", "-ffp-contract=fast", "-shared", "-fPIC", "-std=c11")
+# With more than one torch thread, moe_decode shares out its experts, small_gemm its columns and
+# paged_attention its requests. libgomp is torch's own OpenMP runtime (its wheel ships
+# libgomp.so.1, which the library then shares by name), so the threads are torch's pool.
+OPENMP = "-fopenmp"
 _HERE = Path(__file__).resolve().parent
 
 _lib: ctypes.CDLL | None = None
@@ -42,18 +46,26 @@ GDN_RECURRENT_ARGTYPES = (
 MOE_DECODE_ARGTYPES = (
     [_i64] * 6  # tokens, hidden, inter, num_experts, top_k, norm_topk
     + [_ptr, _i64, _ptr, _ptr, _ptr, _ptr]  # p, ldp, h, x, gate_up addresses, down addresses
-    + [_i64, _ptr, _ptr, _ptr]  # shared_inter, shared_down, scratch, out
+    + [_i64, _ptr, _ptr, _ptr, _i64]  # shared_inter, shared_down, scratch, out, threads
 )
 MOE_DECODE_MAX_TOKENS = 8
 PAGED_ATTENTION_ARGTYPES = (
     [_i64] * 4  # batch, hq, hkv, d
     + [_f32, _ptr, _i64]  # scale, q, q_stride
     + [_ptr, _ptr, _i64, _ptr, _ptr]  # k_buf, v_buf, num_slots, kv_indptr, kv_slots
-    + [_ptr, _ptr]  # scores, out
+    + [_ptr, _ptr, _i64]  # scores, out, threads
 )  # moe_decode.c's MAX_TOKENS
 # rows, dim, x, ldx, scale, eps, out, ldo
 RMS_NORM_ARGTYPES = [_i64, _i64, _ptr, _i64, _ptr, _f32, _ptr, _i64]
-SMALL_GEMM_ARGTYPES = [_i64] * 3 + [_ptr, _i64, _ptr, _i64, _ptr, _i64]  # m, k, n, x, ldx, w, ldw, out, ldo
+SMALL_GEMM_ARGTYPES = [_i64] * 3 + [
+    _ptr,
+    _i64,
+    _ptr,
+    _i64,
+    _ptr,
+    _i64,
+    _i64,
+]  # m, k, n, x, ldx, w, ldw, out, ldo, threads
 # small_gemm takes a product where MKL's sgemm reads the weight slowly: 2-8 rows of x and a weight
 # at least this wide. Measured on an Intel Xeon VM (AVX-512, and with it switched off, as on AVX2
 # hosts), weights cycled through 150 MB: [8, 512] x [512, 1552] 248-319 us against MKL's 532-554
@@ -81,12 +93,20 @@ def _cpu_model() -> str:
 
 
 def _build(compiler: str) -> Path:
+    """The shared library, with OpenMP where the compiler has it and without where it has not."""
+    try:
+        return _build_with(compiler, (*FLAGS, OPENMP))
+    except OSError:
+        return _build_with(compiler, FLAGS)
+
+
+def _build_with(compiler: str, flags: tuple[str, ...]) -> Path:
     """The shared library for this source, flags, compiler and CPU: from the cache, or built into it."""
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
     key = hashlib.sha256()
     for source in (*SOURCES, *HEADERS):
         key.update((_HERE / source).read_bytes())
-    for part in (*FLAGS, version, _cpu_model(), platform.machine()):
+    for part in (*flags, version, _cpu_model(), platform.machine()):
         key.update(part.encode())
     name = f"tokdrift_cpu_{key.hexdigest()[:16]}.so"
     target = cache_dir() / name
@@ -104,7 +124,7 @@ def _build(compiler: str) -> Path:
     os.close(fd)
     try:
         proc = subprocess.run(
-            [compiler, *FLAGS, "-o", tmp, *(str(_HERE / s) for s in SOURCES), "-lm"],
+            [compiler, *flags, "-o", tmp, *(str(_HERE / s) for s in SOURCES), "-lm"],
             capture_output=True,
             text=True,
             timeout=120,

@@ -12,6 +12,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "vmath.h"
 
@@ -97,8 +100,9 @@ int moe_decode(
     const int64_t *down,          /* [E] addresses of each expert's [I, H] */
     int64_t shared_inter,         /* Is; 0: no shared expert (then p holds the router logits alone) */
     const float *shared_down,     /* [Is, H] */
-    float *scratch,               /* T H + 2 T I + T I + T H + T Is + T H floats */
-    float *out                    /* [T, H] = x + routed + sigmoid(shared gate) * shared */
+    float *scratch,               /* T H (2 + k) + T Is + threads T (H + 3 I) floats */
+    float *out,                   /* [T, H] = x + routed + sigmoid(shared gate) * shared */
+    int64_t threads               /* the experts shared out among this many (OpenMP, torch's own runtime) */
 ) {
     if (tokens > MAX_TOKENS || top_k > MAX_TOP_K || top_k > num_experts) return 1;
     int64_t ids[MAX_TOKENS][MAX_TOP_K];
@@ -125,42 +129,65 @@ int moe_decode(
         if (norm_topk)
             for (int64_t j = 0; j < top_k; j++) wts[t][j] /= picked_sum;
     }
-    float *routed = scratch;                    /* [T, H] */
-    float *xs = routed + tokens * hidden;       /* [T, H] an expert's rows */
-    float *gu = xs + tokens * hidden;           /* [T, 2I] */
-    float *act = gu + tokens * 2 * inter;       /* [T, I] */
-    float *y = act + tokens * inter;            /* [T, H] */
-    memset(routed, 0, sizeof(float) * tokens * hidden);
-    /* experts in ascending id, each over the tokens that picked it, in token order */
+    /* the experts picked, in ascending id, each over the tokens that picked it, in token order:
+     * expert used[u] has picks first[u] .. first[u + 1] - 1, pick q is token rows[q] with weight rw[q] */
+    int64_t used[MAX_TOKENS * MAX_TOP_K], first[MAX_TOKENS * MAX_TOP_K + 1], rows[MAX_TOKENS * MAX_TOP_K];
+    float rw[MAX_TOKENS * MAX_TOP_K];
+    int64_t n_used = 0, picks = 0;
     for (int64_t e = 0; e < num_experts; e++) {
-        int64_t rows[MAX_TOKENS];
-        float rw[MAX_TOKENS];
-        int64_t m = 0;
+        const int64_t m0 = picks;
         for (int64_t t = 0; t < tokens; t++)
             for (int64_t j = 0; j < top_k; j++)
                 if (ids[t][j] == e) {
-                    rows[m] = t;
-                    rw[m++] = wts[t][j];
+                    rows[picks] = t;
+                    rw[picks++] = wts[t][j];
                 }
-        if (m == 0) continue;
-        for (int64_t i = 0; i < m; i++) memcpy(xs + i * hidden, h + rows[i] * hidden, sizeof(float) * hidden);
-        rows_gemm(m, hidden, 2 * inter, xs, hidden, (const float *)(intptr_t)gate_up[e], 2 * inter, gu, 2 * inter);
-        for (int64_t i = 0; i < m; i++) swiglu(inter, gu + i * 2 * inter, gu + i * 2 * inter + inter, act + i * inter);
-        rows_gemm(m, inter, hidden, act, inter, (const float *)(intptr_t)down[e], hidden, y, hidden);
-        for (int64_t i = 0; i < m; i++) {
-            float *r = routed + rows[i] * hidden;
-            const float *yi = y + i * hidden;
-            for (int64_t c = 0; c < hidden; c++) r[c] += yi[c] * rw[i];
+        if (picks > m0) {
+            used[n_used] = e;
+            first[n_used++] = m0;
         }
     }
-    if (shared_inter > 0) {
-        float *sact = y + tokens * hidden;      /* [T, Is] */
-        float *sy = sact + tokens * shared_inter; /* [T, H] */
-        for (int64_t t = 0; t < tokens; t++) {
-            const float *g = p + t * ldp + num_experts + 1, *u = g + shared_inter;
-            swiglu(shared_inter, g, u, sact + t * shared_inter);
+    first[n_used] = picks;
+    float *routed = scratch;                    /* [T, H] */
+    float *ys = routed + tokens * hidden;       /* [T k, H]: each pick's expert output */
+    float *sy = ys + tokens * top_k * hidden;   /* [T, H]: the shared expert's */
+    float *sact = sy + tokens * hidden;         /* [T, Is] */
+    float *own = sact + tokens * shared_inter;  /* per thread: xs [T, H] | gu [T, 2I] | act [T, I] */
+    const int64_t own_size = tokens * (hidden + 3 * inter);
+    /* each expert (and the shared one) a task: its products are computed alike on any thread,
+     * and the sums below run in the same order, so the result does not depend on the threads */
+    const int64_t tasks = n_used + (shared_inter > 0);
+    if (threads > tasks) threads = tasks;
+    if (threads < 1) threads = 1;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+    for (int64_t task = 0; task < tasks; task++) {
+#ifdef _OPENMP
+        float *xs = own + omp_get_thread_num() * own_size;
+#else
+        float *xs = own;
+#endif
+        float *gu = xs + tokens * hidden, *act = gu + tokens * 2 * inter;
+        if (task == n_used) { /* the shared expert, over every token */
+            for (int64_t t = 0; t < tokens; t++) {
+                const float *g = p + t * ldp + num_experts + 1, *u = g + shared_inter;
+                swiglu(shared_inter, g, u, sact + t * shared_inter);
+            }
+            rows_gemm(tokens, shared_inter, hidden, sact, shared_inter, shared_down, hidden, sy, hidden);
+            continue;
         }
-        rows_gemm(tokens, shared_inter, hidden, sact, shared_inter, shared_down, hidden, sy, hidden);
+        const int64_t e = used[task], q0 = first[task], m = first[task + 1] - q0;
+        for (int64_t i = 0; i < m; i++) memcpy(xs + i * hidden, h + rows[q0 + i] * hidden, sizeof(float) * hidden);
+        rows_gemm(m, hidden, 2 * inter, xs, hidden, (const float *)(intptr_t)gate_up[e], 2 * inter, gu, 2 * inter);
+        for (int64_t i = 0; i < m; i++) swiglu(inter, gu + i * 2 * inter, gu + i * 2 * inter + inter, act + i * inter);
+        rows_gemm(m, inter, hidden, act, inter, (const float *)(intptr_t)down[e], hidden, ys + q0 * hidden, hidden);
+    }
+    memset(routed, 0, sizeof(float) * tokens * hidden);
+    for (int64_t q = 0; q < picks; q++) { /* experts in ascending id, as the reference adds them */
+        float *r = routed + rows[q] * hidden;
+        const float *yq = ys + q * hidden;
+        for (int64_t c = 0; c < hidden; c++) r[c] += yq[c] * rw[q];
+    }
+    if (shared_inter > 0) {
         for (int64_t t = 0; t < tokens; t++) {
             const float gate = sigmoid(p[t * ldp + num_experts]);
             for (int64_t c = 0; c < hidden; c++)

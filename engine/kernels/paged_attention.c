@@ -12,6 +12,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "vmath.h"
 
@@ -49,17 +52,31 @@ int paged_attention(
     int64_t num_slots,
     const int64_t *kv_indptr,         /* [B + 1]: request b's context is kv_slots[kv_indptr[b]:kv_indptr[b + 1]] */
     const int64_t *kv_slots,
-    float *scores,                    /* [r, longest context] scratch */
-    float *out                        /* [B, Hq, D] */
+    float *scores_all,                /* [threads, r, longest context] scratch */
+    float *out,                       /* [B, Hq, D] */
+    int64_t threads                   /* requests shared out among this many (OpenMP, torch's own runtime) */
 ) {
     if (hkv <= 0 || hq % hkv != 0) return 1;
     const int64_t r = hq / hkv;
-    for (int64_t b = 0; b < batch; b++) {
-        const int64_t start = kv_indptr[b], len = kv_indptr[b + 1] - start;
-        const int64_t *slots = kv_slots + start;
+    int64_t longest = 0;
+    for (int64_t b = 0; b < batch; b++) { /* every context checked before any is read */
+        const int64_t len = kv_indptr[b + 1] - kv_indptr[b];
         if (len <= 0) return 1;
         for (int64_t j = 0; j < len; j++)
-            if (slots[j] < 0 || slots[j] >= num_slots) return 2;
+            if (kv_slots[kv_indptr[b] + j] < 0 || kv_slots[kv_indptr[b] + j] >= num_slots) return 2;
+        longest = len > longest ? len : longest;
+    }
+    if (threads > batch) threads = batch;
+    if (threads < 1) threads = 1;
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
+    for (int64_t b = 0; b < batch; b++) {
+#ifdef _OPENMP
+        float *scores = scores_all + omp_get_thread_num() * r * longest;
+#else
+        float *scores = scores_all;
+#endif
+        const int64_t start = kv_indptr[b], len = kv_indptr[b + 1] - start;
+        const int64_t *slots = kv_slots + start;
         for (int64_t g = 0; g < hkv; g++) {
             const float *qg = q + b * q_stride + g * r * d;
             for (int64_t j = 0; j < len; j++) { /* a key row is read once for the r heads that share it */

@@ -65,13 +65,20 @@ class TorchAttention:
             return self.decode(q, k_buf, v_buf, batch, scale)
         return self.extend(q, k_buf, v_buf, batch, scale)
 
-    def extend(self, q, k_buf, v_buf, batch: ForwardBatch, scale: float) -> torch.Tensor:
+    def extend(self, q, k_buf, v_buf, batch: ForwardBatch, scale: float, k_new=None, v_new=None) -> torch.Tensor:
+        """k_new, v_new [T, Hkv, D]: the new tokens' K/V as written to the pool, where the caller has
+        them in the pool's dtype: a request with no prefix reads them there instead of gathering its
+        context back out of the pool."""
         out = torch.empty_like(q)  # [T, Hq, D]
         indptr = batch.kv_indptr.tolist()
+        fresh_kv = k_new is not None and v_new is not None and k_new.dtype == k_buf.dtype == v_new.dtype
         for b, (start, end) in enumerate(batch.token_ranges()):
             slots = batch.kv_slots[indptr[b] : indptr[b + 1]]  # [L]
             qb = q[start:end].transpose(0, 1)[None]  # [1, Hq, n, D]
-            kb, vb = self.gather(k_buf, v_buf, slots)  # [L, Hkv, D] each
+            if fresh_kv and batch.prefix_lens[b] == 0:  # its whole context is this step's tokens
+                kb, vb = k_new[start:end], v_new[start:end]  # [n, Hkv, D] each
+            else:
+                kb, vb = self.gather(k_buf, v_buf, slots)  # [L, Hkv, D] each
             kb, vb = kb.transpose(0, 1)[None], vb.transpose(0, 1)[None]  # [1, Hkv, L, D]
             n, prefix = end - start, batch.prefix_lens[b]
             if prefix == 0:

@@ -80,6 +80,7 @@ class _Linear(NamedTuple):
                 w.stride(0),
                 out.data_ptr(),
                 out.stride(0),
+                torch.get_num_threads(),
             )
             return out if self.bias is None else out.add_(self.bias)
         return torch.mm(x, self.weight_t) if self.bias is None else torch.addmm(self.bias, x, self.weight_t)
@@ -441,7 +442,7 @@ class _AttentionLayer:
         kv_pool.write(self.layer, step.batch.new_kv_slots, k, v)
         k_buf, v_buf = kv_pool.buffers(self.layer)  # [S, Hkv, D] each
         if not step.batch.is_decode:
-            out = backend.extend(q, k_buf, v_buf, step.batch, self.scale)  # [T, Hq, D], causal per request
+            out = backend.extend(q, k_buf, v_buf, step.batch, self.scale, k, v)  # [T, Hq, D], causal per request
         elif type(backend) is TorchAttention and self._in_place(q, k_buf, v_buf):
             out = backend.read_in_place(self._in_c, q, k_buf, v_buf, step.batch)  # [B, Hq, D]
         elif type(backend) is TorchAttention:
@@ -466,9 +467,9 @@ class _AttentionLayer:
 
     def _in_c(self, q, k_buf, v_buf, batch: ForwardBatch) -> torch.Tensor:
         """Each request's context read where it lies in the pool (no gather, no padding, no mask)."""
-        n = q.shape[0]
+        n, threads = q.shape[0], torch.get_num_threads()
         out = torch.empty(n, self.hq, self.d)  # [B, Hq, D]
-        scores = torch.empty(self.hq // self.hkv * batch.kv_slots.shape[0])  # [r, longest context] at most
+        scores = torch.empty(threads * self.hq // self.hkv * batch.kv_slots.shape[0])  # [threads, r, longest] at most
         rc = self.kernel(
             *(n, self.hq, self.hkv, self.d, self.scale, q.data_ptr(), q.stride(0)),
             *(
@@ -478,7 +479,7 @@ class _AttentionLayer:
                 batch.kv_indptr.data_ptr(),
                 batch.kv_slots.data_ptr(),
             ),
-            *(scores.data_ptr(), out.data_ptr()),
+            *(scores.data_ptr(), out.data_ptr(), threads),
         )
         if rc != 0:
             raise EngineError(f"paged_attention: {'an empty context' if rc == 1 else 'a KV slot out of range'}")
@@ -533,20 +534,23 @@ class _MoeLayer:
         self._gate_up_ptrs = torch.tensor([w.gate_up.data_ptr() for w in weights], dtype=torch.int64)
         self._down_ptrs = torch.tensor([w.down.data_ptr() for w in weights], dtype=torch.int64)
         self._weights = weights  # the addresses above stay valid while these are held
-        hidden = self.proj.weight_t.shape[0]
-        si = self.shared_inter if self.has_shared else 0
-        t = cpu_kernels.MOE_DECODE_MAX_TOKENS
-        self._scratch = torch.empty(t * (4 * hidden + 3 * self.inter + si))
+        self._scratch, self._scratch_threads = torch.empty(0), 0  # sized on the first call
         return lib.moe_decode
 
     def _in_c(self, x, h, p) -> torch.Tensor:
         out = torch.empty_like(x)  # [B, H]
         si = self.shared_inter if self.has_shared else 0
+        threads = torch.get_num_threads()
+        if threads > self._scratch_threads:  # routed, picks, shared [T, ...] | per thread: rows, gate/up, act
+            hidden, t = x.shape[1], cpu_kernels.MOE_DECODE_MAX_TOKENS
+            shared = t * ((2 + self.top_k) * hidden + si)
+            self._scratch = torch.empty(shared + threads * t * (hidden + 3 * self.inter))
+            self._scratch_threads = threads
         rc = self.kernel(
             *(x.shape[0], x.shape[1], self.inter, self.num_experts, self.top_k, int(bool(self.norm_topk_prob))),
             *(p.data_ptr(), p.stride(0), h.data_ptr(), x.data_ptr()),
             *(self._gate_up_ptrs.data_ptr(), self._down_ptrs.data_ptr()),
-            *(si, self.shared_down_t.data_ptr() if si else None, self._scratch.data_ptr(), out.data_ptr()),
+            *(si, self.shared_down_t.data_ptr() if si else None, self._scratch.data_ptr(), out.data_ptr(), threads),
         )
         if rc != 0:
             raise EngineError(

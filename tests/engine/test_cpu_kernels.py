@@ -159,17 +159,19 @@ def test_a_failed_build_falls_back_to_torch_ops_and_says_why(checkpoint, kernels
     assert not list((tmp_path / "cache").glob("*"))  # no half-built library left behind
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("rows", [2, 3, 5, 8])
 @pytest.mark.parametrize("k, n", [(512, 1552), (37, 1029), (16, 1040), (130, 17)])
-def test_small_gemm_matches_torch_mm(rows, k, n):
+def test_small_gemm_matches_torch_mm(rows, k, n, threads):
     """Every shape the loops split differently: columns past the last full vector, rows of the
-    weight past the last full block, blocks of rows fewer than a vector's registers."""
+    weight past the last full block, blocks of rows fewer than a vector's registers; the columns
+    shared out among 1-3 threads (17 columns: fewer vectors than threads)."""
     lib = cpu_kernels.load()
     assert lib is not None, cpu_kernels.why_not()
     gen = torch.Generator().manual_seed(rows * k + n)
     x, w = torch.randn(rows, k, generator=gen), torch.randn(k, n, generator=gen)
     out = torch.full((rows, n), float("nan"))
-    assert lib.small_gemm(rows, k, n, x.data_ptr(), k, w.data_ptr(), n, out.data_ptr(), n) == 0
+    assert lib.small_gemm(rows, k, n, x.data_ptr(), k, w.data_ptr(), n, out.data_ptr(), n, threads) == 0
     torch.testing.assert_close(out, x.double().mm(w.double()).float(), rtol=1e-4, atol=1e-4)
 
 
@@ -253,6 +255,16 @@ def test_moe_in_c_matches_the_torch_ops(tmp_path, config, tokens):
     finally:
         moe.kernel = kernel
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    if tokens > cpu_kernels.MOE_DECODE_MAX_TOKENS:
+        return
+    threads, p = torch.get_num_threads(), moe.proj(h)
+    one = moe._in_c(x, h, p)
+    try:  # experts shared out among threads: the same sums in the same order, the same bits
+        for n in (2, 3):
+            torch.set_num_threads(n)
+            assert torch.equal(moe._in_c(x, h, p), one)
+    finally:
+        torch.set_num_threads(threads)
 
 
 @pytest.mark.parametrize("rows, dim", [(1, 512), (8, 64), (3, 33)])
@@ -285,7 +297,8 @@ def _attention_by_torch(q, k_buf, v_buf, kv_indptr, kv_slots, scale):
     "hq, hkv, d", [(8, 2, 64), (4, 2, 16), (2, 2, 24), (6, 3, 80), (4, 1, 48), (4, 4, 32), (2, 1, 130)]
 )
 @pytest.mark.parametrize("lens", [[1], [7, 300, 1, 33, 64]], ids=["one", "ragged"])
-def test_paged_attention_matches_torch(hq, hkv, d, lens):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_paged_attention_matches_torch(hq, hkv, d, lens, threads):
     """Decode attention read in place from scattered pool slots: grouped heads, head sizes a multiple
     of 16 (vectors, blocks of 64 then 48/32/16 columns) and not (scalar), contexts of 1 to 300."""
     lib = cpu_kernels.load()
@@ -299,11 +312,11 @@ def test_paged_attention_matches_torch(hq, hkv, d, lens):
     q = qk[:, :hq]
     scale = d**-0.5
     out = torch.full((len(lens), hq, d), float("nan"))
-    scores = torch.empty(hq // hkv * max(lens))
+    scores = torch.empty(threads * hq // hkv * max(lens))
     rc = lib.paged_attention(
         *(len(lens), hq, hkv, d, scale, q.data_ptr(), q.stride(0)),
         *(k_buf.data_ptr(), v_buf.data_ptr(), num_slots, kv_indptr.data_ptr(), kv_slots.data_ptr()),
-        *(scores.data_ptr(), out.data_ptr()),
+        *(scores.data_ptr(), out.data_ptr(), threads),
     )
     assert rc == 0
     torch.testing.assert_close(out, _attention_by_torch(q, k_buf, v_buf, kv_indptr, kv_slots, scale))
@@ -315,7 +328,7 @@ def test_paged_attention_refuses_a_slot_out_of_range():
     q, out, scores = torch.zeros(1, 2, 16), torch.zeros(1, 2, 16), torch.zeros(4)
     kv_slots, kv_indptr = torch.tensor([0, 4]), torch.tensor([0, 2])
     args = (q.data_ptr(), 32, k_buf.data_ptr(), v_buf.data_ptr(), 4, kv_indptr.data_ptr(), kv_slots.data_ptr())
-    assert lib.paged_attention(1, 2, 1, 16, 0.25, *args, scores.data_ptr(), out.data_ptr()) == 2
+    assert lib.paged_attention(1, 2, 1, 16, 0.25, *args, scores.data_ptr(), out.data_ptr(), 1) == 2
     assert torch.equal(out, torch.zeros(1, 2, 16))
 
 
@@ -330,3 +343,26 @@ def test_decode_attention_reads_the_pool_in_place_through_the_kernel():
     layers = [m for _, m, _, _ in model.fast_decode.layers if isinstance(m, _AttentionLayer)]
     assert layers and all(m.kernel is not None for m in layers)
     assert "paged_attention.c (2 of 2 full-attention layers)" in model.fast_decode.kernel_note
+
+
+def test_an_extend_with_no_prefix_reads_its_new_kv_instead_of_gathering_them():
+    """A prefill's context is its own new tokens: the backend reads the K/V the layer just computed
+    (the same values the pool holds) and gathers only for requests with a prefix."""
+    from engine.model.attention_backend import TorchAttention
+
+    gen = torch.Generator().manual_seed(5)
+    hq, hkv, d = 4, 2, 16
+    batch = ForwardBatch.build(
+        [RequestSlice([1] * 6, 0, list(range(6)), 0), RequestSlice([1] * 3, 4, [9, 8, 7, 6, 10, 11, 12], 1)]
+    )
+    q = torch.randn(9, hq, d, generator=gen)
+    k_new, v_new = torch.randn(9, hkv, d, generator=gen), torch.randn(9, hkv, d, generator=gen)
+    k_buf, v_buf = torch.randn(16, hkv, d, generator=gen), torch.randn(16, hkv, d, generator=gen)
+    k_buf[batch.new_kv_slots], v_buf[batch.new_kv_slots] = k_new, v_new  # as the layer writes them
+    backend = TorchAttention("cpu")
+    gathered = backend.extend(q, k_buf, v_buf, batch, d**-0.5)
+    read = backend.extend(q, k_buf, v_buf, batch, d**-0.5, k_new, v_new)
+    torch.testing.assert_close(read, gathered, rtol=1e-6, atol=1e-6)
+    k_buf[:6] = 0  # the first request's slots: no longer read
+    torch.testing.assert_close(backend.extend(q, k_buf, v_buf, batch, d**-0.5, k_new, v_new), read)
+    assert not torch.allclose(backend.extend(q, k_buf, v_buf, batch, d**-0.5)[:6], read[:6])
