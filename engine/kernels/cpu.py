@@ -48,24 +48,19 @@ MOE_DECODE_ARGTYPES = (
     + [_ptr, _i64, _ptr, _ptr, _ptr, _ptr]  # p, ldp, h, x, gate_up addresses, down addresses
     + [_i64, _ptr, _ptr, _ptr, _i64]  # shared_inter, shared_down, scratch, out, threads
 )
-MOE_DECODE_MAX_TOKENS = 8
+MOE_DECODE_MAX_TOKENS = 8  # moe_decode.c's MAX_TOKENS
 PAGED_ATTENTION_ARGTYPES = (
     [_i64] * 4  # batch, hq, hkv, d
     + [_f32, _ptr, _i64]  # scale, q, q_stride
     + [_ptr, _ptr, _i64, _ptr, _ptr]  # k_buf, v_buf, num_slots, kv_indptr, kv_slots
     + [_ptr, _ptr, _i64]  # scores, out, threads
-)  # moe_decode.c's MAX_TOKENS
-# rows, dim, x, ldx, scale, eps, out, ldo
-RMS_NORM_ARGTYPES = [_i64, _i64, _ptr, _i64, _ptr, _f32, _ptr, _i64]
-SMALL_GEMM_ARGTYPES = [_i64] * 3 + [
-    _ptr,
-    _i64,
-    _ptr,
-    _i64,
-    _ptr,
-    _i64,
-    _i64,
-]  # m, k, n, x, ldx, w, ldw, out, ldo, threads
+)
+RMS_NORM_ARGTYPES = [_i64, _i64, _ptr, _i64, _ptr, _f32, _ptr, _i64]  # rows, dim, x, ldx, scale, eps, out, ldo
+SMALL_GEMM_ARGTYPES = (
+    [_i64] * 3  # m, k, n
+    + [_ptr, _i64, _ptr, _i64, _ptr, _i64]  # x, ldx, w, ldw, out, ldo
+    + [_i64]  # threads
+)
 # small_gemm takes a product where MKL's sgemm reads the weight slowly: 2-8 rows of x and a weight
 # at least this wide. Measured on an Intel Xeon VM (AVX-512, and with it switched off, as on AVX2
 # hosts), weights cycled through 150 MB: [8, 512] x [512, 1552] 248-319 us against MKL's 532-554

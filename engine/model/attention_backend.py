@@ -25,6 +25,13 @@ logger = logging.getLogger(__name__)
 BACKENDS = ("auto", "torch", "triton")
 
 
+def _index_select(k_buf: torch.Tensor, v_buf: torch.Tensor, slots: torch.Tensor):
+    flat = slots.reshape(-1)
+    kb = k_buf.index_select(0, flat).view(*slots.shape, *k_buf.shape[1:])
+    vb = v_buf.index_select(0, flat).view(*slots.shape, *v_buf.shape[1:])
+    return kb, vb
+
+
 class TorchAttention:
     name = "torch"
 
@@ -40,19 +47,13 @@ class TorchAttention:
     def gather(self, k_buf: torch.Tensor, v_buf: torch.Tensor, slots: torch.Tensor):
         """K/V rows of `slots` (any shape) -> [*slots.shape, Hkv, D] each, timed on a CPU. Through
         index_select on the flattened ids: the same rows as indexing, 4x cheaper on a CPU."""
-        start = time.perf_counter() if self._timed else 0.0
-        flat = slots.reshape(-1)
-        kb = k_buf.index_select(0, flat).view(*slots.shape, *k_buf.shape[1:])
-        vb = v_buf.index_select(0, flat).view(*slots.shape, *v_buf.shape[1:])
-        if self._timed:
-            self._gather_s += time.perf_counter() - start
-        return kb, vb
+        return self.read_in_place(_index_select, k_buf, v_buf, slots)
 
-    def read_in_place(self, attend, *args):
-        """`attend(*args)`: a decode kernel that reads the contexts where they lie in the pool (the
-        gather fused with the attention): its whole time counts as gathering, timed on a CPU."""
+    def read_in_place(self, read, *args):
+        """`read(*args)`, its time counted in `gather_s` on a CPU: a gather, or a decode kernel that
+        reads the contexts where they lie in the pool (the gather fused with the attention)."""
         start = time.perf_counter() if self._timed else 0.0
-        out = attend(*args)
+        out = read(*args)
         if self._timed:
             self._gather_s += time.perf_counter() - start
         return out

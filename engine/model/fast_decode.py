@@ -17,8 +17,9 @@ ops at batch 1, with:
 - on a CPU in float32, where a C compiler built them (engine/kernels/cpu.py), C kernels for what
   remains of a step past its products: Gated DeltaNet between its two products, on the states
   in the pool (gdn_recurrent.c), the MoE layer for up to 8 tokens (moe_decode.c), the wide
-  projections at 2-8 rows (small_gemm.c) and the residual norms (rms_norm.c); the torch ops
-  otherwise (docs/engine-model.md, "C kernels on the CPU").
+  projections at 2-8 rows (small_gemm.c), the residual norms (rms_norm.c) and decode attention
+  read in place from the KV pool (paged_attention.c); the torch ops otherwise
+  (docs/engine-model.md, "C kernels on the CPU").
 
 The same layers take prefill, extend (an append onto a cached prefix) and mixed batches: the
 fused projections, the folded residuals and the MoE's grouped expert products serve T tokens as
@@ -84,6 +85,15 @@ class _Linear(NamedTuple):
             )
             return out if self.bias is None else out.add_(self.bias)
         return torch.mm(x, self.weight_t) if self.bias is None else torch.addmm(self.bias, x, self.weight_t)
+
+
+def _c_kernel(name: str, *weights: torch.Tensor):
+    """The C kernel `name` (engine/kernels/) where the weights are float32 on a CPU and the kernels
+    were built; else None."""
+    if any(w.device.type != "cpu" or w.dtype != torch.float32 for w in weights):
+        return None
+    lib = cpu_kernels.load()
+    return None if lib is None else getattr(lib, name)
 
 
 def _fuse(*linears: nn.Module) -> _Linear:
@@ -286,11 +296,10 @@ class _GdnLayer:
 
     def _kernel(self):
         """The C kernel gdn_recurrent for float32 weights on a CPU, where it was built; else None."""
-        weights = (self.proj_ordered.weight_t, self.conv_weight, self.dt_bias, self.norm_weight)
-        if weights[0].device.type != "cpu" or any(w.dtype != torch.float32 for w in weights):
-            return None
-        lib = cpu_kernels.load()
-        if lib is None:
+        kernel = _c_kernel(
+            "gdn_recurrent", self.proj_ordered.weight_t, self.conv_weight, self.dt_bias, self.norm_weight
+        )
+        if kernel is None:
             return None
         self.conv_weight = self.conv_weight.contiguous()  # [C, K]
         self._conv_wt = self.conv_weight.t().contiguous()  # [K, C]: the token-major conv of an extend
@@ -299,7 +308,7 @@ class _GdnLayer:
         self._scratch = torch.empty(self.conv_dim + self.value_dim + 3 * self.dv)
         base, size = self._scratch.data_ptr(), self._scratch.element_size()
         self._scratch_ptrs = (base, *(base + (self.conv_dim + self.value_dim + i * self.dv) * size for i in range(3)))
-        return lib.gdn_recurrent
+        return kernel
 
     def _in_c(self, x, p, step: _Step, conv_buf, rec_buf) -> torch.Tensor:
         """The layer between its two products through the C kernel, states read and written in the
@@ -417,11 +426,7 @@ class _AttentionLayer:
 
     def _kernel(self):
         """The C kernel paged_attention for float32 weights on a CPU, where it was built; else None."""
-        weight = self.proj.weight_t
-        if weight.device.type != "cpu" or weight.dtype != torch.float32:
-            return None
-        lib = cpu_kernels.load()
-        return None if lib is None else lib.paged_attention
+        return _c_kernel("paged_attention", self.proj.weight_t)
 
     def __call__(self, x, h, step: _Step, kv_pool, state_pool, backend) -> torch.Tensor:
         n, hq, hkv, d = x.shape[0], self.hq, self.hkv, self.d
@@ -521,21 +526,18 @@ class _MoeLayer:
 
     def _kernel(self):
         """The C kernel for up to 8 tokens with resident experts in float32 on a CPU, or None."""
-        if not self.resident or self.proj.weight_t.device.type != "cpu" or self.proj.weight_t.dtype != torch.float32:
+        if not self.resident or (kernel := _c_kernel("moe_decode", self.proj.weight_t)) is None:
             return None
         weights = [self.experts.get(self.layer, e) for e in range(self.num_experts)]
         if not all(w.gate_up.t().is_contiguous() and w.down.t().is_contiguous() for w in weights):
             return None  # the kernel reads input-major weights
         if self.has_shared and not self.shared_down_t.is_contiguous():
             return None
-        lib = cpu_kernels.load()
-        if lib is None:
-            return None
         self._gate_up_ptrs = torch.tensor([w.gate_up.data_ptr() for w in weights], dtype=torch.int64)
         self._down_ptrs = torch.tensor([w.down.data_ptr() for w in weights], dtype=torch.int64)
         self._weights = weights  # the addresses above stay valid while these are held
         self._scratch, self._scratch_threads = torch.empty(0), 0  # sized on the first call
-        return lib.moe_decode
+        return kernel
 
     def _in_c(self, x, h, p) -> torch.Tensor:
         out = torch.empty_like(x)  # [B, H]
