@@ -54,3 +54,9 @@ def test_a_live_soak_with_a_baseline_counts_its_minutes_from_the_traffic(tmp_pat
     assert result.decided == ttv.AGE and result.stop_reason == "decided"
     assert result.decided_min * 60 == pytest.approx(decided_t - first_call_t, abs=1e-3)
     assert first_call_t > first_probe_t + 7 * 0.2  # the baseline's eight cycles came first and are not counted
+
+
+def test_each_loss_is_held_to_the_target_of_the_largest_targeted_loss_not_above_it():
+    assert ttv.target_min(0.10) == 45.0
+    assert ttv.target_min(0.15) == ttv.target_min(0.20) == ttv.target_min(0.30) == 15.0
+    assert ttv.target_min(0.05) == float("inf")  # below every target: none
