@@ -116,6 +116,9 @@ class PrefixCache:
         sits there yet."""
         raise NotImplementedError
 
+    def leak_snapshots(self, limit: int) -> None:
+        """The snapshot-leak fault from now on (RadixCache); a cache without snapshots has none."""
+
     def inc_lock(self, node: TreeNode | None) -> None:
         """Protect root..node from eviction, and node's snapshot too."""
 

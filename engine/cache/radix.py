@@ -392,6 +392,11 @@ class RadixCache(PrefixCache):
         self._snapshot_policy.touch(node)
         return None
 
+    def leak_snapshots(self, limit: int) -> None:
+        """Switch the snapshot-leak fault on from now: up to `limit` state slots of the snapshots
+        dropped from now on are kept, never freed (the fault's onset, `fault_leak_after`)."""
+        self._leak_limit = limit
+
     def _free_snapshot_slots(self, slots: list[int]) -> None:
         """Return dropped snapshots' state slots; with the snapshot-leak fault, keep them instead
         while fewer than the limit are leaked."""

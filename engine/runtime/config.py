@@ -73,6 +73,10 @@ class EngineConfig:
     fault_after: int = option(
         100, "output-buffer fault: the finished request that grows the buffer (the slowdown's onset)."
     )
+    fault_leak_after: int = option(
+        0,
+        "snapshot-leak fault: the finished request from which dropped snapshots leak (the onset; 0: from the start).",
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.faults, list):
@@ -95,6 +99,8 @@ class EngineConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise EngineConfigError(f"{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.fault_leak_after, int) or self.fault_leak_after < 0:
+            raise EngineConfigError(f"fault_leak_after must be a whole number >= 0, got {self.fault_leak_after!r}")
         for name in ("kv_tokens", "moe_cache_size", "num_threads"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):

@@ -182,6 +182,22 @@ def test_leaked_slots_are_counted_by_check_integrity_not_lost():
     cache.check_integrity(kv_in_use=0, state_in_use=0)
 
 
+def test_snapshot_leak_sets_in_at_its_onset_request(make, control):
+    engine = make(faults=("snapshot-leak",), fault_leak_after=18)  # 6 sessions a turn: the third turn's end
+    run = Run(engine)
+    assert run.outputs == control.outputs
+    leaked = [s.state_slots_leaked for s in run.after_turn]
+    assert leaked[:3] == [0, 0, 0] and leaked[-1] > 0  # none before the onset, then it leaks
+    assert [s.match_truncated_tokens_total for s in run.after_turn[:3]] == [
+        s.match_truncated_tokens_total for s in control.after_turn[:3]
+    ]  # before it, the engine is the healthy one
+
+
+def test_the_leak_onset_is_a_whole_number():
+    with pytest.raises(EngineConfigError, match="fault_leak_after"):
+        EngineConfig(fault_leak_after=-1)
+
+
 # --- kv-scatter ------------------------------------------------------------------------------
 
 

@@ -86,6 +86,13 @@ MECHANISM_ENGINE_ARGS: dict[str, tuple[str, ...]] = {
     # cost 11-20 % as the host's speed went (2026-12-03), a loss at the material level, where no
     # rule decides either way (docs/benchmarks.md, time_to_verdict): not found in three runs.
     "output-buffer": ("--fault-buffer-rows=65536", "--fault-after=60"),
+    # The leak stops at mamba_slots - max_running_requests, so max_running_requests slots stay for
+    # running requests and snapshots. On the engine with its C kernels a request ran alone most of the
+    # time (1.15 on average, 2 at most: 2026-12-05), the four slots still held the sessions' snapshots,
+    # and continuation turns kept 88 % of their reuse: nothing slowed, nothing to find. And from the
+    # start, the leak was full 30 s in, before any healthy side. Two running requests at most, and the
+    # leak from the 40th finished request (about 80 s in): reuse 80 % -> 0 % in one run.
+    "snapshot-leak": ("--max-running-requests=1", "--fault-leak-after=40"),
 }
 # A checkpoint other than the default, written under `<out>/checkpoints/<mechanism>`: the default
 # model's experts copy too fast on a CPU for a drained expert cache to cost a material slowdown
