@@ -90,8 +90,10 @@ MECHANISM_ENGINE_ARGS: dict[str, tuple[str, ...]] = {
     # running requests and snapshots. On the engine with its C kernels a request ran alone most of the
     # time (1.15 on average, 2 at most: 2026-12-05), the four slots still held the sessions' snapshots,
     # and continuation turns kept 88 % of their reuse: nothing slowed, nothing to find. And from the
-    # start, the leak was full 30 s in, before any healthy side. Two running requests at most, and the
-    # leak from the 40th finished request (about 80 s in): reuse 80 % -> 0 % in one run.
+    # start, the leak was full 30 s in, before any healthy side. So the leak sets in at the 40th
+    # finished request, and one request runs at a time: with two, the median continuation turn lost
+    # all its reuse but a session running alone kept its snapshot (late over early 0.00, interval
+    # 0.00-0.69: undecided); with one, 88 % -> 0 % (0.00-0.00), found, `state_slots_leaked` first.
     "snapshot-leak": ("--max-running-requests=1", "--fault-leak-after=40"),
 }
 # A checkpoint other than the default, written under `<out>/checkpoints/<mechanism>`: the default
