@@ -47,7 +47,10 @@ The rules, in order (docs/diagnostics.md, "The verdict"):
    (`insufficient_data`, failed `prefill_drift`). Nor while the paired control, net of the host,
    shows the soaked engine slower (its whole interval below 1) and the decisive interval does not
    rule a material loss out: a slowdown is measured, its size not yet (`insufficient_data`,
-   failed `paired_slower`).
+   failed `paired_slower`). Nor while the restart control on the pairs shows the fresh engine
+   materially faster (its whole interval at or below the material level): the restart brought
+   back a loss the first life's comparisons did not see (`insufficient_data`, failed
+   `restart_slower`).
 
 A loss is a comparison whose whole interval lies at or below its material level (see
 diagnostics.comparison). Confidence: engine age is `high` when the interval also clears the
@@ -351,6 +354,32 @@ def decide(ev: Evidence) -> Decision:
             f"A longer soak can tell.",
             findings,
             decode,
+            cause,
+        )
+    r = ev.restart
+    if p is not None and r is not None and r.joins and r.interval.bounded and r.interval.hi <= r.material:
+        # The restart control on the pairs (net of the host, as the paired control is) shows the fresh
+        # engine materially faster than the aged one, where the comparisons within the engine's first
+        # life saw no change: the loss set in before their healthy side, or they missed it. "No engine
+        # age" would be wrong. (The fault matrix's expert-thrash on the engine with its C kernels: the
+        # expert cache drained within the healthy window, bins 1.00 (0.97-1.00), restart 0.76
+        # (0.74-0.77), and the verdict was "no engine age, medium".)
+        findings.append(
+            Finding(
+                "restart_slower",
+                "fail",
+                f"the {r.detail} shows the fresh engine materially faster, where the comparison on "
+                f"{claims.basis_words(decode)} rules a loss out ({decode.interval.describe()}): the slowdown "
+                f"may have set in before the healthy side of the comparisons within the first life",
+            )
+        )
+        return Decision.insufficient(
+            f"The data cannot tell: the restart brought back a slowdown ({r.interval.describe()}) that the comparison on "
+            f"{claims.basis_words(decode)} within the engine's first life does not show "
+            f"({decode.interval.describe()}). A soak that takes a baseline before its traffic "
+            f"(`--baseline N`) compares with an engine younger than the loss.",
+            findings,
+            r,
             cause,
         )
     if decode.interval.lo <= LOW_FLOOR:

@@ -390,3 +390,22 @@ def test_no_age_may_not_rest_on_bins_while_the_paired_control_shows_the_engine_s
     # a paired control that reaches 1 does not contradict, and the bins decide as before
     d = decide(Evidence(paired=cmp("paired_control", 0.95, 0.80, 1.10)._replace(detect=0.95), bins=bins))
     assert d.verdict == "no_degradation" and d.basis == "bins" and d.confidence == "medium"
+
+
+def test_a_restart_that_brings_back_a_material_loss_is_not_called_no_age():
+    """The fault matrix's expert-thrash on the engine with its C kernels (2026-12-05): the expert
+    cache drained within the healthy window, so the first life's bins read 1.00 (0.97-1.00) and its
+    pairs 0.90 (0.68-1.19), while the restart control on the pairs read 0.76 (0.74-0.77): "no
+    engine age, medium" was wrong."""
+    paired = cmp("paired_control", 0.90, 0.68, 1.19, n=3)
+    bins = cmp("bins", 1.00, 0.97, 1.00)
+    restart = cmp("restart", 0.76, 0.74, 0.77, n=3)
+    d = decide(Evidence(paired=paired, bins=bins, restart=restart))
+    assert d.verdict == "insufficient_data" and names(d)["restart_slower"].status == "fail"
+    assert d.decisive.basis == "restart" and "--baseline" in d.reason
+    # a restart that only straddles the material level says nothing against the bins
+    d = decide(Evidence(paired=paired, bins=bins, restart=cmp("restart", 0.92, 0.86, 0.98, n=3)))
+    assert d.verdict != "insufficient_data" and "restart_slower" not in names(d)
+    # nor does the restart on the step series (traffic against probes: unlike with unlike)
+    steps_restart = restart._replace(joins=False)
+    assert "restart_slower" not in names(decide(Evidence(paired=paired, bins=bins, restart=steps_restart)))
