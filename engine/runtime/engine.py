@@ -104,14 +104,15 @@ class Engine(EngineHooks):
         )
         self.state_allocator = SlotAllocator(config.mamba_slots, 1, name="state")
         leak_limit = config.mamba_slots - config.max_running_requests if faults.snapshot_leak else None
-        # snapshot-leak from the fault_leak_after-th finished request on (at once where it is 0)
-        self._leak_onset = (leak_limit, config.fault_leak_after) if leak_limit is not None else None
+        # snapshot-leak from the fault_leak_after-th finished request on (from the start where it is 0)
+        late_leak = leak_limit is not None and config.fault_leak_after > 0
+        self._leak_onset = (leak_limit, config.fault_leak_after) if late_leak else None
         self.cache = make_prefix_cache(
             config.cache_type,
             self.kv_allocator,
             self.state_allocator,
             eviction_policy="lru_page_scan" if faults.eviction_scan else "lru",
-            leak_snapshots_limit=leak_limit if config.fault_leak_after == 0 else None,
+            leak_snapshots_limit=None if late_leak else leak_limit,
         )
         self.scheduler = Scheduler(
             self.kv_allocator,
@@ -134,7 +135,7 @@ class Engine(EngineHooks):
         self._gen_meter = logfmt.GenThroughputMeter()
         self._idle_logged = False
         self.num_dropped = 0
-        self._num_finished = 0
+        self._num_finished = 0  # requests finished in this engine: what the faults' onsets count
         self._gc_pressure: GcPressure | None = GcPressure() if faults.gc_pressure else None
         self._output_buffer: OutputBuffer | None = (
             OutputBuffer(self.model_config.vocab_size, config.fault_buffer_rows, config.fault_after)
@@ -318,9 +319,9 @@ class Engine(EngineHooks):
             self._gc_pressure.on_finish(
                 request.request_id, request.finish_time, request.prompt_ids + request.output_ids
             )
-        if self._output_buffer is not None:
-            self._output_buffer.on_finish()
         self._num_finished += 1
+        if self._output_buffer is not None:
+            self._output_buffer.on_finish(self._num_finished)
         if self._leak_onset is not None and self._num_finished == self._leak_onset[1]:
             self.cache.leak_snapshots(self._leak_onset[0])
 

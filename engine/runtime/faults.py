@@ -240,16 +240,15 @@ class OutputBuffer:
         self.vocab_size = vocab_size
         self.rows = rows
         self.after = after
-        self.num_finished = 0
         self.buffer = torch.zeros((1, vocab_size))
 
     @property
     def num_bytes(self) -> int:
         return self.buffer.numel() * self.buffer.element_size()
 
-    def on_finish(self) -> None:
-        self.num_finished += 1
-        if self.num_finished == self.after and self.buffer.shape[0] < self.rows:
+    def on_finish(self, num_finished: int) -> None:
+        """A request finished, the `num_finished`-th of the engine's life: the `after`-th grows the buffer."""
+        if num_finished == self.after and self.buffer.shape[0] < self.rows:
             self.buffer = self.buffer.new_zeros((self.rows, self.vocab_size))
 
     def write(self, logits):
