@@ -55,6 +55,7 @@ def analyze(source: Source) -> Analysis:
     probes = controls.probes(rows, level)
     paired = controls.paired(cycles, level)
     drift = controls.control_drift(cycles, level)
+    youth = controls.youth(cycles)  # at the one look's level, as the running verdict's (diagnostics.live)
     restart = _narrower(controls.restart(rows, cycles), dec.restart)
     prefix_reuse = reuse_mod.compare(source.requests)
     prefill = prefill_mod.compare(source.steps)
@@ -73,6 +74,7 @@ def analyze(source: Source) -> Analysis:
         step_drift=controls.drift_between(cycles, dec.step_sides, level) if drift is not None else None,
         bin_drift=controls.drift_between(cycles, dec.bin_sides, level) if drift is not None else None,
         restart=restart,
+        youth=youth,
         host=host,
         raw_ratio=_raw_ratio(dec),
         no_data=no_data,
@@ -132,6 +134,8 @@ def analyze(source: Source) -> Analysis:
         )
     )
     checks += [Check(f.name, f.status, f.detail) for f in decision.findings]
+    if youth is not None and not youth.aging:
+        checks.append(Check("control_youth", "ok" if youth.verified else "warn", youth.describe()))
     if prefix_reuse is not None:
         checks.append(Check("prefix_reuse", "warn" if decision.basis == "prefix_reuse" else "ok", prefix_reuse.detail))
     if prefill is not None:

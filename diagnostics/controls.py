@@ -9,6 +9,9 @@ control beside it, the restart control, and the load on the host.
   engine age is that ratio late in the main engine's first life against early in it.
 - **control drift**: the control's own probes late against early: how much the host itself
   slowed (the control stays young), used to correct host-bound comparisons such as prefill.
+- **control youth**: whether the control did stay young: its pairs with the soaked engine
+  across its own restarts and within its lives (`youth`). A control that slows with its own age
+  (a fault driven by requests served reaches a same-build control too) is no measure of the host.
 - **restart**: the main engine's last probes before a restart over its first ones after it,
   each set with its control probe where there is one (then the paired ratios).
 - **host load**: CPU other than the engine's (soak driver, other processes) early and late.
@@ -17,6 +20,7 @@ control beside it, the restart control, and the load on the host.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -24,6 +28,7 @@ import pandas as pd
 from diagnostics import changepoint, intervals, sequential
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.evidence import HostLoad
+from diagnostics.labels import ControlYouth
 from diagnostics.sequential import MIN_SIDE
 from diagnostics.sequential import side as _side
 from rundir.schema import ProbeRole
@@ -46,6 +51,9 @@ PAIRED_DETECT = 0.95
 # probes, but none later than YOUTH_S into it, unless that leaves fewer than YOUTH_MIN.
 YOUTH_S = 300.0
 YOUTH_MIN = 8
+# Cycles a side of a restart of the control that its youth is judged on: the old control's last,
+# the fresh one's first (the soaked engine changes little in so few cycles).
+YOUTH_K = 3
 BASELINE_REASONS = ("start", "baseline")  # probes before the replay: the baseline, when the run took one
 HOST_COLUMNS = ("driver_cpu_percent", "host_other_cpu_percent")  # CPU beside the engine (rundir.schema.SNAPSHOT_HOST)
 
@@ -97,10 +105,12 @@ def pairs(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per probe cycle that has both a main and a control probe: t, engine_life (the
     main's), main and control decode rates, ratio = main / control."""
     if rows.empty or not (rows["role"] == ProbeRole.CONTROL).any() or rows["cycle"].isna().all():
-        return pd.DataFrame(columns=["cycle", "t", "engine_life", "engine_age_s", "main", "control", "ratio"])
+        return pd.DataFrame(
+            columns=["cycle", "t", "engine_life", "engine_age_s", "main", "control", "control_life", "ratio"]
+        )
     main = rows[rows["role"] == ProbeRole.MAIN].dropna(subset=["cycle"]).drop_duplicates("cycle", keep="last")
     control = rows[rows["role"] == ProbeRole.CONTROL].dropna(subset=["cycle"]).drop_duplicates("cycle", keep="last")
-    both = main.merge(control[["cycle", "decode_tps"]], on="cycle", suffixes=("", "_control"))
+    both = main.merge(control[["cycle", "decode_tps", "engine_life"]], on="cycle", suffixes=("", "_control"))
     out = pd.DataFrame(
         {
             "cycle": both["cycle"],
@@ -109,6 +119,7 @@ def pairs(rows: pd.DataFrame) -> pd.DataFrame:
             "engine_age_s": both["engine_age_s"],
             "main": both["decode_tps"],
             "control": both["decode_tps_control"],
+            "control_life": both["engine_life_control"],
         }
     )
     if "reason" in both:
@@ -195,6 +206,135 @@ def drift_between(cycles: pd.DataFrame, sides: Sides | None, level: float = inte
         f"{interval.describe()}",
         healthy_level=_geo(early),
     )
+
+
+class Youth(NamedTuple):
+    """The control against its own age: the paired control assumes it stays young, and a fault
+    driven by requests served reaches a same-build control too, only later (`youth`)."""
+
+    across: Comparison | None  # over its restarts: the old control's last pairs against the fresh one's first
+    within: Comparison | None  # within its lives: its late pairs against its early ones
+
+    @property
+    def status(self) -> ControlYouth:
+        if any(_slowed(c) for c in (self.across, self.within)):
+            return ControlYouth.AGING
+        a = self.across
+        if a is not None and min(a.num_early, a.num_late) >= MIN_SIDE and a.ratio > a.material:
+            return ControlYouth.VERIFIED
+        return ControlYouth.UNVERIFIED
+
+    @property
+    def aging(self) -> bool:
+        return self.status == ControlYouth.AGING
+
+    @property
+    def verified(self) -> bool:
+        return self.status == ControlYouth.VERIFIED
+
+    @property
+    def shown(self) -> Comparison | None:
+        """The comparison the status rests on: the one that shows the control aging, else the restarts'."""
+        aged = [c for c in (self.across, self.within) if _slowed(c)]
+        return aged[0] if aged else self.across or self.within
+
+    def describe(self) -> str:
+        c = self.shown
+        if self.aging:
+            assert c is not None
+            return (
+                f"the control slowed with its own age ({c.detail}): whatever ages the soaked engine "
+                f"reached it too, so its drift is not the host's and the paired control cannot rule a loss out"
+            )
+        if self.verified:
+            assert c is not None
+            return f"the control stayed young ({c.detail})"
+        said = f" ({c.detail})" if c is not None else ""
+        return (
+            "the control's youth is not verified yet: it was not restarted with probes on both sides "
+            f"of a restart, or they cannot tell{said}; the paired control assumes it"
+        )
+
+
+def youth(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Youth | None:
+    """The control against its own age, net of the host: per cycle the control over the soaked
+    engine probed beside it (1 / ratio; what slows the host slows both).
+
+        control life:   1 1 1 1 1 1 | 2 2 2 2 2 2 | 3 ...
+        across:             . . [old] [fresh] . .            its last YOUTH_K before a restart
+                                                             over its first YOUTH_K after
+        within:         [early] . [late]                     its last third over its first,
+                                                             each life with enough cycles
+
+    Both are pooled over every restart (every life) of the control within one life of the soaked
+    engine, each group's logs centred on their own mean, so the engine's own slow change between
+    groups does not count. Below 1, the control slowed with its age; the soaked engine does not
+    grow young, so its own age only hides the control's. None without a control."""
+    if cycles.empty or "control_life" not in cycles or cycles["control_life"].isna().all():
+        return None
+    v = cycles.assign(v=cycles["control"] / cycles["main"]).dropna(subset=["v", "control_life"])
+    v = v[np.isfinite(v["v"]) & (v["v"] > 0)]
+    old: list[np.ndarray] = []
+    fresh: list[np.ndarray] = []
+    early: list[np.ndarray] = []
+    late: list[np.ndarray] = []
+    for _, life in v.groupby("engine_life", sort=True):
+        lives = [g["v"].to_numpy(dtype=float) for _, g in life.groupby("control_life", sort=True)]
+        for before, after in zip(lives, lives[1:]):
+            k = min(YOUTH_K, len(before), len(after))
+            _centred(before[-k:], after[:k], old, fresh)
+        for one in lives:
+            third = _side(len(one))
+            if third is not None:
+                _centred(one[:third], one[-third:], early, late)
+    across = within = None
+    if old:
+        interval = intervals.log_ratio(np.concatenate(fresh), np.concatenate(old), level)
+        across = Comparison(
+            basis="control_youth",
+            interval=interval,
+            num_early=sum(len(a) for a in fresh),
+            num_late=sum(len(a) for a in old),
+            material=DECODE_MATERIAL,
+            detail=f"over {len(old)} restart{'s' if len(old) > 1 else ''} of the control, its last cycles "
+            f"before over its first after, each beside the soaked engine: {interval.describe()}",
+            min_for_loss=MIN_SIDE,
+            detect=PAIRED_DETECT,
+        )
+    if early:
+        interval = intervals.log_ratio(np.concatenate(early), np.concatenate(late), level, serial=True)
+        within = Comparison(
+            basis="control_youth",
+            interval=interval,
+            num_early=sum(len(a) for a in early),
+            num_late=sum(len(a) for a in late),
+            material=DECODE_MATERIAL,
+            detail=f"within {len(early)} li{'ves' if len(early) > 1 else 'fe'} of the control, its last "
+            f"third over its first, each beside the soaked engine: {interval.describe()}",
+            min_for_loss=MIN_FOR_LOSS,
+            detect=PAIRED_DETECT,
+        )
+    return Youth(across, within) if across is not None or within is not None else None
+
+
+def _slowed(c: Comparison | None) -> bool:
+    """The control slowed with its age: the whole interval below 1 and the estimate a material
+    loss, on MIN_SIDE cycles a side at least. Not the bar of a loss of the soaked engine: what rests
+    on the control is a verdict of no age, and a control that probably slowed cannot carry one."""
+    return (
+        c is not None
+        and c.interval.bounded
+        and c.interval.hi < 1.0
+        and c.ratio <= c.material
+        and min(c.num_early, c.num_late) >= MIN_SIDE
+    )
+
+
+def _centred(a: np.ndarray, b: np.ndarray, into_a: list[np.ndarray], into_b: list[np.ndarray]) -> None:
+    """Two sides of one group, on a ratio scale, divided by the group's geometric mean."""
+    centre = np.log(np.concatenate([a, b])).mean()
+    into_a.append(np.exp(np.log(a) - centre))
+    into_b.append(np.exp(np.log(b) - centre))
 
 
 def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Comparison | None:

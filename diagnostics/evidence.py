@@ -6,9 +6,12 @@ rests on and whether it survives the controls."""
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from diagnostics.comparison import Comparison
+
+if TYPE_CHECKING:
+    from diagnostics.controls import Youth
 
 CONTEXT_STATES = ("fitted", "explains", "cannot_explain", "cannot_say")
 RAW_DROP = 0.9  # raw per-request throughput late / early below this: it "fell"
@@ -60,6 +63,7 @@ class Evidence(NamedTuple):
     step_drift: Comparison | None = None
     bin_drift: Comparison | None = None
     restart: Comparison | None = None  # the aged engine just before a restart over the fresh one just after
+    youth: Youth | None = None  # whether the control stayed young (diagnostics.controls.youth)
     host: HostLoad | None = None
     raw_ratio: float | None = None  # last quarter's raw decode rate over the first quarter's
     no_data: str | None = None  # why neither steps nor probes can carry an analysis

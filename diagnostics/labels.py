@@ -25,3 +25,11 @@ class Confidence(Label):
     HIGH = "high"
     MEDIUM = "medium"
     LOW = "low"
+
+
+class ControlYouth(Label):
+    """Whether the control stayed young (diagnostics.controls.youth): the paired control assumes it."""
+
+    VERIFIED = "verified"  # across a restart of it, the fresh control ran no faster than the old one
+    AGING = "aging"  # it slowed with its own age: the same fault as the soaked engine, or another
+    UNVERIFIED = "unverified"  # never restarted with probes on both sides, and no sign of age within its lives

@@ -13,7 +13,9 @@ one, else the identical probes alone), on at least four cycles a side:
 - **age**: engine age at medium or high confidence (a material loss, the whole interval at or
   below the material level, with enough cycles a side);
 - **no age**: no degradation with the decisive interval wholly above 1 - `rule_out` (a loss of
-  more than `rule_out` ruled out; by default the material level, 10 %).
+  more than `rule_out` ruled out; by default the material level, 10 %), never while the control
+  shows age of its own (diagnostics.controls.youth). Whether its youth was verified (a restart of
+  it with cycles on both sides) is `Running.youth`: a soak stops on "no age" only once it was.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import pandas as pd
 from diagnostics import caps, controls, sequential
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.evidence import Evidence
-from diagnostics.labels import Cause, Confidence, Verdict
+from diagnostics.labels import Cause, Confidence, ControlYouth, Verdict
 from diagnostics.result import Check
 from diagnostics.verdict import Decision, decide
 
@@ -45,6 +47,7 @@ class Running(NamedTuple):
     onset_cycle: int | None = None  # with decided age: the probe cycle where the loss set in
     ratio: float | None = None  # the decisive comparison's late-over-healthy ratio
     interval: tuple[float, float] | None = None
+    youth: ControlYouth | None = None  # whether the control stayed young (None: no control probed beside it)
 
 
 def running_verdict(probes: pd.DataFrame, looks_planned: int = 0, rule_out: float = RULE_OUT) -> Running:
@@ -72,11 +75,15 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
             level=1 - sequential.ALPHA,
         )
     level = sequential.level_for(max(looks_planned, looks), baseline=base)
+    # The control's youth at the one look's level, not the running level: what it guards is a
+    # decided "no age", and a wider interval would let a control that probably slowed carry one.
+    youth = controls.youth(cycles)
     evidence = Evidence(
         paired=controls.paired(cycles, level),
         probes=controls.probes(rows, level),
         control_drift=controls.control_drift(cycles, level),
         restart=controls.restart(rows, cycles),
+        youth=youth,
     )
     if evidence.paired is None and evidence.probes is None:
         return Running(
@@ -85,11 +92,15 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
             decided=None,
             looks=looks,
             level=level,
+            youth=youth.status if youth is not None else None,
         )
     d = decide(evidence)
     shown = d.decisive or evidence.paired or evidence.probes
     assert shown is not None  # the paired control or the probes, at least (above)
-    decided = _decided(d, shown, rule_out, evidence.paired)
+    aging = youth is not None and youth.aging
+    decided = _decided(d, shown, rule_out, None if aging else evidence.paired)
+    if aging and decided == NO_AGE:
+        decided = None  # the control aged: no "no age" on this run's pairs (diagnostics.verdict)
     onset = _onset_cycle(rows, cycles) if decided == AGE else None
     how = _confidence(d)
     cause = "; host or load drift, not age" if d.cause == Cause.HOST_DRIFT else ""
@@ -98,6 +109,9 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
         line += "; decided: engine age" + (f" from cycle {onset}" if onset is not None else "")
     elif decided == NO_AGE:
         line += f"; decided: a loss of more than {rule_out:.0%} ruled out"
+    if aging:
+        assert youth is not None and youth.shown is not None
+        line += f"; the control aged ({youth.shown.interval.describe()})"
     i = shown.interval
     return Running(
         line=line,
@@ -108,6 +122,7 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
         onset_cycle=onset,
         ratio=i.estimate,
         interval=(i.lo, i.hi) if i.bounded else None,
+        youth=youth.status if youth is not None else None,
     )
 
 

@@ -52,6 +52,14 @@ The rules, in order (docs/diagnostics.md, "The verdict"):
    back a loss the first life's comparisons did not see (`insufficient_data`, failed
    `restart_slower`).
 
+Before all of them, the control's youth (diagnostics.controls.youth): a control that slowed with
+its own age (its pairs with the soaked engine across its restarts or within its lives, net of the
+host) is no measure of the host: its drift corrects nothing, and the paired control counts only
+where it shows a loss (an aging control makes that smaller, never larger); a failed
+`control_youth` finding says so. Nor is any verdict of no age given then: a fresh instance of the
+same engine slowed with its age, so the age is in the build, and the soaked engine served more
+(`insufficient_data`, saying to restart the control more often).
+
 A loss is a comparison whose whole interval lies at or below its material level (see
 diagnostics.comparison). Confidence: engine age is `high` when the interval also clears the
 material level by another 10 %, else `medium`; no age is `high` when the interval rules out a
@@ -108,6 +116,33 @@ class Decision(NamedTuple):
 
 
 def decide(ev: Evidence) -> Decision:
+    d = _decide(ev)
+    if ev.youth is None or not ev.youth.aging or d.verdict == Verdict.AGE:
+        return d
+    if d.verdict != Verdict.INSUFFICIENT:
+        # A fresh instance of the same engine slowed with its own age: the age is in this build, and
+        # the soaked engine served more. Its own comparisons that see no loss began their healthy side
+        # after it had set in, or measure the host along with it: no verdict of no age.
+        aged, held = ev.youth.shown, d.decisive
+        assert aged is not None and held is not None  # aging rests on a comparison; a no-age verdict too
+        return Decision.insufficient(
+            f"The data cannot tell: the control, a fresh instance of the same engine, slowed with its own "
+            f"age ({aged.interval.describe()}), while the soaked engine's comparison on "
+            f"{claims.basis_words(held)} shows no loss ({held.interval.describe()}): the age may have set "
+            f"in before its healthy side. Restart the control more often (`--control-restart-after`), and "
+            f"take a baseline before the traffic (`--baseline N`).",
+            [*d.findings],
+            d.decode,
+            d.cause,
+        )
+    # What the reader is to do first: the control, not the soak's length, is what failed.
+    return d._replace(
+        reason=f"{d.reason} The control slowed with its own age, so the pairs with it cannot rule a "
+        f"loss out: restart it more often (`--control-restart-after`)."
+    )
+
+
+def _decide(ev: Evidence) -> Decision:
     findings: list[Finding] = []
     insane = {name: c for name in ("paired", "restart", "probes", "bins", "steps") if not sane(c := getattr(ev, name))}
     lo, hi = SANE_RATIO
@@ -141,6 +176,17 @@ def decide(ev: Evidence) -> Decision:
         return Decision.insufficient(
             f"The data cannot tell: the matching failed ({said}, outside {lo:g}-{hi:g}).", findings
         )
+    y = ev.youth
+    if y is not None and y.aging:
+        # The control assumed young slowed with its own age (a fault driven by requests served
+        # reaches a same-build control too): its drift is not the host's, and pairs with it rise
+        # as it slows, hiding the soaked engine's loss. A paired loss still stands (an aging
+        # control only makes it smaller); nothing may rule a loss out on the pairs. (A live soak of
+        # the output-buffer fault: the soaked engine at 0.73 of its twin until the twin reached the
+        # same request count, then 1.0; "no degradation" decided on paired 1.30, 0.93-1.82.)
+        findings.append(Finding("control_youth", "fail", y.describe()))
+        paired = ev.paired if ev.paired is not None and ev.paired.loss else None
+        ev = ev._replace(paired=paired, control_drift=None, step_drift=None, bin_drift=None)
     d = ev.control_drift
     if d is not None and not claims.measured(d):
         # A correction must be measured itself: two probes a side of a control on a busy host can

@@ -56,6 +56,10 @@ class SoakConfig:
     # drift (both move) from engine age (only the soaked one does).
     twin: bool | None = None
     twin_restart_every_s: float = 600.0  # the control is restarted this often, so it stays young
+    # ... and after answering this many probes in one life: what ages an engine is the requests it
+    # served, and a fault driven by them reaches a same-build control too (docs/soak.md, "The control").
+    control_restart_after: int = 16
+    twin_engine_args: tuple[str, ...] = ()  # `soak serve` options for the twin alone, on top of engine_args
     control_target: str | None = None  # URL of a second instance of the target's server
     control_restart_cmd: str | None = None  # shell command that restarts --control-target
     affinity: bool | None = None  # driver and engines on separate CPUs (None: where there are >= 2)
@@ -123,6 +127,11 @@ class SoakConfig:
             and math.isfinite(self.twin_restart_every_s)
         ):
             _fail("twin_restart_every_s", "a number of seconds > 0", self.twin_restart_every_s)
+        if not (isinstance(self.control_restart_after, int) and self.control_restart_after >= 1):
+            _fail("control_restart_after", "a number of probes >= 1", self.control_restart_after)
+        object.__setattr__(self, "twin_engine_args", tuple(self.twin_engine_args))
+        if self.twin_engine_args and not self.is_builtin:
+            _fail("twin_engine_args", "none for a URL target (its control is --control-target)", self.twin_engine_args)
         if self.twin and not self.is_builtin:
             _fail("twin", "off for a URL target (its control is --control-target)", self.twin)
         if self.control_target is not None:
@@ -142,20 +151,29 @@ class SoakConfig:
             _fail("faults", "none for a URL target (faults live in tokdrift's engine)", list(self.faults))
         if self.is_builtin:
             _ = self.engine_options  # parsed once, here: a bad --engine-arg or fault fails before anything starts
+            _ = self.twin_engine_options
+
+    @cached_property
+    def twin_engine_options(self) -> ServeOptions:
+        """The twin's options: the engine's, with twin_engine_args on top (a later option wins)."""
+        return self._options(self.engine_args + self.twin_engine_args, "--twin-engine-arg")
 
     @cached_property
     def engine_options(self) -> ServeOptions:
         """The built-in engine's options (engine.server.cli.ServeOptions): --engine-arg words and the
         faults, handed to each engine the soak starts as one JSON document."""
+        return self._options(self.engine_args, "--engine-arg")
+
+    def _options(self, args: tuple[str, ...], flag: str) -> ServeOptions:
         from engine.server.cli import parse_args
         from engine.server.errors import ServerError
 
         try:
-            options = parse_args(self.engine_args)
+            options = parse_args(args)
             faults = list(dict.fromkeys([*options.engine.get("faults", ()), *self.faults]))  # in order, once each
             return options.with_(engine={"faults": faults}) if faults else options
         except ServerError as exc:
-            raise SoakError(f"--engine-arg / --fault: {exc}") from None
+            raise SoakError(f"{flag} / --fault: {exc}") from None
 
     @property
     def is_builtin(self) -> bool:

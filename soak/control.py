@@ -2,9 +2,12 @@
 
 For the built-in engine it is a twin: a second `soak serve` with the same options (faults
 included: the same engine, only young; no warm-up, `twin_options`), started beside the main one on the same CPUs, given no
-replay traffic, and restarted every `twin_restart_every_s` so it stays young. For a URL target
-it is `--control-target`, a second instance of the same server, restarted with
-`--control-restart-cmd` on the same schedule (never without one). Both see the same host: when
+replay traffic, and restarted every `twin_restart_every_s` and after every
+`control_restart_after` probes it answered, so it stays young: a fault driven by requests served
+reaches a same-build control too, only later, and a control that ages hides the soaked engine's
+loss (diagnostics.controls.youth measures whether it stayed young). For a URL target it is
+`--control-target`, a second instance of the same server, restarted with `--control-restart-cmd`
+on the same schedule (never without one, with a warning). Both see the same host: when
 both probes move, the host moved; when only the main one does, the engine aged.
 
 Restarts (scheduled, or after a crash) hold the lock a probe cycle holds, so they happen between
@@ -38,6 +41,9 @@ logger = logging.getLogger(__name__)
 TWIN_MEMORY_MARGIN = 4 * 2**30  # a twin needs the engine's memory again, and leaves this much to spare
 MAX_CONTROL_CRASHES = 20  # crashes in one run before the control is turned off
 POLL_S = 0.5
+# Probes a control's life answers before a restart asked to verify its youth: its last cycles before
+# a restart are judged against the next life's first, this many a side (diagnostics.controls.YOUTH_K).
+VERIFY_AFTER_PROBES = 3
 
 
 class ControlEngine:
@@ -62,7 +68,7 @@ class ControlEngine:
                 http,
                 events,
                 Path(run_dir) / schema.CONTROL_LOG,
-                twin_options(config.engine_options),
+                twin_options(config.twin_engine_options),
                 config.engine_start_timeout_s,
                 cpus=cpus,
             )
@@ -83,8 +89,17 @@ class ControlEngine:
             self.target.life = last_life  # a resumed run's control goes on counting its lives
         self.client: Client | None = None  # once started
         self.num_crashes = 0
+        self.num_probes = 0  # probes answered in the current life (its restart schedule, with its age)
         self._started_wall: float | None = None  # when the current life started (its restart schedule)
+        self._restart_asked: str | None = None  # a restart asked for between cycles (request_restart), and why
         self._lock = asyncio.Lock()
+        if self.kind == "url" and not self.can_restart:
+            logger.warning(
+                "--control-target without --control-restart-cmd: the control is never restarted, so "
+                "whether it stays young cannot be checked; a fault driven by requests served reaches a "
+                "same-build control too, and the paired control then hides it"
+                + ("; --until-decided will not stop on 'no age'" if config.until_decided else "")
+            )
 
     @property
     def _live(self) -> Target:
@@ -142,8 +157,21 @@ class ControlEngine:
             if self._lock.locked():
                 continue
             async with self._lock:
-                if not await self._recover_if_dead() and self._restart_due():
-                    await self._restart("scheduled")
+                if not await self._recover_if_dead() and (reason := self._restart_due()) is not None:
+                    await self._restart(reason)
+
+    def answered_probe(self) -> None:
+        """A probe went to the control: one more request served in this life."""
+        self.num_probes += 1
+
+    def request_restart(self, reason: str) -> bool:
+        """Restart the control before the next cycle (`keep` does it between cycles): a decided look
+        whose control was never restarted has not seen whether it stayed young. False where it cannot
+        be restarted."""
+        if not (self.enabled and self.can_restart):
+            return False
+        self._restart_asked = reason
+        return True
 
     async def stop(self) -> None:
         if self.target is not None:
@@ -163,6 +191,7 @@ class ControlEngine:
             "kind": self.kind,
             "url": self.target.url if self.target is not None and self.target.url else None,
             "restart_every_s": self.config.twin_restart_every_s if self.can_restart else None,
+            "restart_after_probes": self.config.control_restart_after if self.can_restart else None,
             "restart_cmd": self.config.control_restart_cmd,
             "enabled": self.enabled,
             "why_off": self.why_off,
@@ -173,12 +202,17 @@ class ControlEngine:
 
     # --- lives -------------------------------------------------------------------------------------
 
-    def _restart_due(self) -> bool:
-        return (
-            self.can_restart
-            and self._started_wall is not None
-            and time.time() - self._started_wall >= self.config.twin_restart_every_s
-        )
+    def _restart_due(self) -> str | None:
+        """Why the control is to be restarted now (None: it is not): asked for, its probes, its age."""
+        if not self.can_restart or self._started_wall is None:
+            return None
+        if self._restart_asked is not None:
+            return self._restart_asked
+        if self.num_probes >= self.config.control_restart_after:
+            return "probes"
+        if time.time() - self._started_wall >= self.config.twin_restart_every_s:
+            return "scheduled"
+        return None
 
     async def _recover_if_dead(self) -> bool:
         """A control that died unasked: recorded and started again (off after too many). True when
@@ -218,6 +252,8 @@ class ControlEngine:
 
     def _started(self, first: bool) -> None:
         self._started_wall = time.time()
+        self.num_probes = 0
+        self._restart_asked = None
         if not first and self.client is not None:
             self.client.set_base_url(self._live.url)
 

@@ -120,4 +120,7 @@ class ProbeCycles:
             self._warmed[role] = life
             await self.prober.warm_up(client)
         age = target.age()
-        return Taken(role, await self.prober.send(client, reason, alone), life, age)
+        taken = Taken(role, await self.prober.send(client, reason, alone), life, age)
+        if role == CONTROL:
+            self.control.answered_probe()
+        return taken

@@ -22,6 +22,10 @@ class Engine:
         self.ready = asyncio.Event()
         self.ready.set()
         self.enabled = True
+        self.num_probes = 0
+
+    def answered_probe(self):
+        self.num_probes += 1
 
     @asynccontextmanager
     async def probing(self):
@@ -69,9 +73,9 @@ def test_pairs_alternate_their_order_and_each_life_is_warmed_up_once():
         done = [await cycles.run("start"), await cycles.run("periodic"), await cycles.run("periodic")]
         control.target.life = 1  # the twin was restarted between cycles
         done.append(await cycles.run("periodic"))
-        return done, log
+        return done, log, (control.num_probes, main.num_probes)
 
-    done, log = asyncio.run(go())
+    done, log, answered = asyncio.run(go())
     assert [c.number for c in done] == [0, 1, 2, 3]
     assert [[t.role for t in c.taken] for c in done] == [
         ["main", "control"],
@@ -100,6 +104,7 @@ def test_pairs_alternate_their_order_and_each_life_is_warmed_up_once():
         ("main", 3, 0, "periodic"),
     ]
     assert rows[0]["probe_id"] == rows[1]["probe_id"] and rows[0]["decode_tps"] == 3.0
+    assert answered == (len(done), 0)  # the control's restart schedule counts its probes (warm-ups not)
 
 
 def test_the_gate_opens_after_the_cycle_and_numbering_goes_on_from_where_it_was():

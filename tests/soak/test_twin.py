@@ -134,6 +134,7 @@ def test_twin_probes_pair_by_cycle_alone_in_alternating_order(tmp_path, monkeypa
         "kind": "twin",
         "url": manifest["control"]["url"],
         "restart_every_s": 2.5,
+        "restart_after_probes": 16,
         "restart_cmd": None,
         "enabled": True,
         "why_off": None,
@@ -238,6 +239,12 @@ def test_a_twin_that_dies_is_recorded_and_started_again(tmp_path, monkeypatch):
         ({"target": "http://127.0.0.1:9", "control_target": "http://127.0.0.1:9"}, "a second instance"),
         ({"target": "http://127.0.0.1:9", "control_restart_cmd": "true"}, "control_restart_cmd: expected unset"),
         ({"twin_restart_every_s": 0}, "twin_restart_every_s: expected a number of seconds > 0"),
+        ({"control_restart_after": 0}, "control_restart_after: expected a number of probes >= 1"),
+        ({"twin_engine_args": ("--no-such-option",)}, "--twin-engine-arg / --fault"),
+        (
+            {"target": "http://127.0.0.1:9", "twin_engine_args": ("--fault-after=4",)},
+            "twin_engine_args: expected none for a URL target",
+        ),
     ],
 )
 def test_control_options_are_checked(kw, message):
@@ -260,3 +267,38 @@ def test_the_twin_has_the_soaked_engines_options_but_no_warm_up(tmp_path):
     assert control.target.options.server == {**config.engine_options.server, "warmup_chunks": 0}
     asked = SoakConfig(trace=config.trace, duration_s=5, engine_args=("--warmup-chunks=1",)).engine_options
     assert twin_options(asked) == asked
+
+
+def test_the_twin_alone_takes_its_own_options_on_top_of_the_engines(tmp_path):
+    from soak.control import ControlEngine
+
+    config = SoakConfig(
+        trace=write_trace(tmp_path / "t.jsonl"),
+        duration_s=5,
+        engine_args=("--kv-tokens=2048", "--fault-after=60"),
+        faults=("output-buffer",),
+        twin_engine_args=("--fault-after=4",),
+    )
+    control = ControlEngine(config, None, tmp_path, lambda *a, **k: None)
+    assert config.engine_options.engine["fault_after"] == 60
+    assert control.target.options.engine == {**config.engine_options.engine, "fault_after": 4}
+    assert control.target.options.engine["faults"] == ["output-buffer"]
+
+
+def test_the_twin_is_restarted_after_the_probes_it_answered(tmp_path, monkeypatch):
+    # What ages an engine is the requests it served: a control that answers probes every cycle is
+    # restarted after `control_restart_after` of them, long before its time is up.
+    _fake_engines(monkeypatch, tmp_path / "journal")
+    status, run_dir = _soak(
+        tmp_path, duration_s=6.0, probe_every_s=0.5, twin_restart_every_s=600.0, control_restart_after=3
+    )
+    assert status == "completed"
+    events = _events(run_dir)
+    restarts = [e for e in events if e["kind"] == "control_restart"]
+    assert restarts and {e["reason"] for e in restarts} == {"probes"}
+    control = reader.read_table(run_dir, "probes").query("role == 'control'")
+    per_life = control.groupby("engine_life").size()
+    # the last life answers the end cycles too: no restart of the control between the restart
+    # control's cycles, whose pairs must have one control on both sides of the main's restart
+    assert len(per_life) == len(restarts) + 1 and per_life.iloc[:-1].max() <= 3
+    assert reader.read_manifest(run_dir).control["restart_after_probes"] == 3

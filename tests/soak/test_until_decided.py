@@ -12,7 +12,7 @@ from tokdrift.cli.diag import app as diag_app
 from tokdrift.cli.soak import app
 
 
-def _run(tmp_path, main, control, *extra):
+def _run(tmp_path, main, control, *extra, seconds=90):
     trace = write_trace(tmp_path / "trace.jsonl", sessions=3, turns=4)
     run_dir = tmp_path / "run"
     result = CliRunner().invoke(
@@ -27,7 +27,7 @@ def _run(tmp_path, main, control, *extra):
             control.url,
             "--until-decided",
             "--seconds",
-            "90",
+            str(seconds),
             "--probe-every",
             "0.2",
             "--probe-tokens",
@@ -80,13 +80,40 @@ def test_an_engine_that_slows_is_decided_aged_and_the_soak_stops_early(tmp_path,
     assert any(c["name"] == "stopped_early" for c in analysis["checks"])
 
 
-def test_a_steady_engine_is_decided_healthy_once_a_loss_is_ruled_out(tmp_path, fake_server):
+def test_a_steady_engine_is_decided_healthy_once_a_loss_is_ruled_out_and_its_control_stayed_young(
+    tmp_path, fake_server
+):
     main, control = fake_server("--token-delay", "0.004"), fake_server("--token-delay", "0.004")
-    run_dir, output = _run(tmp_path, main, control, "--rule-out", "0.15")
+    run_dir, output = _run(
+        tmp_path, main, control, "--rule-out", "0.15", "--control-restart-cmd", "true", "--control-restart-after", "100"
+    )
     manifest = reader.read_manifest(run_dir)
     assert manifest.stop_reason == "decided" and manifest.decided["verdict"] == "no_degradation"
     assert manifest.elapsed_s < 60
     assert "a loss of more than 15% ruled out" in manifest.decided["line"]
+    # the look that first ruled the loss out had a control never restarted: it was restarted then,
+    # and the run stopped only once the cycles after showed the fresh control no faster
+    assert "the control is restarted first, to verify that it stayed young" in output
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    restarts = [e for e in events if e["kind"] == "control_restart"]
+    assert [e["reason"] for e in restarts] == ["verify"]
+    probes = reader.read_table(run_dir, "probes")
+    control = probes[probes["role"] == "control"]
+    after = control[control["engine_life"] > restarts[0]["control_life"]]
+    assert len(after) >= 2 and manifest.decided["cycle"] >= after["cycle"].min()
+    analysis = json.loads(CliRunner().invoke(diag_app, ["analyze", str(run_dir), "--json"]).output)
+    youth = [c for c in analysis["checks"] if c["name"] == "control_youth"]
+    assert [c["status"] for c in youth] == ["ok"] and "stayed young" in youth[0]["detail"]
+
+
+def test_no_age_does_not_end_a_soak_whose_control_cannot_be_restarted(tmp_path, fake_server):
+    # Without --control-restart-cmd whether the control stayed young cannot be verified: the looks
+    # rule the loss out, and the soak runs its length.
+    main, control = fake_server("--token-delay", "0.004"), fake_server("--token-delay", "0.004")
+    run_dir, output = _run(tmp_path, main, control, "--rule-out", "0.15", seconds=20)
+    manifest = reader.read_manifest(run_dir)
+    assert manifest.stop_reason == "duration" and manifest.decided is None
+    assert "not taken: the control cannot be restarted" in output
 
 
 def test_max_hours_belongs_to_until_decided(tmp_path):

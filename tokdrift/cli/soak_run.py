@@ -14,6 +14,7 @@ import typer
 from soak.errors import SoakError
 
 if TYPE_CHECKING:
+    from diagnostics.live import Running
     from replay.materialize import OverLimit
     from soak.live_view import Progress
     from soak.run import Soak
@@ -162,6 +163,21 @@ def run(
             "between probe cycles, so it stays young."
         ),
     ] = 600.0,
+    control_restart_after: Annotated[
+        int,
+        typer.Option(
+            help="Restart the control engine also after it answered this many probes in one life: requests "
+            "served are what ages an engine, and a control that ages hides the soaked engine's loss.",
+            min=1,
+        ),
+    ] = 16,
+    twin_engine_arg: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A `soak serve` option for the twin alone, on top of --engine-arg (repeatable; e.g. "
+            "--twin-engine-arg=--fault-after=4 puts a fault's onset within each of its lives)."
+        ),
+    ] = None,
     control_target: Annotated[
         str | None,
         typer.Option(
@@ -277,6 +293,8 @@ def run(
         faults=tuple(fault or ()),
         twin=twin,
         twin_restart_every_s=twin_restart_every,
+        control_restart_after=control_restart_after,
+        twin_engine_args=tuple(twin_engine_arg or ()),
         control_target=control_target,
         control_restart_cmd=control_restart_cmd,
         affinity=affinity,
@@ -412,7 +430,10 @@ class _RunningVerdict:
             return self.line
         line = running.line
         d = self.soak.manifest.decided  # the first decided look, a resumed run's included
-        if running.decided and d is None:
+        held = self._held(running) if running.decided and d is None else None
+        if held is not None:
+            line += f"; {held}"
+        elif running.decided and d is None:
             cycle = rows[0].get("cycle") if rows else None
             self.soak.decided(
                 running.decided,
@@ -427,3 +448,15 @@ class _RunningVerdict:
             line += f" [first decided at cycle {d.get('cycle')}{when}: {d.get('verdict')}]"
         self.line = line
         return line
+
+    def _held(self, running: Running) -> str | None:
+        """Why a decided look is not taken as decided yet, or None. A "no age" rests on a control
+        assumed young: it stands once a restart of the control showed the fresh one no faster (its
+        youth verified); until then the control is restarted (between cycles) and the soak goes on."""
+        from diagnostics.labels import ControlYouth, Verdict
+
+        if running.decided != Verdict.NO_DEGRADATION or running.youth in (None, ControlYouth.VERIFIED):
+            return None
+        if self.soak.verify_control():
+            return "not taken yet: the control is restarted first, to verify that it stayed young"
+        return "not taken: the control cannot be restarted, so whether it stayed young cannot be verified"
