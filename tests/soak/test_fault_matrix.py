@@ -93,7 +93,7 @@ def test_the_control_runs_first_unless_left_out(tmp_path, monkeypatch, control):
     monkeypatch.setattr(
         fm,
         "_judge",
-        lambda name, run_dir: MatrixRow(name, "no_degradation", None, None, None, "-", True, str(run_dir), "quiet"),
+        lambda name, run_dir, *a: MatrixRow(name, "no_degradation", None, None, None, "-", True, str(run_dir), "quiet"),
     )
     rows = validate(1.0, tmp_path, ["gc-pressure", "expert-thrash"], control=control)
     expected = ["control", "gc-pressure", "expert-thrash"] if control else ["gc-pressure", "expert-thrash"]
@@ -164,3 +164,64 @@ def test_the_matrix_default_trace_is_the_example_trace():
     from tokdrift.cli.fault_matrix import DEFAULT_TRACE
 
     assert DEFAULT_TRACE.is_file() and DEFAULT_TRACE.parent.name == "examples"
+
+
+def test_with_an_aging_control_each_mechanism_runs_twice_the_second_with_the_fault_in_the_twin(tmp_path, monkeypatch):
+    import tokdrift.cli.fault_matrix as fm
+
+    ran: list[tuple[str, str, bool]] = []
+    monkeypatch.setattr(
+        fm, "_soak", lambda name, minutes, trace, run_dir, *args: ran.append((name, run_dir.name, args[-1])) or "s"
+    )
+    monkeypatch.setattr(
+        fm,
+        "_judge",
+        lambda name, run_dir, aging=False: MatrixRow(name, "insufficient_data", None, None, None, "x", aging, "r", "d"),
+    )
+    rows = validate(1.0, tmp_path, ["output-buffer", "gc-pressure"], aging_control=True)
+    assert ran == [
+        ("control", "control", False),
+        ("output-buffer", "output-buffer", False),
+        ("output-buffer", "output-buffer-aging-control", True),
+        ("gc-pressure", "gc-pressure", False),
+        ("gc-pressure", "gc-pressure-aging-control", True),
+    ]
+    assert [r.aging_control for r in rows] == [False, False, True, False, True]
+    md = (tmp_path / "matrix.md").read_text()
+    assert "| output-buffer, aging control | s |" in md
+    assert "| output-buffer | insufficient_data (FAIL) | insufficient_data | pass: d |" in md
+
+
+def _judged(tmp_path, monkeypatch, name, verdict, checks, aging):
+    """_judge on an analysis given here (the run directory is not read)."""
+    import diagnostics.analysis
+    import diagnostics.source
+
+    class Result:
+        def to_dict(self):
+            return {"verdict": verdict, "checks": checks, "suspects": [], "slowdown": None, "onset": None}
+
+    monkeypatch.setattr(diagnostics.source, "load_source", lambda path: None)
+    monkeypatch.setattr(diagnostics.analysis, "analyze", lambda source: Result())
+    tmp_path.mkdir(exist_ok=True)
+    return _judge(name, tmp_path, aging)
+
+
+@pytest.mark.parametrize(
+    "verdict, youth, aging, passed",
+    [
+        ("insufficient_data", "fail", True, True),  # an honest refusal that names the aging control
+        ("insufficient_data", "fail", False, False),  # the first column wants the fault found
+        ("insufficient_data", "warn", True, False),  # a refusal that does not name it
+        ("no_degradation", "fail", True, False),
+        ("context_growth_only", "ok", True, False),
+    ],
+)
+def test_the_aging_control_column_passes_age_or_a_refusal_that_names_the_control(
+    tmp_path, monkeypatch, verdict, youth, aging, passed
+):
+    checks = [{"name": "control_youth", "status": youth, "detail": "the control slowed with its own age"}]
+    row = _judged(tmp_path / "run", monkeypatch, "output-buffer", verdict, checks, aging)
+    assert row.passed == passed
+    if passed:
+        assert row.detail == "refused, naming the aging control"

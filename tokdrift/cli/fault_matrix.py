@@ -2,7 +2,9 @@
 analysed; a table says whether the analysis found each one, named it, and kept quiet on the control.
 
 Every run uses the same trace and the same engine options (`BASE_ENGINE_ARGS`, plus what a
-mechanism needs to act at all, `MECHANISM_ENGINE_ARGS`); only `--fault` differs. The runs go
+mechanism needs to act at all, `MECHANISM_ENGINE_ARGS`); only `--fault` differs. With
+`--aging-control` each mechanism runs a second time with the fault acting in the twin too
+(`AGING_TWIN_ARGS`): what a control instance of the same build sees. The runs go
 to `<out>/<mechanism>/` (ordinary run directories, each with its analysis.json), the table to
 `<out>/matrix.md` and `<out>/matrix.json`.
 """
@@ -96,6 +98,20 @@ MECHANISM_ENGINE_ARGS: dict[str, tuple[str, ...]] = {
     # 0.00-0.69: undecided); with one, 88 % -> 0 % (0.00-0.00), found, `state_slots_leaked` first.
     "snapshot-leak": ("--max-running-requests=1", "--fault-leak-after=40"),
 }
+# The second column (`--aging-control`): each mechanism again, with the fault acting in the twin too,
+# as in a control instance of the same build. The twin carries every fault in both columns (it is
+# the same engine, only young); what the second column changes is that the twin ages within each
+# of its lives: a fault with an onset sets in at the twin's 4th finished request (its warm-up and
+# three probes; the soaked engine's is at its 40th or 60th), and the twin is restarted after every
+# AGING_RESTART_AFTER probes, so that its youth is checked across its restarts within the run. The
+# other mechanisms age an engine by its cache churn under the traffic, which a twin answering probes
+# does not have: in their second column the twin ages only as in the first (a repeat of it).
+AGING_TWIN_ARGS: dict[str, tuple[str, ...]] = {
+    "output-buffer": ("--fault-after=4",),
+    "snapshot-leak": ("--fault-leak-after=4",),
+}
+AGING_RESTART_AFTER = 6
+AGING = "aging control"  # the second column's name in the table
 # A checkpoint other than the default, written under `<out>/checkpoints/<mechanism>`: the default
 # model's experts copy too fast on a CPU for a drained expert cache to cost a material slowdown
 # (1.03x); six times wider experts (768) cost 1.2-1.3x while it drains (benchmarks/bench_expert_thrash.py).
@@ -129,6 +145,7 @@ class MatrixRow(NamedTuple):
     run_dir: str
     detail: str  # why it failed, or what it found
     setup: str = ""  # the engine options and trace scale of this run
+    aging_control: bool = False  # the second column: the fault acting in the twin too (AGING_TWIN_ARGS)
 
 
 def validate(
@@ -143,9 +160,11 @@ def validate(
     probe_output_tokens: int = PROBE_OUTPUT_TOKENS,
     scale: float | None = None,
     control: bool = True,
+    aging_control: bool = False,
 ) -> list[MatrixRow]:
-    """Run the control (unless `control` is False) and each mechanism for `minutes`, analyse each,
-    write the table; the rows."""
+    """Run the control (unless `control` is False) and each mechanism for `minutes`, each mechanism
+    again with the fault acting in the twin too where `aging_control` (AGING_TWIN_ARGS), analyse
+    each, write the table; the rows."""
     unknown = [m for m in mechanisms if m not in EXPECTED_SUSPECTS]
     if unknown:
         raise SoakError(f"--fault: unknown fault {unknown[0]!r}; known: {', '.join(MECHANISMS)}")
@@ -155,16 +174,21 @@ def validate(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for name in ((CONTROL,) if control else ()) + tuple(mechanisms):
-        run_dir = out / name
+    runs = [(CONTROL, False)] if control else []
+    for name in mechanisms:
+        runs += [(name, False), (name, True)] if aging_control else [(name, False)]
+    for name, aging in runs:
+        run_dir = out / (f"{name}-aging-control" if aging else name)
         run_scale = scale if scale is not None else MECHANISM_SCALE.get(name, 1.0)
         run_args = tuple(engine_args)
         if name in MECHANISM_CHECKPOINT:
             run_args = (f"--model={_checkpoint(out / 'checkpoints' / name, MECHANISM_CHECKPOINT[name])}", *run_args)
         run_minutes = max(minutes, MECHANISM_MIN_MINUTES.get(name, 0.0))
         run_probe = probe_tokens if probe_tokens is not None else MECHANISM_PROBE_TOKENS.get(name, PROBE_TOKENS)
-        setup = _soak(name, run_minutes, trace, run_dir, run_args, speed, run_probe, probe_output_tokens, run_scale)
-        row = _judge(name, run_dir)._replace(setup=setup)
+        setup = _soak(
+            name, run_minutes, trace, run_dir, run_args, speed, run_probe, probe_output_tokens, run_scale, aging
+        )
+        row = _judge(name, run_dir, aging)._replace(setup=setup, aging_control=aging)
         rows.append(row)
         if on_row is not None:
             on_row(row)
@@ -194,10 +218,27 @@ def render_markdown(rows: Sequence[MatrixRow], minutes: float, machine: str) -> 
     for r in rows:
         ratio = f"{r.slowdown_ratio:.2f}" if r.slowdown_ratio is not None else "-"
         onset = f"{r.onset_age_s:.0f} s" if r.onset_age_s is not None else "-"
+        name = f"{r.mechanism}, {AGING}" if r.aging_control else r.mechanism
         lines.append(
-            f"| {r.mechanism} | {r.setup or '-'} | {r.verdict} | {ratio} | {onset} | {r.top_suspect or '-'} | "
+            f"| {name} | {r.setup or '-'} | {r.verdict} | {ratio} | {onset} | {r.top_suspect or '-'} | "
             f"{r.expected_suspect} | {'pass' if r.passed else 'FAIL'} |"
         )
+    aging = {r.mechanism: r for r in rows if r.aging_control}
+    if aging:
+        lines += [
+            "",
+            f"Both columns: as run, and with the fault acting in the twin too ({AGING}).",
+            "",
+            f"| mechanism | verdict | {AGING}: verdict | {AGING}: result |",
+            "|---|---|---|---|",
+        ]
+        for r in rows:
+            if not r.aging_control and r.mechanism in aging:
+                a = aging[r.mechanism]
+                lines.append(
+                    f"| {r.mechanism} | {r.verdict} ({'pass' if r.passed else 'FAIL'}) | {a.verdict} | "
+                    f"{'pass' if a.passed else 'FAIL'}: {a.detail} |"
+                )
     return "\n".join(lines) + "\n"
 
 
@@ -223,8 +264,10 @@ def _soak(
     probe_tokens: int,
     probe_output_tokens: int = PROBE_OUTPUT_TOKENS,
     scale: float = 1.0,
+    aging_control: bool = False,
 ) -> str:
-    """Run one compressed soak into `run_dir`; its setup in a few words."""
+    """Run one compressed soak into `run_dir` (with the fault acting in the twin too where
+    `aging_control`); its setup in a few words."""
     from soak.config import SoakConfig
     from soak.run import Soak
 
@@ -245,7 +288,9 @@ def _soak(
         profiles=False,
         engine_args=tuple(args),
         faults=tuple(faults),
-        extra={"validate": name},
+        twin_engine_args=AGING_TWIN_ARGS.get(name, ()) if aging_control else (),
+        control_restart_after=AGING_RESTART_AFTER if aging_control else SoakConfig.control_restart_after,
+        extra={"validate": name, "aging_control": aging_control},
     )
     logger.info("validate: %s for %.1f min (engine %s)", name, minutes, " ".join(args))
     soak = Soak(config, run_dir, command=["soak", "validate", name])
@@ -256,15 +301,20 @@ def _soak(
         f"--model={Path(a.split('=', 1)[1]).name}" if a.startswith("--model=") else a
         for a in (*BASE_ENGINE_ARGS, *MECHANISM_ENGINE_ARGS.get(name, ()), *engine_args)
     ]
+    twin = config.twin_engine_args
     return (
         " ".join(shown)
+        + (f", twin {' '.join(twin)}" if twin else "")
+        + (f", twin restarted every {AGING_RESTART_AFTER} probes" if aging_control else "")
         + (f", scale {scale:g}" if scale != 1.0 else "")
         + (f", {probe_tokens}-token probes" if probe_tokens != PROBE_TOKENS else "")
         + (f", {minutes:g} min" if minutes != 0 else "")
     )
 
 
-def _judge(name: str, run_dir: Path) -> MatrixRow:
+def _judge(name: str, run_dir: Path, aging_control: bool = False) -> MatrixRow:
+    """The run's row. With the fault in the twin too (`aging_control`), an honest refusal passes as
+    well: insufficient_data whose checks name the aging control (a failed `control_youth`)."""
     from diagnostics.analysis import analyze
     from diagnostics.source import load_source
 
@@ -293,6 +343,9 @@ def _judge(name: str, run_dir: Path) -> MatrixRow:
             else ("not found as engine age; " if not found else "")
             + (f"its own signal ranks {where}" if where else "its own signal is not among the suspects")
         )
+        aged = [c for c in doc.get("checks") or () if c.get("name") == "control_youth" and c.get("status") == "fail"]
+        if aging_control and not passed and verdict == Verdict.INSUFFICIENT and aged:
+            passed, detail = True, "refused, naming the aging control"
     return MatrixRow(
         mechanism=name,
         verdict=verdict,

@@ -125,6 +125,14 @@ def validate(
             help="Trace length scale for every run (default: 1, or what a mechanism needs to act, e.g. longer contexts for kv-scatter)."
         ),
     ] = None,
+    aging_control: Annotated[
+        bool,
+        typer.Option(
+            help="Run each mechanism a second time with the fault acting in the twin too (its onset within "
+            "each of the twin's lives): what a control instance of the same build sees. It must not turn "
+            "into a verdict of no age."
+        ),
+    ] = False,
 ) -> None:
     """Soak the built-in engine with each degradation mechanism and a control; check that diag finds and names each."""
     import time
@@ -137,7 +145,7 @@ def validate(
 
     def progress(row: MatrixRow) -> None:
         typer.echo(
-            f"{row.mechanism}: {row.verdict}, top suspect {row.top_suspect or '-'}: "
+            f"{row.mechanism}{' (aging control)' if row.aging_control else ''}: {row.verdict}, top suspect {row.top_suspect or '-'}: "
             f"{'pass' if row.passed else 'FAIL'} ({row.detail})",
             err=True,
         )
@@ -154,6 +162,7 @@ def validate(
         probe_output_tokens=probe_output_tokens,
         scale=scale,
         control=control,
+        aging_control=aging_control,
     )
     typer.echo(render_markdown(rows, minutes, machine_description()))
     typer.echo(f"runs and matrix.md in {out}")
