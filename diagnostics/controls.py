@@ -54,6 +54,7 @@ YOUTH_MIN = 8
 # Cycles a side of a restart of the control that its youth is judged on: the old control's last,
 # the fresh one's first (the soaked engine changes little in so few cycles).
 YOUTH_K = 3
+JUST_RESTARTED = f"just-restarted control (its first {YOUTH_K} cycles a life)"
 BASELINE_REASONS = ("start", "baseline")  # probes before the replay: the baseline, when the run took one
 HOST_COLUMNS = ("driver_cpu_percent", "host_other_cpu_percent")  # CPU beside the engine (rundir.schema.SNAPSHOT_HOST)
 
@@ -128,9 +129,10 @@ def pairs(rows: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values("t", kind="stable").reset_index(drop=True)
 
 
-def paired(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Comparison | None:
-    """Main over control per cycle, the last third of the main engine's first life against the first."""
-    first = first_life(cycles)
+def paired(cycles: pd.DataFrame, level: float = intervals.LEVEL, fresh_only: bool = False) -> Comparison | None:
+    """Main over control per cycle, the last third of the main engine's first life against the first;
+    with `fresh_only`, of the cycles whose control had just been restarted alone (`fresh`)."""
+    first = first_life(fresh(cycles) if fresh_only else cycles)
     sides = _sides(first)
     if sides is None:
         return None
@@ -144,14 +146,23 @@ def paired(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Comparison |
         num_early=e,
         num_late=k,
         material=DECODE_MATERIAL,
-        detail=f"the soaked engine over a fresh control probed back to back: the last {k} cycles over the first "
-        f"{e} {interval.describe()} (main {main_early:.1f} -> "
+        detail=f"the soaked engine over a {JUST_RESTARTED if fresh_only else 'fresh control'} probed back to back: "
+        f"the last {k} cycles over the first {e} {interval.describe()} (main {main_early:.1f} -> "
         f"{_geo(first['main'].tail(k)):.1f} tok/s, control {_geo(first['control'].head(e)):.1f} -> "
         f"{_geo(first['control'].tail(k)):.1f})",
         healthy_level=main_early,
         min_for_loss=MIN_FOR_LOSS,
         detect=PAIRED_DETECT,
     )
+
+
+def fresh(cycles: pd.DataFrame) -> pd.DataFrame:
+    """The cycles whose control was within the first YOUTH_K cycles of one of its lives: the soaked
+    engine's level against a control as young as it gets, where the control itself ages."""
+    if cycles.empty or "control_life" not in cycles:
+        return cycles.iloc[:0]
+    position = cycles.groupby(["engine_life", "control_life"], sort=False).cumcount()
+    return cycles[position < YOUTH_K]
 
 
 def probe_series(rows: pd.DataFrame, cycles: pd.DataFrame) -> tuple[pd.DataFrame, str]:

@@ -64,6 +64,9 @@ class Evidence(NamedTuple):
     bin_drift: Comparison | None = None
     restart: Comparison | None = None  # the aged engine just before a restart over the fresh one just after
     youth: Youth | None = None  # whether the control stayed young (diagnostics.controls.youth)
+    # ... and the paired control on the cycles right after its restarts alone, what stands in for the
+    # paired control where it aged (controls.paired(..., fresh_only=True))
+    paired_fresh: Comparison | None = None
     host: HostLoad | None = None
     raw_ratio: float | None = None  # last quarter's raw decode rate over the first quarter's
     no_data: str | None = None  # why neither steps nor probes can carry an analysis

@@ -84,6 +84,7 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
         control_drift=controls.control_drift(cycles, level),
         restart=controls.restart(rows, cycles),
         youth=youth,
+        paired_fresh=controls.paired(cycles, level, fresh_only=True) if youth is not None and youth.aging else None,
     )
     if evidence.paired is None and evidence.probes is None:
         return Running(

@@ -55,7 +55,8 @@ The rules, in order (docs/diagnostics.md, "The verdict"):
 Before all of them, the control's youth (diagnostics.controls.youth): a control that slowed with
 its own age (its pairs with the soaked engine across its restarts or within its lives, net of the
 host) is no measure of the host: its drift corrects nothing, and the paired control counts only
-where it shows a loss (an aging control makes that smaller, never larger); a failed
+where it shows a loss (an aging control makes that smaller, never larger), on all the cycles or
+on those right after the control's restarts alone (`paired_fresh`); a failed
 `control_youth` finding says so. Nor is any verdict of no age given then: a fresh instance of the
 same engine slowed with its age, so the age is in the build, and the soaked engine served more
 (`insufficient_data`, saying to restart the control more often).
@@ -184,9 +185,11 @@ def _decide(ev: Evidence) -> Decision:
         # control only makes it smaller); nothing may rule a loss out on the pairs. (A live soak of
         # the output-buffer fault: the soaked engine at 0.73 of its twin until the twin reached the
         # same request count, then 1.0; "no degradation" decided on paired 1.30, 0.93-1.82.)
+        # The soaked engine against the control just after each of its restarts, as young as it gets,
+        # may show the loss the aging control hid (never rule one out: the control may age at once).
         findings.append(Finding("control_youth", "fail", y.describe()))
-        paired = ev.paired if ev.paired is not None and ev.paired.loss else None
-        ev = ev._replace(paired=paired, control_drift=None, step_drift=None, bin_drift=None)
+        shown = [c for c in (ev.paired, ev.paired_fresh) if c is not None and c.loss]
+        ev = ev._replace(paired=shown[0] if shown else None, control_drift=None, step_drift=None, bin_drift=None)
     d = ev.control_drift
     if d is not None and not claims.measured(d):
         # A correction must be measured itself: two probes a side of a control on a busy host can

@@ -131,3 +131,30 @@ def test_no_control_means_no_youth():
     main_only = table[table["role"] == "main"]
     assert controls.youth(controls.pairs(controls.probe_rows(main_only))) is None
     assert running_verdict(main_only, looks_planned=8).youth is None
+
+
+def test_the_cycles_right_after_the_controls_restarts_stand_in_for_the_pairs_it_spoiled():
+    # The same fault in both: the control ages at its 4th cycle in each life of 10, the soaked
+    # engine at cycle 12, both to 0.75. All the pairs mix aged and young controls on both sides;
+    # the cycles right after each restart of the control see the soaked engine's loss alone.
+    rng = np.random.default_rng(6)
+    n = 60
+    lives = 1 + np.arange(n) // 10
+    position = np.arange(n) % 10
+    main = noisy(np.where(np.arange(n) >= 12, 150.0, 200.0), n, rng)
+    twin = noisy(np.where(position >= 3, 150.0, 200.0), n, rng)
+    rows = controls.probe_rows(cycles_table(main, twin, lives))
+    cycles = controls.pairs(rows)
+    fresh = controls.fresh(cycles)
+    assert list(fresh["cycle"]) == [c for c in range(n) if c % 10 < 3]
+    youth = controls.youth(cycles)
+    assert youth is not None and youth.aging
+    fresh_paired = controls.paired(cycles, fresh_only=True)
+    assert fresh_paired.loss and 0.7 < fresh_paired.ratio < 0.85  # its early third holds one aged cycle
+    assert "just-restarted control" in fresh_paired.detail
+    spoiled = controls.paired(cycles)._replace(interval=controls.paired(cycles).interval._replace(lo=0.9, hi=1.1))
+    ev = Evidence(paired=spoiled, paired_fresh=fresh_paired, probes=controls.probes(rows), youth=youth)
+    decision = decide(ev)
+    assert decision.verdict == Verdict.AGE and decision.decisive is fresh_paired
+    # without them, the refusal that names the control
+    assert decide(ev._replace(paired_fresh=None)).verdict == Verdict.INSUFFICIENT
