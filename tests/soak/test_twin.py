@@ -302,3 +302,25 @@ def test_the_twin_is_restarted_after_the_probes_it_answered(tmp_path, monkeypatc
     # control's cycles, whose pairs must have one control on both sides of the main's restart
     assert len(per_life) == len(restarts) + 1 and per_life.iloc[:-1].max() <= 3
     assert reader.read_manifest(run_dir).control["restart_after_probes"] == 3
+
+
+@pytest.mark.parametrize("restart_cmd, warned", [(None, True), ("true", False)])
+def test_a_url_control_that_cannot_be_restarted_is_warned_about(tmp_path, caplog, restart_cmd, warned):
+    import logging
+
+    from soak.control import ControlEngine
+
+    config = SoakConfig(
+        trace=write_trace(tmp_path / "t.jsonl"),
+        duration_s=5,
+        target="http://127.0.0.1:9",
+        control_target="http://127.0.0.1:10",
+        control_restart_cmd=restart_cmd,
+        until_decided=True,
+    )
+    with caplog.at_level(logging.WARNING, logger="soak.control"):
+        ControlEngine(config, None, tmp_path, lambda *a, **k: None)
+    said = [r.getMessage() for r in caplog.records if "never restarted" in r.getMessage()]
+    assert bool(said) == warned
+    if warned:
+        assert "--until-decided will not stop on 'no age'" in said[0]
