@@ -81,6 +81,28 @@ def beyond_window(model: HealthyModel, degraded: pd.DataFrame) -> bool:
     return len(ctx) > 0 and float(np.median(ctx)) > CONTEXT_BAND * model.context_range[1]
 
 
+def within_window(model: HealthyModel, compared: pd.DataFrame) -> Check | None:
+    """Where the context-only test cannot say (the healthy window held one context, and so did the
+    degraded samples), the samples compared may still have run at the very context the window held:
+    then context is matched, and cannot explain a slowdown between them. A check that says so, or
+    None where some compared sample ran outside the window's context (one band either side of it)
+    or has no context figure."""
+    if model.context_range is None or compared.empty:
+        return None
+    ctx = compared["context"].to_numpy(dtype=float)
+    lo, hi = model.context_range
+    if not (np.isfinite(ctx).all() and ctx.min() >= lo / CONTEXT_BAND and ctx.max() <= hi * CONTEXT_BAND):
+        return None
+    at: Callable[[float], str] = (lambda v: f"{v:.0%}") if hi <= 1.0 else (lambda v: f"{v:,.0f}")
+    unit = "KV usage" if hi <= 1.0 else "tokens of context"
+    return Check(
+        "context_only_model",
+        "ok",
+        f"context cannot explain it: the {len(compared)} latest samples compared ran at {at(ctx.min())}-"
+        f"{at(ctx.max())} {unit}, what the healthy window held ({at(lo)}-{at(hi)})",
+    )
+
+
 def context_only_test(degraded: pd.DataFrame, model: HealthyModel, sigma: float) -> tuple[str, Check]:
     """Could context alone explain the degraded samples? `explains`, `cannot_explain`, or
     `cannot_say` when the data cannot test it.

@@ -8,7 +8,10 @@
    of the life's span (or of its samples) after it.
 5. When the healthy window could not fix the context slope, or the degraded samples mostly
    run at contexts beyond the window's, context gets the benefit of the doubt: the most
-   generous context-only model is fitted to the degraded samples (`context`).
+   generous context-only model is fitted to the degraded samples (`context`). Where that test
+   cannot say (one context in the window, one in the degraded samples) and the latest samples
+   compared ran at the context the window held (a probe sent again and again), context is
+   matched and cannot explain the slowdown.
 6. The slowdown's shape (diagnostics.trend): a step or a gradual creep, and its rate per hour
    of engine age; a creep's onset is where its trend first stands out of the healthy noise.
 7. Two comparisons at matched conditions, each with its interval: the step series (speed
@@ -151,6 +154,9 @@ def evaluate(
     sweep = "batch" in model.left_out and stalled
     step_early, step_late = stepseries.in_range(model, early, late)
     steps_cmp = None if sweep else stepseries.step_comparison(step_early, step_late, where, early)
+    at_window = context_mod.within_window(model, step_late) if context == "cannot_say" and steps_cmp else None
+    if at_window is not None:
+        context, checks[-1] = "cannot_explain", at_window
     unmatched = _unmatched(model, late) if steps_cmp is None else None
     bins, bands, bin_sides = bins_mod.compare(use, model, onset_idx)
     return DecodeEvidence(

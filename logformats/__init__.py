@@ -171,6 +171,7 @@ def _parse_per_request(
             reader.new_life(entry.lineno, float(clock.origins[entry_life]), first=life == -1)
             life = entry_life
         messages.read(reader, entry, sec)
+    reader.shared_batches()
     secs = np.asarray(reader.secs, dtype=float)
     usable = np.isfinite(secs) & (np.abs(secs) <= MAX_CLOCK_S)
     base = clock.base if clock.base is not None else np.datetime64(date or "1970-01-01", "ns")
@@ -178,7 +179,7 @@ def _parse_per_request(
     times[usable] = base + np.round(secs[usable] * 1e9).astype("timedelta64[ns]")
     frames = finish(times, reader.records.kinds, reader.records.linenos, reader.records.columns(), path)
     notes = []
-    if reader.num_requests and not (frames.steps["phase"] == StepPhase.DECODE).any():
+    if reader.num_requests and not frames.steps["phase"].isin((StepPhase.DECODE, StepPhase.MIXED)).any():
         notes.append("only access lines: request latency without token counts")
     info = LogInfo(
         path=str(path),

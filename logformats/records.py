@@ -20,7 +20,7 @@ from rundir.schema import StepPhase
 
 logger = logging.getLogger(__name__)
 
-STEP_KINDS = (StepPhase.PREFILL, StepPhase.DECODE, StepPhase.IDLE)  # the records that are steps
+STEP_KINDS = (StepPhase.PREFILL, StepPhase.DECODE, StepPhase.MIXED, StepPhase.IDLE)  # the records that are steps
 MAX_WARNINGS = 5  # per kind of problem and file; the rest only count
 
 

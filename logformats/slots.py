@@ -10,6 +10,14 @@ llama-server runs each request in a slot; messages.py reads what a line says and
   progress lines). gen_tps is that request's own rate and step_time_s its time per token: a
   slot's rate is not divided by the batch as an engine-wide rate would be.
 - num_running_reqs: slots busy at the time (not known in a log without release lines).
+- With the stamps of `--log-timestamps` (the relative clock), each row's window is placed among
+  the other requests' prompts and decodes (overlap.py: the slots share one batch): a decode row's
+  num_running_reqs is the slots decoding over its window on average, and a window that held
+  other slots' prompt tokens is `mixed`, its input_tps theirs (no decode step's time: each step
+  beside a prompt took that prompt's time); a prefill row's num_running_reqs is the slots at work
+  beside it, itself included, and one that shared its window with other slots' work is `mixed`
+  too (its `prompt eval time` holds theirs). Without stamps, a prefill row is mixed where another
+  slot was busy at its line.
 - num_tokens: the context of every busy slot. llama.cpp's KV cache is shared by its slots, so
   one slot's decode cost depends on what the others hold; the row's own slot counts at the
   middle of the window, the others as last known. A request's context is known from its
@@ -25,6 +33,9 @@ import logging
 import math
 import re
 
+import numpy as np
+
+from logformats import overlap
 from logformats.records import MAX_WARNINGS, Records
 from logformats.text import Readable
 from rundir.schema import StepPhase
@@ -32,6 +43,9 @@ from rundir.schema import StepPhase
 logger = logging.getLogger(__name__)
 
 LIMIT = 1e12  # a count, or a time in ms, beyond this is a garbled number
+MIN_WINDOW_S = 1e-3  # a row's window shorter than this (a stamp's resolution) says nothing of its company
+MIN_PROMPT_TOKENS = 1.0  # other slots' prompt tokens inside a decode window from which it is mixed
+SHARED_SHARE = 0.05  # other slots at work for this share of a prefill's window (on average): it is mixed
 # Inference routes of Ollama and llama-server; health checks and model pulls are not requests.
 INFERENCE = re.compile(
     r"/api/(?:chat|generate|embed|embeddings)\b|/v1/(?:chat/completions|completions|embeddings|"
@@ -54,10 +68,13 @@ class _Slot:
         "last_decode",
         "pending",
         "progress",
+        "key",
+        "spans",
     )
 
-    def __init__(self, task: int | None = None) -> None:
+    def __init__(self, task: int | None, key: int) -> None:
         self.task = task
+        self.key = key  # the request's number in the file (overlap.Work.request)
         self.busy = True
         self.prompt: float | None = None  # context when decoding began
         self.end_context: float | None = None  # context at the release line
@@ -67,6 +84,7 @@ class _Slot:
         self.last_decode: int | None = None  # record of the slot's last decode row
         self.pending: list[tuple[int, float, float | None, float | None]] = []  # rows awaiting the context
         self.progress: list[tuple[int, float]] = []  # (record, decode s) of progress rows awaiting a busy time
+        self.spans: list[int] = []  # the request's progress rows in SlotReader.spans
 
 
 def _holds(slot: _Slot) -> float | None:
@@ -95,6 +113,12 @@ class SlotReader:
         self.kv_capacity: int | None = None
         self.num_step_lines = self.num_events = self.num_other = self.num_bad_lines = self.num_bad_values = 0
         self.num_requests = 0
+        self.num_slot_requests = 0
+        # Each row's window and each request's prefill and decode, on the file's clock (shared_batches).
+        self.spans: list[tuple[int, int, float, float, float]] = []  # (record, request, start, end, own prompt tokens)
+        self.work: list[tuple[int, bool, float, float, float]] = []  # (request, decode, start, end, prompt tokens)
+        self.prefills: list[int] = []  # records of the prefill rows
+        self.served: set[int] = set()  # slots that ran a request
 
     def at(self, sec: float) -> None:
         """The time of the line read next (on the busy clock, the busy time so far)."""
@@ -103,7 +127,7 @@ class SlotReader:
     # --- a request's life ---
 
     def launch(self, slot_id: int, task: int) -> None:
-        self.slots[slot_id] = _Slot(task)
+        self.slots[slot_id] = self._new_slot(task)
         self.num_other += 1
 
     def prompt_context(self, slot_id: int, task: int, tokens: float | None) -> None:
@@ -136,6 +160,9 @@ class SlotReader:
             slot.last_decode = i
             if self.clock == "busy":
                 slot.progress.append((i, tgen if tgen is not None else slot.tgen))
+            else:
+                slot.spans.append(len(self.spans))
+                self.spans.append((i, slot.key, self.now - (n - slot.decoded) / rate, self.now, 0.0))
             self.num_step_lines += 1
         else:
             self.num_other += 1
@@ -150,6 +177,7 @@ class SlotReader:
         self, lineno: int, slot_id: int, task: int, eval_ms: float, num_out: float, per: float | None, tps: float | None
     ) -> None:
         slot = self._slot(slot_id, task)
+        self.served.add(slot_id)
         prompt_ms, num_new, input_tps = slot.prompt_eval or (0.0, 0.0, None)
         if self.clock == "busy":
             start = self.busy_s
@@ -160,12 +188,17 @@ class SlotReader:
         else:
             t_end = self.now
             t_prefill = t_end - eval_ms / 1000.0
+        if self.clock != "busy":
+            self._place(slot, t_prefill - prompt_ms / 1000.0, t_prefill, t_end, num_new if input_tps else 0.0)
         if num_new > 0 and input_tps:
             i = self._add(lineno, StepPhase.PREFILL, t_prefill)
             self.records.put(i, "new_tokens", num_new)
             self.records.put(i, "input_tps", input_tps)
             self._running(i, slot)
+            self.prefills.append(i)
             self._context(slot, i, 0.0, num_new)
+            if self.clock != "busy":
+                self.spans.append((i, slot.key, t_prefill - prompt_ms / 1000.0, t_prefill, num_new))
         tail, tail_s = num_out - slot.decoded, eval_ms / 1000.0 - slot.tgen
         # One token is no decode to time (llama.cpp prints it as 0.00 ms, a million tokens a second).
         if slot.decoded == 0 and tps and num_out >= 2 and eval_ms > 0:
@@ -179,10 +212,56 @@ class SlotReader:
             self._decode_fields(i, slot, rate, step, tail)
             self._context(slot, i, (slot.decoded + num_out) / 2)
             slot.last_decode = i
+            if self.clock != "busy":
+                self.spans.append((i, slot.key, max(t_end - tail * step, t_prefill), t_end, 0.0))
         self.num_step_lines += 1
         slot.decoded, slot.tgen = max(num_out, slot.decoded), eval_ms / 1000.0
         slot.prompt_eval, slot.progress = None, []
         self._resolve(slot)
+
+    def shared_batches(self) -> None:
+        """Each row's company over its window (overlap.py, the module's text): the slots decoding or
+        prefilling beside it, and a window that shared its batches with other slots' work made
+        `mixed` (a decode beside their prompts; a prefill beside any of their work). The windows are
+        placed on llama.cpp's own stamps (`--log-timestamps`, to the microsecond) only: a wall
+        clock's lines without a stamp of their own take the next one's, and the busy clock lays
+        requests end to end. Without stamps, a server whose log shows more than one slot serving
+        may have shared any prompt's batches: every prefill row is mixed (its time is not known
+        to be its own)."""
+        if self.clock != "relative" and len(self.served) > 1:
+            for i in self.prefills:
+                self.records.kinds[i] = StepPhase.MIXED
+        if self.clock != "relative" or not self.spans or not self.work:
+            return
+        rows = np.array(self.spans, dtype=float)  # [rows, (record, request, start, end, own prompt tokens)]
+        rows = rows[rows[:, 3] - rows[:, 2] >= MIN_WINDOW_S]
+        work = np.array(self.work, dtype=float)  # [entries, (request, decode, start, end, tokens)]
+        found = overlap.company(
+            rows[:, 1].astype(np.int64),
+            rows[:, 2],
+            rows[:, 3],
+            overlap.Work(
+                request=work[:, 0].astype(np.int64),
+                decode=work[:, 1] > 0,
+                start=work[:, 2],
+                end=work[:, 3],
+                tokens=work[:, 4],
+            ),
+        )
+        for k, i in enumerate(rows[:, 0].astype(np.int64).tolist()):
+            decoding, prefilling = float(found.slots_decoding[k]), float(found.slots_prefilling[k])
+            span = float(rows[k, 3] - rows[k, 2])
+            other_prompt = float(found.other_prompt[k])
+            if self.records.kinds[i] == StepPhase.PREFILL:
+                # Rounded: a window alone reads 1 exactly.
+                self.records.put(i, "num_running_reqs", round(1.0 + decoding + prefilling, 3))
+                if decoding + prefilling >= SHARED_SHARE:
+                    self.records.kinds[i] = StepPhase.MIXED
+                continue
+            self.records.put(i, "num_running_reqs", round(1.0 + decoding, 3))
+            if other_prompt >= MIN_PROMPT_TOKENS:
+                self.records.kinds[i] = StepPhase.MIXED
+                self.records.put(i, "input_tps", other_prompt / span)
 
     def draft(self, slot_id: int, rate: float | None, mean_len: float | None) -> None:
         """Speculative decoding's acceptance, onto the slot's last decode row."""
@@ -287,10 +366,26 @@ class SlotReader:
         """The slot's request state; a line of another task than the slot's is a new request."""
         slot = self.slots.get(slot_id)
         if slot is None or (task >= 0 and slot.task is not None and slot.task >= 0 and slot.task != task):
-            slot = self.slots[slot_id] = _Slot(task)  # a new request without a launch line in the log
+            slot = self.slots[slot_id] = self._new_slot(task)  # a new request without a launch line in the log
         if slot.task is None or slot.task < 0:
             slot.task = task
         return slot
+
+    def _new_slot(self, task: int) -> _Slot:
+        self.num_slot_requests += 1
+        return _Slot(task, self.num_slot_requests)
+
+    def _place(self, slot: _Slot, start: float, t_prefill: float, t_end: float, prompt_tokens: float) -> None:
+        """The request's prefill and decode on the clock (shared_batches); its progress rows' windows
+        start no earlier than its decode."""
+        if prompt_tokens > 0 and t_prefill > start:
+            self.work.append((slot.key, False, start, t_prefill, prompt_tokens))
+        if t_end > t_prefill:
+            self.work.append((slot.key, True, t_prefill, t_end, 0.0))
+        for k in slot.spans:
+            i, key, a, b, own = self.spans[k]
+            self.spans[k] = (i, key, max(a, t_prefill), b, own)
+        slot.spans = []
 
     def _start(self, lineno: int, sec: float, detail: str) -> None:
         i = self._add(lineno, "engine_start", sec)

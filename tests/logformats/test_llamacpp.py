@@ -19,7 +19,7 @@ def test_llama_server_with_timestamps_reads_each_slot_and_the_engine_age():
     parsed = parse_log(FIXTURES / "llama-server-timestamps.log")
     info, steps = parsed.info, parsed.steps
     assert (info.format, info.clock, info.kv_capacity) == ("llama.cpp", "relative", 32768)
-    assert steps["phase"].value_counts().to_dict() == {"decode": 4, "prefill": 2, "idle": 2}
+    assert steps["phase"].value_counts().to_dict() == {"decode": 3, "mixed": 2, "prefill": 1, "idle": 2}
     # Task 1 finished first, at 0.16.000.003: its stamp is its engine age.
     done = steps[(steps["phase"] == "decode") & (steps["line"] == 16)].iloc[0]
     assert (done["gen_tps"], done["step_time_s"]) == (22.22, pytest.approx(0.045))
@@ -27,11 +27,20 @@ def test_llama_server_with_timestamps_reads_each_slot_and_the_engine_age():
     assert done["num_running_reqs"] == 2
     # One KV cache for both slots: its own context mid-request (800 + 60), slot 0's so far (1200 + 100).
     assert done["num_tokens"] == 2160
-    prefill = steps[(steps["phase"] == "prefill") & (steps["line"] == 16)].iloc[0]
+    prefill = steps[steps["new_tokens"].notna() & (steps["line"] == 16)].iloc[0]
     assert (prefill["new_tokens"], prefill["cached_tokens"], prefill["input_tps"]) == (300, 500, 4000)
     assert prefill["engine_age_s"] == pytest.approx(16.000003 - 5.4)  # before its 5400 ms of decode
     progress = steps[steps["line"] == 14].iloc[0]  # n_gen = 100, tg_3s = 25.00
     assert (progress["gen_tps"], progress["num_decode_tokens"], progress["engine_age_s"]) == (25.0, 100, 14.0)
+    # The stamps place each window: task 1's 300-token prompt went in (10.525-10.6 s) while task 0
+    # decoded these 100 tokens (10.3-14.0 s), in the same batches: a mixed window, not a decode step's
+    # time; task 1 decoded beside it from 10.6 s on (on average 0.92 slots more).
+    assert progress["phase"] == "mixed" and progress["input_tps"] == pytest.approx(300 / 3.7)
+    assert progress["num_running_reqs"] == pytest.approx(1 + 3.4 / 3.7, abs=1e-3)
+    # Task 0 decoded through task 1's prefill: in the same batches, so its time is not its own (mixed).
+    assert (prefill["phase"], prefill["num_running_reqs"]) == ("mixed", 2)
+    alone = steps[steps["new_tokens"].notna() & (steps["line"] == 23)].iloc[0]  # task 0's prompt: nothing beside it
+    assert (alone["phase"], alone["num_running_reqs"]) == ("prefill", 1)
     # Task 0 after its progress lines: the rest of the request, and its draft acceptance.
     tail = steps[(steps["phase"] == "decode") & (steps["line"] == 23)].iloc[0]
     assert (tail["num_decode_tokens"], tail["num_running_reqs"]) == (20, 1)
