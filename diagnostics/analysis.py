@@ -188,7 +188,7 @@ def analyze(source: Source) -> Analysis:
     )
     reason = decision.reason
     if decision.verdict == Verdict.INSUFFICIENT and source.kind == "log" and not access_only:
-        reason += " " + WHAT_WOULD_ANSWER
+        reason += " " + checks_mod.what_log_lacks(source.log_info) + WHAT_WOULD_ANSWER
     if cap is not None:
         checks.append(cap)
         reason = reason.replace(

@@ -10,7 +10,7 @@ import pandas as pd
 from diagnostics.healthy import KEPT_OUT
 from diagnostics.result import Check
 from diagnostics.source import Source
-from logformats import CLOCK_NOTES
+from logformats import CLOCK_NOTES, LogInfo
 
 AGREEMENT = 0.05  # client versus engine decode rate
 FULL = 0.95  # KV usage at or above this reads as exhausted
@@ -48,6 +48,8 @@ def source_checks(source: Source, samples: pd.DataFrame) -> Iterator[Check]:
                 "warn",
                 "no engine startup line before the first step: engine age is counted from the log's first line",
             )
+        if info.missing:
+            yield Check("log_figures", "warn", what_log_lacks(info).strip())
     kept_out = samples[samples["excluded"] != ""]
     if len(samples):
         valid = samples[samples["excluded"] == ""]
@@ -83,6 +85,14 @@ def source_checks(source: Source, samples: pd.DataFrame) -> Iterator[Check]:
                 f"({share:.0%}: idle, or lines an excerpt left out); its early life and trend are counted in "
                 f"busy time",
             )
+
+
+def what_log_lacks(info: LogInfo | None) -> str:
+    """The figures a log lacks for a verdict from the log alone, each with the engine option that
+    prints it, as a sentence for a refusal ("" when it lacks none that diag knows of)."""
+    if info is None or not info.missing:
+        return ""
+    return f"This {info.format} log lacks " + "; and ".join(m.describe() for m in info.missing) + ". "
 
 
 def _idle_share(samples: pd.DataFrame) -> tuple[float, float, float] | None:

@@ -25,6 +25,7 @@ import pandas as pd
 
 from logformats import batch, llamacpp, messages
 from logformats.errors import LogFormatError
+from logformats.figures import Missing, llamacpp_missing
 from logformats.logtime import log_times
 from logformats.records import MAX_WARNINGS, finish
 from logformats.slots import SlotReader
@@ -59,6 +60,8 @@ class LogInfo(NamedTuple):
     clock: str = "wall"  # wall (the log's own dates), relative (time since start), busy (engine busy time)
     notes: tuple[str, ...] = ()  # what the reader could not get from this log, for the log_lines check
     dated: bool = True  # False: the clock is no time of day (busy time, or stamps since start without --date)
+    # Figures a verdict from the log alone needs that this log lacks, each with the engine option that prints it.
+    missing: tuple[Missing, ...] = ()
 
 
 class ParsedLog(NamedTuple):
@@ -181,9 +184,10 @@ def _parse_per_request(
     notes = []
     if reader.num_requests and not frames.steps["phase"].isin((StepPhase.DECODE, StepPhase.MIXED)).any():
         notes.append("only access lines: request latency without token counts")
+    fmt = "ollama" if scan.ollama else "llama.cpp"
     info = LogInfo(
         path=str(path),
-        format="ollama" if scan.ollama else "llama.cpp",
+        format=fmt,
         num_lines=scan.num_lines,
         num_step_lines=reader.num_step_lines,
         num_event_lines=reader.num_events,
@@ -196,6 +200,7 @@ def _parse_per_request(
         clock=clock.kind,
         notes=tuple(notes),
         dated=clock.kind == "wall" or (clock.kind == "relative" and date is not None),
+        missing=llamacpp_missing(clock.kind, has_release, len(reader.served)) if fmt == "llama.cpp" else (),
     )
     _log_skipped(info)
     return ParsedLog(frames.steps, frames.events, info, reader.holdings())
