@@ -1,4 +1,4 @@
-"""diag on real engine logs that users published: every corpus log's answer, and the headline last.
+"""diag on real engine logs: those users published, and our own runs' logs of known age; every log's answer, the headline last.
 
     .venv/bin/python benchmarks/real_logs.py [--corpus DIR] [--only NAME,...] [--json OUT]
 
@@ -8,13 +8,20 @@ else `../shared/real-logs` beside the checkout. What each log is, where it came 
 path, commit, blob) and what establishes its truth is in `benchmarks/real_logs.json`, which also
 pins the answers the tests expect (tests/diagnostics/test_real_logs.py).
 
+Beside them, the engine logs of our own runs (`benchmarks/own_logs.json`: the case studies' llama-server
+logs, kept in this repository with the run directory each came from), whose truth is known: the
+build ages (`age_established`) or is the fixed one (`fixed`). Each is read alone, as a user of that
+build has it.
+
 One row per log: its verdict, confidence, the comparison it rests on and its figure, the clock
-engine age was measured in, and the seconds `diag analyze` took. Then, last:
+engine age was measured in, and the seconds `diag analyze` took. Then the published corpus's own
+line, and last:
 
-    real logs: false age verdicts F/N, answered M/N
+    real logs: false age F/H, found age M/P, answered A/N
 
-A false age verdict is `engine_age_degradation` on a log whose source does not establish age;
-answered is any verdict but `insufficient_data`.
+F: `engine_age_degradation` on the H logs whose truth is not age (the published logs whose source
+does not establish it, and the fixed builds'); M: that verdict on the P logs of established age;
+A: any verdict but `insufficient_data`, of all N logs.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 CATALOGUE = ROOT / "benchmarks" / "real_logs.json"
+OWN_CATALOGUE = ROOT / "benchmarks" / "own_logs.json"
 
 
 class Entry(NamedTuple):
@@ -40,7 +48,7 @@ class Entry(NamedTuple):
 
     file: str
     engine: str
-    truth: str  # no_age_established, age_established, unknown
+    truth: str  # no_age_established, age_established, unknown; our own logs: age_established, fixed
     args: tuple[str, ...]  # diag options the log needs (--year for yearless dates)
     expect: tuple[str, ...]  # verdicts the tests accept
     what: str
@@ -65,8 +73,10 @@ def corpus_dir(given: str | None = None) -> Path:
     return Path(env) if env else ROOT.parent / "shared" / "real-logs"
 
 
-def catalogue() -> list[Entry]:
-    doc = json.loads(CATALOGUE.read_text(encoding="utf-8"))
+def catalogue(path: Path = CATALOGUE) -> list[Entry]:
+    """The published corpus (CATALOGUE: files in the corpus folder), or our own logs (OWN_CATALOGUE:
+    files relative to the repository)."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
     return [
         Entry(
             file=e["file"],
@@ -156,19 +166,24 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         entries = [e for e in entries if e.file not in missing]
-    if not entries:
+    own = catalogue(OWN_CATALOGUE)
+    if args.only:
+        own = [e for e in own if any(w in e.file for w in args.only.split(","))]
+    if not entries and not own:
         print(f"no corpus logs to analyse in {folder} (see docs/real-logs.md)", file=sys.stderr)
         return 2
+    jobs = [(e, str(folder)) for e in entries] + [(e, str(ROOT)) for e in own]
     with ProcessPoolExecutor(max(1, args.jobs)) as pool:
-        rows = list(pool.map(_worker, [(e, str(folder)) for e in entries]))
-    print(f"diag on {len(rows)} real logs from {folder}")
+        rows = list(pool.map(_worker, jobs))
+    print(f"diag on {len(entries)} real logs from {folder} and {len(own)} of our own runs (benchmarks/own_logs.json)")
     print(f"{'log':58} {'truth':7} {'verdict':22} {'conf':6} {'basis':14} {'ratio':>6} {'clock':12} {'s':>5}")
     for r in rows:
-        truth = {"no_age_established": "healthy", "age_established": "age"}.get(r.entry.truth, "?")
+        truth = {"no_age_established": "healthy", "age_established": "age", "fixed": "fixed"}.get(r.entry.truth, "?")
         flag = "" if r.verdict in r.entry.expect else "  <- expected " + "|".join(r.entry.expect)
         ratio = f"{r.ratio:.2f}" if r.ratio is not None else "-"
+        name = r.entry.file.removeprefix("tests/fixtures/case-studies/")
         print(
-            f"{r.entry.file[:58]:58} {truth:7} {r.verdict:22} {r.confidence or '-':6} {r.basis or '-':14} "
+            f"{name[-58:]:58} {truth:7} {r.verdict:22} {r.confidence or '-':6} {r.basis or '-':14} "
             f"{ratio:>6} {r.clock[:12]:12} {r.seconds:5.1f}{flag}"
         )
     if args.json:
@@ -190,15 +205,28 @@ def main(argv: list[str] | None = None) -> int:
                 indent=1,
             )
         )
-    false_age = sum(r.verdict == "engine_age_degradation" and r.entry.truth != "age_established" for r in rows)
-    healthy = sum(r.entry.truth != "age_established" for r in rows)
-    answered = sum(r.verdict != "insufficient_data" for r in rows)
-    high_wrong = sum(
-        r.verdict == "engine_age_degradation" and r.confidence == "high" and r.entry.truth != "age_established"
-        for r in rows
+    published = rows[: len(entries)]
+
+    def aged(r: Row) -> bool:
+        return r.verdict == "engine_age_degradation"
+
+    def healthy(some: list[Row]) -> list[Row]:
+        return [r for r in some if r.entry.truth != "age_established"]
+
+    def answered(some: list[Row]) -> int:
+        return sum(r.verdict != "insufficient_data" for r in some)
+
+    high_wrong = sum(aged(r) and r.confidence == "high" for r in healthy(rows))
+    age = [r for r in rows if r.entry.truth == "age_established"]
+    print(f"high-confidence age verdicts on logs without established age: {high_wrong}/{len(healthy(rows))}")
+    print(
+        f"published logs: false age verdicts {sum(map(aged, healthy(published)))}/{len(healthy(published))}, "
+        f"answered {answered(published)}/{len(published)}"
     )
-    print(f"high-confidence age verdicts on logs without established age: {high_wrong}/{healthy}")
-    print(f"real logs: false age verdicts {false_age}/{healthy}, answered {answered}/{len(rows)}")
+    print(
+        f"real logs: false age {sum(map(aged, healthy(rows)))}/{len(healthy(rows))}, found age "
+        f"{sum(map(aged, age))}/{len(age)}, answered {answered(rows)}/{len(rows)}"
+    )
     return 0
 
 

@@ -5,14 +5,16 @@ The logs are other people's data and are kept outside this repository: in `../sh
 beside the checkout, or where `TOKDRIFT_REAL_LOGS` points. Where neither holds them, the tests
 say so and skip; the catalogue itself is checked always."""
 
+import hashlib
 import json
 import re
 
 import pytest
 
-from benchmarks.real_logs import CATALOGUE, analyze_one, catalogue, corpus_dir
+from benchmarks.real_logs import CATALOGUE, OWN_CATALOGUE, ROOT, analyze_one, catalogue, corpus_dir
 
 ENTRIES = catalogue()
+OWN = catalogue(OWN_CATALOGUE)
 FOLDER = corpus_dir()
 VERDICTS = ("engine_age_degradation", "context_growth_only", "no_degradation", "insufficient_data")
 
@@ -40,3 +42,23 @@ def test_each_real_log_keeps_its_answer(entry):
     assert result.verdict in entry.expect, result.reason
     if result.confidence == "high":  # a high confidence is given only where no data check warns
         assert not any(c.name == "confidence_cap" for c in result.checks)
+
+
+def test_our_own_logs_are_catalogued_with_their_truth_and_kept_byte_for_byte():
+    doc = json.loads(OWN_CATALOGUE.read_text(encoding="utf-8"))
+    assert {e["truth"] for e in doc["logs"]} == {"age_established", "fixed"}
+    for e in doc["logs"]:
+        data = (ROOT / e["file"]).read_bytes()
+        assert hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == e["blob"], e["file"]  # git's blob id
+        assert len(data) == e["bytes"] and (ROOT / e["run"] / "manifest.json").is_file(), e["file"]
+        assert e["truth_basis"] and e["reproduce"] and e["what"], e["file"]
+        assert e["expect"] and set(e["expect"]) <= set(VERDICTS), e["file"]
+        assert ("engine_age_degradation" in e["expect"]) == (e["truth"] == "age_established"), e["file"]
+
+
+@pytest.mark.parametrize("entry", OWN, ids=[e.file.split("/", 3)[-1] for e in OWN])
+def test_each_of_our_own_logs_read_alone_keeps_its_answer(entry):
+    """The log alone, as a user of that build has it: the aged builds are called aged, the fixed
+    ones are not (tests/diagnostics/test_log_alone.py says why, case by case)."""
+    result = analyze_one(ROOT / entry.file, entry.args)
+    assert result.source_kind == "log" and result.verdict in entry.expect, result.reason
