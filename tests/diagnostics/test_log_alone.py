@@ -59,9 +59,9 @@ def test_the_fixed_builds_are_not_called_aged_from_their_logs_alone(tmp_path, ca
 
 def test_the_fixed_builds_prefills_are_compared_only_where_nothing_ran_beside_them(tmp_path):
     """0.3.17's log was called aged on prefill time (0.43, 0.32-0.54) because a prompt's `prompt eval
-    time` holds every batch it shared with the other slots: 141 tokens beside six busy slots took
-    695 ms late and 325 ms early, as the other slots' prompts were longer late. The prefills that ran
-    alone, among them the identical probe's (one new token onto 333 cached), did not slow."""
+    time` holds every batch it shared with the other slots: 436 tokens beside three other busy slots
+    took 1,740 ms late, 300 beside as many 414 ms early. The prefills that ran alone, among them the
+    identical probe's (one new token onto 333 cached), did not slow."""
     steps = load_source(_alone(tmp_path, "llamacpp-shared-kv", "after")).steps
     prompts = steps[steps["new_tokens"].notna() & (steps["engine_life"] == 0)]
     alone = prompts[prompts["phase"] == "prefill"]
