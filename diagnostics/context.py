@@ -94,12 +94,16 @@ def within_window(model: HealthyModel, compared: pd.DataFrame) -> Check | None:
     if not (np.isfinite(ctx).all() and ctx.min() >= lo / CONTEXT_BAND and ctx.max() <= hi * CONTEXT_BAND):
         return None
     at: Callable[[float], str] = (lambda v: f"{v:.0%}") if hi <= 1.0 else (lambda v: f"{v:,.0f}")
+
+    def span(a: float, b: float) -> str:
+        return at(a) if at(a) == at(b) else f"{at(a)}-{at(b)}"
+
     unit = "KV usage" if hi <= 1.0 else "tokens of context"
     return Check(
         "context_only_model",
         "ok",
-        f"context cannot explain it: the {len(compared)} latest samples compared ran at {at(ctx.min())}-"
-        f"{at(ctx.max())} {unit}, what the healthy window held ({at(lo)}-{at(hi)})",
+        f"context cannot explain it: the {len(compared)} latest samples compared ran at "
+        f"{span(ctx.min(), ctx.max())} {unit}, what the healthy window held ({span(lo, hi)})",
     )
 
 
