@@ -336,7 +336,11 @@ def recovered_text(a: Analysis) -> str:
             return f"not compared: {len(a.lives) - 1} restart(s) in the data, but {_uncompared(a)}"
         return "no restart in the data"
     said = f"the aged engine over the fresh one read {restart.interval.describe()}"
-    if a.verdict != Verdict.AGE:
+    if a.verdict == Verdict.INSUFFICIENT and restart.loss:
+        # Not "nothing to bring back": the restart did bring decode back; what the data could not
+        # show is that engine age, and not something else, had slowed it (the verdict's reason).
+        return f"decode came back after it ({said}), but the verdict could not rest on that (see its reason)"
+    if a.verdict in (Verdict.CONTEXT_ONLY, Verdict.NO_DEGRADATION):
         return f"nothing to bring back (no engine age); {said}"
     return f"cannot tell: {said}"
 

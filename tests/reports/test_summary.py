@@ -74,6 +74,15 @@ def test_recovered_by_restart_says_why_it_cannot_say(seed_inputs):
         "cannot tell: the aged"
     )
     assert recovered_text(dataclasses.replace(healthy, recovered_by_restart=True)) == "yes"
+    # A refusal is no verdict of no age: a restart that brought decode back says so (a llama.cpp log
+    # whose step series could not be told from context read 0.05 here, and the summary said
+    # "nothing to bring back").
+    back = Comparison(
+        basis="restart", interval=Interval(0.05, 0.01, 0.34), num_early=3, num_late=4, material=0.9, detail=""
+    )
+    refused = dataclasses.replace(healthy, verdict="insufficient_data", comparisons=(back,))
+    assert recovered_text(refused).startswith("decode came back after it (the aged engine over the fresh one read 0.05")
+    assert recovered_text(dataclasses.replace(refused, comparisons=(restart,))).startswith("cannot tell: the aged")
 
 
 def test_a_restart_that_gave_no_comparison_is_not_called_no_restart(seed_inputs):
