@@ -117,7 +117,7 @@ def test_builtin_soak_survives_an_engine_crash_and_writes_a_complete_run(tmp_pat
     all_probes = reader.read_table(run_dir, "probes")
     assert all_probes["probe_id"].nunique() == 1
     probes = all_probes[all_probes["role"] == "main"]
-    assert list(probes["reason"])[0] == "start" and list(probes["reason"])[-3:] == ["after_restart"] * 3
+    assert list(probes["reason"])[0] == "start" and list(probes["reason"])[-6:] == ["after_restart"] * 6
     ok_probes = probes[probes["status"] == "ok"]
     assert len(ok_probes) >= 3 and ok_probes["decode_tps"].gt(0).all()
     assert probes["engine_life"].iloc[-1] == 2

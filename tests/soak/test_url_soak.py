@@ -64,7 +64,7 @@ def test_url_soak_records_calls_probes_refusals_and_metrics(tmp_path, fake_serve
     probes = reader.read_table(run_dir, "probes")
     reasons = list(probes["reason"])
     # the restart control at the end: three cycles after the restart, so the fresh level is known from more than one
-    assert reasons[0] == "start" and reasons[-4:] == ["end", *["after_restart"] * 3] and "periodic" in reasons
+    assert reasons[0] == "start" and reasons[-7:] == ["end", *["after_restart"] * 6] and "periodic" in reasons
     assert probes["status"].eq("ok").all() and probes["decode_tps"].gt(0).all()
     assert probes["role"].eq("main").all() and list(probes["cycle"]) == list(range(len(probes)))
     assert probes["probe_id"].nunique() == 1 and probes["output_tokens"].eq(8).all()
@@ -78,7 +78,7 @@ def test_url_soak_records_calls_probes_refusals_and_metrics(tmp_path, fake_serve
     restarts = [e for e in events if e["kind"] == "engine_restart"]
     assert [e["reason"] for e in restarts] == ["scheduled", "control"] and restarts[0]["command"] == "true"
     assert [e["engine_life"] for e in events if e["kind"] == "engine_start"] == [0, 1, 2]
-    assert list(probes["reason"]).count("after_restart") == 1 + 3
+    assert list(probes["reason"]).count("after_restart") == 1 + 6
     dropped = [e for e in _events(run_dir) if e["kind"] == "dropped_request"]
     assert dropped[0]["limit"] is not None and dropped[0]["request_id"] == "s0@0#3"
 
