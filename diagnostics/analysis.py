@@ -23,6 +23,7 @@ from diagnostics import prefill as prefill_mod
 from diagnostics import reuse as reuse_mod
 from diagnostics import suspects as suspects_mod
 from diagnostics import verdict as verdict_mod
+from diagnostics import youth as youth_mod
 from diagnostics.comparison import Comparison
 from diagnostics.labels import Cause, Confidence, Verdict
 from diagnostics.prefill import PrefillComparison
@@ -55,7 +56,7 @@ def analyze(source: Source) -> Analysis:
     probes = controls.probes(rows, level)
     paired = controls.paired(cycles, level)
     drift = controls.control_drift(cycles, level)
-    youth = controls.youth(cycles)  # at the one look's level, as the running verdict's (diagnostics.live)
+    youth = youth_mod.measure(cycles)  # at the one look's level, as the running verdict's (diagnostics.live)
     restart = _narrower(controls.restart(rows, cycles), dec.restart)
     prefix_reuse = reuse_mod.compare(source.requests)
     prefill = prefill_mod.compare(source.steps)

@@ -22,6 +22,11 @@ from typing import Any, NamedTuple
 from diagnostics.intervals import Interval, divide
 
 DECODE_MATERIAL = 0.9  # a 10 % loss of decode throughput at matched conditions
+# A paired comparison shows a loss when its interval rules out a loss smaller than this and its
+# estimate is material: the fresh control beside it takes the host's drift out, so what is left
+# is the engine's (docs/diagnostics.md, "Running verdicts": a 15 % loss decided in minutes
+# rather than the hour a whole interval below 0.9 needs at this host's noise).
+PAIRED_DETECT = 0.95
 
 
 class Comparison(NamedTuple):

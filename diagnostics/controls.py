@@ -20,17 +20,16 @@ control beside it, the restart control, and the load on the host.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from diagnostics import changepoint, intervals, sequential
-from diagnostics.comparison import DECODE_MATERIAL, Comparison
+from diagnostics.comparison import DECODE_MATERIAL, PAIRED_DETECT, Comparison
 from diagnostics.evidence import HostLoad
-from diagnostics.labels import ControlYouth
 from diagnostics.sequential import MIN_SIDE
 from diagnostics.sequential import side as _side
+from diagnostics.youth import JUST_RESTARTED, fresh
 from rundir.schema import ProbeRole
 
 # A comparison's two sides in time: the first and the last moment of each (early, late).
@@ -42,19 +41,10 @@ THIRD = 1 / 3
 # an interval that looks tight and is not (seen: a healthy 2-minute soak whose first two cycles
 # ran while other engines started read 0.70, interval 0.55-0.89).
 MIN_FOR_LOSS = sequential.MIN_DECIDING
-# A paired comparison shows a loss when its interval rules out a loss smaller than this and its
-# estimate is material: the fresh control beside it takes the host's drift out, so what is left
-# is the engine's (docs/diagnostics.md, "Running verdicts": a 15 % loss decided in minutes
-# rather than the hour a whole interval below 0.9 needs at this host's noise).
-PAIRED_DETECT = 0.95
 # The early side of a probe comparison is the engine's youth: the first third of its first life's
 # probes, but none later than YOUTH_S into it, unless that leaves fewer than YOUTH_MIN.
 YOUTH_S = 300.0
 YOUTH_MIN = 8
-# Cycles a side of a restart of the control that its youth is judged on: the old control's last,
-# the fresh one's first (the soaked engine changes little in so few cycles).
-YOUTH_K = 3
-JUST_RESTARTED = f"just-restarted control (its first {YOUTH_K} cycles a life)"
 BASELINE_REASONS = ("start", "baseline")  # probes before the replay: the baseline, when the run took one
 HOST_COLUMNS = ("driver_cpu_percent", "host_other_cpu_percent")  # CPU beside the engine (rundir.schema.SNAPSHOT_HOST)
 
@@ -156,15 +146,6 @@ def paired(cycles: pd.DataFrame, level: float = intervals.LEVEL, fresh_only: boo
     )
 
 
-def fresh(cycles: pd.DataFrame) -> pd.DataFrame:
-    """The cycles whose control was within the first YOUTH_K cycles of one of its lives: the soaked
-    engine's level against a control as young as it gets, where the control itself ages."""
-    if cycles.empty or "control_life" not in cycles:
-        return cycles.iloc[:0]
-    position = cycles.groupby(["engine_life", "control_life"], sort=False).cumcount()
-    return cycles[position < YOUTH_K]
-
-
 def probe_series(rows: pd.DataFrame, cycles: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """The series the probe comparisons read, with its value column: the paired cycles of the main
     engine's first life where the run has a control, else its own probes."""
@@ -219,135 +200,6 @@ def drift_between(cycles: pd.DataFrame, sides: Sides | None, level: float = inte
     )
 
 
-class Youth(NamedTuple):
-    """The control against its own age: the paired control assumes it stays young, and a fault
-    driven by requests served reaches a same-build control too, only later (`youth`)."""
-
-    across: Comparison | None  # over its restarts: the old control's last pairs against the fresh one's first
-    within: Comparison | None  # within its lives: its late pairs against its early ones
-
-    @property
-    def status(self) -> ControlYouth:
-        if any(_slowed(c) for c in (self.across, self.within)):
-            return ControlYouth.AGING
-        a = self.across
-        if a is not None and min(a.num_early, a.num_late) >= MIN_SIDE and a.ratio > a.material:
-            return ControlYouth.VERIFIED
-        return ControlYouth.UNVERIFIED
-
-    @property
-    def aging(self) -> bool:
-        return self.status == ControlYouth.AGING
-
-    @property
-    def verified(self) -> bool:
-        return self.status == ControlYouth.VERIFIED
-
-    @property
-    def shown(self) -> Comparison | None:
-        """The comparison the status rests on: the one that shows the control aging, else the restarts'."""
-        aged = [c for c in (self.across, self.within) if _slowed(c)]
-        return aged[0] if aged else self.across or self.within
-
-    def describe(self) -> str:
-        c = self.shown
-        if self.aging:
-            assert c is not None
-            return (
-                f"the control slowed with its own age ({c.detail}): whatever ages the soaked engine "
-                f"reached it too, so its drift is not the host's and the paired control cannot rule a loss out"
-            )
-        if self.verified:
-            assert c is not None
-            return f"the control stayed young ({c.detail})"
-        said = f" ({c.detail})" if c is not None else ""
-        return (
-            "the control's youth is not verified yet: it was not restarted with probes on both sides "
-            f"of a restart, or they cannot tell{said}; the paired control assumes it"
-        )
-
-
-def youth(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Youth | None:
-    """The control against its own age, net of the host: per cycle the control over the soaked
-    engine probed beside it (1 / ratio; what slows the host slows both).
-
-        control life:   1 1 1 1 1 1 | 2 2 2 2 2 2 | 3 ...
-        across:             . . [old] [fresh] . .            its last YOUTH_K before a restart
-                                                             over its first YOUTH_K after
-        within:         [early] . [late]                     its last third over its first,
-                                                             each life with enough cycles
-
-    Both are pooled over every restart (every life) of the control within one life of the soaked
-    engine, each group's logs centred on their own mean, so the engine's own slow change between
-    groups does not count. Below 1, the control slowed with its age; the soaked engine does not
-    grow young, so its own age only hides the control's. None without a control."""
-    if cycles.empty or "control_life" not in cycles or cycles["control_life"].isna().all():
-        return None
-    v = cycles.assign(v=cycles["control"] / cycles["main"]).dropna(subset=["v", "control_life"])
-    v = v[np.isfinite(v["v"]) & (v["v"] > 0)]
-    old: list[np.ndarray] = []
-    fresh: list[np.ndarray] = []
-    early: list[np.ndarray] = []
-    late: list[np.ndarray] = []
-    for _, life in v.groupby("engine_life", sort=True):
-        lives = [g["v"].to_numpy(dtype=float) for _, g in life.groupby("control_life", sort=True)]
-        for before, after in zip(lives, lives[1:]):
-            k = min(YOUTH_K, len(before), len(after))
-            _centred(before[-k:], after[:k], old, fresh)
-        for one in lives:
-            third = _side(len(one))
-            if third is not None:
-                _centred(one[:third], one[-third:], early, late)
-    across = within = None
-    if old:
-        interval = intervals.log_ratio(np.concatenate(fresh), np.concatenate(old), level)
-        across = Comparison(
-            basis="control_youth",
-            interval=interval,
-            num_early=sum(len(a) for a in fresh),
-            num_late=sum(len(a) for a in old),
-            material=DECODE_MATERIAL,
-            detail=f"over {len(old)} restart{'s' if len(old) > 1 else ''} of the control, its last cycles "
-            f"before over its first after, each beside the soaked engine: {interval.describe()}",
-            min_for_loss=MIN_SIDE,
-            detect=PAIRED_DETECT,
-        )
-    if early:
-        interval = intervals.log_ratio(np.concatenate(early), np.concatenate(late), level, serial=True)
-        within = Comparison(
-            basis="control_youth",
-            interval=interval,
-            num_early=sum(len(a) for a in early),
-            num_late=sum(len(a) for a in late),
-            material=DECODE_MATERIAL,
-            detail=f"within {len(early)} li{'ves' if len(early) > 1 else 'fe'} of the control, its last "
-            f"third over its first, each beside the soaked engine: {interval.describe()}",
-            min_for_loss=MIN_FOR_LOSS,
-            detect=PAIRED_DETECT,
-        )
-    return Youth(across, within) if across is not None or within is not None else None
-
-
-def _slowed(c: Comparison | None) -> bool:
-    """The control slowed with its age: the whole interval below 1 and the estimate a material
-    loss, on MIN_SIDE cycles a side at least. Not the bar of a loss of the soaked engine: what rests
-    on the control is a verdict of no age, and a control that probably slowed cannot carry one."""
-    return (
-        c is not None
-        and c.interval.bounded
-        and c.interval.hi < 1.0
-        and c.ratio <= c.material
-        and min(c.num_early, c.num_late) >= MIN_SIDE
-    )
-
-
-def _centred(a: np.ndarray, b: np.ndarray, into_a: list[np.ndarray], into_b: list[np.ndarray]) -> None:
-    """Two sides of one group, on a ratio scale, divided by the group's geometric mean."""
-    centre = np.log(np.concatenate([a, b])).mean()
-    into_a.append(np.exp(np.log(a) - centre))
-    into_b.append(np.exp(np.log(b) - centre))
-
-
 def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Comparison | None:
     """The main engine's last probes before its first restart over its first probes after it
     (paired ratios when there is a control): the aged engine against a fresh one, at one moment."""
@@ -364,7 +216,8 @@ def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Comparison | None:
         before = main[main["engine_life"] == lives[0]]["decode_tps"]
         after = main[main["engine_life"] == lives[1]]["decode_tps"]
         what = "probes"
-    k = min(len(after), max(3, math.ceil(THIRD * len(before))))  # the restart control takes three cycles
+    # The restart control takes six cycles (three before 2026-12-05); at least three a side here.
+    k = min(len(after), max(3, math.ceil(THIRD * len(before))))
     if len(before) < 1 or len(after) < 1:
         return None
     aged, fresh = before.tail(k), after.head(k)

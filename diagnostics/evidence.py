@@ -6,12 +6,10 @@ rests on and whether it survives the controls."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from diagnostics.comparison import Comparison
-
-if TYPE_CHECKING:
-    from diagnostics.controls import Youth
+from diagnostics.youth import Youth
 
 CONTEXT_STATES = ("fitted", "explains", "cannot_explain", "cannot_say")
 RAW_DROP = 0.9  # raw per-request throughput late / early below this: it "fell"
@@ -63,7 +61,7 @@ class Evidence(NamedTuple):
     step_drift: Comparison | None = None
     bin_drift: Comparison | None = None
     restart: Comparison | None = None  # the aged engine just before a restart over the fresh one just after
-    youth: Youth | None = None  # whether the control stayed young (diagnostics.controls.youth)
+    youth: Youth | None = None  # whether the control stayed young (diagnostics.youth)
     # ... and the paired control on the cycles right after its restarts alone, what stands in for the
     # paired control where it aged (controls.paired(..., fresh_only=True))
     paired_fresh: Comparison | None = None

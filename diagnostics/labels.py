@@ -28,7 +28,7 @@ class Confidence(Label):
 
 
 class ControlYouth(Label):
-    """Whether the control stayed young (diagnostics.controls.youth): the paired control assumes it."""
+    """Whether the control stayed young (diagnostics.youth): the paired control assumes it."""
 
     VERIFIED = "verified"  # across a restart of it, the fresh control ran no faster than the old one
     AGING = "aging"  # it slowed with its own age: the same fault as the soaked engine, or another

@@ -14,7 +14,7 @@ one, else the identical probes alone), on at least four cycles a side:
   below the material level, with enough cycles a side);
 - **no age**: no degradation with the decisive interval wholly above 1 - `rule_out` (a loss of
   more than `rule_out` ruled out; by default the material level, 10 %), never while the control
-  shows age of its own (diagnostics.controls.youth). Whether its youth was verified (a restart of
+  shows age of its own (diagnostics.youth). Whether its youth was verified (a restart of
   it with cycles on both sides) is `Running.youth`: a soak stops on "no age" only once it was.
 """
 
@@ -25,6 +25,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from diagnostics import caps, controls, sequential
+from diagnostics import youth as youth_mod
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.evidence import Evidence
 from diagnostics.labels import Cause, Confidence, ControlYouth, Verdict
@@ -77,7 +78,7 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
     level = sequential.level_for(max(looks_planned, looks), baseline=base)
     # The control's youth at the one look's level, not the running level: what it guards is a
     # decided "no age", and a wider interval would let a control that probably slowed carry one.
-    youth = controls.youth(cycles)
+    youth = youth_mod.measure(cycles)
     evidence = Evidence(
         paired=controls.paired(cycles, level),
         probes=controls.probes(rows, level),

@@ -52,14 +52,12 @@ The rules, in order (docs/diagnostics.md, "The verdict"):
    back a loss the first life's comparisons did not see (`insufficient_data`, failed
    `restart_slower`).
 
-Before all of them, the control's youth (diagnostics.controls.youth): a control that slowed with
-its own age (its pairs with the soaked engine across its restarts or within its lives, net of the
-host) is no measure of the host: its drift corrects nothing, and the paired control counts only
-where it shows a loss (an aging control makes that smaller, never larger), on all the cycles or
-on those right after the control's restarts alone (`paired_fresh`); a failed
-`control_youth` finding says so. Nor is any verdict of no age given then: a fresh instance of the
-same engine slowed with its age, so the age is in the build, and the soaked engine served more
-(`insufficient_data`, saying to restart the control more often).
+0. **The control's youth**, before all of them (diagnostics.youth): a control that slowed with its
+   own age (a fault driven by requests served reaches a same-build control too) is no measure of
+   the host, and the pairs with it, restarted, mix its ages on both sides. Only the cycles right
+   after its restarts (`paired_fresh`: the soaked engine beside a control of one age each time)
+   decide then: a loss there is engine age; else `insufficient_data`, never no age, with a failed
+   `control_youth` finding and a reason that says to restart the control more often.
 
 A loss is a comparison whose whole interval lies at or below its material level (see
 diagnostics.comparison). Confidence: engine age is `high` when the interval also clears the
@@ -117,29 +115,46 @@ class Decision(NamedTuple):
 
 
 def decide(ev: Evidence) -> Decision:
-    d = _decide(ev)
-    if ev.youth is None or not ev.youth.aging or d.verdict == Verdict.AGE:
-        return d
-    if d.verdict != Verdict.INSUFFICIENT:
-        # A fresh instance of the same engine slowed with its own age: the age is in this build, and
-        # the soaked engine served more. Its own comparisons that see no loss began their healthy side
-        # after it had set in, or measure the host along with it: no verdict of no age.
-        aged, held = ev.youth.shown, d.decisive
-        assert aged is not None and held is not None  # aging rests on a comparison; a no-age verdict too
-        return Decision.insufficient(
-            f"The data cannot tell: the control, a fresh instance of the same engine, slowed with its own "
-            f"age ({aged.interval.describe()}), while the soaked engine's comparison on "
-            f"{claims.basis_words(held)} shows no loss ({held.interval.describe()}): the age may have set "
-            f"in before its healthy side. Restart the control more often (`--control-restart-after`), and "
-            f"take a baseline before the traffic (`--baseline N`).",
-            [*d.findings],
-            d.decode,
-            d.cause,
+    if ev.youth is not None and ev.youth.aging:
+        return _beside_an_aging_control(ev)
+    return _decide(ev)
+
+
+def _beside_an_aging_control(ev: Evidence) -> Decision:
+    """Rule 0: the control slowed with its own age. Its drift is no longer the host's, the pairs with
+    it mix its ages on both sides (it is restarted: an aged control early and a young one late reads
+    as the soaked engine's loss), and every comparison of the soaked engine alone is timed on a host
+    only the control measured. What still compares like with like is the soaked engine against the
+    control at one age: the cycles right after each of its restarts (`paired_fresh`). A loss there is
+    engine age; anything else cannot tell, never no age (a fresh instance of the same engine slowed
+    with its age: the age is in this build, and the soaked engine served more). (A live soak of the
+    output-buffer fault: the soaked engine at 0.73 of its twin until the twin reached the same request
+    count, then 1.0; "no degradation" decided on paired 1.30, 0.93-1.82.)"""
+    assert ev.youth is not None
+    aged = ev.youth.shown
+    assert aged is not None  # aging rests on a comparison
+    findings = [Finding("control_youth", "fail", ev.youth.describe())]
+    fresh = ev.paired_fresh
+    if fresh is not None and fresh.loss:
+        confidence = claims.age_confidence(fresh)
+        return Decision(
+            verdict=Verdict.AGE,
+            basis=fresh.basis,
+            decisive=fresh,
+            decode=fresh,
+            cause=Cause.ENGINE_AGE,
+            confidence=confidence,
+            reason=f"Engine age, {confidence} confidence: {fresh.detail}.",
+            findings=tuple(findings),
         )
-    # What the reader is to do first: the control, not the soak's length, is what failed.
-    return d._replace(
-        reason=f"{d.reason} The control slowed with its own age, so the pairs with it cannot rule a "
-        f"loss out: restart it more often (`--control-restart-after`)."
+    said = f" ({fresh.interval.describe()})" if fresh is not None else " (too few of them yet)"
+    return Decision.insufficient(
+        f"The data cannot tell: the control, a fresh instance of the same engine, slowed with its own age "
+        f"({aged.interval.describe()}), so only the cycles right after its restarts compare the soaked "
+        f"engine with it at one age, and they do not show a loss{said}. Restart the control more often "
+        f"(`--control-restart-after`), and take a baseline before the traffic (`--baseline N`).",
+        findings,
+        fresh,
     )
 
 
@@ -177,19 +192,6 @@ def _decide(ev: Evidence) -> Decision:
         return Decision.insufficient(
             f"The data cannot tell: the matching failed ({said}, outside {lo:g}-{hi:g}).", findings
         )
-    y = ev.youth
-    if y is not None and y.aging:
-        # The control assumed young slowed with its own age (a fault driven by requests served
-        # reaches a same-build control too): its drift is not the host's, and pairs with it rise
-        # as it slows, hiding the soaked engine's loss. A paired loss still stands (an aging
-        # control only makes it smaller); nothing may rule a loss out on the pairs. (A live soak of
-        # the output-buffer fault: the soaked engine at 0.73 of its twin until the twin reached the
-        # same request count, then 1.0; "no degradation" decided on paired 1.30, 0.93-1.82.)
-        # The soaked engine against the control just after each of its restarts, as young as it gets,
-        # may show the loss the aging control hid (never rule one out: the control may age at once).
-        findings.append(Finding("control_youth", "fail", y.describe()))
-        shown = [c for c in (ev.paired, ev.paired_fresh) if c is not None and c.loss]
-        ev = ev._replace(paired=shown[0] if shown else None, control_drift=None, step_drift=None, bin_drift=None)
     d = ev.control_drift
     if d is not None and not claims.measured(d):
         # A correction must be measured itself: two probes a side of a control on a busy host can

@@ -5,7 +5,7 @@ included: the same engine, only young; no warm-up, `twin_options`), started besi
 replay traffic, and restarted every `twin_restart_every_s` and after every
 `control_restart_after` probes it answered, so it stays young: a fault driven by requests served
 reaches a same-build control too, only later, and a control that ages hides the soaked engine's
-loss (diagnostics.controls.youth measures whether it stayed young). For a URL target it is
+loss (diagnostics.youth measures whether it stayed young). For a URL target it is
 `--control-target`, a second instance of the same server, restarted with `--control-restart-cmd`
 on the same schedule (never without one, with a warning). Both see the same host: when
 both probes move, the host moved; when only the main one does, the engine aged.
@@ -22,8 +22,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +35,25 @@ from soak.client import Client
 from soak.config import SoakConfig
 from soak.errors import SoakError
 from soak.targets import BuiltinTarget, EventSink, Target, UrlTarget
+from tokdrift import Label
 
 logger = logging.getLogger(__name__)
 
 TWIN_MEMORY_MARGIN = 4 * 2**30  # a twin needs the engine's memory again, and leaves this much to spare
 MAX_CONTROL_CRASHES = 20  # crashes in one run before the control is turned off
 POLL_S = 0.5
-# Probes a control's life answers before a restart asked to verify its youth: its last cycles before
-# a restart are judged against the next life's first, this many a side (diagnostics.controls.YOUTH_K).
-VERIFY_AFTER_PROBES = 3
+# Probes a control's life answers before a restart asked to verify its youth: a restart judges the
+# control's age only after a life this long (diagnostics.youth.MIN_OLD_LIFE): a younger one shows
+# little of it and would dilute what the longer lives show.
+VERIFY_AFTER_PROBES = 8
+
+
+class ControlRestart(Label):
+    """Why the control was restarted (its `control_restart` events' reason)."""
+
+    SCHEDULED = "scheduled"  # --twin-restart-every seconds
+    PROBES = "probes"  # --control-restart-after probes answered in one life
+    VERIFY = "verify"  # asked between cycles, so that a restart can show whether it stayed young
 
 
 class ControlEngine:
@@ -91,12 +101,14 @@ class ControlEngine:
         self.num_crashes = 0
         self.num_probes = 0  # probes answered in the current life (its restart schedule, with its age)
         self._started_wall: float | None = None  # when the current life started (its restart schedule)
-        self._restart_asked: str | None = None  # a restart asked for between cycles (request_restart), and why
+        self._verify_asked = False  # a restart asked for between cycles (`verify`)
+        self._held = False  # no restart but after a crash (`holding`: the restart control's cycles)
         self._lock = asyncio.Lock()
         if self.kind == "url" and not self.can_restart:
             logger.warning(
                 "--control-target without --control-restart-cmd: the control is never restarted, so "
-                "whether it stays young cannot be checked; a fault driven by requests served reaches a "
+                "whether it stays young is checked only within its one life and never verified; a fault "
+                "driven by requests served reaches a "
                 "same-build control too, and the paired control then hides it"
                 + ("; --until-decided will not stop on 'no age'" if config.until_decided else "")
             )
@@ -164,14 +176,27 @@ class ControlEngine:
         """A probe went to the control: one more request served in this life."""
         self.num_probes += 1
 
-    def request_restart(self, reason: str) -> bool:
-        """Restart the control before the next cycle (`keep` does it between cycles): a decided look
-        whose control was never restarted has not seen whether it stayed young. False where it cannot
-        be restarted."""
+    def verify(self) -> bool:
+        """Restart the control before the next cycle (`keep` does it between cycles), so that the
+        cycles across the restart show whether it stayed young: a decided "no age" on pairs with a
+        control never restarted has not seen it. Asked once its life answered VERIFY_AFTER_PROBES
+        probes (until then, the next restart waits). False where the control is off or cannot be
+        restarted."""
         if not (self.enabled and self.can_restart):
             return False
-        self._restart_asked = reason
+        if self.num_probes >= VERIFY_AFTER_PROBES:
+            self._verify_asked = True
         return True
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """No restart of the control meanwhile, but after a crash: the restart control's cycles must
+        pair the soaked engine, aged and fresh, with one control."""
+        self._held = True
+        try:
+            yield
+        finally:
+            self._held = False
 
     async def stop(self) -> None:
         if self.target is not None:
@@ -202,16 +227,16 @@ class ControlEngine:
 
     # --- lives -------------------------------------------------------------------------------------
 
-    def _restart_due(self) -> str | None:
+    def _restart_due(self) -> ControlRestart | None:
         """Why the control is to be restarted now (None: it is not): asked for, its probes, its age."""
-        if not self.can_restart or self._started_wall is None:
+        if not self.can_restart or self._started_wall is None or self._held:
             return None
-        if self._restart_asked is not None:
-            return self._restart_asked
+        if self._verify_asked:
+            return ControlRestart.VERIFY
         if self.num_probes >= self.config.control_restart_after:
-            return "probes"
+            return ControlRestart.PROBES
         if time.time() - self._started_wall >= self.config.twin_restart_every_s:
-            return "scheduled"
+            return ControlRestart.SCHEDULED
         return None
 
     async def _recover_if_dead(self) -> bool:
@@ -253,7 +278,7 @@ class ControlEngine:
     def _started(self, first: bool) -> None:
         self._started_wall = time.time()
         self.num_probes = 0
-        self._restart_asked = None
+        self._verify_asked = False
         if not first and self.client is not None:
             self.client.set_base_url(self._live.url)
 

@@ -33,7 +33,7 @@ from soak import affinity as cpu_affinity
 from soak.client import CallResult, Client, list_models
 from soak.clock import ServingClock
 from soak.config import SoakConfig
-from soak.control import VERIFY_AFTER_PROBES, ControlEngine
+from soak.control import ControlEngine
 from soak.cycle import ProbeCycles
 from soak.errors import SoakError
 from soak.heap import give_back_freed_memory
@@ -173,16 +173,9 @@ class Soak:
             self._decided.set()
 
     def verify_control(self) -> bool:
-        """Restart the control before the next cycle, so that its youth can be checked across the
-        restart (a decided "no age" on pairs with a control never restarted has not seen it): asked
-        once its life answered VERIFY_AFTER_PROBES probes (a restart asked sooner would leave the last
-        one's fresh side too short). False where the control cannot be restarted."""
-        control = self.session.control if self.session is not None else None
-        if control is None or not (control.enabled and control.can_restart):
-            return False
-        if control.num_probes >= VERIFY_AFTER_PROBES:
-            control.request_restart("verify")
-        return True
+        """Restart the control between cycles, so that its youth can be checked across the restart
+        (soak.control.ControlEngine.verify). False where there is no control that can be restarted."""
+        return self.session is not None and self.session.control.verify()
 
     async def run(self) -> RunStatus:
         cfg = self.config

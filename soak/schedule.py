@@ -104,9 +104,10 @@ class Schedule:
 
     async def restart_control(self) -> None:
         """The restart control: a fresh engine, probed a few cycles so its level is known."""
-        await self.main.restart("control")
-        for _ in range(AFTER_RESTART_CYCLES):
-            await self.cycle("after_restart")
+        with self.cycles.control.holding():
+            await self.main.restart("control")
+            for _ in range(AFTER_RESTART_CYCLES):
+                await self.cycle("after_restart")
 
     def profile(self, reason: str) -> None:
         self.profiles.take(reason, self.main.target.pid, self.main.target.life)

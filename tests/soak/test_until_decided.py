@@ -96,11 +96,11 @@ def test_a_steady_engine_is_decided_healthy_once_a_loss_is_ruled_out_and_its_con
     assert "the control is restarted first, to verify that it stayed young" in output
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     restarts = [e for e in events if e["kind"] == "control_restart"]
-    assert [e["reason"] for e in restarts] == ["verify"]
+    assert restarts and {e["reason"] for e in restarts} == {"verify"}  # a noisy restart may ask for another
     probes = reader.read_table(run_dir, "probes")
     control = probes[probes["role"] == "control"]
     after = control[control["engine_life"] > restarts[0]["control_life"]]
-    assert len(after) >= 2 and manifest.decided["cycle"] >= after["cycle"].min()
+    assert len(after) >= 4 and manifest.decided["cycle"] >= after["cycle"].min() + 3  # four fresh cycles
     analysis = json.loads(CliRunner().invoke(diag_app, ["analyze", str(run_dir), "--json"]).output)
     youth = [c for c in analysis["checks"] if c["name"] == "control_youth"]
     assert [c["status"] for c in youth] == ["ok"] and "stayed young" in youth[0]["detail"]
@@ -113,7 +113,7 @@ def test_no_age_does_not_end_a_soak_whose_control_cannot_be_restarted(tmp_path, 
     run_dir, output = _run(tmp_path, main, control, "--rule-out", "0.15", seconds=20)
     manifest = reader.read_manifest(run_dir)
     assert manifest.stop_reason == "duration" and manifest.decided is None
-    assert "not taken: the control cannot be restarted" in output
+    assert "not taken: the control is off or cannot be restarted" in output
 
 
 def test_max_hours_belongs_to_until_decided(tmp_path):

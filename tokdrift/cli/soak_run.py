@@ -466,4 +466,4 @@ class _RunningVerdict:
             return None
         if self.soak.verify_control():
             return "not taken yet: the control is restarted first, to verify that it stayed young"
-        return "not taken: the control cannot be restarted, so whether it stayed young cannot be verified"
+        return "not taken: the control is off or cannot be restarted, so whether it stayed young cannot be verified"
