@@ -98,6 +98,22 @@ class Decision(NamedTuple):
     findings: tuple[Finding, ...]
 
     @classmethod
+    def age(cls, claim: Comparison, findings: list[Finding], decode: Comparison | None) -> Decision:
+        """`engine_age_degradation` on `claim`, at the confidence its interval gives; `decode`, the
+        decode comparison the slowdown figures come from (None for a claim on prefill or reuse alone)."""
+        confidence = claims.age_confidence(claim)
+        return cls(
+            verdict=Verdict.AGE,
+            basis=claim.basis,
+            decisive=claim,
+            decode=decode,
+            cause=Cause.ENGINE_AGE,
+            confidence=confidence,
+            reason=f"Engine age, {confidence} confidence: {claim.detail}.",
+            findings=tuple(findings),
+        )
+
+    @classmethod
     def insufficient(
         cls, reason: str, findings: list[Finding], decode: Comparison | None = None, cause: Cause | None = None
     ) -> Decision:
@@ -136,17 +152,7 @@ def _beside_an_aging_control(ev: Evidence) -> Decision:
     findings = [Finding("control_youth", "fail", ev.youth.describe())]
     fresh = ev.paired_fresh
     if fresh is not None and fresh.loss:
-        confidence = claims.age_confidence(fresh)
-        return Decision(
-            verdict=Verdict.AGE,
-            basis=fresh.basis,
-            decisive=fresh,
-            decode=fresh,
-            cause=Cause.ENGINE_AGE,
-            confidence=confidence,
-            reason=f"Engine age, {confidence} confidence: {fresh.detail}.",
-            findings=tuple(findings),
-        )
+        return Decision.age(fresh, findings, fresh)
     said = f" ({fresh.interval.describe()})" if fresh is not None else " (too few of them yet)"
     return Decision.insufficient(
         f"The data cannot tell: the control, a fresh instance of the same engine, slowed with its own age "
@@ -254,19 +260,7 @@ def _decide(ev: Evidence) -> Decision:
         claim = side
         cause = Cause.ENGINE_AGE
     if claim is not None:
-        if claim.basis in DECODE_BASES:
-            decode = claim
-        confidence = claims.age_confidence(claim)
-        return Decision(
-            verdict=Verdict.AGE,
-            basis=claim.basis,
-            decisive=claim,
-            decode=decode,
-            cause=Cause.ENGINE_AGE,
-            confidence=confidence,
-            reason=f"Engine age, {confidence} confidence: {claim.detail}.",
-            findings=tuple(findings),
-        )
+        return Decision.age(claim, findings, claim if claim.basis in DECODE_BASES else decode)
     if unresolved is not None:
         assert raw.prefill is not None and ev.control_drift is not None  # what `unresolved` says
         findings.append(

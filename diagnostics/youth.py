@@ -115,32 +115,38 @@ def measure(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Youth | Non
                 _centred(one[:third], one[-third:], early, late)
     across = within = None
     if old:
-        interval = intervals.log_ratio(np.concatenate(fresh_), np.concatenate(old), level)
-        across = Comparison(
-            basis="control_youth",
-            interval=interval,
-            num_early=sum(len(a) for a in fresh_),
-            num_late=sum(len(a) for a in old),
-            material=DECODE_MATERIAL,
-            detail=f"over {len(old)} restart{'s' if len(old) > 1 else ''} of the control, its last cycles "
-            f"before over its first after, each beside the soaked engine: {interval.describe()}",
-            min_for_loss=MIN_SIDE,
-            detect=PAIRED_DETECT,
+        across = _comparison(
+            fresh_,
+            old,
+            level,
+            False,
+            f"over {len(old)} restart{'s' if len(old) > 1 else ''} of the control, its "
+            "last cycles before over its first after",
         )
     if early:
-        interval = intervals.log_ratio(np.concatenate(early), np.concatenate(late), level, serial=True)
-        within = Comparison(
-            basis="control_youth",
-            interval=interval,
-            num_early=sum(len(a) for a in early),
-            num_late=sum(len(a) for a in late),
-            material=DECODE_MATERIAL,
-            detail=f"within {len(judged)} li{'ves' if len(judged) > 1 else 'fe'} of the control, its last "
-            f"third over its first, each beside the soaked engine: {interval.describe()}",
-            min_for_loss=MIN_SIDE,
-            detect=PAIRED_DETECT,
+        within = _comparison(
+            early,
+            late,
+            level,
+            True,
+            f"within {len(judged)} li{'ves' if len(judged) > 1 else 'fe'} of the control, "
+            "its last third over its first",
         )
     return Youth(across, within) if across is not None or within is not None else None
+
+
+def _comparison(early: list[np.ndarray], late: list[np.ndarray], level: float, serial: bool, what: str) -> Comparison:
+    interval = intervals.log_ratio(np.concatenate(early), np.concatenate(late), level, serial=serial)
+    return Comparison(
+        basis="control_youth",
+        interval=interval,
+        num_early=sum(len(a) for a in early),
+        num_late=sum(len(a) for a in late),
+        material=DECODE_MATERIAL,
+        detail=f"{what}, each beside the soaked engine: {interval.describe()}",
+        min_for_loss=MIN_SIDE,
+        detect=PAIRED_DETECT,
+    )
 
 
 def fresh(cycles: pd.DataFrame) -> pd.DataFrame:
