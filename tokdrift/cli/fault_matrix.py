@@ -103,14 +103,15 @@ MECHANISM_ENGINE_ARGS: dict[str, tuple[str, ...]] = {
 # the same engine, only young); what the second column changes is that the twin ages within each
 # of its lives: a fault with an onset sets in at the twin's 4th finished request (its warm-up and
 # three probes; the soaked engine's is at its 40th or 60th), and the twin is restarted after every
-# AGING_RESTART_AFTER probes, so that its youth is checked across its restarts within the run. The
+# AGING_RESTART_AFTER probes, so that its youth is checked across its restarts within the run (6 was
+# shorter than a life whose restart judges the control: the twin's aging went unseen). The
 # other mechanisms age an engine by its cache churn under the traffic, which a twin answering probes
 # does not have: in their second column the twin ages only as in the first (a repeat of it).
 AGING_TWIN_ARGS: dict[str, tuple[str, ...]] = {
     "output-buffer": ("--fault-after=4",),
     "snapshot-leak": ("--fault-leak-after=4",),
 }
-AGING_RESTART_AFTER = 6
+AGING_RESTART_AFTER = 8  # a life as long as diagnostics.youth.MIN_OLD_LIFE, so its restart judges the control
 AGING = "aging control"  # the second column's name in the table
 # A checkpoint other than the default, written under `<out>/checkpoints/<mechanism>`: the default
 # model's experts copy too fast on a CPU for a drained expert cache to cost a material slowdown
