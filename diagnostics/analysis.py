@@ -76,7 +76,7 @@ def analyze(source: Source) -> Analysis:
         bin_drift=controls.drift_between(cycles, dec.bin_sides, level) if drift is not None else None,
         restart=restart,
         youth=youth,
-        paired_fresh=controls.paired(cycles, level, fresh_only=True) if youth is not None and youth.aging else None,
+        paired_fresh=controls.paired_fresh(cycles, youth, level),
         host=host,
         raw_ratio=_raw_ratio(dec),
         no_data=no_data,

@@ -9,9 +9,8 @@ control beside it, the restart control, and the load on the host.
   engine age is that ratio late in the main engine's first life against early in it.
 - **control drift**: the control's own probes late against early: how much the host itself
   slowed (the control stays young), used to correct host-bound comparisons such as prefill.
-- **control youth**: whether the control did stay young: its pairs with the soaked engine
-  across its own restarts and within its lives (`youth`). A control that slows with its own age
-  (a fault driven by requests served reaches a same-build control too) is no measure of the host.
+- **fresh pairs**: where the control aged (diagnostics.youth), the soaked engine against it in
+  the cycles right after its restarts alone (`paired_fresh`).
 - **restart**: the main engine's last probes before a restart over its first ones after it,
   each set with its control probe where there is one (then the paired ratios).
 - **host load**: CPU other than the engine's (soak driver, other processes) early and late.
@@ -29,7 +28,7 @@ from diagnostics.comparison import DECODE_MATERIAL, PAIRED_DETECT, Comparison
 from diagnostics.evidence import HostLoad
 from diagnostics.sequential import MIN_SIDE
 from diagnostics.sequential import side as _side
-from diagnostics.youth import JUST_RESTARTED, fresh
+from diagnostics.youth import JUST_RESTARTED, Youth, fresh
 from rundir.schema import ProbeRole
 
 # A comparison's two sides in time: the first and the last moment of each (early, late).
@@ -144,6 +143,12 @@ def paired(cycles: pd.DataFrame, level: float = intervals.LEVEL, fresh_only: boo
         min_for_loss=MIN_FOR_LOSS,
         detect=PAIRED_DETECT,
     )
+
+
+def paired_fresh(cycles: pd.DataFrame, youth: Youth | None, level: float = intervals.LEVEL) -> Comparison | None:
+    """The paired control on the cycles right after the control's restarts, where the control aged
+    (what stands in for the pairs it spoiled); None where it did not."""
+    return paired(cycles, level, fresh_only=True) if youth is not None and youth.aging else None
 
 
 def probe_series(rows: pd.DataFrame, cycles: pd.DataFrame) -> tuple[pd.DataFrame, str]:

@@ -85,7 +85,7 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
         control_drift=controls.control_drift(cycles, level),
         restart=controls.restart(rows, cycles),
         youth=youth,
-        paired_fresh=controls.paired(cycles, level, fresh_only=True) if youth is not None and youth.aging else None,
+        paired_fresh=controls.paired_fresh(cycles, youth, level),
     )
     if evidence.paired is None and evidence.probes is None:
         return Running(
@@ -100,9 +100,8 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
     shown = d.decisive or evidence.paired or evidence.probes
     assert shown is not None  # the paired control or the probes, at least (above)
     aging = youth is not None and youth.aging
+    # Beside a control that aged only the fresh pairs decide, and never "no age" (diagnostics.verdict).
     decided = _decided(d, shown, rule_out, None if aging else evidence.paired)
-    if aging and decided == NO_AGE:
-        decided = None  # the control aged: no "no age" on this run's pairs (diagnostics.verdict)
     onset = _onset_cycle(rows, cycles) if decided == AGE else None
     how = _confidence(d)
     cause = "; host or load drift, not age" if d.cause == Cause.HOST_DRIFT else ""
