@@ -19,7 +19,7 @@
 # that version's own convert_hf_to_gguf.py ($CACHE/model/qwen2-tiny-f32-V.gguf). ARCH=qwen2|qwen3
 # overrides the choice.
 #
-# llama-server: -np $NP -c $CTX (default 4, 32768) -t $THREADS (1) --metrics, log with
+# llama-server: -np $NP -c $CTX (default 4, 32768; NP=0 leaves -np out) -t $THREADS (1) --metrics, log with
 # --log-timestamps --log-prefix (the previous start's log is kept as .prev), $LLAMA_EXTRA
 # appended; --log-colors off only where it takes a value; LIKE_FOR_LIKE=1 adds -fa off and
 # --cache-ram 0 where that build has them (what the older builds do anyway). transformers serve:
@@ -127,8 +127,10 @@ llama_cmd() {  # PORT LOGFILE
         grep -q '"-fa", "--flash-attn" }, "\[on|off|auto\]"' "$arg" && args="$args -fa off"
         grep -q '"--cache-ram"}' "$arg" && args="$args --cache-ram 0"
     fi
+    # NP=0 leaves -np out: the build's own default (0.3.17's is 4 slots in one unified KV buffer).
+    [ "${NP:-4}" = 0 ] || args="$args -np ${NP:-4}"
     echo "$SERVER" -m "$GGUF" --host 127.0.0.1 --port "$1" \
-        --metrics -np "${NP:-4}" -c "${CTX:-32768}" -t "${THREADS:-1}" --alias "$MODEL_ARCH-tiny" \
+        --metrics -c "${CTX:-32768}" -t "${THREADS:-1}" --alias "$MODEL_ARCH-tiny" \
         --log-file "$2" --log-timestamps --log-prefix $args ${LLAMA_EXTRA:-}
 }
 

@@ -32,6 +32,9 @@ class SoakConfig:
     request_timeout_s: float = 600.0  # one call, send to last byte
     temperature: float | None = None  # replayed calls' sampling temperature; None: the target's default
     probe_every_s: float = 300.0  # matched-condition probe period (0 = only at start and end)
+    # False: a replay only, as a user serves, with no probe and no control: the engine's log and the
+    # requests are then exactly what a user has (scheduled restarts still happen, unprobed).
+    probes: bool = True
     probe_input_tokens: int = 256  # probe prompt length (tokens, or words for chat targets)
     probe_output_tokens: int = 64  # probe output length, greedy, eos ignored where the target accepts it
     probe_wait_s: float = 60.0  # how long a probe waits for the target to go idle
@@ -117,6 +120,15 @@ class SoakConfig:
             )
         if self.until_decided and self.probe_every_s <= 0:
             _fail("probe_every_s", "a period > 0 with until_decided (only probe cycles decide)", self.probe_every_s)
+        if not self.probes:
+            for name, value in (
+                ("baseline_cycles", self.baseline_cycles),
+                ("until_decided", self.until_decided),
+                ("twin", self.twin),
+                ("control_target", self.control_target),
+            ):
+                if value:
+                    _fail(name, "unset without probes (a replay only has no probe cycles and no control)", value)
         if not 0 < self.profile_drop < 1:
             _fail("profile_drop", "a fraction in (0, 1)", self.profile_drop)
         if self.restart_cmd is not None and self.is_builtin:

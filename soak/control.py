@@ -72,7 +72,7 @@ class ControlEngine:
         self.target: Target | None = None
         self.why_off: str | None = None
         events = _as_control_events(on_event)
-        if config.is_builtin and config.twin is not False:
+        if config.is_builtin and config.twin is not False and config.probes:
             self.kind: str | None = "twin"
             self.target = BuiltinTarget(
                 http,

@@ -304,8 +304,9 @@ class Soak:
             for coro in (self._flusher(), self._sampler(), self._keep_main(s), s.control.keep(), self.view.run())
         ]
         try:
-            self.phase = "start probe"
-            await self._unless_stopped(s.schedule.cycle("start"))
+            if cfg.probes:
+                self.phase = "start probe"
+                await self._unless_stopped(s.schedule.cycle("start"))
             s.schedule.profile("start")
             if cfg.baseline_cycles and not self.resuming:
                 self.phase = "baseline"
@@ -341,10 +342,10 @@ class Soak:
                 await self._cancel(replay)
             elif (failed := replay.exception()) is not None:
                 raise failed
-            if not self._decided.is_set():  # a decided run's last look was the one that decided
+            if cfg.probes and not self._decided.is_set():  # a decided run's last look was the one that decided
                 self.phase = "end probes"
                 await self._unless_stopped(s.schedule.cycle("end"))
-            if cfg.restart_at_end and s.target.can_restart:
+            if cfg.probes and cfg.restart_at_end and s.target.can_restart:
                 self.phase = "restart control"
                 await self._unless_stopped(s.schedule.restart_control())
             return RunStatus.INTERRUPTED if self._stop.is_set() else RunStatus.COMPLETED

@@ -116,7 +116,8 @@ class Schedule:
         """Periodic probe cycles, scheduled restarts and the end profile until the deadline, or
         until `done` is set (what is in flight then finishes first)."""
         cfg, target = self.config, self.main.target
-        next_probe = time.time() + cfg.probe_every_s if cfg.probe_every_s > 0 else float("inf")
+        probing = cfg.probes and cfg.probe_every_s > 0
+        next_probe = time.time() + cfg.probe_every_s if probing else float("inf")
         next_restart = time.time() + cfg.restart_every_s if cfg.restart_every_s else float("inf")
         # The end profile is taken while the replay still runs: a profile of an idle engine shows nothing.
         end_profile = deadline - cfg.profile_seconds - 1.0
@@ -135,9 +136,10 @@ class Schedule:
                 end_profile = float("inf")
             if time.time() >= next_restart and target.can_restart:
                 await self.main.restart("scheduled")
-                await self.cycle("after_restart")
+                if cfg.probes:
+                    await self.cycle("after_restart")
                 next_restart = time.time() + (cfg.restart_every_s or float("inf"))
-                next_probe = time.time() + cfg.probe_every_s if cfg.probe_every_s > 0 else float("inf")
+                next_probe = time.time() + cfg.probe_every_s if probing else float("inf")
             elif time.time() >= next_restart:
                 next_restart = float("inf")
             if time.time() >= next_probe:

@@ -8,6 +8,7 @@ import pandas as pd
 from diagnostics.source import load_source
 from rundir import reader
 from soak.config import SoakConfig
+from soak.errors import SoakError
 from soak.run import Soak
 from tests.soak.conftest import write_trace
 
@@ -151,3 +152,27 @@ def test_a_keeper_that_gives_up_ends_the_soak_crashed_with_its_error(tmp_path, f
     assert reader.read_manifest(run_dir).status == "crashed"
     assert len(reader.read_table(run_dir, "requests")) > 0  # what was served before is readable
     assert _events(run_dir)[-1]["kind"] == "stop"
+
+
+def test_a_replay_only_sends_no_probe_and_restarts_unprobed(tmp_path, fake_server):
+    """--no-probes: the run holds what a user serving the trace has (its calls, the engine's
+    restarts and figures), no probe and no control."""
+    server = fake_server("--token-delay", "0.005")
+    status, run_dir = _soak(tmp_path, server.url, restart_cmd="true", restart_every_s=2.0, probes=False)
+    assert status == "completed"
+    requests = reader.read_table(run_dir, "requests")
+    assert len(requests) > 0 and not requests["kind"].eq("probe").any()
+    assert not (run_dir / "probes").exists() or reader.read_table(run_dir, "probes").empty
+    events = _events(run_dir)
+    assert not [e for e in events if e["kind"] == "probe"]
+    assert [e["reason"] for e in events if e["kind"] == "engine_restart"] == ["scheduled"]  # no restart control
+
+
+def test_a_replay_only_refuses_what_needs_probes():
+    for option in ({"until_decided": True}, {"baseline_cycles": 2}, {"control_target": "http://127.0.0.1:9"}):
+        try:
+            SoakConfig(trace="t.jsonl", duration_s=1.0, target="http://127.0.0.1:8", probes=False, **option)
+        except SoakError as error:
+            assert "without probes" in str(error) and next(iter(option)) in str(error)
+        else:
+            raise AssertionError(f"{option} accepted without probes")

@@ -73,6 +73,15 @@ def run(
             f"{DECIDING_PROBE_EVERY_S:g})."
         ),
     ] = None,
+    probes: Annotated[
+        bool,
+        typer.Option(
+            "--probes/--no-probes",
+            help="--no-probes: a replay only, as users serve: no probe, no control, no restart "
+            "control (--restart-every still restarts); the run then holds exactly what a user "
+            "has, its requests and the engine's log.",
+        ),
+    ] = True,
     probe_tokens: Annotated[int, typer.Option(help="Probe prompt length in tokens.")] = 256,
     probe_output: Annotated[
         int | None,
@@ -286,6 +295,7 @@ def run(
         if until_decided
         else DEFAULT_PROBE_OUTPUT,
         probe_wait_s=probe_wait,
+        probes=probes,
         baseline_cycles=baseline if baseline is not None else DECIDING_BASELINE if until_decided else 0,
         restart_every_s=restart_every,
         restart_at_end=not no_restart_at_end,
