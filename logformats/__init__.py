@@ -49,7 +49,7 @@ class LogInfo(NamedTuple):
     path: str
     format: str  # freetoken, freetoken-excerpt, tokdrift, sglang, sglang-time-only, vllm, llama.cpp, ollama
     num_lines: int
-    num_step_lines: int
+    num_step_lines: int  # lines read into steps (a vLLM line that adds to the stats line before it too)
     num_event_lines: int
     num_other_lines: int  # known prefix, message of no interest
     num_unknown_lines: int  # no known prefix (llama.cpp, which prints most lines bare: not text)

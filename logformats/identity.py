@@ -21,6 +21,10 @@ them (docs/diagnostics.md, "Engine identity"):
     msg="Listening on 127.0.0.1:11434 (version 0.19.0)"                   Ollama
     msg="inference compute" ... library=CUDA ... description="NVIDIA RTX 3090"
     vLLM API server version 0.6.3  /  Initializing a V1 LLM engine (v0.8.5) with config: model='m', ...
+    Initializing a V0 LLM engine (v0.7.3) ...  /  Initializing an LLM engine with config: ...   (0.2-0.3)
+     ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.27.1                         vLLM 0.16 on: the logo's lines
+      █▄█▀ █     █     █     █  model   Qwen/Qwen3-8B
+    vLLM server version 0.32.0, serving model Qwen/Qwen3-8B               the same, logo off
     server_args=ServerArgs(model_path='m', tp_size=1, ...)                SGLang
     Resolved config: moe_backend='offload', attention_backend='triton', ...   FreeToken
 """
@@ -137,11 +141,16 @@ RULES: tuple[Rule, ...] = (
         re.compile(r"inference compute.*?library=(\w+).*?description=\"([^\"]*)\""),
         lambda m: [("device", f"{m.group(1)} ({m.group(2)})")],
     ),
-    (re.compile(r"vLLM API server version ([\w.+-]+)"), lambda m: [("version", m.group(1))]),
     (
-        re.compile(r"Initializing an? (?:V1 )?LLM engine \(v?([\w.+-]+)\) with config: (.*)"),
-        lambda m: [("version", m.group(1)), *_kv_list(m.group(2), VLLM_KEYS)],
+        re.compile(r"vLLM (?:API |gRPC )?server version ([\w.+-]+)(?:, serving model (\S+))?"),
+        lambda m: [("version", m.group(1)), *([("model", _model_name(m.group(2)))] if m.group(2) else [])],
     ),
+    (
+        re.compile(r"Initializing an? (?:V[01] )?LLM engine (?:\(v?([\w.+-]+)\) )?with config: (.*)"),
+        lambda m: [*([("version", m.group(1))] if m.group(1) else []), *_kv_list(m.group(2), VLLM_KEYS)],
+    ),
+    (re.compile(r"^\s*[▄█▀ ]+ version ([\w.+-]+)\s*$"), lambda m: [("version", m.group(1))]),
+    (re.compile(r"^\s*[▄█▀ ]+ model +(\S+)\s*$"), lambda m: [("model", _model_name(m.group(1)))]),
     (re.compile(r"server_args=ServerArgs\((.*)"), lambda m: _kv_list(m.group(1), SGLANG_KEYS)),
     (re.compile(r"Resolved config: (.*)"), lambda m: _kv_list(m.group(1), FREETOKEN_KEYS)),
 )
@@ -164,15 +173,21 @@ STARTS = (
     "Listening on",
     "inference compute",
     "vLLM API server",
+    "vLLM server version",
+    "vLLM gRPC server",
     "Initializing a",
     "server_args=",
     "Resolved config",
 )
 
 
+# vLLM's logo (0.16 on), drawn over several lines; two of them say the version and the model.
+VLLM_LOGO = ("▄▄ ▄█ █", "█▄█▀ █")
+
+
 def facts(message: str) -> list[Fact]:
     """The identity facts one start-up message states (empty for any other message)."""
-    if not message.startswith(STARTS):
+    if not (message.startswith(STARTS) or message.lstrip().startswith(VLLM_LOGO)):
         return []
     for pattern, read in RULES:
         m = pattern.search(message)

@@ -127,6 +127,8 @@ STEP_COLUMNS: dict[str, tuple[str, bool, str]] = {
     "accept_rate": ("float64", False, "speculative: acceptance rate"),
     "num_preemptions": ("float64", False, "preemptions/retractions in the step or sample"),
     "num_deferred": ("float64", False, "vLLM: deferred requests"),
+    "num_swapped_reqs": ("float64", False, "vLLM V0: requests swapped out to CPU memory"),
+    "swap_usage": ("float64", False, "vLLM V0: usage of the CPU swap space for KV, 0..1"),
     "num_swa_tokens": ("float64", False, "SWA: sliding-window tokens in use"),
     "cuda_graph": ("float64", False, "1 when the step ran as a CUDA graph"),
     "idle_slot_tokens": (
@@ -169,6 +171,8 @@ class StepRow(TypedDict, total=False):
     accept_rate: float | None
     num_preemptions: float | None
     num_deferred: float | None
+    num_swapped_reqs: float | None
+    swap_usage: float | None
     num_swa_tokens: float | None
     cuda_graph: float | None
     idle_slot_tokens: float | None
