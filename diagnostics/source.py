@@ -106,7 +106,8 @@ def _load_run_dir(path: Path, date: dt.date | None, year: int | None) -> Source:
         for name in ("requests", "probes", "snapshots")
     }
     target = manifest.target if isinstance(manifest.target, str) else "builtin"
-    engine = "tokdrift" if target == "builtin" else (log_info.format if log_info else "unknown")
+    said = (manifest.engine or {}).get("name")  # what a URL target said of itself (soak.identify)
+    engine = "tokdrift" if target == "builtin" else (log_info.format if log_info else said or "unknown")
     return Source(
         path=str(path),
         kind="run_dir",

@@ -95,8 +95,10 @@ def rank(
             counter = name in SNAPSHOT_COUNTERS or name.endswith("_total")
             candidates.append((name, _as_rate(snaps, name) if counter else snaps[["t", name]].dropna()))
     steps = source.steps
+    sampled = {name for name, _ in candidates}
     for name in STEP_FIGURES:
-        if name in steps and steps[name].notna().sum() >= MIN_POINTS:
+        # A URL target's /metrics figures are in both tables (the steps may be its log's): one suspect each.
+        if name in steps and name not in sampled and steps[name].notna().sum() >= MIN_POINTS:
             candidates.append((name, _step_level(steps, name)))
     events = source.events
     for name in EVENT_FIGURES:

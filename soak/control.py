@@ -34,6 +34,7 @@ from rundir import schema
 from soak.client import Client
 from soak.config import SoakConfig
 from soak.errors import SoakError
+from soak.identify import EngineIdentity, differences
 from soak.targets import BuiltinTarget, EventSink, Target, UrlTarget
 from tokdrift import Label
 
@@ -103,6 +104,7 @@ class ControlEngine:
         self._started_wall: float | None = None  # when the current life started (its restart schedule)
         self._verify_asked = False  # a restart asked for between cycles (`verify`)
         self._held = False  # no restart but after a crash (`holding`: the restart control's cycles)
+        self._main_identity: EngineIdentity | None = None  # what the soaked engine said of itself
         self._lock = asyncio.Lock()
         if self.kind == "url" and not self.can_restart:
             logger.warning(
@@ -131,8 +133,10 @@ class ControlEngine:
     def pid(self) -> int | None:
         return self.target.pid if self.enabled and self.target is not None else None
 
-    async def start(self, main_pid: int | None, model: str | None) -> None:
-        """Start the control beside a running main engine (a twin only where memory allows)."""
+    async def start(self, main_pid: int | None, model: str | None, main_identity: EngineIdentity | None = None) -> None:
+        """Start the control beside a running main engine (a twin only where memory allows); a URL
+        control that says it is another engine than the soaked one is warned about."""
+        self._main_identity = main_identity
         if not self.enabled:
             return
         if self.kind == "twin" and self.config.twin is None:
@@ -150,6 +154,13 @@ class ControlEngine:
                     self.config.api_key,
                     self.config.request_timeout_s,
                 )
+                differs = differences(main_identity, self._live.identity)
+                if differs is not None:
+                    logger.warning(
+                        "the control says it is another engine than the soaked one (%s): its probes compare two "
+                        "engines, not two ages of one",
+                        differs,
+                    )
 
     @asynccontextmanager
     async def probing(self) -> AsyncIterator[bool]:
@@ -223,6 +234,12 @@ class ControlEngine:
         }
         if self.kind == "url" and not self.can_restart:
             out["never_restarted"] = "no --control-restart-cmd"
+        identity = self.target.identity if self.kind == "url" and self.target is not None else None
+        if identity is not None:
+            out["engine"] = identity.to_json()
+            differs = differences(self._main_identity, identity)
+            if differs is not None:
+                out["differs"] = differs
         return out
 
     # --- lives -------------------------------------------------------------------------------------

@@ -26,10 +26,16 @@ from soak.targets import Target
 # --- external engines: /metrics and the log -------------------------------------------------------
 
 
+# The engine's own state, from /metrics, for the snapshots (suspects rank every snapshot column):
+# not its rates and latencies (the slowdown itself) nor its batch (the traffic).
+SNAPSHOT_FIGURES = ("num_queue_reqs", "token_usage", "cache_hit_rate", "num_preemptions")
+
+
 class MetricsScraper:
-    """Scrapes `/metrics` (vLLM, SGLang, FreeToken, tokdrift names); one steps row per scrape after the
-    first, computed by the scrape reader diag uses (logformats.prometheus). Each scrape is also appended to metrics.prom, a
-    scrape series `diag` reads on its own."""
+    """Scrapes `/metrics` (vLLM, SGLang, FreeToken, tokdrift names), read by the scrape reader diag uses
+    (logformats.prometheus): SNAPSHOT_FIGURES for every snapshot, and one steps row per scrape after the
+    first where the steps come from it (no --engine-log). Each scrape is also appended to
+    metrics.prom, a scrape series `diag` reads on its own."""
 
     def __init__(self, target: Target, save_to: Path) -> None:
         self._once = Once()
@@ -37,7 +43,7 @@ class MetricsScraper:
         self.save_to = Path(save_to)
         self._prev: str | None = None
 
-    async def sample(self, as_steps: bool) -> list[StepRow]:
+    async def sample(self, as_steps: bool) -> tuple[list[StepRow], dict[str, Any]]:
         try:
             response = await self.target.http.get(
                 self.target.url + "/metrics", headers=self.target.headers, timeout=5.0
@@ -45,14 +51,24 @@ class MetricsScraper:
             response.raise_for_status()
         except httpx.HTTPError as exc:
             self._once("metrics", "%s/metrics: %s; not scraped", self.target.url, exc)
-            return []
+            return [], {}
         block = f"# scrape_time: {time.time():.3f}\n{_keep_engine_samples(response.text)}"
         with open(self.save_to, "a", encoding="utf-8") as f:
             f.write(block)
         prev, self._prev = self._prev, block
-        if prev is None or not as_steps:
-            return []
-        return _scrape_pair_row(prev + block, self.target)
+        rows, restarted = _scrape_rows(block if prev is None else prev + block)
+        if not rows:
+            return [], {}
+        row = rows[-1]
+        plain = cast(dict[str, Any], row)
+        figures = {name: plain[name] for name in SNAPSHOT_FIGURES if name in plain}
+        if prev is None or not as_steps or len(rows) < 2:
+            return [], figures
+        if restarted:
+            target_restarted(self.target, row["t"], "metrics counters went down")
+        row["engine_life"] = self.target.life
+        row["engine_age_s"] = self.target.age(row["t"])
+        return [row], figures
 
 
 def _keep_engine_samples(text: str) -> str:
@@ -71,19 +87,15 @@ def _keep_engine_samples(text: str) -> str:
     return "".join(line + "\n" for line in keep)
 
 
-def _scrape_pair_row(text: str, target: Target) -> list[StepRow]:
+def _scrape_rows(text: str) -> tuple[list[StepRow], bool]:
+    """The scrapes in `text` as steps rows (the first has no window: its rates are empty), and
+    whether a counter went down in them (the engine restarted)."""
     try:
         steps, events, _ = parse_scrapes(Text(text, "/metrics"))
     except LogFormatError:
-        return []
-    if len(steps) < 2:
-        return []
-    row = _frame_row(steps.iloc[-1])
-    if not events.empty and (events["kind"] == "engine_start").any():
-        target_restarted(target, row["t"], "metrics counters went down")
-    row["engine_life"] = target.life
-    row["engine_age_s"] = target.age(row["t"])
-    return [row]
+        return [], False
+    rows = [_frame_row(step) for _, step in steps.iterrows()]
+    return rows, not events.empty and bool((events["kind"] == "engine_start").any())
 
 
 RESTART_SLACK_S = 10.0  # a start read from relative stamps this close to the known one is that one

@@ -144,6 +144,8 @@ async def describe_engine(target: Target, config: SoakConfig) -> tuple[dict[str,
             engine_config, engine["max_context"] = status.config or None, status.max_context
         except (httpx.HTTPError, ValueError):
             pass
+    elif target.identity is not None:
+        engine.update(target.identity.to_json())
     else:
         engine["name"] = "unknown"
     return engine, engine_config

@@ -293,7 +293,7 @@ class Soak:
             watch=watch,
         )
         await self._book.engine_up(target, cfg, model, watch.steps_source)
-        await self._unless_stopped(control.start(target.pid, model))
+        await self._unless_stopped(control.start(target.pid, model, target.identity))
         self._book.save()
         return self.session
 

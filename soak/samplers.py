@@ -10,7 +10,7 @@ sampled as nothing.
 from __future__ import annotations
 
 import logging
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import httpx
 
@@ -225,6 +225,62 @@ class ProcessSampler:
             return {}
 
 
+class Children(NamedTuple):
+    """A process's descendants, sampled together."""
+
+    core: dict[str, Any]  # the busiest one's `core_*` columns ({} without children)
+    cpu_percent: float | None  # all of them, percent of one core; None where one is new (no reading yet)
+    rss_bytes: int  # all of them (pages they share are counted in each)
+
+
+class ChildSampler:
+    """The engine's child processes (all its descendants): their CPU and memory together, and the
+    busiest one's RSS, CPU and threads as the `core_*` columns. vLLM V1 runs its engine core as a
+    child of the API server that listens on the port (on the CPU backend the engine core's own child,
+    the worker, runs the model); SGLang its scheduler. The busiest is the one with the most CPU time
+    so far, which keeps it the same from sample to sample. A child's CPU is left out of its first
+    sample (psutil reads 0 there), and the children's sum with it."""
+
+    def __init__(self) -> None:
+        self._procs: dict[int, Any] = {}  # pid -> psutil.Process, kept so cpu_percent measures since the last call
+
+    def sample(self, pid: int | None) -> Children:
+        if pid is None:
+            return Children({}, None, 0)
+        import psutil
+
+        try:
+            children = psutil.Process(pid).children(recursive=True)
+        except psutil.Error:
+            return Children({}, None, 0)
+        seen: dict[int, Any] = {}
+        total_cpu: float | None = 0.0
+        total_rss = 0
+        busiest: tuple[float, dict[str, Any]] | None = None
+        for child in children:
+            known = self._procs.get(child.pid)
+            proc = known if known is not None and known == child else child  # same pid and start time
+            try:
+                with proc.oneshot():
+                    cpu = proc.cpu_percent(None)
+                    times = proc.cpu_times()
+                    rss = proc.memory_info().rss
+                    row: dict[str, Any] = {"core_rss_bytes": rss, "core_num_threads": proc.num_threads()}
+            except psutil.Error:  # gone since it was listed
+                continue
+            seen[proc.pid] = proc
+            total_rss += rss
+            if proc is known:
+                row["core_cpu_percent"] = cpu
+                total_cpu = None if total_cpu is None else total_cpu + cpu
+            else:
+                total_cpu = None
+            if busiest is None or times.user + times.system > busiest[0]:
+                busiest = (times.user + times.system, row)
+        self._procs = seen
+        return Children(busiest[1] if busiest is not None else {}, total_cpu, total_rss)
+
+
 class HostSampler:
     """The soak process, the control engine and the whole machine beside the engine, in percent
     of one core as psutil's Process.cpu_percent reports: what else used the CPU the engine runs on.
@@ -239,12 +295,14 @@ class HostSampler:
         self._num_cpus = psutil.cpu_count() or 1
         psutil.cpu_percent(None)
         self._control = ProcessSampler()
+        self._control_children = ChildSampler()
 
     def sample(
         self, engine_cpu_percent: float | None, engine_pid: int | None, control_pid: int | None
     ) -> dict[str, Any]:
-        """`engine_cpu_percent`: the engine's, sampled just before (None when it could not be, or the
-        engine is not a process of this machine: `engine_pid` None)."""
+        """`engine_cpu_percent`: the engine's with its child processes, sampled just before (None when
+        it could not be, or the engine is not a process of this machine: `engine_pid` None). The
+        control's figures hold its child processes too (a vLLM control's engine core)."""
         psutil = self._psutil
         row: dict[str, Any] = {"host_cpu_percent": psutil.cpu_percent(None) * self._num_cpus}
         try:
@@ -257,10 +315,11 @@ class HostSampler:
         except psutil.Error:
             pass
         control = self._control.sample(control_pid)
+        children = self._control_children.sample(control_pid)
         if "rss_bytes" in control:
-            row["control_rss_bytes"] = control["rss_bytes"]
-        if "cpu_percent" in control:
-            row["control_cpu_percent"] = control["cpu_percent"]
+            row["control_rss_bytes"] = control["rss_bytes"] + children.rss_bytes
+        if "cpu_percent" in control and children.cpu_percent is not None:
+            row["control_cpu_percent"] = control["cpu_percent"] + children.cpu_percent
         parts = [row.get("driver_cpu_percent")]
         if engine_pid is not None:
             parts.append(engine_cpu_percent)

@@ -27,6 +27,7 @@ from engine.server.wire import CacheStatus
 from rundir.schema import ENGINE_CONFIG, ENGINE_LOG
 from soak.config import SoakConfig
 from soak.errors import SoakError
+from soak.identify import EngineIdentity, identify
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ class Target:
         self.life: int | None = None  # the current engine's start counter (0 the first); None before one
         self.started_at: float | None = None
         self.pid: int | None = None
+        self.identity: EngineIdentity | None = None  # what a URL target said of itself at its last start
 
     def age(self, now: float | None = None) -> float | None:
         if self.started_at is None:
@@ -259,9 +261,12 @@ class UrlTarget(Target):
         started, source = await self.process_start_time(), "metrics"
         if started is None:  # llama-server's and transformers serve's /metrics say nothing of it
             started, source = process_create_time(self.pid), "process"
+        self.identity = await identify(self.http, self.url, self.headers)
         # An external engine's age is known when its /metrics says when its process started, or
         # when it is a local process (found by its port).
         self.announce_start(started, age_known=started is not None, age_from=source if started is not None else None)
+        for key, value in self.identity.facts.items():  # each life's, for diag to tell two engines apart
+            self.on_event("engine_config", engine_life=self.life, detail=f"{key}={value}")
 
     async def restart(self, reason: str) -> bool:
         if self.restart_cmd is None:

