@@ -21,7 +21,7 @@ from logformats.prometheus import PREFIXES, parse_scrapes
 from logformats.text import Text
 from rundir.schema import StepRow
 from soak.samplers import Once
-from soak.targets import Target
+from soak.targets import Target, pid_listening_on
 
 # --- external engines: /metrics and the log -------------------------------------------------------
 
@@ -212,9 +212,17 @@ class LogTailer:
 
 
 def target_restarted(target: Target, t: float, why: str) -> None:
-    """An external engine restarted on its own (we learnt it from its metrics or log)."""
+    """An external engine restarted on its own (we learnt it from its metrics or log). Not when the
+    process listening on its port is the one the soak knows already: vLLM's first log line comes
+    seconds after its process started (its imports), so the start the soak made or saw would be
+    counted twice, one life split in two."""
     if target.started_at is not None and t <= target.started_at + 1.0:
         return
+    listening = pid_listening_on(target.url) if target.pid is not None else None
+    if listening is not None and listening == target.pid:
+        return
+    if listening is not None:
+        target.pid = listening
     target.announce_start(t, detail=why)
 
 

@@ -430,3 +430,28 @@ def test_a_controls_cpu_and_memory_hold_its_child_processes(tmp_path):
         assert row["control_rss_bytes"] > 2 * own
     finally:
         _end(control)
+
+
+def test_a_log_that_starts_again_is_a_new_life_only_where_another_process_listens(tmp_path, fake_server):
+    # vLLM's first lines come seconds after its process started (imports): the soak that restarted it,
+    # and counted that start already, reads them after its own start; the process on the port is the
+    # one it knows, so no second life. Another process on the port is a new one.
+    import time
+
+    from soak.external import LogTailer
+
+    server = fake_server()
+    stamp = time.strftime("%m-%d %H:%M:%S", time.localtime())
+    start = f"(APIServer pid={server.proc.pid}) INFO {stamp} [api_utils.py:347]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.32.0\n"
+    start += (
+        f"(EngineCore pid=7) INFO {stamp} [core.py:133] Initializing a V1 LLM engine (v0.32.0) with config: model='m'\n"
+    )
+    for pid, new_lives in ((server.proc.pid, 0), (1, 1)):
+        target = FakeTarget(started_at=time.time() - 10.0, pid=pid, url=server.url)
+        log = tmp_path / f"vllm-{pid}.log"
+        log.write_text("")
+        tailer = LogTailer(target, log, tmp_path / "copy.log")
+        log.write_text(start)
+        tailer.sample()
+        assert [kind for kind, _ in target.events] == ["engine_start"] * new_lives
+        assert target.pid == server.proc.pid  # the process on the port, from now on
