@@ -1,4 +1,9 @@
-"""The human summary of an analysis as rich renderables; the CLI prints them."""
+"""The human summary of an analysis as rich renderables; the CLI prints them.
+
+It opens as every page does (diagnostics.opening): the answer, one figure with its interval and
+what to do next; what held the confidence back and what the engine was, beside it. The evidence
+follows: the verdict's label and basis, the comparisons, the onset, the suspects and the checks.
+"""
 
 from __future__ import annotations
 
@@ -7,51 +12,41 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from diagnostics import opening as opening_mod
+from diagnostics import suspects as suspects_mod
 from diagnostics.labels import Cause, Verdict
-from diagnostics.result import Analysis, iso
+from diagnostics.result import Analysis
+from diagnostics.source import Source
 
-VERDICT_TEXT = {
-    Verdict.AGE: ("bold red", "the engine slowed down with age, beyond what context explains"),
-    Verdict.CONTEXT_ONLY: ("bold yellow", "throughput fell, but only as much as the longer context explains"),
-    Verdict.NO_DEGRADATION: ("bold green", "no slowdown at matched conditions"),
-    Verdict.INSUFFICIENT: ("bold magenta", "the data cannot tell (see the failed check)"),
+VERDICT_STYLE = {
+    Verdict.AGE: "bold red",
+    Verdict.CONTEXT_ONLY: "bold yellow",
+    Verdict.NO_DEGRADATION: "bold green",
+    Verdict.INSUFFICIENT: "bold magenta",
 }
 STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "red"}
 
 
-def render(a: Analysis) -> Group:
-    style, meaning = VERDICT_TEXT[a.verdict]
-    head = Text.assemble(("verdict: ", "bold"), (a.verdict, style), f" - {meaning}")
-    parts: list[Text | Table] = [Text(f"{a.source_kind} {a.source_path} ({a.engine})", style="dim"), head]
-    parts.append(Text(a.reason))
+def render(a: Analysis, source: Source | None = None) -> Group:
+    first = opening_mod.opening(a, source)
+    parts: list[Text | Table] = [
+        Text.assemble((f"{first.headline}. ", VERDICT_STYLE[a.verdict]), first.paragraph),
+    ]
+    if first.held_back:
+        parts.append(Text(f"held back by: {'; '.join(first.held_back)}", style="yellow"))
+    parts.append(Text(f"engine: {opening_mod.identity(a, source)}", style="dim"))
+    parts.append(Text(""))
+    basis = f", on {a.basis.replace('_', ' ')}" if a.basis else ""
+    parts.append(
+        Text.assemble(
+            ("verdict: ", "bold"), (a.verdict, VERDICT_STYLE[a.verdict]), f" ({a.confidence or 'no'} confidence{basis})"
+        )
+    )
+    parts.append(Text(f"{a.source_kind} {a.source_path} ({a.engine})", style="dim"))
     if a.cause == Cause.HOST_DRIFT:
-        parts.append(
-            Text(
-                "cause: host or load drift - a fresh engine was as slow (see the fresh_control or "
-                "host_contention check)",
-                style="yellow",
-            )
-        )
-    if a.slowdown is not None:
-        s = a.slowdown
-        interval = s.interval_text()
-        rates = (
-            f": {s.healthy_tps:.1f} tok/s healthy, {s.degraded_tps:.1f} tok/s now at the same conditions"
-            if s.healthy_tps is not None
-            else ""
-        )
-        parts.append(
-            Text(f"matched ratio {s.ratio:.2f}{interval} (late / healthy, on {s.basis.replace('_', ' ')})" + rates)
-        )
-    if a.prefix_reuse is not None:
-        r = a.prefix_reuse
-        parts.append(
-            Text(
-                f"prefix reuse of continuation turns {r.ratio:.2f} (late / early: {r.late_share:.0%} "
-                f"against {r.healthy_share:.0%})"
-                + ("; the verdict rests on it" if a.age_basis == "prefix_reuse" else "")
-            )
-        )
+        parts.append(Text("cause: host or load drift - a fresh engine was as slow", style="yellow"))
+    for m in a.comparisons:
+        parts.append(Text(f"{m.basis.replace('_', ' ')}: {m.detail}", style="dim"))
     if a.slowdown is not None and a.slowdown.per_hour is not None:
         p = a.slowdown.per_hour
         shape = f"{a.slowdown.shape}; " if a.slowdown.shape else ""
@@ -62,27 +57,26 @@ def render(a: Analysis) -> Group:
             )
         )
     if a.onset is not None:
-        when = iso(a.onset.t) if a.dated else "(no time of day in this log)"
+        when = opening_mod.when(a, a.onset.t) if a.dated else "(no time of day in this log)"
         age = "engine busy time" if a.clock == "busy" else "engine age"
         line = f"onset {when} at {age} {a.onset.engine_age_s:.0f} s"
         if a.onset.window_s is not None:
             line += f" (window {a.onset.window_s:.0f} s)"
         if a.onset.trigger is not None:
-            line += f"; trigger {a.onset.trigger.kind} at {iso(a.onset.trigger.t)}: {a.onset.trigger.detail}"
+            at = opening_mod.when(a, a.onset.trigger.t) if a.dated else "the onset"
+            line += f"; trigger {a.onset.trigger.kind} at {at}: {a.onset.trigger.detail}"
         parts.append(Text(line))
-    if a.recovered_by_restart is not None:
-        parts.append(Text("a restart brought it back" if a.recovered_by_restart else "a restart did not bring it back"))
     if a.model is not None:
         parts.append(
             Text(f"healthy model: step time = {a.model.describe()} ({a.model.num_points} samples)", style="dim")
         )
-    if a.suspects:
+    if a.suspects and opening_mod.lists_suspects(a):
         table = Table(title="suspects", show_header=True, header_style="bold")
         table.add_column("name")
         table.add_column("score", justify="right")
         table.add_column("evidence")
         for suspect in a.suspects:
-            table.add_row(escape(suspect.name), f"{suspect.score:.2f}", escape(suspect.evidence))
+            table.add_row(escape(suspect.name), f"{suspect.score:.2f}", escape(suspects_mod.short(suspect)))
         parts.append(table)
     table = Table(title="checks", show_header=True, header_style="bold")
     table.add_column("check")

@@ -44,6 +44,7 @@ class BundleResult(NamedTuple):
 
 def write_bundle(inputs: Inputs, out: Path, redact: bool = True) -> BundleResult:
     redactor = Redactor(enabled=redact)
+    redactor.anchor_to(inputs.source.path, inputs.command)
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", redactor.text(inputs.name)).strip("_") or "run"
     root = f"tokdrift-bundle-{name}"
     files: list[tuple[str, bytes]] = []

@@ -32,12 +32,13 @@ def render_compare(a: Inputs, b: Inputs, redactor: Redactor | None = None) -> st
     sides = []
     for inputs, name in zip((a, b), names):
         an = inputs.analysis
+        first = narrative.opening(an, inputs.source)
         sides.append(
             {
                 "name": name,
                 "a": an,
-                "headline": narrative.headline(an),
-                "paragraph": redactor.text(narrative.paragraph(an)),
+                "headline": first.headline,
+                "paragraph": redactor.text(first.paragraph),
                 "matched": [m._replace(detail=redactor.text(m.detail)) for m in an.comparisons],
                 "probe_lives": tables.probe_lives(inputs.source.probes),
                 "source": f"{inputs.source.kind} {redactor.text(inputs.source.path)}",

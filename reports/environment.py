@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterator
 from typing import Any, NamedTuple
@@ -28,7 +29,7 @@ def environment(source: Source, redactor: Redactor) -> Environment:
         raw = redactor.json(m.raw)
         for key in ("run_id", "status", "stop_reason", "started_at", "ended_at", "target"):
             if raw.get(key) is not None:
-                rows.append((key, _value(raw[key])))
+                rows.append((key, _when(raw[key]) if key.endswith("_at") else _value(raw[key])))
         if isinstance(raw.get("decided"), dict) and raw["decided"].get("line"):
             rows.append(("decided", _value(raw["decided"]["line"])))
         if isinstance(raw.get("command"), list):
@@ -49,6 +50,16 @@ def environment(source: Source, redactor: Redactor) -> Environment:
     starts = source.events[source.events["kind"] == "engine_start"]["detail"].dropna().astype(str)
     startup = [redactor.text(s) for s in dict.fromkeys(starts)][:MAX_STARTUP_LINES]
     return Environment(rows, configs, startup)
+
+
+def _when(value: object) -> str:
+    """A manifest's ISO time to the second, in its own zone (`2026-12-02 14:11:55 UTC`)."""
+    try:
+        t = dt.datetime.fromisoformat(str(value))
+    except ValueError:
+        return str(value)
+    zone = "" if t.tzinfo is None else (" UTC" if t.utcoffset() == dt.timedelta(0) else t.strftime(" %z"))
+    return t.strftime("%Y-%m-%d %H:%M:%S") + zone
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, str]]:

@@ -36,6 +36,12 @@ class Inputs(NamedTuple):
         return None
 
     @property
+    def command(self) -> list[str] | None:
+        """The soak's command line as its manifest recorded it (run directories only)."""
+        m = self.source.manifest
+        return [str(x) for x in m.command] if m is not None and m.command else None
+
+    @property
     def profiles(self) -> list[Path]:
         folder = Path(self.source.path) / schema.PROFILES
         if self.source.kind != "run_dir" or not folder.is_dir():

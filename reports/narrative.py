@@ -1,11 +1,15 @@
-"""The verdict in words and numbers: one paragraph and the key figures, for every page."""
+"""The verdict in words and numbers: the opening every page starts with (diagnostics.opening), the
+account in full behind it, and the key figures."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
 from diagnostics.labels import Cause, Verdict
-from diagnostics.result import Analysis, Slowdown, iso
+from diagnostics.opening import Opening, held_back, identity, lists_suspects, opening, ratio_words, when
+from diagnostics.result import Analysis, Slowdown
+
+__all__ = ["Opening", "held_back", "identity", "lists_suspects", "opening"]
 
 HEADLINES = {
     Verdict.AGE: "The engine slowed down with age, beyond what longer context explains",
@@ -48,7 +52,7 @@ def onset_when(a: Analysis) -> str:
     if a.onset is None:
         return "no onset"
     if a.dated:
-        return iso(a.onset.t) or "no onset"
+        return when(a, a.onset.t) or "no onset"
     return f"{duration(a.onset.engine_age_s)} {_life_words(a)}"
 
 
@@ -56,7 +60,7 @@ def trigger_text(a: Analysis) -> str | None:
     if a.onset is None or a.onset.trigger is None:
         return None
     tr = a.onset.trigger
-    when = iso(tr.t) if a.dated else "the onset"
+    at = (when(a, tr.t) or "the onset") if a.dated else "the onset"
     if tr.kind in ("prefill_append", "prefill") and tr.new_tokens is not None:
         cached = tr.cached_tokens or 0
         what = (
@@ -64,10 +68,10 @@ def trigger_text(a: Analysis) -> str | None:
             if cached
             else f"a prefill of {tr.new_tokens:,} new tokens with nothing cached"
         )
-        return f"{what} (at {when})"
+        return f"{what} (at {at})"
     if tr.kind == "fault_on":
-        return f"a fault switched on at {when} ({tr.detail})"
-    return f"a {tr.kind.replace('_', ' ')} at {when}" + (f" ({tr.detail})" if tr.detail else "")
+        return f"a fault switched on at {at} ({tr.detail})"
+    return f"a {tr.kind.replace('_', ' ')} at {at}" + (f" ({tr.detail})" if tr.detail else "")
 
 
 BASIS_TEXT = {
@@ -211,8 +215,8 @@ def _prefill_paragraph(a: Analysis) -> str:
         else "Late in the run, the"
     )
     out = [
-        f"{when} engine took longer and longer to admit a prompt: the last {p.num_late} prefills took {p.ratio:.2f}x, "
-        f"in total, what prefills of the same size took while it was young."
+        f"{when} engine took longer and longer to admit a prompt: its last {p.num_late} prefills ran at "
+        f"{1 / p.ratio:.2f} of the speed prefills of the same size had while it was young."
     ]
     return " ".join(out + _decode_held(a))
 
@@ -239,6 +243,8 @@ def _suspect_sentence(a: Analysis) -> str | None:
 
 
 def key_numbers(a: Analysis) -> list[KeyNumber]:
+    """The evidence table under the opening: every ratio the soaked engine's over the reference's
+    (below 1 slower), times to the second."""
     out = [
         KeyNumber("verdict", a.verdict),
         KeyNumber("confidence", a.confidence or "none: the data cannot tell"),
@@ -248,16 +254,19 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
         out.append(KeyNumber("cause", "host or load drift: a fresh engine was as slow"))
     if a.slowdown is not None and a.slowdown.healthy_tps is None:  # a claim on prefix reuse or prefill time
         s = a.slowdown
-        out.append(
-            KeyNumber(f"matched ratio (latest / healthy, {basis_text(s.basis)})", f"{s.ratio:.2f}{s.interval_text()}")
+        label = (
+            "prefill speed at matched sizes, late over healthy"
+            if s.basis == "prefill"
+            else "prefix reuse of continuation turns, late over early"
         )
+        out.append(KeyNumber(label, f"{s.ratio:.2f}{s.interval_text()}"))
     elif a.slowdown is not None:
         s = a.slowdown
         interval = s.interval_text(none=" (too few samples for an interval)")
         out += [
-            KeyNumber("matched throughput ratio (latest / healthy)", f"{s.ratio:.2f}{interval}"),
+            KeyNumber("decode speed at matched conditions, late over healthy", f"{s.ratio:.2f}{interval}"),
             KeyNumber(f"healthy decode (tok/s, {basis_text(s.basis)})", f"{s.healthy_tps:.1f}"),
-            KeyNumber("decode now at the same conditions (tok/s)", f"{s.degraded_tps:.1f}"),
+            KeyNumber("decode now at the healthy conditions (tok/s: healthy times the ratio)", f"{s.degraded_tps:.1f}"),
         ]
         if s.shape is not None:
             out.append(
@@ -280,8 +289,8 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
                 f"{r.ratio:.2f} ({r.late_share:.0%} against {r.healthy_share:.0%})",
             )
         )
-    if a.prefill is not None:
-        out.append(KeyNumber("prefill time at matched sizes (late / healthy)", f"{a.prefill.ratio:.2f}"))
+    if a.prefill is not None and not (a.slowdown is not None and a.slowdown.basis == "prefill"):
+        out.append(KeyNumber("prefill speed at matched sizes, late over healthy", f"{1 / a.prefill.ratio:.2f}"))
     if a.onset is not None:
         out += [
             KeyNumber("onset", onset_when(a)),
@@ -308,6 +317,13 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
     return out
 
 
+def no_suspects_text(a: Analysis) -> str:
+    """What the pages say where they list no suspect."""
+    if not lists_suspects(a):
+        return "none listed: nothing was shown to slow down, so there is no slowdown for a figure to track"
+    return "none: no engine figure tracks the slowdown beyond what healthy runs show"
+
+
 def _restart_sentence(a: Analysis) -> str:
     if a.recovered_by_restart is True:
         return "A restart brought it back to the healthy rate, so the slowdown lives in the engine's state."
@@ -316,8 +332,7 @@ def _restart_sentence(a: Analysis) -> str:
     restart = next((c for c in a.comparisons if c.basis == "restart"), None)
     if restart is not None:
         return (
-            "A restart could not tell whether a fresh engine recovers: the aged engine over the fresh one "
-            f"read {restart.interval.describe()}."
+            f"A restart could not tell whether a fresh engine recovers: the aged engine ran at {ratio_words(restart)}."
         )
     if len(a.lives) > 1:
         return f"The data hold a restart, but {_uncompared(a)}, so whether a fresh engine recovers is not tested here."
@@ -326,8 +341,8 @@ def _restart_sentence(a: Analysis) -> str:
 
 def recovered_text(a: Analysis) -> str:
     """Whether a restart brought the engine back, and where it cannot say, why: no restart in the
-    data, a restart that could not be compared, nothing to bring back, or a restart too noisy to
-    tell."""
+    data, a restart that could not be compared, or a restart that did not settle it; its figure
+    as every ratio here, the aged engine's speed over the restarted one's."""
     if a.recovered_by_restart is not None:
         return "yes" if a.recovered_by_restart else "no"
     restart = next((c for c in a.comparisons if c.basis == "restart"), None)
@@ -335,14 +350,14 @@ def recovered_text(a: Analysis) -> str:
         if len(a.lives) > 1:
             return f"not compared: {len(a.lives) - 1} restart(s) in the data, but {_uncompared(a)}"
         return "no restart in the data"
-    said = f"the aged engine over the fresh one read {restart.interval.describe()}"
-    if a.verdict == Verdict.INSUFFICIENT and restart.loss:
-        # Not "nothing to bring back": the restart did bring decode back; what the data could not
-        # show is that engine age, and not something else, had slowed it (the verdict's reason).
-        return f"decode came back after it ({said}), but the verdict could not rest on that (see its reason)"
-    if a.verdict in (Verdict.CONTEXT_ONLY, Verdict.NO_DEGRADATION):
-        return f"nothing to bring back (no engine age); {said}"
-    return f"cannot tell: {said}"
+    said = f"the aged engine ran at {ratio_words(restart)}"
+    if restart.loss:
+        # The restart did bring decode back; what the verdict could not show is that engine age, and
+        # not something else, had slowed it (its reason).
+        return f"decode came back after it ({said}), but the verdict could not rest on that"
+    if restart.no_loss:
+        return f"nothing came back: {said}"
+    return f"not settled: {said}"
 
 
 def _uncompared(a: Analysis) -> str:

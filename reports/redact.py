@@ -1,15 +1,25 @@
-"""Redaction for what leaves the machine: prompt and completion text, secrets, home paths.
+"""Redaction for what leaves the machine: prompt and completion text, secrets, home paths, and
+the machine's own paths.
 
 One `Redactor` passes over every text that goes into a report, summary or bundle and counts
 what it removed, so that the summary can say so. `Redactor(enabled=False)` passes everything
 through untouched (`--no-redact`).
+
+The machine's paths: once anchored to a source (`anchor_to`), a path under the folder that holds
+the run directory (or the log), under the project the soak ran from, or where the soak wrote the
+run, is said relative to it (`0.3.14-baseline2/engine.log`, `examples/agent.jsonl`); the soak's
+own executable by its name (`soak`, as the user typed it); any other absolute path under a
+machine's usual roots (/tmp, /work, /opt, /data, /mnt, ...) by its last two parts (`…/models/
+qwen.gguf`); a home directory as `~`.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 # Categories, as the summary names them.
@@ -17,7 +27,8 @@ PROMPT = "prompt or completion text"
 API_KEY = "API keys and secrets"
 BEARER = "bearer tokens"
 HOME = "home-directory paths"
-CATEGORIES = (PROMPT, API_KEY, BEARER, HOME)
+MACHINE = "paths of the machine that ran it"
+CATEGORIES = (PROMPT, API_KEY, BEARER, HOME, MACHINE)
 
 # JSON keys whose value is request or response text.
 PROMPT_KEYS = frozenset(
@@ -75,6 +86,12 @@ _HOME = re.compile(
     r"(?<![\w.~/])(?:/home/[^/\s\"'<>:;,]+|/Users/[^/\s\"'<>:;,]+|/root(?=[/\s\"'<>:;,)]|$)"
     r"|[A-Za-z]:\\Users\\[^\\\s\"']+)"
 )
+# Absolute paths under a machine's usual roots (two parts at least, so `/v1/models` of a URL, which
+# follows a host name, and a lone `/models` stay).
+_MACHINE_PATH = re.compile(
+    r"(?<![\w.~/:-])/(?:tmp|var|opt|srv|mnt|media|data\d*|work|workspace|scratch|private|Volumes|usr|nix|gpfs|"
+    r"lustre|storage|models|shared|cache)(?:/[^/\s\"'<>:;,`|)\]]+)+"
+)
 _QUOTED = r"(?:'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\[[^\]]*\])"
 _PROMPT_FIELD = re.compile(
     r"(?i)([\"']?\b(?:prompt|prompts|messages|content|completion|text|input|output|output_text|input_text|"
@@ -89,6 +106,35 @@ class Redactor:
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
         self.counts: Counter[str] = Counter()
+        self.anchors: list[tuple[re.Pattern[str], str]] = []  # (a folder of this machine, what it becomes)
+
+    def anchor_to(self, path: str, command: list[str] | None = None) -> None:
+        """Say paths relative to the source from here on: under the folder that holds it (a run
+        directory or a log), under the project the soak ran from (its executable's venv), under
+        the folder the soak wrote the run into (`-o`, `--out`)."""
+        if self.anchors:  # one source per redactor: the first anchoring holds
+            return
+        folders = [Path(path).resolve().parent]
+        argv = [str(x) for x in (command or [])]
+        if argv and os.path.isabs(argv[0]):
+            exe = Path(argv[0])
+            venv = exe.parent.parent
+            folders.append(venv.parent if exe.parent.name == "bin" and venv.name.startswith(".") else exe.parent)
+        for flag, value in zip(argv, argv[1:]):
+            if flag in ("-o", "--out") and os.path.isabs(value):
+                folders.append(Path(value).parent)
+        found = {str(f) for f in folders if len(f.parts) > 1}
+        for folder in sorted(found, key=len, reverse=True):
+            self.anchors.append((re.compile(r"(?<![\w.~/-])" + re.escape(folder) + r"(?:/|(?![\w.-]))"), folder))
+
+    def command(self, argv: list[str]) -> list[str]:
+        """A recorded command line as the user typed it: the executable by its name, each argument
+        through `json` (paths relative to the source, secrets out)."""
+        out = self.json(list(argv))
+        if self.enabled and out and isinstance(out[0], str) and os.path.isabs(str(argv[0])):
+            self.counts[MACHINE] += 1
+            out[0] = Path(str(argv[0])).name
+        return list(out)
 
     def text(self, s: str) -> str:
         """One string (a log line, a path, an error): secrets, home paths and quoted prompt fields out."""
@@ -106,7 +152,10 @@ class Redactor:
             PROMPT,
             skip=lambda m: m.group(2).lstrip("'\"").startswith("[redacted"),
         )
-        return self._sub(_HOME, "~", s, HOME)
+        for pattern, _ in self.anchors:
+            s = self._sub(pattern, lambda m: "" if m.group(0).endswith("/") else ".", s, MACHINE)
+        s = self._sub(_HOME, "~", s, HOME)
+        return self._sub(_MACHINE_PATH, lambda m: "…/" + "/".join(m.group(0).split("/")[-2:]), s, MACHINE)
 
     def fields(self, s: str) -> str:
         """An event's detail, `key=value, key=value` as diag joins the event's fields: text() plus
@@ -134,7 +183,12 @@ class Redactor:
             self.counts[PROMPT] += 1
             return f"[redacted {len(str(obj))} chars]"
         if isinstance(obj, dict):
-            return {name: self.json(value, str(name)) for name, value in obj.items()}
+            return {
+                name: self.command(value)
+                if name == "command" and isinstance(value, list)
+                else self.json(value, str(name))
+                for name, value in obj.items()
+            }
         if isinstance(obj, list):
             out, secret_next = [], False
             for item in obj:
@@ -154,7 +208,10 @@ class Redactor:
         if not self.enabled:
             return "nothing: made with --no-redact, so prompt text, keys and paths are kept as found"
         found = [f"{self.counts[c]} {c}" for c in CATEGORIES if self.counts[c]]
-        policy = "prompt and completion text, API keys, bearer tokens and home-directory paths are removed"
+        policy = (
+            "prompt and completion text, API keys, bearer tokens and home-directory paths are removed; "
+            "the machine's paths are said relative to the run"
+        )
         return f"{'; '.join(found)} ({policy})" if found else f"nothing found to remove ({policy})"
 
     def _sub(

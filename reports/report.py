@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 import jinja2
 
+from diagnostics import suspects as suspects_mod
 from diagnostics.decode import MATERIAL
 from diagnostics.result import iso
 from reports import narrative, plots, tables
@@ -47,6 +48,7 @@ def environment_jinja() -> jinja2.Environment:
 
 def render_report(inputs: Inputs, redactor: Redactor | None = None) -> str:
     redactor = redactor if redactor is not None else Redactor()
+    redactor.anchor_to(inputs.source.path, inputs.command)
     return environment_jinja().get_template("report.html.j2").render(**report_context(inputs, redactor))
 
 
@@ -83,12 +85,15 @@ def report_context(inputs: Inputs, redactor: Redactor) -> dict[str, Any]:
             plots.prefills(source.steps, trigger_t), "No prefill lines with token counts in this source."
         ),
     }
+    first = narrative.opening(a, source)
     suspects = []
-    for i, s in enumerate(a.suspects):
+    for i, s in enumerate(a.suspects if narrative.lists_suspects(a) else ()):
         uri = None
         if i < MAX_SUSPECT_PLOTS:
             uri = plots.suspect(tables.suspect_series(source, s.name), s.name, samples, onset_t, starts)
-        suspects.append({"name": s.name, "score": s.score, "evidence": s.evidence, "uri": uri})
+        suspects.append(
+            {"name": s.name, "score": s.score, "evidence": s.evidence, "short": suspects_mod.short(s), "uri": uri}
+        )
 
     log_path, log = inputs.engine_log, []
     line = tables.trigger_line(inputs)
@@ -110,9 +115,13 @@ def report_context(inputs: Inputs, redactor: Redactor) -> dict[str, Any]:
         "version": __version__,
         "generated": dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
         "a": a,
-        "onset_iso": iso(onset_t),
-        "headline": narrative.headline(a),
-        "paragraph": redactor.text(narrative.paragraph(a)),
+        "onset_iso": narrative.onset_when(a) if a.onset is not None else None,
+        "headline": first.headline,
+        "paragraph": redactor.text(first.paragraph),
+        "held_back": [redactor.text(x) for x in first.held_back],
+        "identity": redactor.text(narrative.identity(a, source)),
+        "account": redactor.text(narrative.paragraph(a)),
+        "no_suspects": narrative.no_suspects_text(a),
         "key_numbers": [k._replace(value=redactor.text(k.value)) for k in narrative.key_numbers(a)],
         "figures": figures,
         "no_context": int(((samples["excluded"] == "") & samples["context"].isna()).sum()) if len(samples) else 0,

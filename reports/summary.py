@@ -36,39 +36,44 @@ STATUS_MARK = {"ok": "ok", "warn": "**warn**", "fail": "**FAIL**"}
 def render_summary(inputs: Inputs, redactor: Redactor | None = None, report_name: str | None = None) -> str:
     redactor = redactor if redactor is not None else Redactor()
     a = inputs.analysis
+    redactor.anchor_to(inputs.source.path, inputs.command)
 
     def red(s: object) -> str:
         return _md(redactor.text(str(s)))
 
+    first = narrative.opening(a, inputs.source)
     out = [
-        f"### tokdrift: `{a.verdict}` in {red(inputs.name)}",
+        f"### tokdrift: {red(inputs.name)}",
         "",
-        f"**{narrative.headline(a)}.** {red(narrative.paragraph(a))}",
+        f"**{first.headline}.** {red(first.paragraph)}",
         "",
-        "| | |",
-        "|---|---|",
     ]
+    if first.held_back:
+        out.append(f"- held back by: {red('; '.join(first.held_back))}")
+    out.append(f"- engine: {red(narrative.identity(a, inputs.source))}")
+    shown = a.suspects[:MAX_SUSPECTS] if narrative.lists_suspects(a) else ()
+    if shown:
+        top = shown[0]
+        out.append(f"- top suspect: `{top.name}` (score {top.score:.2f}): {red(top.evidence)}")
+    out += ["", "| | |", "|---|---|"]
     out += [f"| {k.label} | {_cell(red(k.value))} |" for k in narrative.key_numbers(a)]
     for m in a.comparisons:
         out.append(f"| {m.basis.replace('_', ' ')} | {_cell(red(m.detail))} |")
     out.append("")
-    if a.suspects:
-        out.append("**Top suspects**")
-        out += [
-            f"{i}. `{s.name}` (score {s.score:.2f}): {red(s.evidence)}"
-            for i, s in enumerate(a.suspects[:MAX_SUSPECTS], 1)
-        ]
-    else:
-        out.append("**Top suspects:** none (no engine figure tracks the slowdown)")
+    if len(shown) > 1:
+        out.append("**Suspects**")
+        out += [f"{i}. `{s.name}` (score {s.score:.2f}): {red(s.evidence)}" for i, s in enumerate(shown, 1)]
+    elif not shown:
+        out.append(f"**Suspects:** {narrative.no_suspects_text(a)}")
     out.append("")
     order = {"fail": 0, "warn": 1, "ok": 2}
-    shown = sorted((c for c in a.checks if c.status != "ok"), key=lambda c: order[c.status])[:MAX_CHECKS]
+    warned = sorted((c for c in a.checks if c.status != "ok"), key=lambda c: order[c.status])[:MAX_CHECKS]
     ok = [c.name for c in a.checks if c.status == "ok"]
     out.append(
         f"**Checks** ({len(a.checks)}: {len(ok)} ok, "
         f"{sum(c.status == 'warn' for c in a.checks)} warn, {sum(c.status == 'fail' for c in a.checks)} fail)"
     )
-    out += [f"- {STATUS_MARK[c.status]} `{c.name}`: {_cell(red(c.detail), 300)}" for c in shown]
+    out += [f"- {STATUS_MARK[c.status]} `{c.name}`: {_cell(red(c.detail), 300)}" for c in warned]
     if ok:
         out.append(f"- ok: {', '.join(ok)}")
     out.append("")

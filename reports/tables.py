@@ -12,7 +12,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from diagnostics.result import Analysis, iso
+from diagnostics.opening import stamp
+from diagnostics.result import Analysis
 from diagnostics.source import Source
 from logformats import looks_like_log, parse_log
 from logformats.errors import LogFormatError
@@ -110,7 +111,7 @@ def events(source: Source) -> tuple[list[EventRow], int]:
     ev = ev[~ev["kind"].isin(QUIET_EVENTS)]
     rows = [
         EventRow(
-            t=iso(r.t) or "",
+            t=stamp(r.t, source.kind) or "",
             engine_life="" if pd.isna(r.engine_life) else f"{int(r.engine_life)}",
             engine_age=_age(r.engine_age_s),
             kind=str(r.kind),

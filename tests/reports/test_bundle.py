@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import tarfile
 
 import pytest
 
 from reports import bundle as bundle_mod
 from reports.bundle import trimmed_log, write_bundle
+from reports.inputs import load
 
 from .conftest import API_KEY, BEARER, HOME, PLANTED, PROMPT, ROOT_PATH
 
@@ -41,7 +44,7 @@ def test_run_bundle_holds_report_analysis_summary_manifest_log_and_profiles(reda
     assert json.loads(files["manifest.json"])["host"]["gpu"] == "NVIDIA H200"
     assert "find_free_run" in files["profiles/20260921T143059-degraded.speedscope.json"]
     assert files["report.html"].startswith("<!DOCTYPE html>")
-    assert files["summary.md"].startswith("### tokdrift: `engine_age_degradation`")
+    assert files["summary.md"].startswith("### tokdrift: test\n\n**The engine slowed down with age")
 
 
 def test_bundle_is_redacted_by_default(redacted):
@@ -90,3 +93,53 @@ def test_log_bundle_trims_a_long_log_around_the_onset_and_restart(log_inputs, tm
 def test_seed_bundle_keeps_the_whole_excerpt(seed_inputs, excerpt, tmp_path):
     files = _read(write_bundle(seed_inputs, tmp_path / "seed.tar.gz").path)
     assert files["engine.log"] == excerpt.read_text()
+
+
+def test_the_bundle_carries_no_path_of_the_machine_that_ran_it(run_dir, tmp_path):
+    """The command as the user typed it (the executable by its name), every path relative to the run
+    or to the project the soak ran from: in the summary, the manifest, the report, the analysis and
+    the log (issue 53: the case study's bundle held `/work/main/.venv/bin/soak` and `/root/.cache/...`)."""
+    root = tmp_path / "work" / "proj"
+    run = root / "runs" / "soak-1"
+    shutil.copytree(run_dir, run)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["command"] = [
+        f"{root}/.venv/bin/soak",
+        "run",
+        "--trace",
+        f"{root}/examples/agent.jsonl",
+        "--engine-log",
+        f"{root}/runs/soak-1.logs/target.log",
+        "--restart-cmd",
+        f"env PYTHON={root}/.venv/bin/python {root}/scripts/peer-engines.sh restart",
+        "-o",
+        str(run),
+    ]
+    manifest["trace"]["path"] = f"{root}/examples/agent.jsonl"
+    manifest["configs"]["engine"]["log_file"] = "/opt/llama/logs/server.log"  # outside both: its last parts
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    with (run / "engine.log").open("a") as f:
+        f.write(f"[2026-09-21|14:40:00] INFO     profile written to {run}/profiles/x.json\n")
+    files = _read(write_bundle(load(run), tmp_path / "b.tar.gz").path)
+    for name, text in files.items():
+        assert str(tmp_path) not in text, f"{tmp_path} left in {name}"
+        assert not re.search(r"(?<![\w.~/:])/(?:tmp|work|opt|home|root)/", text), f"a machine path in {name}"
+    assert json.loads(files["manifest.json"])["command"] == [
+        "soak",
+        "run",
+        "--trace",
+        "examples/agent.jsonl",
+        "--engine-log",
+        "soak-1.logs/target.log",
+        "--restart-cmd",
+        "env PYTHON=.venv/bin/python scripts/peer-engines.sh restart",
+        "-o",
+        "soak-1",
+    ]
+    assert json.loads(files["manifest.json"])["configs"]["engine"]["log_file"] == "…/logs/server.log"
+    assert (
+        "- command: `soak run --trace examples/agent.jsonl --engine-log soak-1.logs/target.log" in files["summary.md"]
+    )
+    assert "- source: `run_dir soak-1`" in files["summary.md"]
+    assert "profile written to soak-1/profiles/x.json" in files["engine.log"]
+    assert "paths of the machine that ran it" in files["summary.md"]

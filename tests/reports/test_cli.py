@@ -33,7 +33,9 @@ def test_report_on_a_log_and_a_run_dir(excerpt, run_dir, tmp_path, monkeypatch):
 
 def test_summary_on_a_log_and_a_run_dir(excerpt, run_dir, tmp_path):
     out = _ok("summary", excerpt, "--date", "2026-09-23")
-    assert out.startswith("### tokdrift: `engine_age_degradation`")
+    assert out.startswith(
+        "### tokdrift: freetoken-excerpt.log\n\n**The engine slowed down with age (medium confidence).**"
+    )
     _ok("summary", run_dir, "-o", tmp_path / "s.md", "--no-redact")
     text = (tmp_path / "s.md").read_text()
     assert "kv_fragmentation" in text and f"{HOME}/traces/agent.jsonl" in text
@@ -41,7 +43,8 @@ def test_summary_on_a_log_and_a_run_dir(excerpt, run_dir, tmp_path):
 
 def test_bundle_on_a_log_and_a_run_dir(excerpt, run_dir, tmp_path):
     out = _ok("bundle", excerpt, "--date", "2026-09-23", "-o", tmp_path / "log.tar.gz")
-    assert "engine log: 11 of 11 lines kept" in out and "redacted: nothing found to remove" in out
+    assert "engine log: 11 of 11 lines kept" in out
+    assert "redacted: 4 paths of the machine that ran it (" in out  # the log's own folder, said relative to it
     out = _ok("bundle", run_dir, "-o", tmp_path / "run.tar.gz")
     assert "bundle written to" in out and "API keys and secrets" in out
     with tarfile.open(tmp_path / "run.tar.gz") as tar:

@@ -10,21 +10,37 @@ from reports.summary import MAX_LINES, render_summary
 from .conftest import PLANTED, PROMPT
 
 
-def test_seed_summary_has_verdict_numbers_checks_and_environment(seed_inputs):
+def test_seed_summary_opens_with_the_answer_then_the_numbers_checks_and_environment(seed_inputs):
     md = render_summary(seed_inputs)
     lines = md.splitlines()
     assert len(lines) <= MAX_LINES
-    assert lines[0] == "### tokdrift: `engine_age_degradation` in freetoken-excerpt.log"
-    assert "fell to 0.10x (90% interval 0.06-0.17) on the step series against the healthy model" in md
+    assert lines[0] == "### tokdrift: freetoken-excerpt.log"
+    # The first paragraph: the answer, one figure with its interval, what to do next; no internal names.
+    assert lines[2].startswith("**The engine slowed down with age (medium confidence).** After 15.6 min")
+    assert "decode fell to 0.10 of its healthy speed at the same batch and context (90% interval 0.06-0.17" in lines[2]
+    assert lines[2].endswith("file a bug with `diag bundle freetoken-excerpt.log`.")
+    assert len(lines[2].split()) <= 70 and "_" not in lines[2].split("`diag bundle")[0]
+    assert lines[4].startswith("- held back by: confidence medium, not high:")
+    assert lines[5].startswith("- engine: freetoken (moe_backend offload")
     assert "| engine age at onset | 938 s (15.6 min) |" in lines
     assert (
-        "| trigger | a prefill appending 5,792 new tokens onto 121,712 cached tokens (at 2026-09-23T21:18:50) |"
+        "| trigger | a prefill appending 5,792 new tokens onto 121,712 cached tokens (at 2026-09-23 21:18:50) |"
         in lines
     )
     assert any(line.startswith("**Checks** (17:") for line in lines)  # with idle_time, confidence_cap and kv_space
     assert any(line.startswith("- **warn** `context_only_model`: context cannot explain it") for line in lines)
     assert "- log format: `freetoken-excerpt, 11 lines (9 step lines)`" in lines
-    assert any(line.startswith("**Redacted:** nothing found to remove") for line in lines)
+    assert any(line.startswith("**Redacted:** 2 paths of the machine that ran it") for line in lines)
+
+
+def test_no_ratio_flips_and_no_time_carries_nanoseconds(run_inputs):
+    """Every ratio the soaked engine's over the reference's, below 1 slower; every time to the second."""
+    import re
+
+    md = render_summary(run_inputs)
+    assert not re.search(r"\d\.\d+x\b", md.split("**Checks**")[0])  # no `2.35x` beside a `0.43`
+    assert not re.search(r"T\d\d:\d\d:\d\d\.\d", md)  # no `14:16:05.575798988`
+    assert "| onset | 2026-09-21 14:33:" in md and " UTC |" in md  # a run directory's clock is UTC
 
 
 def test_run_summary_names_suspects_host_and_what_was_redacted(run_inputs):
@@ -68,10 +84,7 @@ def test_recovered_by_restart_says_why_it_cannot_say(seed_inputs):
     )
     healthy = dataclasses.replace(a, verdict="no_degradation", recovered_by_restart=None, comparisons=(restart,))
     assert recovered_text(healthy) == (
-        "nothing to bring back (no engine age); the aged engine over the fresh one read 1.02 (90% interval 0.95-1.09)"
-    )
-    assert recovered_text(dataclasses.replace(healthy, verdict="engine_age_degradation")).startswith(
-        "cannot tell: the aged"
+        "nothing came back: the aged engine ran at 1.02 of the restarted engine's speed (90% interval 0.95-1.09)"
     )
     assert recovered_text(dataclasses.replace(healthy, recovered_by_restart=True)) == "yes"
     # A refusal is no verdict of no age: a restart that brought decode back says so (a llama.cpp log
@@ -81,8 +94,16 @@ def test_recovered_by_restart_says_why_it_cannot_say(seed_inputs):
         basis="restart", interval=Interval(0.05, 0.01, 0.34), num_early=3, num_late=4, material=0.9, detail=""
     )
     refused = dataclasses.replace(healthy, verdict="insufficient_data", comparisons=(back,))
-    assert recovered_text(refused).startswith("decode came back after it (the aged engine over the fresh one read 0.05")
-    assert recovered_text(dataclasses.replace(refused, comparisons=(restart,))).startswith("cannot tell: the aged")
+    assert recovered_text(refused).startswith("decode came back after it (the aged engine ran at 0.05 of the")
+    # A restart that neither brought a loss back nor ruled one out says neither, whatever the verdict
+    # (issue 53: "nothing to bring back (no engine age)" beside an undecided run).
+    loose = Comparison(
+        basis="restart", interval=Interval(0.87, 0.69, 1.10), num_early=3, num_late=3, material=0.9, detail=""
+    )
+    for verdict in ("insufficient_data", "no_degradation", "engine_age_degradation"):
+        said = recovered_text(dataclasses.replace(healthy, verdict=verdict, comparisons=(loose,)))
+        assert said.startswith("not settled: the aged engine ran at 0.87 of the restarted engine's speed"), said
+        assert "no engine age" not in said
 
 
 def test_a_restart_that_gave_no_comparison_is_not_called_no_restart(seed_inputs):

@@ -119,14 +119,15 @@ def analyze(
     from diagnostics.console import render
     from diagnostics.source import load_source
 
-    result = run_analysis(load_source(source, date=_date(date), year=year))
+    loaded = load_source(source, date=_date(date), year=year)
+    result = run_analysis(loaded)
     doc = json.dumps(result.to_dict(), indent=2)
     if out is not None:
         out.write_text(doc + "\n", encoding="utf-8")
     if as_json:
         typer.echo(doc)
     else:
-        Console().print(render(result))
+        Console().print(render(result, loaded))
 
 
 # report, summary, bundle and compare live in reports/ (reports -> diagnostics, never back).
