@@ -163,7 +163,7 @@ def identity(a: Analysis, source: Source | None = None) -> str:
     first = next((life.facts for life in a.lives if life.facts), {})
     facts = {**first, **facts}
     name = str(said.get("name") or "")
-    name = name if name and name != "unknown" else (a.engine if a.engine != "unknown" else "engine unknown")
+    name = name if name and name != "unknown" else (a.engine if a.engine != "unknown" else "unknown")
     build = facts.pop("build", None)
     version = facts.pop("version", None) or (f"build {build}" if build else None)
     model = facts.pop("model", None) or (m.model if m is not None else None)
@@ -262,11 +262,12 @@ def _no_age(a: Analysis, log: bool) -> tuple[str, str, str]:
     material = c.material if c.unit == "tok/s" else DECODE_MATERIAL
     bar = f"the {1 - material:.0%} tokdrift calls engine age"
     _, than = REFERENCE.get(c.basis, ("", "early in the run"))
-    lead = "Decode fell as the context grew, but at the same context the" if context else "The"
+    matched = "" if c.basis in ("bins", "step_series") else "at matched conditions "
+    lead = f"Decode fell as the context grew, but {matched}the" if context else "The"
     if a.cause == Cause.HOST_DRIFT:
         lead = "Decode fell, but a fresh engine beside it fell as much (the host or the load changed); net of that, the"
     said = f"{lead} soaked engine ran at {ratio_words(c)}"
-    grew = "Slower as the context grew; at the same context, " if context else ""
+    grew = "Slower as the context grew, " if context else ""
     if lo >= NO_SLOWER:
         headline = HOST_DRIFT if a.cause == Cause.HOST_DRIFT else HEADLINES[a.verdict]
         return headline, f"{said}: no slower.", "Nothing to restart or file; a longer soak would catch a slower drift."
@@ -379,7 +380,8 @@ def _trigger(a: Analysis) -> str:
             return f", right after {tr.new_tokens:,} tokens were appended to a {tr.cached_tokens:,}-token cached prompt"
         return f", right after a {tr.new_tokens:,}-token prompt"
     if tr.kind == "fault_on":
-        return f", when a fault was switched on ({tr.detail})"
+        fault = tr.detail.split("fault=", 1)[-1].split(",")[0].strip() if tr.detail else ""
+        return f", when the {fault} fault was switched on" if fault else ", when a fault was switched on"
     return f", right after a {tr.kind.replace('_', ' ')}"
 
 

@@ -32,6 +32,15 @@ engine's wall time went to it. One whose share of wall time grew by at least MIN
 (and at least SHARE_GROWTH-fold) from before the onset to after it, or from the restarted engine
 (where the run restarted it) to the later half of the life before, accounts for added time
 directly; these rank first, by the share they added, ahead of every correlation.
+
+A correlation alone is no suspect: on a healthy run, where nothing slowed, the residual still
+moves with the load (the KV cache's fill, the queue, the clients' open sockets) and with parts of
+the step time. A figure is listed only where its score is above the highest it reached on runs
+known to be healthy (HEALTHY_SCORES, measured by benchmarks/suspect_bar.py: docs/benchmarks.md,
+"Suspects on healthy runs"); a figure those runs never showed is held to the highest its kind
+reached (CLASS_BAR). And a figure of the process as a whole (PROCESS_FIGURES: open files, RSS,
+threads, CPU) moves with the traffic as much as with the engine's state: it ranks after every
+engine figure, and its evidence says so.
 """
 
 from __future__ import annotations
@@ -45,7 +54,7 @@ from diagnostics.source import Source
 from rundir.schema import SNAPSHOT_COUNTERS, SNAPSHOT_HOST, SNAPSHOT_META
 
 MIN_POINTS = 8
-MIN_SCORE = 0.3
+MIN_SCORE = 0.3  # |rho| a figure needs to be scored at all (its score is then at least MIN_SCORE / 2)
 MAX_SUSPECTS = 10
 KEPT = "heap_kept_bytes"  # memory the engine's malloc freed and keeps: not held by the engine
 TIME_COUNTER_SUFFIX = "_s_total"  # cumulative seconds spent in something
@@ -65,6 +74,70 @@ STEP_FIGURES = (
     "sample_s",
     "idle_slot_tokens",
 )
+# Figures of the engine's process as a whole, not of its internals (rundir.schema.SNAPSHOT_COLUMNS).
+PROCESS_FIGURES = (
+    "rss_bytes",
+    "rss_in_use_bytes",
+    "heap_in_use_bytes",
+    "cpu_percent",
+    "num_threads",
+    "num_fds",
+    "core_rss_bytes",
+    "core_cpu_percent",
+    "core_num_threads",
+    "gpu_mem_bytes",
+    "gpu_util",
+)
+# The engine's own figures that follow the load as much as its state: vLLM's and SGLang's KV usage,
+# queue and prefix-cache hit rate, which rise and fall with the batch and its context.
+LOAD_FIGURES = ("token_usage", "num_queue_reqs", "cache_hit_rate", "num_preemptions")
+# The highest score each figure reached on runs known to be healthy, every candidate scored with
+# no bar (benchmarks/suspect_bar.py, 2026-12-05; docs/benchmarks.md, "Suspects on healthy runs"):
+# the built-in engine's healthy soaks (tests/fixtures/healthy-soaks, soak validate's recorded
+# controls, two false-alarm soaks of 40 s), the case studies' fixed builds (as run directories and
+# as logs alone) and the 44 published logs of benchmarks/real_logs.json. A figure must score
+# above it to be listed.
+HEALTHY_SCORES: dict[str, float] = {
+    "token_usage": 0.673,  # vLLM's KV usage on a healthy arrival-rate sweep: it follows the batch
+    "cache_hit_rate": 0.579,
+    "schedule_s": 0.522,  # a part of the step time follows the step's own noise
+    "sample_s": 0.474,
+    "num_fds": 0.463,  # the clients' sockets, llama.cpp 0.3.2 (fixed) in a full cache: they open with the traffic
+    "num_queue_reqs": 0.348,
+    "eviction_s_total": 0.274,
+    "radix_locked_tokens": 0.270,
+    "mamba_usage": 0.270,
+    "idle_slot_tokens": 0.262,  # llama.cpp 0.3.2 (fixed) in a full cache
+    "eviction_nodes_visited_total": 0.261,
+    "eviction_calls_total": 0.261,
+    "rss_in_use_bytes": 0.259,
+    "gc_last_full_pause_s": 0.247,
+    "mamba_slots_used": 0.237,
+    "radix_evictable_tokens": 0.230,  # a busy-host demo whose run was not kept (../shared/reader-test/before-1.md)
+    "heap_in_use_bytes": 0.225,
+    "kv_free_runs": 0.225,
+    "kv_gather_s_total": 0.223,
+    "kv_free_tokens": 0.214,
+    "kv_free_list_disorder": 0.203,
+    "kv_gather_breaks": 0.200,
+    "kv_largest_free_run": 0.192,
+    "kv_fragmentation": 0.191,
+    "radix_nodes": 0.188,
+    "radix_cached_tokens": 0.188,
+    "match_truncated_tokens_total": 0.184,
+    "cpu_percent": 0.173,
+    "gc_pause_s_total": 0.158,
+    "gc_pause_s": 0.158,
+    "mamba_snapshots": 0.145,
+    "kv_no_space": 0.138,  # llama.cpp 0.3.2 (fixed), its batches halving for room as 0.3.1's did
+    "num_threads": 0.106,
+    "gc_gen2_collections": 0.019,
+    "gc_full_pause_s_total": 0.019,
+}
+# A figure the healthy runs never scored is held to the highest its kind reached there; a figure
+# of the whole process, or a part of the step time, to its kind's highest always (they are alike:
+# RSS, open files and threads all follow the traffic).
+CLASS_BAR = {"engine": 0.274, "load": 0.673, "process": 0.463, "step_part": 0.522}
 # Events counted as a figure: how many the last EVENT_WINDOW_S held, at each sample.
 EVENT_FIGURES = ("kv_no_space",)
 EVENT_WINDOW_S = 60.0
@@ -109,13 +182,41 @@ def rank(
     out = list(timed)
     for name, series in candidates:
         s = _suspect(name, series, samples, onset, symptom)
-        if s is not None and s.name not in timed_names:
+        if s is not None and s.name not in timed_names and s.score > bar(s.name):
             out.append(s)
-    # Time that accounts for the slowdown first; a part of the step time says where the time
-    # went, not why: it ranks after every engine figure that tracks the slowdown (the breakdown
-    # check in the analysis says where).
-    out.sort(key=lambda s: (s.name not in timed_names, s.name in STEP_TIME_PARTS, -s.score))
+    # Time that accounts for the slowdown first; then the engine's own figures; a figure of the
+    # whole process after them (it moves with the traffic too); a part of the step time last: it
+    # says where the time went, not why (the breakdown check in the analysis says where).
+    order = {"engine": 0, "load": 0, "process": 1, "step_part": 2}
+    out.sort(key=lambda s: (s.name not in timed_names, order[kind(s.name)], -s.score))
     return tuple(out[:MAX_SUSPECTS])
+
+
+def kind(name: str) -> str:
+    """engine (its internals), load (its figures that follow the load), process (the process as a
+    whole) or step_part (a part of the step time)."""
+    if name in PROCESS_FIGURES:
+        return "process"
+    if name in LOAD_FIGURES:
+        return "load"
+    return "step_part" if name in STEP_TIME_PARTS else "engine"
+
+
+def bar(name: str) -> float:
+    """The score a figure must beat to be listed: the highest it reached on healthy runs, else its
+    kind's; a process figure or a part of the step time its kind's always."""
+    k = kind(name)
+    if k in ("process", "step_part"):
+        return CLASS_BAR[k]
+    return HEALTHY_SCORES.get(name, CLASS_BAR[k])
+
+
+def short(s: Suspect) -> str:
+    """A suspect in a line: what the figure is, and how it moved (`KV cells held by idle slots:
+    median 0 before the onset, 12,220 after`)."""
+    what = MEANING.get(s.name, "").split(" (")[0]
+    move = s.evidence.rsplit("; ", 1)[-1] if "Spearman" in s.evidence else s.evidence
+    return f"{what}: {move}" if what else move
 
 
 def _net_of_kept(snaps: pd.DataFrame) -> pd.DataFrame:
@@ -261,21 +362,28 @@ def _suspect(
         before = aligned.loc[aligned["t"] < onset.t, name]
         after = aligned.loc[aligned["t"] >= onset.t, name]
         move = (
-            f"median {before.median():.4g} before the onset, {after.median():.4g} after"
+            f"median {_num(before.median())} before the onset, {_num(after.median())} after"
             if len(before) and len(after)
             else ""
         )
     else:
         k = max(1, len(aligned) // 4)
-        move = f"median {aligned[name].head(k).median():.4g} early, {aligned[name].tail(k).median():.4g} late"
+        move = f"median {_num(aligned[name].head(k).median())} early, {_num(aligned[name].tail(k).median())} late"
     direction = "rises" if rho > 0 else "falls"
     what = f"{MEANING[name]}: " if name in MEANING else ""
+    if name in PROCESS_FIGURES:
+        what = "a figure of the whole process (it moves with the traffic as much as with the engine's state): "
     return Suspect(
         name,
         float(score),
         f"{what}{direction} as {symptom}: Spearman rho {rho:+.2f} with the residual over {len(aligned)} samples "
         f"({partial:+.2f} beyond engine age); {move}",
     )
+
+
+def _num(x: float) -> str:
+    """A median as a reader reads it: 12,220 and 1,417,000,000, not 1.222e+04; 0.1116 as it is."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
 
 
 def _partial_rank(x: pd.Series, y: pd.Series, z: pd.Series) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from diagnostics import suspects
 from reports import narrative
 from reports.environment import environment
 from reports.inputs import Inputs
@@ -54,7 +55,7 @@ def render_summary(inputs: Inputs, redactor: Redactor | None = None, report_name
     shown = a.suspects[:MAX_SUSPECTS] if narrative.lists_suspects(a) else ()
     if shown:
         top = shown[0]
-        out.append(f"- top suspect: `{top.name}` (score {top.score:.2f}): {red(top.evidence)}")
+        out.append(f"- top suspect: `{top.name}` (score {top.score:.2f}): {red(suspects.short(top))}")
     out += ["", "| | |", "|---|---|"]
     out += [f"| {k.label} | {_cell(red(k.value))} |" for k in narrative.key_numbers(a)]
     for m in a.comparisons:
