@@ -19,6 +19,7 @@ terminal); the evidence follows for whoever wants it. What they keep to:
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 import numpy as np
@@ -36,7 +37,7 @@ REFERENCE = {
     "probes": ("its own early speed on an identical request", "early in the run"),
     "bins": ("its early speed at the same batch and context", "early in the run"),
     "step_series": ("its healthy speed at the same batch and context", "while it was healthy"),
-    "combined": ("its early speed, every measure together", "early in the run"),
+    "combined": ("its early speed, all comparisons together", "early in the run"),
 }
 HEADLINES = {
     Verdict.AGE: "The engine slowed down with age",
@@ -46,6 +47,7 @@ HEADLINES = {
 }
 BELOW_MATERIAL = "Below what tokdrift calls engine age"
 NOT_SHOWN = "Not shown to slow with age"
+NO_LOSS_MEASURED = "no slowdown measured"
 HOST_DRIFT = "Slower, but the host or the load changed, not the engine"
 # A confidence cap's checks in the reader's words (diagnostics.caps.DATA_CHECKS); others by name.
 CAP_WORDS = {
@@ -73,6 +75,9 @@ MAX_FLAGS = 5
 NO_SLOWER = 0.995  # an interval's lower end from here up is said as no slower (it rounds to 0 %)
 KEPT_OUT_SHARE = 0.5  # decode samples kept out beyond this share are said beside the verdict
 SOAK_UNTIL_DECIDED = "`soak run --target URL --until-decided`"
+
+
+_ISO = re.compile(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(?:\.\d+)?")
 
 
 class Opening(NamedTuple):
@@ -106,6 +111,12 @@ def when(a: Analysis, t: np.datetime64 | pd.Timestamp | None) -> str | None:
     """A time to the second in the source's clock: `2026-12-02 14:16:05 UTC` for a run directory
     or a scrape series (Unix time), the log's own clock without a zone for a log."""
     return stamp(t, a.source_kind)
+
+
+def to_the_second(text: str) -> str:
+    """ISO times in a text (a check's detail) to the second: `2026-12-02 17:05:33`, not
+    `2026-12-02T17:05:33.223594189`."""
+    return _ISO.sub(r"\1 \2", text)
 
 
 def stamp(t: np.datetime64 | pd.Timestamp | None, source_kind: str) -> str | None:
@@ -272,10 +283,11 @@ def _no_age(a: Analysis, log: bool) -> tuple[str, str, str]:
         headline = HOST_DRIFT if a.cause == Cause.HOST_DRIFT else HEADLINES[a.verdict]
         return headline, f"{said}: no slower.", "Nothing to restart or file; a longer soak would catch a slower drift."
     if lo > material:
-        headline = _cap(grew + ("slightly slower, " if hi < 1.0 else "") + BELOW_MATERIAL.lower())
-        headline = HOST_DRIFT if a.cause == Cause.HOST_DRIFT else headline
+        # No loss measured (the interval reaches 1) reads as such; a measured one as slightly slower.
+        small = NO_LOSS_MEASURED if hi >= 1.0 else "slightly slower, " + BELOW_MATERIAL.lower()
+        headline = HOST_DRIFT if a.cause == Cause.HOST_DRIFT else _cap(grew + small)
         finding = f"{said}: up to {1 - lo:.0%} slower than {than}, below {bar}."
-        return headline, finding, "Nothing to restart or file; run longer to settle it."
+        return headline, finding, "Nothing to restart or file; run longer to settle a loss this small."
     finding = f"{said}: up to {1 - lo:.0%} slower than {than}, not shown to reach {bar}."
     headline = HOST_DRIFT if a.cause == Cause.HOST_DRIFT else _cap(grew + NOT_SHOWN.lower())
     return headline, finding, _run_longer(a) if not log else f"Run longer to settle it: {SOAK_UNTIL_DECIDED}."
@@ -309,8 +321,8 @@ def _undecided(a: Analysis, source: Source | None, log: bool) -> tuple[str, str,
     if "restart_slower" in names and "restart" in comps:
         return (
             headline,
-            f"After a restart it ran faster (the aged engine at {ratio_words(comps['restart'])}), but the run saw "
-            f"no loss within its first life: the slowdown may predate the run's healthy baseline.",
+            f"After a restart it ran faster: the aged engine had run at {ratio_words(comps['restart'])}. But the "
+            f"run saw no loss within its first life, so the slowdown may predate its healthy baseline.",
             "Soak again with a baseline before the traffic: `soak run … --baseline 8`.",
         )
     if "paired_slower" in names or "decode_agreement" in names:
@@ -359,7 +371,7 @@ def _host_moved(a: Analysis) -> str:
 def _run_longer(a: Analysis) -> str:
     quieter = any(c.name in ("host_contention", "control_drift") and c.status == "warn" for c in a.checks)
     where = " on a quieter host" if quieter else ""
-    return f"Run longer{where}: `soak run … --until-decided` stops once it can tell."
+    return f"Run longer{where}: `soak run … --until-decided`."
 
 
 def _log_next(source: Source | None) -> str:

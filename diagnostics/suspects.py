@@ -37,7 +37,7 @@ A correlation alone is no suspect: on a healthy run, where nothing slowed, the r
 moves with the load (the KV cache's fill, the queue, the clients' open sockets) and with parts of
 the step time. A figure is listed only where its score is above the highest it reached on runs
 known to be healthy (HEALTHY_SCORES, measured by benchmarks/suspect_bar.py: docs/benchmarks.md,
-"Suspects on healthy runs"); a figure those runs never showed is held to the highest its kind
+"suspect_bar.py"); a figure those runs never showed is held to the highest its kind
 reached (CLASS_BAR). And a figure of the process as a whole (PROCESS_FIGURES: open files, RSS,
 threads, CPU) moves with the traffic as much as with the engine's state: it ranks after every
 engine figure, and its evidence says so.
@@ -92,7 +92,7 @@ PROCESS_FIGURES = (
 # queue and prefix-cache hit rate, which rise and fall with the batch and its context.
 LOAD_FIGURES = ("token_usage", "num_queue_reqs", "cache_hit_rate", "num_preemptions")
 # The highest score each figure reached on runs known to be healthy, every candidate scored with
-# no bar (benchmarks/suspect_bar.py, 2026-12-05; docs/benchmarks.md, "Suspects on healthy runs"):
+# no bar (benchmarks/suspect_bar.py, 2026-12-05; docs/benchmarks.md, "suspect_bar.py"):
 # the built-in engine's healthy soaks (tests/fixtures/healthy-soaks, soak validate's recorded
 # controls, two false-alarm soaks of 40 s), the case studies' fixed builds (as run directories and
 # as logs alone) and the 44 published logs of benchmarks/real_logs.json. A figure must score

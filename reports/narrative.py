@@ -6,10 +6,19 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from diagnostics.labels import Cause, Verdict
-from diagnostics.opening import Opening, held_back, identity, lists_suspects, opening, ratio_words, when
+from diagnostics.opening import (
+    Opening,
+    held_back,
+    identity,
+    lists_suspects,
+    opening,
+    ratio_words,
+    to_the_second,
+    when,
+)
 from diagnostics.result import Analysis, Slowdown
 
-__all__ = ["Opening", "held_back", "identity", "lists_suspects", "opening"]
+__all__ = ["Opening", "held_back", "identity", "lists_suspects", "opening", "to_the_second"]
 
 HEADLINES = {
     Verdict.AGE: "The engine slowed down with age, beyond what longer context explains",

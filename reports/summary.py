@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from diagnostics import suspects
+from diagnostics.opening import to_the_second
 from reports import narrative
 from reports.environment import environment
 from reports.inputs import Inputs
@@ -40,7 +41,7 @@ def render_summary(inputs: Inputs, redactor: Redactor | None = None, report_name
     redactor.anchor_to(inputs.source.path, inputs.command)
 
     def red(s: object) -> str:
-        return _md(redactor.text(str(s)))
+        return _md(redactor.text(to_the_second(str(s))))
 
     first = narrative.opening(a, inputs.source)
     out = [
