@@ -274,7 +274,7 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
         interval = s.interval_text(none=" (too few samples for an interval)")
         out += [
             KeyNumber("decode speed at matched conditions, late over healthy", f"{s.ratio:.2f}{interval}"),
-            KeyNumber(f"healthy decode (tok/s, {basis_text(s.basis)})", f"{s.healthy_tps:.1f}"),
+            KeyNumber("healthy decode (tok/s, on what decided)", f"{s.healthy_tps:.1f}"),
             KeyNumber("decode now at the healthy conditions (tok/s: healthy times the ratio)", f"{s.degraded_tps:.1f}"),
         ]
         if s.shape is not None:
