@@ -1,7 +1,8 @@
 """The human summary of an analysis as rich renderables; the CLI prints them.
 
 It opens as every page does (diagnostics.opening): the answer, one figure with its interval and
-what to do next; what held the confidence back and what the engine was, beside it. The evidence
+what to do next; the operator's warnings, what held the confidence back, which measure the figure
+is and what the engine was, beside it. The evidence
 follows: the verdict's label and basis, the comparisons, the onset, the suspects and the checks.
 """
 
@@ -32,8 +33,12 @@ def render(a: Analysis, source: Source | None = None) -> Group:
     parts: list[Text | Table] = [
         Text.assemble((f"{first.headline}. ", VERDICT_STYLE[a.verdict]), first.paragraph),
     ]
+    if first.warnings:
+        parts.append(Text(f"warnings: {'; '.join(first.warnings)}", style="bold yellow"))
     if first.held_back:
         parts.append(Text(f"held back by: {'; '.join(first.held_back)}", style="yellow"))
+    if first.measured:
+        parts.append(Text(f"the figure: {first.measured}", style="dim"))
     parts.append(Text(f"engine: {opening_mod.identity(a, source)}", style="dim"))
     parts.append(Text(""))
     basis = f", on {a.basis.replace('_', ' ')}" if a.basis else ""
@@ -42,7 +47,8 @@ def render(a: Analysis, source: Source | None = None) -> Group:
             ("verdict: ", "bold"), (a.verdict, VERDICT_STYLE[a.verdict]), f" ({a.confidence or 'no'} confidence{basis})"
         )
     )
-    parts.append(Text(f"{a.source_kind} {a.source_path} ({a.engine})", style="dim"))
+    engine = opening_mod.engine_name(source) if source is not None else a.engine
+    parts.append(Text(f"{a.source_kind} {a.source_path} ({engine})", style="dim"))
     if a.cause == Cause.HOST_DRIFT:
         parts.append(Text("cause: host or load drift - a fresh engine was as slow", style="yellow"))
     for m in a.comparisons:
@@ -71,7 +77,12 @@ def render(a: Analysis, source: Source | None = None) -> Group:
             Text(f"healthy model: step time = {a.model.describe()} ({a.model.num_points} samples)", style="dim")
         )
     if a.suspects and opening_mod.lists_suspects(a):
-        table = Table(title="suspects", show_header=True, header_style="bold")
+        title = (
+            "suspects"
+            if opening_mod.names_top_suspect(a)
+            else "figures that track the slowdown (no cause: not engine age)"
+        )
+        table = Table(title=title, show_header=True, header_style="bold")
         table.add_column("name")
         table.add_column("score", justify="right")
         table.add_column("evidence")

@@ -141,6 +141,7 @@ CLASS_BAR = {"engine": 0.274, "load": 0.673, "process": 0.463, "step_part": 0.52
 # Events counted as a figure: how many the last EVENT_WINDOW_S held, at each sample.
 EVENT_FIGURES = ("kv_no_space",)
 EVENT_WINDOW_S = 60.0
+PROCESS_WORDS = "a figure of the whole process (it moves with the traffic as much as with the engine's state): "
 # What a figure is, where its name does not say it: the mechanism it stands for, in the evidence.
 MEANING = {
     "idle_slot_tokens": "KV cells held by idle slots (their last conversations, kept for prompt caching; "
@@ -213,9 +214,14 @@ def bar(name: str) -> float:
 
 def short(s: Suspect) -> str:
     """A suspect in a line: what the figure is, and how it moved (`KV cells held by idle slots:
-    median 0 before the onset, 12,220 after`)."""
+    rose from a median of 0 before the onset to 12,224 after`)."""
     what = MEANING.get(s.name, "").split(" (")[0]
-    move = s.evidence.rsplit("; ", 1)[-1] if "Spearman" in s.evidence else s.evidence
+    move = s.evidence.split(" (Spearman", 1)[0] if "Spearman" in s.evidence else s.evidence
+    if what and move.startswith(MEANING[s.name]):
+        move = move[len(MEANING[s.name]) + 2 :]
+    elif move.startswith(PROCESS_WORDS):
+        move = move[len(PROCESS_WORDS) :]
+    move = move.split("; ", 1)[0]
     return f"{what}: {move}" if what else move
 
 
@@ -358,27 +364,53 @@ def _suspect(
         return None
     partial = _partial_rank(aligned[name], aligned["residual"], aligned["engine_age_s"])
     score = abs(rho) * (1 + abs(partial)) / 2
-    if onset is not None:
-        before = aligned.loc[aligned["t"] < onset.t, name]
-        after = aligned.loc[aligned["t"] >= onset.t, name]
-        move = (
-            f"median {_num(before.median())} before the onset, {_num(after.median())} after"
-            if len(before) and len(after)
-            else ""
-        )
-    else:
-        k = max(1, len(aligned) // 4)
-        move = f"median {_num(aligned[name].head(k).median())} early, {_num(aligned[name].tail(k).median())} late"
-    direction = "rises" if rho > 0 else "falls"
+    move = _move(aligned, name, rho, onset, symptom)
+    if move is None:
+        return None
     what = f"{MEANING[name]}: " if name in MEANING else ""
     if name in PROCESS_FIGURES:
-        what = "a figure of the whole process (it moves with the traffic as much as with the engine's state): "
+        what = PROCESS_WORDS
     return Suspect(
         name,
         float(score),
-        f"{what}{direction} as {symptom}: Spearman rho {rho:+.2f} with the residual over {len(aligned)} samples "
-        f"({partial:+.2f} beyond engine age); {move}",
+        f"{what}{move} (Spearman rho {rho:+.2f} with the residual over {len(aligned)} samples, "
+        f"{partial:+.2f} beyond engine age)",
     )
+
+
+def _move(aligned: pd.DataFrame, name: str, rho: float, onset: Onset | None, symptom: str) -> str | None:
+    """How the figure moved, in the direction its medians say: before and after the onset, or,
+    without one, in the quarter of samples with the least slowdown and the quarter with the most.
+    None where the medians do not move the way the correlation says (equal, or the other way): a
+    rank correlation its typical level does not bear out (a few spikes, or a restart's fresh
+    engine late in the run) is no suspect."""
+    higher = "higher" if rho > 0 else "lower"
+    if onset is not None:
+        before = aligned.loc[aligned["t"] < onset.t, name]
+        after = aligned.loc[aligned["t"] >= onset.t, name]
+        if len(before) and len(after):
+            first, last = float(before.median()), float(after.median())
+            if not _agrees(first, last, rho):
+                return None
+            verb = "rose" if last > first else "fell"
+            return (
+                f"{verb} from a median of {_num(first)} before the onset to {_num(last)} after; "
+                f"{higher} where {symptom}"
+            )
+    k = max(1, len(aligned) // 4)
+    by_residual = aligned.sort_values("residual", kind="stable")
+    least, most = float(by_residual[name].head(k).median()), float(by_residual[name].tail(k).median())
+    if not _agrees(least, most, rho):
+        return None
+    return (
+        f"{higher} where {symptom}: a median of {_num(least)} in the quarter of samples with the least "
+        f"slowdown, {_num(most)} in the quarter with the most"
+    )
+
+
+def _agrees(first: float, last: float, rho: float) -> bool:
+    """The medians moved, and the way the correlation's sign says."""
+    return bool(np.isfinite(first) and np.isfinite(last) and last != first and (last > first) == (rho > 0))
 
 
 def _num(x: float) -> str:

@@ -129,8 +129,8 @@ def comparison_rows(a: Inputs, b: Inputs) -> list[Row]:
     rows.append(
         Row(
             "top suspect",
-            aa.suspects[0].name if aa.suspects else "none",
-            ba.suspects[0].name if ba.suspects else "none",
+            aa.suspects[0].name if narrative.names_top_suspect(aa) else "none",
+            ba.suspects[0].name if narrative.names_top_suspect(ba) else "none",
             "",
         )
     )

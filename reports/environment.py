@@ -8,10 +8,14 @@ import json
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from diagnostics.opening import engine_name
 from diagnostics.source import Source
 from reports.redact import Redactor
 
 MAX_STARTUP_LINES = 6
+# The running verdict a soak stopped on (its manifest's `decided`), by what it is: the verdict at
+# the top is the whole run's, analysed afresh, and may differ in its figure and confidence.
+DECIDED = "running verdict when the soak stopped"
 SECTIONS = ("engine", "host", "trace")
 
 
@@ -22,7 +26,10 @@ class Environment(NamedTuple):
 
 
 def environment(source: Source, redactor: Redactor) -> Environment:
-    rows: list[tuple[str, str]] = [("source", f"{source.kind} {redactor.text(source.path)}"), ("engine", source.engine)]
+    rows: list[tuple[str, str]] = [
+        ("source", f"{source.kind} {redactor.text(source.path)}"),
+        ("engine", engine_name(source)),
+    ]
     configs = None
     m = source.manifest
     if m is not None:
@@ -31,7 +38,8 @@ def environment(source: Source, redactor: Redactor) -> Environment:
             if raw.get(key) is not None:
                 rows.append((key, _when(raw[key]) if key.endswith("_at") else _value(raw[key])))
         if isinstance(raw.get("decided"), dict) and raw["decided"].get("line"):
-            rows.append(("decided", _value(raw["decided"]["line"])))
+            line = _value(raw["decided"]["line"])
+            rows.append((DECIDED, f"superseded by the whole run's verdict at the top; it said {line}"))
         if isinstance(raw.get("command"), list):
             rows.append(("command", " ".join(str(x) for x in raw["command"])))
         for section in SECTIONS:

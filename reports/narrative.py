@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from diagnostics import suspects as suspects_mod
 from diagnostics.labels import Cause, Verdict
 from diagnostics.opening import (
+    REFERENCE,
     Opening,
+    check_title,
     held_back,
     identity,
     lists_suspects,
+    names_top_suspect,
     opening,
     ratio_words,
     to_the_second,
@@ -18,7 +22,16 @@ from diagnostics.opening import (
 )
 from diagnostics.result import Analysis, Slowdown
 
-__all__ = ["Opening", "held_back", "identity", "lists_suspects", "opening", "to_the_second"]
+__all__ = [
+    "Opening",
+    "check_title",
+    "held_back",
+    "identity",
+    "lists_suspects",
+    "names_top_suspect",
+    "opening",
+    "to_the_second",
+]
 
 HEADLINES = {
     Verdict.AGE: "The engine slowed down with age, beyond what longer context explains",
@@ -85,10 +98,10 @@ def trigger_text(a: Analysis) -> str | None:
 
 BASIS_TEXT = {
     "paired_control": "probes paired with a fresh control engine",
-    "restart": "the restart control (the aged engine against a fresh one at one moment)",
+    "restart": "the restart (the soaked engine just before it against itself just after)",
     "probes": "identical probes",
     "bins": "matched batch-and-context bins",
-    "step_series": "the step series against the healthy model",
+    "step_series": "the step series against the early step-time model",
     "combined": "the decode comparisons together (each widened so that all hold at once)",
     "prefix_reuse": "prefix reuse of continuation turns",
     "prefill": "prefill time at matched sizes",
@@ -246,9 +259,7 @@ def _suspect_sentence(a: Analysis) -> str | None:
     if not a.suspects:
         return None
     top = a.suspects[0]
-    return (
-        f"The engine figure that tracks it best is {top.name} (score {top.score:.2f}): {top.evidence.split('; ')[-1]}."
-    )
+    return f"The engine figure that tracks it best is {top.name} (score {top.score:.2f}): {suspects_mod.short(top)}."
 
 
 def key_numbers(a: Analysis) -> list[KeyNumber]:
@@ -264,7 +275,7 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
     if a.slowdown is not None and a.slowdown.healthy_tps is None:  # a claim on prefix reuse or prefill time
         s = a.slowdown
         label = (
-            "prefill speed at matched sizes, late over healthy"
+            "prefill speed at the same prompt sizes, late over early"
             if s.basis == "prefill"
             else "prefix reuse of continuation turns, late over early"
         )
@@ -273,9 +284,9 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
         s = a.slowdown
         interval = s.interval_text(none=" (too few samples for an interval)")
         out += [
-            KeyNumber("decode speed at matched conditions, late over healthy", f"{s.ratio:.2f}{interval}"),
-            KeyNumber("healthy decode (tok/s, on what decided)", f"{s.healthy_tps:.1f}"),
-            KeyNumber("decode now at the healthy conditions (tok/s: healthy times the ratio)", f"{s.degraded_tps:.1f}"),
+            KeyNumber(f"decode speed, the soaked engine's over {_reference(s.basis)}", f"{s.ratio:.2f}{interval}"),
+            KeyNumber("decode early (tok/s, on what decided)", f"{s.healthy_tps:.1f}"),
+            KeyNumber("decode late at the same conditions (tok/s: early times the ratio)", f"{s.degraded_tps:.1f}"),
         ]
         if s.shape is not None:
             out.append(
@@ -299,7 +310,7 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
             )
         )
     if a.prefill is not None and not (a.slowdown is not None and a.slowdown.basis == "prefill"):
-        out.append(KeyNumber("prefill speed at matched sizes, late over healthy", f"{1 / a.prefill.ratio:.2f}"))
+        out.append(KeyNumber("prefill speed at the same prompt sizes, late over early", f"{1 / a.prefill.ratio:.2f}"))
     if a.onset is not None:
         out += [
             KeyNumber("onset", onset_when(a)),
@@ -320,10 +331,23 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
             )
         )
     if a.model is not None:
-        out.append(KeyNumber("healthy model (step time)", f"{a.model.describe()} ({a.model.num_points} samples)"))
+        out.append(KeyNumber("step-time model fitted early", f"{a.model.describe()} ({a.model.num_points} samples)"))
     valid = a.samples[a.samples["excluded"] == ""] if len(a.samples) else a.samples
     out.append(KeyNumber("decode samples", f"{len(a.samples)} ({len(a.samples) - len(valid)} kept out)"))
     return out
+
+
+def suspects_note(a: Analysis) -> str | None:
+    """What a list of suspects is under a verdict other than engine age: figures that track a
+    slowdown the verdict did not pin on the engine's age, no cause."""
+    if names_top_suspect(a):
+        return None
+    return "figures that track the slowdown measured; the verdict does not call it engine age, so none is named a cause"
+
+
+def _reference(basis: str) -> str:
+    """`a fresh engine's speed`: whose speed a ratio on `basis` is over."""
+    return REFERENCE.get(basis, ("its early speed", ""))[0]
 
 
 def no_suspects_text(a: Analysis) -> str:
@@ -335,14 +359,12 @@ def no_suspects_text(a: Analysis) -> str:
 
 def _restart_sentence(a: Analysis) -> str:
     if a.recovered_by_restart is True:
-        return "A restart brought it back to the healthy rate, so the slowdown lives in the engine's state."
+        return "A restart brought it back to the early rate, so the slowdown lives in the engine's state."
     if a.recovered_by_restart is False:
         return "A restart did not bring it back."
     restart = next((c for c in a.comparisons if c.basis == "restart"), None)
     if restart is not None:
-        return (
-            f"A restart could not tell whether a fresh engine recovers: the aged engine ran at {ratio_words(restart)}."
-        )
+        return f"A restart could not tell whether a fresh engine recovers: the soaked engine ran at {ratio_words(restart)}."
     if len(a.lives) > 1:
         return f"The data hold a restart, but {_uncompared(a)}, so whether a fresh engine recovers is not tested here."
     return "The data holds no restart, so whether a fresh engine recovers is not tested here."
@@ -359,7 +381,7 @@ def recovered_text(a: Analysis) -> str:
         if len(a.lives) > 1:
             return f"not compared: {len(a.lives) - 1} restart(s) in the data, but {_uncompared(a)}"
         return "no restart in the data"
-    said = f"the aged engine ran at {ratio_words(restart)}"
+    said = f"the soaked engine ran at {ratio_words(restart)}"
     if restart.loss:
         # The restart did bring decode back; what the verdict could not show is that engine age, and
         # not something else, had slowed it (its reason).

@@ -110,8 +110,9 @@ class Redactor:
 
     def anchor_to(self, path: str, command: list[str] | None = None) -> None:
         """Say paths relative to the source from here on: under the folder that holds it (a run
-        directory or a log), under the project the soak ran from (its executable's venv), under
-        the folder the soak wrote the run into (`-o`, `--out`)."""
+        directory or a log), under the project the soak ran from (its executable's venv, or the
+        project whose tokdrift/cli/soak.py ran), under the folder the soak wrote the run into
+        (`-o`, `--out`)."""
         if self.anchors:  # one source per redactor: the first anchoring holds
             return
         folders = [Path(path).resolve().parent]
@@ -119,7 +120,12 @@ class Redactor:
         if argv and os.path.isabs(argv[0]):
             exe = Path(argv[0])
             venv = exe.parent.parent
-            folders.append(venv.parent if exe.parent.name == "bin" and venv.name.startswith(".") else exe.parent)
+            if exe.parent.name == "bin" and venv.name.startswith("."):
+                folders.append(venv.parent)  # <project>/.venv/bin/soak
+            elif exe.parent.name == "cli" and exe.parent.parent.name == "tokdrift":
+                folders.append(exe.parents[2])  # <project>/tokdrift/cli/soak.py, run as a script
+            else:
+                folders.append(exe.parent)
         for flag, value in zip(argv, argv[1:]):
             if flag in ("-o", "--out") and os.path.isabs(value):
                 folders.append(Path(value).parent)

@@ -119,6 +119,10 @@ def report_context(inputs: Inputs, redactor: Redactor) -> dict[str, Any]:
         "headline": first.headline,
         "paragraph": redactor.text(first.paragraph),
         "held_back": [redactor.text(x) for x in first.held_back],
+        "warnings": [redactor.text(x) for x in first.warnings],
+        "measured": redactor.text(first.measured) if first.measured else None,
+        "top_suspect": suspects[0] if suspects and narrative.names_top_suspect(a) else None,
+        "suspects_note": narrative.suspects_note(a),
         "identity": redactor.text(narrative.identity(a, source)),
         "account": redactor.text(narrative.paragraph(a)),
         "no_suspects": narrative.no_suspects_text(a),
@@ -129,7 +133,15 @@ def report_context(inputs: Inputs, redactor: Redactor) -> dict[str, Any]:
         "bands": tables.matched_bands(a),
         "probe_lives": tables.probe_lives(source.probes),
         "suspects": suspects,
-        "checks": [c._replace(detail=redactor.text(narrative.to_the_second(c.detail))) for c in a.checks],
+        "checks": [
+            {
+                "name": c.name,
+                "title": narrative.check_title(c.name),
+                "status": c.status,
+                "detail": redactor.text(narrative.to_the_second(c.detail)),
+            }
+            for c in a.checks
+        ],
         "events": event_rows,
         "more_events": more_events,
         "log": log,

@@ -75,3 +75,16 @@ def test_disabled_redactor_keeps_everything():
     assert r.text(line) == line and r.fields(line) == line
     assert r.json({"prompt": "hi"}) == {"prompt": "hi"}
     assert r.describe().startswith("nothing: made with --no-redact")
+
+
+@pytest.mark.parametrize(
+    "exe",
+    ["/work/proj/.venv/bin/soak", "/work/proj/tokdrift/cli/soak.py"],
+    ids=["the venv's soak", "the package's soak.py run as a script"],
+)
+def test_a_path_under_the_project_the_soak_ran_from_is_said_relative_to_it(exe):
+    """benchmarks/false_alarms.py runs tokdrift/cli/soak.py: its trace read `…/examples/opencode.jsonl`,
+    a placeholder in the command a summary tells the reader to run next."""
+    r = Redactor()
+    r.anchor_to("/tmp/runs/short-0", [exe, "run", "--trace", "/work/proj/examples/opencode.jsonl"])
+    assert r.text("soak run --trace /work/proj/examples/opencode.jsonl") == "soak run --trace examples/opencode.jsonl"

@@ -78,14 +78,17 @@ def test_seed_verdict_opens_with_the_answer_one_figure_and_what_to_do(seed_page)
     assert _text(verdict.find(class_="headline")) == "The engine slowed down with age (medium confidence)"
     paragraph = _text(verdict.find("p", class_="paragraph"))
     assert paragraph == (
-        "After 15.6 min of engine life, decode fell to 0.10 of its healthy speed at the same batch and context "
+        "After 15.6 min of engine life, decode fell to 0.10 of its early speed at the same batch and context "
         "(90% interval 0.06-0.17; 112 → 12 tok/s), right after 5,792 tokens were appended to a 121,712-token "
         "cached prompt. Restart it to see whether the speed comes back, and file a bug with "
         "`diag bundle freetoken-excerpt.log`."
     )
     assert len(paragraph.split()) <= 60
     first = [_text(li) for li in verdict.find("ul", class_="first-lines").find_all("li")]
-    assert first[0].startswith("Held back by: confidence medium, not high: long idle stretches")
+    assert first[0].startswith(
+        "Held back by: thin data: 5 usable decode samples in a log of 11 lines, 2 of them early; "
+        "confidence medium, not high: long idle stretches"
+    )
     assert (
         first[1] == "Engine: freetoken (moe_backend offload, attention_backend triton, cache_type hybrid_radix, "
         "page_size 1); from its log (11 lines)"
@@ -96,7 +99,9 @@ def test_seed_verdict_opens_with_the_answer_one_figure_and_what_to_do(seed_page)
     assert cells["engine age at onset"] == "938 s (15.6 min)"
     assert cells["onset"] == "2026-09-23 21:18:50"  # to the second, in the log's own clock
     assert cells["recovered by restart"].startswith("no restart in the data")
-    assert cells["confidence"] == "medium" and cells["decided by"] == "the step series against the healthy model"
+    assert (
+        cells["confidence"] == "medium" and cells["decided by"] == "the step series against the early step-time model"
+    )
 
 
 def test_seed_sections_without_data_say_so(seed_page):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from reports.redact import Redactor
 from reports.summary import MAX_LINES, render_summary
@@ -17,10 +18,10 @@ def test_seed_summary_opens_with_the_answer_then_the_numbers_checks_and_environm
     assert lines[0] == "### tokdrift: freetoken-excerpt.log"
     # The first paragraph: the answer, one figure with its interval, what to do next; no internal names.
     assert lines[2].startswith("**The engine slowed down with age (medium confidence).** After 15.6 min")
-    assert "decode fell to 0.10 of its healthy speed at the same batch and context (90% interval 0.06-0.17" in lines[2]
+    assert "decode fell to 0.10 of its early speed at the same batch and context (90% interval 0.06-0.17" in lines[2]
     assert lines[2].endswith("file a bug with `diag bundle freetoken-excerpt.log`.")
     assert len(lines[2].split()) <= 70 and "_" not in lines[2].split("`diag bundle")[0]
-    assert lines[4].startswith("- held back by: confidence medium, not high:")
+    assert lines[4].startswith("- held back by: thin data: 5 usable decode samples in a log of 11 lines")
     assert lines[5].startswith("- engine: freetoken (moe_backend offload")
     assert "| engine age at onset | 938 s (15.6 min) |" in lines
     assert (
@@ -84,7 +85,7 @@ def test_recovered_by_restart_says_why_it_cannot_say(seed_inputs):
     )
     healthy = dataclasses.replace(a, verdict="no_degradation", recovered_by_restart=None, comparisons=(restart,))
     assert recovered_text(healthy) == (
-        "nothing came back: the aged engine ran at 1.02 of the restarted engine's speed (90% interval 0.95-1.09)"
+        "nothing came back: the soaked engine ran at 1.02 of its own speed just after a restart (90% interval 0.95-1.09)"
     )
     assert recovered_text(dataclasses.replace(healthy, recovered_by_restart=True)) == "yes"
     # A refusal is no verdict of no age: a restart that brought decode back says so (a llama.cpp log
@@ -94,7 +95,7 @@ def test_recovered_by_restart_says_why_it_cannot_say(seed_inputs):
         basis="restart", interval=Interval(0.05, 0.01, 0.34), num_early=3, num_late=4, material=0.9, detail=""
     )
     refused = dataclasses.replace(healthy, verdict="insufficient_data", comparisons=(back,))
-    assert recovered_text(refused).startswith("decode came back after it (the aged engine ran at 0.05 of the")
+    assert recovered_text(refused).startswith("decode came back after it (the soaked engine ran at 0.05 of its")
     # A restart that neither brought a loss back nor ruled one out says neither, whatever the verdict
     # (issue 53: "nothing to bring back (no engine age)" beside an undecided run).
     loose = Comparison(
@@ -102,7 +103,7 @@ def test_recovered_by_restart_says_why_it_cannot_say(seed_inputs):
     )
     for verdict in ("insufficient_data", "no_degradation", "engine_age_degradation"):
         said = recovered_text(dataclasses.replace(healthy, verdict=verdict, comparisons=(loose,)))
-        assert said.startswith("not settled: the aged engine ran at 0.87 of the restarted engine's speed"), said
+        assert said.startswith("not settled: the soaked engine ran at 0.87 of its own speed just after a restart"), said
         assert "no engine age" not in said
 
 
@@ -125,3 +126,49 @@ def test_a_restart_that_gave_no_comparison_is_not_called_no_restart(seed_inputs)
     assert _restart_sentence(two).startswith("The data hold a restart, but too few decode samples")
     changed = dataclasses.replace(two, checks=(*a.checks, Check("engine_identity", "warn", "the engine changed")))
     assert recovered_text(changed).endswith("the engine after it was a different one (the engine_identity check)")
+
+
+def test_a_verdict_other_than_age_names_no_top_suspect_and_says_what_its_list_is(run_inputs):
+    """after-10: a top suspect beside 'cannot tell', and the figure it tracked read as rising while
+    its medians fell."""
+    a = dataclasses.replace(run_inputs.analysis, verdict="insufficient_data", confidence=None)
+    md = render_summary(run_inputs._replace(analysis=a))
+    assert "- top suspect:" not in md
+    assert "**Suspects** (figures that track the slowdown measured; the verdict does not call it engine age" in md
+    assert "- top suspect: `kv_fragmentation`" in render_summary(run_inputs)  # beside engine age, it is named
+
+
+def test_a_check_whose_name_misleads_is_said_in_the_readers_words_too(seed_inputs):
+    """after-8: 'FAIL `confidence`: a loss without a cause'."""
+    from diagnostics.result import Check
+
+    failed = Check("confidence", "fail", "a loss without a cause: step series 0.75")
+    a = dataclasses.replace(seed_inputs.analysis, verdict="insufficient_data", confidence=None, checks=(failed,))
+    md = render_summary(seed_inputs._replace(analysis=a))
+    assert "- **FAIL** cause of the slowdown (`confidence`): a loss without a cause: step series 0.75" in md
+
+
+CASES = Path(__file__).resolve().parents[1] / "fixtures" / "case-studies"
+
+
+def test_the_running_verdict_a_soak_stopped_on_is_said_as_such():
+    """after-5: 'decided: ... high confidence (paired control 0.18 ...)' under a headline of medium, 0.14."""
+    from diagnostics.source import load_source
+    from reports.environment import DECIDED, environment
+
+    rows = dict(environment(load_source(CASES / "llamacpp-shared-kv" / "before"), Redactor()).rows)
+    assert rows[DECIDED].startswith("superseded by the whole run's verdict at the top; it said verdict so far:")
+    assert rows["engine"] == "llama.cpp"  # the soak kept the server's log, which says what it is
+
+
+def test_a_no_whose_kv_cache_failed_requests_says_so_beside_the_verdict():
+    """after-6: a KV cache that failed requests 4 times, said only as the 3rd of 4 warnings."""
+    from reports.inputs import load
+
+    lines = render_summary(load(CASES / "llamacpp-defrag" / "after")).splitlines()
+    assert lines[2].startswith("**No slowdown with engine age (medium confidence).**")
+    assert lines[4].startswith(
+        "- warnings: the KV cache ran out of room: 4 times a batch found no room even at its smallest and its "
+        "requests failed; 389 times a batch was retried smaller (2026-12-02 17:05:33 UTC to 2026-12-02 17:20:07 UTC)"
+    )
+    assert "- engine: llama.cpp build 1 (74d73dc)" in "\n".join(lines[:9])

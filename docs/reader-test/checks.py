@@ -1,0 +1,104 @@
+"""The reader test's mechanical checks: what can be counted in a summary without a reader.
+
+    .venv/bin/python docs/reader-test/checks.py docs/reader-test/after-*.md
+
+One row per summary and a total: the first paragraph's words (and without its command), whether it
+holds a next step, and what the readers of issue 53 stumbled on: a ratio flipped into a multiple, a
+time with fractions of a second, a placeholder in a command (`…`, `URL`), a ratio at or above 1
+said as slower, the engine called anything but soaked or fresh, an interval other than 90% left
+unexplained, a top suspect beside a verdict that is not engine age, a suspect whose medians do not
+move the way its words say, an operator's warning (failed requests, a full KV cache) only among
+the checks, `engine: unknown`, and a short run (under an hour) whose answer is not engine age but
+does not say how long it was.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+AGE = "The engine slowed down with age"
+NEXT_STEP = re.compile(r"\b(Restart it|Run longer|Soak (again|it|the engine)|Nothing to restart|file a bug)\b")
+MULTIPLE = re.compile(r"\b\d+\.\d+x\b")
+SUB_SECOND = re.compile(r"\d\d:\d\d:\d\d\.\d")
+SLOWER = re.compile(r"(\d+\.\d\d) of [^(]*\([^)]*\)[^.]*?\bup to \d+% slower")
+OTHER_NAMES = re.compile(r"\b(aged|healthy|main|restarted engine)\b", re.IGNORECASE)
+LEVEL = re.compile(r"\b(\d+(?:\.\d+)?)% interval")
+ROSE = re.compile(r"\b(rose|fell|rises|falls) from a median of ([\d,.]+) before the onset to ([\d,.]+) after")
+OLD_MEDIANS = re.compile(
+    r"\b(rises|falls) as [^:]*: .*?median ([\d,.]+) (?:before the onset|early), ([\d,.]+) (?:after|late)"
+)
+QUARTERS = re.compile(
+    r"\b(higher|lower) where [^:]*: a median of ([\d,.]+) in the quarter[^,]*, ([\d,.]+) in the quarter"
+)
+OPERATOR = ("`kv_space`", "`dropped_requests`", "`kv_exhaustion`", "`preemptions`", "`queue_buildup`")
+SERVING = re.compile(r"([\d.]+) (s|min|h) of serving")
+
+
+def checks(path: Path) -> dict[str, object]:
+    text = path.read_text()
+    lines = text.splitlines()
+    first = lines[2].replace("**", "")
+    top = text.split("\n| |", 1)[0]  # the opening and the lines beside it, before the evidence table
+    above_checks = text.split("**Checks**", 1)[0]
+    prose = re.sub(r"`[^`]*`", "", first)
+    age = lines[2].startswith(f"**{AGE}")
+    run_dir = "- source: `run_dir " in text
+    flipped = [m.group(0) for m in SLOWER.finditer(first) if float(m.group(1)) >= 1.0]
+    levels = [x for x in LEVEL.findall(first) if float(x) != 90.0]
+    serving = SERVING.search(top)
+    seconds = None if serving is None else float(serving.group(1)) * {"s": 1, "min": 60, "h": 3600}[serving.group(2)]
+    return {
+        "words": len(first.split()),
+        "prose words": len(prose.split()),
+        "next step": bool(NEXT_STEP.search(first)),
+        "multiple": bool(MULTIPLE.search(above_checks)),
+        "sub-second": bool(SUB_SECOND.search(text)),
+        # A run directory knows its trace and target; a log knows neither (its command says HOST:PORT).
+        "placeholder": "…" in first or bool(re.search(r"\bURL\b", first)) or (run_dir and "HOST:PORT" in first),
+        "above 1 as slower": bool(flipped),
+        "other names": sorted({m.lower() for m in OTHER_NAMES.findall(prose)}),
+        "level unexplained": bool(levels) and "not 90%" not in first,
+        "top suspect not age": "- top suspect:" in top and not age,
+        "medians against words": _medians_against_words(text),
+        "warning only in checks": any(f"**warn** {n}" in text or f"({n})" in text for n in OPERATOR)
+        and "- warnings:" not in top
+        and not any(n.strip("`") in top for n in OPERATOR),
+        "engine unknown": "- engine: unknown" in top,
+        "short run unsaid": not age and seconds is not None and seconds < 3600 and "lasted" not in first,
+    }
+
+
+def _medians_against_words(text: str) -> int:
+    """Suspects whose medians do not move the way their words say (equal counts as against)."""
+    bad = 0
+    for pattern in (ROSE, OLD_MEDIANS, QUARTERS):
+        for word, a, b in pattern.findall(text):
+            first, last = float(a.replace(",", "")), float(b.replace(",", ""))
+            up = word in ("rose", "rises", "higher")
+            bad += not ((last > first) if up else (last < first))
+    return bad
+
+
+def main(paths: list[str]) -> None:
+    rows = [
+        (Path(p).stem, checks(Path(p))) for p in sorted(paths, key=lambda p: int(re.sub(r"\D", "", Path(p).stem) or 0))
+    ]
+    keys = list(rows[0][1])
+    print("| | " + " | ".join(keys) + " |")
+    print("|---" * (len(keys) + 1) + "|")
+    for name, row in rows:
+        print(f"| {name} | " + " | ".join(_cell(row[k]) for k in keys) + " |")
+
+
+def _cell(v: object) -> str:
+    if isinstance(v, bool):
+        return "yes" if v else "-"
+    if isinstance(v, list):
+        return ", ".join(v) or "-"
+    return str(v) if v else "-" if v == 0 and not isinstance(v, int) else str(v)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
