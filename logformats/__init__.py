@@ -4,7 +4,9 @@ Two families of format (docs/diagnostics.md, "Engine logs"):
 - batch lines (batch.py): FreeToken (full prefix or the pasted time-only excerpt), tokdrift's
   engine (FreeToken's format), SGLang (dated, or 2024's time-only prefix) and vLLM;
 - per-request timings (llamacpp.py, slots.py): llama.cpp's server and Ollama, whose lines may
-  carry no time at all.
+  carry no time at all;
+- and the step record tokdrift's vLLM plugin writes (vllm_steps.py): one JSON line per engine
+  iteration.
 
 The format is detected from the first lines. A line no format knows is counted and skipped;
 a line of a known shape that does not read (an impossible time, a truncated timing line) is
@@ -23,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from logformats import batch, llamacpp, messages
+from logformats import batch, llamacpp, messages, vllm_steps
 from logformats.errors import LogFormatError
 from logformats.figures import Missing, llamacpp_missing
 from logformats.logtime import log_times
@@ -34,7 +36,7 @@ from rundir.schema import StepPhase
 
 logger = logging.getLogger(__name__)
 
-KNOWN = "FreeToken, SGLang, vLLM, llama.cpp, Ollama or tokdrift"
+KNOWN = "FreeToken, SGLang, vLLM, llama.cpp, Ollama or tokdrift, or a vLLM step record"
 MAX_CLOCK_S = 5e9  # seconds from a clock's origin beyond this (158 years) are garbled numbers
 CLOCK_NOTES = {
     "relative": "clock: llama.cpp's stamps, the time since the engine started (engine age itself)",
@@ -47,7 +49,7 @@ class LogInfo(NamedTuple):
     """What reading the file found, beside the tables."""
 
     path: str
-    format: str  # freetoken, freetoken-excerpt, tokdrift, sglang, sglang-time-only, vllm, llama.cpp, ollama
+    format: str  # freetoken, freetoken-excerpt, tokdrift, sglang, sglang-time-only, vllm, vllm-steps, llama.cpp, ollama
     num_lines: int
     num_step_lines: int  # lines read into steps (a vLLM line that adds to the stats line before it too)
     num_event_lines: int
@@ -96,6 +98,7 @@ def detect(lines: list[str]) -> str | None:
     family = llamacpp.detect(lines)
     if family is not None:
         counts[family[0]] = family[1]
+    counts[vllm_steps.NAME] = vllm_steps.detect(lines)
     best = max(counts, key=lambda name: counts[name])
     return best if counts[best] else None
 
@@ -114,6 +117,8 @@ def parse_log(
         raise LogFormatError(f"{path}: expected an engine log ({KNOWN}), but {found}")
     if fmt in ("llama.cpp", "ollama"):
         return _parse_per_request(path, date, year, held)
+    if fmt == vllm_steps.NAME:
+        return _parse_step_record(path)
     return _parse_batch(path, fmt, date, year)
 
 
@@ -149,6 +154,27 @@ def _parse_batch(path: Readable, fmt: str, date: dt.date | None, year: int | Non
     )
     _log_skipped(info)
     return ParsedLog(steps, frames.events, info)
+
+
+def _parse_step_record(path: Readable) -> ParsedLog:
+    record = vllm_steps.scan(path)
+    frames = finish(record.times, record.kinds, record.linenos, record.columns, path)
+    info = LogInfo(
+        path=str(path),
+        format=vllm_steps.NAME,
+        num_lines=record.num_lines,
+        num_step_lines=record.num_steps - frames.num_dropped_steps,
+        num_event_lines=record.num_events,
+        num_other_lines=record.num_other,
+        num_unknown_lines=record.num_unknown,
+        num_bad_values=frames.num_bad_values,
+        kv_capacity=record.kv_capacity,
+        age_known=frames.age_known,
+        num_bad_lines=record.num_bad + frames.num_bad_lines,
+        notes=() if record.has_details or not record.num_steps else (vllm_steps.NO_DETAILS,),
+    )
+    _log_skipped(info)
+    return ParsedLog(frames.steps, frames.events, info)
 
 
 def _parse_per_request(

@@ -1,0 +1,49 @@
+"""The stat-logger entry point as vLLM builds and calls it: `StepRecord(vllm_config, engine_index)`,
+then `record(scheduler_stats=..., iteration_stats=..., mm_cache_stats=..., engine_idx=...)`."""
+
+import json
+
+import pytest
+
+from tests.vllm_plugin import decode_step, vllm_config
+from tokdrift.vllm_plugin.fault import FaultSpecError
+from tokdrift.vllm_plugin.stat_logger import StepRecord
+
+
+def test_unset_it_records_nothing(monkeypatch, tmp_path):
+    monkeypatch.delenv("TOKDRIFT_VLLM_STEPS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    logger = StepRecord(vllm_config(), 0)
+    sched, it = decode_step(1.0, batch=2, step_s=0.02)
+    logger.record(scheduler_stats=sched, iteration_stats=it, mm_cache_stats=None, engine_idx=0)
+    logger.log_engine_initialized()
+    logger.log()
+    assert logger.writer is None and list(tmp_path.iterdir()) == []
+
+
+def test_set_it_appends_a_start_line_and_each_step(monkeypatch, tmp_path):
+    path = tmp_path / "steps.jsonl"
+    monkeypatch.setenv("TOKDRIFT_VLLM_STEPS", str(path))
+    monkeypatch.delenv("TOKDRIFT_VLLM_FAULT", raising=False)
+    logger = StepRecord(vllm_config(), 0)
+    for k in range(3):
+        sched, it = decode_step(1.0 + k, batch=2, step_s=0.02)
+        logger.record(scheduler_stats=sched, iteration_stats=it, mm_cache_stats=None, engine_idx=0)
+    logger.log()  # vLLM's periodic log call writes what is pending
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["kind"] for r in rows] == ["engine_start", "step", "step", "step"]
+    assert rows[0]["vllm_version"] is None  # no vLLM here to ask
+    logger.writer.close()
+
+
+def test_a_path_it_cannot_open_stops_the_engine_with_the_path(monkeypatch, tmp_path):
+    monkeypatch.setenv("TOKDRIFT_VLLM_STEPS", str(tmp_path / "missing" / "steps.jsonl"))
+    with pytest.raises(OSError, match="missing/steps.jsonl"):
+        StepRecord(vllm_config(), 0)
+
+
+def test_a_bad_fault_setting_stops_it_too(monkeypatch, tmp_path):
+    monkeypatch.setenv("TOKDRIFT_VLLM_STEPS", str(tmp_path / "steps.jsonl"))
+    monkeypatch.setenv("TOKDRIFT_VLLM_FAULT", "step-cost:after=x")
+    with pytest.raises(FaultSpecError):
+        StepRecord(vllm_config(), 0)

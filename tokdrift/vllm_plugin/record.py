@@ -1,0 +1,47 @@
+"""The step record's lines: the contract between the writer (steps.py, inside vLLM) and the reader
+(logformats.vllm_steps, inside diag). One JSON object a line, its `kind` first:
+
+    engine_start   once per engine start: the time, the writer, vLLM's version and configuration
+    step           one engine iteration: what vLLM's stat loggers are handed for it
+    fault_on       a test instrument's fault began (TOKDRIFT_VLLM_FAULT)
+
+Times are Unix seconds (`t`); the start line says the host's UTC offset, so that a reader can show
+the times a vLLM log beside it shows. A key whose figure the iteration did not carry is left out.
+"""
+
+from __future__ import annotations
+
+FORMAT = "tokdrift-vllm-steps"  # the start line's `format`
+VERSION = 1  # the start line's `version`: a reader refuses a newer one
+STEPS_ENV = "TOKDRIFT_VLLM_STEPS"  # the file to append the record to; unset: no record
+FAULT_ENV = "TOKDRIFT_VLLM_FAULT"  # a fault to switch on; unset: none
+
+ENGINE_START = "engine_start"
+STEP = "step"
+FAULT_ON = "fault_on"
+
+# A step line's figures: key -> what it is (vLLM's SchedulerStats / IterationStats field it comes from).
+STEP_KEYS: dict[str, str] = {
+    "t": "when the frontend received the iteration's outputs, Unix s (IterationStats.iteration_timestamp)",
+    "running": "requests running after the iteration (SchedulerStats.num_running_reqs)",
+    "waiting": "requests waiting (num_waiting_reqs)",
+    "deferred": "waiting requests deferred (num_skipped_waiting_reqs)",
+    "kv_usage": "KV cache usage, 0..1 (kv_cache_usage; cached blocks no request holds count as free)",
+    "gen_tokens": "tokens generated (IterationStats.num_generation_tokens), first tokens included",
+    "first_tokens": "requests whose first token came in the iteration: their prefill ended (time_to_first_tokens_iter)",
+    "decode_reqs": "requests that generated a token past their first (inter_token_latencies_iter)",
+    "prompt_tokens": "prompt tokens of the prefills that ended (prompt_token_stats.total)",
+    "computed_tokens": "of them, computed (prompt_token_stats.computed)",
+    "cached_tokens": "of them, reused from a cache (prompt_token_stats.cached_tokens)",
+    "prefix_queries": "prefix-cache lookups, tokens (prefix_cache_stats.queries)",
+    "prefix_hits": "prefix-cache hits, tokens (prefix_cache_stats.hits)",
+    "preempted": "requests preempted (num_preempted_reqs)",
+    "finished": "requests that finished (finished_requests)",
+    "itl_s": "the iteration's time on the engine's clock: the shortest inter-token latency of the step",
+    # With vLLM's --enable-logging-iteration-details (SchedulerStats.iteration_details):
+    "sched_prompt_reqs": "requests scheduled for prefill (num_ctx_requests)",
+    "sched_prompt_tokens": "prompt tokens scheduled (num_ctx_tokens)",
+    "sched_gen_reqs": "requests scheduled for decode (num_generation_requests)",
+    "sched_gen_tokens": "decode tokens scheduled (num_generation_tokens)",
+    "elapsed_s": "the engine's wait for the model's output (elapsed_ms / 1000)",
+}
