@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 SOURCES = ("gdn_recurrent.c", "small_gemm.c", "moe_decode.c", "rms_norm.c", "paged_attention.c")
 HEADERS = ("vmath.h",)
@@ -61,13 +62,41 @@ SMALL_GEMM_ARGTYPES = (
     + [_ptr, _i64, _ptr, _i64, _ptr, _i64]  # x, ldx, w, ldw, out, ldo
     + [_i64]  # threads
 )
-# small_gemm takes a product where MKL's sgemm reads the weight slowly: 2-8 rows of x and a weight
-# at least this wide. Measured on an Intel Xeon VM (AVX-512, and with it switched off, as on AVX2
-# hosts), weights cycled through 150 MB: [8, 512] x [512, 1552] 248-319 us against MKL's 532-554
-# (1.7-2.2x), 2 rows 1.3-1.45x; 512 columns gained 1.05-1.27x, 256-273 columns lost (0.73-0.91x),
-# and one row lost (0.89-0.98x: MKL's matrix-vector product is at the memory's rate already).
-SMALL_GEMM_ROWS = (2, 8)
-SMALL_GEMM_MIN_COLUMNS = 1024
+
+
+class SmallGemmRule(NamedTuple):
+    """The products small_gemm takes instead of torch's (MKL's): x of min_rows to max_rows rows, a
+    weight at least min_columns wide."""
+
+    min_rows: int
+    max_rows: int
+    min_columns: int
+
+
+# On an Intel Xeon VM (AVX-512, and with it switched off, as on AVX2 hosts), weights cycled through
+# 150 MB: [8, 512] x [512, 1552] 248-319 us against MKL's 532-554 (1.7-2.2x), 2 rows 1.3-1.45x;
+# 512 columns gained 1.05-1.27x, 256-273 columns lost (0.73-0.91x), and one row lost (0.89-0.98x:
+# MKL's matrix-vector product is at the memory's rate already).
+INTEL_RULE = SmallGemmRule(min_rows=2, max_rows=8, min_columns=1024)
+# MKL runs its generic code on other vendors' CPUs. On an AMD EPYC VM (Zen 5, AVX-512), each of the
+# default checkpoint's decode weights cycled through 60 MB: torch.mm 1.6-3.6x slower than small_gemm
+# at one row and 1.9-5.9x at 2-8, at every width from 512 to 2,048 columns; over a whole batch-1
+# step's products 1.38-1.82x (1.6-2.0 ms against 1.1-1.2 ms for 46.6 MB).
+AMD_RULE = SmallGemmRule(min_rows=1, max_rows=8, min_columns=0)
+
+
+def small_gemm_rule() -> SmallGemmRule:
+    """This CPU's rule: measured on Intel and AMD; the Intel one (the narrower) elsewhere."""
+    return AMD_RULE if cpu_vendor() == "AuthenticAMD" else INTEL_RULE
+
+
+def cpu_vendor() -> str:
+    """/proc/cpuinfo's vendor_id ("GenuineIntel", "AuthenticAMD"), or "" where there is none."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("vendor_id")), "")
+    except OSError:
+        return ""
 
 
 def cache_dir() -> Path:

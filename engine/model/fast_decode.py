@@ -16,9 +16,10 @@ ops at batch 1, with:
 - plain functions over tensors: no module calls in the step;
 - on a CPU in float32, where a C compiler built them (engine/kernels/cpu.py), C kernels for what
   remains of a step past its products: Gated DeltaNet between its two products, on the states
-  in the pool (gdn_recurrent.c), the MoE layer for up to 8 tokens (moe_decode.c), the wide
-  projections at 2-8 rows (small_gemm.c), the residual norms (rms_norm.c) and decode attention
-  read in place from the KV pool (paged_attention.c); the torch ops otherwise
+  in the pool (gdn_recurrent.c), the MoE layer for up to 8 tokens (moe_decode.c), the products
+  MKL reads slowly at a few rows (small_gemm.c: the wide projections at 2-8 rows on Intel, every
+  projection at 1-8 rows on AMD, cpu_kernels.small_gemm_rule), the residual norms (rms_norm.c) and
+  decode attention read in place from the KV pool (paged_attention.c); the torch ops otherwise
   (docs/engine-model.md, "C kernels on the CPU").
 
 The same layers take prefill, extend (an append onto a cached prefix) and mixed batches: the
@@ -60,15 +61,24 @@ def unsupported(model) -> str | None:
 
 class _Linear(NamedTuple):
     """A projection for `torch.mm(x, weight_t)` / `torch.addmm(bias, x, weight_t)`; where `rows` (the C
-    kernel small_gemm) is given, a product of a few rows that it takes faster goes through it."""
+    kernel small_gemm) is given, a product of `row_range` rows goes through it (faster there)."""
 
     weight_t: torch.Tensor  # [I, O] contiguous (input-major, experts.input_major)
     bias: torch.Tensor | None  # [O] or None
     rows: Any = None  # engine/kernels/small_gemm.c's small_gemm, or None
+    row_range: tuple[int, int] = (2, 8)  # rows of x it takes, cpu_kernels.small_gemm_rule()
+
+    def plus(self, residual: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """residual + x @ weight_t (+ bias): [T, O]."""
+        if self.bias is None and not self._in_c(x):
+            return torch.addmm(residual, x, self.weight_t)
+        return self(x).add_(residual)
+
+    def _in_c(self, x: torch.Tensor) -> bool:
+        return self.rows is not None and self.row_range[0] <= x.shape[0] <= self.row_range[1] and x.is_contiguous()
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        lo, hi = cpu_kernels.SMALL_GEMM_ROWS
-        if self.rows is not None and lo <= x.shape[0] <= hi and x.is_contiguous():
+        if self._in_c(x):
             w = self.weight_t
             out = x.new_empty(x.shape[0], w.shape[1])  # [B, O]
             self.rows(
@@ -166,10 +176,11 @@ class FastDecode:
         gdn = [m for _, m, _, _ in self.layers if isinstance(m, _GdnLayer)]
         moe = [f for _, _, _, f in self.layers if isinstance(f, _MoeLayer)]
         attention = [m for _, m, _, _ in self.layers if isinstance(m, _AttentionLayer)]
+        lo, hi, _ = cpu_kernels.small_gemm_rule()
         parts = [
             f"gdn_recurrent.c ({sum(m.kernel is not None for m in gdn)} of {len(gdn)} linear-attention layers)",
             f"moe_decode.c ({sum(f.kernel is not None for f in moe)} of {len(moe)} MoE layers)",
-            f"small_gemm.c ({self.small_gemm_products} wide projections at 2-8 rows)",
+            f"small_gemm.c ({self.small_gemm_products} projections at {lo}-{hi} rows)",
             f"rms_norm.c ({'on' if self._rms_norm_lib is not None else 'off'})",
             f"paged_attention.c ({sum(m.kernel is not None for m in attention)} of {len(attention)} full-attention layers)",
         ]
@@ -182,24 +193,26 @@ class FastDecode:
         return f"torch ops (C kernels: {cpu_kernels.why_not()})"
 
     def _small_gemm(self) -> int:
-        """Give the wide projections the C kernel small_gemm for decode batches of a few rows
-        (cpu_kernels.SMALL_GEMM_*, where it was measured faster than MKL); how many got it."""
+        """Give the projections that this CPU's rule names (cpu_kernels.small_gemm_rule: where it was
+        measured faster than MKL) the C kernel small_gemm for a few rows; how many got it."""
         lib = cpu_kernels.load()
+        rule = cpu_kernels.small_gemm_rule()
         count = 0
         for _, mixer, _, ffn in self.layers:
             for part in (mixer, ffn):
-                name = "proj_ordered" if isinstance(part, _GdnLayer) else "proj"  # what the step reads
-                linear = getattr(part, name, None)
-                if (
-                    lib is not None
-                    and isinstance(linear, _Linear)
-                    and linear.weight_t.device.type == "cpu"
-                    and linear.weight_t.dtype == torch.float32
-                    and linear.weight_t.is_contiguous()
-                    and linear.weight_t.shape[1] >= cpu_kernels.SMALL_GEMM_MIN_COLUMNS
-                ):
-                    setattr(part, name, linear._replace(rows=lib.small_gemm))
-                    count += 1
+                for name in _PRODUCTS[type(part)]:
+                    linear = getattr(part, name)
+                    if (
+                        lib is not None
+                        and linear.weight_t.device.type == "cpu"
+                        and linear.weight_t.dtype == torch.float32
+                        and linear.weight_t.is_contiguous()
+                        and linear.weight_t.shape[1] >= rule.min_columns
+                    ):
+                        setattr(
+                            part, name, linear._replace(rows=lib.small_gemm, row_range=(rule.min_rows, rule.max_rows))
+                        )
+                        count += 1
         return count
 
     def _norm(self, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -291,7 +304,7 @@ class _GdnLayer:
         self.q_scale = dk**-0.5
         self.norm_weight = module.norm.weight.detach()  # [Dv]
         self.norm_eps = module.norm.eps
-        self.out_proj_t = module.out_proj.weight.detach().t()  # [Hv*Dv, H] contiguous
+        self.out_proj = _linear(module.out_proj)  # [Hv*Dv, H] contiguous
         self.kernel = self._kernel()
 
     def _kernel(self):
@@ -322,7 +335,7 @@ class _GdnLayer:
             for b, (start, end) in enumerate(batch.token_ranges()):
                 slots, fresh = batch.state_slots[b : b + 1], step.fresh_mask[b : b + 1]
                 self._call(1, end - start, p[start:end], slots, fresh, out[start:end], conv_buf, rec_buf)
-        return torch.addmm(x, out, self.out_proj_t)  # [T, H]: x + out_proj(out)
+        return self.out_proj.plus(x, out)  # [T, H]: x + out_proj(out)
 
     def _call(self, requests: int, tokens: int, p, slots, fresh, out, conv_buf, rec_buf) -> None:
         """`requests` requests of `tokens` tokens each (rows of p and out, request by request)."""
@@ -405,7 +418,7 @@ class _GdnLayer:
         n, hv, dv = x.shape[0], self.hv, self.dv
         out = F.rms_norm(out, (dv,), None, self.norm_eps).to(x.dtype) * self.norm_weight  # [T, Hv, Dv]
         out = (out * F.silu(z.float().view(n, hv, dv))).to(x.dtype)  # [T, Hv, Dv]
-        return torch.addmm(x, out.reshape(n, self.value_dim), self.out_proj_t)  # [T, H]: x + out_proj(out)
+        return self.out_proj.plus(x, out.reshape(n, self.value_dim))  # [T, H]: x + out_proj(out)
 
 
 class _AttentionLayer:
@@ -455,9 +468,7 @@ class _AttentionLayer:
         else:
             out = backend.decode(q, k_buf, v_buf, step.batch, self.scale)  # [B, Hq, D]
         out = out.reshape(n, hq * d) * torch.sigmoid(q_gate[..., d:].reshape(n, hq * d))  # [B, Hq*D]
-        if self.o_proj.bias is not None:
-            return x + self.o_proj(out)
-        return torch.addmm(x, out, self.o_proj.weight_t)  # [B, H]: x + o_proj(out)
+        return self.o_proj.plus(x, out)  # [B, H]: x + o_proj(out)
 
     def _in_place(self, q, k_buf, v_buf) -> bool:
         """Whether the C kernel can read these: float32, heads of D floats in a row, whole buffers."""
@@ -620,9 +631,18 @@ class _MlpLayer:
     def __init__(self, module: MLP) -> None:
         self.proj = _fuse(module.gate_proj, module.up_proj)
         self.inter = module.gate_proj.weight.shape[0]
-        self.down_t = module.down_proj.weight.detach().t()  # [I, H] contiguous
+        self.down = _linear(module.down_proj)  # [I, H] contiguous
 
     def __call__(self, x, h) -> torch.Tensor:
         gate_up = self.proj(h)  # [B, 2I]
         act = F.silu(gate_up[:, : self.inter]) * gate_up[:, self.inter :]  # [B, I]
-        return torch.addmm(x, act, self.down_t)  # [B, H]: x + down(act)
+        return self.down.plus(x, act)  # [B, H]: x + down(act)
+
+
+# each layer kind's projections as the fast step reads them (_Linear attributes)
+_PRODUCTS = {
+    _GdnLayer: ("proj_ordered", "out_proj"),
+    _AttentionLayer: ("proj", "o_proj"),
+    _MoeLayer: ("proj",),
+    _MlpLayer: ("proj", "down"),
+}

@@ -175,32 +175,42 @@ def test_small_gemm_matches_torch_mm(rows, k, n, threads):
     torch.testing.assert_close(out, x.double().mm(w.double()).float(), rtol=1e-4, atol=1e-4)
 
 
-def test_the_wide_projections_take_small_gemm_at_a_few_rows():
+@pytest.mark.parametrize("rule", [cpu_kernels.INTEL_RULE, cpu_kernels.AMD_RULE], ids=["intel", "amd"])
+def test_the_projections_a_cpus_rule_names_take_small_gemm_at_its_rows(rule, monkeypatch):
+    """Intel's rule: the wide projections at 2-8 rows; AMD's: every projection at 1-8 rows. Either
+    way a product gives what torch.mm gives, in the kernel's rows and out of them."""
     from engine.model.checkpoint import default_checkpoint
+    from engine.model.fast_decode import _PRODUCTS
 
+    monkeypatch.setattr(cpu_kernels, "small_gemm_rule", lambda: rule)
     model = load_model(
         str(default_checkpoint())
-    )  # the test checkpoints' projections are narrower than the kernel takes
+    )  # the test checkpoints' projections are narrower than the Intel rule takes
     model.use_fast_decode()
     fast = model.fast_decode
-    wide = [
-        part.proj_ordered if isinstance(part, _GdnLayer) else part.proj
+    products = [
+        getattr(part, name)
         for _, mixer, _, ffn in fast.layers
         for part in (mixer, ffn)
-        if (part.proj_ordered if isinstance(part, _GdnLayer) else part.proj).weight_t.shape[1]
-        >= cpu_kernels.SMALL_GEMM_MIN_COLUMNS
+        for name in _PRODUCTS[type(part)]
     ]
-    assert wide and fast.small_gemm_products == len(wide)
-    assert all(linear.rows is not None for linear in wide)
+    named = [p for p in products if p.weight_t.shape[1] >= rule.min_columns]
+    assert named and fast.small_gemm_products == len(named) == (9 if rule.min_columns else len(products))
+    assert all(p.rows is not None and p.row_range == (rule.min_rows, rule.max_rows) for p in named)
+    assert f"small_gemm.c ({len(named)} projections at {rule.min_rows}-{rule.max_rows} rows)" in fast.kernel_note
     gen = torch.Generator().manual_seed(0)
-    for rows in (1, 4, 8, 9):  # 1 and 9 stay with torch.mm
-        x = torch.randn(rows, wide[0].weight_t.shape[0], generator=gen)
-        torch.testing.assert_close(wide[0](x), x.mm(wide[0].weight_t), rtol=1e-5, atol=1e-5)
+    for linear in (named[0], named[-1]):
+        for rows in (1, 4, 8, 9):  # 9 stays with torch.mm, and 1 too on Intel
+            x = torch.randn(rows, linear.weight_t.shape[0], generator=gen)
+            residual = torch.randn(rows, linear.weight_t.shape[1], generator=gen)
+            torch.testing.assert_close(linear(x), x.mm(linear.weight_t), rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(linear.plus(residual, x), residual + x.mm(linear.weight_t), rtol=1e-5, atol=1e-5)
 
 
 def test_the_default_model_serves_the_same_tokens_with_and_without_the_kernels(kernels_from_env):
-    """The default checkpoint, whose wide projections take small_gemm at batch 2-8: greedy tokens
-    of a batch of 6 that shrinks as requests finish, with the kernels and with torch ops alone."""
+    """The default checkpoint, whose projections take small_gemm at a few rows (on Intel the wide
+    ones at batch 2-8, on AMD all at 1-8): greedy tokens of a batch of 6 that shrinks as requests
+    finish, with the kernels and with torch ops alone."""
     from engine.model.checkpoint import default_checkpoint
 
     prompts = [[(7 * i + j) % 250 + 3 for j in range(5 + 3 * i)] for i in range(6)]
