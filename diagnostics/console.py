@@ -1,9 +1,8 @@
 """The human summary of an analysis as rich renderables; the CLI prints them.
 
-It opens as every page does (diagnostics.opening): the answer, one figure with its interval and
-what to do next; the operator's warnings, what held the confidence back, which measure the figure
-is and what the engine was, beside it. The evidence
-follows: the verdict's label and basis, the comparisons, the onset, the suspects and the checks.
+It opens as every page does (diagnostics.opening): three lines (the answer with its size and how
+sure, what to do, why), then the details (the other measures, the engine). The evidence follows:
+the verdict's label and basis, the comparisons, the onset, the suspects and the checks.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from diagnostics import details
 from diagnostics import opening as opening_mod
 from diagnostics import suspects as suspects_mod
 from diagnostics.labels import Cause, Verdict
@@ -30,16 +30,14 @@ STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "red"}
 
 def render(a: Analysis, source: Source | None = None) -> Group:
     first = opening_mod.opening(a, source)
-    parts: list[Text | Table] = [
-        Text.assemble((f"{first.headline}. ", VERDICT_STYLE[a.verdict]), first.paragraph),
-    ]
-    if first.warnings:
-        parts.append(Text(f"warnings: {'; '.join(first.warnings)}", style="bold yellow"))
-    if first.held_back:
-        parts.append(Text(f"held back by: {'; '.join(first.held_back)}", style="yellow"))
-    if first.measured:
-        parts.append(Text(f"the figure: {first.measured}", style="dim"))
-    parts.append(Text(f"engine: {opening_mod.identity(a, source)}", style="dim"))
+    head = f"{first.headline}: " if first.size else f"{first.headline}. "
+    line = (f"{first.size}. " if first.size else "") + (first.confidence or "")
+    parts: list[Text | Table] = [Text.assemble((head, VERDICT_STYLE[a.verdict]), line.strip())]
+    for label, text in first.lines:
+        style = "bold yellow" if label == opening_mod.LABEL_ALSO else ""
+        parts.append(Text.assemble((f"{label}: ", "bold"), (text, style)))
+    parts += [Text(""), Text("Details", style="bold")]
+    parts += [Text(f"{d.label}: {d.text}", style="dim") for d in first.details]
     parts.append(Text(""))
     basis = f", on {a.basis.replace('_', ' ')}" if a.basis else ""
     parts.append(
@@ -47,7 +45,7 @@ def render(a: Analysis, source: Source | None = None) -> Group:
             ("verdict: ", "bold"), (a.verdict, VERDICT_STYLE[a.verdict]), f" ({a.confidence or 'no'} confidence{basis})"
         )
     )
-    engine = opening_mod.engine_name(source) if source is not None else a.engine
+    engine = details.engine_name(source) if source is not None else a.engine
     parts.append(Text(f"{a.source_kind} {a.source_path} ({engine})", style="dim"))
     if a.cause == Cause.HOST_DRIFT:
         parts.append(Text("cause: host or load drift - a fresh engine was as slow", style="yellow"))
@@ -82,6 +80,8 @@ def render(a: Analysis, source: Source | None = None) -> Group:
             if opening_mod.names_top_suspect(a)
             else "figures that track the slowdown (no cause: not engine age)"
         )
+        order = suspects_mod.order_note(a.suspects)
+        title += f" ({order})" if order else ""
         table = Table(title=title, show_header=True, header_style="bold")
         table.add_column("name")
         table.add_column("score", justify="right")
@@ -94,6 +94,9 @@ def render(a: Analysis, source: Source | None = None) -> Group:
     table.add_column("status")
     table.add_column("detail")
     for c in a.checks:
-        table.add_row(escape(c.name), f"[{STATUS_STYLE[c.status]}]{c.status}[/]", escape(c.detail))
+        note = details.check_note(a, c)
+        status = f"[{STATUS_STYLE[c.status]}]{c.status}[/]" + (f" ({escape(note.tag)})" if note is not None else "")
+        why = f". {note.why[:1].upper()}{note.why[1:]}." if note is not None and note.why else ""
+        table.add_row(escape(c.name), status, escape(c.detail.rstrip(".") + why if why else c.detail))
     parts.append(table)
     return Group(*parts)

@@ -45,6 +45,9 @@ engine figure, and its evidence says so.
 
 from __future__ import annotations
 
+import re
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
@@ -141,6 +144,7 @@ CLASS_BAR = {"engine": 0.274, "load": 0.673, "process": 0.463, "step_part": 0.52
 # Events counted as a figure: how many the last EVENT_WINDOW_S held, at each sample.
 EVENT_FIGURES = ("kv_no_space",)
 EVENT_WINDOW_S = 60.0
+STEP_PART_WORDS = "a part of the step time (it says where the time went, not why): "
 PROCESS_WORDS = "a figure of the whole process (it moves with the traffic as much as with the engine's state): "
 # What a figure is, where its name does not say it: the mechanism it stands for, in the evidence.
 MEANING = {
@@ -221,8 +225,73 @@ def short(s: Suspect) -> str:
         move = move[len(MEANING[s.name]) + 2 :]
     elif move.startswith(PROCESS_WORDS):
         move = move[len(PROCESS_WORDS) :]
+    elif move.startswith(STEP_PART_WORDS):
+        move = move[len(STEP_PART_WORDS) :]
     move = move.split("; ", 1)[0]
     return f"{what}: {move}" if what else move
+
+
+class Moved(NamedTuple):
+    """How a suspect's medians moved, as its evidence says: before and after the onset, or in the
+    quarter of samples with the least slowdown and the quarter with the most."""
+
+    first: float
+    last: float
+    at_onset: bool  # before and after the onset; else the quarters of least and most slowdown
+
+    @property
+    def factor(self) -> float:
+        """How many times over it moved, either way (inf from or to 0)."""
+        lo, hi = sorted((abs(self.first), abs(self.last)))
+        return hi / lo if lo > 0 else float("inf")
+
+
+def moved(s: Suspect) -> Moved | None:
+    """The medians a correlated suspect's evidence states (`_move` wrote them); None for a time
+    counter, which says shares of wall time instead."""
+    m = _AT_ONSET.search(s.evidence)
+    if m is not None:
+        return Moved(_read(m.group(1)), _read(m.group(2)), True)
+    m = _QUARTERS.search(s.evidence)
+    return Moved(_read(m.group(1)), _read(m.group(2)), False) if m is not None else None
+
+
+def plainly(s: Suspect, symptom: str = "decode") -> str | None:
+    """`output_buffer_bytes` was 1,088 where decode slowed least and 71,303,168 where it slowed
+    most: a suspect's move in a clause, for a line that has no room for its correlation."""
+    m = moved(s)
+    if m is None:
+        return None
+    if m.at_onset:
+        verb = "rose" if m.last > m.first else "fell"
+        return f"`{s.name}` {verb} from {_num(m.first)} before the onset to {_num(m.last)} after"
+    return f"`{s.name}` was {_num(m.first)} where {symptom} slowed least and {_num(m.last)} where it slowed most"
+
+
+def in_a_clause(s: Suspect) -> str:
+    """`idle_slot_tokens` (KV cells held by idle slots) rose from 0 before the onset to 12,224 after:
+    a suspect for a line with no room for its correlation; its evidence's own words where it states
+    no medians (a time counter)."""
+    said = plainly(s)
+    if said is None:
+        return f"`{s.name}`, {short(s)}"
+    what = MEANING.get(s.name, "").split(" (")[0]
+    return said.replace(f"`{s.name}`", f"`{s.name}` ({what})", 1) if what else said
+
+
+def order_note(shown: tuple[Suspect, ...] | list[Suspect]) -> str | None:
+    """The order a list of suspects is in, where it is not by score alone: time that accounts for
+    the slowdown first, the engine's own figures, the whole process's, parts of the step time last."""
+    scores = [s.score for s in shown]
+    if scores == sorted(scores, reverse=True):
+        return None
+    kinds = {kind(s.name) for s in shown}
+    said = ["the engine's own figures first"]
+    if "process" in kinds:
+        said.append("then figures of the whole process")
+    if "step_part" in kinds:
+        said.append("parts of the step time last, which say where the time went, not why")
+    return "in this order: " + ", ".join(said) + "; by score within each"
 
 
 def _net_of_kept(snaps: pd.DataFrame) -> pd.DataFrame:
@@ -370,6 +439,8 @@ def _suspect(
     what = f"{MEANING[name]}: " if name in MEANING else ""
     if name in PROCESS_FIGURES:
         what = PROCESS_WORDS
+    elif name in STEP_TIME_PARTS:
+        what = STEP_PART_WORDS
     return Suspect(
         name,
         float(score),
@@ -411,6 +482,15 @@ def _move(aligned: pd.DataFrame, name: str, rho: float, onset: Onset | None, sym
 def _agrees(first: float, last: float, rho: float) -> bool:
     """The medians moved, and the way the correlation's sign says."""
     return bool(np.isfinite(first) and np.isfinite(last) and last != first and (last > first) == (rho > 0))
+
+
+_NUMBER = r"(-?[\d,]+(?:\.\d+)?(?:e[+-]?\d+)?)"
+_AT_ONSET = re.compile(rf"\b(?:rose|fell) from a median of {_NUMBER} before the onset to {_NUMBER} after")
+_QUARTERS = re.compile(rf"a median of {_NUMBER} in the quarter of samples with the least slowdown, {_NUMBER} in the")
+
+
+def _read(text: str) -> float:
+    return float(text.replace(",", ""))
 
 
 def _num(x: float) -> str:

@@ -37,8 +37,11 @@ def render_compare(a: Inputs, b: Inputs, redactor: Redactor | None = None) -> st
             {
                 "name": name,
                 "a": an,
-                "headline": first.headline,
-                "paragraph": redactor.text(first.paragraph),
+                "first": first._replace(
+                    action=redactor.text(first.action),
+                    why=redactor.text(first.why),
+                    also=tuple(redactor.text(x) for x in first.also),
+                ),
                 "matched": [m._replace(detail=redactor.text(m.detail)) for m in an.comparisons],
                 "probe_lives": tables.probe_lives(inputs.source.probes),
                 "source": f"{inputs.source.kind} {redactor.text(inputs.source.path)}",

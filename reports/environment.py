@@ -8,7 +8,7 @@ import json
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from diagnostics.opening import engine_name
+from diagnostics.details import engine_name
 from diagnostics.source import Source
 from reports.redact import Redactor
 

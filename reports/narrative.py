@@ -6,26 +6,16 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from diagnostics import suspects as suspects_mod
+from diagnostics.details import check_note, check_title, identity
 from diagnostics.labels import Cause, Verdict
-from diagnostics.opening import (
-    REFERENCE,
-    Opening,
-    check_title,
-    held_back,
-    identity,
-    lists_suspects,
-    names_top_suspect,
-    opening,
-    ratio_words,
-    to_the_second,
-    when,
-)
+from diagnostics.opening import Opening, fault_set, lists_suspects, names_top_suspect, opening, when
 from diagnostics.result import Analysis, Slowdown
+from diagnostics.said import REFERENCE, ratio_words, to_the_second
 
 __all__ = [
     "Opening",
+    "check_note",
     "check_title",
-    "held_back",
     "identity",
     "lists_suspects",
     "names_top_suspect",
@@ -92,7 +82,11 @@ def trigger_text(a: Analysis) -> str | None:
         )
         return f"{what} (at {at})"
     if tr.kind == "fault_on":
-        return f"a fault switched on at {at} ({tr.detail})"
+        f = fault_set(a)
+        if f is None:
+            return f"a fault switched on at {at}" + (f" ({tr.detail})" if tr.detail else "")
+        where = "set in the engine from its start" if f.with_start else "switched on"
+        return f"{f.name}, {where} at {at}, {duration(f.before_s)} before the onset"
     return f"a {tr.kind.replace('_', ' ')} at {at}" + (f" ({tr.detail})" if tr.detail else "")
 
 
@@ -102,7 +96,7 @@ BASIS_TEXT = {
     "probes": "identical probes",
     "bins": "matched batch-and-context bins",
     "step_series": "the step series against the early step-time model",
-    "combined": "the decode comparisons together (each widened so that all hold at once)",
+    "combined": "every decode measure together",
     "prefix_reuse": "prefix reuse of continuation turns",
     "prefill": "prefill time at matched sizes",
 }
@@ -138,6 +132,12 @@ def per_hour_text(a: Analysis) -> str | None:
     return f"{p.estimate:+.1%} per hour of engine age (90% interval {p.lo:+.1%} to {p.hi:+.1%})"
 
 
+def _trend(a: Analysis) -> str:
+    """`, -6.0% per hour of engine age (...)` where the step series measured a trend."""
+    trend = per_hour_text(a)
+    return f", {trend}" if trend else ""
+
+
 def window_text(a: Analysis) -> str | None:
     """How precisely the onset is placed: the window the first degraded sample leaves, or how long
     a creep had been rising when it stood out."""
@@ -164,7 +164,7 @@ def paragraph(a: Analysis) -> str:
         gradual = a.slowdown is not None and a.slowdown.shape == "gradual"
         if a.onset is not None and gradual:
             out.append(
-                f"Decode throughput crept down with engine age, {per_hour_text(a)}, and now runs at "
+                f"Decode throughput crept down with engine age{_trend(a)}, and now runs at "
                 f"{rate_clause(a)}. A creep has no moment it began: the onset ({onset_when(a)}, after "
                 f"{duration(a.onset.engine_age_s)} {_life_words(a)}) is where the trend first stood out of the "
                 f"healthy noise, {duration(a.onset.window_s)} after it began rising."
@@ -180,7 +180,10 @@ def paragraph(a: Analysis) -> str:
                     f"the change lies in that window."
                 )
             trig = trigger_text(a)
-            out.append(f"It began right after {trig}." if trig else "Nothing notable stands out just before it.")
+            if trig and fault_set(a):
+                out.append(f"The only trigger on record is {trig}.")
+            else:
+                out.append(f"It began right after {trig}." if trig else "Nothing notable stands out just before it.")
         else:
             out.append(f"Late in the engine's life decode throughput ran at {rate_clause(a)}.")
         ctx = checks.get("context_only_model")

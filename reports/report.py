@@ -116,14 +116,9 @@ def report_context(inputs: Inputs, redactor: Redactor) -> dict[str, Any]:
         "generated": dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
         "a": a,
         "onset_iso": narrative.onset_when(a) if a.onset is not None else None,
-        "headline": first.headline,
-        "paragraph": redactor.text(first.paragraph),
-        "held_back": [redactor.text(x) for x in first.held_back],
-        "warnings": [redactor.text(x) for x in first.warnings],
-        "measured": redactor.text(first.measured) if first.measured else None,
-        "top_suspect": suspects[0] if suspects and narrative.names_top_suspect(a) else None,
+        "first": _redacted(first, redactor),
         "suspects_note": narrative.suspects_note(a),
-        "identity": redactor.text(narrative.identity(a, source)),
+        "suspects_order": suspects_mod.order_note(a.suspects) if suspects else None,
         "account": redactor.text(narrative.paragraph(a)),
         "no_suspects": narrative.no_suspects_text(a),
         "key_numbers": [k._replace(value=redactor.text(k.value)) for k in narrative.key_numbers(a)],
@@ -137,6 +132,7 @@ def report_context(inputs: Inputs, redactor: Redactor) -> dict[str, Any]:
             {
                 "name": c.name,
                 "title": narrative.check_title(c.name),
+                "note": narrative.check_note(a, c),
                 "status": c.status,
                 "detail": redactor.text(narrative.to_the_second(c.detail)),
             }
@@ -151,3 +147,14 @@ def report_context(inputs: Inputs, redactor: Redactor) -> dict[str, Any]:
         "profiles": profiles,
         "redacted": redactor.enabled,
     }
+
+
+def _redacted(first: narrative.Opening, redactor: Redactor) -> narrative.Opening:
+    """The opening with every text from the inputs redacted (its commands name the run's paths)."""
+    return first._replace(
+        size=redactor.text(first.size) if first.size else None,
+        action=redactor.text(first.action),
+        also=tuple(redactor.text(x) for x in first.also),
+        why=redactor.text(first.why),
+        details=tuple(d._replace(text=redactor.text(d.text)) for d in first.details),
+    )

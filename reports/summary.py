@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 
 from diagnostics import suspects
-from diagnostics.opening import to_the_second
+from diagnostics.details import NO_CHANGE
+from diagnostics.result import Check
+from diagnostics.said import to_the_second
 from reports import narrative
 from reports.environment import DECIDED, environment
 from reports.inputs import Inputs
@@ -16,23 +18,33 @@ MAX_LINES = 60
 MAX_SUSPECTS = 3
 MAX_CHECKS = 8
 MAX_ENV = 12
-MAX_CELL = 160
-MAX_DECIDED = 280  # the running verdict a soak stopped on, whole: cut, it reads as the verdict
+MAX_RAW = 160  # a raw line quoted in the environment (a start-up line) is cut at a word past this
+# The environment's fields, the most asked for first: where the lines run short, the last go.
+# (The engine is in the details, with its build, model and host.)
 ENV_FIELDS = (
     "source",
-    "engine",
-    "run_id",
-    "status",
-    "stop_reason",
+    "command",
     DECIDED,
     "started_at",
     "ended_at",
-    "target",
-    "command",
+    "stop_reason",
     "log format",
     "KV capacity (tokens)",
+    "target",
+    "run_id",
+    "status",
 )
+# Key figures the first three lines say already (each number once): the confidence, the decisive
+# figure with its speeds, whether a restart brought it back.
+SAID_ABOVE = (
+    "confidence",
+    "decode early (tok/s, on what decided)",
+    "decode late at the same conditions (tok/s: early times the ratio)",
+)
+# Comparisons a key figure says already, in its own words: by what its label holds.
+KEYED = {"prefix_reuse": "prefix reuse of continuation turns", "prefill": "prefill speed at the same prompt sizes"}
 ENV_PREFIXES = ("host.", "engine.", "trace.")
+WHOLE = ("command", DECIDED)  # said whole, however long: a cut command does not run, a cut verdict misleads
 STATUS_MARK = {"ok": "ok", "warn": "**warn**", "fail": "**FAIL**"}
 
 
@@ -45,57 +57,62 @@ def render_summary(inputs: Inputs, redactor: Redactor | None = None, report_name
         return _md(redactor.text(to_the_second(str(s))))
 
     first = narrative.opening(a, inputs.source)
-    out = [
-        f"### tokdrift: {red(inputs.name)}",
-        "",
-        f"**{first.headline}.** {red(first.paragraph)}",
-        "",
-    ]
-    if first.warnings:
-        out.append(f"- warnings: {red('; '.join(first.warnings))}")
-    if first.held_back:
-        out.append(f"- held back by: {red('; '.join(first.held_back))}")
-    if first.measured:
-        out.append(f"- the figure: {red(first.measured)}")
-    out.append(f"- engine: {red(narrative.identity(a, inputs.source))}")
+    line = f"**{first.headline}:** {red(first.size)}." if first.size else f"**{first.headline}.**"
+    out = [f"### tokdrift: {red(inputs.name)}", "", line + (f" {first.confidence}" if first.confidence else ""), ""]
+    for label, text in first.lines:
+        out += [f"**{label}:** {red(text)}", ""]
+    out += ["#### Details", ""]
+    out += [f"- {d.label}: {red(d.text)}" for d in first.details]
     shown = a.suspects[:MAX_SUSPECTS] if narrative.lists_suspects(a) else ()
-    if shown and narrative.names_top_suspect(a):
-        top = shown[0]
-        out.append(f"- top suspect: `{top.name}` (score {top.score:.2f}): {red(suspects.short(top))}")
     out += ["", "| | |", "|---|---|"]
-    out += [f"| {k.label} | {_cell(red(k.value))} |" for k in narrative.key_numbers(a)]
+    keys = [k for k in narrative.key_numbers(a) if k.label not in SAID_ABOVE]
+    out += [f"| {k.label} | {_cell(red(k.value))} |" for k in keys]
+    labels = " ".join(k.label for k in keys)
     for m in a.comparisons:
+        if m.basis in KEYED and KEYED[m.basis] in labels:
+            continue
         out.append(f"| {m.basis.replace('_', ' ')} | {_cell(red(m.detail))} |")
     out.append("")
-    if len(shown) > 1 or (shown and not narrative.names_top_suspect(a)):
-        note = narrative.suspects_note(a)
-        out.append("**Suspects**" + (f" ({note})" if note else ""))
+    if shown:
+        notes = [n for n in (narrative.suspects_note(a), suspects.order_note(shown)) if n]
+        out.append("**Suspects**" + (f" ({'; '.join(notes)})" if notes else ""))
         out += [f"{i}. `{s.name}` (score {s.score:.2f}): {red(s.evidence)}" for i, s in enumerate(shown, 1)]
-    elif not shown:
+    else:
         out.append(f"**Suspects:** {narrative.no_suspects_text(a)}")
-    if out[-1] != "":
-        out.append("")
+    out.append("")
     order = {"fail": 0, "warn": 1, "ok": 2}
-    warned = sorted((c for c in a.checks if c.status != "ok"), key=lambda c: order[c.status])[:MAX_CHECKS]
+
+    def weight(c: Check) -> tuple[int, bool]:  # failures, then what matters, then what changes nothing
+        note = narrative.check_note(a, c)
+        return order[c.status], note is not None and note.tag == NO_CHANGE
+
+    warned = sorted((c for c in a.checks if c.status != "ok"), key=weight)[:MAX_CHECKS]
     ok = [c.name for c in a.checks if c.status == "ok"]
     out.append(
         f"**Checks** ({len(a.checks)}: {len(ok)} ok, "
         f"{sum(c.status == 'warn' for c in a.checks)} warn, {sum(c.status == 'fail' for c in a.checks)} fail)"
     )
-    out += [f"- {STATUS_MARK[c.status]} {_check_name(c.name)}: {_cell(red(c.detail), 300)}" for c in warned]
+    for c in warned:
+        note = narrative.check_note(a, c)
+        tag = f" ({note.tag})" if note is not None else ""
+        detail = _cell(red(c.detail)).rstrip(".")
+        why = f". {note.why[:1].upper()}{note.why[1:]}." if note is not None and note.why else ""
+        out.append(f"- {STATUS_MARK[c.status]} {_check_name(c.name)}{tag}: {detail}{red(why)}")
     if ok:
         out.append(f"- ok: {', '.join(ok)}")
     out.append("")
-    env = environment(inputs.source, redactor)
-    rows = [(k, v) for k, v in env.rows if k in ENV_FIELDS or k.startswith(ENV_PREFIXES)][:MAX_ENV]
-    out.append("**Environment**")
-    out += [f"- {k}: `{_cell(str(v), MAX_DECIDED if k == DECIDED else MAX_CELL).replace('`', '')}`" for k, v in rows]
-    out += [f"- startup: `{_cell(line).replace('`', '')}`" for line in env.startup[:2]]
-    out.append("")
-    out.append(f"**Redacted:** {redactor.describe()}.")
+    env = environment(inputs.source, redactor)  # before the redaction is described: it redacts too
     more = f" Full report with plots: `{report_name}`." if report_name else ""
-    out.append(f"<sub>tokdrift {__version__}, `diag summary`.{more}</sub>")
-    return "\n".join(out[:MAX_LINES]) + "\n"
+    tail = [f"**Redacted:** {redactor.describe()}.", f"<sub>tokdrift {__version__}, `diag summary`.{more}</sub>"]
+    rank = {k: i for i, k in enumerate(ENV_FIELDS)}
+    rows = [(k, v) for k, v in env.rows if k in ENV_FIELDS or k.startswith(ENV_PREFIXES)]
+    rows = sorted(rows, key=lambda kv: rank.get(kv[0], len(rank)))[:MAX_ENV]
+    said = [f"- {k}: `{_cell(str(v), None if k in WHOLE else MAX_RAW).replace('`', '')}`" for k, v in rows]
+    said += [f"- startup: `{_cell(line, MAX_RAW).replace('`', '')}`" for line in env.startup[:2]]
+    room = MAX_LINES - len(out) - len(tail) - 2  # the heading and the blank line after the list
+    if room > 0:
+        out += ["**Environment**", *said[:room], ""]
+    return "\n".join((out + tail)[:MAX_LINES]) + "\n"
 
 
 def _check_name(name: str) -> str:
@@ -110,6 +127,11 @@ def _md(s: str) -> str:
     return re.sub(r"<(?=[A-Za-z/!?])", "&lt;", re.sub(r"&(?=#?\w+;)", "&amp;", s))
 
 
-def _cell(s: str, limit: int = MAX_CELL) -> str:
+def _cell(s: str, limit: int | None = None) -> str:
+    """Text on one line, for a table cell or a list item: whole, or, past `limit`, cut at a word
+    and marked `…` (never inside a word)."""
     s = " ".join(s.split()).replace("|", "\\|")
-    return s if len(s) <= limit else s[: limit - 1] + "…"
+    if limit is None or len(s) <= limit:
+        return s
+    cut = s[:limit].rsplit(" ", 1)[0]
+    return f"{cut} …"

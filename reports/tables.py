@@ -12,8 +12,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from diagnostics.opening import stamp
 from diagnostics.result import Analysis
+from diagnostics.said import stamp
 from diagnostics.source import Source
 from logformats import looks_like_log, parse_log
 from logformats.errors import LogFormatError

@@ -2,12 +2,15 @@
 
     .venv/bin/python docs/reader-test/checks.py docs/reader-test/after-*.md
 
-One row per summary and a total: the first paragraph's words (and without its command), whether it
-holds a next step, and what the readers of issue 53 stumbled on: a ratio flipped into a multiple, a
-time with fractions of a second, a placeholder in a command (`…`, `URL`), a ratio at or above 1
-said as slower, the engine called anything but soaked or fresh, an interval other than 90% left
-unexplained, a top suspect beside a verdict that is not engine age, a suspect whose medians do not
-move the way its words say, an operator's warning (failed requests, a full KV cache) only among
+One row per summary: the words above the details break (the three lines: the answer with its size
+and how sure, what to do, why) and without their commands; whether they hold a next step and a
+details break; whether line one says the direction in words (`N% slower`, `no slower`) and the
+speeds in tok/s; and what the readers of issue 53 stumbled on: a ratio flipped into a multiple, a
+time with fractions of a second, a placeholder in a command (`…`, `URL`), a loss said where the
+speeds rose, the engine called anything but soaked or fresh, an interval other than 90% left
+unexplained, words the second reader found made up or statistical above the break, text cut
+inside a word, a top suspect beside a verdict that is not engine age, a suspect whose medians do
+not move the way its words say, an operator's warning (failed requests, a full KV cache) only among
 the checks, `engine: unknown`, and a short run (under an hour) whose answer is not engine age but
 does not say how long it was.
 """
@@ -19,12 +22,27 @@ import sys
 from pathlib import Path
 
 AGE = "The engine slowed down with age"
+BREAK = "#### Details"
 NEXT_STEP = re.compile(r"\b(Restart it|Run longer|Soak (again|it|the engine)|Nothing to restart|file a bug)\b")
 MULTIPLE = re.compile(r"\b\d+\.\d+x\b")
 SUB_SECOND = re.compile(r"\d\d:\d\d:\d\d\.\d")
-SLOWER = re.compile(r"(\d+\.\d\d) of [^(]*\([^)]*\)[^.]*?\bup to \d+% slower")
+DIRECTION = re.compile(r"\d+% slower|\bno slower\b")
+SPEEDS = re.compile(r"(\d+(?:\.\d+)?) → (\d+(?:\.\d+)?) tok/s[^(]*\((\d+)% slower")
+ACROSS = re.compile(r"(\d+(?:\.\d+)?) tok/s just before a restart, (\d+(?:\.\d+)?) just after \((\d+)% slower")
 OTHER_NAMES = re.compile(r"\b(aged|healthy|main|restarted engine)\b", re.IGNORECASE)
 LEVEL = re.compile(r"\b(\d+(?:\.\d+)?)% interval")
+# What the second reader found made up, or statistics, in the first lines (issue 53, items 4 and 7).
+JARGON = (
+    "control's youth",
+    "engine life 0",
+    "generous context-only",
+    "hold at once",
+    "widened",
+    "not 90%",
+    "checked after every",
+    "of its own speed",
+    "of its speed after",
+)
 ROSE = re.compile(r"\b(rose|fell|rises|falls) from a median of ([\d,.]+) before the onset to ([\d,.]+) after")
 OLD_MEDIANS = re.compile(
     r"\b(rises|falls) as [^:]*: .*?median ([\d,.]+) (?:before the onset|early), ([\d,.]+) (?:after|late)"
@@ -39,33 +57,41 @@ SERVING = re.compile(r"([\d.]+) (s|min|h) of serving")
 def checks(path: Path) -> dict[str, object]:
     text = path.read_text()
     lines = text.splitlines()
-    first = lines[2].replace("**", "")
-    top = text.split("\n| |", 1)[0]  # the opening and the lines beside it, before the evidence table
+    # The three lines, without the title; a summary from before the details break, its first paragraph.
+    top = text.split(BREAK, 1)[0].split("\n", 1)[1] if BREAK in text else lines[2]
+    first = top.replace("**", "")
+    line_one = lines[2]
+    details = text.split(BREAK, 1)[-1].split("\n| |", 1)[0] if BREAK in text else text.split("\n| |", 1)[0]
     above_checks = text.split("**Checks**", 1)[0]
     prose = re.sub(r"`[^`]*`", "", first)
-    age = lines[2].startswith(f"**{AGE}")
+    age = line_one.startswith(f"**{AGE}")
     run_dir = "- source: `run_dir " in text
-    flipped = [m.group(0) for m in SLOWER.finditer(first) if float(m.group(1)) >= 1.0]
+    flipped = [m.group(0) for m in SPEEDS.finditer(line_one) if float(m.group(2)) >= float(m.group(1))]
+    flipped += [m.group(0) for m in ACROSS.finditer(line_one) if float(m.group(1)) >= float(m.group(2))]
     levels = [x for x in LEVEL.findall(first) if float(x) != 90.0]
-    serving = SERVING.search(top)
+    serving = SERVING.search(text)
     seconds = None if serving is None else float(serving.group(1)) * {"s": 1, "min": 60, "h": 3600}[serving.group(2)]
     return {
         "words": len(first.split()),
         "prose words": len(prose.split()),
         "next step": bool(NEXT_STEP.search(first)),
+        "details break": BREAK in text,
+        "direction in line 1": bool(DIRECTION.search(line_one)),
+        "tok/s in line 1": "tok/s" in line_one,
         "multiple": bool(MULTIPLE.search(above_checks)),
         "sub-second": bool(SUB_SECOND.search(text)),
         # A run directory knows its trace and target; a log knows neither (its command says HOST:PORT).
         "placeholder": "…" in first or bool(re.search(r"\bURL\b", first)) or (run_dir and "HOST:PORT" in first),
-        "above 1 as slower": bool(flipped),
+        "loss where it rose": bool(flipped),
         "other names": sorted({m.lower() for m in OTHER_NAMES.findall(prose)}),
-        "level unexplained": bool(levels) and "not 90%" not in first,
-        "top suspect not age": "- top suspect:" in top and not age,
+        "level unexplained": bool(levels) and "- its interval: " not in details and "not 90%" not in first,
+        "jargon above": [j for j in JARGON if j in first],
+        "cut mid-word": bool(re.search(r"\w…", text)),
+        "top suspect not age": "Top suspect:" in top and not age,
         "medians against words": _medians_against_words(text),
         "warning only in checks": any(f"**warn** {n}" in text or f"({n})" in text for n in OPERATOR)
-        and "- warnings:" not in top
-        and not any(n.strip("`") in top for n in OPERATOR),
-        "engine unknown": "- engine: unknown" in top,
+        and "**Also:**" not in top,
+        "engine unknown": "- engine: unknown" in details,
         "short run unsaid": not age and seconds is not None and seconds < 3600 and "lasted" not in first,
     }
 

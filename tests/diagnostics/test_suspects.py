@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from diagnostics import suspects
+from diagnostics.result import Suspect
 
 
 def _run(trend: bool):
@@ -154,3 +155,34 @@ def test_a_figure_in_the_snapshots_and_the_steps_is_one_suspect():
     source.snapshots = pd.DataFrame({"t": source.steps["t"], "token_usage": usage})
     names = [s.name for s in suspects.rank(source, samples, None)]
     assert names.count("token_usage") == 1
+
+
+def test_the_medians_a_suspect_states_read_back_for_the_first_lines():
+    """An undecided verdict says a suspect that moved a lot in its third line (diagnostics.opening):
+    the medians it says are those the evidence states, read back from the words _move wrote."""
+    source, samples = _run(trend=True)
+    onset = SimpleNamespace(t=samples["t"].iloc[len(samples) // 2], engine_age_s=30.0, engine_life=0)
+    for at in (None, onset):
+        (s,) = suspects.rank(source, samples, at)
+        m = suspects.moved(s)
+        assert m is not None and m.at_onset == (at is not None)
+        assert m.last > m.first and m.factor > 2  # sample_s steps up by 0.01 over a level of about 0.003
+        said = suspects.plainly(s)
+        assert said is not None and suspects._num(m.first) in said and suspects._num(m.last) in said
+        assert said.startswith("`sample_s` rose from" if at is not None else "`sample_s` was ")
+    timed = Suspect("work_s_total", 0.08, "8.0% more of the engine's wall time went into it as ...")
+    assert suspects.moved(timed) is None  # shares of wall time, no medians
+
+
+def test_a_list_out_of_score_order_says_its_order():
+    """after-4: output_buffer_bytes 0.36, kv_gather_breaks 0.23, then schedule_s 0.54, unexplained."""
+    listed = [
+        Suspect("output_buffer_bytes", 0.36, ""),
+        Suspect("kv_gather_breaks", 0.23, ""),
+        Suspect("schedule_s", 0.54, ""),
+    ]
+    assert suspects.order_note(listed) == (
+        "in this order: the engine's own figures first, parts of the step time last, which say where the time "
+        "went, not why; by score within each"
+    )
+    assert suspects.order_note(sorted(listed, key=lambda s: -s.score)) is None

@@ -72,25 +72,25 @@ def test_every_section_is_there_and_self_contained(page, request):
     assert "default-src 'none'" in csp["content"]
 
 
-def test_seed_verdict_opens_with_the_answer_one_figure_and_what_to_do(seed_page):
+def test_seed_verdict_opens_with_three_lines_then_the_details(seed_page):
     verdict = _section(seed_page, "verdict")
     assert "engine_age_degradation" in _text(verdict.find(class_="name"))
-    assert _text(verdict.find(class_="headline")) == "The engine slowed down with age (medium confidence)"
-    paragraph = _text(verdict.find("p", class_="paragraph"))
-    assert paragraph == (
-        "After 15.6 min of engine life, decode fell to 0.10 of its early speed at the same batch and context "
-        "(90% interval 0.06-0.17; 112 → 12 tok/s), right after 5,792 tokens were appended to a 121,712-token "
-        "cached prompt. Restart it to see whether the speed comes back, and file a bug with "
-        "`diag bundle freetoken-excerpt.log`."
+    assert _text(verdict.find(class_="headline")) == "The engine slowed down with age:"
+    assert _text(verdict.find("p", class_="verdict-line")) == (
+        "The engine slowed down with age: decode 112 → 12 tok/s at the same batch and context "
+        "(90% slower; 90% interval 83-94% slower). Medium confidence, because only 2 early decode samples were "
+        "there to compare with."
     )
-    assert len(paragraph.split()) <= 60
-    first = [_text(li) for li in verdict.find("ul", class_="first-lines").find_all("li")]
-    assert first[0].startswith(
-        "Held back by: thin data: 5 usable decode samples in a log of 11 lines, 2 of them early; "
-        "confidence medium, not high: long idle stretches"
+    lines = [_text(p) for p in verdict.find_all("p", class_="line")]
+    assert lines[0] == (
+        "Next: Restart it to see whether the speed comes back, and file a bug with `diag bundle freetoken-excerpt.log`."
     )
-    assert (
-        first[1] == "Engine: freetoken (moe_backend offload, attention_backend triton, cache_type hybrid_radix, "
+    assert lines[1].startswith("Why: It began after 15.6 min of engine life, right after 5,792 tokens")
+    assert _text(verdict.find("h3", class_="details-break")) == "Details"
+    first = [_text(li) for li in verdict.find("ul", class_="details").find_all("li")]
+    assert first[1].startswith("Also holding the confidence back: thin data: 5 usable decode samples")
+    assert first[-1] == (
+        "Engine: freetoken (moe_backend offload, attention_backend triton, cache_type hybrid_radix, "
         "page_size 1); from its log (11 lines)"
     )
     account = _text(verdict.find("details", class_="account"))

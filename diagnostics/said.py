@@ -1,0 +1,165 @@
+"""How a figure is said to a reader: speed in tok/s and percent, its interval, a time.
+
+Every ratio diag computes is the soaked engine's speed over the reference's, below 1 slower. A
+reader takes in `153 → 32 tok/s (79% slower; 90% interval 73-84% slower)` at once, and `0.21 of
+its early speed` only after working out which way it points: the first lines say speed in tok/s
+where both sides are known and the change in percent always, with the direction in words; the
+ratio itself stays for the evidence below.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from diagnostics.comparison import Comparison
+from diagnostics.intervals import Interval, level_text
+
+NO_CHANGE = 0.005  # a ratio this close to 1 rounds to 0 %: said as no slower
+AS_FAST = 2.0  # from here up a gain is said as "N times as fast", not "+250%"
+# Whose speed a ratio is over, by the comparison it comes from: (after "at 0.83 of", after "slower than").
+# Two engines (the soaked engine, a fresh one) and two times (early, late), nothing else.
+REFERENCE = {
+    "paired_control": ("a fresh engine's speed", "a fresh engine"),
+    "restart": ("its own speed just after a restart", "its speed after a restart"),
+    "probes": ("its own early speed on an identical request", "early in the run"),
+    "bins": ("its early speed at the same batch and context", "early in the run"),
+    "step_series": ("its early speed at the same batch and context", "early in the run"),
+    "combined": ("its early speed, all measures together", "early in the run"),
+}
+# Where the two speeds of a decode comparison were taken, after `decode 197 → 142 tok/s`.
+SPEEDS_WHERE = {
+    "paired_control": "against a fresh engine run beside it",
+    "probes": "on identical probe requests",
+    "bins": "at the same batch and context",
+    "step_series": "at the same batch and context",
+    "combined": "at the same conditions",
+}
+_ISO = re.compile(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(?:\.\d+)?")
+
+
+def change(ratio: float) -> str:
+    """`79% slower`, `no slower`: a ratio (below 1 slower) in percent, its direction in words. A
+    gain is `no slower`: the question is whether the engine lost speed."""
+    return "no slower" if ratio >= 1 - NO_CHANGE else f"{_percent(1 - ratio)} slower"
+
+
+def span(i: Interval) -> str:
+    """`90% interval 73-84% slower`, `90% interval 4% slower to 19% faster`: an interval of a
+    ratio in percent, each end's direction in words."""
+    if not i.bounded:
+        return "too few samples for an interval"
+    level = f"{level_text(i.level)} interval"
+    if i.hi < 1 + NO_CHANGE:
+        return f"{level} {_percent(1 - i.hi, unit=False)}-{_percent(1 - i.lo)} slower"
+    if i.lo > 1 - NO_CHANGE and i.hi < AS_FAST:
+        return f"{level} {_percent(i.lo - 1, unit=False)}-{_percent(i.hi - 1)} faster"
+    if i.lo > 1 - NO_CHANGE:
+        return f"{level} {_faster(max(i.lo, 1.0))} to {_faster(i.hi)}"
+    return f"{level} {_percent(1 - i.lo)} slower to {_faster(i.hi)}"
+
+
+def amount(i: Interval) -> str:
+    """`79% slower; 90% interval 73-84% slower`: the change and its interval, for parentheses."""
+    return f"{change(i.estimate)}; {span(i)}"
+
+
+def speeds(c: Comparison) -> str | None:
+    """`decode 197 → 142 tok/s against a fresh engine run beside it`, or, across a restart, `decode
+    102 tok/s just before a restart, 150 just after`: the two speeds a decode comparison stands
+    for, the reference's and the soaked engine's at the same conditions (the reference's level
+    times the ratio). None where the comparison has no level in tok/s."""
+    late = c.late_level
+    if c.unit != "tok/s" or c.healthy_level is None or late is None or not np.isfinite(late):
+        return None
+    early = c.healthy_level
+    if c.basis == "restart":
+        return f"decode {tps(late)} tok/s just before a restart, {tps(early)} just after"
+    where = SPEEDS_WHERE.get(c.basis, "at the same conditions")
+    return f"decode {tps(early)} → {tps(late)} tok/s {where}"
+
+
+def size(c: Comparison) -> str:
+    """Line one's figure: the speeds and the change with its interval (`decode 153 → 32 tok/s at
+    the same batch and context, early to late (79% slower; 90% interval 73-84% slower)`), or, without
+    speeds, the change against its reference (`decode 28% slower than a fresh engine (...)`)."""
+    said = speeds(c)
+    if said is not None:
+        return f"{said} ({amount(c.interval)})"
+    _, than = REFERENCE.get(c.basis, ("", "early in the run"))
+    return f"decode {change(c.ratio)} than {than} ({span(c.interval)})"
+
+
+def tps(x: float) -> str:
+    """A speed as a reader reads it: 153, 4.7."""
+    return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
+
+
+def ratio_words(c: Comparison, aside: str = "") -> str:
+    """`0.83 of a fresh engine's speed (90% interval 0.68-1.00)`: the ratio as the evidence says
+    it, the soaked engine's over the reference's; `aside` goes inside the parentheses."""
+    of, _ = REFERENCE.get(c.basis, ("its early speed", "early in the run"))
+    i = c.interval
+    said = i.span() if i.bounded else "too few samples for an interval"
+    return f"{c.ratio:.2f} of {of} ({said}{aside})"
+
+
+def ratio_change(ratio: float) -> str:
+    """`58% faster (1.58)`, `50% slower (0.50)`: a measure in the details, direction first."""
+    if abs(ratio - 1) < NO_CHANGE:
+        return f"unchanged ({ratio:.2f})"
+    word = _faster(ratio) if ratio > 1 else f"{_percent(1 - ratio)} slower"
+    return f"{word} ({ratio:.2f})"
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "an unknown time"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def stamp(t: np.datetime64 | pd.Timestamp | None, source_kind: str) -> str | None:
+    """A time to the second in the source's clock: `2026-12-02 14:16:05 UTC` for a run directory
+    or a scrape series (Unix time), the log's own clock without a zone for a log."""
+    if t is None or pd.isna(t):
+        return None
+    text = pd.Timestamp(t).floor("s").strftime("%Y-%m-%d %H:%M:%S")
+    return text if source_kind == "log" else f"{text} UTC"
+
+
+def between(first: str | None, last: str | None) -> str:
+    """`2026-12-02 17:05:33 to 17:20:07 UTC`: two stamps of one day with the day and zone once."""
+    if first is None or last is None:
+        return first or last or ""
+    day, rest = first.split(" ", 1)
+    if last.startswith(day + " "):
+        clock = rest.removesuffix(" UTC")
+        return f"{day} {clock} to {last[len(day) + 1 :]}"
+    return f"{first} to {last}"
+
+
+def to_the_second(text: str) -> str:
+    """ISO times in a text (a check's detail) to the second: `2026-12-02 17:05:33`, not
+    `2026-12-02T17:05:33.223594189`."""
+    return _ISO.sub(r"\1 \2", text)
+
+
+def times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n:,} times")
+
+
+def _percent(x: float, unit: bool = True) -> str:
+    """A share as a whole percentage, never below 0 (an interval end at 1.00 is `0%`); `unit`
+    False leaves out the sign, for the first end of a range (`73-84%`)."""
+    return f"{max(0.0, x):.0%}" if unit else f"{max(0.0, x) * 100:.0f}"
+
+
+def _faster(ratio: float) -> str:
+    """`19% faster`, or `3.4 times as fast` from AS_FAST up."""
+    return f"{_percent(ratio - 1)} faster" if ratio < AS_FAST else f"{ratio:.1f} times as fast"
