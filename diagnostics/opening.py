@@ -467,8 +467,15 @@ def _lasted(source: Source | None) -> str:
 
 
 def _log_next(source: Source | None) -> str:
-    """A log's next step: a soak with probes, which can tell (what the log lacks is in the details)."""
-    return f"Soak it with probes: `{rerun.soak_command(source, '--until-decided')}`."
+    """A log's next step: a soak with probes, which can tell, or where the log lacks a figure an
+    engine option prints, that option (what each gives is in the details)."""
+    soak = f"Soak it with probes: `{rerun.soak_command(source, '--until-decided')}`"
+    info = getattr(source, "log_info", None)
+    missing = [m for m in info.missing if m.option.startswith("`")] if info is not None else []
+    if not missing:
+        return soak + "."
+    option = missing[0].option.split(" (", 1)[0].split(" in its ", 1)[0]
+    return f"{soak}; or, for a log that can tell, restart {getattr(missing[0], 'engine', 'the engine')} with {option}."
 
 
 def _log_options(source: Source | None) -> list[Detail]:

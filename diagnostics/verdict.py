@@ -487,7 +487,11 @@ def _decide(ev: Evidence) -> Decision:
         decode=decode,
         cause=cause,
         confidence=confidence,
-        reason=f"No engine age, {confidence} confidence: {said}.{context}",
+        # A loss the interval leaves open, below the material level or not, is said as such (a
+        # possible 17 % loss is not the absence of one): "no engine age" only where even the
+        # interval's low end stays above the material level.
+        reason=f"{'No engine age' if decode.interval.lo > decode.material else 'Not shown to be engine age'}, "
+        f"{confidence} confidence: {said}.{context}",
         findings=tuple(findings),
     )
 

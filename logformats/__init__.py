@@ -27,7 +27,7 @@ import pandas as pd
 
 from logformats import batch, llamacpp, messages, vllm_steps
 from logformats.errors import LogFormatError
-from logformats.figures import Missing, llamacpp_missing
+from logformats.figures import Missing, llamacpp_missing, vllm_missing
 from logformats.logtime import log_times
 from logformats.records import MAX_WARNINGS, finish
 from logformats.slots import SlotReader
@@ -138,6 +138,7 @@ def _parse_batch(path: Readable, fmt: str, date: dt.date | None, year: int | Non
             np.where(gen, StepPhase.DECODE, np.where(prompt, StepPhase.PREFILL, StepPhase.IDLE)),
         )
         steps["phase"] = steps["phase"].astype(object)
+    missing = _vllm_missing(steps) if fmt == "vllm" else ()
     num_dropped_events = frames.num_bad_lines - frames.num_dropped_steps  # one record per line here
     info = LogInfo(
         path=str(path),
@@ -151,9 +152,23 @@ def _parse_batch(path: Readable, fmt: str, date: dt.date | None, year: int | Non
         kv_capacity=builder.kv_capacity,
         age_known=frames.age_known,
         num_bad_lines=frames.num_bad_lines,
+        missing=missing,
     )
     _log_skipped(info)
     return ParsedLog(steps, frames.events, info)
+
+
+def _vllm_missing(steps: pd.DataFrame) -> tuple[Missing, ...]:
+    """A vLLM log's stats windows: how long (the median gap between its lines, within a life) and
+    how many of those that generated tokens held a prompt too."""
+    if steps.empty:
+        return ()
+    t = pd.to_datetime(steps["t"]).astype("int64") / 1e9
+    gaps = t.groupby(steps["engine_life"]).diff().dropna()
+    gaps = gaps[gaps > 0]
+    generating = steps["phase"].isin((StepPhase.DECODE, StepPhase.MIXED))
+    mixed = steps["phase"].eq(StepPhase.MIXED)
+    return vllm_missing(float(gaps.median()) if len(gaps) else 0.0, int(generating.sum()), int(mixed.sum()))
 
 
 def _parse_step_record(path: Readable) -> ParsedLog:

