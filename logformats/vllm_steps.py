@@ -232,7 +232,8 @@ def _step_columns(steps: list[dict[str, Any]], capacity: np.ndarray) -> tuple[di
         if name not in df:
             return np.full(len(df), np.nan)
         # A figure that is no number (a garbled line) is left empty.
-        return pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=float)
+        values: np.ndarray = pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=float)
+        return values
 
     running, finished = col("running"), np.nan_to_num(col("finished"))
     first, gen, decode_reqs = col("first_tokens"), col("gen_tokens"), col("decode_reqs")

