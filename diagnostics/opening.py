@@ -48,6 +48,7 @@ from diagnostics.labels import Cause, Verdict
 from diagnostics.result import Analysis, Check
 from diagnostics.said import amount, between, change, duration, size, stamp, times, to_the_second
 from diagnostics.source import Source
+from logformats.figures import Missing
 
 HEADLINES = {
     Verdict.AGE: "The engine slowed down with age",
@@ -470,19 +471,22 @@ def _log_next(source: Source | None) -> str:
     """A log's next step: a soak with probes, which can tell, or where the log lacks a figure an
     engine option prints, that option (what each gives is in the details)."""
     soak = f"Soak it with probes: `{rerun.soak_command(source, '--until-decided')}`"
-    info = getattr(source, "log_info", None)
-    missing = [m for m in info.missing if m.option.startswith("`")] if info is not None else []
-    if not missing:
+    switched = _switched(source)
+    if not switched:
         return soak + "."
-    option = missing[0].option.split(" (", 1)[0].split(" in its ", 1)[0]
-    return f"{soak}; or, for a log that can tell, restart {getattr(missing[0], 'engine', 'the engine')} with {option}."
+    return f"{soak}; or, for a log that can tell, restart {switched[0].engine} with {switched[0].switch}."
 
 
 def _log_options(source: Source | None) -> list[Detail]:
     """The engine options that print what a log lacks, for a log that could then tell."""
-    info = getattr(source, "log_info", None)
-    options = [m.option for m in info.missing if m.option.startswith("`")] if info is not None else []
+    options = [m.option for m in _switched(source)]
     return [Detail("so that its log can tell", f"restart it with {' '.join(options)}")] if options else []
+
+
+def _switched(source: Source | None) -> list[Missing]:
+    """The figures a log lacks that an engine option turns on (logformats.figures)."""
+    info = getattr(source, "log_info", None)
+    return [m for m in info.missing if m.switch] if info is not None else []
 
 
 def _why_no_fresh(a: Analysis) -> str:

@@ -32,6 +32,7 @@ class Missing(NamedTuple):
     option: str
     gives: str
     engine: str = "llama-server"
+    switch: str = ""  # the bare option a user turns on (in the option's words), where there is one
 
     def describe(self) -> str:
         return f"{self.figure}, which {self.engine} prints with {self.option} ({self.gives})"
@@ -42,6 +43,7 @@ STAMPS = Missing(
     option="`--log-timestamps --log-prefix`",
     gives="engine age in seconds, and which requests shared their batches: without it a prompt's time on a "
     "server with several slots may hold the other slots' work, and is not compared",
+    switch="`--log-timestamps --log-prefix`",
 )
 RELEASES = Missing(
     figure="each request's context at its end (`stop processing: n_past = …`)",
@@ -71,6 +73,7 @@ VLLM_WINDOWS = Missing(
     "every engine step, docs/diagnostics.md)",
     gives="decode samples: a window that mixes prompts and batch changes is no decode step's, and is kept out",
     engine="vLLM",
+    switch="`VLLM_LOG_STATS_INTERVAL=1`",
 )
 MIN_WINDOW_S = 5.0  # windows this long or longer, in the median: vLLM's default of 10 s, not a shortened interval
 MAX_MIXED = 1 / 3  # share of the generating windows that also held a prompt, above which decode windows are wanting
@@ -80,7 +83,7 @@ def vllm_missing(window_s: float, num_generating: int, num_mixed: int) -> tuple[
     """The figures a vLLM log lacks: decode windows, where its stats windows are long
     (`window_s`, the median gap between stats lines) and most of the `num_generating` windows
     with generated tokens also held prompt tokens (`num_mixed`)."""
-    if not num_generating or not window_s >= MIN_WINDOW_S or num_mixed / num_generating < MAX_MIXED:
+    mixed = num_mixed / num_generating if num_generating else 0.0
+    if not window_s >= MIN_WINDOW_S or mixed < MAX_MIXED:
         return ()
-    mixed = num_mixed / num_generating
     return (VLLM_WINDOWS._replace(figure=VLLM_WINDOWS.figure.format(window=window_s, mixed=mixed)),)

@@ -363,7 +363,9 @@ def test_a_log_that_cannot_tell_says_the_soak_and_the_option_that_would_let_it_t
         checks=(Check("confidence", "fail", "a loss without a cause: ..."), Check("engine_identity", "warn", "...")),
         suspects=(),
     )
-    missing = SimpleNamespace(option="`--log-timestamps --log-prefix`", engine="llama-server")
+    missing = SimpleNamespace(
+        option="`--log-timestamps --log-prefix`", engine="llama-server", switch="`--log-timestamps --log-prefix`"
+    )
     source = SimpleNamespace(
         path="server.log",
         log_info=SimpleNamespace(missing=(missing,), num_lines=100),
