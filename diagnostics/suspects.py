@@ -150,6 +150,10 @@ PROCESS_WORDS = "a figure of the whole process (it moves with the traffic as muc
 MEANING = {
     "idle_slot_tokens": "KV cells held by idle slots (their last conversations, kept for prompt caching; "
     "where all slots share one KV buffer, every decode attends over them)",
+    "fault_walk_s_total": "time tokdrift's step-cost fault spent walking the entries it keeps (a test instrument "
+    "switched on in vLLM through its plugins: docs/faults.md)",
+    "fault_entries": "entries tokdrift's step-cost fault keeps, every one walked every engine step (a test "
+    "instrument switched on in vLLM through its plugins: docs/faults.md)",
     "kv_no_space": "batches that found no room in the KV cache in the last minute (a full cache, or one "
     "fragmented into holes too small for a batch: llama.cpp without KV defragmentation)",
 }
