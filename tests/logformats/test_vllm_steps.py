@@ -135,10 +135,11 @@ def test_a_newer_record_is_refused_with_its_version(tmp_path):
         parse_log(path)
 
 
-def served(path, slow_per_request, num_requests=700, seed=0, fault_figures=False):
+def served(path, slow_per_request, num_requests=700, seed=0, fault_figures=False, host_other=None):
     """A record of two streams of 48-token requests at batch 2: each decode step costs 20 ms plus
     `slow_per_request` for every request finished before it (the step-cost fault's shape). With
-    `fault_figures`, the fault's own lines every 10 s: the time its walks took, in all."""
+    `fault_figures`, the fault's own lines every 10 s: the time its walks took, in all; with
+    `host_other(fraction of the run)`, the writer's host lines every 10 s: the CPU beside vLLM."""
     rng = np.random.default_rng(seed)
     t, finished, steps, walked, figures, due = 100.0, 0, [], 0.0, [], 110.0
     for k in range(num_requests // 2):
@@ -153,10 +154,14 @@ def served(path, slow_per_request, num_requests=700, seed=0, fault_figures=False
             steps.append(decode_step(t, batch=2, step_s=step_s, usage=0.05 + 0.001 * j, finished=done))
             finished += done
             if t >= due:
-                figures.append({"kind": "figures", "t": t, "pid": 7, "fault_walk_s_total": walked})
+                if fault_figures:
+                    figures.append({"kind": "figures", "t": t, "pid": 7, "fault_walk_s_total": walked})
+                if host_other is not None:
+                    other = host_other(k / (num_requests // 2))
+                    figures.append({"kind": "figures", "t": t, "pid": 5, "host_other_cpu_percent": other})
                 due += 10.0
     write_record(path, [(99.0, steps)])
-    if fault_figures:
+    if figures:
         with open(path, "a") as f:
             f.writelines(json.dumps(line) + "\n" for line in figures)
     return path
@@ -167,6 +172,17 @@ def test_diag_finds_age_a_step_record_shows_and_not_in_a_healthy_one(tmp_path):
     healthy, _ = analyze_json(served(tmp_path / "healthy.jsonl", slow_per_request=0.0))
     assert aged["verdict"] == "engine_age_degradation"
     assert healthy["verdict"] == "no_degradation"
+
+
+def test_a_slowdown_while_the_cpu_beside_vllm_rose_is_not_called_age(tmp_path):
+    """The step time is wall time: where the record's host lines say the neighbours' CPU rose by a
+    core as decode slowed, the slowdown cannot be told from contention."""
+    crowded, checks = analyze_json(
+        served(tmp_path / "crowded.jsonl", slow_per_request=0.00003, host_other=lambda f: 150.0 * f)
+    )
+    quiet, _ = analyze_json(served(tmp_path / "quiet.jsonl", slow_per_request=0.00003, host_other=lambda f: 10.0))
+    assert crowded["verdict"] != "engine_age_degradation" and checks["host_contention"]["status"] == "warn"
+    assert quiet["verdict"] == "engine_age_degradation"
 
 
 def test_the_faults_own_time_is_the_suspect_that_names_it(tmp_path):

@@ -4,7 +4,8 @@
     engine_start   once per engine start: the time, the writer, vLLM's version and configuration
     step           one engine iteration: what vLLM's stat loggers are handed for it
     fault_on       a test instrument's fault began (TOKDRIFT_VLLM_FAULT)
-    figures        a process's own figures at a moment (`pid`, then FIGURE_KEYS): the fault's state
+    figures        a process's own figures at a moment (`pid`, then FIGURE_KEYS): the fault's state,
+                   the host's CPU beside vLLM
 
 Times are Unix seconds (`t`); the start line says the host's UTC offset, so that a reader can show
 the times a vLLM log beside it shows. A key whose figure the iteration did not carry is left out.
@@ -54,4 +55,9 @@ FAULT_FIGURES: dict[str, str] = {
     "fault_entries": "entries the step-cost fault holds (tokdrift/vllm_plugin/fault.py): every step walks them all",
     "fault_walk_s_total": "seconds the step-cost fault's walks took, in all, in the process that runs the model",
 }
-FIGURE_KEYS: dict[str, str] = {**FAULT_FIGURES}
+# The step record's writer states these every HOST_S (host.py), as the soak's host sampler names them.
+HOST_FIGURES: dict[str, str] = {
+    "host_cpu_percent": "the host's CPU busy, percent of one core",
+    "host_other_cpu_percent": "of it, what this vLLM (its API server and every process under it) did not spend",
+}
+FIGURE_KEYS: dict[str, str] = {**FAULT_FIGURES, **HOST_FIGURES}
