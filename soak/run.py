@@ -266,7 +266,7 @@ class Soak:
         materializer = Materializer(mconf, shared_block_ids(self.trace.calls))
         replayer = Replayer(sessions_of(self.trace), materializer, self._send, cfg.concurrency, cfg.speed)
         main = MainEngine(target, client, replayer.gate, replayer.idle, cfg.probe_wait_s, self._store.event)
-        prober = Prober(mconf, cfg.probe_input_tokens, cfg.probe_output_tokens)
+        prober = Prober(mconf, cfg.probe_input_tokens, cfg.probing.probe_output_tokens)
         cycles = ProbeCycles(
             prober,
             main,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
+from soak.config import DECIDING, DECIDING_MAX_HOURS, PLAIN, SoakConfig
 from soak.errors import SoakError
 
 if TYPE_CHECKING:
@@ -18,20 +19,6 @@ if TYPE_CHECKING:
     from replay.materialize import OverLimit
     from soak.live_view import Progress
     from soak.run import Soak
-
-DEFAULT_MAX_HOURS = 2.0  # --until-decided without a duration: the longest it may run
-DEFAULT_PROBE_EVERY_S = 300.0
-DEFAULT_PROBE_OUTPUT = 64
-# --until-decided probes more often and longer: certainty comes per cycle, and a 256-token probe's
-# cycle was the least noisy per minute measured here (docs/diagnostics.md, "Probe design").
-DECIDING_PROBE_EVERY_S = 10.0
-DECIDING_PROBE_OUTPUT = 256
-# ... and takes a baseline first, so that a loss that sets in with the first calls is compared with an
-# engine younger than it: without one, an output-buffer fault from the second cycle held the engine at
-# 0.85 of its twin through a 12-minute soak whose first third was as slow, and diag said "no engine
-# age, medium" (paired 0.97, 0.92-1.02). Eight is the fewest that let the early side decide as the
-# first third does (docs/soak.md, "A baseline before the traffic").
-DECIDING_BASELINE = 8
 
 
 def register(app: typer.Typer) -> None:
@@ -47,15 +34,17 @@ def run(
     seconds: Annotated[float | None, typer.Option(help="How long to soak, in seconds (instead of --hours).")] = None,
     target: Annotated[
         str, typer.Option(help="'builtin' (start tokdrift's engine) or the base URL of an OpenAI-compatible server.")
-    ] = "builtin",
+    ] = SoakConfig.target,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Run directory to write (default runs/<date>-<trace name>).")
     ] = None,
-    concurrency: Annotated[int, typer.Option(help="Sessions in flight at most.")] = 4,
-    speed: Annotated[float, typer.Option(help="Replay speed: trace start and think times are divided by this.")] = 1.0,
+    concurrency: Annotated[int, typer.Option(help="Sessions in flight at most.")] = SoakConfig.concurrency,
+    speed: Annotated[
+        float, typer.Option(help="Replay speed: trace start and think times are divided by this.")
+    ] = SoakConfig.speed,
     scale: Annotated[
         float, typer.Option(help="Every prompt and output length times this (keeps prefix sharing).")
-    ] = 1.0,
+    ] = SoakConfig.scale,
     max_context: Annotated[
         int | None, typer.Option(help="Prompt + output cap per call; longer calls are handled by --over-limit.")
     ] = None,
@@ -64,13 +53,13 @@ def run(
         typer.Option(
             help="Calls above --max-context: drop, trim or keep (send anyway and record the target's refusal)."
         ),
-    ] = "trim",
+    ] = SoakConfig.over_limit,
     probe_every: Annotated[
         float | None,
         typer.Option(
             help="Seconds between probes (0: only at start and end; "
-            f"default {DEFAULT_PROBE_EVERY_S:g}, with --until-decided "
-            f"{DECIDING_PROBE_EVERY_S:g})."
+            f"default {PLAIN.probe_every_s:g}, with --until-decided "
+            f"{DECIDING.probe_every_s:g})."
         ),
     ] = None,
     probes: Annotated[
@@ -81,17 +70,19 @@ def run(
             "control (--restart-every still restarts); the run then holds exactly what a user "
             "has, its requests and the engine's log.",
         ),
-    ] = True,
-    probe_tokens: Annotated[int, typer.Option(help="Probe prompt length in tokens.")] = 256,
+    ] = SoakConfig.probes,
+    probe_tokens: Annotated[int, typer.Option(help="Probe prompt length in tokens.")] = SoakConfig.probe_input_tokens,
     probe_output: Annotated[
         int | None,
         typer.Option(
             help="Probe output length in tokens (greedy, eos ignored; "
-            f"default {DEFAULT_PROBE_OUTPUT}, with --until-decided "
-            f"{DECIDING_PROBE_OUTPUT})."
+            f"default {PLAIN.probe_output_tokens}, with --until-decided "
+            f"{DECIDING.probe_output_tokens})."
         ),
     ] = None,
-    probe_wait: Annotated[float, typer.Option(help="Seconds a probe waits for the target to go idle.")] = 60.0,
+    probe_wait: Annotated[
+        float, typer.Option(help="Seconds a probe waits for the target to go idle.")
+    ] = SoakConfig.probe_wait_s,
     baseline: Annotated[
         int | None,
         typer.Option(
@@ -99,7 +90,7 @@ def run(
             "apart, before the replay starts (not counted in the duration): "
             "the engine's youth every later probe is compared with, for "
             "engines that slow within the first minutes of "
-            f"traffic (default 0, with --until-decided {DECIDING_BASELINE}).",
+            f"traffic (default {PLAIN.baseline_cycles}, with --until-decided {DECIDING.baseline_cycles}).",
             show_default=False,
         ),
     ] = None,
@@ -114,14 +105,18 @@ def run(
     engine_log: Annotated[
         Path | None, typer.Option(help="A URL target's log file: tailed, copied into the run and parsed into steps.")
     ] = None,
-    flush_every: Annotated[float, typer.Option(help="Seconds between writes of the run directory's parts.")] = 10.0,
+    flush_every: Annotated[
+        float, typer.Option(help="Seconds between writes of the run directory's parts.")
+    ] = SoakConfig.flush_every_s,
     sample_every: Annotated[
         float, typer.Option(help="Seconds between samples of engine hooks, process, GPU and /metrics.")
-    ] = 2.0,
+    ] = SoakConfig.sample_every_s,
     profile_drop: Annotated[
         float, typer.Option(help="Profile the engine when probe decode rate falls this fraction below its first value.")
-    ] = 0.3,
-    profile_seconds: Annotated[float, typer.Option(help="Seconds each py-spy profile records.")] = 5.0,
+    ] = SoakConfig.profile_drop,
+    profile_seconds: Annotated[
+        float, typer.Option(help="Seconds each py-spy profile records.")
+    ] = SoakConfig.profile_seconds,
     no_profiles: Annotated[bool, typer.Option("--no-profiles", help="Take no py-spy profiles.")] = False,
     api: Annotated[
         str,
@@ -129,7 +124,7 @@ def run(
             help="auto, completions (token-id prompts) or chat (text prompts); auto "
             "is completions for builtin, chat for a URL."
         ),
-    ] = "auto",
+    ] = SoakConfig.api,
     model: Annotated[
         str | None, typer.Option(help="Model name for a URL target (default: the first of /v1/models).")
     ] = None,
@@ -137,7 +132,7 @@ def run(
         str | None,
         typer.Option(envvar="TOKDRIFT_API_KEY", help="Bearer token for a URL target (env TOKDRIFT_API_KEY)."),
     ] = None,
-    request_timeout: Annotated[float, typer.Option(help="Seconds one call may take.")] = 600.0,
+    request_timeout: Annotated[float, typer.Option(help="Seconds one call may take.")] = SoakConfig.request_timeout_s,
     temperature: Annotated[
         float | None,
         typer.Option(
@@ -178,7 +173,7 @@ def run(
             "with --control-restart-cmd) every this many seconds, "
             "between probe cycles, so it stays young."
         ),
-    ] = 600.0,
+    ] = SoakConfig.twin_restart_every_s,
     control_restart_after: Annotated[
         int,
         typer.Option(
@@ -186,7 +181,7 @@ def run(
             "served are what ages an engine, and a control that ages hides the soaked engine's loss.",
             min=1,
         ),
-    ] = 16,
+    ] = SoakConfig.control_restart_after,
     twin_engine_arg: Annotated[
         list[str] | None,
         typer.Option(
@@ -224,7 +219,7 @@ def run(
             "loss above --rule-out ruled out), after the "
             "restart control; the "
             "duration (or --max-hours, default "
-            f"{DEFAULT_MAX_HOURS:g}) is the most it may "
+            f"{DECIDING_MAX_HOURS:g}) is the most it may "
             "take.",
         ),
     ] = False,
@@ -236,7 +231,7 @@ def run(
         typer.Option(
             help="The loss a decided 'no degradation' rules out, as a fraction (0.10: a loss of more than 10 %)."
         ),
-    ] = 0.10,
+    ] = SoakConfig.rule_out,
     live: Annotated[
         bool,
         typer.Option(
@@ -247,8 +242,6 @@ def run(
     ] = sys.stdout.isatty(),
 ) -> None:
     """Replay a trace against an engine for hours, record everything, probe at matched conditions."""
-    from soak.config import SoakConfig
-
     if max_hours is not None and not until_decided:
         raise SoakError("--max-hours: only with --until-decided (otherwise the duration is --hours)")
     options = (
@@ -263,7 +256,7 @@ def run(
     durations = {name: value * unit for name, value, unit in options if value is not None}
     given = list(durations.values())
     if until_decided and not given:
-        given = [DEFAULT_MAX_HOURS * 3600]
+        given = [DECIDING_MAX_HOURS * 3600]
     if len(given) != 1:
         raise SoakError(
             f"duration: expected exactly one of --hours, --minutes, --seconds (or --max-hours with "
@@ -284,19 +277,11 @@ def run(
         request_timeout_s=request_timeout,
         temperature=temperature,
         probe_input_tokens=probe_tokens,
-        probe_every_s=probe_every
-        if probe_every is not None
-        else DECIDING_PROBE_EVERY_S
-        if until_decided
-        else DEFAULT_PROBE_EVERY_S,
-        probe_output_tokens=probe_output
-        if probe_output is not None
-        else DECIDING_PROBE_OUTPUT
-        if until_decided
-        else DEFAULT_PROBE_OUTPUT,
+        probe_every_s=probe_every,  # None: SoakConfig's, by until_decided
+        probe_output_tokens=probe_output,
         probe_wait_s=probe_wait,
         probes=probes,
-        baseline_cycles=baseline if baseline is not None else DECIDING_BASELINE if until_decided else 0,
+        baseline_cycles=baseline,
         restart_every_s=restart_every,
         restart_at_end=not no_restart_at_end,
         restart_cmd=restart_cmd,
@@ -428,9 +413,10 @@ class _RunningVerdict:
         self.soak = soak
         self.rows: list[dict[str, Any]] = read_rows(soak.run_dir, "probes", PROBE_COLUMNS) if soak.resuming else []
         cfg = soak.config
-        self.looks_planned = sequential.looks_planned(cfg.duration_s, cfg.probe_every_s)
+        probing = cfg.probing
+        self.looks_planned = sequential.looks_planned(cfg.duration_s, probing.probe_every_s)
         # Simulated once now, before any engine runs (a baseline: the start cycle and its own).
-        sequential.level_for(self.looks_planned, baseline=cfg.baseline_cycles + 1 if cfg.baseline_cycles else 0)
+        sequential.level_for(self.looks_planned, baseline=probing.baseline_cycles + 1 if probing.baseline_cycles else 0)
         self.line: str | None = None
 
     def add(self, rows: list[dict[str, Any]]) -> str:
