@@ -15,7 +15,6 @@ from soak.config import DECIDING, DECIDING_MAX_HOURS, PLAIN, SoakConfig
 from soak.errors import SoakError
 
 if TYPE_CHECKING:
-    from diagnostics.live import Running
     from replay.materialize import OverLimit
     from soak.live_view import Progress
     from soak.run import Soak
@@ -349,16 +348,14 @@ def _drive(soak: Soak, live: bool) -> None:
     from soak.run_summary import summarize
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per call and per sample otherwise
-    verdict = _RunningVerdict(soak)
     view = Live(console=Console(stderr=True), refresh_per_second=2, transient=False) if live else None
     if view is not None:
-        soak.on_progress = lambda p: view.update(render_view(p, verdict.line))
-        soak.on_probe_cycle = verdict.add
+        soak.on_progress = lambda p: view.update(render_view(p, soak.verdict_line))
         view.start()
     else:  # nohup, systemd, CI: plain lines, flushed as they are written
         lines = _StatusLines()
         soak.on_progress = lines.progress
-        soak.on_probe_cycle = lambda rows: lines.cycle(rows, verdict.add(rows), soak.progress())
+        soak.on_probe_cycle = lambda rows: lines.cycle(rows, soak.verdict_line, soak.progress())
 
     async def main() -> str:
         loop = asyncio.get_running_loop()
@@ -394,72 +391,7 @@ class _StatusLines:
             self._last = p.elapsed_s
             typer.echo(status_line(p), err=True)
 
-    def cycle(self, rows: list[dict[str, Any]], verdict: str, p: Progress) -> None:
+    def cycle(self, rows: list[dict[str, Any]], verdict: str | None, p: Progress) -> None:
         from soak.live_view import cycle_line
 
         typer.echo(f"{cycle_line(rows, p)}; {verdict}", err=True)
-
-
-class _RunningVerdict:
-    """The running verdict on every probe so far (diagnostics.live), a resumed run's included, its
-    intervals valid over every look the soak plans; the first decided look is handed to the soak
-    (which records it, and with --until-decided ends the replay)."""
-
-    def __init__(self, soak: Soak) -> None:
-        from diagnostics import sequential
-        from rundir.reader import read_rows
-        from rundir.schema import PROBE_COLUMNS
-
-        self.soak = soak
-        self.rows: list[dict[str, Any]] = read_rows(soak.run_dir, "probes", PROBE_COLUMNS) if soak.resuming else []
-        cfg = soak.config
-        probing = cfg.probing
-        self.looks_planned = sequential.looks_planned(cfg.duration_s, probing.probe_every_s)
-        # Simulated once now, before any engine runs (a baseline: the start cycle and its own).
-        sequential.level_for(self.looks_planned, baseline=probing.baseline_cycles + 1 if probing.baseline_cycles else 0)
-        self.line: str | None = None
-
-    def add(self, rows: list[dict[str, Any]]) -> str:
-        import pandas as pd
-
-        from diagnostics.live import running_verdict
-        from soak.live_view import hms
-
-        self.rows.extend(rows)
-        try:
-            running = running_verdict(pd.DataFrame(self.rows), self.looks_planned, self.soak.config.rule_out)
-        except Exception as exc:  # noqa: BLE001 - the verdict so far must never stop the soak
-            self.line = f"verdict so far: unavailable ({type(exc).__name__}: {exc})"
-            return self.line
-        line = running.line
-        d = self.soak.manifest.decided  # the first decided look, a resumed run's included
-        held = self._held(running) if running.decided and d is None else None
-        if held is not None:
-            line += f"; {held}"
-        elif running.decided and d is None:
-            cycle = rows[0].get("cycle") if rows else None
-            self.soak.decided(
-                running.decided,
-                cycle,
-                line,
-                looks_planned=self.looks_planned,
-                level=round(running.level, 5),
-                onset_cycle=running.onset_cycle,
-            )
-        elif d is not None:
-            when = f", {hms(d['elapsed_s'])} into the soak" if d.get("elapsed_s") is not None else ""
-            line += f" [first decided at cycle {d.get('cycle')}{when}: {d.get('verdict')}]"
-        self.line = line
-        return line
-
-    def _held(self, running: Running) -> str | None:
-        """Why a decided look is not taken as decided yet, or None. A "no age" rests on a control
-        assumed young: it stands once a restart of the control showed the fresh one no faster (its
-        youth verified); until then the control is restarted (between cycles) and the soak goes on."""
-        from diagnostics.labels import ControlYouth, Verdict
-
-        if running.decided != Verdict.NO_DEGRADATION or running.youth in (None, ControlYouth.VERIFIED):
-            return None
-        if self.soak.verify_control():
-            return "not taken yet: the control is restarted first, to verify that it stayed young"
-        return "not taken: the control is off or cannot be restarted, so whether it stayed young cannot be verified"
