@@ -70,7 +70,9 @@ class RunningJudge:
     look's intervals valid over all the looks a soak of `duration_s`, probed every
     `probe_every_s`, plans."""
 
-    def __init__(self, duration_s: float, probe_every_s: float, baseline_cycles: int = 0, rule_out: float = RULE_OUT):
+    def __init__(
+        self, duration_s: float, probe_every_s: float, baseline_cycles: int = 0, rule_out: float = RULE_OUT
+    ) -> None:
         self.looks_planned = sequential.looks_planned(duration_s, probe_every_s)
         self.rule_out = rule_out
         # Simulated once now, before any engine runs (a baseline: the start cycle and its own).

@@ -115,7 +115,9 @@ class Soak:
         self._status: RunStatus | None = None
         self._gave_up: BaseException | None = None  # why the main engine's keeper gave up, if it did
         # Asked after every probe cycle (a soak with no probes has none): decides until_decided.
-        self.verdict = RunningVerdict(self, judge or default_judge(config)) if config.probes else None
+        self.verdict: RunningVerdict | None = None
+        if config.probes:
+            self.verdict = RunningVerdict(self, judge if judge is not None else default_judge(config))
 
     # What start() builds, for the code that runs after it (a call before start() is a bug).
     @property
