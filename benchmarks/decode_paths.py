@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
             )
         )
     os.environ.pop("TOKDRIFT_CPU_KERNELS")
-    print(f"fast path: {engines['fast'].model.fast_decode.kernel_note}")
+    print(f"fast path: {engines['fast'].model.fast_layers.kernel_note}")
     batches = {1: [prompt_ids(args.prompt, seed=1)], 8: [prompt_ids(args.prompt, seed=s) for s in range(2, 10)]}
     runs: dict[tuple[str, int], list[float]] = {(p, b): [] for p in PATHS for b in batches}
     same = True

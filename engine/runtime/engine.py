@@ -66,7 +66,7 @@ class Engine(EngineHooks):
         mc = self.model_config = self.model.config
         self.decode_path = config.decode_path
         if config.decode_path == "fast":
-            why_not = self.model.use_fast_decode()
+            why_not = self.model.use_fast_layers()
             if why_not is not None:
                 self.decode_path = "reference"
                 logger.warning("Fast decode path off: %s; decode steps run through the reference layers", why_not)
@@ -401,7 +401,7 @@ class Engine(EngineHooks):
 
         logger.info("tokdrift engine %s starting: %s on %s", __version__, self.checkpoint, self.device)
         logger.info("Resolved config: %s", self.config.resolved_line())
-        fast = self.model.fast_decode
+        fast = self.model.fast_layers
         note = f"; {fast.kernel_note}" if fast is not None else ""
         logger.info("Decode path: %s%s", self.decode_path, note)
         if self.config.faults:

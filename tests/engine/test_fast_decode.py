@@ -1,4 +1,4 @@
-"""The fast decode path (engine.model.fast_decode) against the reference layers, inside the engine.
+"""The fast decode path (engine.model.fast) against the reference layers, inside the engine.
 
 The logits of both paths against transformers are in test_model_equivalence.py; here: the same
 greedy tokens through whole engine runs (batches that grow and shrink, prefix-cache hits, an
@@ -60,10 +60,10 @@ def test_the_decode_path_is_an_option_and_is_logged(checkpoint, caplog):
 def test_fused_weights_share_the_modules_memory(checkpoint):
     model = load_model(checkpoint)
     before = sum(p.numel() for p in model.parameters())
-    assert model.use_fast_decode() is None
+    assert model.use_fast_layers() is None
     assert sum(p.numel() for p in model.parameters()) == before
     layer = model.model.layers[0]
-    fused = model.fast_decode.layers[0][1].proj.weight_t  # the linear-attention layer's in_proj
+    fused = model.fast_layers.layers[0][1].proj.weight_t  # the linear-attention layer's in_proj
     assert layer.linear_attn.in_proj_qkvz.weight.untyped_storage().data_ptr() == fused.untyped_storage().data_ptr()
     assert layer.linear_attn.in_proj_ba.weight.untyped_storage().data_ptr() == fused.untyped_storage().data_ptr()
     # and every projection is stored input-major: [out, in] seen through a transpose
@@ -114,7 +114,7 @@ def test_bfloat16_decode_tracks_the_reference_layers(checkpoint):
     for path in ("reference", "fast"):
         model = load_model(checkpoint, dtype="bfloat16")
         if path == "fast":
-            assert model.use_fast_decode() is None
+            assert model.use_fast_layers() is None
         kv, states = make_pools(model.config, dtype=torch.bfloat16)
         run = lambda slices: model(ForwardBatch.build(slices), kv, states, TorchAttention())  # noqa: E731
         run([RequestSlice(ids[:30], 0, range(30), 0), RequestSlice(ids[30:35], 0, range(100, 105), 1)])

@@ -1,5 +1,5 @@
 """The engine's model gives transformers' Qwen3NextForCausalLM logits, however the work is split,
-through the reference layers and through the fast decode path (engine.model.fast_decode)."""
+through the reference layers and through the fast decode path (engine.model.fast)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def pair(request, tmp_path_factory):
     reference = write_reference(name, path)
     ours = load_model(path)
     if decode_path == "fast":
-        assert ours.use_fast_decode() is None
+        assert ours.use_fast_layers() is None
     ids = torch.randint(0, CONFIGS[name]["vocab_size"], (150,), generator=torch.Generator().manual_seed(1))
     return reference, ours, path, ids.tolist(), decode_path
 
