@@ -64,12 +64,12 @@ class Engine(EngineHooks):
         self.experts = self._make_experts()
         self.model = load_model(self.checkpoint, dtype=config.dtype, device=self.device, experts=self.experts)
         mc = self.model_config = self.model.config
-        self.decode_path = config.decode_path
-        if config.decode_path == "fast":
+        self.forward_path = config.forward_path
+        if config.forward_path == "fast":
             why_not = self.model.use_fast_layers()
             if why_not is not None:
-                self.decode_path = "reference"
-                logger.warning("Fast decode path off: %s; decode steps run through the reference layers", why_not)
+                self.forward_path = "reference"
+                logger.warning("Fast path off: %s; every forward runs through the reference layers", why_not)
         self.tokenizer = load_tokenizer(self.checkpoint, mc.vocab_size, mc.eos_token_ids)
         self.has_linear_layers = bool(mc.linear_attention_layers)
         if config.cache_type == "radix" and self.has_linear_layers:
@@ -403,7 +403,7 @@ class Engine(EngineHooks):
         logger.info("Resolved config: %s", self.config.resolved_line())
         fast = self.model.fast_layers
         note = f"; {fast.kernel_note}" if fast is not None else ""
-        logger.info("Decode path: %s%s", self.decode_path, note)
+        logger.info("Forward path: %s%s", self.forward_path, note)
         if self.config.faults:
             logger.warning("Degradation faults switched on: %s", ", ".join(self.config.faults))
         moe_total, moe_slots, moe_bytes = self.experts.allocate() or (None, None, 0)

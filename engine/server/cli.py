@@ -23,7 +23,7 @@ from typing import Annotated, Any
 
 import typer
 
-from engine.runtime.config import EngineConfig, EngineConfigError
+from engine.runtime.config import RENAMED_OPTIONS, EngineConfig, EngineConfigError, current_names
 from engine.server.config import ServerConfig
 from engine.server.errors import ServerError
 
@@ -41,6 +41,10 @@ class ServeOptions:
     log_file: str | None = None
 
     def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "engine", current_names(self.engine))  # an old name read under its new one
+        except EngineConfigError as exc:
+            raise ServerError(f"engine options: {exc}") from None
         for name, cls, given in (("engine", EngineConfig, self.engine), ("server", ServerConfig, self.server)):
             unknown = sorted(set(given) - {f.name for f in fields(cls)})
             if unknown:
@@ -66,9 +70,13 @@ class ServeOptions:
     def with_(
         self, engine: dict | None = None, server: dict | None = None, log_file: str | None = None
     ) -> ServeOptions:
-        """These options with more given on top (later values win)."""
+        """These options with more given on top (later values win, under whichever name)."""
+        try:
+            engine = current_names(engine or {})
+        except EngineConfigError as exc:
+            raise ServerError(f"engine options: {exc}") from None
         return ServeOptions(
-            {**self.engine, **(engine or {})},
+            {**self.engine, **engine},
             {**self.server, **(server or {})},
             log_file if log_file is not None else self.log_file,
         )
@@ -154,7 +162,7 @@ def _options(params: dict[str, Any]) -> ServeOptions:
     given = {k: v for k, v in params.items() if v is not None and v != [] and v != ()}
     base = ServeOptions.read(given.pop("config")) if "config" in given else ServeOptions()
     log_file = given.pop("log_file", None)
-    engine_names = {f.name for f in fields(EngineConfig)}
+    engine_names = {f.name for f in fields(EngineConfig)} | set(RENAMED_OPTIONS)
     engine = {
         k: (str(v) if k == "model" else list(v) if k == "faults" else v) for k, v in given.items() if k in engine_names
     }
@@ -194,20 +202,35 @@ def _signature() -> inspect.Signature:
                     f.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=_option(f, hints[f.name])
                 )
             )
+    engine_fields = {f.name: f for f in fields(EngineConfig)}
+    hints = typing.get_type_hints(EngineConfig)
+    for old, new in RENAMED_OPTIONS.items():  # still read: a soak's run directory keeps the words it was given
+        params.append(
+            inspect.Parameter(
+                old,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=None,
+                annotation=_option(engine_fields[new], hints[new], old_name=old),
+            )
+        )
     return inspect.Signature(params)
 
 
-def _option(f, hint) -> Any:
+def _option(f, hint, old_name: str | None = None) -> Any:
+    """The typer option of config field `f`, or of its old name (RENAMED_OPTIONS): the same values, a
+    line of help that names the new flag."""
     flag = f.metadata.get("flag", "--" + f.name.replace("_", "-"))
+    help_text = f.metadata.get("help", "")
+    if f.default is not None and f.default != ():
+        help_text += f" [default: {f.default}]"
+    if old_name is not None:
+        flag, help_text = "--" + old_name.replace("_", "-"), f"The old name of {flag} (still read)."
     kind = _cli_type(hint)
     if kind is bool:
         off = flag.replace("--enable-", "--disable-") if flag.startswith("--enable-") else "--no-" + flag[2:]
         decls = [f"{flag}/{off}"]
     else:
         decls = [flag]
-    help_text = f.metadata.get("help", "")
-    if f.default is not None and f.default != ():
-        help_text += f" [default: {f.default}]"
     info = typer.Option(*decls, help=help_text, envvar=ENVVARS.get(f.name), show_default=False)
     return Annotated[kind | None, info]
 

@@ -136,7 +136,7 @@ def test_the_engine_serves_the_same_tokens_without_the_kernel(checkpoint, kernel
         with_c, engine = _tokens(checkpoint)
     assert engine.model.fast_layers.layers[0][1].kernel is not None
     assert (
-        "Decode path: fast; C kernels: gdn_recurrent.c (2 of 2 linear-attention layers), moe_decode.c (3 of 3 MoE layers)"
+        "Forward path: fast; C kernels: gdn_recurrent.c (2 of 2 linear-attention layers), moe_decode.c (3 of 3 MoE layers)"
         in caplog.text
     )
     kernels_from_env.setenv("TOKDRIFT_CPU_KERNELS", "0")
@@ -145,7 +145,7 @@ def test_the_engine_serves_the_same_tokens_without_the_kernel(checkpoint, kernel
     with caplog.at_level(logging.INFO, logger="engine"):
         without, engine = _tokens(checkpoint)
     assert engine.model.fast_layers.layers[0][1].kernel is None
-    assert "Decode path: fast; torch ops (C kernels: switched off by TOKDRIFT_CPU_KERNELS=0)" in caplog.text
+    assert "Forward path: fast; torch ops (C kernels: switched off by TOKDRIFT_CPU_KERNELS=0)" in caplog.text
     assert with_c == without
 
 

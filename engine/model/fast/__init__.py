@@ -8,7 +8,7 @@ batch 1, with:
 - fused projections, one matrix product each: Gated DeltaNet's `in_proj_qkvz` + `in_proj_ba`;
   attention's q, k, v; the router, the shared expert's gate and its gate/up rows together;
   a dense MLP's gate and up. The modules' parameters become views into the fused weights,
-  so the reference path (`decode_path='reference'`) reads the same memory;
+  so the reference path (`forward_path='reference'`) reads the same memory;
 - the residual add folded into the output projection (`addmm`);
 - per forward, once: the rotary table and the attention's gather plan (slot ids, padding mask);
 - the linear-attention update as batched matrix products, in place on the gathered state;
