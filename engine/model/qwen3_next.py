@@ -37,6 +37,7 @@ class DecoderLayer(nn.Module):
             self.self_attn = GatedAttention(config, layer)
         else:
             self.linear_attn = GatedDeltaNet(config, layer)
+        self.mlp: SparseMoE | MLP
         if config.is_moe_layer(layer):
             self.mlp = SparseMoE(
                 layer,
@@ -68,7 +69,8 @@ class DecoderLayer(nn.Module):
         else:
             h = self.linear_attn(h, batch, state_pool)  # [T, H]
         x = x + h  # [T, H]
-        return x + self.mlp(self.post_attention_layernorm(x))  # [T, H]
+        out: torch.Tensor = x + self.mlp(self.post_attention_layernorm(x))  # [T, H]
+        return out
 
 
 class Backbone(nn.Module):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import InitVar, dataclass, field, fields
 from typing import Any
 
@@ -23,9 +23,10 @@ RENAMED_OPTIONS = {"decode_path": "forward_path"}
 DEFAULT_FORWARD_PATH = "fast"
 
 
-def option(default, help: str, flag: str | None = None):
+def option(default: Any, help: str, flag: str | None = None) -> Any:
     """A config field with its command-line help (and its flag where it is not --<name>): the server's
-    options are generated from these fields (engine.server.cli), so each is declared once."""
+    options are generated from these fields (engine.server.cli), so each is declared once. Typed as
+    what `dataclasses.field` gives a field's default (Any): each field's annotation says its type."""
     return field(default=default, metadata={"help": help, **({"flag": flag} if flag else {})})
 
 
@@ -150,7 +151,7 @@ class EngineConfig:
         return ", ".join(f"{name}={getattr(self, name)!r}" for name in order + rest)
 
 
-def _check_choice(name: str, value: str, known) -> None:
+def _check_choice(name: str, value: str, known: Sequence[str]) -> None:
     if value not in known:
         raise EngineConfigError(f"{name} must be one of {', '.join(known)}; got {value!r}")
 

@@ -105,14 +105,15 @@ class Engine(EngineHooks):
         self.state_allocator = SlotAllocator(config.mamba_slots, 1, name="state")
         leak_limit = config.mamba_slots - config.max_running_requests if faults.snapshot_leak else None
         # snapshot-leak from the fault_leak_after-th finished request on (from the start where it is 0)
-        late_leak = leak_limit is not None and config.fault_leak_after > 0
-        self._leak_onset = (leak_limit, config.fault_leak_after) if late_leak else None
+        self._leak_onset = (
+            (leak_limit, config.fault_leak_after) if leak_limit is not None and config.fault_leak_after > 0 else None
+        )
         self.cache = make_prefix_cache(
             config.cache_type,
             self.kv_allocator,
             self.state_allocator,
             eviction_policy="lru_page_scan" if faults.eviction_scan else "lru",
-            leak_snapshots_limit=None if late_leak else leak_limit,
+            leak_snapshots_limit=None if self._leak_onset is not None else leak_limit,
         )
         self.scheduler = Scheduler(
             self.kv_allocator,
@@ -245,15 +246,18 @@ class Engine(EngineHooks):
         logits = None
         t1 = time.perf_counter()
         if batch.items:
-            slices = [
-                RequestSlice(
-                    s.request.token_ids(s.request.num_computed, s.request.num_computed + s.num_new_tokens),
-                    s.request.num_computed,
-                    s.request.kv_slots[: s.request.num_computed + s.num_new_tokens],
-                    s.request.state_slot,
+            slices = []
+            for s in batch.items:
+                request, end = s.request, s.request.num_computed + s.num_new_tokens
+                assert request.state_slot is not None  # a scheduled request holds its state slot
+                slices.append(
+                    RequestSlice(
+                        request.token_ids(request.num_computed, end),
+                        request.num_computed,
+                        request.kv_slots[:end],
+                        request.state_slot,
+                    )
                 )
-                for s in batch.items
-            ]
             forward_batch = ForwardBatch.build(slices, device=self.device)
             t1 = time.perf_counter()
             logits = self.model(forward_batch, self.kv_pool, self.state_pool, self.attention)  # [B, V]
@@ -284,6 +288,7 @@ class Engine(EngineHooks):
                 self.scheduler.chunk_done(request, evict=samples)
             if not samples:
                 continue
+            assert logits is not None  # a batch with items ran a forward
             token = sample(logits[i], request.params, request.generator)  # logits[i]: [V]
             request.output_ids.append(token)
             if request.first_token_time is None:

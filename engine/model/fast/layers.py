@@ -20,7 +20,7 @@ from engine.model.fast.step import Step
 from engine.model.forward_batch import ForwardBatch
 from engine.model.moe import SparseMoE
 from engine.model.norm import rms_norm
-from engine.model.qwen3_next import Qwen3NextForCausalLM
+from engine.model.qwen3_next import DecoderLayer, Qwen3NextForCausalLM
 
 
 def unsupported(model: Qwen3NextForCausalLM) -> str | None:
@@ -49,6 +49,7 @@ class FastLayers:
         self.experts = model.experts
         self.layers: list[Layer] = []
         for layer in model.model.layers:
+            assert isinstance(layer, DecoderLayer)  # what Backbone holds (an nn.ModuleList gives Modules)
             if layer.is_full_attention:
                 mixer: AttentionLayer | GdnLayer = AttentionLayer(layer.self_attn)
             else:
@@ -72,15 +73,18 @@ class FastLayers:
         gdn = [m for _, m, _, _ in self.layers if isinstance(m, GdnLayer)]
         moe = [f for _, _, _, f in self.layers if isinstance(f, MoeLayer)]
         attention = [m for _, m, _, _ in self.layers if isinstance(m, AttentionLayer)]
+        gdn_in_c = sum(m.kernel is not None for m in gdn)
+        moe_in_c = sum(f.kernel is not None for f in moe)
+        attention_in_c = sum(m.kernel is not None for m in attention)
         lo, hi, _ = cpu_kernels.small_gemm_rule()
         parts = [
-            f"gdn_recurrent.c ({sum(m.kernel is not None for m in gdn)} of {len(gdn)} linear-attention layers)",
-            f"moe_decode.c ({sum(f.kernel is not None for f in moe)} of {len(moe)} MoE layers)",
+            f"gdn_recurrent.c ({gdn_in_c} of {len(gdn)} linear-attention layers)",
+            f"moe_decode.c ({moe_in_c} of {len(moe)} MoE layers)",
             f"small_gemm.c ({self.small_gemm_products} projections at {lo}-{hi} rows)",
             f"rms_norm.c ({'on' if self._rms_norm_lib is not None else 'off'})",
-            f"paged_attention.c ({sum(m.kernel is not None for m in attention)} of {len(attention)} full-attention layers)",
+            f"paged_attention.c ({attention_in_c} of {len(attention)} full-attention layers)",
         ]
-        if any(m.kernel is not None for m in (*gdn, *moe, *attention)) or self._rms_norm_lib:
+        if gdn_in_c or moe_in_c or attention_in_c or self._rms_norm_lib:
             return "C kernels: " + ", ".join(parts)
         if not self.layers or self.final_norm.device.type != "cpu":
             return "torch ops (not on a CPU)"

@@ -107,10 +107,10 @@ class MoeLayer:
         """Experts added in ascending id, as the reference does."""
         picks = sorted(zip(top_ids[0].tolist(), range(top_ids.shape[1])))
         weights = top_w.t()[..., None]  # [k, 1, 1]
-        out = None
-        for expert, k in picks:
-            y = self._expert(expert, h)  # [1, H]
-            out = y * weights[k] if out is None else out.addcmul_(y, weights[k])
+        (expert, k), *rest = picks
+        out = self._expert(expert, h) * weights[k]  # [1, H]
+        for expert, k in rest:
+            out.addcmul_(self._expert(expert, h), weights[k])  # [1, H]
         return out
 
     def _many_tokens(self, h: torch.Tensor, top_w: torch.Tensor, top_ids: torch.Tensor) -> torch.Tensor:
