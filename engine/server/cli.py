@@ -15,9 +15,10 @@ import json
 import logging
 import os
 import sys
+import types
 import typing
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -68,7 +69,7 @@ class ServeOptions:
         return EngineConfig(**given)
 
     def with_(
-        self, engine: dict | None = None, server: dict | None = None, log_file: str | None = None
+        self, engine: dict[str, Any] | None = None, server: dict[str, Any] | None = None, log_file: str | None = None
     ) -> ServeOptions:
         """These options with more given on top (later values win, under whichever name)."""
         try:
@@ -216,7 +217,7 @@ def _signature() -> inspect.Signature:
     return inspect.Signature(params)
 
 
-def _option(f, hint, old_name: str | None = None) -> Any:
+def _option(f: Field[Any], hint: Any, old_name: str | None = None) -> Any:
     """The typer option of config field `f`, or of its old name (RENAMED_OPTIONS): the same values, a
     line of help that names the new flag."""
     flag = f.metadata.get("flag", "--" + f.name.replace("_", "-"))
@@ -235,19 +236,21 @@ def _option(f, hint, old_name: str | None = None) -> Any:
     return Annotated[kind | None, info]
 
 
-def _cli_type(hint) -> type:
-    """The command-line type of a config field's type: Optional[X] is X, tuple[str, ...] a repeatable str."""
+def _cli_type(hint: Any) -> Any:
+    """The command-line type of a config field's type (a type or a typing form): Optional[X] is X,
+    tuple[str, ...] a repeatable str (list[str])."""
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     origin = typing.get_origin(hint)
     if origin is tuple:
-        return list[args[0]]
+        return types.GenericAlias(list, (args[0],))
     if origin is typing.Union and len(args) == 1:
         return args[0]
     return hint
 
 
-serve.__signature__ = _signature()
-serve.__annotations__ = {p.name: p.annotation for p in serve.__signature__.parameters.values()}
+_SIGNATURE = _signature()
+serve.__signature__ = _SIGNATURE  # type: ignore[attr-defined]  # read by inspect.signature (typer); the stubs give functions none
+serve.__annotations__ = {p.name: p.annotation for p in _SIGNATURE.parameters.values()}
 serve.__doc__ = HELP
 
 
