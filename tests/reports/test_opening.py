@@ -204,14 +204,14 @@ def test_the_next_soak_is_a_complete_command_with_the_runs_own_target_and_trace(
         "/root/runs/x",
     )
     assert soak_command(run, "--baseline 8", "--until-decided") == (  # type: ignore[arg-type]
-        "soak run --trace /work/main/examples/llamacpp-shared-kv.jsonl --target http://127.0.0.1:8491 "
+        "soak run --trace examples/llamacpp-shared-kv.jsonl --target http://127.0.0.1:8491 "
         "--control-target http://127.0.0.1:8493 --baseline 8 --until-decided"
     )
-    # The built-in engine is the default target; its options and faults are what was soaked.
+    # The built-in engine is the default target; its options are what was soaked, its faults a
+    # test's instruments (tests/diagnostics/test_rerun.py).
     demo = _run(*DEMO, "--target", "builtin", "--fault", "output-buffer", "--engine-arg=--fault-after=15")
     assert soak_command(demo, "--until-decided") == (  # type: ignore[arg-type]
-        "soak run --trace examples/opencode.jsonl --engine-arg=--kv-tokens=2048 --fault output-buffer "
-        "--engine-arg=--fault-after=15 --until-decided"
+        "soak run --trace examples/opencode.jsonl --engine-arg=--kv-tokens=2048 --until-decided"
     )
     # A log knows no trace and no address: the example trace, the address to fill in.
     assert soak_command(None, "--until-decided") == (
