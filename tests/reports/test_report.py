@@ -157,7 +157,7 @@ def test_the_bands_table_is_the_bands_the_analysis_compared(log_inputs, log_page
 
 def test_run_dir_report_has_probes_suspects_environment_and_profiles(run_page):
     verdict = _text(_section(run_page, "verdict"))
-    assert "A restart brought it back" in verdict
+    assert "A restart brought the speed back" in verdict
     assert len(_plots(_section(run_page, "probes"))) == 1
     lives = _section(run_page, "matched").find("table", class_="probe-lives").find_all("tr")[1:]
     assert [_text(r.find("td")) for r in lives] == ["0", "1"]
