@@ -176,7 +176,9 @@ def others(a: Analysis) -> str | None:
             f"; those of the soaked engine over time carry the host's change too: a fresh engine's own speed "
             f"{'rose' if drift.ratio > 1 else 'fell'} to {drift.ratio:.2f} of its first meanwhile"
         )
-    if d.basis in TRUSTED and any(_apart(c, d) for c in rest):
+    # Where the verdict decided on its figure: an undecided one says in its line three why the
+    # measures that read otherwise leave it open.
+    if a.verdict != Verdict.INSUFFICIENT and d.basis in TRUSTED and any(_apart(c, d) for c in rest):
         out += f"; the figure is trusted over them: {TRUSTED[d.basis]}"
     return out
 

@@ -217,7 +217,7 @@ def _age_why(a: Analysis) -> str:
     if a.onset is None:
         began = "It showed late in the run"
     elif gradual:
-        began = f"It crept down as the engine aged and stood out {after}"
+        began = f"It crept down gradually and stood out {after}"
     else:
         began = f"It began {after}"
     out = f"{began}{_trigger(a)}; {_restart(a)}."

@@ -638,3 +638,12 @@ def test_measures_that_disagree_say_which_is_trusted_and_why(seed_inputs):
         comparisons=(_comparison("paired_control", 0.72, 0.63, 0.82), _comparison("probes", 0.70, 0.5, 0.9)),
     )
     assert "trusted" not in (others(near) or "")  # within a material loss of each other: they agree
+
+
+def test_an_undecided_verdict_does_not_call_its_figure_trusted(seed_inputs):
+    """after-10: the restart 52% slower, the measures within the run 14-23% slower, and the verdict
+    cannot tell: line three says why they leave it open, the details do not call the figure trusted."""
+    a = _restart_faster(seed_inputs)
+    assert "trusted" not in (others(a) or "")
+    decided = dataclasses.replace(a, verdict="engine_age_degradation", confidence="medium", checks=())
+    assert "the figure is trusted over them: either side of a restart" in (others(decided) or "")
