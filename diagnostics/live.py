@@ -166,9 +166,14 @@ def _confidence(d: Decision) -> str:
     """`, medium confidence` and why it is not high. The line never says high: it reads the probes
     alone, and the analysis of the whole run caps a high confidence wherever a check of the other
     data warns (diagnostics.caps), so a high here could be taken back (seen in a demo: high at one
-    cycle, medium in the final verdict). Where the probes' own rules warn, the line names them."""
+    cycle, medium in the final verdict). Where the probes' own rules warn, the line names them; where
+    a side holds too few cycles for its interval to say how sure, it is low (diagnostics.caps.thin),
+    as the analysis of the whole run says."""
     if not d.confidence:
         return ""
+    confidence, thin = caps.thin(d.confidence, d.decisive)
+    if thin is not None:
+        return f", {confidence} confidence (too few cycles a side to say how sure)"
     if d.confidence != Confidence.HIGH:
         return f", {d.confidence} confidence"
     checks = [Check(f.name, f.status, f.detail) for f in d.findings]

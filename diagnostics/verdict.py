@@ -433,8 +433,8 @@ def _decide(ev: Evidence) -> Decision:
             )
         )
         return Decision.insufficient(
-            f"The data cannot tell: the restart brought back a slowdown ({r.interval.describe()}) that the comparison on "
-            f"{claims.basis_words(decode)} within the engine's first life does not show "
+            f"The data cannot tell: just before the restart the engine ran slower than just after it "
+            f"({r.interval.describe()}), a loss that the comparison on {claims.basis_words(decode)} within the engine's first life does not show "
             f"({decode.interval.describe()}). A soak that takes a baseline before its traffic "
             f"(`--baseline N`) compares with an engine younger than the loss.",
             findings,
