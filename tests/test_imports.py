@@ -177,3 +177,62 @@ def test_the_experts_and_the_runtime_run_one_way():
     ]
     assert not wrong, wrong
     assert not {"torch", "triton"} & imports(ROOT / "engine" / "moe" / "__init__.py")
+
+
+def _edges() -> dict[str, set[str]]:
+    """Module -> the project modules it imports, at any depth (a lazy import inside a function is an
+    arrow too: it only hides a circle), leaving out imports under `if TYPE_CHECKING:` (types only,
+    never run). `from package import name` is an arrow to package.name where that is a module."""
+    files = {}
+    for package in (*PACKAGES, "tokdrift", "benchmarks"):
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    edges: dict[str, set[str]] = {}
+    for name, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        typing_only = {
+            id(node)
+            for block in ast.walk(tree)
+            if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+            for stmt in block.body
+            for node in ast.walk(stmt)
+        }
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        out = set()
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = here.split(".")[: len(here.split(".")) - node.level + 1]
+                    base = ".".join([*up, *([node.module] if node.module else [])])
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names]
+            else:
+                continue
+            out |= {t for t in targets if t in files and t != name}
+        edges[name] = out
+    return edges
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    """No circle in the import picture: every module of the packages, the ground, the command layer
+    and the benchmarks, lazy imports included."""
+    edges, state, circles = _edges(), {}, []
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = "open"
+        for other in sorted(edges[module]):
+            if state.get(other) == "open":
+                circles.append(" -> ".join([*path[path.index(other) :], other]))
+            elif other not in state:
+                visit(other, [*path, other])
+        state[module] = "done"
+
+    for module in sorted(edges):
+        if module not in state:
+            visit(module, [module])
+    assert not circles, "import circles:\n" + "\n".join(circles)

@@ -92,16 +92,7 @@ class Qwen3NextForCausalLM(nn.Module):
         if not config.tie_word_embeddings:
             self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.rotary = RotaryEmbedding(config.head_dim, config.rotary_dim, config.rope_theta)
-        self.fast_layers: FastLayers | None = None  # set once `use_fast_layers()` says yes
-
-    def use_fast_layers(self) -> str | None:
-        """Take every forward through `FastLayers` (engine.model.fast) from now on; why not, where it cannot."""
-        from engine.model.fast import FastLayers, unsupported
-
-        reason = unsupported(self)
-        if reason is None and self.fast_layers is None:
-            self.fast_layers = FastLayers(self)
-        return reason
+        self.fast_layers: FastLayers | None = None  # set by engine.model.fast.use_fast_layers
 
     @property
     def lm_head_weight(self) -> torch.Tensor:

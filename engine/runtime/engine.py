@@ -27,6 +27,7 @@ from engine.memory.state_pool import StatePool
 from engine.model.attention_backend import make_attention_backend
 from engine.model.checkpoint import default_checkpoint
 from engine.model.experts import ExpertProvider
+from engine.model.fast import use_fast_layers
 from engine.model.forward_batch import ForwardBatch, RequestSlice
 from engine.model.loader import load_model
 from engine.moe.provider import make_expert_provider
@@ -66,7 +67,7 @@ class Engine(EngineHooks):
         mc = self.model_config = self.model.config
         self.forward_path = config.forward_path
         if config.forward_path == "fast":
-            why_not = self.model.use_fast_layers()
+            why_not = use_fast_layers(self.model)
             if why_not is not None:
                 self.forward_path = "reference"
                 logger.warning("Fast path off: %s; every forward runs through the reference layers", why_not)

@@ -11,6 +11,7 @@ import torch
 from engine import SamplingParams
 from engine.errors import EngineError
 from engine.kernels import cpu as cpu_kernels
+from engine.model.fast import use_fast_layers
 from engine.model.fast.gated_deltanet import GdnLayer
 from engine.model.fast.step import Step
 from engine.model.forward_batch import ForwardBatch, RequestSlice
@@ -72,7 +73,7 @@ def test_the_head_major_extend_matches_the_torch_ops(tmp_path, dv):
 
 def _kernel_against_torch_ops(checkpoint, prefix_lens, new_lens):
     model = load_model(checkpoint)
-    assert model.use_fast_layers() is None
+    assert use_fast_layers(model) is None
     fast = model.fast_layers
     layer = next(m for _, m, _, _ in fast.layers if isinstance(m, GdnLayer))
     assert layer.kernel is not None, cpu_kernels.why_not()
@@ -108,7 +109,7 @@ def _kernel_against_torch_ops(checkpoint, prefix_lens, new_lens):
 
 def test_a_slot_out_of_range_is_an_error_not_a_write(checkpoint):
     model = load_model(checkpoint)
-    model.use_fast_layers()
+    use_fast_layers(model)
     fast = model.fast_layers
     layer = next(m for _, m, _, _ in fast.layers if isinstance(m, GdnLayer))
     batch = ForwardBatch.build([RequestSlice([1], 2, [0, 1, 2], 9)])
@@ -186,7 +187,7 @@ def test_the_projections_a_cpus_rule_names_take_small_gemm_at_its_rows(rule, mon
     model = load_model(
         str(default_checkpoint())
     )  # the test checkpoints' projections are narrower than the Intel rule takes
-    model.use_fast_layers()
+    use_fast_layers(model)
     fast = model.fast_layers
     products = [
         getattr(part, name) for _, mixer, _, ffn in fast.layers for part in (mixer, ffn) for name in part.PRODUCTS
@@ -249,7 +250,7 @@ def test_moe_in_c_matches_the_torch_ops(tmp_path, config, tokens):
         path = tmp_path / config
         write_reference(config, path)
     model = load_model(str(path))
-    model.use_fast_layers()
+    use_fast_layers(model)
     moe = next(f for _, _, _, f in model.fast_layers.layers if isinstance(f, MoeLayer))
     assert moe.kernel is not None
     gen = torch.Generator().manual_seed(tokens)
@@ -346,7 +347,7 @@ def test_decode_attention_reads_the_pool_in_place_through_the_kernel():
     from engine.model.fast.attention import AttentionLayer
 
     model = load_model(str(default_checkpoint()))
-    model.use_fast_layers()
+    use_fast_layers(model)
     layers = [m for _, m, _, _ in model.fast_layers.layers if isinstance(m, AttentionLayer)]
     assert layers and all(m.kernel is not None for m in layers)
     assert "paged_attention.c (2 of 2 full-attention layers)" in model.fast_layers.kernel_note

@@ -13,6 +13,7 @@ import logging
 import pytest
 import torch
 
+from engine.model.fast import use_fast_layers
 from engine.model.loader import load_model
 from engine.runtime.config import EngineConfig, EngineConfigError
 from engine.runtime.engine import Engine
@@ -76,7 +77,7 @@ def test_the_old_name_decode_path_is_still_read_with_a_warning(checkpoint):
 def test_fused_weights_share_the_modules_memory(checkpoint):
     model = load_model(checkpoint)
     before = sum(p.numel() for p in model.parameters())
-    assert model.use_fast_layers() is None
+    assert use_fast_layers(model) is None
     assert sum(p.numel() for p in model.parameters()) == before
     layer = model.model.layers[0]
     fused = model.fast_layers.layers[0][1].proj.weight_t  # the linear-attention layer's in_proj
@@ -130,7 +131,7 @@ def test_bfloat16_decode_tracks_the_reference_layers(checkpoint):
     for path in ("reference", "fast"):
         model = load_model(checkpoint, dtype="bfloat16")
         if path == "fast":
-            assert model.use_fast_layers() is None
+            assert use_fast_layers(model) is None
         kv, states = make_pools(model.config, dtype=torch.bfloat16)
         run = lambda slices: model(ForwardBatch.build(slices), kv, states, TorchAttention())  # noqa: E731
         run([RequestSlice(ids[:30], 0, range(30), 0), RequestSlice(ids[30:35], 0, range(100, 105), 1)])

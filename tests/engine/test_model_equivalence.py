@@ -8,6 +8,7 @@ import torch
 
 from engine import LLM, SamplingParams
 from engine.model.attention_backend import TorchAttention
+from engine.model.fast import use_fast_layers
 from engine.model.forward_batch import ForwardBatch, RequestSlice
 from engine.model.loader import load_model
 from tests.engine._reference import CONFIGS, make_pools, write_reference
@@ -27,7 +28,7 @@ def pair(request, tmp_path_factory):
     reference = write_reference(name, path)
     ours = load_model(path)
     if forward_path == "fast":
-        assert ours.use_fast_layers() is None
+        assert use_fast_layers(ours) is None
     ids = torch.randint(0, CONFIGS[name]["vocab_size"], (150,), generator=torch.Generator().manual_seed(1))
     return reference, ours, path, ids.tolist(), forward_path
 

@@ -36,6 +36,6 @@ share), a layer kind each beside the reference module it stands for (`attention`
 compare logits and greedy tokens.
 """
 
-from engine.model.fast.layers import FastLayers, unsupported
+from engine.model.fast.layers import FastLayers, unsupported, use_fast_layers
 
-__all__ = ["FastLayers", "unsupported"]
+__all__ = ["FastLayers", "unsupported", "use_fast_layers"]

@@ -23,6 +23,15 @@ from engine.model.norm import rms_norm
 from engine.model.qwen3_next import DecoderLayer, Qwen3NextForCausalLM
 
 
+def use_fast_layers(model: Qwen3NextForCausalLM) -> str | None:
+    """Take every forward of `model` through `FastLayers` from now on; why not, where it cannot. The
+    fast package knows the model, not the other way round: the model only holds what this sets."""
+    reason = unsupported(model)
+    if reason is None and model.fast_layers is None:
+        model.fast_layers = FastLayers(model)
+    return reason
+
+
 def unsupported(model: Qwen3NextForCausalLM) -> str | None:
     """Why `model` cannot take the fast path, or None where it can."""
     if model.model.embed_tokens.weight.device.type == "meta":
