@@ -235,3 +235,19 @@ def test_suspects_out_of_score_order_say_their_order():
 
     md = render_summary(load(Path(__file__).resolve().parents[1] / "fixtures" / "aged-soaks" / "demo-output-buffer"))
     assert "**Suspects** (in this order: the engine's own figures first, parts of the step time last" in md
+
+
+def test_the_terminal_shows_a_failed_check_beside_cant_tell_as_not_met(seed_inputs):
+    """`diag analyze` as the summary: the check that kept the verdict from deciding is not met, not FAIL."""
+    from rich.console import Console
+
+    from diagnostics.console import render
+    from diagnostics.result import Check
+
+    failed = Check("confidence", "fail", "a loss without a cause: step series 0.75")
+    a = dataclasses.replace(seed_inputs.analysis, verdict="insufficient_data", confidence=None, checks=(failed,))
+    console = Console(width=200, record=True)
+    console.print(render(a, seed_inputs.source))
+    text = console.export_text()
+    assert text.startswith("Can't tell (undecided): decode speed late in the run is 0.10x")
+    assert "not met" in text and "fail" not in text.split("checks", 1)[-1]
