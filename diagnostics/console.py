@@ -95,7 +95,8 @@ def render(a: Analysis, source: Source | None = None) -> Group:
     table.add_column("detail")
     for c in a.checks:
         note = details.check_note(a, c)
-        status = f"[{STATUS_STYLE[c.status]}]{c.status}[/]" + (f" ({escape(note.tag)})" if note is not None else "")
+        shown = details.status_shown(a, c)
+        status = f"[{STATUS_STYLE[c.status]}]{shown}[/]" + (f" ({escape(note.tag)})" if note is not None else "")
         why = f". {note.why[:1].upper()}{note.why[1:]}." if note is not None and note.why else ""
         table.add_row(escape(c.name), status, escape(c.detail.rstrip(".") + why if why else c.detail))
     parts.append(table)

@@ -30,22 +30,22 @@ from rundir import schema
 # What each measure is, and why the verdict may rest on it: in a first-time reader's words, for the
 # opening's "How measured" line says it above the break (a probe is a test request there).
 MEASURE = {
-    "paired_control": "identical test requests to the soaked engine and to a fresh one, back to back, so that "
+    "paired_control": "identical test requests to the engine and to a fresh one, back to back, so that "
     "a change of the host or the load cancels",
-    "restart": "the soaked engine just before a restart against itself just after, at one moment, so that "
+    "restart": "the engine just before a restart against itself just after, at one moment, so that "
     "a change of the host cancels",
-    "probes": "identical test requests to the soaked engine, early against late",
-    "bins": "the soaked engine's decode speed early against late, at the same batch size and context length",
-    "step_series": "the soaked engine's decode speed, step by step, against its early speed at the same batch "
+    "probes": "identical test requests to the engine, early against late",
+    "bins": "the engine's decode speed early against late, at the same batch size and context length",
+    "step_series": "the engine's decode speed, step by step, against its early speed at the same batch "
     "size and context length",
 }
-# The measures in the reader's words, for "the other measures read ..." and a joined figure's parts.
+# The measures in the reader's words, for "other measures (less direct): ..." and a joined figure's parts.
 MEASURE_NAMES = {
     "paired_control": "beside a fresh engine",
     "restart": "across the restart",
-    "probes": "own probes",
-    "bins": "matched bins",
-    "step_series": "step series",
+    "probes": "its own test requests",
+    "bins": "at the same batch size and context length",
+    "step_series": "step by step against its early speed",
 }
 PART_WORDS = {
     "paired_control": "test requests beside a fresh engine",
@@ -74,7 +74,7 @@ CAP_REASONS = {
     "engine_identity": "a restart brought up another engine",
     "decode_after_prefill_or_idle": "many measurements were mixed with other work",
     "stalled_windows": "some measurements held prompt processing",
-    "context_only_model": "few samples came after the onset",
+    "context_only_model": "few measurements came after the slowdown began",
     "idle_time": "the engine sat idle for long stretches",
     "fresh_control": "a fresh engine was about as slow",
     "too_few_for_loss": "there were few test requests",
@@ -125,6 +125,7 @@ CHECK_TITLES = {
     "client_engine_agreement": "client and engine timings",
 }
 NO_CHANGE = "does not change the verdict"
+NOT_MET = "not met"  # a failed check shown under a verdict that cannot tell: why it did not decide
 IDENTITY_FACTS = ("version", "build", "model", "max_seq_len")  # what a URL target's manifest says of it
 MAX_FLAGS = 5
 KEPT_OUT_SHARE = 0.5  # decode samples kept out beyond this share are said among what held it back
@@ -145,6 +146,22 @@ def decisive(a: Analysis) -> Comparison | None:
     return next((c for c in a.comparisons if c.basis == a.basis), None)
 
 
+def names_top_suspect(a: Analysis) -> bool:
+    """Whether a page names a top suspect beside the verdict: only beside engine age. Under any
+    other verdict the figures that track a slowdown are evidence below, not a cause."""
+    return a.verdict == Verdict.AGE and bool(a.suspects)
+
+
+def lists_suspects(a: Analysis) -> bool:
+    """Whether a page lists suspects: only beside a slowdown the verdict found (engine age), or one
+    it measured but could not pin on a cause. On a run where nothing slowed, a figure that tracks
+    the residual tracks noise or load, not a slowdown."""
+    if a.verdict == Verdict.AGE:
+        return True
+    d = decisive(a)
+    return a.verdict == Verdict.INSUFFICIENT and d is not None and d.clears
+
+
 def measure(c: Comparison) -> str | None:
     """What a comparison measures, in words; a joined one by its parts."""
     if c.basis == "combined":
@@ -155,9 +172,9 @@ def measure(c: Comparison) -> str | None:
 
 
 def others(a: Analysis) -> str | None:
-    """`beside a fresh engine no slower (1.09), own probes 58% faster (1.58) ...`: what the measures
-    the verdict does not rest on read, and where the host moved, that those over time carry it. None
-    where there is no other measure to wonder about."""
+    """`beside a fresh engine 1.09x (9% faster), its own test requests 1.58x (58% faster) ...`: what
+    the measures the verdict does not rest on read, in line one's form, and where the host moved, that
+    those over time carry it. None where there is no other measure to wonder about."""
     d = decisive(a)
     if d is None:
         return None
@@ -173,8 +190,8 @@ def others(a: Analysis) -> str | None:
     drift = next((c for c in a.comparisons if c.basis == "control_drift"), None)
     if drift is not None and abs(drift.ratio - 1) >= 0.1 and any(c.basis in OVER_TIME for c in rest):
         out += (
-            f"; those of the soaked engine over time carry the host's change too: a fresh engine's own speed "
-            f"{'rose' if drift.ratio > 1 else 'fell'} to {drift.ratio:.2f} of its first meanwhile"
+            f"; those of the engine over time carry the host's change too: a fresh engine's own speed "
+            f"{'rose' if drift.ratio > 1 else 'fell'} to {drift.ratio:.2f}x its first meanwhile"
         )
     # Where the verdict decided on its figure: an undecided one says in its line three why the
     # measures that read otherwise leave it open.
@@ -189,8 +206,10 @@ def _apart(c: Comparison, d: Comparison) -> bool:
 
 
 def figure(a: Analysis, said: bool) -> list[Detail]:
-    """The figure's lines below the break: which measure it is (unless the opening `said` it), what
-    the others read, and why its interval is wider than the others' where it is."""
+    """The figure's lines below the break: which measure it is (unless the opening `said` it), how a
+    joined one is joined, and why its interval is wider than the others' where it is. What the other
+    measures read comes last (`others`): a fourth reader took it, right under the opening, for a
+    second answer."""
     d = decisive(a)
     if d is None:
         return []
@@ -198,9 +217,6 @@ def figure(a: Analysis, said: bool) -> list[Detail]:
     what = measure(d)
     if what is not None and not said:
         out.append(Detail("the figure", what))
-    rest = others(a)
-    if rest is not None:
-        out.append(Detail("the other measures read", rest))
     if d.basis == "combined":
         out.append(
             Detail(
@@ -289,6 +305,18 @@ def failed_rows(table: pd.DataFrame, what: str) -> str | None:
 def check_title(name: str) -> str | None:
     """A check's name in the reader's words, where the bare name misleads."""
     return CHECK_TITLES.get(name)
+
+
+def status_shown(a: Analysis, c: Check) -> str:
+    """A check's status as a page shows it: a check that failed under a verdict that cannot tell is
+    the reason it did not decide, `not met`, not a fault of the tool (a fourth reader read `FAIL`
+    so). The JSON and the tests keep `fail`."""
+    return failed_shown(a) if c.status == "fail" else c.status
+
+
+def failed_shown(a: Analysis) -> str:
+    """How a page shows a failed check beside this verdict: `not met` where it cannot tell, else `fail`."""
+    return NOT_MET if a.verdict == Verdict.INSUFFICIENT else "fail"
 
 
 class Note(NamedTuple):

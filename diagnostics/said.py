@@ -1,13 +1,14 @@
-"""How a figure is said to a reader: speed in tok/s and percent, its interval, a time.
+"""How a figure is said to a reader: one ratio in one direction, its interval, a time.
 
-Every ratio diag computes is the soaked engine's speed over the reference's, below 1 slower. A
-reader takes in `decode speed 138 → 218 tok/s (no slower; 90% interval 17% faster to 2.1 times as
-fast)` at once, and `1.58 of its early speed` only after working out which way it points: the first
-lines say the change in percent always, with the direction in words, and speed in tok/s where two
-measured speeds stand for the figure (a comparison's `levels`: identical probes of one engine,
-early and late, which its row in the table below says too). A speed the figure only implies (a
-fresh engine's level times a ratio of ratios) is never said as if measured. The ratio itself stays
-for the evidence below.
+Every ratio diag computes is the soaked engine's speed over the reference's, below 1 slower. Line
+one says it one way every time, whatever the reference: `decode speed is 0.72x a fresh engine's
+beside it (28% slower; 90% interval 0.63-0.82)`, `<speed now> is <ratio>x <reference>`, its
+interval in the same direction, the percent after it with its direction in words (a fourth reader
+found `15-45% slower` beside `no slower than` and bare ratios hard to compare between reports).
+Speed in tok/s only where two measured speeds stand for the figure (a comparison's `levels`:
+identical probes of one engine, early and late, which its row in the table below says too); a speed
+the figure only implies (a fresh engine's level times a ratio of ratios) is never said as if
+measured.
 """
 
 from __future__ import annotations
@@ -38,8 +39,15 @@ REFERENCE = {
     ),
     "combined": ("its early speed, all measures together", "early in the run, all measures together"),
 }
-# Where the two measured speeds of a decode comparison were taken, after `decode speed 197 → 142 tok/s`.
-SPEEDS_WHERE = {"probes": "on identical test requests"}
+# `<speed now> is <ratio>x <reference>`, by the comparison a ratio comes from: (the speed now, the reference).
+NOW_AGAINST = {
+    "paired_control": ("decode speed", "a fresh engine's beside it"),
+    "restart": ("decode speed just before a restart", "its speed just after"),
+    "probes": ("decode speed late in the run", "its early speed on identical test requests"),
+    "bins": ("decode speed late in the run", "its early speed at the same batch size and context length"),
+    "step_series": ("decode speed late in the run", "its early speed at the same batch size and context length"),
+    "combined": ("decode speed late in the run", "its early speed, all measures together"),
+}
 _ISO = re.compile(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(?:\.\d+)?")
 
 
@@ -64,36 +72,32 @@ def span(i: Interval) -> str:
     return f"{level} {_percent(1 - i.lo)} slower to {_faster(i.hi)}"
 
 
-def amount(i: Interval) -> str:
-    """`79% slower; 90% interval 73-84% slower`: the change and its interval, for parentheses."""
-    return f"{change(i.estimate)}; {span(i)}"
+def size(c: Comparison, aside: str = "") -> str:
+    """Line one's figure, one way whatever the reference: `decode speed is 0.72x a fresh engine's
+    beside it (28% slower; 90% interval 0.63-0.82)`; the two measured speeds after the change where
+    they stand for it (`(no slower, 218 against 138 tok/s; ...)`); `aside` after the change."""
+    now, against = NOW_AGAINST.get(c.basis, ("decode speed late in the run", "its early speed"))
+    measured = _measured(c)
+    said = change(c.ratio) + (f", {measured}" if measured else "") + aside
+    return f"{now} is {times_x(c.ratio)} {against} ({said}; {x_span(c.interval)})"
 
 
-def speeds(c: Comparison) -> str | None:
-    """`decode speed 138 → 218 tok/s on identical test requests`, or, across a restart, `decode
-    speed 102 tok/s just before a restart, 150 just after`: the two measured speeds the figure is
-    the ratio of (`Comparison.levels`, which its detail says too). None where no two measured speeds
-    stand for it."""
+def times_x(ratio: float) -> str:
+    """`0.72x`: a ratio as line one says it, below 1 slower."""
+    return f"{ratio:.2f}x"
+
+
+def x_span(i: Interval) -> str:
+    """`90% interval 0.63-0.82`: an interval in the ratio's own direction, below 1 slower."""
+    return i.span() if i.bounded else "too few samples for an interval"
+
+
+def _measured(c: Comparison) -> str | None:
+    """`218 against 138 tok/s`: the two measured speeds a figure is the ratio of, now first."""
     if c.unit != "tok/s" or c.levels is None or not all(np.isfinite(x) and x > 0 for x in c.levels):
         return None
     early, late = c.levels
-    if c.basis == "restart":
-        return f"decode speed {tps(late)} tok/s just before a restart, {tps(early)} just after"
-    return f"decode speed {tps(early)} → {tps(late)} tok/s {SPEEDS_WHERE.get(c.basis, 'early to late')}"
-
-
-def size(c: Comparison) -> str:
-    """Line one's figure: the measured speeds and the change with its interval (`decode speed 138 →
-    218 tok/s on identical test requests (no slower; 90% interval ...)`), or, where no two measured
-    speeds stand for it, the change against its reference (`decode speed 28% slower than a fresh
-    engine beside it (90% interval 18-37% slower)`)."""
-    said = speeds(c)
-    if said is not None:
-        return f"{said} ({amount(c.interval)})"
-    if c.basis == "restart":
-        return f"decode speed just before a restart {change(c.ratio)} than just after ({span(c.interval)})"
-    _, than = REFERENCE.get(c.basis, ("", "early in the run"))
-    return f"decode speed {change(c.ratio)} than {than} ({span(c.interval)})"
+    return f"{tps(late)} against {tps(early)} tok/s"
 
 
 def tps(x: float) -> str:
@@ -111,11 +115,11 @@ def ratio_words(c: Comparison, aside: str = "") -> str:
 
 
 def ratio_change(ratio: float) -> str:
-    """`58% faster (1.58)`, `50% slower (0.50)`: a measure in the details, direction first."""
+    """`1.58x (58% faster)`, `0.50x (50% slower)`: a measure in the details, in line one's form."""
     if abs(ratio - 1) < NO_CHANGE:
-        return f"unchanged ({ratio:.2f})"
+        return f"{times_x(ratio)} (unchanged)"
     word = _faster(ratio) if ratio > 1 else f"{_percent(1 - ratio)} slower"
-    return f"{word} ({ratio:.2f})"
+    return f"{times_x(ratio)} ({word})"
 
 
 def duration(seconds: float | None) -> str:

@@ -261,15 +261,27 @@ def moved(s: Suspect) -> Moved | None:
 
 
 def plainly(s: Suspect, symptom: str = "decode") -> str | None:
-    """`output_buffer_bytes` was 1,088 where decode slowed least and 71,303,168 where it slowed
-    most: a suspect's move in a clause, for a line that has no room for its correlation."""
+    """`output_buffer_bytes` was 1.1 KB where decode slowed least and 71 MB where it slowed most: a
+    suspect's move in a clause, for a line that has no room for its correlation; bytes in KB, MB
+    and GB, which a reader compares at a glance."""
     m = moved(s)
     if m is None:
         return None
+    first, last = _said(s.name, m.first), _said(s.name, m.last)
     if m.at_onset:
         verb = "rose" if m.last > m.first else "fell"
-        return f"`{s.name}` {verb} from {_num(m.first)} before the slowdown began to {_num(m.last)} after"
-    return f"`{s.name}` was {_num(m.first)} where {symptom} slowed least and {_num(m.last)} where it slowed most"
+        return f"`{s.name}` {verb} from {first} before the slowdown began to {last} after"
+    return f"`{s.name}` was {first} where {symptom} slowed least and {last} where it slowed most"
+
+
+def _said(name: str, x: float) -> str:
+    """A median in a clause: a figure in bytes as `71 MB` (decimal units), else as _num says it."""
+    if not name.endswith("_bytes") or abs(x) < 1000:
+        return _num(x) + (" bytes" if name.endswith("_bytes") else "")
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(x) >= size:
+            return f"{x / size:.2g} {unit}" if abs(x) < 10 * size else f"{x / size:,.0f} {unit}"
+    return _num(x)  # pragma: no cover - every size at or above 1000 has a unit
 
 
 def in_a_clause(s: Suspect) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from diagnostics import suspects as suspects_mod
-from diagnostics.details import check_note, check_title, identity
+from diagnostics.details import check_note, check_title, identity, status_shown
 from diagnostics.labels import Cause, Verdict
 from diagnostics.opening import Opening, fault_set, lists_suspects, names_top_suspect, opening, when
 from diagnostics.result import Analysis, Slowdown
@@ -20,6 +20,7 @@ __all__ = [
     "lists_suspects",
     "names_top_suspect",
     "opening",
+    "status_shown",
     "to_the_second",
 ]
 

@@ -134,6 +134,7 @@ def report_context(inputs: Inputs, redactor: Redactor) -> dict[str, Any]:
                 "title": narrative.check_title(c.name),
                 "note": narrative.check_note(a, c),
                 "status": c.status,
+                "shown": narrative.status_shown(a, c),
                 "detail": redactor.text(narrative.to_the_second(c.detail)),
             }
             for c in a.checks

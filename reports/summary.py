@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from diagnostics import suspects
+from diagnostics import details, suspects
 from diagnostics.details import NO_CHANGE
 from diagnostics.result import Check
 from diagnostics.said import to_the_second
@@ -46,7 +46,7 @@ SAID_ABOVE = (
 KEYED = {"prefix_reuse": "prefix reuse of continuation turns", "prefill": "prefill speed at the same prompt sizes"}
 ENV_PREFIXES = ("host.", "engine.", "trace.")
 WHOLE = ("command", DECIDED)  # said whole, however long: a cut command does not run, a cut verdict misleads
-STATUS_MARK = {"ok": "ok", "warn": "**warn**", "fail": "**FAIL**"}
+STATUS_MARK = {"ok": "ok", "warn": "**warn**", "fail": "**FAIL**", details.NOT_MET: f"**{details.NOT_MET}**"}
 
 
 def render_summary(inputs: Inputs, redactor: Redactor | None = None, report_name: str | None = None) -> str:
@@ -89,16 +89,17 @@ def render_summary(inputs: Inputs, redactor: Redactor | None = None, report_name
 
     warned = sorted((c for c in a.checks if c.status != "ok"), key=weight)[:MAX_CHECKS]
     ok = [c.name for c in a.checks if c.status == "ok"]
+    failed = sum(c.status == "fail" for c in a.checks)
     out.append(
-        f"**Checks** ({len(a.checks)}: {len(ok)} ok, "
-        f"{sum(c.status == 'warn' for c in a.checks)} warn, {sum(c.status == 'fail' for c in a.checks)} fail)"
+        f"**Checks** ({len(a.checks)}: {len(ok)} ok, {sum(c.status == 'warn' for c in a.checks)} warn, "
+        f"{failed} {details.failed_shown(a)})"
     )
     for c in warned:
         note = narrative.check_note(a, c)
         tag = f" ({note.tag})" if note is not None else ""
         detail = _cell(red(c.detail)).rstrip(".")
         why = f". {note.why[:1].upper()}{note.why[1:]}." if note is not None and note.why else ""
-        out.append(f"- {STATUS_MARK[c.status]} {_check_name(c.name)}{tag}: {detail}{red(why)}")
+        out.append(f"- {STATUS_MARK[details.status_shown(a, c)]} {_check_name(c.name)}{tag}: {detail}{red(why)}")
     if ok:
         out.append(f"- ok: {', '.join(ok)}")
     out.append("")

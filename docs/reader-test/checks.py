@@ -15,7 +15,12 @@ the checks, `engine: unknown`, and a short run (under an hour) whose answer is n
 does not say how long it was. And what the third reader stumbled on: speeds in line one that no
 table row below states (computed, not measured), a test's instrument in a suggested soak
 (`--fault`, a fixture's or a temporary folder's path), and terms a first-time reader does not know
-above the break (probes, engine life, baseline, onset, the control, "brought it back").
+above the break (probes, engine life, baseline, onset, the control, "brought it back"). And what the
+fourth reader asked for: line one opens with one of five fixed verdict words and the confidence in
+parentheses (`Aged (medium confidence):`), then one ratio in one direction (`is 0.72x ... (28%
+slower; 90% interval 0.63-0.82)`); the other measures come after the engine line, not first below the
+break; a failed check beside a can't-tell verdict is shown as `not met`, never FAIL; and the analysis'
+own names (soaked engine, block means, healthy window) stay below the break.
 """
 
 from __future__ import annotations
@@ -24,10 +29,20 @@ import re
 import sys
 from pathlib import Path
 
-AGE = "The engine slowed down with age"
+AGE = ("The engine slowed down with age", "Aged", "Probably aged")
+# Line one since the fifth version: a fixed word, the confidence in parentheses, one ratio in one direction.
+VERDICT_WORD = re.compile(
+    r"^\*\*(Aged|Probably aged|Not aged|Not shown to be aged|Can't tell) \(((high|medium|low) confidence|undecided)\)"
+)
+X_RATIO = re.compile(
+    r"\bis (\d+\.\d\d)x [^(]*\((no slower|(\d+)% slower)[^;]*; \d+(?:\.\d+)?% interval \d+\.\d\d-\d+\.\d\d\)"
+)
+FLIPPED_X = re.compile(r"(?<![Aa] restart made decode )\b\d+\.\d+x (?:faster|slower)")
 BREAK = "#### Details"
 NEXT_STEP = re.compile(
-    r"\b(Restart it|Run longer|Soak (again|it|the engine)|Nothing to restart|file a bug|Confirm it with a soak)\b"
+    r"\b(Restart it|Run longer|Soak (again|it|the engine)|Nothing to restart|file a bug|Confirm it with a soak|"
+    r"Give the engine|restart the fresh engine)\b",
+    re.IGNORECASE,
 )
 MULTIPLE = re.compile(r"\b\d+\.\d+x\b")
 SUB_SECOND = re.compile(r"\d\d:\d\d:\d\d\.\d")
@@ -47,6 +62,12 @@ JARGON = (
     "checked after every",
     "of its own speed",
     "of its speed after",
+    # What the fourth reader still found there (the fifth version keeps them below the break).
+    "soaked engine",
+    "block means",
+    "healthy window",
+    "healthy model",
+    "generous",
 )
 ROSE = re.compile(r"\b(rose|fell|rises|falls) from a median of ([\d,.]+) before the onset to ([\d,.]+) after")
 OLD_MEDIANS = re.compile(
@@ -58,7 +79,8 @@ QUARTERS = re.compile(
 OPERATOR = ("`kv_space`", "`dropped_requests`", "`kv_exhaustion`", "`preemptions`", "`queue_buildup`")
 SERVING = re.compile(r"([\d.]+) (s|min|h) of serving")
 TOK_S = re.compile(
-    r"(\d+(?:\.\d+)?) → (\d+(?:\.\d+)?) tok/s|(\d+(?:\.\d+)?) tok/s just before a restart, (\d+(?:\.\d+)?)"
+    r"(\d+(?:\.\d+)?) → (\d+(?:\.\d+)?) tok/s|(\d+(?:\.\d+)?) tok/s just before a restart, (\d+(?:\.\d+)?)|"
+    r"(\d+(?:\.\d+)?) against (\d+(?:\.\d+)?) tok/s"
 )
 INSTRUMENT = re.compile(r"--fault|tests/fixtures/|/tmp/")
 FIRST_TIME = re.compile(
@@ -78,21 +100,35 @@ def checks(path: Path) -> dict[str, object]:
     details = text.split(BREAK, 1)[-1].split("\n| |", 1)[0] if BREAK in text else text.split("\n| |", 1)[0]
     above_checks = text.split("**Checks**", 1)[0]
     prose = re.sub(r"`[^`]*`", "", first)
-    age = line_one.startswith(f"**{AGE}")
+    age = line_one.startswith(tuple(f"**{x}" for x in AGE))
+    word = VERDICT_WORD.match(line_one)
+    # The engine named by the verdict word itself (`Aged`) is the answer, not a name for the engine.
+    prose = prose.replace(word.group(0).strip("*"), "", 1) if word else prose
+    x_said = X_RATIO.search(line_one)
+    engine_at = details.find("- engine:")
+    others_at = (
+        details.find("- other measures") if "- other measures" in details else details.find("- the other measures")
+    )
     run_dir = "- source: `run_dir " in text
     flipped = [m.group(0) for m in SPEEDS.finditer(line_one) if float(m.group(2)) >= float(m.group(1))]
     flipped += [m.group(0) for m in ACROSS.finditer(line_one) if float(m.group(1)) >= float(m.group(2))]
+    flipped += [m.group(0) for m in X_RATIO.finditer(line_one) if m.group(3) and float(m.group(1)) >= 1]
     levels = [x for x in LEVEL.findall(first) if float(x) != 90.0]
     serving = SERVING.search(text)
     seconds = None if serving is None else float(serving.group(1)) * {"s": 1, "min": 60, "h": 3600}[serving.group(2)]
     return {
         "words": len(first.split()),
+        "words in line 1": len(line_one.replace("**", "").split()),
+        "verdict word in line 1": bool(word),
+        "x ratio in line 1": bool(x_said),
         "prose words": len(prose.split()),
         "next step": bool(NEXT_STEP.search(first)),
         "details break": BREAK in text,
         "direction in line 1": bool(DIRECTION.search(line_one)),
         "tok/s in line 1": "tok/s" in line_one,
-        "multiple": bool(MULTIPLE.search(above_checks)),
+        # Before the fifth version any `N.NNx` was a flip; since, line one's `0.72x` is the form and
+        # a flip is a multiple said as faster or slower (but a restart's gain, `made decode 2.1x faster`).
+        "multiple": bool(FLIPPED_X.search(above_checks)) if word else bool(MULTIPLE.search(above_checks)),
         "sub-second": bool(SUB_SECOND.search(text)),
         # A run directory knows its trace and target; a log knows neither (its command says HOST:PORT).
         "placeholder": "…" in first or bool(re.search(r"\bURL\b", first)) or (run_dir and "HOST:PORT" in first),
@@ -112,6 +148,8 @@ def checks(path: Path) -> dict[str, object]:
             {m for c in re.findall(r"`(soak [^`]*)`", first) for m in INSTRUMENT.findall(c)}
         ),
         "first-time jargon above": sorted({m[0].lower() for m in FIRST_TIME.findall(prose)}),
+        "other measures before the engine": others_at != -1 and engine_at != -1 and others_at < engine_at,
+        "FAIL beside can't tell": "**FAIL**" in text and not age and "verdict | insufficient_data" in text,
     }
 
 

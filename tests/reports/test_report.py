@@ -75,10 +75,10 @@ def test_every_section_is_there_and_self_contained(page, request):
 def test_seed_verdict_opens_with_three_lines_then_the_details(seed_page):
     verdict = _section(seed_page, "verdict")
     assert "engine_age_degradation" in _text(verdict.find(class_="name"))
-    assert _text(verdict.find(class_="headline")) == "The engine slowed down with age:"
+    assert _text(verdict.find(class_="headline")) == "Probably aged (low confidence):"
     assert _text(verdict.find("p", class_="verdict-line")) == (
-        "The engine slowed down with age: decode speed 90% slower than early in the run, at the same batch size "
-        "and context length (90% interval 83-94% slower). Low confidence, because only 2 early measurements were "
+        "Probably aged (low confidence): decode speed late in the run is 0.10x its early speed at the same batch "
+        "size and context length (90% slower; 90% interval 0.06-0.17). Low: only 2 early measurements were "
         "there to compare with."
     )
     lines = [_text(p) for p in verdict.find_all("p", class_="line")]
@@ -89,7 +89,7 @@ def test_seed_verdict_opens_with_three_lines_then_the_details(seed_page):
     assert lines[1].startswith("Why: It began 15.6 min after the engine started, right after 5,792 new tokens")
     assert _text(verdict.find("h3", class_="details-break")) == "Details"
     first = [_text(li) for li in verdict.find("ul", class_="details").find_all("li")]
-    assert first[1].startswith("Also holding the confidence back: few samples came after the onset")
+    assert first[1].startswith("Also holding the confidence back: few measurements came after the slowdown began")
     assert first[-1] == (
         "Engine: freetoken (moe_backend offload, attention_backend triton, cache_type hybrid_radix, "
         "page_size 1); from its log (11 lines)"
@@ -221,3 +221,20 @@ def test_run_dir_log_lines_are_found_by_time_around_the_onset(run_page):
     marked = [r for r in rows if "mark" in (r.get("class") or [])]
     assert len(marked) == 1 and "14:33:21" in _text(marked[0]) and "34.00" in _text(marked[0])
     assert "[redacted" in _text(_section(run_page, "events").find("table", class_="log"))  # the planted request line
+
+
+def test_a_failed_check_beside_a_verdict_that_cannot_tell_is_shown_as_not_met(seed_inputs):
+    """The fourth reader read `fail` inside a can't-tell report as the tool breaking: on the page it is
+    `not met`, the reason it did not decide; the status in the JSON stays `fail`."""
+    import dataclasses
+
+    from diagnostics.result import Check
+
+    failed = Check("confidence", "fail", "a loss without a cause: step series 0.75")
+    a = dataclasses.replace(seed_inputs.analysis, verdict="insufficient_data", confidence=None, checks=(failed,))
+    page = BeautifulSoup(render_report(seed_inputs._replace(analysis=a)), "html.parser")
+    shown = page.find("tr", class_="check-fail").find("span", class_="status")
+    assert _text(shown) == "not met" and "fail" in shown["class"]
+    aged = dataclasses.replace(a, verdict="engine_age_degradation", confidence="medium")
+    page = BeautifulSoup(render_report(seed_inputs._replace(analysis=aged)), "html.parser")
+    assert _text(page.find("tr", class_="check-fail").find("span", class_="status")) == "fail"

@@ -19,8 +19,8 @@ def test_seed_summary_opens_with_the_answer_then_the_numbers_checks_and_environm
     assert lines[0] == "### tokdrift: freetoken-excerpt.log"
     # Three lines: the answer with its size and how sure, what to do, why; then the details break.
     assert lines[2] == (
-        "**The engine slowed down with age:** decode speed 90% slower than early in the run, at the same batch "
-        "size and context length (90% interval 83-94% slower). Low confidence, because only 2 early measurements "
+        "**Probably aged (low confidence):** decode speed late in the run is 0.10x its early speed at the same "
+        "batch size and context length (90% slower; 90% interval 0.06-0.17). Low: only 2 early measurements "
         "were there to compare with."
     )
     assert lines[4] == (
@@ -31,7 +31,10 @@ def test_seed_summary_opens_with_the_answer_then_the_numbers_checks_and_environm
     assert lines[8] == "#### Details"
     assert "_" not in " ".join(lines[2:7]).split("`soak run")[0]  # no internal names above the break
     # The 2 early samples are said once, in line one; what else held it back below.
-    assert any(x.startswith("- also holding the confidence back: few samples came after the onset") for x in lines)
+    assert any(
+        x.startswith("- also holding the confidence back: few measurements came after the slowdown began")
+        for x in lines
+    )
     assert any(x.startswith("- engine: freetoken (moe_backend offload") for x in lines)
     assert "| engine age at onset | 938 s (15.6 min) |" in lines
     assert (
@@ -49,10 +52,14 @@ def test_seed_summary_opens_with_the_answer_then_the_numbers_checks_and_environm
 
 
 def test_no_ratio_flips_and_no_time_carries_nanoseconds(run_inputs):
-    """Every ratio the soaked engine's over the reference's, below 1 slower; every time to the second."""
+    """Every ratio the soaked engine's over the reference's, below 1 slower; every time to the second.
+    The one multiple said the other way is what a restart did, with its direction in the word."""
 
     md = render_summary(run_inputs)
-    assert not re.search(r"\d\.\d+x\b", md.split("**Checks**")[0])  # no `2.35x` beside a `0.43`
+    top = md.split("**Checks**")[0]
+    assert re.search(r"is 0\.\d\dx ", top)  # line one's ratio, below 1 slower
+    assert not re.search(r"\d\.\d+x slower", top)  # no `2.35x slower` beside a `0.43x`
+    assert all(m.group(1) == "a restart made decode " for m in re.finditer(r"(.{22})\d+\.\dx faster", top))
     assert not re.search(r"T\d\d:\d\d:\d\d\.\d", md)  # no `14:16:05.575798988`
     assert "| onset | 2026-09-21 14:33:" in md and " UTC |" in md  # a run directory's clock is UTC
 
@@ -158,7 +165,12 @@ def test_a_check_whose_name_misleads_is_said_in_the_readers_words_too(seed_input
     failed = Check("confidence", "fail", "a loss without a cause: step series 0.75")
     a = dataclasses.replace(seed_inputs.analysis, verdict="insufficient_data", confidence=None, checks=(failed,))
     md = render_summary(seed_inputs._replace(analysis=a))
-    assert "- **FAIL** cause of the slowdown (`confidence`): a loss without a cause: step series 0.75" in md
+    # Beside a verdict that cannot tell, the failed check is why it did not decide, not a fault (the
+    # fourth reader read FAIL so): `not met` on the page, `fail` in the JSON.
+    assert "- **not met** cause of the slowdown (`confidence`): a loss without a cause: step series 0.75" in md
+    assert "FAIL" not in md and "**Checks** (1: 0 ok, 0 warn, 1 not met)" in md
+    aged = dataclasses.replace(a, verdict="engine_age_degradation", confidence="medium")
+    assert "- **FAIL** cause of the slowdown" in render_summary(seed_inputs._replace(analysis=aged))
 
 
 CASES = Path(__file__).resolve().parents[1] / "fixtures" / "case-studies"
@@ -179,12 +191,13 @@ def test_a_no_whose_kv_cache_failed_requests_says_so_beside_the_verdict():
     from reports.inputs import load
 
     lines = render_summary(load(CASES / "llamacpp-defrag" / "after")).splitlines()
-    assert lines[2].startswith("**No slowdown with engine age:** decode speed no slower than early in the run")
-    assert lines[4].startswith("**Next:** Nothing to restart or file for engine age.")
-    assert lines[6] == (
-        "**Also:** Give the engine more KV cache or fewer parallel requests: its KV cache ran out of room, 4 times "
+    assert lines[2].startswith("**Not aged (medium confidence):** decode speed late in the run is 1.09x its early")
+    # The fourth reader: the next step carries what to do now, a KV cache out of room before age's nothing.
+    assert lines[4] == (
+        "**Next:** Give the engine more KV cache or fewer parallel requests: its KV cache ran out of room, 4 times "
         "so that its requests failed and 389 times a batch was retried smaller (2026-12-02 17:05:33 to 17:20:07 UTC)."
     )
+    assert lines[6].startswith("**Also:** Nothing to restart or file for engine age.")
     assert "- engine: llama.cpp build 1 (74d73dc)" in "\n".join(lines[:20])
 
 
@@ -222,3 +235,19 @@ def test_suspects_out_of_score_order_say_their_order():
 
     md = render_summary(load(Path(__file__).resolve().parents[1] / "fixtures" / "aged-soaks" / "demo-output-buffer"))
     assert "**Suspects** (in this order: the engine's own figures first, parts of the step time last" in md
+
+
+def test_the_terminal_shows_a_failed_check_beside_cant_tell_as_not_met(seed_inputs):
+    """`diag analyze` as the summary: the check that kept the verdict from deciding is not met, not FAIL."""
+    from rich.console import Console
+
+    from diagnostics.console import render
+    from diagnostics.result import Check
+
+    failed = Check("confidence", "fail", "a loss without a cause: step series 0.75")
+    a = dataclasses.replace(seed_inputs.analysis, verdict="insufficient_data", confidence=None, checks=(failed,))
+    console = Console(width=200, record=True)
+    console.print(render(a, seed_inputs.source))
+    text = console.export_text()
+    assert text.startswith("Can't tell (undecided): decode speed late in the run is 0.10x")
+    assert "not met" in text and "fail" not in text.split("checks", 1)[-1]
