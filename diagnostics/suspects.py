@@ -340,7 +340,7 @@ def _time_accounts(
         return []
     middle = t0 + (t1 - t0) / 2
     split = onset.t if onset is not None and t0 < pd.Timestamp(onset.t) < t1 else middle
-    when = "the onset" if onset is not None and split == onset.t else "the middle of the run"
+    when = "the slowdown began" if onset is not None and split == onset.t else "the middle of the run"
     at = (np.array([t0, split, t1, middle], dtype="datetime64[ns]").astype("int64")) / 1e9
     snap_t = snap_times.astype("int64").to_numpy() / 1e9
     out = []

