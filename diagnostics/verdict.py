@@ -428,8 +428,9 @@ def _decide(ev: Evidence) -> Decision:
                 "restart_slower",
                 "fail",
                 f"the {r.detail} shows the fresh engine materially faster, where the comparison on "
-                f"{claims.basis_words(decode)} rules a loss out ({decode.interval.describe()}): the slowdown "
-                f"may have set in before the healthy side of the comparisons within the first life",
+                f"{claims.basis_words(decode)} within the first life did not show that loss "
+                f"({decode.interval.describe()}): the slowdown may have set in before the healthy side of "
+                f"the comparisons within the first life",
             )
         )
         return Decision.insufficient(
