@@ -24,11 +24,13 @@ class RunSummary:
     requests: dict[str, int]  # status -> count
     num_steps: int
     num_snapshots: int
-    probes: list[tuple[int, float, float]]  # (engine_life, engine_age_s, decode_tps) of the main engine's ok probes
+    # (engine_life, engine_age_s, decode_tps) of the main engine's ok probes; the age is None where the
+    # engine's start is not known (a URL target on another machine)
+    probes: list[tuple[int, float | None, float]]
     events: dict[str, int]  # kind -> count
     num_engine_starts: int
     num_resumes: int
-    control_probes: list[tuple[int, float, float]]  # the same, of the control engine's
+    control_probes: list[tuple[int, float | None, float]]  # the same, of the control engine's
     stop_reason: str | None = None  # duration, decided, interrupted or crashed (manifest)
     decided: dict[str, Any] | None = None  # the first decided running verdict (manifest)
 
@@ -44,7 +46,11 @@ def summarize(run_dir: Path) -> RunSummary:
     ]
     probes, control = (
         [
-            (int(r["engine_life"]), float(r["engine_age_s"]), float(r["decode_tps"]))
+            (
+                int(r["engine_life"]),
+                None if r["engine_age_s"] is None else float(r["engine_age_s"]),
+                float(r["decode_tps"]),
+            )
             for r in ok
             if (r.get("role") or ProbeRole.MAIN) == role
         ]
