@@ -20,7 +20,7 @@ from logformats.errors import LogFormatError
 from logformats.prometheus import PREFIXES, parse_scrapes
 from logformats.records import FIGURE_META
 from logformats.text import Text
-from rundir.schema import StepRow
+from rundir.rows import StepRow
 from soak.samplers import Once
 from soak.targets import Target, pid_listening_on
 

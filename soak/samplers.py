@@ -17,7 +17,7 @@ import httpx
 from engine.runtime.stats import StepStats
 from engine.server.wire import CacheStatus, StepsPage
 from rundir import schema
-from rundir.schema import StepRow
+from rundir.rows import StepRow
 from soak.targets import Target
 
 logger = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rundir import schema
-from rundir.schema import StepRow
+from rundir.rows import StepRow
 from soak.external import LogTailer, MetricsScraper
 from soak.samplers import ChildSampler, EngineHooks, EngineSteps, GpuSampler, HostSampler, ProcessSampler
 from soak.targets import Target

@@ -2,14 +2,37 @@
 
 from typing import get_type_hints
 
-from rundir import schema
+import pytest
+
+from rundir import rows, schema
 
 PYTHON_TYPES = {"float64": float, "int64": int, "string": str}
+ROW_TYPES = {
+    "requests": rows.RequestRow,
+    "steps": rows.StepRow,
+    "snapshots": rows.SnapshotRow,
+    "probes": rows.ProbeRow,
+}
+# Required columns a row may leave empty: the column is in every part, its value not always.
+NULLABLE = {("probes", "decode_tps")}  # a failed probe has no decode rate
 
 
-def test_a_steps_row_is_the_steps_table_column_for_column_and_type_for_type():
-    hints = get_type_hints(schema.StepRow)
-    assert list(hints) == schema.column_names("steps")
-    for name, (kind, required, _) in schema.STEP_COLUMNS.items():
-        expected = PYTHON_TYPES[kind] if required else PYTHON_TYPES[kind] | None
-        assert hints[name] == expected, f"StepRow.{name}: {hints[name]}, the table says {kind} (required: {required})"
+def test_every_table_has_its_row_type():
+    assert set(ROW_TYPES) == set(schema.TABLES)
+
+
+@pytest.mark.parametrize("table", list(ROW_TYPES))
+def test_a_row_type_is_its_table_column_for_column_and_type_for_type(table):
+    hints = get_type_hints(ROW_TYPES[table])
+    assert list(hints) == schema.column_names(table)
+    for name, (kind, required, _) in schema.TABLES[table].items():
+        nullable = not required or (table, name) in NULLABLE
+        expected = PYTHON_TYPES[kind] | None if nullable else PYTHON_TYPES[kind]
+        assert hints[name] == expected, f"{table}.{name}: {hints[name]}, the table says {kind} (required: {required})"
+
+
+def test_a_snapshots_figures_named_at_run_time_split_into_its_columns_and_the_rest():
+    snap = rows.Snapshot.of({"rss_bytes": 5.0, "expert_miss_rate": 0.5, "eviction_s_total": 1.5})
+    assert snap.row == {"rss_bytes": 5.0, "expert_miss_rate": 0.5}
+    assert snap.extra == {"eviction_s_total": 1.5}
+    assert rows.said({"t": 1.0, "gpu_util": None, "rss_bytes": 0.0}) == {"t": 1.0, "rss_bytes": 0.0}
