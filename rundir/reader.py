@@ -14,7 +14,7 @@ import json
 import logging
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from rundir import parts, schema
 from rundir.errors import RunDirError
 from rundir.manifest import RunManifest
+from rundir.rows import ProbeRow, RequestRow, SnapshotRow, StepRow
 
 logger = logging.getLogger(__name__)
 
@@ -103,9 +104,19 @@ def read_event_rows(run_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def read_rows(run_dir: Path, table: str, columns: Iterable[str]) -> list[dict[str, Any]]:
-    """Some columns of every readable part of one table, as plain rows (for resume and status)."""
-    out: list[dict[str, Any]] = []
+@overload
+def read_rows(run_dir: Path, table: Literal["requests"], columns: Iterable[str]) -> list[RequestRow]: ...
+@overload
+def read_rows(run_dir: Path, table: Literal["steps"], columns: Iterable[str]) -> list[StepRow]: ...
+@overload
+def read_rows(run_dir: Path, table: Literal["snapshots"], columns: Iterable[str]) -> list[SnapshotRow]: ...
+@overload
+def read_rows(run_dir: Path, table: Literal["probes"], columns: Iterable[str]) -> list[ProbeRow]: ...
+
+
+def read_rows(run_dir: Path, table: str, columns: Iterable[str]) -> list[Any]:
+    """Some columns of every readable part of one table, as its rows (rundir.rows; for resume and status)."""
+    out: list[dict[str, Any]] = []  # as Parquet holds them: the table's columns
     for part in parts.live(Path(run_dir) / table):
         try:
             data = pq.read_table(part.path)

@@ -65,7 +65,7 @@ def resume_point(run_dir: Path) -> ResumePoint:
                 engine = max(engine, event["engine_life"]) if engine is not None else event["engine_life"]
             elif event.get("kind") == "control_start" and isinstance(event.get("control_life"), int):
                 control = max(control, event["control_life"]) if control is not None else event["control_life"]
-    cycles = [r["cycle"] for r in read_rows(run_dir, "probes", ("cycle",)) if r.get("cycle") is not None]
+    cycles = [cycle for r in read_rows(run_dir, "probes", ("cycle",)) if (cycle := r.get("cycle")) is not None]
     return ResumePoint(
         position=position_from(rows),
         num_calls=len(rows),

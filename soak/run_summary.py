@@ -46,13 +46,11 @@ def summarize(run_dir: Path) -> RunSummary:
     ]
     probes, control = (
         [
-            (
-                int(r["engine_life"]),
-                None if r["engine_age_s"] is None else float(r["engine_age_s"]),
-                float(r["decode_tps"]),
-            )
+            (int(life), None if (age := r["engine_age_s"]) is None else float(age), float(tps))
             for r in ok
             if (r.get("role") or ProbeRole.MAIN) == role
+            and (life := r["engine_life"]) is not None
+            and (tps := r["decode_tps"]) is not None
         ]
         for role in ProbeRole
     )

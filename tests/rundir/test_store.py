@@ -1,6 +1,9 @@
 """The run store: parts by temp name and rename, events flushed line by line, torn tails cut."""
 
 import json
+from pathlib import Path
+
+import pytest
 
 from rundir import reader
 from rundir.reader import read_rows
@@ -172,3 +175,31 @@ def test_a_merge_promotes_a_column_that_was_empty_then_whole_numbers_then_fracti
     df = reader.read_table(tmp_path, "steps")
     assert df["kv_defrag_moves"].isna().sum() == third
     assert df["kv_defrag_moves"].dropna().tolist() == [3.0] * third + [2.5] * (parts.FAN_IN - 2 * third)
+
+
+def test_a_row_of_another_table_does_not_type_check(tmp_path, monkeypatch):
+    """RunStore.add takes each table's own row type (rundir.rows): mypy refuses a steps row handed
+    to the probes table, and a row with another table's column."""
+    api = pytest.importorskip("mypy.api")
+    import rundir
+
+    program = tmp_path / "rows.py"
+    program.write_text(
+        "from pathlib import Path\n"
+        "from rundir.rows import ProbeRow, StepRow\n"
+        "from rundir.writer import RunStore\n"
+        "store = RunStore(Path('run'))\n"
+        "step: StepRow = {'t': 1.0, 'phase': 'decode'}\n"
+        "probe: ProbeRow = {'t': 1.0, 'decode_tps': 60.0}\n"
+        "store.add('steps', step)\n"
+        "store.add('probes', probe)\n"
+        "store.add('snapshots', {'t': 1.0, 'rss_bytes': 5.0}, {'eviction_s_total': 1.5})\n"
+        "store.add('probes', step)\n"
+        "store.add('steps', {'t': 1.0, 'decode_tps': 60.0})\n"
+    )
+    monkeypatch.setenv("MYPYPATH", str(Path(rundir.__file__).parents[1]))
+    out, _, _ = api.run(
+        ["--strict", "--follow-imports=silent", "--ignore-missing-imports", "--no-incremental", str(program)]
+    )
+    refused = sorted(int(line.split(":")[1]) for line in out.splitlines() if ": error:" in line)
+    assert refused == [10, 11], out
