@@ -1,5 +1,6 @@
 """The run directory's rows as types: one per table, each its table's columns (rundir.schema),
-typed; a test keeps every one equal to its table, name for name and type for type.
+typed, and the event (a line of events.jsonl); a test keeps every one equal to its table, name
+for name and type for type.
 
 The soak builds its rows as these types and writes them through `RunStore.add`, which takes
 each table's own; `rundir.reader.read_rows` gives the same types back. A row leaves out what
@@ -14,7 +15,7 @@ row as `Snapshot.extra` and are written after the documented columns, each under
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple, TypedDict, TypeVar, cast
+from typing import Any, NamedTuple, TypedDict, TypeVar, cast
 
 from rundir import schema
 
@@ -158,6 +159,29 @@ class Snapshot(NamedTuple):
         row = {name: value for name, value in figures.items() if name in schema.SNAPSHOT_COLUMNS}
         extra = {name: value for name, value in figures.items() if name not in schema.SNAPSHOT_COLUMNS}
         return cls(cast(SnapshotRow, row), extra)  # SNAPSHOT_COLUMNS' names
+
+
+class Event(NamedTuple):
+    """One line of events.jsonl: schema.EVENT_COLUMNS typed, then its kind's own fields
+    (schema.EVENT_KINDS says which; free, and written as given)."""
+
+    t: float
+    kind: str
+    fields: dict[str, Any]  # the rest of its JSON object, in the order written
+    line: int | None = None  # its line in events.jsonl, once read (rundir.reader.read_events)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"t": self.t, "kind": self.kind, **self.fields}
+
+    @classmethod
+    def from_json(cls, obj: object, line: int | None = None) -> Event:
+        """An event as written; ValueError for anything else."""
+        if not isinstance(obj, dict) or "t" not in obj or "kind" not in obj:
+            raise ValueError("expected an object with 't' and 'kind'")
+        t, kind = obj["t"], obj["kind"]
+        if not isinstance(t, (int, float)) or isinstance(t, bool) or not isinstance(kind, str):
+            raise ValueError(f"expected a number 't' and a word 'kind', found {t!r} and {kind!r}")
+        return cls(t, kind, {k: v for k, v in obj.items() if k not in ("t", "kind")}, line)
 
 
 _Row = TypeVar("_Row", RequestRow, StepRow, SnapshotRow, ProbeRow)

@@ -263,7 +263,12 @@ TABLES: dict[str, dict[str, tuple[str, bool, str]]] = {
     "probes": PROBE_COLUMNS,
 }
 
-# events.jsonl: one JSON object per line, {"t": Unix s, "kind": ..., ...fields}.
+# events.jsonl: one JSON object per line, {"t": Unix s, "kind": ..., ...fields}: the keys every
+# event has, then each kind's own fields (EVENT_KINDS).
+EVENT_COLUMNS: dict[str, tuple[str, bool, str]] = {
+    "t": ("float64", True, "event time, Unix s"),
+    "kind": ("string", True, "what happened: one of EVENT_KINDS"),
+}
 EVENT_KINDS: dict[str, str] = {
     "start": "the soak started (fields: run_id)",
     "resume": "the soak resumed after an interruption",

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from rundir import parts, schema
 from rundir.jsonl import cut_torn_tail
 from rundir.manifest import RunManifest
-from rundir.rows import ProbeRow, RequestRow, SnapshotRow, StepRow
+from rundir.rows import Event, ProbeRow, RequestRow, SnapshotRow, StepRow
 
 logger = logging.getLogger(__name__)
 
@@ -69,13 +69,14 @@ class RunStore:
         self._rows[table].append({**row, **extra} if extra else row)
         self.num_rows[table] += 1
 
-    def event(self, kind: str, t: float | None = None, **fields: Any) -> dict[str, Any]:
+    def event(self, kind: str, t: float | None = None, **fields: Any) -> Event:
+        """One line of events.jsonl, written now; `fields` are the kind's own (schema.EVENT_KINDS)."""
         if kind not in schema.EVENT_KINDS:
             raise KeyError(f"unknown event kind {kind!r}; known: {', '.join(schema.EVENT_KINDS)}")
-        row = {"t": time.time() if t is None else t, "kind": kind, **fields}
-        self._events.write(json.dumps(row, default=_json_default) + "\n")
+        event = Event(time.time() if t is None else t, kind, fields)
+        self._events.write(json.dumps(event.to_json(), default=_json_default) + "\n")
         self._events.flush()
-        return row
+        return event
 
     def flush(self) -> int:
         """Write every table's buffered rows as one new part each; returns the rows written."""

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rundir import schema
-from rundir.reader import read_manifest, read_rows
+from rundir.reader import read_events, read_manifest, read_rows
 from rundir.schema import ProbeRole
 
 
@@ -54,14 +52,7 @@ def summarize(run_dir: Path) -> RunSummary:
         ]
         for role in ProbeRole
     )
-    events: Counter[str] = Counter()
-    path = run_dir / schema.EVENTS
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                events[json.loads(line).get("kind")] += 1
-            except (json.JSONDecodeError, AttributeError):
-                continue
+    events = Counter(event.kind for event in read_events(run_dir).events)
     return RunSummary(
         run_id=manifest.run_id,
         status=manifest.status,

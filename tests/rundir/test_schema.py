@@ -36,3 +36,11 @@ def test_a_snapshots_figures_named_at_run_time_split_into_its_columns_and_the_re
     assert snap.row == {"rss_bytes": 5.0, "expert_miss_rate": 0.5}
     assert snap.extra == {"eviction_s_total": 1.5}
     assert rows.said({"t": 1.0, "gpu_util": None, "rss_bytes": 0.0}) == {"t": 1.0, "rss_bytes": 0.0}
+
+
+def test_an_event_is_the_keys_every_event_has_then_its_own_fields():
+    hints = get_type_hints(rows.Event)
+    assert list(hints)[:2] == list(schema.EVENT_COLUMNS)
+    for name, (kind, _, _) in schema.EVENT_COLUMNS.items():
+        assert hints[name] == PYTHON_TYPES[kind]
+    assert list(hints)[2:] == ["fields", "line"]

@@ -203,3 +203,24 @@ def test_a_row_of_another_table_does_not_type_check(tmp_path, monkeypatch):
     )
     refused = sorted(int(line.split(":")[1]) for line in out.splitlines() if ": error:" in line)
     assert refused == [10, 11], out
+
+
+def test_events_read_back_as_written_and_a_line_that_is_not_one_is_skipped_and_counted(tmp_path, caplog):
+    store = RunStore(tmp_path)
+    written = [
+        store.event("start", t=1.0, run_id="x"),
+        store.event("engine_start", t=2.0, pid=7, engine_life=0),
+        store.event("decided", t=3.0, verdict="no_degradation", cycle=4, elapsed_s=60.0, line="decided: healthy"),
+    ]
+    store.close()
+    log = reader.read_events(tmp_path)
+    assert log.events == [e._replace(line=i) for i, e in enumerate(written, 1)] and log.num_skipped == 0
+    assert log.events[2].fields["line"] == "decided: healthy"  # a field named `line` is the event's own
+    with open(tmp_path / "events.jsonl", "a") as f:
+        f.write('\n["not", "an", "event"]\n{"t": 5.0, "kind": "probe"}\n{"t": 6.0, "kind": "pro')  # a crash mid-write
+    with caplog.at_level("WARNING", logger="rundir.reader"):
+        log = reader.read_events(tmp_path)
+    assert [e.kind for e in log.events] == ["start", "engine_start", "decided", "probe"]
+    assert log.events[-1].line == 6 and log.num_skipped == 2  # the blank line 4 is passed over
+    where = [r.getMessage().split(": skipped")[0].rsplit("/", 1)[-1] for r in caplog.records]
+    assert where == ["events.jsonl:5", "events.jsonl:7"]

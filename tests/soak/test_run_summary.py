@@ -41,3 +41,11 @@ def test_status_of_a_remote_engine_whose_age_is_unknown(tmp_path):
     s = summarize(_run(tmp_path, None))
     assert s.probes == [(0, None, 60.0), (0, None, 48.0)]
     assert "probes: 2 ok; first 60.0 tok/s, last 48.0 tok/s (life 0, age 0 s)" in render(s)
+
+
+def test_status_counts_the_events_written_and_not_a_torn_last_line(tmp_path):
+    run = _run(tmp_path, 30.0)
+    with open(run / "events.jsonl", "a") as f:
+        f.write('{"t": 9.0, "kind": "engine_start", "engine_li')  # a crash mid-write
+    s = summarize(run)
+    assert s.events == {"start": 1, "engine_start": 1} and s.num_engine_starts == 1
