@@ -103,7 +103,6 @@ def read_live(run_dir: Path, fault: bool) -> LiveResult:
     from diagnostics.source import load_source
 
     manifest = reader.read_manifest(run_dir)
-    d = manifest.decided or {}
     events = reader.read_events(run_dir).events
     # Minutes count from the traffic's first call, as the resampled runs count them: a baseline's
     # cycles come before it and are not part of the time to a verdict.
@@ -127,7 +126,7 @@ def read_live(run_dir: Path, fault: bool) -> LiveResult:
     return LiveResult(
         name=run_dir.name,
         stop_reason=manifest.stop_reason,
-        decided=d.get("verdict"),
+        decided=manifest.decided.verdict if manifest.decided is not None else None,
         decided_min=(decided_t - start) / 60 if decided_t is not None else None,
         onset_min=onset,
         cost=cost,

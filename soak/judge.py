@@ -79,8 +79,8 @@ class RunningVerdict:
             cycle = rows[0].get("cycle") if rows else None
             self.soak.decided(look.decided, cycle, line, **look.details)
         elif d is not None:
-            when = f", {hms(d['elapsed_s'])} into the soak" if d.get("elapsed_s") is not None else ""
-            line += f" [first decided at cycle {d.get('cycle')}{when}: {d.get('verdict')}]"
+            when = f", {hms(d.elapsed_s)} into the soak" if d.elapsed_s is not None else ""
+            line += f" [first decided at cycle {d.cycle}{when}: {d.verdict}]"
         self.line = line
         return line
 

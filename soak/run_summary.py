@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from rundir.manifest import Decided
 from rundir.reader import read_events, read_manifest, read_rows
 from rundir.schema import ProbeRole
 
@@ -30,7 +30,7 @@ class RunSummary:
     num_resumes: int
     control_probes: list[tuple[int, float | None, float]]  # the same, of the control engine's
     stop_reason: str | None = None  # duration, decided, interrupted or crashed (manifest)
-    decided: dict[str, Any] | None = None  # the first decided running verdict (manifest)
+    decided: Decided | None = None  # the first decided running verdict (manifest)
 
 
 def summarize(run_dir: Path) -> RunSummary:
@@ -85,10 +85,10 @@ def render(s: RunSummary) -> str:
         f"{s.events.get('engine_restart', 0)} deliberate restart(s); {s.num_steps} step rows, "
         f"{s.num_snapshots} snapshots",
     ]
-    if s.decided:
+    if s.decided is not None:
         d = s.decided
-        at = f", {d['elapsed_s'] / 60:.1f} min into the soak" if d.get("elapsed_s") is not None else ""
-        lines.append(f"  decided at probe cycle {d.get('cycle')}{at}: {d.get('line', d.get('verdict'))}")
+        at = f", {d.elapsed_s / 60:.1f} min into the soak" if d.elapsed_s is not None else ""
+        lines.append(f"  decided at probe cycle {d.cycle}{at}: {d.line if d.line is not None else d.verdict}")
     if s.probes:
         first, last = s.probes[0], s.probes[-1]
         lines.append(

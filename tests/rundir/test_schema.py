@@ -44,3 +44,26 @@ def test_an_event_is_the_keys_every_event_has_then_its_own_fields():
     for name, (kind, _, _) in schema.EVENT_COLUMNS.items():
         assert hints[name] == PYTHON_TYPES[kind]
     assert list(hints)[2:] == ["fields", "line"]
+
+
+def test_the_decided_record_reads_back_as_written_and_anything_else_is_kept_as_it_was():
+    from rundir.manifest import Decided, RunManifest
+
+    written = {
+        "verdict": "no_degradation",
+        "cycle": 19,
+        "elapsed_s": 324.599,
+        "line": "verdict so far: no_degradation; decided: a loss of more than 10% ruled out",
+        "looks_planned": 720,
+        "level": 0.99612,
+        "onset_cycle": None,
+    }
+    decided = Decided.from_json(written)
+    assert (decided.verdict, decided.cycle, decided.elapsed_s) == ("no_degradation", 19, 324.599)
+    assert decided.details == {"looks_planned": 720, "level": 0.99612, "onset_cycle": None}
+    assert list(decided.to_json().items()) == list(written.items())
+    manifest = {"schema_version": 2, "run_id": "r", "status": "completed", "started_at": "t0"}
+    assert RunManifest.from_json({**manifest, "decided": written}).decided == decided
+    for foreign in ({"cycle": 3}, "decided at 3", {"verdict": "no_degradation", "cycle": "three"}):
+        read = RunManifest.from_json({**manifest, "decided": foreign})
+        assert read.decided is None and read.to_json()["decided"] == foreign

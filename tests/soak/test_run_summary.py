@@ -49,3 +49,16 @@ def test_status_counts_the_events_written_and_not_a_torn_last_line(tmp_path):
         f.write('{"t": 9.0, "kind": "engine_start", "engine_li')  # a crash mid-write
     s = summarize(run)
     assert s.events == {"start": 1, "engine_start": 1} and s.num_engine_starts == 1
+
+
+def test_status_says_where_the_running_verdict_was_decided(tmp_path):
+    from rundir.manifest import Decided
+    from rundir.reader import read_manifest
+
+    run = _run(tmp_path, 30.0)
+    manifest = read_manifest(run)
+    manifest.decided, manifest.stop_reason = Decided("no_degradation", 12, 90.0, "decided: healthy"), "decided"
+    RunStore(run).write_manifest(manifest)
+    text = render(summarize(run))
+    assert "run run: completed (stopped once decided (--until-decided))" in text
+    assert "  decided at probe cycle 12, 1.5 min into the soak: decided: healthy" in text
