@@ -5,7 +5,6 @@ fault's onset and its actual cost against the twin in the same run (time_to_verd
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -104,18 +103,13 @@ def read_live(run_dir: Path, fault: bool) -> LiveResult:
     from diagnostics.source import load_source
 
     manifest = reader.read_manifest(run_dir)
-    d = manifest.decided or {}
-    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+    events = reader.read_events(run_dir).events
     # Minutes count from the traffic's first call, as the resampled runs count them: a baseline's
     # cycles come before it and are not part of the time to a verdict.
     calls = reader.read_table(run_dir, "requests")
     calls = calls[calls["kind"] != "probe"]
-    start = (
-        float(_unix(calls["t_send"]).min())
-        if len(calls)
-        else min(float(e["t"]) for e in events if e.get("kind") == "probe")
-    )
-    decided_t = next((float(e["t"]) for e in events if e.get("kind") == "decided"), None)
+    start = float(_unix(calls["t_send"]).min()) if len(calls) else min(e.t for e in events if e.kind == "probe")
+    decided_t = next((e.t for e in events if e.kind == "decided"), None)
     onset = cost = None
     snaps = reader.read_table(run_dir, "snapshots")
     if fault and "output_buffer_bytes" in snaps:
@@ -132,7 +126,7 @@ def read_live(run_dir: Path, fault: bool) -> LiveResult:
     return LiveResult(
         name=run_dir.name,
         stop_reason=manifest.stop_reason,
-        decided=d.get("verdict"),
+        decided=manifest.decided.verdict if manifest.decided is not None else None,
         decided_min=(decided_t - start) / 60 if decided_t is not None else None,
         onset_min=onset,
         cost=cost,

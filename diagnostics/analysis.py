@@ -258,9 +258,10 @@ def _stopped_early(manifest: RunManifest | None, level: float) -> Check | None:
     """A soak that stopped before its planned end: why, and the level its probe comparisons keep."""
     if manifest is None or not _stopped_early_reason(manifest):
         return None
-    d = manifest.decided or {}
+    d = manifest.decided
+    cycle, verdict = (d.cycle, d.verdict) if d is not None else (None, None)
     why = (
-        f"once its running verdict was decided at cycle {d.get('cycle')} ({d.get('verdict')})"
+        f"once its running verdict was decided at cycle {cycle} ({verdict})"
         if manifest.stop_reason == "decided"
         else f"{manifest.stop_reason}"
     )

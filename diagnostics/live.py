@@ -33,6 +33,7 @@ from diagnostics.evidence import Evidence
 from diagnostics.labels import Cause, Confidence, ControlYouth, Verdict
 from diagnostics.result import Check
 from diagnostics.verdict import Decision, decide
+from rundir.rows import ProbeRow
 
 AGE = Verdict.AGE
 NO_AGE = Verdict.NO_DEGRADATION
@@ -78,7 +79,7 @@ class RunningJudge:
         # Simulated once now, before any engine runs (a baseline: the start cycle and its own).
         sequential.level_for(self.looks_planned, baseline=baseline_cycles + 1 if baseline_cycles else 0)
 
-    def look(self, probes: list[dict[str, Any]]) -> Running:
+    def look(self, probes: list[ProbeRow]) -> Running:
         """The verdict on every probe row so far (the run directory's probes table, as written)."""
         return running_verdict(pd.DataFrame(probes), self.looks_planned, self.rule_out)
 

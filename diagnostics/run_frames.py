@@ -16,7 +16,7 @@ from rundir import reader, schema
 def read_events(run_dir: Path) -> pd.DataFrame:
     """events.jsonl as the events frame (logformats.frames): one row per event, what the frame
     has no column for said in `detail`."""
-    rows = reader.read_event_rows(run_dir)
+    rows = [{"t": e.t, "kind": e.kind, **e.fields, "line": e.line} for e in reader.read_events(run_dir).events]
     if not rows:
         return pd.DataFrame(columns=EVENT_FRAME_COLUMNS)
     df = pd.DataFrame(rows)

@@ -37,8 +37,8 @@ def environment(source: Source, redactor: Redactor) -> Environment:
         for key in ("run_id", "status", "stop_reason", "started_at", "ended_at", "target"):
             if raw.get(key) is not None:
                 rows.append((key, _when(raw[key]) if key.endswith("_at") else _value(raw[key])))
-        if isinstance(raw.get("decided"), dict) and raw["decided"].get("line"):
-            line = _value(raw["decided"]["line"])
+        if m.decided is not None and m.decided.line:
+            line = _value(raw["decided"]["line"])  # redacted with the rest of the manifest
             rows.append((DECIDED, f"superseded by the whole run's verdict at the top; it said {line}"))
         if isinstance(raw.get("command"), list):
             rows.append(("command", " ".join(str(x) for x in raw["command"])))

@@ -3,15 +3,52 @@
 The soak builds it, updates its fields as the run goes and writes it through the run store; the
 reader gives the same type back (rundir.reader.read_manifest). Field meanings are in
 docs/run-directory.md. Keys a reader does not know (written by a later version, or by hand) are
-kept in `extra` and written back unchanged.
+kept in `extra` and written back unchanged, as is a `decided` that is not a decided record.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from rundir import schema
+
+
+@dataclass(frozen=True)
+class Decided:
+    """The manifest's `decided`: the first probe cycle whose running verdict was decided (soak.judge)."""
+
+    verdict: str
+    cycle: int | None
+    elapsed_s: float | None  # serving time then, across resumes
+    line: str | None  # the running verdict's line, as printed
+    # What the judge keeps beside it, written as it gave them (diagnostics': looks_planned, level, onset_cycle).
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "cycle": self.cycle,
+            "elapsed_s": self.elapsed_s,
+            "line": self.line,
+            **self.details,
+        }
+
+    @classmethod
+    def from_json(cls, raw: object) -> Decided:
+        """A decided record as written; ValueError for anything else."""
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("verdict"), str):
+            raise ValueError(f"expected an object with a verdict, found {raw!r}")
+        cycle, elapsed_s, line = raw.get("cycle"), raw.get("elapsed_s"), raw.get("line")
+        if not (cycle is None or (isinstance(cycle, int) and not isinstance(cycle, bool))):
+            raise ValueError(f"expected a whole cycle number, found {cycle!r}")
+        if not (elapsed_s is None or (isinstance(elapsed_s, (int, float)) and not isinstance(elapsed_s, bool))):
+            raise ValueError(f"expected elapsed_s in seconds, found {elapsed_s!r}")
+        if not (line is None or isinstance(line, str)):
+            raise ValueError(f"expected the verdict's line, found {line!r}")
+        details = {k: v for k, v in raw.items() if k not in ("verdict", "cycle", "elapsed_s", "line")}
+        return cls(raw["verdict"], cycle, elapsed_s, line, details)
 
 
 @dataclass
@@ -37,9 +74,7 @@ class RunManifest:
     steps_missed: int | None = None
     control: dict[str, Any] | None = None
     affinity: dict[str, Any] | None = None
-    # The first probe cycle whose running verdict was decided: verdict, cycle, elapsed_s, looks_planned,
-    # level, line (diagnostics.live); absent while undecided.
-    decided: dict[str, Any] | None = None
+    decided: Decided | None = None  # the first decided running verdict; absent while undecided
     stop_reason: str | None = None  # duration, decided, interrupted or crashed
     extra: dict[str, Any] = field(default_factory=dict, repr=False)  # keys this version does not know
 
@@ -51,7 +86,7 @@ class RunManifest:
                 continue
             value = getattr(self, f.name)
             if f.name in schema.MANIFEST_REQUIRED or value not in (None, [], {}):
-                out[f.name] = value
+                out[f.name] = value.to_json() if isinstance(value, Decided) else value
         return {**out, **{k: v for k, v in self.extra.items() if k not in out}}
 
     @property
@@ -71,4 +106,10 @@ class RunManifest:
                 given.pop(name, None)
         if not isinstance(given.get("configs"), dict):
             given.pop("configs", None)
+        if given.get("decided") is not None:
+            try:
+                given["decided"] = Decided.from_json(given["decided"])
+            except ValueError:
+                known.discard("decided")  # kept as read: written back unchanged, read as undecided
+                given.pop("decided")
         return cls(**given, extra={k: v for k, v in raw.items() if k not in known})

@@ -4,8 +4,13 @@ frame, the event lines, and the plain rows that resume and status need.
 Parts are read in name order; `*.tmp` files (a part being written) are ignored, and a part that
 is not readable Parquet is warned about and skipped. A run written by an older schema version
 is read with its missing columns filled with nulls; a newer one is refused with a message
-saying so. A line of events.jsonl that is not an event (a crash mid-write tears the last one) is
-warned about and skipped.
+saying so.
+
+events.jsonl is read here only (`read_events`), for diagnostics, resume and status alike. The
+writer appends whole lines and cuts a torn last line when it opens the run again
+(rundir.jsonl.cut_torn_tail), so the one line a crash leaves that is not an event is the last,
+torn mid-write; it, and any other line that is not an event, is warned about with its line
+number, skipped and counted. Blank lines are passed over.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import json
 import logging
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NamedTuple, overload
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -22,6 +27,7 @@ import pyarrow.parquet as pq
 from rundir import parts, schema
 from rundir.errors import RunDirError
 from rundir.manifest import RunManifest
+from rundir.rows import Event, ProbeRow, RequestRow, SnapshotRow, StepRow
 
 logger = logging.getLogger(__name__)
 
@@ -81,31 +87,43 @@ def read_table(run_dir: Path, table: str) -> pd.DataFrame:
     return df
 
 
-def read_event_rows(run_dir: Path) -> list[dict[str, Any]]:
-    """Every event of events.jsonl as written, with its line number (`line`); lines that are not
-    an object with `t` and `kind` are warned about and skipped."""
+class EventLog(NamedTuple):
+    events: list[Event]  # in the order written, each with its line number
+    num_skipped: int  # lines that are not an event: a torn last line, or one written by something else
+
+
+def read_events(run_dir: Path) -> EventLog:
+    """Every event of events.jsonl as written; a line that is not one is warned about and skipped."""
     path = Path(run_dir) / schema.EVENTS
-    rows: list[dict[str, Any]] = []
+    events: list[Event] = []
+    skipped = 0
     if not path.is_file():
-        return rows
+        return EventLog(events, skipped)
     with open(path, encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
-                if not isinstance(row, dict) or "kind" not in row or "t" not in row:
-                    raise ValueError("expected an object with 't' and 'kind'")
+                events.append(Event.from_json(json.loads(line), lineno))
             except ValueError as exc:
                 logger.warning("%s:%d: skipped an event line (%s)", path, lineno, exc)
-                continue
-            rows.append({**row, "line": lineno})
-    return rows
+                skipped += 1
+    return EventLog(events, skipped)
 
 
-def read_rows(run_dir: Path, table: str, columns: Iterable[str]) -> list[dict[str, Any]]:
-    """Some columns of every readable part of one table, as plain rows (for resume and status)."""
-    out: list[dict[str, Any]] = []
+@overload
+def read_rows(run_dir: Path, table: Literal["requests"], columns: Iterable[str]) -> list[RequestRow]: ...
+@overload
+def read_rows(run_dir: Path, table: Literal["steps"], columns: Iterable[str]) -> list[StepRow]: ...
+@overload
+def read_rows(run_dir: Path, table: Literal["snapshots"], columns: Iterable[str]) -> list[SnapshotRow]: ...
+@overload
+def read_rows(run_dir: Path, table: Literal["probes"], columns: Iterable[str]) -> list[ProbeRow]: ...
+
+
+def read_rows(run_dir: Path, table: str, columns: Iterable[str]) -> list[Any]:
+    """Some columns of every readable part of one table, as its rows (rundir.rows; for resume and status)."""
+    out: list[dict[str, Any]] = []  # as Parquet holds them: the table's columns
     for part in parts.live(Path(run_dir) / table):
         try:
             data = pq.read_table(part.path)

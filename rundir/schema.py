@@ -10,8 +10,6 @@ the row belongs to started; `engine_life` counts engine starts from 0.
 
 from __future__ import annotations
 
-from typing import TypedDict
-
 from tokdrift import Label
 
 SCHEMA_VERSION = 2
@@ -150,47 +148,6 @@ STEP_COLUMNS: dict[str, tuple[str, bool, str]] = {
 }
 
 
-class StepRow(TypedDict, total=False):
-    """A steps row as the soak builds it: STEP_COLUMNS, typed (a test keeps the two the same).
-    Only `t` and `phase` are required there; a row leaves out what its source does not say."""
-
-    t: float
-    engine_age_s: float | None
-    engine_life: int | None
-    phase: str  # a StepPhase
-    num_running_reqs: float | None
-    num_queue_reqs: float | None
-    num_tokens: float | None
-    num_new_seqs: float | None
-    new_tokens: float | None
-    cached_tokens: float | None
-    gen_tps: float | None
-    input_tps: float | None
-    step_time_s: float | None
-    num_decode_tokens: float | None
-    schedule_s: float | None
-    forward_s: float | None
-    sample_s: float | None
-    token_usage: float | None
-    full_token_usage: float | None
-    swa_token_usage: float | None
-    mamba_usage: float | None
-    mamba_slots_used: float | None
-    mamba_slots_total: float | None
-    cache_hit_rate: float | None
-    accept_len: float | None
-    accept_rate: float | None
-    num_preemptions: float | None
-    num_deferred: float | None
-    num_swapped_reqs: float | None
-    swap_usage: float | None
-    num_swa_tokens: float | None
-    cuda_graph: float | None
-    idle_slot_tokens: float | None
-    request_tpot_s: float | None
-    iteration_tokens: float | None
-
-
 # The built-in engine's step figures (engine.runtime.stats.StepStats, as the server sends them)
 # that the steps table names otherwise: the one place the two names of a figure meet
 # (soak.samplers.step_row). The steps table keeps the names the engines' logs and /metrics use.
@@ -306,7 +263,12 @@ TABLES: dict[str, dict[str, tuple[str, bool, str]]] = {
     "probes": PROBE_COLUMNS,
 }
 
-# events.jsonl: one JSON object per line, {"t": Unix s, "kind": ..., ...fields}.
+# events.jsonl: one JSON object per line, {"t": Unix s, "kind": ..., ...fields}: the keys every
+# event has, then each kind's own fields (EVENT_KINDS).
+EVENT_COLUMNS: dict[str, tuple[str, bool, str]] = {
+    "t": ("float64", True, "event time, Unix s"),
+    "kind": ("string", True, "what happened: one of EVENT_KINDS"),
+}
 EVENT_KINDS: dict[str, str] = {
     "start": "the soak started (fields: run_id)",
     "resume": "the soak resumed after an interruption",

@@ -13,8 +13,9 @@ import json
 import logging
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -22,6 +23,7 @@ import pyarrow.parquet as pq
 from rundir import parts, schema
 from rundir.jsonl import cut_torn_tail
 from rundir.manifest import RunManifest
+from rundir.rows import Event, ProbeRow, RequestRow, SnapshotRow, StepRow
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +39,7 @@ class RunStore:
         for table in schema.TABLES:
             (self.run_dir / table).mkdir(exist_ok=True)
         (self.run_dir / schema.PROFILES).mkdir(exist_ok=True)
-        self._rows: dict[str, list[dict[str, Any]]] = {table: [] for table in schema.TABLES}
+        self._rows: dict[str, list[Mapping[str, object]]] = {table: [] for table in schema.TABLES}
         self._next_part = 1 + max((parts.last_number(self.run_dir / table) for table in schema.TABLES), default=0)
         for tmp in self.run_dir.glob("*/*.tmp"):  # a part torn by a crash; its rows are lost either way
             tmp.unlink(missing_ok=True)
@@ -50,19 +52,31 @@ class RunStore:
 
     # --- rows and events -----------------------------------------------------------------------
 
-    def add(self, table: str, row: dict[str, Any]) -> None:
+    # One row type a table (rundir.rows): a row of another table does not type-check.
+    @overload
+    def add(self, table: Literal["requests"], row: RequestRow) -> None: ...
+    @overload
+    def add(self, table: Literal["steps"], row: StepRow) -> None: ...
+    @overload
+    def add(self, table: Literal["snapshots"], row: SnapshotRow, extra: Mapping[str, float] | None = None) -> None: ...
+    @overload
+    def add(self, table: Literal["probes"], row: ProbeRow) -> None: ...
+
+    def add(self, table: str, row: Mapping[str, object], extra: Mapping[str, float] | None = None) -> None:
+        """One row of `table`; a snapshot's `extra` columns (rundir.rows.Snapshot) written after its documented ones."""
         if table not in self._rows:
             raise KeyError(f"unknown table {table!r}; known: {', '.join(self._rows)}")
-        self._rows[table].append(row)
+        self._rows[table].append({**row, **extra} if extra else row)
         self.num_rows[table] += 1
 
-    def event(self, kind: str, t: float | None = None, **fields: Any) -> dict[str, Any]:
+    def event(self, kind: str, t: float | None = None, **fields: Any) -> Event:
+        """One line of events.jsonl, written now; `fields` are the kind's own (schema.EVENT_KINDS)."""
         if kind not in schema.EVENT_KINDS:
             raise KeyError(f"unknown event kind {kind!r}; known: {', '.join(schema.EVENT_KINDS)}")
-        row = {"t": time.time() if t is None else t, "kind": kind, **fields}
-        self._events.write(json.dumps(row, default=_json_default) + "\n")
+        event = Event(time.time() if t is None else t, kind, fields)
+        self._events.write(json.dumps(event.to_json(), default=_json_default) + "\n")
         self._events.flush()
-        return row
+        return event
 
     def flush(self) -> int:
         """Write every table's buffered rows as one new part each; returns the rows written."""
@@ -99,13 +113,13 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _write_part(path: Path, table: str, rows: list[dict[str, Any]]) -> None:
+def _write_part(path: Path, table: str, rows: list[Mapping[str, object]]) -> None:
     columns = schema.TABLES[table]
     names = list(columns) + sorted({k for row in rows for k in row} - set(columns))
     arrays, fields = [], []
     for name in names:
         kind = _ARROW_TYPES[columns[name][0]] if name in columns else None
-        values = [row.get(name) for row in rows]
+        values: list[Any] = [row.get(name) for row in rows]  # Parquet's: converted to the column's type
         if kind is pa.float64():
             values = [None if v is None else float(v) for v in values]
         elif kind is pa.int64():

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
+from rundir.rows import ProbeRow
 from rundir.schema import ProbeRole
 from soak.control import ControlEngine
 from soak.lifecycle import MainEngine
@@ -35,7 +36,7 @@ class Taken(NamedTuple):
     life: int
     age_s: float | None
 
-    def row(self, cycle: int) -> dict[str, Any]:
+    def row(self, cycle: int) -> ProbeRow:
         """Its probes-table row."""
         r = self.result
         return {
@@ -63,7 +64,7 @@ class Cycle(NamedTuple):
         return next((t for t in self.taken if t.role == role), None)
 
     @property
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[ProbeRow]:
         return [t.row(self.number) for t in self.taken]
 
 

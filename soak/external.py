@@ -20,21 +20,28 @@ from logformats.errors import LogFormatError
 from logformats.prometheus import PREFIXES, parse_scrapes
 from logformats.records import FIGURE_META
 from logformats.text import Text
-from rundir.schema import StepRow
+from rundir.rows import SnapshotRow, StepRow, said
 from soak.samplers import Once
 from soak.targets import Target, pid_listening_on
 
 # --- external engines: /metrics and the log -------------------------------------------------------
 
 
-# The engine's own state, from /metrics, for the snapshots (suspects rank every snapshot column):
-# not its rates and latencies (the slowdown itself) nor its batch (the traffic).
-SNAPSHOT_FIGURES = ("num_queue_reqs", "token_usage", "cache_hit_rate", "num_preemptions")
+def snapshot_figures(row: StepRow) -> SnapshotRow:
+    """The engine's own state, from /metrics, for the snapshots (suspects rank every snapshot column):
+    not its rates and latencies (the slowdown itself) nor its batch (the traffic)."""
+    figures: SnapshotRow = {
+        "num_queue_reqs": row.get("num_queue_reqs"),
+        "token_usage": row.get("token_usage"),
+        "cache_hit_rate": row.get("cache_hit_rate"),
+        "num_preemptions": row.get("num_preemptions"),
+    }
+    return said(figures)  # what the scrape stated
 
 
 class MetricsScraper:
     """Scrapes `/metrics` (vLLM, SGLang, FreeToken, tokdrift names), read by the scrape reader diag uses
-    (logformats.prometheus): SNAPSHOT_FIGURES for every snapshot, and one steps row per scrape after the
+    (logformats.prometheus): `snapshot_figures` for every snapshot, and one steps row per scrape after the
     first where the steps come from it (no --engine-log). Each scrape is also appended to
     metrics.prom, a scrape series `diag` reads on its own."""
 
@@ -44,7 +51,7 @@ class MetricsScraper:
         self.save_to = Path(save_to)
         self._prev: str | None = None
 
-    async def sample(self, as_steps: bool) -> tuple[list[StepRow], dict[str, Any]]:
+    async def sample(self, as_steps: bool) -> tuple[list[StepRow], SnapshotRow]:
         try:
             response = await self.target.http.get(
                 self.target.url + "/metrics", headers=self.target.headers, timeout=5.0
@@ -61,8 +68,7 @@ class MetricsScraper:
         if not rows:
             return [], {}
         row = rows[-1]
-        plain = cast(dict[str, Any], row)
-        figures = {name: plain[name] for name in SNAPSHOT_FIGURES if name in plain}
+        figures = snapshot_figures(row)
         if prev is None or not as_steps or len(rows) < 2:
             return [], figures
         if restarted:

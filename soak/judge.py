@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rundir.reader import read_rows
+from rundir.rows import ProbeRow
 from rundir.schema import PROBE_COLUMNS
 from soak.live_view import hms
 
@@ -38,7 +39,7 @@ class Look(Protocol):
 
 
 class Judge(Protocol):
-    def look(self, probes: list[dict[str, Any]]) -> Look:
+    def look(self, probes: list[ProbeRow]) -> Look:
         """The verdict on every probe row so far (the run directory's probes table, as written)."""
         ...
 
@@ -58,10 +59,10 @@ class RunningVerdict:
     def __init__(self, soak: Soak, judge: Judge) -> None:
         self.soak = soak
         self.judge = judge
-        self.rows: list[dict[str, Any]] = read_rows(soak.run_dir, "probes", PROBE_COLUMNS) if soak.resuming else []
+        self.rows: list[ProbeRow] = read_rows(soak.run_dir, "probes", PROBE_COLUMNS) if soak.resuming else []
         self.line: str | None = None  # after the last cycle, as printed
 
-    def add(self, rows: list[dict[str, Any]]) -> str:
+    def add(self, rows: list[ProbeRow]) -> str:
         """One more probe cycle's rows: the line to print."""
         self.rows.extend(rows)
         try:
@@ -78,8 +79,8 @@ class RunningVerdict:
             cycle = rows[0].get("cycle") if rows else None
             self.soak.decided(look.decided, cycle, line, **look.details)
         elif d is not None:
-            when = f", {hms(d['elapsed_s'])} into the soak" if d.get("elapsed_s") is not None else ""
-            line += f" [first decided at cycle {d.get('cycle')}{when}: {d.get('verdict')}]"
+            when = f", {hms(d.elapsed_s)} into the soak" if d.elapsed_s is not None else ""
+            line += f" [first decided at cycle {d.cycle}{when}: {d.verdict}]"
         self.line = line
         return line
 

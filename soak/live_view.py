@@ -8,10 +8,11 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from rich.table import Table
 
+from rundir.rows import ProbeRow
 from soak.clock import ServingClock
 from soak.cycle import CONTROL, MAIN, Cycle
 from soak.probes import ProbeResult
@@ -127,7 +128,7 @@ def status_line(p: Progress) -> str:
     )
 
 
-def cycle_line(rows: list[dict[str, Any]], p: Progress) -> str:
+def cycle_line(rows: list[ProbeRow], p: Progress) -> str:
     """`[0:12:05] probe cycle 7 (periodic): main 61.2 / control 60.8 tok/s`"""
     by_role = {r.get("role"): r for r in rows}
     first = rows[0] if rows else {}
@@ -150,7 +151,7 @@ def pair_text(cycle: Cycle | None) -> str:
     return " / ".join(parts) + f" tok/s (cycle {cycle.number})"
 
 
-def _tps_text(role: str, row: dict[str, Any] | None) -> str:
+def _tps_text(role: str, row: ProbeRow | None) -> str:
     if row is None:
         return f"{role} off"
     tps = row.get("decode_tps")

@@ -21,7 +21,7 @@ import httpx
 from engine.server.wire import CacheStatus
 from replay import Trace
 from rundir import schema
-from rundir.manifest import RunManifest
+from rundir.manifest import Decided, RunManifest
 from rundir.reader import read_manifest
 from rundir.writer import RunStore
 from soak.affinity import Affinity
@@ -73,7 +73,7 @@ class ManifestBook:
         and nothing recorded, once a verdict is (a resumed run's included)."""
         if self.manifest.decided is not None:
             return False
-        self.manifest.decided = {"verdict": verdict, "cycle": cycle, "elapsed_s": elapsed_s, "line": line, **details}
+        self.manifest.decided = Decided(verdict, cycle, elapsed_s, line, details)
         self.store.event("decided", verdict=verdict, cycle=cycle, elapsed_s=elapsed_s, line=line)
         return True
 

@@ -18,9 +18,10 @@ import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from replay import Call, Materializer, Prompt, Trace
+from rundir.rows import RequestRow
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ def session_id(name: str, loop: int) -> str:
     return f"{name}{LOOP_SEP}{loop}"
 
 
-def position_from(rows: Iterable[dict[str, Any]]) -> Position:
+def position_from(rows: Iterable[RequestRow]) -> Position:
     """The replay position implied by written request rows (aborted calls are sent again)."""
     done: dict[tuple[str, int], int] = {}
     loop = 0

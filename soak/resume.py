@@ -7,12 +7,11 @@ second life 0; probe cycles from the probes table, so pairs stay numbered in ord
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import NamedTuple
 
 from rundir import schema
-from rundir.reader import read_manifest, read_rows
+from rundir.reader import read_events, read_manifest, read_rows
 from soak.config import SoakConfig
 from soak.errors import SoakError
 from soak.manifest import digest
@@ -54,18 +53,12 @@ def resume_point(run_dir: Path) -> ResumePoint:
     rows = read_rows(run_dir, "requests", ("session", "turn", "status", "kind"))
     engine: int | None = None
     control: int | None = None
-    path = Path(run_dir) / schema.EVENTS
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:  # a torn last line
-                continue
-            if event.get("kind") == "engine_start" and isinstance(event.get("engine_life"), int):
-                engine = max(engine, event["engine_life"]) if engine is not None else event["engine_life"]
-            elif event.get("kind") == "control_start" and isinstance(event.get("control_life"), int):
-                control = max(control, event["control_life"]) if control is not None else event["control_life"]
-    cycles = [r["cycle"] for r in read_rows(run_dir, "probes", ("cycle",)) if r.get("cycle") is not None]
+    for event in read_events(run_dir).events:
+        if event.kind == "engine_start" and isinstance(life := event.fields.get("engine_life"), int):
+            engine = max(engine, life) if engine is not None else life
+        elif event.kind == "control_start" and isinstance(life := event.fields.get("control_life"), int):
+            control = max(control, life) if control is not None else life
+    cycles = [cycle for r in read_rows(run_dir, "probes", ("cycle",)) if (cycle := r.get("cycle")) is not None]
     return ResumePoint(
         position=position_from(rows),
         num_calls=len(rows),

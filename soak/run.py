@@ -30,6 +30,7 @@ from replay import Call, MaterializeConfig, Materializer, Prompt, read_trace
 from replay.materialize import shared_block_ids
 from rundir import schema
 from rundir.manifest import RunManifest
+from rundir.rows import ProbeRow
 from rundir.writer import RunStore
 from soak import affinity as cpu_affinity
 from soak.client import CallResult, Client, list_models
@@ -92,7 +93,7 @@ class Soak:
         command: list[str] | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         resume: bool = False,
-        on_probe_cycle: Callable[[list[dict[str, Any]]], object] | None = None,  # its return is ignored
+        on_probe_cycle: Callable[[list[ProbeRow]], object] | None = None,  # its return is ignored
         judge: Judge | None = None,  # the running verdict's (soak.judge); None: diagnostics'
     ) -> None:
         self.config = config
@@ -413,7 +414,7 @@ class Soak:
         assert prompt.messages is not None  # a prompt holds its tokens or its text
         return prompt.messages[0]["content"]
 
-    def _probe_cycle_rows(self, rows: list[dict[str, Any]]) -> None:
+    def _probe_cycle_rows(self, rows: list[ProbeRow]) -> None:
         if self.verdict is not None:
             self.verdict.add(rows)
         if self.on_probe_cycle is not None:
@@ -432,9 +433,9 @@ class Soak:
             return
         steps, snapshot = await s.watch.sample()
         for row in steps:
-            self._store.add("steps", cast(dict[str, Any], row))  # the store's rows are plain dicts
+            self._store.add("steps", row)
         if snapshot is not None:
-            self._store.add("snapshots", snapshot)
+            self._store.add("snapshots", snapshot.row, snapshot.extra)
 
     async def _flusher(self) -> None:
         while True:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from rundir import schema
-from rundir.reader import read_manifest, read_rows
+from rundir.manifest import Decided
+from rundir.reader import read_events, read_manifest, read_rows
 from rundir.schema import ProbeRole
 
 
@@ -24,13 +22,15 @@ class RunSummary:
     requests: dict[str, int]  # status -> count
     num_steps: int
     num_snapshots: int
-    probes: list[tuple[int, float, float]]  # (engine_life, engine_age_s, decode_tps) of the main engine's ok probes
+    # (engine_life, engine_age_s, decode_tps) of the main engine's ok probes; the age is None where the
+    # engine's start is not known (a URL target on another machine)
+    probes: list[tuple[int, float | None, float]]
     events: dict[str, int]  # kind -> count
     num_engine_starts: int
     num_resumes: int
-    control_probes: list[tuple[int, float, float]]  # the same, of the control engine's
+    control_probes: list[tuple[int, float | None, float]]  # the same, of the control engine's
     stop_reason: str | None = None  # duration, decided, interrupted or crashed (manifest)
-    decided: dict[str, Any] | None = None  # the first decided running verdict (manifest)
+    decided: Decided | None = None  # the first decided running verdict (manifest)
 
 
 def summarize(run_dir: Path) -> RunSummary:
@@ -44,20 +44,15 @@ def summarize(run_dir: Path) -> RunSummary:
     ]
     probes, control = (
         [
-            (int(r["engine_life"]), float(r["engine_age_s"]), float(r["decode_tps"]))
+            (int(life), None if (age := r["engine_age_s"]) is None else float(age), float(tps))
             for r in ok
             if (r.get("role") or ProbeRole.MAIN) == role
+            and (life := r["engine_life"]) is not None
+            and (tps := r["decode_tps"]) is not None
         ]
         for role in ProbeRole
     )
-    events: Counter[str] = Counter()
-    path = run_dir / schema.EVENTS
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                events[json.loads(line).get("kind")] += 1
-            except (json.JSONDecodeError, AttributeError):
-                continue
+    events = Counter(event.kind for event in read_events(run_dir).events)
     return RunSummary(
         run_id=manifest.run_id,
         status=manifest.status,
@@ -90,10 +85,10 @@ def render(s: RunSummary) -> str:
         f"{s.events.get('engine_restart', 0)} deliberate restart(s); {s.num_steps} step rows, "
         f"{s.num_snapshots} snapshots",
     ]
-    if s.decided:
+    if s.decided is not None:
         d = s.decided
-        at = f", {d['elapsed_s'] / 60:.1f} min into the soak" if d.get("elapsed_s") is not None else ""
-        lines.append(f"  decided at probe cycle {d.get('cycle')}{at}: {d.get('line', d.get('verdict'))}")
+        at = f", {d.elapsed_s / 60:.1f} min into the soak" if d.elapsed_s is not None else ""
+        lines.append(f"  decided at probe cycle {d.cycle}{at}: {d.line if d.line is not None else d.verdict}")
     if s.probes:
         first, last = s.probes[0], s.probes[-1]
         lines.append(

@@ -1,10 +1,9 @@
 """What the soak samples beside the calls: engine steps, engine hooks, the process, the GPU
 (an external engine's /metrics and log: soak.external).
 
-Each sampler returns plain rows for one table of the run directory (columns in
-rundir.schema). None of them raises for a missing source: a target without a
-steps route, a process the OS will not show, a machine without a GPU are logged once and
-sampled as nothing.
+Each sampler returns typed rows for one table of the run directory (rundir.rows). None of
+them raises for a missing source: a target without a steps route, a process the OS will not
+show, a machine without a GPU are logged once and sampled as nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import httpx
 from engine.runtime.stats import StepStats
 from engine.server.wire import CacheStatus, StepsPage
 from rundir import schema
-from rundir.schema import StepRow
+from rundir.rows import Snapshot, SnapshotRow, StepRow, said
 from soak.targets import Target
 
 logger = logging.getLogger(__name__)
@@ -120,22 +119,23 @@ class EngineHooks:
         self._last_experts: tuple[int | None, float, float] | None = None  # life, hits, misses
         self._last_gc_pause: tuple[int | None, float] | None = None  # life, cumulative pause s
 
-    async def sample(self) -> dict[str, Any]:
+    async def sample(self) -> Snapshot:
         try:
             data = await self.target.get_json("/v1/cache/status")
         except (httpx.HTTPError, ValueError) as exc:
             # (a timeout's message is empty: name its type)
             self._once("hooks", "engine hooks: %s; that snapshot skipped (said once)", str(exc) or type(exc).__name__)
-            return {}
+            return Snapshot({}, {})
         try:
             return self.row(CacheStatus.from_json(data))
         except ValueError as exc:
             self._once("hooks-shape", "engine hooks: %s; that snapshot skipped (said once)", exc)
-            return {}
+            return Snapshot({}, {})
 
-    def row(self, status: CacheStatus) -> dict[str, Any]:
+    def row(self, status: CacheStatus) -> Snapshot:
         cache, slots, free = status.cache, status.state_slots, status.kv_free_list
-        row: dict[str, Any] = {
+        extra: dict[str, float | None] = {}
+        row: SnapshotRow = {
             "engine_age_s": status.engine_age_s,
             "radix_nodes": cache.num_nodes,
             "radix_cached_tokens": cache.cached_tokens,
@@ -149,10 +149,12 @@ class EngineHooks:
             "kv_fragmentation": free.fragmentation,
         }
         if status.heap is not None:  # RSS less what malloc keeps is what the engine uses (docs/diagnostics.md)
-            row.update(heap_in_use_bytes=status.heap.in_use_bytes, heap_kept_bytes=status.heap.free_bytes)
+            row.update({"heap_in_use_bytes": status.heap.in_use_bytes, "heap_kept_bytes": status.heap.free_bytes})
         experts = status.experts
         if experts is not None:
-            row.update(expert_hits=experts.hits, expert_misses=experts.misses, expert_evictions=experts.evictions)
+            row.update(
+                {"expert_hits": experts.hits, "expert_misses": experts.misses, "expert_evictions": experts.evictions}
+            )
             last = self._last_experts
             if experts.hits is not None and experts.misses is not None:
                 if last is not None and last[0] == self.target.life:
@@ -170,18 +172,24 @@ class EngineHooks:
                 if before is not None and before[0] == self.target.life:
                     row["gc_pause_s"] = max(0.0, total - before[1])
                 self._last_gc_pause = (self.target.life, total)
-            row.update(
+            extra.update(
                 gc_pause_s_total=total,
                 gc_full_pause_s_total=gc_stats.full_pause_s_total,
                 gc_last_full_pause_s=gc_stats.last_full_pause_s,
             )
         # The degradation mechanisms' own signals (engine.runtime.faults.FaultStats), one snapshot
-        # column each, under the hook's own names (counters end in _total).
+        # column each, under the hook's own names (counters end in _total); a column set above keeps
+        # its value.
         if status.faults is not None:
-            for name, value in status.faults._asdict().items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    row.setdefault(name, value)
-        return {k: v for k, v in row.items() if v is not None}
+            signals = Snapshot.of(
+                {
+                    name: value
+                    for name, value in status.faults._asdict().items()
+                    if isinstance(value, (int, float)) and not isinstance(value, bool)
+                }
+            )
+            row, extra = {**signals.row, **row}, {**signals.extra, **extra}
+        return Snapshot(said(row), {name: value for name, value in extra.items() if value is not None})
 
 
 # --- the process and the GPU ----------------------------------------------------------------------
@@ -195,7 +203,7 @@ class ProcessSampler:
         self._once = Once()
         self._proc: Any = None  # the psutil.Process of the pid last sampled (psutil is imported when used)
 
-    def sample(self, pid: int | None) -> dict[str, Any]:
+    def sample(self, pid: int | None) -> SnapshotRow:
         if pid is None:
             return {}
         import psutil
@@ -210,7 +218,7 @@ class ProcessSampler:
                 if rss == 0 or p.status() == psutil.STATUS_ZOMBIE:  # dying or dead, not yet reaped
                     return {}
                 cpu = p.cpu_percent(None)
-                row = {"rss_bytes": rss, "num_threads": p.num_threads()}
+                row: SnapshotRow = {"rss_bytes": rss, "num_threads": p.num_threads()}
                 if not first:
                     row["cpu_percent"] = cpu
                 try:
@@ -228,7 +236,7 @@ class ProcessSampler:
 class Children(NamedTuple):
     """A process's descendants, sampled together."""
 
-    core: dict[str, Any]  # the busiest one's `core_*` columns ({} without children)
+    core: SnapshotRow  # the busiest one's `core_*` columns ({} without children)
     cpu_percent: float | None  # all of them, percent of one core; None where one is new (no reading yet)
     rss_bytes: int  # all of them (pages they share are counted in each)
 
@@ -256,7 +264,7 @@ class ChildSampler:
         seen: dict[int, Any] = {}
         total_cpu: float | None = 0.0
         total_rss = 0
-        busiest: tuple[float, dict[str, Any]] | None = None
+        busiest: tuple[float, SnapshotRow] | None = None
         for child in children:
             known = self._procs.get(child.pid)
             proc = known if known is not None and known == child else child  # same pid and start time
@@ -265,7 +273,7 @@ class ChildSampler:
                     cpu = proc.cpu_percent(None)
                     times = proc.cpu_times()
                     rss = proc.memory_info().rss
-                    row: dict[str, Any] = {"core_rss_bytes": rss, "core_num_threads": proc.num_threads()}
+                    row: SnapshotRow = {"core_rss_bytes": rss, "core_num_threads": proc.num_threads()}
             except psutil.Error:  # gone since it was listed
                 continue
             seen[proc.pid] = proc
@@ -297,14 +305,13 @@ class HostSampler:
         self._control = ProcessSampler()
         self._control_children = ChildSampler()
 
-    def sample(
-        self, engine_cpu_percent: float | None, engine_pid: int | None, control_pid: int | None
-    ) -> dict[str, Any]:
+    def sample(self, engine_cpu_percent: float | None, engine_pid: int | None, control_pid: int | None) -> SnapshotRow:
         """`engine_cpu_percent`: the engine's with its child processes, sampled just before (None when
         it could not be, or the engine is not a process of this machine: `engine_pid` None). The
         control's figures hold its child processes too (a vLLM control's engine core)."""
         psutil = self._psutil
-        row: dict[str, Any] = {"host_cpu_percent": psutil.cpu_percent(None) * self._num_cpus}
+        host_cpu = psutil.cpu_percent(None) * self._num_cpus
+        row: SnapshotRow = {"host_cpu_percent": host_cpu}
         try:
             with self._driver.oneshot():
                 row["driver_cpu_percent"] = self._driver.cpu_percent(None)
@@ -316,17 +323,17 @@ class HostSampler:
             pass
         control = self._control.sample(control_pid)
         children = self._control_children.sample(control_pid)
-        if "rss_bytes" in control:
-            row["control_rss_bytes"] = control["rss_bytes"] + children.rss_bytes
-        if "cpu_percent" in control and children.cpu_percent is not None:
-            row["control_cpu_percent"] = control["cpu_percent"] + children.cpu_percent
+        if (rss := control.get("rss_bytes")) is not None:
+            row["control_rss_bytes"] = rss + children.rss_bytes
+        if (cpu := control.get("cpu_percent")) is not None and children.cpu_percent is not None:
+            row["control_cpu_percent"] = cpu + children.cpu_percent
         parts = [row.get("driver_cpu_percent")]
         if engine_pid is not None:
             parts.append(engine_cpu_percent)
         if control_pid is not None:
             parts.append(row.get("control_cpu_percent"))
         if all(v is not None for v in parts):  # else a process is between readings: no figure beats a wrong one
-            row["host_other_cpu_percent"] = max(0.0, row["host_cpu_percent"] - sum(v for v in parts if v is not None))
+            row["host_other_cpu_percent"] = max(0.0, host_cpu - sum(v for v in parts if v is not None))
         return row
 
 
@@ -345,7 +352,7 @@ class GpuSampler:
         except Exception as exc:  # noqa: BLE001 - no driver, no library, no GPU: all mean "no GPU"
             logger.info("no GPU sampling (%s)", exc)
 
-    def sample(self) -> dict[str, Any]:
+    def sample(self) -> SnapshotRow:
         if not self.handles:
             return {}
         try:

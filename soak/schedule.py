@@ -14,8 +14,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
+from rundir.rows import ProbeRow
 from rundir.writer import RunStore
 from soak.config import SoakConfig
 from soak.cycle import MAIN, Cycle, ProbeCycles
@@ -42,7 +42,7 @@ class Schedule:
         profiles: Profiles,
         store: RunStore,
         recorder: Recorder,
-        on_cycle: Callable[[list[dict[str, Any]]], None],
+        on_cycle: Callable[[list[ProbeRow]], None],
     ) -> None:
         self.config = config
         self.cycles = cycles

@@ -8,10 +8,9 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from rundir import schema
-from rundir.schema import StepRow
+from rundir.rows import Snapshot, SnapshotRow, StepRow
 from soak.external import LogTailer, MetricsScraper
 from soak.samplers import ChildSampler, EngineHooks, EngineSteps, GpuSampler, HostSampler, ProcessSampler
 from soak.targets import Target
@@ -48,27 +47,29 @@ class EngineWatch:
     def num_missed_steps(self) -> int | None:
         return self.steps.num_missed if self.steps is not None else None
 
-    async def _steps(self) -> tuple[list[StepRow], dict[str, Any]]:
-        return (await self.steps.sample() if self.steps is not None else []), {}
+    async def _steps(self) -> tuple[list[StepRow], Snapshot]:
+        return (await self.steps.sample() if self.steps is not None else []), Snapshot({}, {})
 
-    async def _hooks(self) -> tuple[list[StepRow], dict[str, Any]]:
-        return [], (await self.hooks.sample() if self.hooks is not None else {})
+    async def _hooks(self) -> tuple[list[StepRow], Snapshot]:
+        return [], (await self.hooks.sample() if self.hooks is not None else Snapshot({}, {}))
 
-    async def _metrics(self) -> tuple[list[StepRow], dict[str, Any]]:
+    async def _metrics(self) -> tuple[list[StepRow], Snapshot]:
         if self.metrics is None:
-            return [], {}
-        return await self.metrics.sample(as_steps=self.log is None)
+            return [], Snapshot({}, {})
+        steps, figures = await self.metrics.sample(as_steps=self.log is None)
+        return steps, Snapshot(figures, {})
 
-    async def _log(self) -> tuple[list[StepRow], dict[str, Any]]:
+    async def _log(self) -> tuple[list[StepRow], Snapshot]:
         if self.log is None:
-            return [], {}
-        return self.log.sample(), self.log.take_figures()
+            return [], Snapshot({}, {})
+        return self.log.sample(), Snapshot.of(self.log.take_figures())
 
-    async def sample(self) -> tuple[list[StepRow], dict[str, Any] | None]:
-        """New steps rows, and one snapshot row (None when nothing could be sampled)."""
+    async def sample(self) -> tuple[list[StepRow], Snapshot | None]:
+        """New steps rows, and one snapshot (None when nothing could be sampled)."""
         now = time.time()
         steps: list[StepRow] = []
-        snap: dict[str, Any] = {}
+        snap: SnapshotRow = {}
+        extra: dict[str, float] = {}
         # Each sampler on its own: one that fails (a bad page, a rotated log) skips only its own
         # part of this round; one bad sample must not end a 12-hour soak.
         for name, sampler in (
@@ -83,15 +84,16 @@ class EngineWatch:
                 logger.exception("sampling %s failed once", name)
                 continue
             steps += got_steps
-            snap.update(got_snap)
+            snap.update(got_snap.row)
+            extra.update(got_snap.extra)
         snap.update(self.process.sample(self.target.pid))
         children = self.children.sample(self.target.pid)
         snap.update(children.core)
         snap.update(self.gpu.sample())
-        if not snap:  # nothing from the engine: no row (the host columns alone say nothing of it)
+        if not snap and not extra:  # nothing from the engine: no row (the host columns alone say nothing of it)
             return steps, None
         own, theirs = snap.get("cpu_percent"), children.cpu_percent
         engine_cpu = own + theirs if own is not None and theirs is not None else None
         snap.update(self.host.sample(engine_cpu, self.target.pid, self.control_pid()))
         snap.setdefault("engine_age_s", self.target.age(now))
-        return steps, {"t": now, "engine_life": self.target.life, **snap}
+        return steps, Snapshot({"t": now, "engine_life": self.target.life, **snap}, extra)

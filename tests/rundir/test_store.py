@@ -1,6 +1,9 @@
 """The run store: parts by temp name and rename, events flushed line by line, torn tails cut."""
 
 import json
+from pathlib import Path
+
+import pytest
 
 from rundir import reader
 from rundir.reader import read_rows
@@ -172,3 +175,52 @@ def test_a_merge_promotes_a_column_that_was_empty_then_whole_numbers_then_fracti
     df = reader.read_table(tmp_path, "steps")
     assert df["kv_defrag_moves"].isna().sum() == third
     assert df["kv_defrag_moves"].dropna().tolist() == [3.0] * third + [2.5] * (parts.FAN_IN - 2 * third)
+
+
+def test_a_row_of_another_table_does_not_type_check(tmp_path, monkeypatch):
+    """RunStore.add takes each table's own row type (rundir.rows): mypy refuses a steps row handed
+    to the probes table, and a row with another table's column."""
+    api = pytest.importorskip("mypy.api")
+    import rundir
+
+    program = tmp_path / "rows.py"
+    program.write_text(
+        "from pathlib import Path\n"
+        "from rundir.rows import ProbeRow, StepRow\n"
+        "from rundir.writer import RunStore\n"
+        "store = RunStore(Path('run'))\n"
+        "step: StepRow = {'t': 1.0, 'phase': 'decode'}\n"
+        "probe: ProbeRow = {'t': 1.0, 'decode_tps': 60.0}\n"
+        "store.add('steps', step)\n"
+        "store.add('probes', probe)\n"
+        "store.add('snapshots', {'t': 1.0, 'rss_bytes': 5.0}, {'eviction_s_total': 1.5})\n"
+        "store.add('probes', step)\n"
+        "store.add('steps', {'t': 1.0, 'decode_tps': 60.0})\n"
+    )
+    monkeypatch.setenv("MYPYPATH", str(Path(rundir.__file__).parents[1]))
+    out, _, _ = api.run(
+        ["--strict", "--follow-imports=silent", "--ignore-missing-imports", "--no-incremental", str(program)]
+    )
+    refused = sorted(int(line.split(":")[1]) for line in out.splitlines() if ": error:" in line)
+    assert refused == [10, 11], out
+
+
+def test_events_read_back_as_written_and_a_line_that_is_not_one_is_skipped_and_counted(tmp_path, caplog):
+    store = RunStore(tmp_path)
+    written = [
+        store.event("start", t=1.0, run_id="x"),
+        store.event("engine_start", t=2.0, pid=7, engine_life=0),
+        store.event("decided", t=3.0, verdict="no_degradation", cycle=4, elapsed_s=60.0, line="decided: healthy"),
+    ]
+    store.close()
+    log = reader.read_events(tmp_path)
+    assert log.events == [e._replace(line=i) for i, e in enumerate(written, 1)] and log.num_skipped == 0
+    assert log.events[2].fields["line"] == "decided: healthy"  # a field named `line` is the event's own
+    with open(tmp_path / "events.jsonl", "a") as f:
+        f.write('\n["not", "an", "event"]\n{"t": 5.0, "kind": "probe"}\n{"t": 6.0, "kind": "pro')  # a crash mid-write
+    with caplog.at_level("WARNING", logger="rundir.reader"):
+        log = reader.read_events(tmp_path)
+    assert [e.kind for e in log.events] == ["start", "engine_start", "decided", "probe"]
+    assert log.events[-1].line == 6 and log.num_skipped == 2  # the blank line 4 is passed over
+    where = [r.getMessage().split(": skipped")[0].rsplit("/", 1)[-1] for r in caplog.records]
+    assert where == ["events.jsonl:5", "events.jsonl:7"]

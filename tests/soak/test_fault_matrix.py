@@ -23,7 +23,11 @@ def test_a_mechanism_passes_when_found_and_named_by_its_own_signal(tmp_path):
     row = _judge("kv-scatter", run)
     assert row.verdict == "engine_age_degradation"
     assert row.top_suspect == "kv_fragmentation" and row.passed, row
-    assert json.loads((run / "analysis.json").read_text())["verdict"] == "engine_age_degradation"
+    doc = json.loads((run / "analysis.json").read_text())
+    assert doc["verdict"] == "engine_age_degradation"
+    # the row's figures are the analysis's, as analysis.json says them
+    assert (row.slowdown_ratio, row.onset_age_s) == (doc["slowdown"]["ratio"], doc["onset"]["engine_age_s"])
+    assert row.slowdown_ratio is not None and row.onset_age_s is not None
 
 
 def test_a_mechanism_fails_when_another_signal_leads(tmp_path):
@@ -196,8 +200,15 @@ def _judged(tmp_path, monkeypatch, name, verdict, checks, aging):
     """_judge on an analysis given here (the run directory is not read)."""
     import diagnostics.analysis
     import diagnostics.source
+    from diagnostics.result import Check
 
     class Result:
+        slowdown = onset = None
+        suspects = ()
+
+        def __init__(self):
+            self.verdict, self.checks = verdict, tuple(Check(**c) for c in checks)
+
         def to_dict(self):
             return {"verdict": verdict, "checks": checks, "suspects": [], "slowdown": None, "onset": None}
 

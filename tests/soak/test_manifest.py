@@ -2,7 +2,7 @@
 
 import json
 
-from rundir.manifest import RunManifest
+from rundir.manifest import Decided, RunManifest
 from rundir.reader import read_manifest
 from rundir.writer import RunStore
 from soak.manifest import ManifestBook
@@ -29,19 +29,22 @@ def test_a_verdict_is_decided_once_in_the_manifest_and_the_events(tmp_path):
     assert not book.decide("no_degradation", 9, 80.0, "decided: healthy")
     book.save()
     store.close()
-    assert read_manifest(tmp_path / "run").decided == {
+    assert json.loads((tmp_path / "run" / "manifest.json").read_text())["decided"] == {
         "verdict": "engine_age_degradation",
         "cycle": 7,
         "elapsed_s": 61.5,
         "line": "decided: engine age",
         "level": 0.99,
     }
+    assert read_manifest(tmp_path / "run").decided == Decided(
+        "engine_age_degradation", 7, 61.5, "decided: engine age", {"level": 0.99}
+    )
     events = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
     assert [(e["kind"], e["verdict"]) for e in events] == [("decided", "engine_age_degradation")]
 
 
 def test_a_resumed_run_already_decided_is_not_decided_again(tmp_path):
-    _, book = _book(tmp_path, decided={"verdict": "no_degradation"}, elapsed_s=120.0)
+    _, book = _book(tmp_path, decided=Decided("no_degradation", 4, 100.0, "decided: healthy"), elapsed_s=120.0)
     assert book.elapsed_before == 120.0  # the earlier segments' serving time, as read
     assert not book.decide("engine_age_degradation", 3, 130.0, "decided: engine age")
 
@@ -79,5 +82,5 @@ def test_a_look_before_the_replay_is_not_a_decided_verdict(tmp_path):
         assert soak.manifest.decided is None and not soak._decided.is_set()
     soak.phase = "replay"
     soak.decided("no_degradation", 12, "decided: healthy")
-    assert soak.manifest.decided["cycle"] == 12 and soak._decided.is_set()
+    assert soak.manifest.decided is not None and soak.manifest.decided.cycle == 12 and soak._decided.is_set()
     store.close()

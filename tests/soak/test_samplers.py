@@ -18,14 +18,15 @@ def test_hooks_row_maps_the_cache_status_json_and_turns_gc_totals_into_pauses():
         "expert_cache_stats": {"hits": 90, "misses": 10, "evictions": 4},
         "gc": {"gen2_collections": 2, "pause_s_total": 0.5},
     }
-    first = hooks.row(CacheStatus.from_json(status))
+    first, extra = hooks.row(CacheStatus.from_json(status))
     assert first["radix_nodes"] == 7 and first["radix_locked_tokens"] == 100
     assert first["mamba_slots_used"] == 2 and first["kv_largest_free_run"] == 40
     assert first["gc_gen2_collections"] == 2 and "gc_pause_s" not in first and "expert_miss_rate" not in first
     assert "heap_kept_bytes" not in first  # an engine that does not say what its malloc keeps
+    assert extra == {"gc_pause_s_total": 0.5}  # not a documented column: written beside them
     status["gc"] = {"gen2_collections": 3, "pause_s_total": 0.75}
     status["expert_cache_stats"] = {"hits": 120, "misses": 20, "evictions": 9}
-    second = hooks.row(CacheStatus.from_json(status))
+    second, _ = hooks.row(CacheStatus.from_json(status))
     assert second["gc_pause_s"] == 0.25 and second["expert_miss_rate"] == 0.25
 
 
@@ -239,7 +240,7 @@ def test_host_sampler_measures_the_driver_the_control_and_what_other_tenants_use
         assert second["control_cpu_percent"] > 30  # a busy loop, in percent of one core
         assert second["host_cpu_percent"] <= 100 * os.cpu_count() + 1
         expected = second["host_cpu_percent"] - 10.0 - second["driver_cpu_percent"] - second["control_cpu_percent"]
-        assert second["host_other_cpu_percent"] == max(0.0, expected)
+        assert second["host_other_cpu_percent"] == pytest.approx(max(0.0, expected))  # summed in another order
         # An engine that is not a process of this machine (a remote URL target) counts for nothing.
         remote = host.sample(None, None, None)
         assert "control_rss_bytes" not in remote and remote["host_other_cpu_percent"] >= 0
@@ -295,6 +296,7 @@ def test_each_soaks_samplers_say_their_own_warnings(tmp_path, caplog):
 def test_one_failing_sampler_skips_only_its_own_part_of_the_round(tmp_path, caplog):
     import asyncio
 
+    from rundir.rows import Snapshot
     from soak.watch import EngineWatch
 
     watch = EngineWatch(FakeTarget(is_builtin=True, age_s=1.0), tmp_path, None)
@@ -307,12 +309,12 @@ def test_one_failing_sampler_skips_only_its_own_part_of_the_round(tmp_path, capl
 
     class Hooks:
         async def sample(self):
-            return {"cache_hit_rate": 0.5}
+            return Snapshot({"cache_hit_rate": 0.5}, {})
 
     watch.steps, watch.hooks = Broken(), Hooks()
     with caplog.at_level("ERROR", logger="soak.watch"):
         steps, snap = asyncio.run(watch.sample())
-    assert steps == [] and snap["cache_hit_rate"] == 0.5  # the hooks were still sampled
+    assert steps == [] and snap.row["cache_hit_rate"] == 0.5  # the hooks were still sampled
     assert any("sampling steps failed once" in r.getMessage() for r in caplog.records)
 
 

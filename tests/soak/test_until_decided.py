@@ -72,8 +72,8 @@ def test_an_engine_that_slows_is_decided_aged_and_the_soak_stops_early(tmp_path,
     run_dir, output = _run(tmp_path, main, control)
     manifest = reader.read_manifest(run_dir)
     assert manifest.stop_reason == "decided" and manifest.elapsed_s < 60
-    assert manifest.decided["verdict"] == "engine_age_degradation" and manifest.decided["looks_planned"] > 100
-    assert manifest.decided["level"] > 0.99  # hundreds of planned looks: every interval far wider than 90 %
+    assert manifest.decided.verdict == "engine_age_degradation" and manifest.decided.details["looks_planned"] > 100
+    assert manifest.decided.details["level"] > 0.99  # hundreds of planned looks: every interval far wider than 90 %
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert [e["verdict"] for e in events if e["kind"] == "decided"] == ["engine_age_degradation"]
     assert [e["reason"] for e in events if e["kind"] == "stop"] == ["decided"]
@@ -82,7 +82,7 @@ def test_an_engine_that_slows_is_decided_aged_and_the_soak_stops_early(tmp_path,
     assert "end" not in reasons  # the look that decided was the last look at the aged engine
     analysis = json.loads(CliRunner().invoke(diag_app, ["analyze", str(run_dir), "--json"]).output)
     assert analysis["verdict"] == "engine_age_degradation"  # diag says what the running verdict decided
-    assert analysis["slowdown"]["level"] == pytest.approx(manifest.decided["level"], abs=1e-4)
+    assert analysis["slowdown"]["level"] == pytest.approx(manifest.decided.details["level"], abs=1e-4)
     assert any(c["name"] == "stopped_early" for c in analysis["checks"])
 
 
@@ -118,8 +118,8 @@ def test_a_soak_built_in_python_with_until_decided_decides_as_the_command_does(t
     run_dir = _library_run(tmp_path, main, control)
     manifest = reader.read_manifest(run_dir)
     assert manifest.stop_reason == "decided" and manifest.elapsed_s < 60
-    assert manifest.decided["verdict"] == "engine_age_degradation" and manifest.decided["looks_planned"] > 100
-    assert "decided: engine age" in manifest.decided["line"]
+    assert manifest.decided.verdict == "engine_age_degradation" and manifest.decided.details["looks_planned"] > 100
+    assert "decided: engine age" in manifest.decided.line
     assert reader.read_table(run_dir, "probes")["cycle"].nunique() > 8  # its baseline was --until-decided's
 
 
@@ -148,9 +148,9 @@ def test_a_soak_asks_the_judge_it_is_handed(tmp_path, fake_server):
     run_dir = _library_run(tmp_path, main, control, seconds=30, judge=judge)
     manifest, probes = reader.read_manifest(run_dir), reader.read_table(run_dir, "probes")
     decided = manifest.decided
-    assert manifest.stop_reason == "decided" and decided["verdict"] == "engine_age_degradation"
+    assert manifest.stop_reason == "decided" and decided.verdict == "engine_age_degradation"
     # the start cycle and the baseline's eight judge engines that served nothing yet: the tenth look is the first taken
-    assert decided["line"] == "look 10" and decided["rows"] == (probes["cycle"] <= decided["cycle"]).sum()
+    assert decided.line == "look 10" and decided.details["rows"] == (probes["cycle"] <= decided.cycle).sum()
 
 
 def test_a_steady_engine_is_decided_healthy_once_a_loss_is_ruled_out_and_its_control_stayed_young(
@@ -172,9 +172,9 @@ def test_a_steady_engine_is_decided_healthy_once_a_loss_is_ruled_out_and_its_con
         seconds=240,
     )
     manifest = reader.read_manifest(run_dir)
-    assert manifest.stop_reason == "decided" and manifest.decided["verdict"] == "no_degradation"
+    assert manifest.stop_reason == "decided" and manifest.decided.verdict == "no_degradation"
     assert manifest.elapsed_s < 240
-    assert "a loss of more than 15% ruled out" in manifest.decided["line"]
+    assert "a loss of more than 15% ruled out" in manifest.decided.line
     # the look that first ruled the loss out had a control never restarted: it was restarted then,
     # and the run stopped only once the cycles after showed the fresh control no faster
     assert "the control is restarted first, to verify that it stayed young" in output
@@ -184,7 +184,7 @@ def test_a_steady_engine_is_decided_healthy_once_a_loss_is_ruled_out_and_its_con
     probes = reader.read_table(run_dir, "probes")
     control = probes[probes["role"] == "control"]
     after = control[control["engine_life"] > restarts[0]["control_life"]]
-    assert len(after) >= 4 and manifest.decided["cycle"] >= after["cycle"].min() + 3  # four fresh cycles
+    assert len(after) >= 4 and manifest.decided.cycle >= after["cycle"].min() + 3  # four fresh cycles
     analysis = json.loads(CliRunner().invoke(diag_app, ["analyze", str(run_dir), "--json"]).output)
     youth = [c for c in analysis["checks"] if c["name"] == "control_youth"]
     assert [c["status"] for c in youth] == ["ok"] and "stayed young" in youth[0]["detail"]
@@ -236,7 +236,7 @@ def test_a_baseline_before_the_replay_is_the_youth_an_engine_that_slows_with_its
     calls = requests[requests["kind"] != "probe"]
     assert len(calls) and calls["t_send"].min() > baseline["t"].max()  # nothing was sent during the baseline
     manifest = reader.read_manifest(run_dir)
-    assert manifest.decided["verdict"] == "engine_age_degradation" and manifest.stop_reason == "decided"
+    assert manifest.decided.verdict == "engine_age_degradation" and manifest.stop_reason == "decided"
     assert manifest.elapsed_s < 60  # serving time: the baseline is not counted
     events = [json.loads(line)["kind"] for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert "baseline" in events

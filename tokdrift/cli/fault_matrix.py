@@ -320,12 +320,12 @@ def _judge(name: str, run_dir: Path, aging_control: bool = False) -> MatrixRow:
     from diagnostics.source import load_source
 
     result = analyze(load_source(run_dir))
-    doc = result.to_dict()
-    (run_dir / "analysis.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    verdict = doc["verdict"]
-    ratio = (doc.get("slowdown") or {}).get("ratio")
-    onset_age = (doc.get("onset") or {}).get("engine_age_s")
-    suspects = [s["name"] for s in doc.get("suspects") or ()]
+    (run_dir / "analysis.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+    verdict = result.verdict
+    # The figures as analysis.json rounds them.
+    ratio = round(result.slowdown.ratio, 3) if result.slowdown is not None else None
+    onset_age = round(result.onset.engine_age_s, 1) if result.onset is not None else None
+    suspects = [s.name for s in result.suspects]
     top = suspects[0] if suspects else None
     if name == CONTROL:
         passed = verdict in CONTROL_VERDICTS
@@ -344,7 +344,7 @@ def _judge(name: str, run_dir: Path, aging_control: bool = False) -> MatrixRow:
             else ("not found as engine age; " if not found else "")
             + (f"its own signal ranks {where}" if where else "its own signal is not among the suspects")
         )
-        aged = [c for c in doc.get("checks") or () if c.get("name") == "control_youth" and c.get("status") == "fail"]
+        aged = [c for c in result.checks if c.name == "control_youth" and c.status == "fail"]
         if aging_control and not passed and verdict == Verdict.INSUFFICIENT and aged:
             passed, detail = True, "refused, naming the aging control"
     return MatrixRow(

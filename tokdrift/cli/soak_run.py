@@ -7,7 +7,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
@@ -16,6 +16,7 @@ from soak.errors import SoakError
 
 if TYPE_CHECKING:
     from replay.materialize import OverLimit
+    from rundir.rows import ProbeRow
     from soak.live_view import Progress
     from soak.run import Soak
 
@@ -391,7 +392,7 @@ class _StatusLines:
             self._last = p.elapsed_s
             typer.echo(status_line(p), err=True)
 
-    def cycle(self, rows: list[dict[str, Any]], verdict: str | None, p: Progress) -> None:
+    def cycle(self, rows: list[ProbeRow], verdict: str | None, p: Progress) -> None:
         from soak.live_view import cycle_line
 
         typer.echo(f"{cycle_line(rows, p)}; {verdict}", err=True)
