@@ -25,7 +25,7 @@ from diagnostics import suspects as suspects_mod
 from diagnostics import verdict as verdict_mod
 from diagnostics import youth as youth_mod
 from diagnostics.comparison import Comparison
-from diagnostics.labels import Cause, Confidence, Verdict
+from diagnostics.labels import Cause, CheckStatus, Confidence, Verdict
 from diagnostics.prefill import PrefillComparison
 from diagnostics.result import Analysis, Check, Onset, Slowdown
 from diagnostics.reuse import ReuseComparison
@@ -92,7 +92,7 @@ def analyze(source: Source) -> Analysis:
         checks.append(
             Check(
                 "engine_identity",
-                "warn",
+                CheckStatus.WARN,
                 "the engine changed between lives: "
                 + "; ".join(c.describe() for c in changed)
                 + "; no restart control across different engines",
@@ -102,7 +102,7 @@ def analyze(source: Source) -> Analysis:
         checks.append(
             Check(
                 "engine_identity",
-                "ok",
+                CheckStatus.OK,
                 f"one engine in {len(lives)} lives, as far as their start-up lines say: {lives[0].describe()}",
             )
         )
@@ -110,7 +110,7 @@ def analyze(source: Source) -> Analysis:
         checks.append(
             Check(
                 "data",
-                "fail" if no_data else "warn",
+                CheckStatus.FAIL if no_data else CheckStatus.WARN,
                 dec.why_not
                 if no_data
                 else f"the decode steps cannot carry the analysis ({dec.why_not}); probes decide",
@@ -127,26 +127,34 @@ def analyze(source: Source) -> Analysis:
         if c is not None
     )
     verdict_basis = len(checks)  # its text waits for the confidence the data checks allow (below)
-    checks.append(Check("verdict_basis", "ok", decision.reason))
+    checks.append(Check("verdict_basis", CheckStatus.OK, decision.reason))
     checks.append(
         Check(
             "matched_conditions",
-            "ok",
+            CheckStatus.OK,
             "; ".join(c.detail for c in comparisons if c.basis in DECODE_BASES) or "no matched comparison",
         )
     )
-    checks += [Check(f.name, f.status, f.detail) for f in decision.findings]
+    checks += decision.findings
     if youth is not None and not youth.aging:
-        checks.append(Check("control_youth", "ok" if youth.verified else "warn", youth.describe()))
+        checks.append(Check("control_youth", CheckStatus.OK if youth.verified else CheckStatus.WARN, youth.describe()))
     if prefix_reuse is not None:
-        checks.append(Check("prefix_reuse", "warn" if decision.basis == "prefix_reuse" else "ok", prefix_reuse.detail))
+        checks.append(
+            Check(
+                "prefix_reuse",
+                CheckStatus.WARN if decision.basis == "prefix_reuse" else CheckStatus.OK,
+                prefix_reuse.detail,
+            )
+        )
     if prefill is not None:
-        checks.append(Check("prefill_time", "warn" if decision.basis == "prefill" else "ok", prefill.detail))
+        checks.append(
+            Check("prefill_time", CheckStatus.WARN if decision.basis == "prefill" else CheckStatus.OK, prefill.detail)
+        )
     if host is not None and not any(f.name == "host_contention" for f in decision.findings):
         checks.append(
             Check(
                 "host_contention",
-                "warn" if host.rose else "ok",
+                CheckStatus.WARN if host.rose else CheckStatus.OK,
                 host.describe() + ("; a paired control cancels it" if host.rose and paired is not None else ""),
             )
         )
@@ -155,7 +163,7 @@ def analyze(source: Source) -> Analysis:
         checks.append(
             Check(
                 "raw_throughput",
-                "ok" if raw >= evidence_mod.RAW_DROP else "warn",
+                CheckStatus.OK if raw >= evidence_mod.RAW_DROP else CheckStatus.WARN,
                 f"per-request decode rate in the last quarter of the samples' span is {raw:.2f}x the "
                 f"first quarter's (raw, not at matched conditions)",
             )
@@ -198,7 +206,9 @@ def analyze(source: Source) -> Analysis:
             1,
         )
     checks[verdict_basis] = Check(
-        "verdict_basis", "ok" if confidence in (Confidence.HIGH, Confidence.MEDIUM) else "warn", reason
+        "verdict_basis",
+        CheckStatus.OK if confidence in (Confidence.HIGH, Confidence.MEDIUM) else CheckStatus.WARN,
+        reason,
     )
     return Analysis(
         verdict=decision.verdict,
@@ -263,7 +273,7 @@ def _stopped_early(manifest: RunManifest | None, level: float) -> Check | None:
     )
     return Check(
         "stopped_early",
-        "ok",
+        CheckStatus.OK,
         f"the soak stopped before its planned end, {why}; its probe comparisons "
         f"are taken at {level:.2%}, the level that keeps every look it planned "
         f'valid together (docs/diagnostics.md, "Running verdicts")',
@@ -422,6 +432,6 @@ def _breakdown(steps: pd.DataFrame, life_use: pd.DataFrame, onset_idx: int) -> C
     detail = ", ".join(f"{p} {before[p].median() * 1e3:.2f} -> {after[p].median() * 1e3:.2f} ms" for p in parts)
     return Check(
         "step_time_breakdown",
-        "ok",
+        CheckStatus.OK,
         f"median decode step parts before and after the onset: {detail}; most of the added time is in {main}",
     )

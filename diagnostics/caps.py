@@ -11,8 +11,9 @@ reason says which checks did it.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
-from diagnostics.labels import Confidence, Verdict
+from diagnostics.labels import CheckStatus, Confidence, Verdict
 from diagnostics.result import Check
 
 # Checks whose warning says the samples may not mean what the comparison takes them to mean.
@@ -59,14 +60,14 @@ def capped(
         return confidence, None
     return Confidence.MEDIUM, Check(
         "confidence_cap",
-        "warn",
+        CheckStatus.WARN,
         f"high by its interval, lowered to medium: the data checks warn ({', '.join(warned)}); "
         f"a high confidence is given only where nothing in the data could mislead it",
     )
 
 
-def data_warnings(verdict: str, checks: list[Check]) -> list[str]:
+def data_warnings(verdict: str, checks: Sequence[Check]) -> list[str]:
     """The checks that warn about the data and so cap a high confidence. A fresh engine as slow,
     or other load rising, is why a verdict says no age: its reason, not a doubt."""
     reasons = REASON_CHECKS if verdict != Verdict.AGE else ()
-    return [c.name for c in checks if c.status == "warn" and c.name in DATA_CHECKS and c.name not in reasons]
+    return [c.name for c in checks if c.status == CheckStatus.WARN and c.name in DATA_CHECKS and c.name not in reasons]

@@ -18,7 +18,7 @@ import pandas as pd
 from diagnostics.comparison import Comparison
 from diagnostics.identity import lives
 from diagnostics.intervals import LEVEL, level_text
-from diagnostics.labels import Verdict
+from diagnostics.labels import CheckStatus, Verdict
 from diagnostics.result import Analysis, Check
 from diagnostics.said import duration, ratio_change
 from diagnostics.source import Source
@@ -266,7 +266,7 @@ class Note(NamedTuple):
 def check_note(a: Analysis, c: Check) -> Note | None:
     """Whether a warning matters to the verdict, for those that come up on most runs: a reader
     should not have to work out that client and engine timings differing changes nothing."""
-    if c.status == "ok":
+    if c.status == CheckStatus.OK:
         return None
     if c.name in cap_checks(a):
         return Note(f"holds the confidence at {a.confidence}")

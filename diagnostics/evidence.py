@@ -1,5 +1,5 @@
-"""What a verdict is decided from: the comparisons and checks an analysis gathers (`Evidence`),
-what the rules add on the way (`Finding`), and the levels the rules share (docs/diagnostics.md,
+"""What a verdict is decided from: the comparisons and checks an analysis gathers (`Evidence`)
+and the levels the rules share (docs/diagnostics.md,
 "The verdict"). diagnostics.verdict decides; diagnostics.claims says which comparison a claim
 rests on and whether it survives the controls."""
 
@@ -73,14 +73,6 @@ class Evidence(NamedTuple):
     # What context costs in this log, in words and as speed at the longest contexts served over the
     # shortest (diagnostics.context.context_effect): below RAW_DROP, context slowed decode materially.
     context_effect: tuple[float, str] | None = None
-
-
-class Finding(NamedTuple):
-    """A check the rules add, with its status and text."""
-
-    name: str
-    status: str
-    detail: str
 
 
 def sane(c: Comparison | None) -> bool:

@@ -1,7 +1,7 @@
-"""The closed sets diag answers with: verdict, cause and confidence, each an enum whose values are
-the JSON strings readers know (docs/diagnostics.md). A member is a `str`: it compares, hashes,
-formats and serialises as its value, so `Verdict.AGE == "engine_age_degradation"` and
-`json.dumps` writes the string."""
+"""The closed sets diag answers with: verdict, cause, confidence and a check's status, each an enum
+whose values are the JSON strings readers know (docs/diagnostics.md). A member is a `str`: it
+compares, hashes, formats and serialises as its value, so `Verdict.AGE ==
+"engine_age_degradation"` and `json.dumps` writes the string."""
 
 from __future__ import annotations
 
@@ -33,3 +33,11 @@ class ControlYouth(Label):
     VERIFIED = "verified"  # across a restart of it, the fresh control ran no faster than the old one
     AGING = "aging"  # it slowed with its own age: the same fault as the soaked engine, or another
     UNVERIFIED = "unverified"  # never restarted with probes on both sides, and no sign of age within its lives
+
+
+class CheckStatus(Label):
+    """How a check came out (an analysis's `checks`, docs/diagnostics.md, "Checks")."""
+
+    OK = "ok"
+    WARN = "warn"  # worth a look; a data check that warns may cap the confidence (diagnostics.caps)
+    FAIL = "fail"  # what the verdict would rest on failed: it cannot tell

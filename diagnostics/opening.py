@@ -44,7 +44,7 @@ from diagnostics.details import (
     measure,
 )
 from diagnostics.intervals import Interval
-from diagnostics.labels import Cause, Verdict
+from diagnostics.labels import Cause, CheckStatus, Verdict
 from diagnostics.result import Analysis, Check
 from diagnostics.said import amount, between, change, duration, size, stamp, times, to_the_second
 from diagnostics.source import Source
@@ -169,7 +169,7 @@ def side_actions(a: Analysis, source: Source | None = None) -> tuple[str, ...]:
         if failed:
             out.append(f"Find out why {failed}: the engine's log holds their errors.")
     for c in a.checks:
-        if c.status == "warn" and c.name in OPERATOR_CHECKS:
+        if c.status == CheckStatus.WARN and c.name in OPERATOR_CHECKS:
             out.append(_operator_action(a, source, c))
     return tuple(out)
 
@@ -309,7 +309,7 @@ def _nothing_to_do(a: Analysis, source: Source | None, log: bool) -> str:
 
 
 def _undecided(a: Analysis, source: Source | None, log: bool) -> tuple[str, str | None, str, str]:
-    failed = [c for c in a.checks if c.status == "fail"]
+    failed = [c for c in a.checks if c.status == CheckStatus.FAIL]
     names = [c.name for c in failed]
     comps = {c.basis: c for c in a.comparisons}
     d = decisive(a)
@@ -457,7 +457,7 @@ def _host_moved(a: Analysis) -> str:
 
 
 def _run_longer(a: Analysis, source: Source | None) -> str:
-    quieter = any(c.name in ("host_contention", "control_drift") and c.status == "warn" for c in a.checks)
+    quieter = any(c.name in ("host_contention", "control_drift") and c.status == CheckStatus.WARN for c in a.checks)
     where = " on a quieter host" if quieter else ""
     return f"Run longer{where}{_lasted(source)}: `{rerun.soak_command(source, '--until-decided')}`."
 
@@ -491,7 +491,7 @@ def _switched(source: Source | None) -> list[Missing]:
 
 def _why_no_fresh(a: Analysis) -> str:
     """Why a source holds no fresh engine to compare with: its restarts ran another engine, or it has none."""
-    if any(c.name == "engine_identity" and c.status == "warn" for c in a.checks):
+    if any(c.name == "engine_identity" and c.status == CheckStatus.WARN for c in a.checks):
         return " (its restarts ran another engine)"
     return " (no restart in the data, no control beside it)" if len(a.lives) <= 1 else ""
 

@@ -14,14 +14,14 @@ from diagnostics.comparison import Comparison
 from diagnostics.healthy import HealthyModel
 from diagnostics.identity import LifeIdentity
 from diagnostics.intervals import LEVEL, Interval
-from diagnostics.labels import Cause, Confidence, Verdict
+from diagnostics.labels import Cause, CheckStatus, Confidence, Verdict
 from diagnostics.prefill import PrefillComparison
 from diagnostics.reuse import ReuseComparison
 from diagnostics.trend import PerHour
 
 RESULT_SCHEMA_VERSION = 1
 VERDICTS = tuple(Verdict)
-STATUSES = ("ok", "warn", "fail")
+STATUSES = tuple(CheckStatus)
 
 
 class Slowdown(NamedTuple):
@@ -73,8 +73,11 @@ class Suspect(NamedTuple):
 
 
 class Check(NamedTuple):
+    """A check: a finding of the data checks (diagnostics.checks) or of the rules that decide (diagnostics.verdict,
+    diagnostics.claims), with its status and its text in numbers."""
+
     name: str
-    status: str  # ok, warn, fail
+    status: CheckStatus
     detail: str
 
 

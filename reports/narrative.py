@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from diagnostics import suspects as suspects_mod
 from diagnostics.details import check_note, check_title, identity
-from diagnostics.labels import Cause, Verdict
+from diagnostics.labels import Cause, CheckStatus, Verdict
 from diagnostics.opening import Opening, fault_set, lists_suspects, names_top_suspect, opening, when
 from diagnostics.result import Analysis, Slowdown
 from diagnostics.said import REFERENCE, ratio_words, to_the_second
@@ -153,7 +153,7 @@ def paragraph(a: Analysis) -> str:
     """One paragraph that states the verdict with its numbers, its basis and how sure it is."""
     checks = {c.name: c for c in a.checks}
     if a.verdict == Verdict.INSUFFICIENT:
-        fails = [c.detail for c in a.checks if c.status == "fail"]
+        fails = [c.detail for c in a.checks if c.status == CheckStatus.FAIL]
         return "The data cannot tell engine age from context growth: " + ("; ".join(fails) or "too few samples") + "."
     if a.verdict == Verdict.AGE and a.age_basis == "prefix_reuse" and a.prefix_reuse is not None:
         return _reuse_paragraph(a) + " " + a.reason
@@ -396,6 +396,6 @@ def recovered_text(a: Analysis) -> str:
 
 def _uncompared(a: Analysis) -> str:
     """Why a restart in the data gave no restart comparison."""
-    if any(c.name == "engine_identity" and c.status == "warn" for c in a.checks):
+    if any(c.name == "engine_identity" and c.status == CheckStatus.WARN for c in a.checks):
         return "the engine after it was a different one (the engine_identity check)"
     return "too few decode samples on one side of it to compare the engine before and after"

@@ -6,6 +6,7 @@ import re
 
 from diagnostics import suspects
 from diagnostics.details import NO_CHANGE
+from diagnostics.labels import CheckStatus
 from diagnostics.result import Check
 from diagnostics.said import to_the_second
 from reports import narrative
@@ -45,7 +46,7 @@ SAID_ABOVE = (
 KEYED = {"prefix_reuse": "prefix reuse of continuation turns", "prefill": "prefill speed at the same prompt sizes"}
 ENV_PREFIXES = ("host.", "engine.", "trace.")
 WHOLE = ("command", DECIDED)  # said whole, however long: a cut command does not run, a cut verdict misleads
-STATUS_MARK = {"ok": "ok", "warn": "**warn**", "fail": "**FAIL**"}
+STATUS_MARK = {CheckStatus.OK: "ok", CheckStatus.WARN: "**warn**", CheckStatus.FAIL: "**FAIL**"}
 
 
 def render_summary(inputs: Inputs, redactor: Redactor | None = None, report_name: str | None = None) -> str:
@@ -80,14 +81,14 @@ def render_summary(inputs: Inputs, redactor: Redactor | None = None, report_name
     else:
         out.append(f"**Suspects:** {narrative.no_suspects_text(a)}")
     out.append("")
-    order = {"fail": 0, "warn": 1, "ok": 2}
+    order = {CheckStatus.FAIL: 0, CheckStatus.WARN: 1, CheckStatus.OK: 2}
 
     def weight(c: Check) -> tuple[int, bool]:  # failures, then what matters, then what changes nothing
         note = narrative.check_note(a, c)
         return order[c.status], note is not None and note.tag == NO_CHANGE
 
-    warned = sorted((c for c in a.checks if c.status != "ok"), key=weight)[:MAX_CHECKS]
-    ok = [c.name for c in a.checks if c.status == "ok"]
+    warned = sorted((c for c in a.checks if c.status != CheckStatus.OK), key=weight)[:MAX_CHECKS]
+    ok = [c.name for c in a.checks if c.status == CheckStatus.OK]
     out.append(
         f"**Checks** ({len(a.checks)}: {len(ok)} ok, "
         f"{sum(c.status == 'warn' for c in a.checks)} warn, {sum(c.status == 'fail' for c in a.checks)} fail)"

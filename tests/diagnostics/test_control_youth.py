@@ -9,7 +9,7 @@ from diagnostics import controls, youth
 from diagnostics.comparison import Comparison
 from diagnostics.evidence import Evidence
 from diagnostics.intervals import Interval
-from diagnostics.labels import ControlYouth, Verdict
+from diagnostics.labels import CheckStatus, ControlYouth, Verdict
 from diagnostics.live import running_verdict
 from diagnostics.verdict import decide
 
@@ -71,7 +71,7 @@ def test_a_twin_that_caught_the_same_fault_is_caught_and_no_age_is_not_decided()
 
     decision = decide(evidence(rows, cycles))
     assert decision.verdict == Verdict.INSUFFICIENT
-    assert [f.status for f in decision.findings if f.name == "control_youth"] == ["fail"]
+    assert [f.status for f in decision.findings if f.name == "control_youth"] == [CheckStatus.FAIL]
     assert "--control-restart-after" in decision.reason and "slowed with its own age" in decision.reason
 
 

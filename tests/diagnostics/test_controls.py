@@ -178,9 +178,9 @@ def test_the_running_verdict_caps_a_high_confidence_where_its_rules_warn():
     line = running_verdict(probe_table(main, control)).line
     assert "high confidence" not in line
     # a high decision whose rules warn names them; one whose rules do not still says medium
-    from diagnostics.evidence import Finding
-    from diagnostics.labels import Confidence, Verdict
+    from diagnostics.labels import CheckStatus, Confidence, Verdict
     from diagnostics.live import _confidence
+    from diagnostics.result import Check
     from diagnostics.verdict import Decision
 
     high = Decision(
@@ -193,7 +193,7 @@ def test_the_running_verdict_caps_a_high_confidence_where_its_rules_warn():
         reason="",
         findings=(),
     )
-    warned = high._replace(findings=(Finding("control_drift", "warn", "not measured"),))
+    warned = high._replace(findings=(Check("control_drift", CheckStatus.WARN, "not measured"),))
     assert _confidence(high).startswith(", medium confidence (high by its interval; `diag analyze`")
     assert _confidence(warned) == ", medium confidence (high by its interval; control_drift warn)"
     assert _confidence(high._replace(confidence=Confidence.MEDIUM)) == ", medium confidence"

@@ -22,6 +22,7 @@ import pytest
 from diagnostics.comparison import Comparison
 from diagnostics.details import check_title, held_back, others
 from diagnostics.intervals import Interval
+from diagnostics.labels import CheckStatus
 from diagnostics.opening import FaultSet, fault_set, opening, side_actions, when
 from diagnostics.rerun import soak_command
 from diagnostics.result import Check, Onset, Suspect, Trigger
@@ -261,7 +262,7 @@ def _restart_faster(seed, suspects=()):
         checks=(
             Check(
                 "restart_slower",
-                "fail",
+                CheckStatus.FAIL,
                 "the restart control ... shows the fresh engine materially faster, where the comparison on paired "
                 "control rules a loss out (0.86 (90% interval 0.63-1.18)): ...",
             ),
@@ -339,7 +340,7 @@ def test_an_undecided_paired_control_says_its_figure_once_and_that_the_host_move
             _comparison("probes", 1.03, 0.87, 1.22),
             _comparison("control_drift", 1.25, 0.99, 1.57),
         ),
-        checks=(Check("paired_slower", "fail", "..."), Check("host_contention", "warn", "...")),
+        checks=(Check("paired_slower", CheckStatus.FAIL, "..."), Check("host_contention", CheckStatus.WARN, "...")),
     )
     o = opening(a, _run(*DEMO))  # type: ignore[arg-type]
     assert o.headline == "Cannot tell yet whether the engine slowed with age"
@@ -360,7 +361,10 @@ def test_a_log_that_cannot_tell_says_the_soak_and_the_option_that_would_let_it_t
         basis="step_series",
         onset=None,
         comparisons=(_comparison("step_series", 0.75, 0.63, 0.89, level_tps=4.4),),
-        checks=(Check("confidence", "fail", "a loss without a cause: ..."), Check("engine_identity", "warn", "...")),
+        checks=(
+            Check("confidence", CheckStatus.FAIL, "a loss without a cause: ..."),
+            Check("engine_identity", CheckStatus.WARN, "..."),
+        ),
         suspects=(),
     )
     missing = SimpleNamespace(
@@ -401,7 +405,7 @@ def test_line_one_names_what_capped_the_confidence_the_details_the_rest(seed_inp
         checks=(
             Check(
                 "confidence_cap",
-                "warn",
+                CheckStatus.WARN,
                 "high by its interval, lowered to medium: the data checks warn (decode_after_prefill_or_idle, "
                 "raw_throughput (0.12x raw against 0.43x matched)); a high confidence is given only where ...",
             ),
@@ -431,7 +435,8 @@ def test_failed_requests_and_a_full_kv_cache_get_a_line_each_action_first(seed_i
     t = pd.to_datetime(["2026-12-02 17:05:33.2", "2026-12-02 17:10:00.0", "2026-12-02 17:20:07.8"])
     events = pd.DataFrame({"t": t, "kind": ["kv_no_space", "kv_full", "kv_no_space"]})
     a = dataclasses.replace(
-        _no_age(seed_inputs, 1.09, 1.00, 1.21, confidence="medium"), checks=(Check("kv_space", "warn", "..."),)
+        _no_age(seed_inputs, 1.09, 1.00, 1.21, confidence="medium"),
+        checks=(Check("kv_space", CheckStatus.WARN, "..."),),
     )
     run = _run(*DEMO, events=events)
     run.requests = pd.DataFrame({"status": ["ok"] * 100 + ["error"] * 3 + ["refused"]})

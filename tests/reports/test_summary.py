@@ -6,6 +6,7 @@ import dataclasses
 import re
 from pathlib import Path
 
+from diagnostics.labels import CheckStatus
 from reports.redact import Redactor
 from reports.summary import MAX_LINES, render_summary
 
@@ -135,7 +136,9 @@ def test_a_restart_that_gave_no_comparison_is_not_called_no_restart(seed_inputs)
         "the engine before and after"
     )
     assert _restart_sentence(two).startswith("The data hold a restart, but too few decode samples")
-    changed = dataclasses.replace(two, checks=(*a.checks, Check("engine_identity", "warn", "the engine changed")))
+    changed = dataclasses.replace(
+        two, checks=(*a.checks, Check("engine_identity", CheckStatus.WARN, "the engine changed"))
+    )
     assert recovered_text(changed).endswith("the engine after it was a different one (the engine_identity check)")
 
 
@@ -153,7 +156,7 @@ def test_a_check_whose_name_misleads_is_said_in_the_readers_words_too(seed_input
     """after-8: 'FAIL `confidence`: a loss without a cause'."""
     from diagnostics.result import Check
 
-    failed = Check("confidence", "fail", "a loss without a cause: step series 0.75")
+    failed = Check("confidence", CheckStatus.FAIL, "a loss without a cause: step series 0.75")
     a = dataclasses.replace(seed_inputs.analysis, verdict="insufficient_data", confidence=None, checks=(failed,))
     md = render_summary(seed_inputs._replace(analysis=a))
     assert "- **FAIL** cause of the slowdown (`confidence`): a loss without a cause: step series 0.75" in md
@@ -202,8 +205,8 @@ def test_a_warning_that_comes_up_on_most_runs_says_whether_it_matters(run_inputs
     from diagnostics.result import Check
 
     checks = (
-        Check("client_engine_agreement", "warn", "client-side decode 174.8 tok/s per request, engine 260.2"),
-        Check("state_slot_exhaustion", "warn", "state slots usage peaked at 1.00"),
+        Check("client_engine_agreement", CheckStatus.WARN, "client-side decode 174.8 tok/s per request, engine 260.2"),
+        Check("state_slot_exhaustion", CheckStatus.WARN, "state slots usage peaked at 1.00"),
     )
     a = dataclasses.replace(run_inputs.analysis, checks=checks)
     md = render_summary(run_inputs._replace(analysis=a))

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from diagnostics.labels import Verdict
+from diagnostics.labels import CheckStatus, Verdict
 from soak.errors import SoakError
 
 logger = logging.getLogger(__name__)
@@ -344,7 +344,11 @@ def _judge(name: str, run_dir: Path, aging_control: bool = False) -> MatrixRow:
             else ("not found as engine age; " if not found else "")
             + (f"its own signal ranks {where}" if where else "its own signal is not among the suspects")
         )
-        aged = [c for c in doc.get("checks") or () if c.get("name") == "control_youth" and c.get("status") == "fail"]
+        aged = [
+            c
+            for c in doc.get("checks") or ()
+            if c.get("name") == "control_youth" and c.get("status") == CheckStatus.FAIL
+        ]
         if aging_control and not passed and verdict == Verdict.INSUFFICIENT and aged:
             passed, detail = True, "refused, naming the aging control"
     return MatrixRow(
