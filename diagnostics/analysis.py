@@ -25,7 +25,7 @@ from diagnostics import suspects as suspects_mod
 from diagnostics import verdict as verdict_mod
 from diagnostics import youth as youth_mod
 from diagnostics.comparison import Comparison
-from diagnostics.labels import Cause, CheckStatus, Confidence, Verdict
+from diagnostics.labels import Basis, Cause, CheckStatus, Confidence, Verdict
 from diagnostics.prefill import PrefillComparison
 from diagnostics.result import Analysis, Check, Onset, Slowdown
 from diagnostics.reuse import ReuseComparison
@@ -35,8 +35,6 @@ from rundir.manifest import RunManifest
 
 logger = logging.getLogger(__name__)
 
-DECODE_BASES = evidence_mod.DECODE_BASES
-STEP_BASES = ("step_series", "bins")  # comparisons made from the step series itself
 # What a user with only a log can add, said with every refusal of one (a log of access lines says its own).
 WHAT_WOULD_ANSWER = (
     "What would answer it: a longer stretch of steady work at the conditions the log began with, "
@@ -120,7 +118,7 @@ def analyze(source: Source) -> Analysis:
     stopped = _stopped_early(source.manifest, level)
     if stopped is not None:
         checks.append(stopped)
-    together = decision.decode if decision.decode is not None and decision.decode.basis == "combined" else None
+    together = decision.decode if decision.decode is not None and decision.decode.basis == Basis.COMBINED else None
     comparisons = tuple(
         c
         for c in (paired, restart, probes, dec.bins, dec.steps, drift, evidence.reuse, evidence.prefill, together)
@@ -132,7 +130,7 @@ def analyze(source: Source) -> Analysis:
         Check(
             "matched_conditions",
             CheckStatus.OK,
-            "; ".join(c.detail for c in comparisons if c.basis in DECODE_BASES) or "no matched comparison",
+            "; ".join(c.detail for c in comparisons if c.basis in evidence_mod.DECODE_BASES) or "no matched comparison",
         )
     )
     checks += decision.findings
@@ -142,13 +140,15 @@ def analyze(source: Source) -> Analysis:
         checks.append(
             Check(
                 "prefix_reuse",
-                CheckStatus.WARN if decision.basis == "prefix_reuse" else CheckStatus.OK,
+                CheckStatus.WARN if decision.basis == Basis.PREFIX_REUSE else CheckStatus.OK,
                 prefix_reuse.detail,
             )
         )
     if prefill is not None:
         checks.append(
-            Check("prefill_time", CheckStatus.WARN if decision.basis == "prefill" else CheckStatus.OK, prefill.detail)
+            Check(
+                "prefill_time", CheckStatus.WARN if decision.basis == Basis.PREFILL else CheckStatus.OK, prefill.detail
+            )
         )
     if host is not None and not any(f.name == "host_contention" for f in decision.findings):
         checks.append(
@@ -171,24 +171,24 @@ def analyze(source: Source) -> Analysis:
 
     age = decision.verdict == Verdict.AGE
     found_onset = _onset(source, dec, decision, prefix_reuse, prefill, rows, cycles) if age else None
-    if decision.basis == "prefix_reuse" and age and prefix_reuse is not None:
+    if decision.basis == Basis.PREFIX_REUSE and age and prefix_reuse is not None:
         suspects = suspects_mod.rank(source, prefix_reuse.calls, found_onset, symptom="prefix reuse falls")
-    elif decision.basis == "prefill" and age and prefill is not None:
+    elif decision.basis == Basis.PREFILL and age and prefill is not None:
         suspects = suspects_mod.rank(source, prefill.rows, found_onset, symptom="prefill slows")
     else:
         suspects = suspects_mod.rank(source, dec.samples[dec.samples["residual"].notna()], found_onset)
-    if age and dec.onset_idx is not None and decision.basis in DECODE_BASES:
+    if age and dec.onset_idx is not None and decision.basis in evidence_mod.DECODE_BASES:
         breakdown = _breakdown(source.steps, dec.life_use, dec.onset_idx)
         if breakdown is not None:
             checks.append(breakdown)
     checks += checks_mod.engine_checks(source, dec.samples)
-    shape = dec.trend.shape if age and dec.trend is not None and decision.basis in DECODE_BASES else None
+    shape = dec.trend.shape if age and dec.trend is not None and decision.basis in evidence_mod.DECODE_BASES else None
     # The trend per hour is the step series' own: said only when the step series carries the
     # verdict, over a span long enough for an hourly rate to mean something.
     trend_ok = (
-        decision.basis in (*STEP_BASES, "combined")
+        decision.basis in (*evidence_mod.LOG_BASES, Basis.COMBINED)
         and decision.decode is not None
-        and set(decision.decode.bases) <= set(STEP_BASES)
+        and set(decision.decode.bases) <= set(evidence_mod.LOG_BASES)
         and (evidence.span_s or 0.0) >= MIN_TREND_SPAN_S
     )
     slowdown, decode_held = _headline(decision, dec.per_hour if trend_ok else None, shape)
@@ -225,7 +225,7 @@ def analyze(source: Source) -> Analysis:
         source_kind=source.kind,
         engine=source.engine,
         prefix_reuse=prefix_reuse,
-        age_basis=(decision.basis if decision.basis in ("prefix_reuse", "prefill") else "decode"),
+        age_basis=(decision.basis if decision.basis in evidence_mod.SIDE_BASES else "decode"),
         prefill=prefill,
         confidence=confidence,
         basis=decision.basis,
@@ -391,20 +391,20 @@ def _onset(
     cycle of the paired series' first materially slower segment; the step series places it more
     finely only when its own onset falls between that cycle and the one before (elsewhere the
     step series may be showing the host, which the pairs cancel)."""
-    if decision.basis == "prefix_reuse":
+    if decision.basis == Basis.PREFIX_REUSE:
         assert prefix_reuse is not None  # the verdict rests on it
         return onset_mod.series_onset(source, prefix_reuse.onset_t, prefix_reuse.onset_age_s, prefix_reuse.calls)
-    if decision.basis == "prefill":
+    if decision.basis == Basis.PREFILL:
         assert prefill is not None  # the verdict rests on it
         return onset_mod.series_onset(source, prefill.onset_t, prefill.onset_age_s, prefill.rows)
     if dec.trend is not None and dec.trend.shape == "gradual" and dec.creep_idx is not None:
         step: Onset | None = onset_mod.creep_onset(dec.life_use, dec.creep_idx, dec.trend.change_age_s)
     else:
         step = onset_mod.step_onset(source, dec.life_use, dec.onset_idx) if dec.onset_idx is not None else None
-    if decision.basis != "paired_control" and step is not None:
+    if decision.basis != Basis.PAIRED_CONTROL and step is not None:
         return step
     series, value = (
-        (cycles, "ratio") if decision.basis == "paired_control" else (controls.main_probes(rows), "decode_tps")
+        (cycles, "ratio") if decision.basis == Basis.PAIRED_CONTROL else (controls.main_probes(rows), "decode_tps")
     )
     if len(series):
         series = series[series["engine_life"] == series["engine_life"].min()]

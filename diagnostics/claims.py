@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from diagnostics.combine import NAMES, combine
+from diagnostics.combine import combine
 from diagnostics.comparison import Comparison
 from diagnostics.evidence import (
     DRIFT_SPREAD,
@@ -15,18 +15,17 @@ from diagnostics.evidence import (
     LOW_FLOOR,
     MARGIN,
     MIN_SPAN_S,
-    SIDE_TEXT,
     UNCONTROLLED,
     Evidence,
     sane,
 )
-from diagnostics.labels import Cause, CheckStatus, Confidence
+from diagnostics.labels import BASIS_WORDS, Basis, Cause, CheckStatus, Confidence
 from diagnostics.result import Check
 
 
 def basis_words(c: Comparison) -> str:
     """What a decode comparison is, in words: its basis, or the parts of the comparisons together."""
-    if c.basis != "combined":
+    if c.basis != Basis.COMBINED:
         return c.basis.replace("_", " ")
     return "the decode comparisons together (" + c.detail.split("(", 1)[1].split(")", 1)[0] + ")"
 
@@ -79,7 +78,7 @@ def decisive_decode(ev: Evidence, findings: list[Check]) -> Comparison | None:
                 CheckStatus.WARN,
                 "the decode comparisons disagree: widened so that all would hold at once, their "
                 "intervals do not overlap ("
-                + ", ".join(f"{NAMES.get(b, b)} {w.describe()}" for b, w in together.widened)
+                + ", ".join(f"{BASIS_WORDS[b].name} {w.describe()}" for b, w in together.widened)
                 + "); they did not measure the same thing",
             )
         )
@@ -99,7 +98,7 @@ def host_taken_out(c: Comparison, ev: Evidence) -> bool:
     through the run."""
     if ev.control_drift is None:
         return False
-    side = {"step_series": ev.step_drift, "bins": ev.bin_drift}.get(c.basis)
+    side = {Basis.STEP_SERIES: ev.step_drift, Basis.BINS: ev.bin_drift}.get(c.basis)
     return side is None or measured(side)
 
 
@@ -135,7 +134,7 @@ def drift_explains(raw: Evidence, ev: Evidence, findings: list[Check], unresolve
     )
     if alone is None:
         return None
-    corrected = {"probes": ev.probes, "step_series": ev.steps}.get(alone.basis)
+    corrected = {Basis.PROBES: ev.probes, Basis.STEP_SERIES: ev.steps}.get(alone.basis)
     paired_rules_out = ev.paired is not None and ev.paired.no_loss
     if not paired_rules_out and corrected is not None and corrected.ratio <= corrected.material:
         # Net of the host the estimate is still a material loss: the drift took the interval's
@@ -320,7 +319,9 @@ def survives_controls(
 
 def side_claim(ev: Evidence, decode_claim: Comparison | None, findings: list[Check]) -> Comparison | None:
     """Rule 3: prefix reuse or prefill time, when decode shows no loss or only a contested one."""
-    contested = decode_claim is not None and decode_claim.basis == "probes" and ev.bins is not None and ev.bins.no_loss
+    contested = (
+        decode_claim is not None and decode_claim.basis == Basis.PROBES and ev.bins is not None and ev.bins.no_loss
+    )
     if decode_claim is not None and not contested:
         return None
     side = None
@@ -336,7 +337,7 @@ def side_claim(ev: Evidence, decode_claim: Comparison | None, findings: list[Che
                 CheckStatus.WARN,
                 f"only identical probes show a decode loss ({decode_claim.detail}) and matched bins "
                 f"rule one out ({ev.bins.detail}): the slowdown is placed on "
-                f"{SIDE_TEXT[side.basis]}, which shows it clearly",
+                f"{BASIS_WORDS[side.basis].name}, which shows it clearly",
             )
         )
     return side

@@ -26,6 +26,7 @@ import pandas as pd
 from diagnostics import changepoint, intervals, sequential
 from diagnostics.comparison import DECODE_MATERIAL, PAIRED_DETECT, Comparison
 from diagnostics.evidence import HostLoad
+from diagnostics.labels import Basis
 from diagnostics.sequential import MIN_SIDE
 from diagnostics.sequential import side as _side
 from diagnostics.youth import JUST_RESTARTED, Youth, fresh
@@ -79,7 +80,7 @@ def probes(rows: pd.DataFrame, level: float = intervals.LEVEL) -> Comparison | N
     early, late = first["decode_tps"].head(e), first["decode_tps"].tail(k)
     interval = intervals.log_ratio(early, late, level, serial=True)
     return Comparison(
-        basis="probes",
+        basis=Basis.PROBES,
         interval=interval,
         num_early=e,
         num_late=k,
@@ -130,7 +131,7 @@ def paired(cycles: pd.DataFrame, level: float = intervals.LEVEL, fresh_only: boo
     interval = intervals.log_ratio(early, late, level, serial=True)
     main_early = _geo(first["main"].head(e))
     return Comparison(
-        basis="paired_control",
+        basis=Basis.PAIRED_CONTROL,
         interval=interval,
         num_early=e,
         num_late=k,
@@ -171,7 +172,7 @@ def control_drift(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Compa
     e, k = sides
     interval = intervals.log_ratio(first["control"].head(e), first["control"].tail(k), level, serial=True)
     return Comparison(
-        basis="control_drift",
+        basis=Basis.CONTROL_DRIFT,
         interval=interval,
         num_early=e,
         num_late=k,
@@ -194,7 +195,7 @@ def drift_between(cycles: pd.DataFrame, sides: Sides | None, level: float = inte
     early, late = (cycles.loc[(t >= a) & (t <= b), "control"] for a, b in sides)
     interval = intervals.log_ratio(early, late, level, serial=True)
     return Comparison(
-        basis="control_drift",
+        basis=Basis.CONTROL_DRIFT,
         interval=interval,
         num_early=len(early),
         num_late=len(late),
@@ -229,7 +230,7 @@ def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Comparison | None:
     interval = intervals.log_ratio(fresh, aged)
     level = _geo(main[main["engine_life"] == lives[1]]["decode_tps"].head(k))
     return Comparison(
-        basis="restart",
+        basis=Basis.RESTART,
         interval=interval,
         num_early=len(fresh),
         num_late=len(aged),

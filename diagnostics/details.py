@@ -18,7 +18,7 @@ import pandas as pd
 from diagnostics.comparison import Comparison
 from diagnostics.identity import lives
 from diagnostics.intervals import LEVEL, level_text
-from diagnostics.labels import CheckStatus, Verdict
+from diagnostics.labels import Basis, CheckStatus, Verdict
 from diagnostics.result import Analysis, Check
 from diagnostics.said import duration, ratio_change
 from diagnostics.source import Source
@@ -28,30 +28,31 @@ from rundir import schema
 
 # What each measure is, and why the verdict may rest on it.
 MEASURE = {
-    "paired_control": "identical probe requests to the soaked engine and to a fresh one, back to back, so that "
+    Basis.PAIRED_CONTROL: "identical probe requests to the soaked engine and to a fresh one, back to back, so that "
     "a change of the host or the load cancels",
-    "restart": "the soaked engine just before a restart against itself just after, at one moment, so that "
+    Basis.RESTART: "the soaked engine just before a restart against itself just after, at one moment, so that "
     "a change of the host cancels",
-    "probes": "identical probe requests to the soaked engine, early against late",
-    "bins": "the soaked engine's decode at the same batch and context, early against late",
-    "step_series": "the soaked engine's decode steps against its early speed at the same batch and context",
+    Basis.PROBES: "identical probe requests to the soaked engine, early against late",
+    Basis.BINS: "the soaked engine's decode at the same batch and context, early against late",
+    Basis.STEP_SERIES: "the soaked engine's decode steps against its early speed at the same batch and context",
 }
 # The measures in the reader's words, for "the other measures read ..." and a joined figure's parts.
 MEASURE_NAMES = {
-    "paired_control": "beside a fresh engine",
-    "restart": "across the restart",
-    "probes": "own probes",
-    "bins": "matched bins",
-    "step_series": "step series",
+    Basis.PAIRED_CONTROL: "beside a fresh engine",
+    Basis.RESTART: "across the restart",
+    Basis.PROBES: "own probes",
+    Basis.BINS: "matched bins",
+    Basis.STEP_SERIES: "step series",
 }
 PART_WORDS = {
-    "paired_control": "probes beside a fresh engine",
-    "restart": "the restart",
-    "probes": "its own probes",
-    "bins": "decode at the same batch and context",
-    "step_series": "its decode steps against its early speed",
+    Basis.PAIRED_CONTROL: "probes beside a fresh engine",
+    Basis.RESTART: "the restart",
+    Basis.PROBES: "its own probes",
+    Basis.BINS: "decode at the same batch and context",
+    Basis.STEP_SERIES: "its decode steps against its early speed",
 }
-OVER_TIME = ("probes", "bins", "step_series")  # the soaked engine against itself earlier: the host moves them too
+# The soaked engine against itself earlier: the host moves them too.
+OVER_TIME = (Basis.PROBES, Basis.BINS, Basis.STEP_SERIES)
 # A confidence cap's checks (diagnostics.caps.DATA_CHECKS) as the reason the confidence is not
 # high, a clause after "because"; the most concrete first (CAP_ORDER).
 CAP_REASONS = {
@@ -130,7 +131,7 @@ def decisive(a: Analysis) -> Comparison | None:
 
 def measure(c: Comparison) -> str | None:
     """What a comparison measures, in words; a joined one by its parts."""
-    if c.basis == "combined":
+    if c.basis == Basis.COMBINED:
         parts = [PART_WORDS[p] for p in c.parts if p in PART_WORDS]
         return "every decode measure together: " + _and(parts) if parts else "every decode measure together"
     return MEASURE.get(c.basis)
@@ -143,7 +144,7 @@ def others(a: Analysis) -> str | None:
     d = decisive(a)
     if d is None:
         return None
-    parts = d.parts if d.basis == "combined" else ()
+    parts = d.parts if d.basis == Basis.COMBINED else ()
     rest = [
         c
         for c in a.comparisons
@@ -152,7 +153,7 @@ def others(a: Analysis) -> str | None:
     if not rest:
         return None
     out = ", ".join(f"{MEASURE_NAMES[c.basis]} {ratio_change(c.ratio)}" for c in rest)
-    drift = next((c for c in a.comparisons if c.basis == "control_drift"), None)
+    drift = next((c for c in a.comparisons if c.basis == Basis.CONTROL_DRIFT), None)
     if drift is not None and abs(drift.ratio - 1) >= 0.1 and any(c.basis in OVER_TIME for c in rest):
         out += (
             f"; those of the soaked engine over time carry the host's change too: a fresh engine's own speed "
@@ -174,7 +175,7 @@ def figure(a: Analysis, said: bool) -> list[Detail]:
     rest = others(a)
     if rest is not None:
         out.append(Detail("the other measures read", rest))
-    if d.basis == "combined":
+    if d.basis == Basis.COMBINED:
         out.append(
             Detail(
                 "how they are joined",
@@ -306,10 +307,10 @@ def _on_control(a: Analysis) -> bool:
     d = decisive(a)
     if d is None:
         return False
-    if "paired_control" in d.bases:
+    if Basis.PAIRED_CONTROL in d.bases:
         return True
     pairs = a.probe_pairs
-    return d.basis == "restart" and pairs is not None and len(pairs) > 0 and pairs["engine_life"].nunique() > 1
+    return d.basis == Basis.RESTART and pairs is not None and len(pairs) > 0 and pairs["engine_life"].nunique() > 1
 
 
 def engine_name(source: Source) -> str:
@@ -369,7 +370,7 @@ def _thin(a: Analysis, source: Source | None) -> str | None:
     d = decisive(a)
     if d is None:
         return None
-    if d.basis in ("paired_control", "probes"):
+    if d.basis in (Basis.PAIRED_CONTROL, Basis.PROBES):
         if min(d.num_early, d.num_late) >= THIN_CYCLES:
             return None
         return f"thin data: the figure rests on {d.num_early} probe cycles early and {d.num_late} late"

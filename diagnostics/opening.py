@@ -44,7 +44,7 @@ from diagnostics.details import (
     measure,
 )
 from diagnostics.intervals import Interval
-from diagnostics.labels import Cause, CheckStatus, Verdict
+from diagnostics.labels import Basis, Cause, CheckStatus, Verdict
 from diagnostics.result import Analysis, Check
 from diagnostics.said import amount, between, change, duration, size, stamp, times, to_the_second
 from diagnostics.source import Source
@@ -70,11 +70,11 @@ MORE_KV = "Give the engine more KV cache or fewer parallel requests"
 # How the measure a verdict could not decide on is said, in line three (`within the run, its probes
 # beside a fresh engine did not show a clear loss`).
 WITHIN = {
-    "paired_control": "its probes beside a fresh engine",
-    "probes": "its own probes",
-    "bins": "its decode at the same batch and context",
-    "step_series": "its decode steps",
-    "combined": "its decode measures together",
+    Basis.PAIRED_CONTROL: "its probes beside a fresh engine",
+    Basis.PROBES: "its own probes",
+    Basis.BINS: "its decode at the same batch and context",
+    Basis.STEP_SERIES: "its decode steps",
+    Basis.COMBINED: "its decode measures together",
 }
 LABEL_NEXT = "Next"
 LABEL_ALSO = "Also"
@@ -200,9 +200,9 @@ def fault_set(a: Analysis) -> FaultSet | None:
 
 def _age(a: Analysis, path: str) -> tuple[str, str | None, str, str]:
     s = a.slowdown
-    if a.age_basis == "prefill" and s is not None:
+    if a.age_basis == Basis.PREFILL and s is not None:
         figure_said = f"prompts admitted {change(s.ratio)} than early at the same prompt sizes" + _slowdown_span(a)
-    elif a.age_basis == "prefix_reuse" and a.prefix_reuse is not None:
+    elif a.age_basis == Basis.PREFIX_REUSE and a.prefix_reuse is not None:
         r = a.prefix_reuse
         figure_said = (
             f"its prefix cache stopped reusing: an agent's next turn took {r.late_share:.0%} of its prompt from "
@@ -231,7 +231,7 @@ def _age_why(a: Analysis) -> str:
     else:
         began = f"It began after {duration(a.onset.engine_age_s)} {life}"
     out = f"{began}{_trigger(a)}; {_restart(a)}."
-    if a.age_basis in ("prefill", "prefix_reuse"):
+    if a.age_basis in (Basis.PREFILL, Basis.PREFIX_REUSE):
         out += " Decode itself held."
     if names_top_suspect(a):
         out += f" Top suspect: {suspects_mod.in_a_clause(a.suspects[0])}."
@@ -261,7 +261,7 @@ def _restart(a: Analysis) -> str:
         return "a restart brought it back"
     if a.recovered_by_restart is False:
         return "a restart did not bring it back"
-    if any(c.basis == "restart" for c in a.comparisons):
+    if any(c.basis == Basis.RESTART for c in a.comparisons):
         return "a restart did not settle whether it comes back"
     if len(a.lives) > 1:
         return "the restart in the data could not be compared"
@@ -317,7 +317,7 @@ def _undecided(a: Analysis, source: Source | None, log: bool) -> tuple[str, str 
     longer = _run_longer(a, source) if not log else _log_next(source)
     headline = HEADLINES[Verdict.INSUFFICIENT]
     if "control_youth" in names:
-        p = comps.get("paired_control", d)
+        p = comps.get(Basis.PAIRED_CONTROL, d)
         return (
             headline,
             size(p) if p is not None and p.interval.bounded else None,
@@ -332,16 +332,16 @@ def _undecided(a: Analysis, source: Source | None, log: bool) -> tuple[str, str 
             f"Soak it with identical probes: `{rerun.soak_command(source, '--until-decided')}`.",
             "The matching failed: samples of different work were compared.",
         )
-    if "restart_slower" in names and "restart" in comps:
+    if "restart_slower" in names and Basis.RESTART in comps:
         return (
             headline,
-            size(comps["restart"]),
+            size(comps[Basis.RESTART]),
             f"Soak again with a baseline first{_lasted(source)}: "
             f"`{rerun.soak_command(source, '--baseline 8', '--until-decided')}`.",
             _restart_not_age(a, next(c for c in failed if c.name == "restart_slower")),
         )
     if "paired_slower" in names or "decode_agreement" in names:
-        p = comps.get("paired_control", d)
+        p = comps.get(Basis.PAIRED_CONTROL, d)
         if p is not None:
             why = (
                 "Beside a fresh engine it ran slower, but its own measures over time saw no loss: they disagree."
@@ -450,7 +450,7 @@ def _slowdown_ratio(a: Analysis) -> str:
 
 def _host_moved(a: Analysis) -> str:
     """The fresh control's own change over the run, where it moved more than 10 %: the host was not steady."""
-    drift = next((c for c in a.comparisons if c.basis == "control_drift"), None)
+    drift = next((c for c in a.comparisons if c.basis == Basis.CONTROL_DRIFT), None)
     if drift is None or abs(drift.ratio - 1) < 0.1:
         return ""
     return f" The fresh engine's own speed changed {drift.ratio - 1:+.0%} meanwhile: the host was not steady."

@@ -16,26 +16,27 @@ import pandas as pd
 
 from diagnostics.comparison import Comparison
 from diagnostics.intervals import Interval, level_text
+from diagnostics.labels import Basis
 
 NO_CHANGE = 0.005  # a ratio this close to 1 rounds to 0 %: said as no slower
 AS_FAST = 2.0  # from here up a gain is said as "N times as fast", not "+250%"
 # Whose speed a ratio is over, by the comparison it comes from: (after "at 0.83 of", after "slower than").
 # Two engines (the soaked engine, a fresh one) and two times (early, late), nothing else.
 REFERENCE = {
-    "paired_control": ("a fresh engine's speed", "a fresh engine"),
-    "restart": ("its own speed just after a restart", "its speed after a restart"),
-    "probes": ("its own early speed on an identical request", "early in the run"),
-    "bins": ("its early speed at the same batch and context", "early in the run"),
-    "step_series": ("its early speed at the same batch and context", "early in the run"),
-    "combined": ("its early speed, all measures together", "early in the run"),
+    Basis.PAIRED_CONTROL: ("a fresh engine's speed", "a fresh engine"),
+    Basis.RESTART: ("its own speed just after a restart", "its speed after a restart"),
+    Basis.PROBES: ("its own early speed on an identical request", "early in the run"),
+    Basis.BINS: ("its early speed at the same batch and context", "early in the run"),
+    Basis.STEP_SERIES: ("its early speed at the same batch and context", "early in the run"),
+    Basis.COMBINED: ("its early speed, all measures together", "early in the run"),
 }
 # Where the two speeds of a decode comparison were taken, after `decode 197 → 142 tok/s`.
 SPEEDS_WHERE = {
-    "paired_control": "against a fresh engine run beside it",
-    "probes": "on identical probe requests",
-    "bins": "at the same batch and context",
-    "step_series": "at the same batch and context",
-    "combined": "at the same conditions",
+    Basis.PAIRED_CONTROL: "against a fresh engine run beside it",
+    Basis.PROBES: "on identical probe requests",
+    Basis.BINS: "at the same batch and context",
+    Basis.STEP_SERIES: "at the same batch and context",
+    Basis.COMBINED: "at the same conditions",
 }
 _ISO = re.compile(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(?:\.\d+)?")
 
@@ -75,7 +76,7 @@ def speeds(c: Comparison) -> str | None:
     if c.unit != "tok/s" or c.healthy_level is None or late is None or not np.isfinite(late):
         return None
     early = c.healthy_level
-    if c.basis == "restart":
+    if c.basis == Basis.RESTART:
         return f"decode {tps(late)} tok/s just before a restart, {tps(early)} just after"
     where = SPEEDS_WHERE.get(c.basis, "at the same conditions")
     return f"decode {tps(early)} → {tps(late)} tok/s {where}"

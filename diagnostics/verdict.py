@@ -83,13 +83,13 @@ from diagnostics.evidence import (
     Evidence,
     sane,
 )
-from diagnostics.labels import Cause, CheckStatus, Confidence, Verdict
+from diagnostics.labels import Basis, Cause, CheckStatus, Confidence, Verdict
 from diagnostics.result import Check
 
 
 class Decision(NamedTuple):
     verdict: Verdict
-    basis: str | None  # the comparison that decided: paired_control, probes, bins, step_series, prefix_reuse, prefill
+    basis: Basis | None  # the comparison that decided
     decisive: Comparison | None
     decode: Comparison | None  # the decode comparison the slowdown figures come from
     cause: Cause | None
@@ -249,7 +249,7 @@ def _decide(ev: Evidence) -> Decision:
             )
     decode = claims.decisive_decode(ev, findings)
     claim, cause = claims.decode_claim(ev, findings)
-    if claim is not None and claim.basis != "paired_control":
+    if claim is not None and claim.basis != Basis.PAIRED_CONTROL:
         claim, cause = claims.survives_controls(claim, ev, findings, "decode")
     if claim is not None and claim.basis in LOG_BASES:
         claim = claims.beyond_the_host(claim, ev, findings)
@@ -308,7 +308,7 @@ def _decide(ev: Evidence) -> Decision:
     if decode is None and ev.context == "explains":
         return Decision(
             verdict=Verdict.CONTEXT_ONLY,
-            basis="step_series",
+            basis=Basis.STEP_SERIES,
             decisive=None,
             decode=None,
             cause=Cause.CONTEXT_GROWTH,
@@ -350,7 +350,7 @@ def _decide(ev: Evidence) -> Decision:
         and p.interval.bounded
         and p.interval.hi < 1.0
         and p.ratio <= p.material
-        and "paired_control" not in decode.bases
+        and Basis.PAIRED_CONTROL not in decode.bases
     ):
         # The paired control takes the host out by design; where it shows the soaked engine slower
         # (its whole interval below 1, the estimate a material loss) no comparison of the engine
@@ -376,7 +376,7 @@ def _decide(ev: Evidence) -> Decision:
         )
     if (
         p is not None
-        and "paired_control" in decode.bases
+        and Basis.PAIRED_CONTROL in decode.bases
         and p.interval.bounded
         and p.interval.hi < 1.0
         and decode.interval.lo <= decode.material
@@ -467,7 +467,7 @@ def _decide(ev: Evidence) -> Decision:
     on = claims.basis_words(decode)
     faster = (
         "the aged engine ran at least as fast as the fresh one after the restart"
-        if decode.basis == "restart"
+        if decode.basis == Basis.RESTART
         else "the late engine ran at least as fast as the early one"
     )
     said = (

@@ -6,7 +6,7 @@ import re
 
 from diagnostics import suspects
 from diagnostics.details import NO_CHANGE
-from diagnostics.labels import CheckStatus
+from diagnostics.labels import Basis, CheckStatus
 from diagnostics.result import Check
 from diagnostics.said import to_the_second
 from reports import narrative
@@ -43,7 +43,10 @@ SAID_ABOVE = (
     "decode late at the same conditions (tok/s: early times the ratio)",
 )
 # Comparisons a key figure says already, in its own words: by what its label holds.
-KEYED = {"prefix_reuse": "prefix reuse of continuation turns", "prefill": "prefill speed at the same prompt sizes"}
+KEYED = {
+    Basis.PREFIX_REUSE: "prefix reuse of continuation turns",
+    Basis.PREFILL: "prefill speed at the same prompt sizes",
+}
 ENV_PREFIXES = ("host.", "engine.", "trace.")
 WHOLE = ("command", DECIDED)  # said whole, however long: a cut command does not run, a cut verdict misleads
 STATUS_MARK = {CheckStatus.OK: "ok", CheckStatus.WARN: "**warn**", CheckStatus.FAIL: "**FAIL**"}

@@ -6,7 +6,7 @@ from diagnostics.caps import DATA_CHECKS
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.evidence import Evidence, HostLoad
 from diagnostics.intervals import Interval
-from diagnostics.labels import Cause, CheckStatus
+from diagnostics.labels import Basis, Cause, CheckStatus
 from diagnostics.verdict import decide
 
 HOST_DRIFT = Cause.HOST_DRIFT
@@ -30,7 +30,7 @@ UNBOUNDED = Interval(0.7, 0.0, float("inf"))
 def prefill_cmp(ratio, lo, hi, num_early=10, num_late=10):
     """Prefill time at matched sizes, as a speed (late over healthy), at its material level 1/1.5."""
     return Comparison(
-        basis="prefill",
+        basis=Basis.PREFILL,
         interval=Interval(ratio, lo, hi),
         num_early=num_early,
         num_late=num_late,
@@ -60,7 +60,7 @@ def test_a_loss_needs_the_whole_interval_past_the_material_level():
 
 def test_too_few_samples_for_an_interval_is_insufficient_data_not_a_verdict():
     few = Comparison(
-        basis="probes",
+        basis=Basis.PROBES,
         interval=UNBOUNDED,
         num_early=1,
         num_late=1,
@@ -140,7 +140,7 @@ def test_a_segment_whose_aftermath_is_not_material_is_said_so():
 
 def test_prefix_reuse_carries_the_verdict_when_decode_holds():
     reuse = Comparison(
-        basis="prefix_reuse",
+        basis=Basis.PREFIX_REUSE,
         interval=Interval(0.0, 0.0, 0.1),
         num_early=10,
         num_late=10,

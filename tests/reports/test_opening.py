@@ -22,7 +22,7 @@ import pytest
 from diagnostics.comparison import Comparison
 from diagnostics.details import check_title, held_back, others
 from diagnostics.intervals import Interval
-from diagnostics.labels import CheckStatus
+from diagnostics.labels import Basis, CheckStatus
 from diagnostics.opening import FaultSet, fault_set, opening, side_actions, when
 from diagnostics.rerun import soak_command
 from diagnostics.result import Check, Onset, Suspect, Trigger
@@ -36,7 +36,7 @@ JARGON = ("control's youth", "engine life 0", "context-only test", "hold at once
 
 
 def _comparison(
-    basis: str,
+    basis: Basis,
     estimate: float,
     lo: float,
     hi: float,
@@ -55,7 +55,7 @@ def _comparison(
     )
 
 
-def _no_age(seed, estimate, lo, hi, verdict="no_degradation", basis="paired_control", confidence="low", tps=None):
+def _no_age(seed, estimate, lo, hi, verdict="no_degradation", basis=Basis.PAIRED_CONTROL, confidence="low", tps=None):
     return dataclasses.replace(
         seed.analysis,
         source_kind="run_dir",
@@ -114,8 +114,8 @@ def test_line_one_says_the_speeds_and_which_way_they_moved(seed_inputs):
     did not."""
     a = dataclasses.replace(
         seed_inputs.analysis,
-        basis="step_series",
-        comparisons=(_comparison("step_series", 0.21, 0.16, 0.27, level_tps=152.8),),
+        basis=Basis.STEP_SERIES,
+        comparisons=(_comparison(Basis.STEP_SERIES, 0.21, 0.16, 0.27, level_tps=152.8),),
         checks=(),
     )
     o = opening(a)
@@ -127,7 +127,7 @@ def test_line_one_says_the_speeds_and_which_way_they_moved(seed_inputs):
 
 def test_a_ratio_above_one_is_no_slower_never_up_to_some_percent_slower(seed_inputs):
     """after-1: 1.07 (0.96-1.19) across a restart: the speeds either side of it, no slower."""
-    a = _no_age(seed_inputs, 1.07, 0.96, 1.19, basis="restart", confidence="high", tps=208.1)
+    a = _no_age(seed_inputs, 1.07, 0.96, 1.19, basis=Basis.RESTART, confidence="high", tps=208.1)
     o = opening(a, _run(*DEMO))  # type: ignore[arg-type]
     assert o.verdict_line == (
         "No slowdown measured: decode 223 tok/s just before a restart, 208 just after (no slower; 90% interval "
@@ -159,7 +159,7 @@ def test_no_loss_headlines(seed_inputs, interval, headline):
 
 def test_a_loss_the_interval_leaves_possible_is_said_once_in_one_direction(seed_inputs):
     """after-2: slower as the context grew, a loss from age possible, how sure and why not surer."""
-    a = _no_age(seed_inputs, 0.93, 0.83, 1.04, verdict="context_growth_only", basis="restart", tps=186.9)
+    a = _no_age(seed_inputs, 0.93, 0.83, 1.04, verdict="context_growth_only", basis=Basis.RESTART, tps=186.9)
     o = opening(a, _run(*DEMO, elapsed_s=66))  # type: ignore[arg-type]
     assert o.verdict_line == (
         "Slower as the context grew, not shown to be engine age: decode 174 tok/s just before a restart, 187 just "
@@ -174,7 +174,7 @@ def test_a_loss_the_interval_leaves_possible_is_said_once_in_one_direction(seed_
 
 
 def test_a_short_run_says_how_long_it_was_and_that_hours_need_hours(seed_inputs):
-    a = _no_age(seed_inputs, 1.07, 0.96, 1.19, basis="restart", confidence="high")
+    a = _no_age(seed_inputs, 1.07, 0.96, 1.19, basis=Basis.RESTART, confidence="high")
     o = opening(a, _run(*DEMO))  # type: ignore[arg-type]
     assert o.action == (
         "Nothing to restart or file. This run lasted 2.4 min; a slowdown that builds over hours needs a soak of "
@@ -225,11 +225,11 @@ def test_the_other_measures_are_below_the_break_with_their_direction(seed_inputs
     a = dataclasses.replace(
         _no_age(seed_inputs, 0.72, 0.63, 0.82, verdict="engine_age_degradation", confidence="medium"),
         comparisons=(
-            _comparison("paired_control", 0.72, 0.63, 0.82),
-            _comparison("restart", 0.65, 0.60, 0.71),
-            _comparison("probes", 0.50, 0.25, 0.99),
-            _comparison("step_series", 1.6, 1.4, 1.8),
-            _comparison("control_drift", 0.69, 0.42, 1.14),
+            _comparison(Basis.PAIRED_CONTROL, 0.72, 0.63, 0.82),
+            _comparison(Basis.RESTART, 0.65, 0.60, 0.71),
+            _comparison(Basis.PROBES, 0.50, 0.25, 0.99),
+            _comparison(Basis.STEP_SERIES, 1.6, 1.4, 1.8),
+            _comparison(Basis.CONTROL_DRIFT, 0.69, 0.42, 1.14),
         ),
     )
     assert others(a) == (
@@ -252,12 +252,12 @@ def _restart_faster(seed, suspects=()):
         seed.analysis,
         verdict="insufficient_data",
         confidence=None,
-        basis="restart",
+        basis=Basis.RESTART,
         onset=None,
         comparisons=(
-            _comparison("restart", 0.48, 0.37, 0.62, level_tps=174.0),
-            _comparison("paired_control", 0.86, 0.63, 1.18),
-            _comparison("bins", 0.79, 0.67, 0.85),
+            _comparison(Basis.RESTART, 0.48, 0.37, 0.62, level_tps=174.0),
+            _comparison(Basis.PAIRED_CONTROL, 0.86, 0.63, 1.18),
+            _comparison(Basis.BINS, 0.79, 0.67, 0.85),
         ),
         checks=(
             Check(
@@ -300,7 +300,7 @@ def test_an_undecided_verdict_says_a_suspect_that_moved_a_lot_and_what_would_set
         "71,303,168 in the quarter with the most (Spearman rho +0.59 ...)",
     )
     a = _restart_faster(seed_inputs, suspects=(jump,))
-    a = dataclasses.replace(a, basis="bins", comparisons=(a.comparisons[2], *a.comparisons[:2]))
+    a = dataclasses.replace(a, basis=Basis.BINS, comparisons=(a.comparisons[2], *a.comparisons[:2]))
     o = opening(a, _run(*DEMO))  # type: ignore[arg-type]
     assert o.why.endswith(
         "`output_buffer_bytes` was 1,088 where decode slowed least and 71,303,168 where it slowed most; a soak "
@@ -314,7 +314,7 @@ def test_an_interval_wider_than_90_percent_says_why_below_the_break(seed_inputs)
     """after-5: '99% interval 0.03-0.65, not 90%: the soak checked after every probe cycle' in the headline."""
     a = dataclasses.replace(
         _no_age(seed_inputs, 0.14, 0.03, 0.65, verdict="engine_age_degradation", confidence="medium"),
-        comparisons=(_comparison("paired_control", 0.14, 0.03, 0.65, level=0.9943, level_tps=152.0),),
+        comparisons=(_comparison(Basis.PAIRED_CONTROL, 0.14, 0.03, 0.65, level=0.9943, level_tps=152.0),),
     )
     o = opening(a)
     assert (
@@ -331,14 +331,14 @@ def test_an_undecided_paired_control_says_its_figure_once_and_that_the_host_move
         seed_inputs.analysis,
         verdict="insufficient_data",
         confidence=None,
-        basis="paired_control",
+        basis=Basis.PAIRED_CONTROL,
         source_kind="run_dir",
         onset=None,
         recovered_by_restart=None,
         comparisons=(
-            _comparison("paired_control", 0.83, 0.68, 1.00),
-            _comparison("probes", 1.03, 0.87, 1.22),
-            _comparison("control_drift", 1.25, 0.99, 1.57),
+            _comparison(Basis.PAIRED_CONTROL, 0.83, 0.68, 1.00),
+            _comparison(Basis.PROBES, 1.03, 0.87, 1.22),
+            _comparison(Basis.CONTROL_DRIFT, 1.25, 0.99, 1.57),
         ),
         checks=(Check("paired_slower", CheckStatus.FAIL, "..."), Check("host_contention", CheckStatus.WARN, "...")),
     )
@@ -358,9 +358,9 @@ def test_a_log_that_cannot_tell_says_the_soak_and_the_option_that_would_let_it_t
         seed_inputs.analysis,
         verdict="insufficient_data",
         confidence=None,
-        basis="step_series",
+        basis=Basis.STEP_SERIES,
         onset=None,
-        comparisons=(_comparison("step_series", 0.75, 0.63, 0.89, level_tps=4.4),),
+        comparisons=(_comparison(Basis.STEP_SERIES, 0.75, 0.63, 0.89, level_tps=4.4),),
         checks=(
             Check("confidence", CheckStatus.FAIL, "a loss without a cause: ..."),
             Check("engine_identity", CheckStatus.WARN, "..."),
@@ -479,9 +479,9 @@ def test_a_fault_set_at_the_engines_start_is_not_said_to_switch_on_at_the_onset(
 
 def test_above_the_break_the_engines_are_soaked_and_fresh_and_the_words_the_readers(seed_inputs):
     cases = [
-        _no_age(seed_inputs, 1.07, 0.96, 1.19, basis="restart"),
-        _no_age(seed_inputs, 0.93, 0.83, 1.04, verdict="context_growth_only", basis="restart"),
-        _no_age(seed_inputs, 0.95, 0.92, 0.98, basis="step_series"),
+        _no_age(seed_inputs, 1.07, 0.96, 1.19, basis=Basis.RESTART),
+        _no_age(seed_inputs, 0.93, 0.83, 1.04, verdict="context_growth_only", basis=Basis.RESTART),
+        _no_age(seed_inputs, 0.95, 0.92, 0.98, basis=Basis.STEP_SERIES),
         dataclasses.replace(seed_inputs.analysis, recovered_by_restart=True),
         _restart_faster(seed_inputs),
     ]

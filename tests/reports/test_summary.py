@@ -6,7 +6,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from diagnostics.labels import CheckStatus
+from diagnostics.labels import Basis, CheckStatus
 from reports.redact import Redactor
 from reports.summary import MAX_LINES, render_summary
 
@@ -93,7 +93,7 @@ def test_recovered_by_restart_says_why_it_cannot_say(seed_inputs):
     a = seed_inputs.analysis
     assert recovered_text(a) == "no restart in the data"
     restart = Comparison(
-        basis="restart", interval=Interval(1.02, 0.95, 1.09), num_early=3, num_late=3, material=0.9, detail=""
+        basis=Basis.RESTART, interval=Interval(1.02, 0.95, 1.09), num_early=3, num_late=3, material=0.9, detail=""
     )
     healthy = dataclasses.replace(a, verdict="no_degradation", recovered_by_restart=None, comparisons=(restart,))
     assert recovered_text(healthy) == (
@@ -104,14 +104,14 @@ def test_recovered_by_restart_says_why_it_cannot_say(seed_inputs):
     # whose step series could not be told from context read 0.05 here, and the summary said
     # "nothing to bring back").
     back = Comparison(
-        basis="restart", interval=Interval(0.05, 0.01, 0.34), num_early=3, num_late=4, material=0.9, detail=""
+        basis=Basis.RESTART, interval=Interval(0.05, 0.01, 0.34), num_early=3, num_late=4, material=0.9, detail=""
     )
     refused = dataclasses.replace(healthy, verdict="insufficient_data", comparisons=(back,))
     assert recovered_text(refused).startswith("decode came back after it (the soaked engine ran at 0.05 of its")
     # A restart that neither brought a loss back nor ruled one out says neither, whatever the verdict
     # (issue 53: "nothing to bring back (no engine age)" beside an undecided run).
     loose = Comparison(
-        basis="restart", interval=Interval(0.87, 0.69, 1.10), num_early=3, num_late=3, material=0.9, detail=""
+        basis=Basis.RESTART, interval=Interval(0.87, 0.69, 1.10), num_early=3, num_late=3, material=0.9, detail=""
     )
     for verdict in ("insufficient_data", "no_degradation", "engine_age_degradation"):
         said = recovered_text(dataclasses.replace(healthy, verdict=verdict, comparisons=(loose,)))
