@@ -32,6 +32,7 @@ from diagnostics.reuse import ReuseComparison
 from diagnostics.source import Source
 from diagnostics.trend import PerHour
 from rundir.manifest import RunManifest
+from rundir.schema import StopReason
 
 logger = logging.getLogger(__name__)
 
@@ -258,7 +259,7 @@ def probe_level(manifest: RunManifest | None, baseline: int = 0) -> float:
 def _stopped_early_reason(manifest: RunManifest | None) -> str | None:
     """Why a soak stopped before its planned end (decided, interrupted, crashed); None for one that
     ran its length, or a source that is no soak."""
-    return None if manifest is None or manifest.stop_reason in (None, "duration") else manifest.stop_reason
+    return None if manifest is None or manifest.stop_reason in (None, StopReason.DURATION) else manifest.stop_reason
 
 
 def _stopped_early(manifest: RunManifest | None, level: float) -> Check | None:
@@ -268,7 +269,7 @@ def _stopped_early(manifest: RunManifest | None, level: float) -> Check | None:
     d = manifest.decided or {}
     why = (
         f"once its running verdict was decided at cycle {d.get('cycle')} ({d.get('verdict')})"
-        if manifest.stop_reason == "decided"
+        if manifest.stop_reason == StopReason.DECIDED
         else f"{manifest.stop_reason}"
     )
     return Check(

@@ -17,7 +17,7 @@ from rundir import schema
 @dataclass
 class RunManifest:
     run_id: str
-    status: str  # one of schema.STATUSES
+    status: str  # a schema.RunStatus (one read back holds what the file says)
     started_at: str | None  # ISO 8601, UTC
     schema_version: int = schema.SCHEMA_VERSION
     ended_at: str | None = None
@@ -40,7 +40,7 @@ class RunManifest:
     # The first probe cycle whose running verdict was decided: verdict, cycle, elapsed_s, looks_planned,
     # level, line (diagnostics.live); absent while undecided.
     decided: dict[str, Any] | None = None
-    stop_reason: str | None = None  # duration, decided, interrupted or crashed
+    stop_reason: str | None = None  # a schema.StopReason
     extra: dict[str, Any] = field(default_factory=dict, repr=False)  # keys this version does not know
 
     def to_json(self) -> dict[str, Any]:

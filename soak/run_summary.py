@@ -29,7 +29,7 @@ class RunSummary:
     num_engine_starts: int
     num_resumes: int
     control_probes: list[tuple[int, float, float]]  # the same, of the control engine's
-    stop_reason: str | None = None  # duration, decided, interrupted or crashed (manifest)
+    stop_reason: str | None = None  # a StopReason (manifest)
     decided: dict[str, Any] | None = None  # the first decided running verdict (manifest)
 
 
@@ -113,9 +113,4 @@ def render(s: RunSummary) -> str:
 
 
 def _stop_text(s: RunSummary) -> str:
-    return {
-        "duration": "ran its planned length",
-        "decided": "stopped once decided (--until-decided)",
-        "interrupted": "stopped by the user",
-        "crashed": "the driver crashed",
-    }.get(s.stop_reason or "", s.stop_reason or "")
+    return schema.STOP_TEXT.get(s.stop_reason or "", s.stop_reason or "")

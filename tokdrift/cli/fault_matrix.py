@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from diagnostics.labels import CheckStatus, Verdict
+from rundir.schema import RunStatus
 from soak.errors import SoakError
 
 logger = logging.getLogger(__name__)
@@ -296,7 +297,7 @@ def _soak(
     logger.info("validate: %s for %.1f min (engine %s)", name, minutes, " ".join(args))
     soak = Soak(config, run_dir, command=["soak", "validate", name])
     status = asyncio.run(soak.run())
-    if status != "completed":
+    if status != RunStatus.COMPLETED:
         raise SoakError(f"{run_dir}: the {name} soak ended {status}; see {run_dir}/engine.log")
     shown = [
         f"--model={Path(a.split('=', 1)[1]).name}" if a.startswith("--model=") else a
