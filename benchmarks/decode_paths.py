@@ -1,8 +1,8 @@
-"""The engine's fast decode path against its reference layers, on one checkpoint.
+"""The engine's fast path against its reference layers at decode, on one checkpoint.
 
     .venv/bin/python benchmarks/decode_paths.py [--quick] [--model DIR] [--threads 1] [--reps 5]
 
-Three engines in one process, the same checkpoint: `decode_path='fast'`, `'reference'`, and the
+Three engines in one process, the same checkpoint: `forward_path='fast'`, `'reference'`, and the
 fast path with its C kernels switched off (`fast-torch`: torch ops throughout,
 engine/kernels/cpu.py); decode tok/s at batch 1 and batch 8 (256-token prompts, greedy, a
 fixed output length), repetitions alternating between them, medians. All must give the same
@@ -53,11 +53,11 @@ def main(argv: list[str] | None = None) -> None:
                 device="cpu",
                 max_running_requests=8,
                 kv_tokens=8 * (args.prompt + args.tokens + 8),
-                decode_path=path.split("-")[0],
+                forward_path=path.split("-")[0],
             )
         )
     os.environ.pop("TOKDRIFT_CPU_KERNELS")
-    print(f"fast path: {engines['fast'].model.fast_decode.kernel_note}")
+    print(f"fast path: {engines['fast'].model.fast_layers.kernel_note}")
     batches = {1: [prompt_ids(args.prompt, seed=1)], 8: [prompt_ids(args.prompt, seed=s) for s in range(2, 10)]}
     runs: dict[tuple[str, int], list[float]] = {(p, b): [] for p in PATHS for b in batches}
     same = True

@@ -11,7 +11,7 @@ each thread count: decode tok/s at batch 1 and batch 8 (same prompts, greedy, a 
 length: `ignore_eos` here, `min_new_tokens` there), and the end-to-end time of a multi-turn
 agent session (each turn's prompt = the previous prompt + its output + a new append), where
 tokdrift's prefix cache computes only the append and transformers recomputes the context.
-tokdrift runs with its default decode path (`decode_path='fast'`).
+tokdrift runs with its default forward path (`forward_path='fast'`).
 
 End to end (`--e2e-prompts`, each length at batch 1 and batch 8): the whole generation, prompt
 included, from the call to the last token (`generate` there; `add_request` to the last step here),

@@ -196,14 +196,17 @@ def analyze(source: Source) -> Analysis:
     confidence, cap = caps.capped(
         decision.verdict, decision.confidence, slowdown.ratio if slowdown else None, raw, checks
     )
+    confidence, thin = caps.thin(confidence, decision.decisive)
     reason = decision.reason
     if decision.verdict == Verdict.INSUFFICIENT and source.kind == "log" and not access_only:
         reason += " " + checks_mod.what_log_lacks(source.log_info) + WHAT_WOULD_ANSWER
-    if cap is not None:
-        checks.append(cap)
+    lowered = [c for c in (cap, thin) if c is not None]
+    if lowered:
+        checks += lowered
         reason = reason.replace(
             f"{decision.confidence} confidence",
-            f"{confidence} confidence ({decision.confidence} by its interval, lowered: see confidence_cap)",
+            f"{confidence} confidence ({decision.confidence} by its interval, lowered: see "
+            f"{' and '.join(c.name for c in lowered)})",
             1,
         )
     checks[verdict_basis] = Check(

@@ -49,6 +49,12 @@ class Comparison(NamedTuple):
     # to compare unlike conditions (the restart on the step series: the aged engine under the
     # traffic against the fresh one under little more than probes).
     joins: bool = True
+    # The two measured levels (early, late; tok/s) whose ratio is the estimate, where the figure is
+    # one: the medians of identical probes of one engine (geometric, as the ratio). The detail says
+    # them, so a page that puts them before a reader puts figures a table below shows. None where the
+    # figure is no ratio of two measured levels (paired ratios, the bins' bands, the step series
+    # against a model): `late_level` is then the healthy level times the ratio, computed.
+    levels: tuple[float, float] | None = None
 
     @property
     def bases(self) -> tuple[Basis, ...]:
@@ -89,6 +95,7 @@ class Comparison(NamedTuple):
         interval = divide(self.interval, host.interval)
         return self._replace(
             interval=interval,
+            levels=None,  # the ratio is no longer the measured levels
             detail=f"{self.detail}; corrected for the host by the fresh control's own drift "
             f"({host.interval.describe()}): {interval.describe()}",
         )

@@ -89,6 +89,7 @@ def probes(rows: pd.DataFrame, level: float = intervals.LEVEL) -> Comparison | N
         f"{interval.describe()} ({_geo(late):.1f} against {_geo(early):.1f} tok/s)",
         healthy_level=_geo(early),
         min_for_loss=MIN_FOR_LOSS,
+        levels=(_geo(early), _geo(late)),
     )
 
 
@@ -229,6 +230,9 @@ def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Comparison | None:
     aged, fresh = before.tail(k), after.head(k)
     interval = intervals.log_ratio(fresh, aged)
     level = _geo(main[main["engine_life"] == lives[1]]["decode_tps"].head(k))
+    # On the probes alone the ratio is of the two sides' own speeds, said beside it; on the pairs it
+    # is of main-over-control ratios, and no two speeds stand for it.
+    speeds = None if use_pairs else (_geo(fresh), _geo(aged))
     return Comparison(
         basis=Basis.RESTART,
         interval=interval,
@@ -236,8 +240,10 @@ def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Comparison | None:
         num_late=len(aged),
         material=DECODE_MATERIAL,
         detail=f"restart control ({what}): the aged engine's last {len(aged)} over the fresh engine's first "
-        f"{len(fresh)} {interval.describe()}",
+        f"{len(fresh)} {interval.describe()}"
+        + (f" ({speeds[1]:.1f} against {speeds[0]:.1f} tok/s)" if speeds is not None else ""),
         healthy_level=level,
+        levels=speeds,
     )
 
 

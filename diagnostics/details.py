@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
+from diagnostics import caps
 from diagnostics.comparison import Comparison
 from diagnostics.identity import lives
 from diagnostics.intervals import LEVEL, level_text
@@ -26,15 +27,17 @@ from logformats import looks_like_log, parse_log
 from logformats.errors import LogFormatError
 from rundir import schema
 
-# What each measure is, and why the verdict may rest on it.
+# What each measure is, and why the verdict may rest on it: in a first-time reader's words, for the
+# opening's "How measured" line says it above the break (a probe is a test request there).
 MEASURE = {
-    Basis.PAIRED_CONTROL: "identical probe requests to the soaked engine and to a fresh one, back to back, so that "
+    Basis.PAIRED_CONTROL: "identical test requests to the soaked engine and to a fresh one, back to back, so that "
     "a change of the host or the load cancels",
     Basis.RESTART: "the soaked engine just before a restart against itself just after, at one moment, so that "
     "a change of the host cancels",
-    Basis.PROBES: "identical probe requests to the soaked engine, early against late",
-    Basis.BINS: "the soaked engine's decode at the same batch and context, early against late",
-    Basis.STEP_SERIES: "the soaked engine's decode steps against its early speed at the same batch and context",
+    Basis.PROBES: "identical test requests to the soaked engine, early against late",
+    Basis.BINS: "the soaked engine's decode speed early against late, at the same batch size and context length",
+    Basis.STEP_SERIES: "the soaked engine's decode speed, step by step, against its early speed at the same batch "
+    "size and context length",
 }
 # The measures in the reader's words, for "the other measures read ..." and a joined figure's parts.
 MEASURE_NAMES = {
@@ -45,33 +48,46 @@ MEASURE_NAMES = {
     Basis.STEP_SERIES: "step series",
 }
 PART_WORDS = {
-    Basis.PAIRED_CONTROL: "probes beside a fresh engine",
+    Basis.PAIRED_CONTROL: "test requests beside a fresh engine",
     Basis.RESTART: "the restart",
-    Basis.PROBES: "its own probes",
-    Basis.BINS: "decode at the same batch and context",
-    Basis.STEP_SERIES: "its decode steps against its early speed",
+    Basis.PROBES: "its own test requests",
+    Basis.BINS: "its speed at the same batch size and context length",
+    Basis.STEP_SERIES: "its speed step by step against its early speed",
 }
 # The soaked engine against itself earlier: the host moves them too.
 OVER_TIME = (Basis.PROBES, Basis.BINS, Basis.STEP_SERIES)
+# Why the verdict's figure is trusted over measures that read otherwise (more than DISAGREE apart),
+# by the design of the measure it is: one short clause after "the figure is trusted over them:".
+TRUSTED = {
+    Basis.PAIRED_CONTROL: "a fresh engine probed at the same moments cancels a change of the host, which the others carry",
+    Basis.RESTART: "either side of a restart, minutes apart, a change of the host over the run cancels",
+    Basis.PROBES: "identical requests compare the same work, early and late",
+    Basis.BINS: "it compares only work at the same batch size and context length, early and late",
+    Basis.STEP_SERIES: "it compares the latest stretch with the engine's early speed at the same batch size and "
+    "context length",
+    Basis.COMBINED: "it joins the measures narrow enough to count; the others were too wide, or read the engine "
+    "much faster, which compares unlike work",
+}
+DISAGREE = 1 / 0.9  # two measures further apart than a material loss (10 %) read otherwise
 # A confidence cap's checks (diagnostics.caps.DATA_CHECKS) as the reason the confidence is not
 # high, a clause after "because"; the most concrete first (CAP_ORDER).
 CAP_REASONS = {
     "engine_identity": "a restart brought up another engine",
-    "decode_after_prefill_or_idle": "many decode samples were mixed with other work",
-    "stalled_windows": "some decode windows held prefills",
+    "decode_after_prefill_or_idle": "many measurements were mixed with other work",
+    "stalled_windows": "some measurements held prompt processing",
     "context_only_model": "few samples came after the onset",
     "idle_time": "the engine sat idle for long stretches",
     "fresh_control": "a fresh engine was about as slow",
-    "too_few_for_loss": "there were few probes",
-    "probes_alone": "only the probes measured it",
+    "too_few_for_loss": "there were few test requests",
+    "probes_alone": "only the test requests measured it",
     "control_drift": "the host's own speed moved",
     "matched_conditions": "few samples matched",
     "material_loss": "the loss is near the 10% bar",
-    "decode_basis": "the decode measures differ",
+    "decode_basis": "the measures of decode speed differ",
     "host_contention": "other load on the host rose",
     "no_control": "no fresh engine ran beside it",
     "ratio_sanity": "some samples that were compared did not match",
-    "decode_agreement": "the measures disagree",
+    "decode_agreement": "the other measures disagree with it",
     "raw_throughput": "raw decode speed tells another story than the speed at the same conditions",
 }
 CAP_ORDER = (
@@ -100,6 +116,7 @@ FEW_EARLY = 8  # the healthy_model check warns below this many early samples (di
 CHECK_TITLES = {
     "confidence": "cause of the slowdown",
     "confidence_cap": "confidence lowered",
+    caps.THIN: "too few measurements",
     "verdict_basis": "what the verdict rests on",
     "restart_slower": "restart against the run",
     "fresh_control": "a fresh engine as slow",
@@ -133,7 +150,8 @@ def measure(c: Comparison) -> str | None:
     """What a comparison measures, in words; a joined one by its parts."""
     if c.basis == Basis.COMBINED:
         parts = [PART_WORDS[p] for p in c.parts if p in PART_WORDS]
-        return "every decode measure together: " + _and(parts) if parts else "every decode measure together"
+        together = "every measure of decode speed together"
+        return f"{together}: {_and(parts)}" if parts else together
     return MEASURE.get(c.basis)
 
 
@@ -159,7 +177,16 @@ def others(a: Analysis) -> str | None:
             f"; those of the soaked engine over time carry the host's change too: a fresh engine's own speed "
             f"{'rose' if drift.ratio > 1 else 'fell'} to {drift.ratio:.2f} of its first meanwhile"
         )
+    # Where the verdict decided on its figure: an undecided one says in its line three why the
+    # measures that read otherwise leave it open.
+    if a.verdict != Verdict.INSUFFICIENT and d.basis in TRUSTED and any(_apart(c, d) for c in rest):
+        out += f"; the figure is trusted over them: {TRUSTED[d.basis]}"
     return out
+
+
+def _apart(c: Comparison, d: Comparison) -> bool:
+    """Whether two measures read otherwise: their estimates more than a material loss apart."""
+    return c.ratio > 0 and d.ratio > 0 and max(c.ratio / d.ratio, d.ratio / c.ratio) > DISAGREE
 
 
 def figure(a: Analysis, said: bool) -> list[Detail]:
@@ -196,23 +223,30 @@ def figure(a: Analysis, said: bool) -> list[Detail]:
 
 
 def cap_checks(a: Analysis) -> list[str]:
-    """The checks that lowered a high confidence to medium (diagnostics.caps), most concrete first."""
+    """The checks that lowered the confidence (diagnostics.caps), most concrete first: a figure on too
+    few samples (to low), then those that lowered a high one to medium."""
+    thin = [caps.THIN] if any(c.name == caps.THIN and c.status == CheckStatus.WARN for c in a.checks) else []
     cap = next((c for c in a.checks if c.name == "confidence_cap"), None)
     if cap is None or "warn (" not in cap.detail:
-        return []
+        return thin
     names = cap.detail.split("warn (", 1)[-1].split(");", 1)[0]
     found = list(dict.fromkeys(n.split(" ")[0] for n in names.split(", ")))
-    return sorted(found, key=lambda n: CAP_ORDER.index(n) if n in CAP_ORDER else len(CAP_ORDER))
+    return thin + sorted(found, key=lambda n: CAP_ORDER.index(n) if n in CAP_ORDER else len(CAP_ORDER))
 
 
 def cap_reason(a: Analysis, name: str) -> str:
     """A capping check as the reason, a clause after "because"."""
+    d = decisive(a)
+    if name == caps.THIN and d is not None:
+        early = d.num_early <= d.num_late
+        fewest, side = (d.num_early, "early") if early else (d.num_late, "late")
+        return f"only {fewest} {side} {'measurement was' if fewest == 1 else 'measurements were'} there to compare with"
     if name == "healthy_model":
         few = a.model is not None and a.model.num_points < FEW_EARLY
         if few:
             assert a.model is not None
-            return f"only {a.model.num_points} early decode samples were there to compare with"
-        return "the early samples do not show how much a longer context slows decode"
+            return f"only {a.model.num_points} early measurements were there to compare with"
+        return "the early measurements do not show how much a longer context slows decoding"
     return CAP_REASONS.get(name, f"the {name.replace('_', ' ')} check warned")
 
 
@@ -225,7 +259,8 @@ def held_back(a: Analysis, source: Source | None = None, said: str | None = None
         failed = failed_rows(probes, "probes")
         if failed:
             out.append(failed)
-    thin = _thin(a, source) if a.confidence is not None else None
+    # A figure capped for its thin sides says so in line one; the counts here would say it twice.
+    thin = _thin(a, source) if a.confidence is not None and caps.THIN not in cap_checks(a) else None
     if thin:
         out.append(thin)
     samples = a.samples

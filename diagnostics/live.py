@@ -16,11 +16,13 @@ one, else the identical probes alone), on at least four cycles a side:
   more than `rule_out` ruled out; by default the material level, 10 %), never while the control
   shows age of its own (diagnostics.youth). Whether its youth was verified (a restart of
   it with cycles on both sides) is `Running.youth`: a soak stops on "no age" only once it was.
+
+A soak asks `RunningJudge` after every cycle (it answers soak.judge.Judge).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pandas as pd
 
@@ -48,6 +50,36 @@ class Running(NamedTuple):
     ratio: float | None = None  # the decisive comparison's late-over-healthy ratio
     interval: tuple[float, float] | None = None
     youth: ControlYouth | None = None  # whether the control stayed young (None: no control probed beside it)
+    looks_planned: int = 0  # the looks the soak plans (the level holds over these or the looks taken, the more)
+
+    @property
+    def awaits_young_control(self) -> bool:
+        """Decided "no age" beside a control whose youth is not verified yet: it stands once a
+        restart of the control showed the fresh one no faster."""
+        return self.decided == NO_AGE and self.youth not in (None, ControlYouth.VERIFIED)
+
+    @property
+    def details(self) -> dict[str, Any]:
+        """What a soak keeps beside a decided look (its manifest's `decided`)."""
+        return {"looks_planned": self.looks_planned, "level": round(self.level, 5), "onset_cycle": self.onset_cycle}
+
+
+class RunningJudge:
+    """The running verdict as a soak asks it after every probe cycle (soak.judge.Judge): every
+    look's intervals valid over all the looks a soak of `duration_s`, probed every
+    `probe_every_s`, plans."""
+
+    def __init__(
+        self, duration_s: float, probe_every_s: float, baseline_cycles: int = 0, rule_out: float = RULE_OUT
+    ) -> None:
+        self.looks_planned = sequential.looks_planned(duration_s, probe_every_s)
+        self.rule_out = rule_out
+        # Simulated once now, before any engine runs (a baseline: the start cycle and its own).
+        sequential.level_for(self.looks_planned, baseline=baseline_cycles + 1 if baseline_cycles else 0)
+
+    def look(self, probes: list[dict[str, Any]]) -> Running:
+        """The verdict on every probe row so far (the run directory's probes table, as written)."""
+        return running_verdict(pd.DataFrame(probes), self.looks_planned, self.rule_out)
 
 
 def running_verdict(probes: pd.DataFrame, looks_planned: int = 0, rule_out: float = RULE_OUT) -> Running:
@@ -73,6 +105,7 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
             decided=None,
             looks=0,
             level=1 - sequential.ALPHA,
+            looks_planned=looks_planned,
         )
     level = sequential.level_for(max(looks_planned, looks), baseline=base)
     # The control's youth at the one look's level, not the running level: what it guards is a
@@ -94,6 +127,7 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
             looks=looks,
             level=level,
             youth=youth.status if youth is not None else None,
+            looks_planned=looks_planned,
         )
     d = decide(evidence)
     shown = d.decisive or evidence.paired or evidence.probes
@@ -123,6 +157,7 @@ def look(rows: pd.DataFrame, cycles: pd.DataFrame, looks_planned: int = 0, rule_
         ratio=i.estimate,
         interval=(i.lo, i.hi) if i.bounded else None,
         youth=youth.status if youth is not None else None,
+        looks_planned=looks_planned,
     )
 
 
@@ -130,9 +165,14 @@ def _confidence(d: Decision) -> str:
     """`, medium confidence` and why it is not high. The line never says high: it reads the probes
     alone, and the analysis of the whole run caps a high confidence wherever a check of the other
     data warns (diagnostics.caps), so a high here could be taken back (seen in a demo: high at one
-    cycle, medium in the final verdict). Where the probes' own rules warn, the line names them."""
+    cycle, medium in the final verdict). Where the probes' own rules warn, the line names them; where
+    a side holds too few cycles for its interval to say how sure, it is low (diagnostics.caps.thin),
+    as the analysis of the whole run says."""
     if not d.confidence:
         return ""
+    confidence, thin = caps.thin(d.confidence, d.decisive)
+    if thin is not None:
+        return f", {confidence} confidence (too few cycles a side to say how sure)"
     if d.confidence != Confidence.HIGH:
         return f", {d.confidence} confidence"
     warned = caps.data_warnings(d.verdict, d.findings)

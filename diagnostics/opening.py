@@ -4,22 +4,25 @@ Every page opens with them (the summary, the report's verdict box, `diag analyze
 terminal), for an operator deciding whether to restart and an engine developer reading a bug,
 each giving it half a minute:
 
-1. **the answer** in words, **its size** in the reader's units (`decode 153 → 32 tok/s at the
-   same batch and context, early to late (79% slower; 90% interval 73-84% slower)`; `no slower`
-   where the estimate is at or above 1; in percent where the run knows no tok/s), and **how
-   sure**, with the one thing that keeps it from surer (`Medium confidence, because only 2 early
-   decode samples were there to compare with`). One interval, at one level, no other statistics.
+1. **the answer** in words, **its size** in the reader's units (`decode speed 79% slower than
+   early in the run, at the same batch size and context length (90% interval 73-84% slower)`; in
+   tok/s only where two measured speeds stand for the figure, diagnostics.said; `no slower` where
+   the estimate is at or above 1), and **how sure**, with the one thing that keeps it from surer
+   (`Low confidence, because only 2 early measurements were there to compare with`). One interval,
+   at one level, no other statistics.
 2. **one thing to do**, with a command complete where the run knows its values
    (diagnostics.rerun); and a line of its own, action first, for each problem beside the verdict
    (requests that failed, a KV cache that ran out of room).
-3. **why**: when it began, right after what, whether a restart brought it back and the top
-   suspect (engine age); how it was measured (no age); or the one reason it cannot tell, said in
-   terms of the measure that backs it, and what would settle it.
+3. **why**: when it began, right after what, whether a restart brought the speed back and the
+   top suspect (engine age); how it was measured (no age); or the one reason it cannot tell, said
+   in terms of the measure that backs it, and what would settle it.
 
 Everything else (the other measures, what else held the confidence back, why an interval is
-wider, the engine and host) goes below the break (diagnostics.details). The engines are the
-soaked engine and a fresh one (a control, or the soaked engine just restarted), the times early
-and late; times to the second, in the source's own clock.
+wider, the engine and host) goes below the break (diagnostics.details). Above it, every term is
+one a first-time reader knows: decode speed, the soaked engine and a fresh one (a control, or the
+soaked engine just restarted), test requests (not probes), early and late, the host; the engine's
+own figures only as a suspect's name, with what it is. Times to the second, in the source's own
+clock.
 """
 
 from __future__ import annotations
@@ -37,16 +40,16 @@ from diagnostics.details import (
     cap_checks,
     cap_reason,
     decisive,
-    failed_rows,
     figure,
     held_back,
     identity,
     measure,
 )
 from diagnostics.intervals import Interval
-from diagnostics.labels import Basis, Cause, CheckStatus, Verdict
+from diagnostics.labels import Basis, Cause, CheckStatus, Confidence, Verdict
 from diagnostics.result import Analysis, Check
-from diagnostics.said import amount, between, change, duration, size, stamp, times, to_the_second
+from diagnostics.said import amount, change, duration, size, stamp
+from diagnostics.side_actions import side_actions
 from diagnostics.source import Source
 from logformats.figures import Missing
 
@@ -64,17 +67,14 @@ HOST_DRIFT = "Slower, but the host or the load changed, not the engine"
 NO_SLOWER = 0.995  # an interval's lower end from here up is said as no slower (it rounds to 0 %)
 MOVED_A_LOT = 2.0  # a suspect whose medians moved this many times over is said beside an undecided verdict
 FROM_START_S = 5.0  # a fault set this close to the engine's start was set with it
-# What an operator must know whatever the verdict: the service itself failed or ran out of room.
-OPERATOR_CHECKS = ("kv_space", "kv_exhaustion", "dropped_requests", "preemptions", "queue_buildup")
-MORE_KV = "Give the engine more KV cache or fewer parallel requests"
 # How the measure a verdict could not decide on is said, in line three (`within the run, its probes
 # beside a fresh engine did not show a clear loss`).
 WITHIN = {
-    Basis.PAIRED_CONTROL: "its probes beside a fresh engine",
-    Basis.PROBES: "its own probes",
-    Basis.BINS: "its decode at the same batch and context",
-    Basis.STEP_SERIES: "its decode steps",
-    Basis.COMBINED: "its decode measures together",
+    Basis.PAIRED_CONTROL: "its test requests beside a fresh engine",
+    Basis.PROBES: "its own test requests",
+    Basis.BINS: "its decode speed at the same batch size and context length",
+    Basis.STEP_SERIES: "its decode speed at the same batch size and context length",
+    Basis.COMBINED: "its measures of decode speed together",
 }
 LABEL_NEXT = "Next"
 LABEL_ALSO = "Also"
@@ -117,7 +117,7 @@ def opening(a: Analysis, source: Source | None = None) -> Opening:
     log = a.source_kind == "log"
     extra: list[Detail] = []
     if a.verdict == Verdict.AGE:
-        headline, figure_said, action, why = _age(a, path)
+        headline, figure_said, action, why = _age(a, path, source)
         label = LABEL_WHY
     elif a.verdict == Verdict.INSUFFICIENT:
         headline, figure_said, action, why = _undecided(a, source, log)
@@ -159,21 +159,6 @@ def lists_suspects(a: Analysis) -> bool:
     return a.verdict == Verdict.INSUFFICIENT and d is not None and d.clears
 
 
-def side_actions(a: Analysis, source: Source | None = None) -> tuple[str, ...]:
-    """What an operator must do whatever the verdict, a line each, the action first: requests that
-    failed, a KV cache that ran out of room, requests dropped or preempted, a queue that grew."""
-    out = []
-    requests = getattr(source, "requests", None)
-    if requests is not None:
-        failed = failed_rows(requests, "requests")
-        if failed:
-            out.append(f"Find out why {failed}: the engine's log holds their errors.")
-    for c in a.checks:
-        if c.status == CheckStatus.WARN and c.name in OPERATOR_CHECKS:
-            out.append(_operator_action(a, source, c))
-    return tuple(out)
-
-
 class FaultSet(NamedTuple):
     """A fault an onset's trigger names, set before the onset: how long before, and whether with
     the engine's start."""
@@ -198,41 +183,46 @@ def fault_set(a: Analysis) -> FaultSet | None:
     return FaultSet(name, gap, a.onset.engine_age_s - gap <= FROM_START_S)
 
 
-def _age(a: Analysis, path: str) -> tuple[str, str | None, str, str]:
+def _age(a: Analysis, path: str, source: Source | None) -> tuple[str, str | None, str, str]:
     s = a.slowdown
     if a.age_basis == Basis.PREFILL and s is not None:
-        figure_said = f"prompts admitted {change(s.ratio)} than early at the same prompt sizes" + _slowdown_span(a)
+        figure_said = f"prompt processing {change(s.ratio)} than early, at the same prompt sizes" + _slowdown_span(a)
     elif a.age_basis == Basis.PREFIX_REUSE and a.prefix_reuse is not None:
         r = a.prefix_reuse
         figure_said = (
-            f"its prefix cache stopped reusing: an agent's next turn took {r.late_share:.0%} of its prompt from "
-            f"cache, against {r.healthy_share:.0%} early{_slowdown_ratio(a)}"
+            f"its prompt cache stopped reusing: an agent's next turn took {r.late_share:.0%} of its prompt from "
+            f"the cache, against {r.healthy_share:.0%} early{_slowdown_ratio(a)}"
         )
     else:
         c = decisive(a)
-        figure_said = size(c) if c is not None else "decode slowed with engine age"
-    if a.recovered_by_restart is True:
-        act = "Restart it to get the speed back, and file a bug"
+        figure_said = size(c) if c is not None else "decode speed fell with engine age"
+    if a.confidence == Confidence.LOW:  # too little to file on: make sure first
+        act = f"Confirm it with a soak before filing a bug: `{rerun.soak_command(source, '--until-decided')}`."
+    elif a.recovered_by_restart is True:
+        act = f"Restart it to get the speed back, and file a bug with `diag bundle {path}`."
     elif a.recovered_by_restart is False:
-        act = "A restart will not help; file a bug"
+        act = f"A restart will not help; file a bug with `diag bundle {path}`."
     else:
-        act = "Restart it to see whether the speed comes back, and file a bug"
-    return HEADLINES[Verdict.AGE], figure_said, f"{act} with `diag bundle {path}`.", _age_why(a)
+        act = f"Restart it to see whether the speed comes back, and file a bug with `diag bundle {path}`."
+    return HEADLINES[Verdict.AGE], figure_said, act, _age_why(a)
 
 
 def _age_why(a: Analysis) -> str:
-    """When it began, right after what, whether a restart brought it back, the top suspect."""
-    life = "of engine busy time" if a.clock == "busy" else "of engine life"
+    """When it began, right after what, whether a restart brought the speed back, the top suspect."""
+    age = duration(a.onset.engine_age_s) if a.onset is not None else ""
+    # The engine's age in a first-time reader's words: since it started, or, where the log's clock
+    # leaves idle time out, its time at work.
+    after = f"once the engine had been busy for {age}" if a.clock == "busy" else f"{age} after the engine started"
     gradual = a.slowdown is not None and a.slowdown.shape == "gradual"
     if a.onset is None:
         began = "It showed late in the run"
     elif gradual:
-        began = f"It crept down with engine age and stood out after {duration(a.onset.engine_age_s)} {life}"
+        began = f"It crept down gradually and stood out {after}"
     else:
-        began = f"It began after {duration(a.onset.engine_age_s)} {life}"
+        began = f"It began {after}"
     out = f"{began}{_trigger(a)}; {_restart(a)}."
     if a.age_basis in (Basis.PREFILL, Basis.PREFIX_REUSE):
-        out += " Decode itself held."
+        out += " Decode speed itself held."
     if names_top_suspect(a):
         out += f" Top suspect: {suspects_mod.in_a_clause(a.suspects[0])}."
     return out
@@ -245,7 +235,7 @@ def _trigger(a: Analysis) -> str:
     tr = a.onset.trigger
     if tr.kind in ("prefill_append", "prefill") and tr.new_tokens is not None:
         if tr.cached_tokens:
-            return f", right after {tr.new_tokens:,} tokens were appended to a {tr.cached_tokens:,}-token cached prompt"
+            return f", right after {tr.new_tokens:,} new tokens were added to a {tr.cached_tokens:,}-token prompt in its cache"
         return f", right after a {tr.new_tokens:,}-token prompt"
     if tr.kind == "fault_on":
         f = fault_set(a)
@@ -257,29 +247,31 @@ def _trigger(a: Analysis) -> str:
 
 
 def _restart(a: Analysis) -> str:
+    """Whether a restart brought the speed back: said of the speed, never `it` (a reader took `a
+    restart brought it back` for the slowdown coming back)."""
     if a.recovered_by_restart is True:
-        return "a restart brought it back"
+        return "a restart brought the speed back"
     if a.recovered_by_restart is False:
-        return "a restart did not bring it back"
+        return "a restart did not bring the speed back"
     if any(c.basis == Basis.RESTART for c in a.comparisons):
-        return "a restart did not settle whether it comes back"
+        return "a restart did not settle whether the speed comes back"
     if len(a.lives) > 1:
         return "the restart in the data could not be compared"
-    return "the data hold no restart to show whether one brings it back"
+    return "the data hold no restart to show whether one brings the speed back"
 
 
 def _no_age(a: Analysis, source: Source | None, log: bool) -> tuple[str, str | None, str, str]:
     c = decisive(a)
     context = a.verdict == Verdict.CONTEXT_ONLY
     host = a.cause == Cause.HOST_DRIFT
-    grew = " Decode slowed as the context grew, which the longer context explains." if context else ""
+    grew = " Decode speed fell as the conversations grew longer, which their length explains." if context else ""
     shared = " A fresh engine beside it slowed as much: the host or the load changed." if host else ""
     if c is None or not c.interval.bounded:
         return (
             HEADLINES[a.verdict],
             None,
             _log_next(source) if log else _run_longer(a, source),
-            ("No comparison at matched conditions had enough samples to put a figure on engine age." + grew).strip(),
+            ("No two stretches at the same conditions had enough measurements to put a figure on engine age." + grew),
         )
     lo, est, hi = c.interval.lo, c.ratio, c.interval.hi
     material = c.material if c.unit == "tok/s" else DECODE_MATERIAL
@@ -321,7 +313,7 @@ def _undecided(a: Analysis, source: Source | None, log: bool) -> tuple[str, str 
         return (
             headline,
             size(p) if p is not None and p.interval.bounded else None,
-            "Restart the control more often and take a baseline before the traffic: "
+            "Restart the fresh engine beside it more often, and measure both before the traffic starts: "
             f"`{rerun.soak_command(source, '--control-restart-after 8', '--baseline 8', '--until-decided')}`.",
             "The fresh engine run beside it as a yardstick slowed with its own age, so it measures nothing.",
         )
@@ -329,14 +321,14 @@ def _undecided(a: Analysis, source: Source | None, log: bool) -> tuple[str, str 
         return (
             headline,
             "no figure here measures the engine",
-            f"Soak it with identical probes: `{rerun.soak_command(source, '--until-decided')}`.",
-            "The matching failed: samples of different work were compared.",
+            f"Soak it with identical test requests: `{rerun.soak_command(source, '--until-decided')}`.",
+            "Measurements of different work were compared, so no figure here is of the engine.",
         )
     if "restart_slower" in names and Basis.RESTART in comps:
         return (
             headline,
             size(comps[Basis.RESTART]),
-            f"Soak again with a baseline first{_lasted(source)}: "
+            f"Soak again, measuring the engine before the traffic starts{_lasted(source)}: "
             f"`{rerun.soak_command(source, '--baseline 8', '--until-decided')}`.",
             _restart_not_age(a, next(c for c in failed if c.name == "restart_slower")),
         )
@@ -344,7 +336,8 @@ def _undecided(a: Analysis, source: Source | None, log: bool) -> tuple[str, str 
         p = comps.get(Basis.PAIRED_CONTROL, d)
         if p is not None:
             why = (
-                "Beside a fresh engine it ran slower, but its own measures over time saw no loss: they disagree."
+                "Beside a fresh engine it ran slower, though against itself earlier it did not; the fresh engine is "
+                "the one to trust, as it cancels a change of the host, but the loss beside it is not settled yet."
                 if "decode_agreement" in names
                 else f"It ran slower beside a fresh engine, but whether by the {1 - p.material:.0%} tokdrift calls "
                 "engine age is not settled."
@@ -355,7 +348,7 @@ def _undecided(a: Analysis, source: Source | None, log: bool) -> tuple[str, str 
             headline,
             figure_said,
             longer,
-            "Prompts took longer to admit, but the host's own speed moved too much to tell the host from the engine.",
+            "Prompts took longer to process, but the host's own speed moved too much to tell the host from the engine.",
         )
     if "data_span" in names:
         said = next((c.detail for c in failed if c.name == "data_span"), "")
@@ -364,17 +357,23 @@ def _undecided(a: Analysis, source: Source | None, log: bool) -> tuple[str, str 
             headline,
             figure_said,
             longer,
-            f"The usable decode covers {seconds} of engine time, too short to rule engine age out.",
+            f"The usable measurements of decode speed cover {seconds} of the engine's time, too short to rule engine "
+            "age out.",
         )
     if "confidence" in names and figure_said is not None:
         detail = next(c.detail for c in failed if c.name == "confidence")
         if detail.startswith("a loss without a cause"):
             why = f"With no fresh engine to compare with{_why_no_fresh(a)}, a longer context and engine age look alike."
         else:
-            why = f"Too few or too noisy samples to tell a {1 - DECODE_MATERIAL:.0%} loss from none."
+            why = f"Too few or too noisy measurements to tell a {1 - DECODE_MATERIAL:.0%} loss from none."
         return headline, figure_said, longer, why + _settle(a)
     if "data" in names or d is None:
-        return headline, None, longer, "No comparison at matched conditions has enough decode samples."
+        return (
+            headline,
+            None,
+            longer,
+            "No two stretches at the same conditions have enough measurements of decode speed.",
+        )
     return headline, figure_said, longer, "The data cannot yet say whether that is engine age." + _settle(a)
 
 
@@ -394,7 +393,7 @@ def _restart_not_age(a: Analysis, check: Check) -> str:
     else:
         out = f"Within the run, {WITHIN[within.basis]} did not show a loss for certain ({amount(within.interval)})"
     out += ": it was already slow at the start of the run, or the host changed at the restart."
-    return out + _settle(a, "a soak with a baseline before its traffic (the command above) settles it")
+    return out + _settle(a, "a soak that measures the engine before its traffic (the command above) settles it")
 
 
 def _settle(a: Analysis, how: str = "the command above would settle whether that is engine age") -> str:
@@ -470,7 +469,7 @@ def _lasted(source: Source | None) -> str:
 def _log_next(source: Source | None) -> str:
     """A log's next step: a soak with probes, which can tell, or where the log lacks a figure an
     engine option prints, that option (what each gives is in the details)."""
-    soak = f"Soak it with probes: `{rerun.soak_command(source, '--until-decided')}`"
+    soak = f"Soak it with test requests: `{rerun.soak_command(source, '--until-decided')}`"
     switched = _switched(source)
     if not switched:
         return soak + "."
@@ -494,29 +493,6 @@ def _why_no_fresh(a: Analysis) -> str:
     if any(c.name == "engine_identity" and c.status == CheckStatus.WARN for c in a.checks):
         return " (its restarts ran another engine)"
     return " (no restart in the data, no control beside it)" if len(a.lives) <= 1 else ""
-
-
-def _operator_action(a: Analysis, source: Source | None, c: Check) -> str:
-    """An operator check's warning as a line, the action first: the KV cache's failures from the
-    events where the source holds them; another check's detail as it is (to the second)."""
-    events = getattr(source, "events", None)
-    if c.name == "kv_space" and events is not None and not events.empty:
-        hits = events[events["kind"].isin(("kv_no_space", "kv_full"))]
-        failed, retried = int(hits["kind"].eq("kv_full").sum()), int(hits["kind"].eq("kv_no_space").sum())
-        span_ = between(when(a, hits["t"].min()), when(a, hits["t"].max()))
-        said = [f"{times(failed)} so that its requests failed"] if failed else []
-        said += [f"{times(retried)} a batch was retried smaller"] if retried else []
-        return f"{MORE_KV}: its KV cache ran out of room, {' and '.join(said)} ({span_})."
-    detail = to_the_second(c.detail).rstrip(".")
-    if c.name == "kv_exhaustion":
-        return f"{MORE_KV}: its {detail}."
-    if c.name == "preemptions":
-        return f"{MORE_KV}: {detail.split('; ', 1)[0]}."
-    if c.name == "dropped_requests":
-        return f"Check the engine's limits on prompt length and queueing: requests were lost ({detail})."
-    if c.name == "queue_buildup":
-        return f"Serve fewer requests at once or add capacity: the queue grew ({detail})."
-    return f"{detail}."
 
 
 def _cap(text: str) -> str:

@@ -5,15 +5,30 @@ engine's options. The next soak keeps those and changes only how long it runs (`
 `--hours 8`) or what it adds (`--baseline 8`); the run's length, output folder, restart commands
 and live view are the user's to choose again. A log knows none of them: its command names the
 example trace and says where the server's address goes.
+
+What only a test of tokdrift itself sets is left out: a fault switched on in the built-in engine
+(`--fault`, `--engine-arg=--fault-after=15`) makes the slowdown the test looks for, and a user's
+next soak must not make it again; a trace in a temporary folder or among the test fixtures is
+gone, or no user's traffic, by the time a reader runs the command (the example trace stands in,
+and a shipped example is named as the checkout holds it: `examples/opencode.jsonl`).
 """
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path, PurePath
+
 from diagnostics.source import Source
 
 # Options that say what was soaked: kept in the next command, with their values.
-KEPT = ("--trace", "--target", "--control-target", "--engine-arg", "--twin-engine-arg", "--fault", "--model", "--api")
+KEPT = ("--trace", "--target", "--control-target", "--engine-arg", "--twin-engine-arg", "--model", "--api")
+# A test's instruments, never a user's: soak's own fault switch, and the built-in engine's fault
+# options handed through --engine-arg (engine.runtime.config: --fault, --fault-after, ...).
+INSTRUMENT = "--fault"
 EXAMPLE_TRACE = "examples/opencode.jsonl"  # an agent's sessions, shipped with tokdrift
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"  # the shipped traces, in a checkout
+TEMPORARY = ("/tmp/", "/var/tmp/", tempfile.gettempdir().rstrip("/") + "/")
+FIXTURES = "tests/fixtures/"
 SERVER = "http://HOST:PORT"  # a log does not say where its server listens to a client
 LONG_SOAK = "--hours 8"  # a slowdown that builds over hours needs hours: a working day of traffic
 SHORT_RUN_S = 3600.0  # a run shorter than this cannot see a slowdown that takes hours to build
@@ -50,7 +65,8 @@ def _recorded(source: Source | None) -> list[str] | None:
 
 
 def _kept(args: list[str]) -> list[str]:
-    """The options of KEPT with their values (`--x v` or `--x=v`); a `--target builtin` is the default."""
+    """The options of KEPT with their values (`--x v` or `--x=v`), less a test's instruments
+    (`_instrument`); a `--target builtin` is the default; a trace as a reader can use it (`_trace`)."""
     out: list[str] = []
     i = 0
     while i < len(args):
@@ -60,7 +76,9 @@ def _kept(args: list[str]) -> list[str]:
         value = arg.split("=", 1)[1] if joined else (args[i + 1] if i + 1 < len(args) else "")
         step = 1 if joined else 2
         if flag in KEPT:
-            if not (flag == "--target" and value == "builtin"):
+            if flag == "--trace":
+                out.append(f"{flag} {_quoted(_trace(value))}")
+            elif not (flag == "--target" and value == "builtin") and not _instrument(flag, value):
                 out.append(arg if joined else f"{flag} {_quoted(value)}")
             i += step
         elif arg.startswith("-") and not joined and i + 1 < len(args) and not args[i + 1].startswith("-"):
@@ -68,6 +86,23 @@ def _kept(args: list[str]) -> list[str]:
         else:
             i += 1
     return out
+
+
+def _instrument(flag: str, value: str) -> bool:
+    """Whether an option is a test's instrument: an engine option of the built-in engine's faults
+    (`--engine-arg=--fault-after=15`, `--twin-engine-arg --fault=gc-pressure`)."""
+    return flag.endswith("engine-arg") and value.split("=", 1)[0].startswith(INSTRUMENT)
+
+
+def _trace(value: str) -> str:
+    """A trace as a reader can name it: a shipped example as the checkout holds it, the example
+    trace for one in a temporary folder or among the test fixtures, else as the user typed it."""
+    path = PurePath(value)
+    if path.parent.name == "examples" and (EXAMPLES / path.name).is_file():
+        return f"examples/{path.name}"
+    if value.startswith(TEMPORARY) or FIXTURES in value:
+        return EXAMPLE_TRACE
+    return value
 
 
 def _quoted(value: str) -> str:

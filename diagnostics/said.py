@@ -1,10 +1,13 @@
 """How a figure is said to a reader: speed in tok/s and percent, its interval, a time.
 
 Every ratio diag computes is the soaked engine's speed over the reference's, below 1 slower. A
-reader takes in `153 → 32 tok/s (79% slower; 90% interval 73-84% slower)` at once, and `0.21 of
-its early speed` only after working out which way it points: the first lines say speed in tok/s
-where both sides are known and the change in percent always, with the direction in words; the
-ratio itself stays for the evidence below.
+reader takes in `decode speed 138 → 218 tok/s (no slower; 90% interval 17% faster to 2.1 times as
+fast)` at once, and `1.58 of its early speed` only after working out which way it points: the first
+lines say the change in percent always, with the direction in words, and speed in tok/s where two
+measured speeds stand for the figure (a comparison's `levels`: identical probes of one engine,
+early and late, which its row in the table below says too). A speed the figure only implies (a
+fresh engine's level times a ratio of ratios) is never said as if measured. The ratio itself stays
+for the evidence below.
 """
 
 from __future__ import annotations
@@ -23,21 +26,21 @@ AS_FAST = 2.0  # from here up a gain is said as "N times as fast", not "+250%"
 # Whose speed a ratio is over, by the comparison it comes from: (after "at 0.83 of", after "slower than").
 # Two engines (the soaked engine, a fresh one) and two times (early, late), nothing else.
 REFERENCE = {
-    Basis.PAIRED_CONTROL: ("a fresh engine's speed", "a fresh engine"),
-    Basis.RESTART: ("its own speed just after a restart", "its speed after a restart"),
-    Basis.PROBES: ("its own early speed on an identical request", "early in the run"),
-    Basis.BINS: ("its early speed at the same batch and context", "early in the run"),
-    Basis.STEP_SERIES: ("its early speed at the same batch and context", "early in the run"),
-    Basis.COMBINED: ("its early speed, all measures together", "early in the run"),
+    Basis.PAIRED_CONTROL: ("a fresh engine's speed", "a fresh engine beside it"),
+    Basis.RESTART: ("its own speed just after a restart", "just after a restart"),  # said in time order (size)
+    Basis.PROBES: ("its own early speed on an identical request", "early in the run, on identical test requests"),
+    Basis.BINS: (
+        "its early speed at the same batch and context",
+        "early in the run, at the same batch size and context length",
+    ),
+    Basis.STEP_SERIES: (
+        "its early speed at the same batch and context",
+        "early in the run, at the same batch size and context length",
+    ),
+    Basis.COMBINED: ("its early speed, all measures together", "early in the run, all measures together"),
 }
-# Where the two speeds of a decode comparison were taken, after `decode 197 → 142 tok/s`.
-SPEEDS_WHERE = {
-    Basis.PAIRED_CONTROL: "against a fresh engine run beside it",
-    Basis.PROBES: "on identical probe requests",
-    Basis.BINS: "at the same batch and context",
-    Basis.STEP_SERIES: "at the same batch and context",
-    Basis.COMBINED: "at the same conditions",
-}
+# Where the two measured speeds of a decode comparison were taken, after `decode speed 197 → 142 tok/s`.
+SPEEDS_WHERE = {Basis.PROBES: "on identical test requests"}
 _ISO = re.compile(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(?:\.\d+)?")
 
 
@@ -68,29 +71,30 @@ def amount(i: Interval) -> str:
 
 
 def speeds(c: Comparison) -> str | None:
-    """`decode 197 → 142 tok/s against a fresh engine run beside it`, or, across a restart, `decode
-    102 tok/s just before a restart, 150 just after`: the two speeds a decode comparison stands
-    for, the reference's and the soaked engine's at the same conditions (the reference's level
-    times the ratio). None where the comparison has no level in tok/s."""
-    late = c.late_level
-    if c.unit != "tok/s" or c.healthy_level is None or late is None or not np.isfinite(late):
+    """`decode speed 138 → 218 tok/s on identical test requests`, or, across a restart, `decode
+    speed 102 tok/s just before a restart, 150 just after`: the two measured speeds the figure is
+    the ratio of (`Comparison.levels`, which its detail says too). None where no two measured speeds
+    stand for it."""
+    if c.unit != "tok/s" or c.levels is None or not all(np.isfinite(x) and x > 0 for x in c.levels):
         return None
-    early = c.healthy_level
+    early, late = c.levels
     if c.basis == Basis.RESTART:
-        return f"decode {tps(late)} tok/s just before a restart, {tps(early)} just after"
-    where = SPEEDS_WHERE.get(c.basis, "at the same conditions")
-    return f"decode {tps(early)} → {tps(late)} tok/s {where}"
+        return f"decode speed {tps(late)} tok/s just before a restart, {tps(early)} just after"
+    return f"decode speed {tps(early)} → {tps(late)} tok/s {SPEEDS_WHERE.get(c.basis, 'early to late')}"
 
 
 def size(c: Comparison) -> str:
-    """Line one's figure: the speeds and the change with its interval (`decode 153 → 32 tok/s at
-    the same batch and context, early to late (79% slower; 90% interval 73-84% slower)`), or, without
-    speeds, the change against its reference (`decode 28% slower than a fresh engine (...)`)."""
+    """Line one's figure: the measured speeds and the change with its interval (`decode speed 138 →
+    218 tok/s on identical test requests (no slower; 90% interval ...)`), or, where no two measured
+    speeds stand for it, the change against its reference (`decode speed 28% slower than a fresh
+    engine beside it (90% interval 18-37% slower)`)."""
     said = speeds(c)
     if said is not None:
         return f"{said} ({amount(c.interval)})"
+    if c.basis == Basis.RESTART:
+        return f"decode speed just before a restart {change(c.ratio)} than just after ({span(c.interval)})"
     _, than = REFERENCE.get(c.basis, ("", "early in the run"))
-    return f"decode {change(c.ratio)} than {than} ({span(c.interval)})"
+    return f"decode speed {change(c.ratio)} than {than} ({span(c.interval)})"
 
 
 def tps(x: float) -> str:

@@ -82,7 +82,10 @@ def _load(path: Path, date: dt.date | None, year: int | None) -> Source:
         events=parsed.events,
         requests=_empty_table("requests"),
         probes=_empty_table("probes"),
-        snapshots=_empty_table("snapshots"),
+        # The figures a log states beside its steps (a vLLM plugin's own state), as a run's snapshots.
+        snapshots=parsed.snapshots
+        if parsed.snapshots is not None and not parsed.snapshots.empty
+        else _empty_table("snapshots"),
         manifest=None,
         log_info=parsed.info,
     )

@@ -150,6 +150,10 @@ PROCESS_WORDS = "a figure of the whole process (it moves with the traffic as muc
 MEANING = {
     "idle_slot_tokens": "KV cells held by idle slots (their last conversations, kept for prompt caching; "
     "where all slots share one KV buffer, every decode attends over them)",
+    "fault_walk_s_total": "time tokdrift's step-cost fault spent walking the entries it keeps (a test instrument "
+    "switched on in vLLM through its plugins: docs/faults.md)",
+    "fault_entries": "entries tokdrift's step-cost fault keeps, every one walked every engine step (a test "
+    "instrument switched on in vLLM through its plugins: docs/faults.md)",
     "kv_no_space": "batches that found no room in the KV cache in the last minute (a full cache, or one "
     "fragmented into holes too small for a batch: llama.cpp without KV defragmentation)",
 }
@@ -264,12 +268,12 @@ def plainly(s: Suspect, symptom: str = "decode") -> str | None:
         return None
     if m.at_onset:
         verb = "rose" if m.last > m.first else "fell"
-        return f"`{s.name}` {verb} from {_num(m.first)} before the onset to {_num(m.last)} after"
+        return f"`{s.name}` {verb} from {_num(m.first)} before the slowdown began to {_num(m.last)} after"
     return f"`{s.name}` was {_num(m.first)} where {symptom} slowed least and {_num(m.last)} where it slowed most"
 
 
 def in_a_clause(s: Suspect) -> str:
-    """`idle_slot_tokens` (KV cells held by idle slots) rose from 0 before the onset to 12,224 after:
+    """`idle_slot_tokens` (KV cells held by idle slots) rose from 0 before the slowdown began to 12,224 after:
     a suspect for a line with no room for its correlation; its evidence's own words where it states
     no medians (a time counter)."""
     said = plainly(s)

@@ -47,10 +47,10 @@ The rules, in order (docs/diagnostics.md, "The verdict"):
    (`insufficient_data`, failed `prefill_drift`). Nor while the paired control, net of the host,
    shows the soaked engine slower (its whole interval below 1) and the decisive interval does not
    rule a material loss out: a slowdown is measured, its size not yet (`insufficient_data`,
-   failed `paired_slower`). Nor while the restart control on the pairs shows the fresh engine
-   materially faster (its whole interval below 1, its estimate at or below the material level): the restart brought
-   back a loss the first life's comparisons did not see (`insufficient_data`, failed
-   `restart_slower`).
+   failed `paired_slower`). Nor while the restart control on the pairs (or, where no control ran,
+   on the log's own steps) shows the fresh engine materially faster (its whole interval below 1,
+   its estimate at or below the material level): the restart brought back a loss the first life's
+   comparisons did not see (`insufficient_data`, failed `restart_slower`).
 
 0. **The control's youth**, before all of them (diagnostics.youth): a control that slowed with its
    own age (a fault driven by requests served reaches a same-build control too) is no measure of
@@ -403,9 +403,8 @@ def _decide(ev: Evidence) -> Decision:
         )
     r = ev.restart
     if (
-        p is not None
-        and r is not None
-        and r.joins
+        r is not None
+        and (r.joins or p is None)
         and r.interval.bounded
         and r.interval.hi < 1.0
         and r.ratio <= r.material
@@ -418,7 +417,12 @@ def _decide(ev: Evidence) -> Decision:
         # (0.74-0.77), and the verdict was "no engine age, medium".) The bar is a verdict of no age's,
         # not a loss's: the whole interval below 1 with a material estimate (an output-buffer fault set
         # in at the second cycle, before any healthy side, pairs 0.94 through the run and the aged
-        # engine at 0.87 of its twin: a restart that shows that much must not be outvoted).
+        # engine at 0.87 of its twin: a restart that shows that much must not be outvoted). Where no
+        # control ran, the restart on the log's own steps (which joins no combination: the fresh engine
+        # may have served lighter traffic) still vetoes a verdict of no age, never makes one of age: a
+        # vLLM step record of the step-cost fault, switched on from the engine's first minute, read
+        # bins 1.00 (0.96-1.04) and "no degradation, medium" while its restart read 0.38 (0.29-0.51)
+        # and a control beside it 0.68.
         findings.append(
             Check(
                 "restart_slower",
@@ -429,8 +433,8 @@ def _decide(ev: Evidence) -> Decision:
             )
         )
         return Decision.insufficient(
-            f"The data cannot tell: the restart brought back a slowdown ({r.interval.describe()}) that the comparison on "
-            f"{claims.basis_words(decode)} within the engine's first life does not show "
+            f"The data cannot tell: just before the restart the engine ran slower than just after it "
+            f"({r.interval.describe()}), a loss that the comparison on {claims.basis_words(decode)} within the engine's first life does not show "
             f"({decode.interval.describe()}). A soak that takes a baseline before its traffic "
             f"(`--baseline N`) compares with an engine younger than the loss.",
             findings,

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 from engine.errors import EngineError
 from engine.runtime.config import EngineConfig
@@ -47,7 +48,7 @@ class LLM:
         attention_backend: str = "auto",
         chunk_size: int | None = None,
         max_model_len: int | None = None,
-        **engine_options,
+        **engine_options: Any,
     ) -> None:
         if chunk_size is not None and chunk_size < 1:
             raise EngineError(f"LLM: chunk_size must be None or >= 1, found {chunk_size}")
@@ -76,10 +77,7 @@ class LLM:
         self, prompts: Prompt | Sequence[Prompt], params: SamplingParams | Sequence[SamplingParams] | None = None
     ) -> list[RequestOutput]:
         """Generate for each prompt (a string or a list of token ids); one output per prompt, in order."""
-        if isinstance(prompts, str) or (
-            isinstance(prompts, Sequence) and prompts and all(isinstance(t, int) for t in prompts)
-        ):
-            prompts = [prompts]  # a single prompt
+        prompts = _as_prompts(prompts)
         params = params if params is not None else SamplingParams()
         param_list = [params] * len(prompts) if isinstance(params, SamplingParams) else list(params)
         if len(param_list) != len(prompts):
@@ -120,3 +118,12 @@ class LLM:
             prefill_time_s=first - request.arrival,
             decode_time_s=(request.finish_time or first) - first,
         )
+
+
+def _as_prompts(prompts: Prompt | Sequence[Prompt]) -> list[Prompt]:
+    """One prompt (a string, or token ids) as a list of one; a list of prompts as a list."""
+    if isinstance(prompts, str):
+        return [prompts]
+    if isinstance(prompts, Sequence) and prompts and all(isinstance(t, int) for t in prompts):
+        return [cast(Sequence[int], prompts)]  # every item an int: one prompt's token ids
+    return list(cast(Sequence[Prompt], prompts))  # neither: the prompts

@@ -44,7 +44,7 @@ class SamplingParams:
             self._fail("stop_token_ids", "non-negative integers", list(self.stop_token_ids))
 
     @staticmethod
-    def _fail(name: str, expected: str, found) -> None:
+    def _fail(name: str, expected: str, found: object) -> None:
         raise EngineError(f"SamplingParams: field '{name}': expected {expected}, found {found!r}")
 
     @property

@@ -71,6 +71,9 @@ class ParsedLog(NamedTuple):
     events: pd.DataFrame
     info: LogInfo
     held: dict[int, float] | None = None  # llama.cpp: KV tokens each slot held at the end (SlotReader.holdings)
+    # Figures the log states now and then beside its steps (records.FIGURES: a vLLM plugin's own
+    # state), as a snapshots table: t, engine_life, engine_age_s, then one column a figure. Often empty.
+    snapshots: pd.DataFrame | None = None
 
 
 FAR_HEAD_LINES = 5000  # where the first 200 lines match no format (a wrapper's banner, a download's progress)
@@ -155,7 +158,7 @@ def _parse_batch(path: Readable, fmt: str, date: dt.date | None, year: int | Non
         missing=missing,
     )
     _log_skipped(info)
-    return ParsedLog(steps, frames.events, info)
+    return ParsedLog(steps, frames.events, info, snapshots=frames.figures)
 
 
 def _vllm_missing(steps: pd.DataFrame) -> tuple[Missing, ...]:
@@ -189,7 +192,7 @@ def _parse_step_record(path: Readable) -> ParsedLog:
         notes=() if record.has_details or not record.num_steps else (vllm_steps.NO_DETAILS,),
     )
     _log_skipped(info)
-    return ParsedLog(frames.steps, frames.events, info)
+    return ParsedLog(frames.steps, frames.events, info, snapshots=frames.figures)
 
 
 def _parse_per_request(

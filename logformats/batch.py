@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from logformats import identity, vllm
-from logformats.records import MAX_WARNINGS, Records
+from logformats.records import FIGURES, MAX_WARNINGS, Records
 from logformats.text import Readable, read_lines
 from rundir.schema import StepPhase
 
@@ -244,6 +244,8 @@ class BatchBuilder(Records):
             self._vllm_stats(lineno, date, clock, body, path)
         elif msg.startswith(vllm.SIDE_STARTS) and (figures := vllm.side_figures(msg)) is not None:
             self._vllm_side(lineno, figures, path)
+        elif msg.startswith("tokdrift fault "):
+            self._vllm_fault(lineno, date, clock, msg)
         elif msg.startswith(IDLE_PREFIXES):
             self._record(lineno, date, clock, StepPhase.IDLE)
             self.num_steps += 1
@@ -318,6 +320,19 @@ class BatchBuilder(Records):
         self.num_steps += 1  # a line read into a step
         for key, column, text in figures:
             self._value(self.last_stats, column, text, lineno, key, path)
+
+    def _vllm_fault(self, lineno: int, date: str, clock: str, msg: str) -> None:
+        """tokdrift's step-cost fault: its state (figures) or where it turned on (an event)."""
+        if m := vllm.FAULT_STATE.match(msg):
+            i = self._record(lineno, date, clock, FIGURES)
+            self.put(i, "fault_entries", float(m.group(2)))
+            self.put(i, "fault_walk_s_total", float(m.group(3)))
+        elif m := vllm.FAULT_ON.match(msg):
+            i = self._record(lineno, date, clock, "fault_on")
+            self.put(i, "detail", vllm.fault_detail(m.group(1)))
+            self.num_events += 1
+        else:
+            self.num_other += 1
 
     def _value(self, i: int, column: str, text: str, lineno: int, key: str, path: Readable) -> None:
         try:

@@ -21,6 +21,8 @@ from rundir.schema import StepPhase
 logger = logging.getLogger(__name__)
 
 STEP_KINDS = (StepPhase.PREFILL, StepPhase.DECODE, StepPhase.MIXED, StepPhase.IDLE)  # the records that are steps
+FIGURES = "figures"  # a record of figures a process states now and then: neither a step nor an event
+FIGURE_META = ("t", "engine_life", "engine_age_s")  # the figures table's columns before the figures
 MAX_WARNINGS = 5  # per kind of problem and file; the rest only count
 
 
@@ -59,6 +61,7 @@ class Frames(NamedTuple):
     num_bad_lines: int  # records dropped for an impossible time (their distinct lines)
     num_dropped_steps: int  # step records among them
     num_bad_values: int  # numbers that did not fit a float (inf) and were left empty
+    figures: pd.DataFrame  # FIGURE_META, then each figure the figures records state (a snapshots table)
 
 
 def finish(
@@ -104,7 +107,8 @@ def finish(
     steps = table[is_step].rename(columns={"kind": "phase"}).reindex(columns=STEP_FRAME_COLUMNS)
     if "full_token_usage" in steps and steps["token_usage"].isna().all():
         steps["token_usage"] = steps["full_token_usage"]
-    events = table[~is_step].reindex(columns=EVENT_FRAME_COLUMNS)
+    is_figures = (table["kind"] == FIGURES).to_numpy()
+    events = table[~is_step & ~is_figures].reindex(columns=EVENT_FRAME_COLUMNS)
     return Frames(
         steps=steps.reset_index(drop=True),
         events=events.reset_index(drop=True),
@@ -112,4 +116,12 @@ def finish(
         num_bad_lines=num_bad_lines,
         num_dropped_steps=num_dropped_steps,
         num_bad_values=num_bad_values,
+        figures=_figures(table[is_figures]),
     )
+
+
+def _figures(rows: pd.DataFrame) -> pd.DataFrame:
+    """The figures records as a snapshots table: their time, engine life and age, and every column
+    they state."""
+    stated = [c for c in rows.columns if c not in (*FIGURE_META, "kind", "line", "detail") and rows[c].notna().any()]
+    return rows[[*FIGURE_META, *stated]].reset_index(drop=True)

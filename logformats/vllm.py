@@ -58,6 +58,11 @@ SIDE_LINES: dict[str, dict[str, str]] = {
 }
 SIDE_STARTS = tuple(SIDE_LINES)
 
+# tokdrift's step-cost fault in vLLM's log (a test instrument: tokdrift/vllm_plugin/fault.py, its
+# STATE_LINE and the line it logs where it turns on).
+FAULT_STATE = re.compile(r"tokdrift fault (\S+): (\d+) entries held, (\d+(?:\.\d+)?) s spent walking them")
+FAULT_ON = re.compile(r"tokdrift fault (\S+): on from this request")
+
 Figure = tuple[str, str, str]  # (name as printed, steps column, the number's text)
 
 
@@ -93,6 +98,12 @@ def side_figures(message: str) -> list[Figure] | None:
             parts = _parts(message[len(start) :])
             return [(key, names[key], text) for key, text in parts if key in names and not text.startswith("-")]
     return None
+
+
+def fault_detail(spec: str) -> str:
+    """`step-cost:after=10,entries=4096` -> `fault=step-cost, after=10, entries=4096` (an event's detail)."""
+    name, _, settings = spec.partition(":")
+    return ", ".join([f"fault={name}", *filter(None, settings.split(","))])
 
 
 def _parts(body: str) -> list[tuple[str, str]]:

@@ -3,7 +3,8 @@ steps and events: one row per engine iteration, which vLLM's 10-s stats lines ca
 
 The lines (tokdrift.vllm_plugin.record): an `engine_start` line at each engine start (its
 identity: the events `engine_start` and `engine_config`), a `step` line per iteration, a
-`fault_on` line where a test instrument's fault began. A line that does not read as JSON (the
+`fault_on` line where a test instrument's fault began, a `figures` line where a process states
+figures of its own (the fault's state: a snapshots row). A line that does not read as JSON (the
 last one of a file a crash cut short) is counted as bad and skipped.
 
 How a step line becomes a steps row:
@@ -32,7 +33,9 @@ import numpy as np
 import pandas as pd
 
 from logformats.errors import LogFormatError
+from logformats.records import FIGURES
 from logformats.text import Readable, read_lines
+from logformats.vllm import fault_detail
 from rundir.schema import StepPhase
 from tokdrift.vllm_plugin.record import ENGINE_START, FAULT_ON, FORMAT, STEP, VERSION
 
@@ -97,6 +100,7 @@ def scan(path: Readable) -> StepRecordScan:
     linenos: list[int] = []
     secs: list[float] = []
     detail: dict[int, str] = {}
+    figures: dict[str, dict[int, float]] = {}  # figure -> record index -> value
     step_index: list[int] = []
     life_capacity: list[float] = []  # per step: the KV cache's tokens as its start line said
     num_lines = num_other = num_unknown = num_bad = num_events = 0
@@ -142,9 +146,13 @@ def scan(path: Readable) -> StepRecordScan:
                     _add(kinds, linenos, secs, "engine_config", lineno, t + offset)
                     num_events += 1
             num_events += 1
+        elif kind == FIGURES:
+            for key, value in obj.items():
+                if key not in ("kind", "t", "pid") and isinstance(value, int | float) and not isinstance(value, bool):
+                    figures.setdefault(key, {})[len(kinds)] = float(value)
+            _add(kinds, linenos, secs, FIGURES, lineno, t + offset)
         elif kind == FAULT_ON:
-            name, _, settings = str(obj.get("fault", "")).partition(":")
-            detail[len(kinds)] = ", ".join([f"fault={name}", *filter(None, settings.split(","))])
+            detail[len(kinds)] = fault_detail(str(obj.get("fault", "")))
             _add(kinds, linenos, secs, FAULT_ON, lineno, t + offset)
             num_events += 1
         else:
@@ -156,6 +164,10 @@ def scan(path: Readable) -> StepRecordScan:
     for name, values in columns.items():
         full = np.full(n, np.nan)
         full[idx] = values
+        out[name] = full
+    for name, at in figures.items():
+        full = np.full(n, np.nan)
+        full[np.fromiter(at, dtype=np.int64)] = list(at.values())
         out[name] = full
     for i, phase in zip(step_index, phases):
         kinds[i] = phase

@@ -352,9 +352,9 @@ def no_suspects_text(a: Analysis) -> str:
 
 def _restart_sentence(a: Analysis) -> str:
     if a.recovered_by_restart is True:
-        return "A restart brought it back to the early rate, so the slowdown lives in the engine's state."
+        return "A restart brought the speed back to the early rate, so the slowdown lives in the engine's state."
     if a.recovered_by_restart is False:
-        return "A restart did not bring it back."
+        return "A restart did not bring the speed back."
     restart = next((c for c in a.comparisons if c.basis == Basis.RESTART), None)
     if restart is not None:
         return f"A restart could not tell whether a fresh engine recovers: the soaked engine ran at {ratio_words(restart)}."

@@ -35,8 +35,9 @@ ENV_FIELDS = (
     "run_id",
     "status",
 )
-# Key figures the first three lines say already (each number once): the confidence, the decisive
-# figure with its speeds, whether a restart brought it back.
+# Key figures kept out of the summary's table: the confidence, which line one says, and the decisive
+# comparison's early level and that level times the ratio, computed, which line one no longer says as
+# speeds (diagnostics.said: only measured speeds, which the comparison's own row states).
 SAID_ABOVE = (
     "confidence",
     "decode early (tok/s, on what decided)",

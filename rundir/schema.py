@@ -340,7 +340,8 @@ EVENT_KINDS: dict[str, str] = {
     "engine_restart": "a deliberate restart (fields: reason); an engine_start follows",
     "engine_config": "what a URL target said of itself when it started, one fact each (fields: engine_life; "
     "detail, key=value: version, model, max_seq_len)",
-    "fault_on": "a degradation mechanism was switched on (fields: fault)",
+    "fault_on": "a degradation mechanism was switched on (fields: fault; forwarded from an external engine's "
+    "log, where a test instrument says it turned on: detail)",
     "probe": "a probe was sent (fields: probe_id)",
     "profile": "a profile was taken (fields: path, reason)",
     "dropped_request": "the engine refused a request (fields: request_id, input_tokens, limit)",
@@ -359,7 +360,7 @@ EVENT_KINDS: dict[str, str] = {
     "(fields: limit, detail)",
 }
 # Events an external engine's log says, forwarded by the soak's log reader as they are read.
-LOG_EVENT_KINDS = ("kv_no_space", "kv_full")
+LOG_EVENT_KINDS = ("kv_no_space", "kv_full", "fault_on")
 # Event kinds that start a new engine life.
 STARTUP_KINDS = ("engine_start",)
 

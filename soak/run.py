@@ -8,7 +8,9 @@ Tasks that run side by side: the replayer (the calls), the schedule (soak.schedu
 cycles, deliberate restarts, profiles), the main engine's and the control's keepers (engine
 exits), the live view, the sampler and the flusher. An engine that dies is recorded (exit code,
 log tail), started again, and the soak goes on; the calls it was serving are recorded as errors.
-The manifest is soak.manifest.ManifestBook's; serving time, soak.clock.ServingClock's.
+The manifest is soak.manifest.ManifestBook's; serving time, soak.clock.ServingClock's. After
+every probe cycle the soak asks its judge for the running verdict (soak.judge; diagnostics' unless
+it is handed another): the first decided look is recorded, and with `until_decided` ends the replay.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from soak.control import ControlEngine
 from soak.cycle import ProbeCycles
 from soak.errors import SoakError
 from soak.heap import give_back_freed_memory
+from soak.judge import Judge, RunningVerdict, default_judge
 from soak.lifecycle import MainEngine
 from soak.live_view import LiveView, Progress, SoakPhase
 from soak.manifest import ManifestBook
@@ -80,13 +83,14 @@ class Soak:
         on_progress: Callable[[Progress], None] | None = None,
         resume: bool = False,
         on_probe_cycle: Callable[[list[dict[str, Any]]], object] | None = None,  # its return is ignored
+        judge: Judge | None = None,  # the running verdict's (soak.judge); None: diagnostics'
     ) -> None:
         self.config = config
         self.run_dir = Path(run_dir)
         self.command = command or sys.argv
         self.view = LiveView(self, on_progress)
         self.on_probe_cycle = on_probe_cycle  # the probes rows of each cycle, as written
-        self.resuming = resume
+        self.resuming: bool = resume
         self.trace = read_trace(config.trace)  # a malformed trace fails here, before anything is written
         if not self.trace.calls:
             raise SoakError(f"{config.trace}: expected at least one call after the header, found none")
@@ -97,9 +101,13 @@ class Soak:
         self.clock = ServingClock(config.duration_s)  # a resumed run's, once its manifest is read
         self.phase = SoakPhase.STARTING  # what the soak does now (the live view shows it)
         self._stop = asyncio.Event()
-        self._decided = asyncio.Event()  # --until-decided: the running verdict is decided, end the replay
+        self._decided = asyncio.Event()  # until_decided: the running verdict is decided, end the replay
         self._status: RunStatus | None = None
         self._gave_up: BaseException | None = None  # why the main engine's keeper gave up, if it did
+        # Asked after every probe cycle (a soak with no probes has none): decides until_decided.
+        self.verdict: RunningVerdict | None = None
+        if config.probes:
+            self.verdict = RunningVerdict(self, judge if judge is not None else default_judge(config))
 
     # What start() builds, for the code that runs after it (a call before start() is a bug).
     @property
@@ -144,13 +152,18 @@ class Soak:
     def progress(self) -> Progress:
         return self.view.progress()
 
+    @property
+    def verdict_line(self) -> str | None:
+        """The running verdict after the last probe cycle, as printed; None before the first."""
+        return self.verdict.line if self.verdict is not None else None
+
     def stop(self) -> None:
         """Stop cleanly (Ctrl-C): status interrupted."""
         self._stop.set()
 
     def decided(self, verdict: str, cycle: int | None, line: str, **details: Any) -> None:
-        """The running verdict (computed by the caller, which reads each probe cycle's rows) is
-        decided: recorded once, as a `decided` event and the manifest's `decided`; with
+        """The running verdict (soak.judge.RunningVerdict, after each probe cycle) is decided:
+        recorded once, as a `decided` event and the manifest's `decided`; with
         `until_decided` the replay ends now and the run goes on to its restart control (no end
         cycle: the look that decided was the aged engine's last). A look before the replay (the
         start or baseline cycles) judges engines that served nothing yet: not recorded; the first
@@ -256,7 +269,7 @@ class Soak:
         materializer = Materializer(mconf, shared_block_ids(self.trace.calls))
         replayer = Replayer(sessions_of(self.trace), materializer, self._send, cfg.concurrency, cfg.speed)
         main = MainEngine(target, client, replayer.gate, replayer.idle, cfg.probe_wait_s, self._store.event)
-        prober = Prober(mconf, cfg.probe_input_tokens, cfg.probe_output_tokens)
+        prober = Prober(mconf, cfg.probe_input_tokens, cfg.probing.probe_output_tokens)
         cycles = ProbeCycles(
             prober,
             main,
@@ -391,6 +404,8 @@ class Soak:
         return prompt.messages[0]["content"]
 
     def _probe_cycle_rows(self, rows: list[dict[str, Any]]) -> None:
+        if self.verdict is not None:
+            self.verdict.add(rows)
         if self.on_probe_cycle is not None:
             self.on_probe_cycle(rows)
 

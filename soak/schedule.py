@@ -96,10 +96,10 @@ class Schedule:
     async def baseline(self) -> None:
         """baseline_cycles probe cycles on the fresh engine with nothing else sent, probe_every_s
         apart: the engine's youth, measured before any traffic fills its caches."""
-        cfg = self.config
-        self.store.event("baseline", cycles=cfg.baseline_cycles)
-        for _ in range(cfg.baseline_cycles):
-            await asyncio.sleep(cfg.probe_every_s)
+        probing = self.config.probing
+        self.store.event("baseline", cycles=probing.baseline_cycles)
+        for _ in range(probing.baseline_cycles):
+            await asyncio.sleep(probing.probe_every_s)
             await self.cycle("baseline")
 
     async def restart_control(self) -> None:
@@ -116,8 +116,9 @@ class Schedule:
         """Periodic probe cycles, scheduled restarts and the end profile until the deadline, or
         until `done` is set (what is in flight then finishes first)."""
         cfg, target = self.config, self.main.target
-        probing = cfg.probes and cfg.probe_every_s > 0
-        next_probe = time.time() + cfg.probe_every_s if probing else float("inf")
+        every_s = cfg.probing.probe_every_s
+        probing = cfg.probes and every_s > 0
+        next_probe = time.time() + every_s if probing else float("inf")
         next_restart = time.time() + cfg.restart_every_s if cfg.restart_every_s else float("inf")
         # The end profile is taken while the replay still runs: a profile of an idle engine shows nothing.
         end_profile = deadline - cfg.profile_seconds - 1.0
@@ -139,9 +140,9 @@ class Schedule:
                 if cfg.probes:
                     await self.cycle("after_restart")
                 next_restart = time.time() + (cfg.restart_every_s or float("inf"))
-                next_probe = time.time() + cfg.probe_every_s if probing else float("inf")
+                next_probe = time.time() + every_s if probing else float("inf")
             elif time.time() >= next_restart:
                 next_restart = float("inf")
             if time.time() >= next_probe:
                 await self.cycle("periodic")
-                next_probe = time.time() + cfg.probe_every_s
+                next_probe = time.time() + every_s

@@ -60,7 +60,9 @@ class EngineWatch:
         return await self.metrics.sample(as_steps=self.log is None)
 
     async def _log(self) -> tuple[list[StepRow], dict[str, Any]]:
-        return (self.log.sample() if self.log is not None else []), {}
+        if self.log is None:
+            return [], {}
+        return self.log.sample(), self.log.take_figures()
 
     async def sample(self) -> tuple[list[StepRow], dict[str, Any] | None]:
         """New steps rows, and one snapshot row (None when nothing could be sampled)."""

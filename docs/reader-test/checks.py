@@ -12,7 +12,10 @@ unexplained, words the second reader found made up or statistical above the brea
 inside a word, a top suspect beside a verdict that is not engine age, a suspect whose medians do
 not move the way its words say, an operator's warning (failed requests, a full KV cache) only among
 the checks, `engine: unknown`, and a short run (under an hour) whose answer is not engine age but
-does not say how long it was.
+does not say how long it was. And what the third reader stumbled on: speeds in line one that no
+table row below states (computed, not measured), a test's instrument in a suggested soak
+(`--fault`, a fixture's or a temporary folder's path), and terms a first-time reader does not know
+above the break (probes, engine life, baseline, onset, the control, "brought it back").
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from pathlib import Path
 
 AGE = "The engine slowed down with age"
 BREAK = "#### Details"
-NEXT_STEP = re.compile(r"\b(Restart it|Run longer|Soak (again|it|the engine)|Nothing to restart|file a bug)\b")
+NEXT_STEP = re.compile(
+    r"\b(Restart it|Run longer|Soak (again|it|the engine)|Nothing to restart|file a bug|Confirm it with a soak)\b"
+)
 MULTIPLE = re.compile(r"\b\d+\.\d+x\b")
 SUB_SECOND = re.compile(r"\d\d:\d\d:\d\d\.\d")
 DIRECTION = re.compile(r"\d+% slower|\bno slower\b")
@@ -52,6 +57,15 @@ QUARTERS = re.compile(
 )
 OPERATOR = ("`kv_space`", "`dropped_requests`", "`kv_exhaustion`", "`preemptions`", "`queue_buildup`")
 SERVING = re.compile(r"([\d.]+) (s|min|h) of serving")
+TOK_S = re.compile(
+    r"(\d+(?:\.\d+)?) → (\d+(?:\.\d+)?) tok/s|(\d+(?:\.\d+)?) tok/s just before a restart, (\d+(?:\.\d+)?)"
+)
+INSTRUMENT = re.compile(r"--fault|tests/fixtures/|/tmp/")
+FIRST_TIME = re.compile(
+    r"\b(probes?|engine life|baseline|batch and context|decode samples?|onset|the control|control's|"
+    r"brought it back|bring it back|brings it back|they disagree|matched conditions|admit(ted)?|prefix cache)\b",
+    re.IGNORECASE,
+)
 
 
 def checks(path: Path) -> dict[str, object]:
@@ -93,7 +107,22 @@ def checks(path: Path) -> dict[str, object]:
         and "**Also:**" not in top,
         "engine unknown": "- engine: unknown" in details,
         "short run unsaid": not age and seconds is not None and seconds < 3600 and "lasted" not in first,
+        "tok/s in no table": _speeds_unstated(line_one, text),
+        "test flags in a command": sorted(
+            {m for c in re.findall(r"`(soak [^`]*)`", first) for m in INSTRUMENT.findall(c)}
+        ),
+        "first-time jargon above": sorted({m[0].lower() for m in FIRST_TIME.findall(prose)}),
     }
+
+
+def _speeds_unstated(line_one: str, text: str) -> list[str]:
+    """Speeds line one says that no table row below states (to the reader's rounding): a speed that
+    is computed, not measured, or one the table does not show."""
+    table = " ".join(line for line in text.splitlines() if line.startswith("|"))
+    stated = {round(float(x)) for x in re.findall(r"(\d+(?:\.\d+)?)(?= (?:against|->|tok/s))", table)}
+    stated |= {round(float(x)) for x in re.findall(r"(?:against|->) (\d+(?:\.\d+)?)", table)}
+    said = [x for m in TOK_S.finditer(line_one) for x in m.groups() if x is not None]
+    return [x for x in said if round(float(x)) not in stated]
 
 
 def _medians_against_words(text: str) -> int:

@@ -16,7 +16,8 @@ from engine.cache.radix import HybridRadixCache, RadixCache
 from engine.errors import EngineError
 from engine.memory.allocator import SlotAllocator
 
-CACHE_TYPES = {c.cache_type: c for c in (HybridRadixCache, RadixCache, NoPrefixCache)}
+_RADIX_CACHES: dict[str, type[RadixCache]] = {c.cache_type: c for c in (HybridRadixCache, RadixCache)}
+CACHE_TYPES: dict[str, type[PrefixCache]] = {**_RADIX_CACHES, NoPrefixCache.cache_type: NoPrefixCache}
 
 __all__ = [
     "CACHE_TYPES",
@@ -49,4 +50,4 @@ def make_prefix_cache(
         return NoPrefixCache(kv_allocator.page_size)
     if cache_type not in CACHE_TYPES:
         raise EngineError(f"cache_type must be one of {', '.join(CACHE_TYPES)}; got {cache_type!r}")
-    return CACHE_TYPES[cache_type](kv_allocator, state_allocator, eviction_policy, leak_snapshots_limit)
+    return _RADIX_CACHES[cache_type](kv_allocator, state_allocator, eviction_policy, leak_snapshots_limit)

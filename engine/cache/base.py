@@ -16,12 +16,17 @@ Ownership rules, the whole contract between a cache and its caller:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+import numpy as np
 import torch
 
 if TYPE_CHECKING:
     from engine.cache.tree import TreeNode
+
+# A run of token ids (or KV slot ids) as callers hold them: a list, a numpy array or a tensor.
+Ids = Sequence[int] | np.ndarray | torch.Tensor
 
 
 class MatchResult(NamedTuple):
@@ -103,13 +108,13 @@ class PrefixCache:
     page_size = 1
     keeps_snapshots = False  # True where insert() adopts linear-attention state snapshots
 
-    def match_prefix(self, token_ids) -> MatchResult:
+    def match_prefix(self, token_ids: Ids) -> MatchResult:
         """Longest cached prefix of `token_ids` (whole pages; hybrid: ending at a snapshot).
 
         Match at most len(prompt) - 1 tokens so that one is left to compute logits from."""
         raise NotImplementedError
 
-    def insert(self, token_ids, kv_slot_ids, snapshot_slot: int | None = None) -> InsertResult:
+    def insert(self, token_ids: Ids, kv_slot_ids: Ids, snapshot_slot: int | None = None) -> InsertResult:
         """Cache the page-aligned prefix of `token_ids`, whose KV is in `kv_slot_ids` (at least
         that long). `snapshot_slot` holds the linear-attention state after all of `token_ids`;
         it is kept only by the hybrid cache when len(token_ids) is page-aligned and no snapshot
@@ -191,11 +196,11 @@ class NoPrefixCache(PrefixCache):
         self.page_size = page_size
         self._queried = 0
 
-    def match_prefix(self, token_ids) -> MatchResult:
+    def match_prefix(self, token_ids: Ids) -> MatchResult:
         self._queried += len(token_ids)
         return MatchResult(0, _EMPTY, None, None)
 
-    def insert(self, token_ids, kv_slot_ids, snapshot_slot: int | None = None) -> InsertResult:
+    def insert(self, token_ids: Ids, kv_slot_ids: Ids, snapshot_slot: int | None = None) -> InsertResult:
         return InsertResult(
             prefix_len=0, cached_len=0, dup_kv_slot_ids=_EMPTY, node=None, unused_snapshot_slot=snapshot_slot
         )

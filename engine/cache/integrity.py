@@ -4,14 +4,19 @@ eviction policies' candidate sets, and the KV and state slots against their allo
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 
 from engine.cache.base import _EMPTY
 from engine.memory.allocator import IntegrityError, SlotAllocator
 
+if TYPE_CHECKING:  # the caches call this module
+    from engine.cache.radix import RadixCache
 
-def check_radix(cache, kv_in_use: int | None = None, state_in_use: int | None = None) -> None:
+
+def check_radix(cache: RadixCache, kv_in_use: int | None = None, state_in_use: int | None = None) -> None:
     """Raise IntegrityError naming the first invariant `cache` (a RadixCache) breaks."""
     nodes, leaves, kv_cand, snap_cand = [], 0, [], []
     evictable = locked = pinned = 0

@@ -24,6 +24,7 @@ from engine.cache.base import (
     _EMPTY,
     CacheReport,
     EvictionCounters,
+    Ids,
     IndexMemory,
     InsertResult,
     MambaCacheStats,
@@ -82,7 +83,7 @@ class RadixCache(PrefixCache):
 
     # --- public API -------------------------------------------------------------------------
 
-    def match_prefix(self, token_ids) -> MatchResult:
+    def match_prefix(self, token_ids: Ids) -> MatchResult:
         key = self._key(token_ids)
         self._queried += len(token_ids)
         path, partial = self._walk(key)
@@ -96,7 +97,7 @@ class RadixCache(PrefixCache):
         self._matched += cached_len
         return MatchResult(cached_len, torch.cat([n.value for n in path]), path[-1], path[-1].snapshot)
 
-    def insert(self, token_ids, kv_slot_ids, snapshot_slot: int | None = None) -> InsertResult:
+    def insert(self, token_ids: Ids, kv_slot_ids: Ids, snapshot_slot: int | None = None) -> InsertResult:
         key = self._key(token_ids)
         n_key = len(key)
         value = torch.as_tensor(kv_slot_ids, dtype=torch.int64).reshape(-1)  # [>= n_key]
@@ -140,7 +141,7 @@ class RadixCache(PrefixCache):
                 self._evictable -= len(node.key)
                 self._locked += len(node.key)
             node.lock_ref += 1
-            node = node.parent
+            node = node.up
 
     def dec_lock(self, node: TreeNode | None) -> None:
         if node is None or node is self.root:
@@ -158,7 +159,7 @@ class RadixCache(PrefixCache):
                 self._locked -= len(node.key)
                 if node.is_leaf:
                     self._kv_policy.touch(node)
-            node = node.parent
+            node = node.up
 
     def evict(self, num_tokens: int) -> int:
         start = time.perf_counter()
@@ -186,11 +187,12 @@ class RadixCache(PrefixCache):
     def evict_snapshots(self, num: int) -> int:
         start = time.perf_counter()
         self._evict_calls += 1
-        slots = []
+        slots: list[int] = []
         while len(slots) < num:
             node = self._snapshot_policy.pop()
             if node is None:
                 break
+            assert node.snapshot is not None  # the snapshot policy's candidates hold one
             slots.append(node.snapshot)
             node.snapshot = None
         if slots:
@@ -277,7 +279,7 @@ class RadixCache(PrefixCache):
 
     # --- private: walking and matching ------------------------------------------------------
 
-    def _key(self, token_ids) -> np.ndarray:
+    def _key(self, token_ids: Ids) -> np.ndarray:
         if isinstance(token_ids, torch.Tensor):
             ids = token_ids.detach().to("cpu", torch.int64).numpy().reshape(-1)
         else:
@@ -293,7 +295,8 @@ class RadixCache(PrefixCache):
 
     def _walk(self, key: np.ndarray) -> tuple[list[TreeNode], tuple[TreeNode, int] | None]:
         """Nodes whose whole key matches along `key`, then (next node, tokens matched into it)."""
-        node, pos, path = self.root, 0, []
+        node, pos = self.root, 0
+        path: list[TreeNode] = []
         while pos < len(key):
             child = node.children.get(key[pos : pos + self.page_size].tobytes())
             if child is None:
@@ -323,7 +326,7 @@ class RadixCache(PrefixCache):
         """Cut `node`'s edge after n tokens; the new upper node is returned. A snapshot stays
         with `node`, whose end does not move. Both halves get their own arrays: as views of the
         old ones, either would keep the other's tokens in memory after that one is evicted."""
-        parent = node.parent
+        parent = node.up
         upper = TreeNode(node.key[:n].copy(), node.value[:n].clone(), parent, node.last_access)
         upper.lock_ref = node.lock_ref  # the locks through node pass through upper
         parent.children[node.key[: self.page_size].tobytes()] = upper
@@ -345,7 +348,7 @@ class RadixCache(PrefixCache):
         return leaf
 
     def _remove_leaf(self, leaf: TreeNode) -> None:
-        parent = leaf.parent
+        parent = leaf.up
         del parent.children[leaf.key[: self.page_size].tobytes()]
         leaf.alive = False
         self._num_nodes -= 1

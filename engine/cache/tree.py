@@ -7,6 +7,8 @@ import itertools
 import numpy as np
 import torch
 
+from engine.memory.allocator import IntegrityError
+
 _ids = itertools.count()
 
 
@@ -45,6 +47,13 @@ class TreeNode:
     @property
     def is_leaf(self) -> bool:
         return not self.children
+
+    @property
+    def up(self) -> TreeNode:
+        """The parent of a node below the root; the root has none (an IntegrityError)."""
+        if self.parent is None:
+            raise IntegrityError(f"{self} is a root: it has no parent")
+        return self.parent
 
     def __repr__(self) -> str:
         return (

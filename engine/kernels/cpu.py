@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 SOURCES = ("gdn_recurrent.c", "small_gemm.c", "moe_decode.c", "rms_norm.c", "paged_attention.c")
 HEADERS = ("vmath.h",)
@@ -34,7 +34,10 @@ _lib: ctypes.CDLL | None = None
 _why_not: str | None = None
 _loaded = False
 
-_i64, _f32, _ptr = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
+# typed as what argtypes lists hold (the stubs' generic base, not subscriptable at run time)
+_i64: type[ctypes._SimpleCData[Any]] = ctypes.c_int64
+_f32: type[ctypes._SimpleCData[Any]] = ctypes.c_float
+_ptr: type[ctypes._SimpleCData[Any]] = ctypes.c_void_p
 GDN_RECURRENT_ARGTYPES = (
     [_i64] * 7  # batch, tokens, hk, r, dk, dv, kernel
     + [_ptr, _i64]  # p, p_stride
@@ -56,7 +59,16 @@ PAGED_ATTENTION_ARGTYPES = (
     + [_ptr, _ptr, _i64, _ptr, _ptr]  # k_buf, v_buf, num_slots, kv_indptr, kv_slots
     + [_ptr, _ptr, _i64]  # scores, out, threads
 )
-RMS_NORM_ARGTYPES = [_i64, _i64, _ptr, _i64, _ptr, _f32, _ptr, _i64]  # rows, dim, x, ldx, scale, eps, out, ldo
+RMS_NORM_ARGTYPES = [
+    _i64,
+    _i64,
+    _ptr,
+    _i64,
+    _ptr,
+    _f32,
+    _ptr,
+    _i64,
+]  # rows, dim, x, ldx, scale, eps, out, ldo
 SMALL_GEMM_ARGTYPES = (
     [_i64] * 3  # m, k, n
     + [_ptr, _i64, _ptr, _i64, _ptr, _i64]  # x, ldx, w, ldw, out, ldo

@@ -15,8 +15,8 @@ import triton
 import triton.language as tl
 
 
-@triton.jit
-def _decode_attention_kernel(
+@triton.jit  # type: ignore[untyped-decorator]  # triton ships no type information
+def _decode_attention_kernel(  # type: ignore[no-untyped-def]  # Triton reads a kernel's annotations: tl.constexpr, no others
     Q,
     K,
     V,

@@ -1,4 +1,4 @@
-/* Gated DeltaNet's recurrence on the CPU, float32: what engine/model/fast_decode.py's _GdnLayer
+/* Gated DeltaNet's recurrence on the CPU, float32: what engine/model/fast/gated_deltanet.py's GdnLayer
  * does between its two matrix products, as one call instead of ~40 torch ops a step, reading and
  * writing each request's states where they live in the pool (no gather, no write-back). A decode
  * step is B requests of one token each; an extend (a prefill or an append) is one request of T

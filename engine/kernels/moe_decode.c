@@ -1,7 +1,7 @@
 /* A sparse MoE layer for a few tokens (a decode batch) on the CPU, float32, after its fused
  * projection: the router's softmax and top-k, each picked expert's SwiGLU over the tokens that
  * picked it, the shared expert and its gate, and the residual, in one call instead of ~25 torch
- * ops a token (engine/model/fast_decode.py's _MoeLayer: the specification, with
+ * ops a token (engine/model/fast/moe.py's MoeLayer: the specification, with
  * engine/model/moe.py; tests/engine/test_cpu_kernels.py holds this to it).
  *
  * An expert's products have 1-4 rows. Each is computed with every row's accumulators for a tile

@@ -1,5 +1,5 @@
 /* Decode attention on the CPU, float32, reading each request's K/V where they live in the pool:
- * what engine/model/fast_decode.py's _AttentionLayer does at decode with the torch backend
+ * what engine/model/fast/attention.py's AttentionLayer does at decode with the torch backend
  * (gather the contexts padded to the longest, then scaled_dot_product_attention with a mask),
  * without the gather, the padding or the mask. Scores go to a scratch row a query head; the
  * softmax subtracts the row's maximum, as torch's does.

@@ -1,5 +1,5 @@
 /* out[M, N] = x[M, K] @ w[K, N] for a few rows (a decode batch), w input-major: the engine's
- * fast decode path stores its weights that way (engine/model/fast_decode.py).
+ * fast path stores its weights that way (engine/model/fast/projection.py).
  *
  * MKL's sgemm reads a wide weight at a fraction of the memory's rate when x has 2-8 rows (a
  * [8, 512] x [512, 1552] product ran at 5.7 GB/s against 15.4 for one row, on an Intel Xeon VM).

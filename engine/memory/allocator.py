@@ -162,7 +162,8 @@ class SlotAllocator:
     def is_free(self, slot_ids: SlotIds) -> np.ndarray:
         """Per slot: is its page free? bool [N]. For integrity checks, not the hot path."""
         slots = _as_numpy(slot_ids)
-        return self._is_free[slots // self.page_size]
+        free: np.ndarray = self._is_free[slots // self.page_size]
+        return free
 
     def summary(self) -> AllocatorSummary:
         """Free slots and their runs. One vectorised pass over the page bitmap: O(num_pages)."""

@@ -57,4 +57,5 @@ class GatedAttention(nn.Module):
         k_buf, v_buf = kv_pool.buffers(self.layer)  # [S, Hkv, D] each
         out = backend.forward(q, k_buf, v_buf, batch, self.scale)  # [T, Hq, D]
         out = out.reshape(num_tokens, -1) * torch.sigmoid(gate)  # [T, Hq*D]
-        return self.o_proj(out)  # [T, H]
+        y: torch.Tensor = self.o_proj(out)  # [T, H]
+        return y

@@ -17,6 +17,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -62,7 +63,7 @@ DEFAULT_CONFIG = {
 }
 
 
-def write_default_checkpoint(out_dir: str | Path, seed: int = 0, overrides: dict | None = None) -> Path:
+def write_default_checkpoint(out_dir: str | Path, seed: int = 0, overrides: dict[str, Any] | None = None) -> Path:
     """Write the default checkpoint, with `overrides` applied to its config, into `out_dir`
     (created); returns `out_dir`."""
     from safetensors.torch import save_file

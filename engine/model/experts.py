@@ -8,9 +8,12 @@ number of slots on a miss.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
+
+if TYPE_CHECKING:  # engine.moe builds on this module
+    from engine.moe.expert_cache import ExpertCacheStats
 
 
 def input_major(weight: torch.Tensor) -> torch.Tensor:
@@ -52,7 +55,7 @@ class ExpertProvider:
         device bytes of the slots) where experts are cached in slots, else None."""
         return None
 
-    def stats(self):
+    def stats(self) -> ExpertCacheStats | None:
         """Hits, misses and evictions per layer (engine.moe.expert_cache.ExpertCacheStats); None where nothing is cached."""
         return None
 

@@ -8,6 +8,8 @@ the output norm. Conv window and recurrent state live in the request's state slo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -66,7 +68,8 @@ class GatedDeltaNet(nn.Module):
         else:
             core = self._extend(mixed, g, beta, batch, conv_buf, rec_buf, weight)  # [T, Hv, Dv]
         core = self.norm(core, z)  # [T, Hv, Dv]
-        return self.out_proj(core.reshape(num_tokens, self.value_dim))  # [T, H]
+        out: torch.Tensor = self.out_proj(core.reshape(num_tokens, self.value_dim))  # [T, H]
+        return out
 
     def _split_qkv(self, mixed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         n = mixed.shape[0]
@@ -77,10 +80,29 @@ class GatedDeltaNet(nn.Module):
             v.reshape(n, self.num_v_heads, self.head_v_dim),
         )  # [n, Hv, Dv]
 
-    def _decode(self, mixed, g, beta, batch: ForwardBatch, conv_buf, rec_buf, weight) -> torch.Tensor:
+    def _decode(
+        self,
+        mixed: torch.Tensor,
+        g: torch.Tensor,
+        beta: torch.Tensor,
+        batch: ForwardBatch,
+        conv_buf: torch.Tensor,
+        rec_buf: torch.Tensor,
+        weight: torch.Tensor,
+    ) -> torch.Tensor:
         return self._recurrent(mixed, g, beta, batch.state_slots, batch.prefix_lens, conv_buf, rec_buf, weight)
 
-    def _recurrent(self, mixed, g, beta, slots: torch.Tensor, prefix_lens, conv_buf, rec_buf, weight) -> torch.Tensor:
+    def _recurrent(
+        self,
+        mixed: torch.Tensor,
+        g: torch.Tensor,
+        beta: torch.Tensor,
+        slots: torch.Tensor,
+        prefix_lens: Sequence[int],
+        conv_buf: torch.Tensor,
+        rec_buf: torch.Tensor,
+        weight: torch.Tensor,
+    ) -> torch.Tensor:
         """One token each for the requests in `slots` [B] (mixed [B, C], g and beta [B, Hv])."""
         fresh = [b for b, p in enumerate(prefix_lens) if p == 0]
         # index_select / index_copy_ rather than advanced indexing: the same copies without the
@@ -97,7 +119,16 @@ class GatedDeltaNet(nn.Module):
         rec_buf.index_copy_(0, slots, rec_state.to(rec_buf.dtype))
         return out
 
-    def _extend(self, mixed, g, beta, batch: ForwardBatch, conv_buf, rec_buf, weight) -> torch.Tensor:
+    def _extend(
+        self,
+        mixed: torch.Tensor,
+        g: torch.Tensor,
+        beta: torch.Tensor,
+        batch: ForwardBatch,
+        conv_buf: torch.Tensor,
+        rec_buf: torch.Tensor,
+        weight: torch.Tensor,
+    ) -> torch.Tensor:
         out = torch.empty(
             mixed.shape[0], self.num_v_heads, self.head_v_dim, dtype=mixed.dtype, device=mixed.device
         )  # [T, Hv, Dv]

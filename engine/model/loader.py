@@ -145,16 +145,16 @@ def _load_experts(
     parts: dict[str, torch.Tensor],
     experts: ExpertProvider,
     dtype: torch.dtype,
-    device,
+    device: str | torch.device,
     path: Path,
 ) -> None:
     hidden, inter, num = config.hidden_size, config.moe_intermediate_size, config.num_experts
     prefix = f"model.layers.{layer}.mlp.experts"
     if "gate_up_proj" in parts or "down_proj" in parts:  # fused layout
-        for key, shape in (("gate_up_proj", (num, 2 * inter, hidden)), ("down_proj", (num, hidden, inter))):
+        for key, fused_shape in (("gate_up_proj", (num, 2 * inter, hidden)), ("down_proj", (num, hidden, inter))):
             if key not in parts:
-                raise CheckpointError(f"{path}: missing tensor '{prefix}.{key}' {list(shape)}")
-            _check_shape(f"{prefix}.{key}", shape, tuple(parts[key].shape), path)
+                raise CheckpointError(f"{path}: missing tensor '{prefix}.{key}' {list(fused_shape)}")
+            _check_shape(f"{prefix}.{key}", fused_shape, tuple(parts[key].shape), path)
         leftover = sorted(set(parts) - {"gate_up_proj", "down_proj"})
         if leftover:
             raise CheckpointError(f"{path}: unexpected tensor '{prefix}.{leftover[0]}' beside the fused experts")
@@ -174,8 +174,8 @@ def _load_experts(
         "down_proj.weight": (hidden, inter),
     }
     for key in parts:
-        e, _, rest = key.partition(".")
-        if not e.isdigit() or int(e) >= num or rest not in shapes:
+        expert, _, rest = key.partition(".")
+        if not expert.isdigit() or int(expert) >= num or rest not in shapes:
             raise CheckpointError(
                 f"{path}: unexpected tensor '{prefix}.{key}' (the config has "
                 f"{num} experts with gate_proj, up_proj, down_proj)"

@@ -16,4 +16,5 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = F.silu(self.gate_proj(x)) * self.up_proj(x)  # [T, I]
-        return self.down_proj(h)  # [T, H]
+        out: torch.Tensor = self.down_proj(h)  # [T, H]
+        return out

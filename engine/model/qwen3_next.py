@@ -7,6 +7,8 @@ Hidden states are flat over the batch: [T, H] with T the new tokens of every req
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
@@ -23,6 +25,9 @@ from engine.model.moe import SparseMoE
 from engine.model.norm import RMSNorm
 from engine.model.rotary import RotaryEmbedding
 
+if TYPE_CHECKING:  # engine.model.fast imports this module
+    from engine.model.fast import FastLayers
+
 
 class DecoderLayer(nn.Module):
     def __init__(self, config: ModelConfig, layer: int, experts: ExpertProvider) -> None:
@@ -32,6 +37,7 @@ class DecoderLayer(nn.Module):
             self.self_attn = GatedAttention(config, layer)
         else:
             self.linear_attn = GatedDeltaNet(config, layer)
+        self.mlp: SparseMoE | MLP
         if config.is_moe_layer(layer):
             self.mlp = SparseMoE(
                 layer,
@@ -63,7 +69,8 @@ class DecoderLayer(nn.Module):
         else:
             h = self.linear_attn(h, batch, state_pool)  # [T, H]
         x = x + h  # [T, H]
-        return x + self.mlp(self.post_attention_layernorm(x))  # [T, H]
+        out: torch.Tensor = x + self.mlp(self.post_attention_layernorm(x))  # [T, H]
+        return out
 
 
 class Backbone(nn.Module):
@@ -85,16 +92,7 @@ class Qwen3NextForCausalLM(nn.Module):
         if not config.tie_word_embeddings:
             self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.rotary = RotaryEmbedding(config.head_dim, config.rotary_dim, config.rope_theta)
-        self.fast_decode = None  # engine.model.fast_decode.FastDecode once `use_fast_decode()` says yes
-
-    def use_fast_decode(self) -> str | None:
-        """Take decode steps through `FastDecode` from now on; why not, where it cannot."""
-        from engine.model.fast_decode import FastDecode, unsupported
-
-        reason = unsupported(self)
-        if reason is None and self.fast_decode is None:
-            self.fast_decode = FastDecode(self)
-        return reason
+        self.fast_layers: FastLayers | None = None  # set by engine.model.fast.use_fast_layers
 
     @property
     def lm_head_weight(self) -> torch.Tensor:
@@ -105,8 +103,8 @@ class Qwen3NextForCausalLM(nn.Module):
         self, batch: ForwardBatch, kv_pool: KVPool, state_pool: StatePool, backend: TorchAttention
     ) -> torch.Tensor:
         """Logits float32: [B, V] for the last new token of each request, or [T, V] if the batch asked for all."""
-        if self.fast_decode is not None:  # decode, prefill, extend and mixed batches alike
-            return self.fast_decode.forward(batch, kv_pool, state_pool, backend)
+        if self.fast_layers is not None:  # decode, prefill, extend and mixed batches alike
+            return self.fast_layers.forward(batch, kv_pool, state_pool, backend)
         self.experts.begin_step()
         x = self.model.embed_tokens(batch.input_ids)  # [T, H]
         cos, sin = self.rotary.cos_sin(batch.positions, x.dtype)  # [T, R] each

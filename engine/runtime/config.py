@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import InitVar, dataclass, field, fields
+from typing import Any
 
 from engine.errors import EngineError
 from engine.moe import MOE_BACKENDS
@@ -12,12 +15,18 @@ from engine.runtime.faults import FaultSet, check_faults
 # command line built from it) loads without torch; engine.cache's builders are checked against its own.
 ATTENTION_BACKENDS = ("auto", "torch", "triton")
 CACHE_TYPES = ("hybrid_radix", "radix", "none")
-DECODE_PATHS = ("fast", "reference")
+FORWARD_PATHS = ("fast", "reference")
+# Options renamed, old name -> new. The old name is still read, with a FutureWarning: from Python, a
+# --config file, a command line, and the --engine-arg words that a soak keeps in its run directory.
+# decode_path: the fast path took decode steps alone when it was named, and now takes every forward.
+RENAMED_OPTIONS = {"decode_path": "forward_path"}
+DEFAULT_FORWARD_PATH = "fast"
 
 
-def option(default, help: str, flag: str | None = None):
+def option(default: Any, help: str, flag: str | None = None) -> Any:
     """A config field with its command-line help (and its flag where it is not --<name>): the server's
-    options are generated from these fields (engine.server.cli), so each is declared once."""
+    options are generated from these fields (engine.server.cli), so each is declared once. Typed as
+    what `dataclasses.field` gives a field's default (Any): each field's annotation says its type."""
     return field(default=default, metadata={"help": help, **({"flag": flag} if flag else {})})
 
 
@@ -43,10 +52,10 @@ class EngineConfig:
         "resident", "Where experts live: resident, or offload (a host tier behind --moe-cache-size device slots)."
     )
     moe_cache_size: int | None = option(None, "Device expert slots with --moe-backend offload.")
-    decode_path: str = option(
-        "fast",
-        "fast: decode steps through fused weights and batched ops (the log says "
-        "why where the model cannot); reference: the layer modules, op by op.",
+    forward_path: str = option(
+        DEFAULT_FORWARD_PATH,
+        "fast: every forward (prefill, extend, decode, mixed) through the fused layers and batched ops "
+        "(the log says why where the model cannot); reference: the layer modules, op by op.",
     )
     mixed_chunk: bool = option(
         False, "Let decodes ride along prefill steps (SGLang's --enable-mixed-chunk).", flag="--enable-mixed-chunk"
@@ -78,7 +87,14 @@ class EngineConfig:
         "snapshot-leak fault: the finished request from which dropped snapshots leak (the onset; 0: from the start).",
     )
 
-    def __post_init__(self) -> None:
+    decode_path: InitVar[str | None] = None  # forward_path's old name (RENAMED_OPTIONS), still read
+
+    def __post_init__(self, decode_path: str | None) -> None:
+        if decode_path is not None:  # the old name wins over a forward_path left at its default
+            given = {"decode_path": decode_path}
+            if self.forward_path != DEFAULT_FORWARD_PATH:
+                given["forward_path"] = self.forward_path
+            object.__setattr__(self, "forward_path", current_names(given)["forward_path"])
         if isinstance(self.faults, list):
             object.__setattr__(self, "faults", tuple(self.faults))
         problem = check_faults(self.faults, self.moe_backend)
@@ -110,7 +126,7 @@ class EngineConfig:
         _check_choice("cache_type", self.cache_type, CACHE_TYPES)
         _check_choice("moe_backend", self.moe_backend, MOE_BACKENDS)
         _check_choice("attention_backend", self.attention_backend, ATTENTION_BACKENDS)
-        _check_choice("decode_path", self.decode_path, DECODE_PATHS)
+        _check_choice("forward_path", self.forward_path, FORWARD_PATHS)
         if self.moe_backend == "offload" and self.moe_cache_size is None:
             raise EngineConfigError("moe_cache_size must be set (expert slots) with moe_backend='offload'")
         if self.mamba_slots < self.max_running_requests:
@@ -135,6 +151,26 @@ class EngineConfig:
         return ", ".join(f"{name}={getattr(self, name)!r}" for name in order + rest)
 
 
-def _check_choice(name: str, value: str, known) -> None:
+def _check_choice(name: str, value: str, known: Sequence[str]) -> None:
     if value not in known:
         raise EngineConfigError(f"{name} must be one of {', '.join(known)}; got {value!r}")
+
+
+def current_names(options: Mapping[str, Any]) -> dict[str, Any]:
+    """`options` (engine option names and values) with each old name (RENAMED_OPTIONS) given under its
+    new one, and a FutureWarning that says so; an old name beside its new one with another value is
+    an EngineConfigError."""
+    out = dict(options)
+    for old, new in RENAMED_OPTIONS.items():
+        if old not in out:
+            continue
+        value = out.pop(old)
+        if new in out and out[new] != value:
+            raise EngineConfigError(
+                f"{old} is the old name of {new}; give one of them, got {old}={value!r} and {new}={out[new]!r}"
+            )
+        warnings.warn(
+            f"engine option {old} is now named {new} (the old name is still read)", FutureWarning, stacklevel=3
+        )
+        out[new] = value
+    return out

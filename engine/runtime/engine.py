@@ -27,6 +27,7 @@ from engine.memory.state_pool import StatePool
 from engine.model.attention_backend import make_attention_backend
 from engine.model.checkpoint import default_checkpoint
 from engine.model.experts import ExpertProvider
+from engine.model.fast import use_fast_layers
 from engine.model.forward_batch import ForwardBatch, RequestSlice
 from engine.model.loader import load_model
 from engine.moe.provider import make_expert_provider
@@ -64,12 +65,12 @@ class Engine(EngineHooks):
         self.experts = self._make_experts()
         self.model = load_model(self.checkpoint, dtype=config.dtype, device=self.device, experts=self.experts)
         mc = self.model_config = self.model.config
-        self.decode_path = config.decode_path
-        if config.decode_path == "fast":
-            why_not = self.model.use_fast_decode()
+        self.forward_path = config.forward_path
+        if config.forward_path == "fast":
+            why_not = use_fast_layers(self.model)
             if why_not is not None:
-                self.decode_path = "reference"
-                logger.warning("Fast decode path off: %s; decode steps run through the reference layers", why_not)
+                self.forward_path = "reference"
+                logger.warning("Fast path off: %s; every forward runs through the reference layers", why_not)
         self.tokenizer = load_tokenizer(self.checkpoint, mc.vocab_size, mc.eos_token_ids)
         self.has_linear_layers = bool(mc.linear_attention_layers)
         if config.cache_type == "radix" and self.has_linear_layers:
@@ -105,14 +106,15 @@ class Engine(EngineHooks):
         self.state_allocator = SlotAllocator(config.mamba_slots, 1, name="state")
         leak_limit = config.mamba_slots - config.max_running_requests if faults.snapshot_leak else None
         # snapshot-leak from the fault_leak_after-th finished request on (from the start where it is 0)
-        late_leak = leak_limit is not None and config.fault_leak_after > 0
-        self._leak_onset = (leak_limit, config.fault_leak_after) if late_leak else None
+        self._leak_onset = (
+            (leak_limit, config.fault_leak_after) if leak_limit is not None and config.fault_leak_after > 0 else None
+        )
         self.cache = make_prefix_cache(
             config.cache_type,
             self.kv_allocator,
             self.state_allocator,
             eviction_policy="lru_page_scan" if faults.eviction_scan else "lru",
-            leak_snapshots_limit=None if late_leak else leak_limit,
+            leak_snapshots_limit=None if self._leak_onset is not None else leak_limit,
         )
         self.scheduler = Scheduler(
             self.kv_allocator,
@@ -245,15 +247,18 @@ class Engine(EngineHooks):
         logits = None
         t1 = time.perf_counter()
         if batch.items:
-            slices = [
-                RequestSlice(
-                    s.request.token_ids(s.request.num_computed, s.request.num_computed + s.num_new_tokens),
-                    s.request.num_computed,
-                    s.request.kv_slots[: s.request.num_computed + s.num_new_tokens],
-                    s.request.state_slot,
+            slices = []
+            for s in batch.items:
+                request, end = s.request, s.request.num_computed + s.num_new_tokens
+                assert request.state_slot is not None  # a scheduled request holds its state slot
+                slices.append(
+                    RequestSlice(
+                        request.token_ids(request.num_computed, end),
+                        request.num_computed,
+                        request.kv_slots[:end],
+                        request.state_slot,
+                    )
                 )
-                for s in batch.items
-            ]
             forward_batch = ForwardBatch.build(slices, device=self.device)
             t1 = time.perf_counter()
             logits = self.model(forward_batch, self.kv_pool, self.state_pool, self.attention)  # [B, V]
@@ -284,6 +289,7 @@ class Engine(EngineHooks):
                 self.scheduler.chunk_done(request, evict=samples)
             if not samples:
                 continue
+            assert logits is not None  # a batch with items ran a forward
             token = sample(logits[i], request.params, request.generator)  # logits[i]: [V]
             request.output_ids.append(token)
             if request.first_token_time is None:
@@ -401,9 +407,9 @@ class Engine(EngineHooks):
 
         logger.info("tokdrift engine %s starting: %s on %s", __version__, self.checkpoint, self.device)
         logger.info("Resolved config: %s", self.config.resolved_line())
-        fast = self.model.fast_decode
+        fast = self.model.fast_layers
         note = f"; {fast.kernel_note}" if fast is not None else ""
-        logger.info("Decode path: %s%s", self.decode_path, note)
+        logger.info("Forward path: %s%s", self.forward_path, note)
         if self.config.faults:
             logger.warning("Degradation faults switched on: %s", ", ".join(self.config.faults))
         moe_total, moe_slots, moe_bytes = self.experts.allocate() or (None, None, 0)

@@ -24,7 +24,10 @@ from __future__ import annotations
 import atexit
 import gc
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:  # torch only where the output-buffer fault runs: the config loads without it
+    import torch
 
 
 class Fault(NamedTuple):
@@ -183,7 +186,7 @@ class FaultSet(NamedTuple):
         return cls(**{name.replace("-", "_"): True for name in names})
 
 
-def check_faults(faults, moe_backend: str) -> str | None:
+def check_faults(faults: Sequence[str], moe_backend: str) -> str | None:
     """Why `faults` is not a valid choice (a message naming the field), or None when it is."""
     if isinstance(faults, str) or not all(isinstance(f, str) for f in faults):
         return f"faults must be a tuple of fault names, got {faults!r}"
@@ -208,7 +211,7 @@ class GcPressure:
     iteration do; each pause walks everything the finished requests left behind."""
 
     def __init__(self) -> None:
-        self.retained: list = []
+        self.retained: list[tuple[str, float, list[list[object]]]] = []
         self.num_objects = 0
         # Out of the collector's walk goes the startup heap (model, imports), as engines that
         # freeze it after warm-up do: what a collection walks is then what serving left behind.
@@ -251,7 +254,7 @@ class OutputBuffer:
         if num_finished == self.after and self.buffer.shape[0] < self.rows:
             self.buffer = self.buffer.new_zeros((self.rows, self.vocab_size))
 
-    def write(self, logits):
+    def write(self, logits: torch.Tensor) -> torch.Tensor:
         """The step's logits [B, V], through the buffer: cleared whole, then written."""
         rows = logits.shape[0]
         if rows > self.buffer.shape[0]:

@@ -31,7 +31,7 @@ class GcMonitor:
         self._collected = 0
         self._start: float | None = None
 
-    def __call__(self, phase: str, info: dict) -> None:
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._start = time.perf_counter()
             return

@@ -11,7 +11,16 @@ from engine.runtime.faults import FaultStats
 from engine.runtime.gcstats import GcStats
 
 if TYPE_CHECKING:
-    from engine.runtime.engine import Engine
+    from engine.cache.base import CacheReport, PrefixCache
+    from engine.memory.allocator import AllocEvent, SlotAllocator
+    from engine.model.attention_backend import TorchAttention
+    from engine.model.experts import ExpertProvider
+    from engine.moe.expert_cache import ExpertCacheStats
+    from engine.runtime.config import EngineConfig
+    from engine.runtime.faults import GcPressure, OutputBuffer
+    from engine.runtime.gcstats import GcMonitor
+    from engine.runtime.request import Request
+    from engine.runtime.scheduler import Scheduler
 
 
 class MambaStats(NamedTuple):
@@ -42,13 +51,27 @@ class MemoryReport(NamedTuple):
 
 
 class EngineHooks:
-    """The hooks, as methods of `Engine` (which derives from this class)."""
+    """The hooks, as methods of `Engine` (which derives from this class): the parts of the engine
+    they read are declared here and set by `Engine.__init__`."""
 
-    def cache_report(self: Engine):
+    config: EngineConfig
+    cache: PrefixCache
+    scheduler: Scheduler
+    kv_allocator: SlotAllocator
+    state_allocator: SlotAllocator
+    experts: ExpertProvider
+    attention: TorchAttention
+    _requests: dict[str, Request]
+    _updates: list[Request]
+    _gc: GcMonitor
+    _gc_pressure: GcPressure | None
+    _output_buffer: OutputBuffer | None
+
+    def cache_report(self) -> CacheReport:
         """Radix tree shape and cached / evictable / locked tokens (engine.cache.CacheReport)."""
         return self.cache.cache_report()
 
-    def mamba_stats(self: Engine):
+    def mamba_stats(self) -> MambaStats:
         """State slots: used by live requests and by snapshots, snapshots anchored and evicted."""
         snap = self.cache.mamba_stats()
         live = sum(1 for r in self.scheduler.running if r.state_slot is not None)
@@ -63,20 +86,20 @@ class EngineHooks:
             num_leaked=snap.num_leaked,
         )
 
-    def allocator_summary(self: Engine) -> AllocatorSummary:
+    def allocator_summary(self) -> AllocatorSummary:
         return self.kv_allocator.summary()
 
-    def enable_allocator_events(self: Engine, maxlen: int | None = None) -> None:
+    def enable_allocator_events(self, maxlen: int | None = None) -> None:
         self.kv_allocator.enable_events(maxlen or self.config.max_events)
 
-    def take_allocator_events(self: Engine):
+    def take_allocator_events(self) -> list[AllocEvent]:
         return self.kv_allocator.take_events()
 
-    def expert_cache_stats(self: Engine):
+    def expert_cache_stats(self) -> ExpertCacheStats | None:
         """Expert cache hits, misses, evictions per layer; None with the resident backend."""
         return self.experts.stats()
 
-    def fault_stats(self: Engine) -> FaultStats:
+    def fault_stats(self) -> FaultStats:
         """The degradation mechanisms' own signals (engine.runtime.faults.FaultStats), computed
         whether or not a fault is on. O(free KV pages + running context): call every few seconds."""
         evictions = self.cache.eviction_counters()
@@ -107,7 +130,7 @@ class EngineHooks:
             output_buffer_bytes=self._output_buffer.num_bytes if self._output_buffer else 0,
         )
 
-    def memory_report(self: Engine) -> MemoryReport:
+    def memory_report(self) -> MemoryReport:
         """Sizes of the engine's host-side structures (engine.runtime.hooks.MemoryReport).
         O(radix nodes): call every few seconds, not per step."""
         index = self.cache.index_memory()
@@ -123,7 +146,7 @@ class EngineHooks:
             retained_requests=len(self._gc_pressure.retained) if self._gc_pressure else 0,
         )
 
-    def gc_stats(self: Engine) -> GcStats:
+    def gc_stats(self) -> GcStats:
         """Python GC collections per generation and pause times since the process started the
         monitor (engine.runtime.gcstats.GcStats)."""
         return self._gc.stats()

@@ -77,7 +77,7 @@ def tune_host_malloc() -> bool:
     except (OSError, AttributeError):  # musl and friends: nothing to tune
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    _done = mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
+    _done = bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1)
     if _done:
         logger.info(
             "host malloc: mmap threshold %d MB, trim threshold %d MB", MMAP_THRESHOLD >> 20, TRIM_THRESHOLD >> 20

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 GIB = 1024**3
@@ -104,7 +105,7 @@ class GenThroughputMeter:
     """FreeToken's `gen throughput`: tokens generated since the previous decode line over the
     wall time since that line. Prefill and idle time in between count, as they do there."""
 
-    def __init__(self, clock=time.perf_counter) -> None:
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
         self._clock = clock
         self._since = clock()
         self._num_tokens = 0

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
 from engine.sampling import SamplingParams
+
+if TYPE_CHECKING:
+    from engine.cache.tree import TreeNode
 
 _NO_SLOTS = torch.empty(0, dtype=torch.int64)
 
@@ -42,7 +45,7 @@ class Request:
     kv_slots: torch.Tensor = _NO_SLOTS  # [capacity] int64
     num_computed: int = 0  # tokens whose K/V and state are written
     num_cache_owned: int = 0  # leading tokens whose KV slots the prefix cache owns
-    lock_node: object = None  # prefix-cache node locked on this request's behalf
+    lock_node: TreeNode | None = None  # prefix-cache node locked on this request's behalf
     state_slot: int | None = None  # its own linear-attention state slot while running
     num_cached_tokens: int | None = None  # prompt tokens from the prefix cache, first admission
     num_retractions: int = 0

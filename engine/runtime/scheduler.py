@@ -119,6 +119,7 @@ class Scheduler:
         slot = self._alloc_state(evict=evict)
         if slot is None:
             return  # no spare slot: skip the anchor, never block a request for one
+        assert request.state_slot is not None  # a running request holds its state slot
         self.state_pool.copy_slot(request.state_slot, slot)
         self._cache_prefix(request, slot)
 
@@ -188,9 +189,9 @@ class Scheduler:
         if slot is None:
             self.cache.dec_lock(node)
             return None
-        if cached_len:
+        if cached_len and match.state_slot is not None:
             self.state_pool.copy_slot(match.state_slot, slot)
-        else:
+        else:  # an empty context, or a model with no linear-attention layers (a KV-only cache has no snapshot)
             self.state_pool.reset(slot)
         request.state_slot = slot
         request.lock_node = node

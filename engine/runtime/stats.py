@@ -83,7 +83,8 @@ class StepStats(NamedTuple):
 def _base(hint: Any) -> type:
     """int for `int | None`, and the type itself otherwise."""
     args = [a for a in typing.get_args(hint) if a is not type(None)]
-    return args[0] if args else hint
+    base: type = args[0] if args else hint
+    return base
 
 
 # Each field's kind, read from StepStats' own annotations (a float field may arrive as a whole number).

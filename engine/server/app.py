@@ -13,7 +13,8 @@ import logging
 import secrets
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from typing import Any, TypeVar, cast
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -22,7 +23,7 @@ from sse_starlette import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine.errors import EngineError
-from engine.runtime.engine import RequestRejected
+from engine.runtime.engine import Engine, RequestRejected
 from engine.sampling import SamplingParams
 from engine.server import protocol as p
 from engine.server.chat import ChatMessage, message_text, render_chat
@@ -34,6 +35,7 @@ from engine.server.status import as_json, take_snapshot
 from engine.server.wire import StepsPage
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 
@@ -61,7 +63,7 @@ def build_app(runner: EngineRunner, metrics: ServerMetrics, config: ServerConfig
     server = _OpenAIServer(runner, metrics, config, model_name)
 
     @contextlib.asynccontextmanager
-    async def lifespan(_app: FastAPI):
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         runner.start()
         yield
         runner.stop()
@@ -77,8 +79,8 @@ def build_app(runner: EngineRunner, metrics: ServerMetrics, config: ServerConfig
     app.add_api_route("/v1/cache/status", server.cache_status, methods=["GET"], dependencies=guarded)
     app.add_api_route("/v1/engine/steps", server.engine_steps, methods=["GET"], dependencies=guarded)
     app.add_exception_handler(ApiError, lambda _r, exc: exc.response())
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.exception_handler(RequestValidationError)(_validation_error)  # typed for its own exception
+    app.exception_handler(StarletteHTTPException)(_http_error)
     app.state.runner = runner
     return app
 
@@ -122,7 +124,7 @@ class _OpenAIServer:
         snap = await self._on_engine(take_snapshot)
         return Response(self.metrics.render(snap), media_type=CONTENT_TYPE)
 
-    async def cache_status(self, check: bool = Query(False, description="Also run check_integrity().")):
+    async def cache_status(self, check: bool = Query(False, description="Also run check_integrity().")) -> JSONResponse:
         snap = await self._on_engine(lambda engine: take_snapshot(engine, check=check))
         return JSONResponse(as_json(snap) | {"model": self.model_name})
 
@@ -130,7 +132,7 @@ class _OpenAIServer:
         self,
         after: int = Query(0, ge=0, description="Return steps numbered above this."),
         limit: int | None = Query(None, ge=1, description="At most this many rows."),
-    ):
+    ) -> JSONResponse:
         limit = min(limit or self.config.max_steps_per_reply, self.config.max_steps_per_reply)
         page = self.runner.steps_after(after, limit)
         missed = 0 if page.first_step is None else max(0, page.first_step - after - 1)
@@ -197,16 +199,18 @@ class _OpenAIServer:
             return Response(status_code=499)
         return JSONResponse(p.completion_response(request_id, self.model_name, created, text, last))
 
-    def _prompt_ids(self, prompt) -> list[int]:
-        if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)):
+    def _prompt_ids(self, prompt: str | list[int] | list[str] | list[list[int]]) -> list[int]:
+        first = prompt[0] if isinstance(prompt, list) and prompt else None
+        if isinstance(first, (str, list)):  # a batch of prompts
             if len(prompt) != 1:
                 raise ApiError(
                     400,
                     f"expected one prompt per request, found a batch of {len(prompt)}; send them as separate requests",
                     param="prompt",
                 )
-            prompt = prompt[0]
-        ids = self.engine.tokenizer.encode(prompt) if isinstance(prompt, str) else prompt
+            prompt = first
+        # a string, or token ids (the batch's one prompt, or the prompt itself)
+        ids = self.engine.tokenizer.encode(prompt) if isinstance(prompt, str) else cast(list[int], prompt)
         if not ids:
             raise ApiError(400, "expected a non-empty prompt, found an empty one", param="prompt")
         return ids
@@ -240,10 +244,12 @@ class _OpenAIServer:
         except EngineError as exc:
             raise ApiError(400, str(exc)) from None
 
-    async def _start(self, request_id: str, ids: list[int], params: SamplingParams, arrival: float) -> asyncio.Queue:
+    async def _start(
+        self, request_id: str, ids: list[int], params: SamplingParams, arrival: float
+    ) -> asyncio.Queue[Delta]:
         """Hand the request to the engine; its Deltas arrive on the returned queue."""
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue()
+        queue: asyncio.Queue[Delta] = asyncio.Queue()
         future = self.runner.submit(
             request_id, ids, params, lambda delta: loop.call_soon_threadsafe(queue.put_nowait, delta), arrival
         )
@@ -266,12 +272,12 @@ class _OpenAIServer:
             raise
         return queue
 
-    async def _deltas(self, request_id: str, queue: asyncio.Queue) -> AsyncIterator[Delta]:
+    async def _deltas(self, request_id: str, queue: asyncio.Queue[Delta]) -> AsyncGenerator[Delta, None]:
         """The request's Deltas until the finished one; leaving early aborts the request."""
         finished = False
         try:
             while True:
-                delta: Delta = await queue.get()
+                delta = await queue.get()
                 if delta.error is not None:
                     finished = True
                     raise ApiError(503, delta.error, type_="server_error")
@@ -283,11 +289,13 @@ class _OpenAIServer:
             if not finished:
                 self.runner.abort(request_id)
 
-    async def _collect(self, request: Request, request_id: str, queue: asyncio.Queue) -> tuple[str, Delta | None]:
+    async def _collect(
+        self, request: Request, request_id: str, queue: asyncio.Queue[Delta]
+    ) -> tuple[str, Delta | None]:
         """All the text and the last Delta; (text so far, None) when the client disconnected first."""
         parts: list[str] = []
 
-        async def consume() -> Delta:
+        async def consume() -> Delta | None:
             last = None
             async with contextlib.aclosing(self._deltas(request_id, queue)) as deltas:
                 async for delta in deltas:
@@ -312,9 +320,9 @@ class _OpenAIServer:
         return EventSourceResponse(events, ping=self.config.stream_ping_s, sep="\n")
 
     async def _chat_events(
-        self, request_id: str, created: int, include_usage: bool, queue: asyncio.Queue
+        self, request_id: str, created: int, include_usage: bool, queue: asyncio.Queue[Delta]
     ) -> AsyncIterator[str]:
-        def chunk(delta: dict, **kw) -> str:
+        def chunk(delta: dict[str, Any], **kw: Any) -> str:
             return json.dumps(p.chat_chunk(request_id, self.model_name, created, delta, **kw))
 
         yield chunk({"role": "assistant", "content": ""})
@@ -332,9 +340,9 @@ class _OpenAIServer:
         yield "[DONE]"
 
     async def _completion_events(
-        self, request_id: str, created: int, include_usage: bool, queue: asyncio.Queue
+        self, request_id: str, created: int, include_usage: bool, queue: asyncio.Queue[Delta]
     ) -> AsyncIterator[str]:
-        def chunk(text: str, **kw) -> str:
+        def chunk(text: str, **kw: Any) -> str:
             return json.dumps(p.completion_chunk(request_id, self.model_name, created, text, **kw))
 
         try:
@@ -348,7 +356,7 @@ class _OpenAIServer:
             yield json.dumps(p.error_body(exc.message, exc.type, exc.param, exc.code))
         yield "[DONE]"
 
-    async def _on_engine(self, fn):
+    async def _on_engine(self, fn: Callable[[Engine], _T]) -> _T:
         try:
             return await asyncio.wrap_future(self.runner.call(fn))
         except EngineUnavailable as exc:

@@ -10,7 +10,7 @@ twelve bytes, not the special token: the specials go in by id. A checkpoint toke
 from __future__ import annotations
 
 import json
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from engine.tokenizer import ByteTokenizer, Tokenizer
 
@@ -31,7 +31,7 @@ def render_chat(messages: list[ChatMessage], tokenizer: Tokenizer) -> list[int]:
     return ids + start + tokenizer.encode("assistant\n")
 
 
-def message_text(content, tool_calls: list | None = None) -> str:
+def message_text(content: str | list[dict[str, Any]] | None, tool_calls: list[dict[str, Any]] | None = None) -> str:
     """A message's `content` (a string, None, or a list of text parts) as one string."""
     if content is None:
         text = ""

@@ -15,15 +15,16 @@ import json
 import logging
 import os
 import sys
+import types
 import typing
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from engine.runtime.config import EngineConfig, EngineConfigError
+from engine.runtime.config import RENAMED_OPTIONS, EngineConfig, EngineConfigError, current_names
 from engine.server.config import ServerConfig
 from engine.server.errors import ServerError
 
@@ -41,6 +42,10 @@ class ServeOptions:
     log_file: str | None = None
 
     def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "engine", current_names(self.engine))  # an old name read under its new one
+        except EngineConfigError as exc:
+            raise ServerError(f"engine options: {exc}") from None
         for name, cls, given in (("engine", EngineConfig, self.engine), ("server", ServerConfig, self.server)):
             unknown = sorted(set(given) - {f.name for f in fields(cls)})
             if unknown:
@@ -64,11 +69,15 @@ class ServeOptions:
         return EngineConfig(**given)
 
     def with_(
-        self, engine: dict | None = None, server: dict | None = None, log_file: str | None = None
+        self, engine: dict[str, Any] | None = None, server: dict[str, Any] | None = None, log_file: str | None = None
     ) -> ServeOptions:
-        """These options with more given on top (later values win)."""
+        """These options with more given on top (later values win, under whichever name)."""
+        try:
+            engine = current_names(engine or {})
+        except EngineConfigError as exc:
+            raise ServerError(f"engine options: {exc}") from None
         return ServeOptions(
-            {**self.engine, **(engine or {})},
+            {**self.engine, **engine},
             {**self.server, **(server or {})},
             log_file if log_file is not None else self.log_file,
         )
@@ -154,7 +163,7 @@ def _options(params: dict[str, Any]) -> ServeOptions:
     given = {k: v for k, v in params.items() if v is not None and v != [] and v != ()}
     base = ServeOptions.read(given.pop("config")) if "config" in given else ServeOptions()
     log_file = given.pop("log_file", None)
-    engine_names = {f.name for f in fields(EngineConfig)}
+    engine_names = {f.name for f in fields(EngineConfig)} | set(RENAMED_OPTIONS)
     engine = {
         k: (str(v) if k == "model" else list(v) if k == "faults" else v) for k, v in given.items() if k in engine_names
     }
@@ -194,37 +203,54 @@ def _signature() -> inspect.Signature:
                     f.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=_option(f, hints[f.name])
                 )
             )
+    engine_fields = {f.name: f for f in fields(EngineConfig)}
+    hints = typing.get_type_hints(EngineConfig)
+    for old, new in RENAMED_OPTIONS.items():  # still read: a soak's run directory keeps the words it was given
+        params.append(
+            inspect.Parameter(
+                old,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=None,
+                annotation=_option(engine_fields[new], hints[new], old_name=old),
+            )
+        )
     return inspect.Signature(params)
 
 
-def _option(f, hint) -> Any:
+def _option(f: Field[Any], hint: Any, old_name: str | None = None) -> Any:
+    """The typer option of config field `f`, or of its old name (RENAMED_OPTIONS): the same values, a
+    line of help that names the new flag."""
     flag = f.metadata.get("flag", "--" + f.name.replace("_", "-"))
+    help_text = f.metadata.get("help", "")
+    if f.default is not None and f.default != ():
+        help_text += f" [default: {f.default}]"
+    if old_name is not None:
+        flag, help_text = "--" + old_name.replace("_", "-"), f"The old name of {flag} (still read)."
     kind = _cli_type(hint)
     if kind is bool:
         off = flag.replace("--enable-", "--disable-") if flag.startswith("--enable-") else "--no-" + flag[2:]
         decls = [f"{flag}/{off}"]
     else:
         decls = [flag]
-    help_text = f.metadata.get("help", "")
-    if f.default is not None and f.default != ():
-        help_text += f" [default: {f.default}]"
     info = typer.Option(*decls, help=help_text, envvar=ENVVARS.get(f.name), show_default=False)
     return Annotated[kind | None, info]
 
 
-def _cli_type(hint) -> type:
-    """The command-line type of a config field's type: Optional[X] is X, tuple[str, ...] a repeatable str."""
+def _cli_type(hint: Any) -> Any:
+    """The command-line type of a config field's type (a type or a typing form): Optional[X] is X,
+    tuple[str, ...] a repeatable str (list[str])."""
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     origin = typing.get_origin(hint)
     if origin is tuple:
-        return list[args[0]]
+        return types.GenericAlias(list, (args[0],))
     if origin is typing.Union and len(args) == 1:
         return args[0]
     return hint
 
 
-serve.__signature__ = _signature()
-serve.__annotations__ = {p.name: p.annotation for p in serve.__signature__.parameters.values()}
+_SIGNATURE = _signature()
+serve.__signature__ = _SIGNATURE  # type: ignore[attr-defined]  # read by inspect.signature (typer); the stubs give functions none
+serve.__annotations__ = {p.name: p.annotation for p in _SIGNATURE.parameters.values()}
 serve.__doc__ = HELP
 
 

@@ -9,7 +9,7 @@ figures are read from an `EngineSnapshot` taken just before each scrape.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -98,7 +98,8 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 class ServerMetrics(RequestObserver):
     def __init__(self, model_name: str) -> None:
-        disable_created_metrics()  # no `*_created` series: they double the scrape for nothing
+        # no `*_created` series: they double the scrape for nothing
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
         self.registry = CollectorRegistry(auto_describe=True)
         self._snapshot: EngineSnapshot | None = None
         self._lock = threading.Lock()
@@ -151,12 +152,20 @@ class ServerMetrics(RequestObserver):
         )
         self.registry.register(_HookCollector(self, model_name))
 
-    def _histogram(self, name: str, doc: str, buckets, labels: dict):
+    def _histogram(self, name: str, doc: str, buckets: Sequence[float], labels: dict[str, str]) -> Histogram:
         return Histogram(name, doc, labelnames=list(labels), buckets=buckets, registry=self.registry).labels(**labels)
 
     # --- engine thread ----------------------------------------------------------------------
 
-    def on_tokens(self, now, arrival, first_token, last_token, num_new, num_prompt) -> None:
+    def on_tokens(
+        self,
+        now: float,
+        arrival: float,
+        first_token: float | None,
+        last_token: float | None,
+        num_new: int,
+        num_prompt: int,
+    ) -> None:
         self.generation_tokens.inc(num_new)
         if first_token is None:
             self.ttft.observe(now - arrival)
@@ -167,7 +176,15 @@ class ServerMetrics(RequestObserver):
             for _ in range(num_new):
                 self.itl.observe(gap)
 
-    def on_finish(self, now, arrival, first_token, reason, num_prompt, num_output) -> None:
+    def on_finish(
+        self,
+        now: float,
+        arrival: float,
+        first_token: float | None,
+        reason: str | None,
+        num_prompt: int,
+        num_output: int,
+    ) -> None:
         self.request_success.labels(self.model_name, reason or "unknown").inc()
         self.e2e.observe(now - arrival)
         if first_token is not None:
@@ -256,6 +273,6 @@ class _HookCollector(Collector):
             family.add_metric([self._model_name], float(value))
             yield family
         for name, doc, value in counters:
-            family = CounterMetricFamily(P + name, doc, labels=["model_name"])
-            family.add_metric([self._model_name], float(value))
-            yield family
+            counter = CounterMetricFamily(P + name, doc, labels=["model_name"])
+            counter.add_metric([self._model_name], float(value))
+            yield counter

@@ -77,11 +77,11 @@ class CompletionRequest(SamplingFields):
 
 def error_body(
     message: str, type_: str = "invalid_request_error", param: str | None = None, code: str | None = None
-) -> dict:
+) -> dict[str, Any]:
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
 
-def usage(delta: Delta) -> dict:
+def usage(delta: Delta) -> dict[str, Any]:
     return {
         "prompt_tokens": delta.num_prompt_tokens,
         "completion_tokens": delta.num_output_tokens,
@@ -90,7 +90,7 @@ def usage(delta: Delta) -> dict:
     }
 
 
-def chat_response(request_id: str, model: str, created: int, text: str, last: Delta) -> dict:
+def chat_response(request_id: str, model: str, created: int, text: str, last: Delta) -> dict[str, Any]:
     return {
         "id": request_id,
         "object": "chat.completion",
@@ -108,7 +108,7 @@ def chat_response(request_id: str, model: str, created: int, text: str, last: De
     }
 
 
-def completion_response(request_id: str, model: str, created: int, text: str, last: Delta) -> dict:
+def completion_response(request_id: str, model: str, created: int, text: str, last: Delta) -> dict[str, Any]:
     return {
         "id": request_id,
         "object": "text_completion",
@@ -123,11 +123,11 @@ def chat_chunk(
     request_id: str,
     model: str,
     created: int,
-    delta: dict,
+    delta: dict[str, Any],
     finish_reason: str | None = None,
-    usage_: dict | None = None,
+    usage_: dict[str, Any] | None = None,
     choices: bool = True,
-) -> dict:
+) -> dict[str, Any]:
     chunk = {
         "id": request_id,
         "object": "chat.completion.chunk",
@@ -146,9 +146,9 @@ def completion_chunk(
     created: int,
     text: str,
     finish_reason: str | None = None,
-    usage_: dict | None = None,
+    usage_: dict[str, Any] | None = None,
     choices: bool = True,
-) -> dict:
+) -> dict[str, Any]:
     chunk = {
         "id": request_id,
         "object": "text_completion",
@@ -161,7 +161,7 @@ def completion_chunk(
     return chunk
 
 
-def model_card(name: str, max_context: int, created: int | None = None) -> dict:
+def model_card(name: str, max_context: int, created: int | None = None) -> dict[str, Any]:
     return {
         "id": name,
         "object": "model",

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from engine.runtime.engine import Engine
 from engine.runtime.stats import StepHistory, StepStats
@@ -77,7 +77,11 @@ class RequestObserver:
     def on_step(self, stats: StepStats) -> None: ...
 
 
-Sink = Callable[[Delta], None]
+Sink = Callable[[Delta], object]  # what it returns is dropped
+# A command for the engine thread: ("add", request id, ids, params, sink, arrival, future),
+# ("abort", request id) or ("call", fn, future); _do takes them apart by their first word.
+_Command = tuple[Any, ...]
+_T = TypeVar("_T")
 
 
 @dataclass(kw_only=True)
@@ -103,7 +107,7 @@ class EngineRunner:
         self.warmup_chunks = warmup_chunks
         self.warming_up = warmup_chunks > 0  # until the engine thread has run them (warmup.py)
         self._cond = threading.Condition()
-        self._inbox: collections.deque = collections.deque()
+        self._inbox: collections.deque[_Command] = collections.deque()
         self._stopping = False
         self._live: dict[str, _Live] = {}  # engine thread only
         self._steps = StepHistory(step_history)
@@ -137,10 +141,10 @@ class EngineRunner:
         params: SamplingParams,
         sink: Sink,
         arrival: float | None = None,
-    ) -> concurrent.futures.Future:
+    ) -> concurrent.futures.Future[None]:
         """Queue a request; the future resolves once the engine has taken it (None) or refused it
         (RequestRejected). From then on `sink` receives its Deltas, the last one `finished`."""
-        future: concurrent.futures.Future = concurrent.futures.Future()
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._put(("add", request_id, list(prompt_ids), params, sink, arrival or time.time(), future), future)
         return future
 
@@ -148,9 +152,9 @@ class EngineRunner:
         """Stop a request and free its memory (no-op when it already finished)."""
         self._put(("abort", request_id), None)
 
-    def call(self, fn: Callable[[Engine], object]) -> concurrent.futures.Future:
+    def call(self, fn: Callable[[Engine], _T]) -> concurrent.futures.Future[_T]:
         """Run `fn(engine)` on the engine thread between two steps; a future of its result."""
-        future: concurrent.futures.Future = concurrent.futures.Future()
+        future: concurrent.futures.Future[_T] = concurrent.futures.Future()
         self._put(("call", fn, future), future)
         return future
 
@@ -170,7 +174,7 @@ class EngineRunner:
         """Requests the engine thread streams to a sink; a finished one is dropped at once."""
         return len(self._live)
 
-    def _put(self, command: tuple, future: concurrent.futures.Future | None) -> None:
+    def _put(self, command: _Command, future: concurrent.futures.Future[Any] | None) -> None:
         with self._cond:
             if self._stopping or self.error is not None:
                 if future is not None:
@@ -214,7 +218,7 @@ class EngineRunner:
             self.error = f"engine failed: {type(exc).__name__}: {exc}"
         self._fail_all(self.error or "the engine is shutting down")
 
-    def _do(self, command: tuple) -> None:
+    def _do(self, command: _Command) -> None:
         kind = command[0]
         if kind == "add":
             _, request_id, ids, params, sink, arrival, future = command

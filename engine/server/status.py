@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from engine.cache.base import CacheReport
 from engine.memory.allocator import AllocatorSummary
@@ -33,7 +33,7 @@ class EngineSnapshot(NamedTuple):
     mamba: MambaStats
     allocator: AllocatorSummary
     experts: ExpertCacheStats | None  # None with the resident MoE backend
-    config: dict
+    config: dict[str, Any]
     integrity: str | None = None  # "ok" or the failed check's message; None when not checked
     faults: FaultStats | None = None  # the degradation mechanisms' signals (docs/faults.md)
     gc: GcStats | None = None  # Python GC collections and pause times
@@ -74,7 +74,7 @@ def take_snapshot(engine: Engine, check: bool = False) -> EngineSnapshot:
     )
 
 
-def as_json(snap: EngineSnapshot) -> dict:
+def as_json(snap: EngineSnapshot) -> dict[str, Any]:
     experts = None
     if snap.experts is not None:
         experts = snap.experts._asdict() | {"per_layer": [layer._asdict() for layer in snap.experts.per_layer]}

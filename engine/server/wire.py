@@ -10,12 +10,16 @@ rundir.schema.STEP_FROM_ENGINE.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import inspect
+from collections.abc import Callable
+from typing import Any, NamedTuple, TypeVar
 
 from engine.runtime.faults import FaultStats
 from engine.runtime.gcstats import GcStats
 from engine.runtime.hostmalloc import HeapStats
 from engine.runtime.stats import StepStats
+
+_T = TypeVar("_T")
 
 
 class CacheTree(NamedTuple):
@@ -80,6 +84,7 @@ class CacheStatus(NamedTuple):
             raise ValueError(f"expected the cache-status object with engine_age_s, found {_kind(body)}")
         experts = body.get("expert_cache_stats")
         faults = body.get("fault_stats")
+        config = body.get("config")
         return cls(
             engine_age_s=float(body["engine_age_s"]),
             last_step=int(body.get("last_step") or 0),
@@ -95,7 +100,7 @@ class CacheStatus(NamedTuple):
             if isinstance(faults, dict)
             else None,
             heap=_pick(HeapStats, body["heap"]) if isinstance(body.get("heap"), dict) else None,
-            config=body.get("config") if isinstance(body.get("config"), dict) else {},
+            config=config if isinstance(config, dict) else {},
             raw=body,
         )
 
@@ -141,10 +146,11 @@ class StepsPage(NamedTuple):
         )
 
 
-def _pick(cls, d: Any):
-    """The NamedTuple `cls` from the fields of `d` it knows; missing ones None."""
+def _pick(cls: Callable[..., _T], d: Any) -> _T:
+    """The NamedTuple `cls` from the fields of `d` it knows; missing ones None. Its fields are its
+    constructor's parameters, the names of its `_fields` (which a Callable's type does not have)."""
     d = d if isinstance(d, dict) else {}
-    return cls(**{name: d.get(name) for name in cls._fields})
+    return cls(**{name: d.get(name) for name in inspect.signature(cls).parameters})
 
 
 def _kind(body: Any) -> str:

@@ -39,11 +39,15 @@ def test_seed_excerpt_is_engine_age_with_onset_and_trigger(excerpt):
         "lives",
     ]
     assert doc["clock"] == "wall" and doc["lives"][0]["identity"]["moe_backend"] == "offload"
-    # Its interval would make it high; two healthy lines cap it (a data check warns, and says so).
-    assert doc["confidence"] == "medium" and doc["basis"] == "step_series" and doc["cause"] == "engine_age"
+    # Its interval would make it high; two healthy lines cap it at medium (a data check warns, and says
+    # so), and a figure on 2 early samples against 3 late at low (diagnostics.caps.thin).
+    assert doc["confidence"] == "low" and doc["basis"] == "step_series" and doc["cause"] == "engine_age"
     checks = {c["name"]: c for c in doc["checks"]}
     assert checks["confidence_cap"]["status"] == "warn" and "healthy_model" in checks["confidence_cap"]["detail"]
-    assert doc["reason"].startswith("Engine age, medium confidence (high by its interval, lowered")
+    assert checks["thin_data"]["status"] == "warn" and "rests on 2 early and 3 late" in checks["thin_data"]["detail"]
+    assert doc["reason"].startswith(
+        "Engine age, low confidence (high by its interval, lowered: see confidence_cap and thin_data)"
+    )
     assert doc["verdict"] == "engine_age_degradation"
     assert doc["onset"]["t"] == "2026-09-23T21:18:50"
     assert doc["onset"]["engine_age_s"] == 938

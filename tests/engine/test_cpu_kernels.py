@@ -11,7 +11,9 @@ import torch
 from engine import SamplingParams
 from engine.errors import EngineError
 from engine.kernels import cpu as cpu_kernels
-from engine.model.fast_decode import _GdnLayer
+from engine.model.fast import use_fast_layers
+from engine.model.fast.gated_deltanet import GdnLayer
+from engine.model.fast.step import Step
 from engine.model.forward_batch import ForwardBatch, RequestSlice
 from engine.model.loader import load_model
 from engine.runtime.config import EngineConfig
@@ -71,9 +73,9 @@ def test_the_head_major_extend_matches_the_torch_ops(tmp_path, dv):
 
 def _kernel_against_torch_ops(checkpoint, prefix_lens, new_lens):
     model = load_model(checkpoint)
-    assert model.use_fast_decode() is None
-    fast = model.fast_decode
-    layer = next(m for _, m, _, _ in fast.layers if isinstance(m, _GdnLayer))
+    assert use_fast_layers(model) is None
+    fast = model.fast_layers
+    layer = next(m for _, m, _, _ in fast.layers if isinstance(m, GdnLayer))
     assert layer.kernel is not None, cpu_kernels.why_not()
     gen = torch.Generator().manual_seed(1)
     n, hidden = sum(new_lens), model.config.hidden_size
@@ -84,7 +86,7 @@ def _kernel_against_torch_ops(checkpoint, prefix_lens, new_lens):
             for b, (p, t, s) in enumerate(zip(prefix_lens, new_lens, slots))
         ]
     )
-    step = fast._step(batch, torch.float32, None)
+    step = Step.plan(batch, model.rotary, torch.float32, None)
     conv = torch.randn(8, layer.conv_dim, layer.conv_weight.shape[1] - 1, generator=gen)
     rec = torch.randn(8, layer.hv, layer.dk, layer.dv, generator=gen) * 0.1
     x, h = torch.randn(n, hidden, generator=gen), torch.randn(n, hidden, generator=gen)
@@ -107,11 +109,11 @@ def _kernel_against_torch_ops(checkpoint, prefix_lens, new_lens):
 
 def test_a_slot_out_of_range_is_an_error_not_a_write(checkpoint):
     model = load_model(checkpoint)
-    model.use_fast_decode()
-    fast = model.fast_decode
-    layer = next(m for _, m, _, _ in fast.layers if isinstance(m, _GdnLayer))
+    use_fast_layers(model)
+    fast = model.fast_layers
+    layer = next(m for _, m, _, _ in fast.layers if isinstance(m, GdnLayer))
     batch = ForwardBatch.build([RequestSlice([1], 2, [0, 1, 2], 9)])
-    step = fast._step(batch, torch.float32, None)
+    step = Step.plan(batch, model.rotary, torch.float32, None)
     pool = _Pool(torch.zeros(4, layer.conv_dim, 3), torch.zeros(4, layer.hv, layer.dk, layer.dv))
     with pytest.raises(EngineError, match="state slot out of range"):
         layer(
@@ -133,9 +135,9 @@ def _tokens(checkpoint) -> tuple[list[list[int]], Engine]:
 def test_the_engine_serves_the_same_tokens_without_the_kernel(checkpoint, kernels_from_env, caplog):
     with caplog.at_level(logging.INFO, logger="engine"):
         with_c, engine = _tokens(checkpoint)
-    assert engine.model.fast_decode.layers[0][1].kernel is not None
+    assert engine.model.fast_layers.layers[0][1].kernel is not None
     assert (
-        "Decode path: fast; C kernels: gdn_recurrent.c (2 of 2 linear-attention layers), moe_decode.c (3 of 3 MoE layers)"
+        "Forward path: fast; C kernels: gdn_recurrent.c (2 of 2 linear-attention layers), moe_decode.c (3 of 3 MoE layers)"
         in caplog.text
     )
     kernels_from_env.setenv("TOKDRIFT_CPU_KERNELS", "0")
@@ -143,8 +145,8 @@ def test_the_engine_serves_the_same_tokens_without_the_kernel(checkpoint, kernel
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="engine"):
         without, engine = _tokens(checkpoint)
-    assert engine.model.fast_decode.layers[0][1].kernel is None
-    assert "Decode path: fast; torch ops (C kernels: switched off by TOKDRIFT_CPU_KERNELS=0)" in caplog.text
+    assert engine.model.fast_layers.layers[0][1].kernel is None
+    assert "Forward path: fast; torch ops (C kernels: switched off by TOKDRIFT_CPU_KERNELS=0)" in caplog.text
     assert with_c == without
 
 
@@ -154,7 +156,7 @@ def test_a_failed_build_falls_back_to_torch_ops_and_says_why(checkpoint, kernels
     assert cpu_kernels.load() is None
     assert "the build failed: /bin/false failed" in cpu_kernels.why_not()
     tokens, engine = _tokens(checkpoint)
-    assert engine.model.fast_decode.kernel_note.startswith("torch ops (C kernels: the build failed")
+    assert engine.model.fast_layers.kernel_note.startswith("torch ops (C kernels: the build failed")
     assert all(len(t) == 9 for t in tokens)
     assert not list((tmp_path / "cache").glob("*"))  # no half-built library left behind
 
@@ -180,19 +182,15 @@ def test_the_projections_a_cpus_rule_names_take_small_gemm_at_its_rows(rule, mon
     """Intel's rule: the wide projections at 2-8 rows; AMD's: every projection at 1-8 rows. Either
     way a product gives what torch.mm gives, in the kernel's rows and out of them."""
     from engine.model.checkpoint import default_checkpoint
-    from engine.model.fast_decode import _PRODUCTS
 
     monkeypatch.setattr(cpu_kernels, "small_gemm_rule", lambda: rule)
     model = load_model(
         str(default_checkpoint())
     )  # the test checkpoints' projections are narrower than the Intel rule takes
-    model.use_fast_decode()
-    fast = model.fast_decode
+    use_fast_layers(model)
+    fast = model.fast_layers
     products = [
-        getattr(part, name)
-        for _, mixer, _, ffn in fast.layers
-        for part in (mixer, ffn)
-        for name in _PRODUCTS[type(part)]
+        getattr(part, name) for _, mixer, _, ffn in fast.layers for part in (mixer, ffn) for name in part.PRODUCTS
     ]
     named = [p for p in products if p.weight_t.shape[1] >= rule.min_columns]
     assert named and fast.small_gemm_products == len(named) == (9 if rule.min_columns else len(products))
@@ -228,11 +226,11 @@ def test_the_default_model_serves_the_same_tokens_with_and_without_the_kernels(k
         return [list(r.output_ids) for r in requests], engine
 
     with_c, engine = serve()
-    assert engine.model.fast_decode.small_gemm_products > 0
+    assert engine.model.fast_layers.small_gemm_products > 0
     kernels_from_env.setenv("TOKDRIFT_CPU_KERNELS", "0")
     cpu_kernels.reset()
     without, engine = serve()
-    assert engine.model.fast_decode.small_gemm_products == 0
+    assert engine.model.fast_layers.small_gemm_products == 0
     assert with_c == without
 
 
@@ -244,7 +242,7 @@ def test_moe_in_c_matches_the_torch_ops(tmp_path, config, tokens):
     default checkpoint, whose experts are wide enough for the register tiles; 9 tokens stay with
     torch."""
     from engine.model.checkpoint import default_checkpoint
-    from engine.model.fast_decode import _MoeLayer
+    from engine.model.fast.moe import MoeLayer
 
     if config == "default":
         path = default_checkpoint()
@@ -252,8 +250,8 @@ def test_moe_in_c_matches_the_torch_ops(tmp_path, config, tokens):
         path = tmp_path / config
         write_reference(config, path)
     model = load_model(str(path))
-    model.use_fast_decode()
-    moe = next(f for _, _, _, f in model.fast_decode.layers if isinstance(f, _MoeLayer))
+    use_fast_layers(model)
+    moe = next(f for _, _, _, f in model.fast_layers.layers if isinstance(f, MoeLayer))
     assert moe.kernel is not None
     gen = torch.Generator().manual_seed(tokens)
     hidden = model.config.hidden_size
@@ -346,13 +344,13 @@ def test_decode_attention_reads_the_pool_in_place_through_the_kernel():
     """The default checkpoint's attention layers take the kernel at decode; the engine's tokens with
     and without it are held equal by test_the_default_model_serves_the_same_tokens_…"""
     from engine.model.checkpoint import default_checkpoint
-    from engine.model.fast_decode import _AttentionLayer
+    from engine.model.fast.attention import AttentionLayer
 
     model = load_model(str(default_checkpoint()))
-    model.use_fast_decode()
-    layers = [m for _, m, _, _ in model.fast_decode.layers if isinstance(m, _AttentionLayer)]
+    use_fast_layers(model)
+    layers = [m for _, m, _, _ in model.fast_layers.layers if isinstance(m, AttentionLayer)]
     assert layers and all(m.kernel is not None for m in layers)
-    assert "paged_attention.c (2 of 2 full-attention layers)" in model.fast_decode.kernel_note
+    assert "paged_attention.c (2 of 2 full-attention layers)" in model.fast_layers.kernel_note
 
 
 def test_an_extend_with_no_prefix_reads_its_new_kv_instead_of_gathering_them():

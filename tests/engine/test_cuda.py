@@ -43,7 +43,7 @@ def on_cpu(checkpoint) -> list[list[int]]:
     [
         dict(attention_backend="torch"),
         dict(attention_backend="triton"),
-        dict(attention_backend="triton", decode_path="reference"),
+        dict(attention_backend="triton", forward_path="reference"),
         dict(attention_backend="triton", moe_backend="offload", moe_cache_size=6),
     ],
     ids=["torch", "triton", "triton-reference", "triton-offload"],

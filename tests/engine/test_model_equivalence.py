@@ -1,5 +1,5 @@
 """The engine's model gives transformers' Qwen3NextForCausalLM logits, however the work is split,
-through the reference layers and through the fast decode path (engine.model.fast_decode)."""
+through the reference layers and through the fast path (engine.model.fast)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import torch
 
 from engine import LLM, SamplingParams
 from engine.model.attention_backend import TorchAttention
+from engine.model.fast import use_fast_layers
 from engine.model.forward_batch import ForwardBatch, RequestSlice
 from engine.model.loader import load_model
 from tests.engine._reference import CONFIGS, make_pools, write_reference
@@ -22,14 +23,14 @@ ATOL = 1e-4
 )
 def pair(request, tmp_path_factory):
     """(transformers model, our model, checkpoint dir, token ids, decode path) for one config."""
-    name, decode_path = request.param
+    name, forward_path = request.param
     path = tmp_path_factory.mktemp(name)
     reference = write_reference(name, path)
     ours = load_model(path)
-    if decode_path == "fast":
-        assert ours.use_fast_decode() is None
+    if forward_path == "fast":
+        assert use_fast_layers(ours) is None
     ids = torch.randint(0, CONFIGS[name]["vocab_size"], (150,), generator=torch.Generator().manual_seed(1))
-    return reference, ours, path, ids.tolist(), decode_path
+    return reference, ours, path, ids.tolist(), forward_path
 
 
 @pytest.fixture(scope="module")
@@ -116,10 +117,10 @@ def test_a_mixed_batch_of_decodes_and_extends_matches_one_at_a_time(pair):
 
 
 def test_greedy_generation_gives_the_same_tokens(pair):
-    reference, _, path, ids, decode_path = pair
+    reference, _, path, ids, forward_path = pair
     prompt = ids[:20]
-    llm = LLM(str(path), attention_backend="torch", max_model_len=64, decode_path=decode_path)
-    assert llm.engine.decode_path == decode_path
+    llm = LLM(str(path), attention_backend="torch", max_model_len=64, forward_path=forward_path)
+    assert llm.engine.forward_path == forward_path
     out = llm.generate([prompt], SamplingParams(max_tokens=12, temperature=0, ignore_eos=True))[0]
     with torch.no_grad():
         want = reference.generate(

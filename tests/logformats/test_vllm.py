@@ -307,3 +307,30 @@ def test_the_kv_capacity_of_any_device(tmp_path):
         "INFO 03-02 09:00:10 [loggers.py:1] " + STATS,
     ]
     assert parse_log(write_log(tmp_path, "vllm.log", lines), year=2026).info.kv_capacity == 14560
+
+
+def test_the_step_cost_faults_lines_in_vllms_log_are_its_figures_and_its_turning_on(tmp_path):
+    """tokdrift's fault (a test instrument in vLLM through its plugins) logs where it turned on and,
+    every 10 s, what it holds and has cost: an event and a snapshots row."""
+    worker = "(EngineCore pid=4221) WARNING 03-02 09:00:{s} [fault.py:101] tokdrift fault step-cost:after=10,"
+    path = write_log(
+        tmp_path,
+        "vllm.log",
+        [
+            START,
+            worker.format(s="05") + "entries=4096,limit=20000000 armed in pid 4221: each finished request ...",
+            worker.format(s="12") + "entries=4096,limit=20000000: on from this request (pid 4221)",
+            worker.format(s="20")
+            + "entries=4096,limit=20000000: 4096 entries held, 0.012 s spent walking them (pid 4221)",
+            API + "Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 88.0 tokens/s, "
+            "Running: 2 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%, Prefix cache hit rate: 50.0%",
+            worker.format(s="30")
+            + "entries=4096,limit=20000000: 40960 entries held, 1.5 s spent walking them (pid 4221)",
+        ],
+    )
+    parsed = parse_log(path, year=2026)
+    on = parsed.events[parsed.events["kind"] == "fault_on"]
+    assert on["detail"].tolist() == ["fault=step-cost, after=10, entries=4096, limit=20000000"]
+    assert parsed.snapshots["fault_entries"].tolist() == [4096, 40960]
+    assert parsed.snapshots["fault_walk_s_total"].tolist() == [0.012, 1.5]
+    assert parsed.snapshots["engine_age_s"].tolist() == [20.0, 30.0] and len(parsed.steps) == 1

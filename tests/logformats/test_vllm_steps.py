@@ -135,22 +135,36 @@ def test_a_newer_record_is_refused_with_its_version(tmp_path):
         parse_log(path)
 
 
-def served(path, slow_per_request, num_requests=700, seed=0):
+def served(path, slow_per_request, num_requests=700, seed=0, fault_figures=False, host_other=None):
     """A record of two streams of 48-token requests at batch 2: each decode step costs 20 ms plus
-    `slow_per_request` for every request finished before it (the step-cost fault's shape)."""
+    `slow_per_request` for every request finished before it (the step-cost fault's shape). With
+    `fault_figures`, the fault's own lines every 10 s: the time its walks took, in all; with
+    `host_other(fraction of the run)`, the writer's host lines every 10 s: the CPU beside vLLM."""
     rng = np.random.default_rng(seed)
-    t, finished, steps = 100.0, 0, []
+    t, finished, steps, walked, figures, due = 100.0, 0, [], 0.0, [], 110.0
     for k in range(num_requests // 2):
         for _ in range(2):
             t += 0.06
             steps.append(prefill_end(t, prompt=400, cached=300, decoding=1, step_s=0.06))
         for j in range(48):
             step_s = (0.020 + slow_per_request * finished) * rng.lognormal(0, 0.05)
+            walked += slow_per_request * finished
             t += step_s
             done = 2 if j == 47 else 0
             steps.append(decode_step(t, batch=2, step_s=step_s, usage=0.05 + 0.001 * j, finished=done))
             finished += done
-    return write_record(path, [(99.0, steps)])
+            if t >= due:
+                if fault_figures:
+                    figures.append({"kind": "figures", "t": t, "pid": 7, "fault_walk_s_total": walked})
+                if host_other is not None:
+                    other = host_other(k / (num_requests // 2))
+                    figures.append({"kind": "figures", "t": t, "pid": 5, "host_other_cpu_percent": other})
+                due += 10.0
+    write_record(path, [(99.0, steps)])
+    if figures:
+        with open(path, "a") as f:
+            f.writelines(json.dumps(line) + "\n" for line in figures)
+    return path
 
 
 def test_diag_finds_age_a_step_record_shows_and_not_in_a_healthy_one(tmp_path):
@@ -158,6 +172,26 @@ def test_diag_finds_age_a_step_record_shows_and_not_in_a_healthy_one(tmp_path):
     healthy, _ = analyze_json(served(tmp_path / "healthy.jsonl", slow_per_request=0.0))
     assert aged["verdict"] == "engine_age_degradation"
     assert healthy["verdict"] == "no_degradation"
+
+
+def test_a_slowdown_while_the_cpu_beside_vllm_rose_is_not_called_age(tmp_path):
+    """The step time is wall time: where the record's host lines say the neighbours' CPU rose by a
+    core as decode slowed, the slowdown cannot be told from contention."""
+    crowded, checks = analyze_json(
+        served(tmp_path / "crowded.jsonl", slow_per_request=0.00003, host_other=lambda f: 150.0 * f)
+    )
+    quiet, _ = analyze_json(served(tmp_path / "quiet.jsonl", slow_per_request=0.00003, host_other=lambda f: 10.0))
+    assert crowded["verdict"] != "engine_age_degradation" and checks["host_contention"]["status"] == "warn"
+    assert quiet["verdict"] == "engine_age_degradation"
+
+
+def test_the_faults_own_time_is_the_suspect_that_names_it(tmp_path):
+    """Where the record holds the fault's figures, the time its walks took is the first suspect: its
+    share of the engine's wall time grew as decode slowed."""
+    aged, _ = analyze_json(served(tmp_path / "aged.jsonl", slow_per_request=0.00003, fault_figures=True))
+    assert aged["verdict"] == "engine_age_degradation"
+    first = aged["suspects"][0]
+    assert first["name"] == "fault_walk_s_total" and "more of the engine's wall time went into it" in first["evidence"]
 
 
 def test_garbled_lines_leave_the_rest_readable(tmp_path):
@@ -171,3 +205,28 @@ def test_garbled_lines_leave_the_rest_readable(tmp_path):
     assert np.isnan(parsed.steps["num_running_reqs"].iloc[-1])
     assert (parsed.info.num_bad_lines, parsed.info.num_unknown_lines) == (1, 2)  # the start line; no JSON objects
     assert parsed.events["kind"].tolist().count("engine_start") == 1
+
+
+def test_the_faults_figures_lines_are_snapshots_of_its_life(tmp_path):
+    """The step-cost fault's own lines (fault.StateReport, appended to the record by the process that
+    runs the model) read as a snapshots table beside the steps, in each engine life."""
+    from tokdrift.vllm_plugin import fault
+
+    path = write_record(tmp_path / "s.jsonl", [(0.5, one_life(1.0)), (10.5, one_life(11.0))])
+    for t, held, walked in ((2.0, 4096, 0.01), (3.0, 8192, 0.05), (12.0, 0, 0.0)):
+        with open(path, "a") as f:
+            f.write(
+                json.dumps({"kind": "figures", "t": t, "pid": 7, "fault_entries": held, "fault_walk_s_total": walked})
+                + "\n"
+            )
+    cost = fault.StepCost(fault.StepCostSpec(after=1, entries=5))
+    cost.on_step(["a"], {})
+    fault.StateReport(cost, str(path)).report()  # the writer's own line parses as these do
+    parsed = parse_log(path)
+    snaps = parsed.snapshots
+    assert list(snaps.columns) == ["t", "engine_life", "engine_age_s", "fault_entries", "fault_walk_s_total"]
+    assert snaps["fault_entries"].tolist()[:3] == [4096, 8192, 0] and snaps["fault_entries"].iloc[-1] == 5
+    assert snaps["engine_life"].tolist()[:3] == [0, 0, 1]
+    assert snaps["engine_age_s"].tolist()[:2] == pytest.approx([1.5, 2.5])
+    assert not parsed.events["kind"].eq("figures").any() and len(parsed.steps) == 14
+    assert load_source(path).snapshots["fault_walk_s_total"].tolist()[:2] == [0.01, 0.05]

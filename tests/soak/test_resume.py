@@ -202,3 +202,22 @@ def test_resume_refuses_a_trace_that_changed(tmp_path, fake_server):
     write_trace(trace, sessions=2, turns=2)
     proc = subprocess.run([*SOAK, "resume", str(run_dir)], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2 and "different file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_run_directory_that_names_decode_path_still_resumes_with_it(tmp_path):
+    """A run soaked before the option was renamed (forward_path, was decode_path) keeps the words it
+    was given: `soak resume` reads its config from the manifest, and the engine it restarts takes the
+    same path."""
+    import warnings
+
+    from soak.config import SoakConfig
+
+    trace = write_trace(tmp_path / "trace.jsonl")
+    written = SoakConfig(trace=str(trace), duration_s=60.0).to_json() | {"engine_args": ["--decode-path=reference"]}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        config = SoakConfig.from_json(json.loads(json.dumps(written)))
+    assert config.engine_args == ("--decode-path=reference",)  # the manifest stays as it was written
+    assert config.engine_options.engine == {"forward_path": "reference"}
+    assert config.engine_options.engine_config().forward_path == "reference"
+    assert any("decode_path is now named forward_path" in str(w.message) for w in caught)

@@ -69,6 +69,30 @@ def test_log_tailer_copies_new_lines_and_parses_engine_lines_in_local_time(tmp_p
     assert (tmp_path / "copy.log").read_text().count("\n") == 1  # the torn line waits for its end
 
 
+def test_log_tailer_hands_the_figures_a_log_states_to_the_snapshot_and_forwards_a_faults_turning_on(tmp_path):
+    """vLLM's log with tokdrift's step-cost fault in it: the fault's state lines become the next
+    snapshot's figures (the latest of each), its turning on an event of the run."""
+    import time
+
+    from soak.external import LogTailer
+
+    target = FakeTarget()
+    log = tmp_path / "vllm.log"
+    log.write_text("")
+    tailer = LogTailer(target, log, tmp_path / "copy.log")
+    stamp = time.strftime("%m-%d %H:%M:%S", time.localtime())
+    said = f"(EngineCore pid=9) WARNING {stamp} [fault.py:101] tokdrift fault step-cost:after=2,entries=8,limit=99"
+    with open(log, "a") as f:
+        f.write(f"{said}: on from this request (pid 9)\n")
+        f.write(f"{said}: 8 entries held, 0.001 s spent walking them (pid 9)\n")
+        f.write(f"{said}: 16 entries held, 0.004 s spent walking them (pid 9)\n")
+    assert tailer.sample() == []
+    assert tailer.take_figures() == {"fault_entries": 16.0, "fault_walk_s_total": 0.004}
+    assert tailer.take_figures() == {}  # taken: the next snapshot states only what the log says anew
+    (kind, fields), *_ = target.events
+    assert kind == "fault_on" and fields["detail"] == "fault=step-cost, after=2, entries=8, limit=99"
+
+
 def test_log_tailer_places_llama_server_stamps_at_the_engine_start_and_sees_a_new_process(tmp_path):
     import time
 

@@ -1,12 +1,18 @@
-"""`soak run --until-decided`: the soak ends at the first decided running verdict, and says so."""
+"""`soak run --until-decided`, and a `Soak(SoakConfig(until_decided=True))` built in Python: the
+soak ends at the first decided running verdict, and says so."""
 
+import asyncio
 import json
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from rundir import reader
+from soak.config import SoakConfig
 from soak.errors import SoakError
+from soak.run import Soak
 from tests.soak.conftest import write_trace
 from tokdrift.cli.diag import app as diag_app
 from tokdrift.cli.soak import app
@@ -80,16 +86,94 @@ def test_an_engine_that_slows_is_decided_aged_and_the_soak_stops_early(tmp_path,
     assert any(c["name"] == "stopped_early" for c in analysis["checks"])
 
 
+def _library_run(tmp_path, main, control, seconds=90, **options):
+    """What `_run` asks of the command, asked of the library: no command, no callback."""
+    config = SoakConfig(
+        trace=str(write_trace(tmp_path / "trace.jsonl", sessions=3, turns=4)),
+        duration_s=seconds,
+        target=main.url,
+        control_target=control.url,
+        until_decided=True,
+        probe_every_s=0.2,
+        probe_input_tokens=16,
+        probe_output_tokens=24,
+        probe_wait_s=5,
+        concurrency=1,
+        speed=4,
+        profiles=False,
+        flush_every_s=0.5,
+        sample_every_s=0.5,
+    )
+    run_dir = tmp_path / "run"
+    assert asyncio.run(Soak(config, run_dir, **options).run()) == "completed"
+    return run_dir
+
+
+def test_a_soak_built_in_python_with_until_decided_decides_as_the_command_does(tmp_path, fake_server):
+    # the engine of the first test above, soaked through the library alone
+    main = fake_server(
+        "--token-delay", "0.004", "--jitter", "0.15", "--slow-after-probes", "12", "--slow-factor", "2.5"
+    )
+    control = fake_server("--token-delay", "0.004", "--jitter", "0.15")
+    run_dir = _library_run(tmp_path, main, control)
+    manifest = reader.read_manifest(run_dir)
+    assert manifest.stop_reason == "decided" and manifest.elapsed_s < 60
+    assert manifest.decided["verdict"] == "engine_age_degradation" and manifest.decided["looks_planned"] > 100
+    assert "decided: engine age" in manifest.decided["line"]
+    assert reader.read_table(run_dir, "probes")["cycle"].nunique() > 8  # its baseline was --until-decided's
+
+
+@dataclass
+class _Said:
+    line: str
+    decided: str | None
+    awaits_young_control: bool = False
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class _AlwaysAged:
+    """A judge that says every look is decided age."""
+
+    def __init__(self) -> None:
+        self.looks = 0
+
+    def look(self, probes: list[dict[str, Any]]) -> _Said:
+        self.looks += 1
+        return _Said(f"look {self.looks}", "engine_age_degradation", details={"rows": len(probes)})
+
+
+def test_a_soak_asks_the_judge_it_is_handed(tmp_path, fake_server):
+    main, control = fake_server("--token-delay", "0.004"), fake_server("--token-delay", "0.004")
+    judge = _AlwaysAged()
+    run_dir = _library_run(tmp_path, main, control, seconds=30, judge=judge)
+    manifest, probes = reader.read_manifest(run_dir), reader.read_table(run_dir, "probes")
+    decided = manifest.decided
+    assert manifest.stop_reason == "decided" and decided["verdict"] == "engine_age_degradation"
+    # the start cycle and the baseline's eight judge engines that served nothing yet: the tenth look is the first taken
+    assert decided["line"] == "look 10" and decided["rows"] == (probes["cycle"] <= decided["cycle"]).sum()
+
+
 def test_a_steady_engine_is_decided_healthy_once_a_loss_is_ruled_out_and_its_control_stayed_young(
     tmp_path, fake_server
 ):
-    main, control = fake_server("--token-delay", "0.004"), fake_server("--token-delay", "0.004")
+    # 10 ms a token, not 4: on a loaded host (load 6-10, seen in full runs) a 4-ms sleep is jittered by
+    # as much as itself, and the looks could not rule the loss out within the run.
+    main, control = fake_server("--token-delay", "0.01"), fake_server("--token-delay", "0.01")
     run_dir, output = _run(
-        tmp_path, main, control, "--rule-out", "0.15", "--control-restart-cmd", "true", "--control-restart-after", "100"
+        tmp_path,
+        main,
+        control,
+        "--rule-out",
+        "0.15",
+        "--control-restart-cmd",
+        "true",
+        "--control-restart-after",
+        "100",
+        seconds=240,
     )
     manifest = reader.read_manifest(run_dir)
     assert manifest.stop_reason == "decided" and manifest.decided["verdict"] == "no_degradation"
-    assert manifest.elapsed_s < 60
+    assert manifest.elapsed_s < 240
     assert "a loss of more than 15% ruled out" in manifest.decided["line"]
     # the look that first ruled the loss out had a control never restarted: it was restarted then,
     # and the run stopped only once the cycles after showed the fresh control no faster

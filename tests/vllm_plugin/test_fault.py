@@ -1,6 +1,8 @@
 """The step-cost fault: its setting, its growth with the requests served, and its wrap of the
 per-step method, on a stand-in for vLLM's WorkerWrapperBase."""
 
+import json
+import os
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -96,3 +98,25 @@ def test_set_without_vllm_the_entry_point_says_it_needs_vllm(monkeypatch):
     monkeypatch.setenv("TOKDRIFT_VLLM_FAULT", "step-cost")
     with pytest.raises(ImportError):
         fault.register()
+
+
+def test_once_on_the_fault_reports_what_it_holds_and_costs_in_the_log_and_the_record(tmp_path, caplog):
+    record = tmp_path / "steps.jsonl"
+    cost = fault.StepCost(fault.StepCostSpec(after=2, entries=3))
+    report = fault.StateReport(cost, str(record), every_s=10.0)
+    cost.on_step(["a"], {})
+    report.maybe(100.0)  # not on yet: nothing said
+    assert not record.exists()
+    cost.on_step(["b", "c"], {"x": 1})
+    with caplog.at_level("WARNING", logger="vllm.tokdrift_fault"):
+        report.maybe(101.0)
+        report.maybe(105.0)  # within the period: once
+        cost.on_step([], {"x": 1})
+        report.maybe(111.5)
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [line["kind"] for line in lines] == ["figures", "figures"]
+    assert [line["fault_entries"] for line in lines] == [6, 6]
+    assert 0 < lines[0]["fault_walk_s_total"] <= lines[1]["fault_walk_s_total"]
+    said = [r.getMessage() for r in caplog.records if "entries held" in r.getMessage()]
+    assert len(said) == 2 and said[0].startswith("tokdrift fault step-cost:after=2,entries=3,limit=")
+    assert "6 entries held" in said[0] and f"(pid {os.getpid()})" in said[0]

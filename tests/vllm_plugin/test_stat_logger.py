@@ -47,3 +47,28 @@ def test_a_bad_fault_setting_stops_it_too(monkeypatch, tmp_path):
     monkeypatch.setenv("TOKDRIFT_VLLM_FAULT", "step-cost:after=x")
     with pytest.raises(FaultSpecError):
         StepRecord(vllm_config(), 0)
+
+
+def test_every_period_the_record_says_the_hosts_cpu_beside_this_vllm(monkeypatch, tmp_path):
+    """The CPU this process spends is vLLM's own: what is left of the host's busy time is the
+    neighbours' (host_other_cpu_percent), the figure diag reads as contention."""
+    import time
+
+    from tokdrift.vllm_plugin import stat_logger
+
+    path = tmp_path / "steps.jsonl"
+    monkeypatch.setenv("TOKDRIFT_VLLM_STEPS", str(path))
+    monkeypatch.delenv("TOKDRIFT_VLLM_FAULT", raising=False)
+    monkeypatch.setattr(stat_logger, "HOST_S", 0.0)
+    logger = StepRecord(vllm_config(), 0)
+    start = time.process_time()
+    while time.process_time() - start < 0.3:  # this process's own work: vLLM's, not a neighbour's
+        pass
+    sched, it = decode_step(1.0, batch=2, step_s=0.02)
+    logger.record(scheduler_stats=sched, iteration_stats=it, mm_cache_stats=None, engine_idx=0)
+    logger.writer.close()
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    (figures,) = [r for r in rows if r["kind"] == "figures"]
+    assert set(figures) == {"kind", "t", "pid", "host_cpu_percent", "host_other_cpu_percent"}
+    own = figures["host_cpu_percent"] - figures["host_other_cpu_percent"]
+    assert own > 0 and figures["host_other_cpu_percent"] >= 0

@@ -11,27 +11,13 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
+from soak.config import DECIDING, DECIDING_MAX_HOURS, PLAIN, SoakConfig
 from soak.errors import SoakError
 
 if TYPE_CHECKING:
-    from diagnostics.live import Running
     from replay.materialize import OverLimit
     from soak.live_view import Progress
     from soak.run import Soak
-
-DEFAULT_MAX_HOURS = 2.0  # --until-decided without a duration: the longest it may run
-DEFAULT_PROBE_EVERY_S = 300.0
-DEFAULT_PROBE_OUTPUT = 64
-# --until-decided probes more often and longer: certainty comes per cycle, and a 256-token probe's
-# cycle was the least noisy per minute measured here (docs/diagnostics.md, "Probe design").
-DECIDING_PROBE_EVERY_S = 10.0
-DECIDING_PROBE_OUTPUT = 256
-# ... and takes a baseline first, so that a loss that sets in with the first calls is compared with an
-# engine younger than it: without one, an output-buffer fault from the second cycle held the engine at
-# 0.85 of its twin through a 12-minute soak whose first third was as slow, and diag said "no engine
-# age, medium" (paired 0.97, 0.92-1.02). Eight is the fewest that let the early side decide as the
-# first third does (docs/soak.md, "A baseline before the traffic").
-DECIDING_BASELINE = 8
 
 
 def register(app: typer.Typer) -> None:
@@ -47,15 +33,17 @@ def run(
     seconds: Annotated[float | None, typer.Option(help="How long to soak, in seconds (instead of --hours).")] = None,
     target: Annotated[
         str, typer.Option(help="'builtin' (start tokdrift's engine) or the base URL of an OpenAI-compatible server.")
-    ] = "builtin",
+    ] = SoakConfig.target,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Run directory to write (default runs/<date>-<trace name>).")
     ] = None,
-    concurrency: Annotated[int, typer.Option(help="Sessions in flight at most.")] = 4,
-    speed: Annotated[float, typer.Option(help="Replay speed: trace start and think times are divided by this.")] = 1.0,
+    concurrency: Annotated[int, typer.Option(help="Sessions in flight at most.")] = SoakConfig.concurrency,
+    speed: Annotated[
+        float, typer.Option(help="Replay speed: trace start and think times are divided by this.")
+    ] = SoakConfig.speed,
     scale: Annotated[
         float, typer.Option(help="Every prompt and output length times this (keeps prefix sharing).")
-    ] = 1.0,
+    ] = SoakConfig.scale,
     max_context: Annotated[
         int | None, typer.Option(help="Prompt + output cap per call; longer calls are handled by --over-limit.")
     ] = None,
@@ -64,13 +52,13 @@ def run(
         typer.Option(
             help="Calls above --max-context: drop, trim or keep (send anyway and record the target's refusal)."
         ),
-    ] = "trim",
+    ] = SoakConfig.over_limit,
     probe_every: Annotated[
         float | None,
         typer.Option(
             help="Seconds between probes (0: only at start and end; "
-            f"default {DEFAULT_PROBE_EVERY_S:g}, with --until-decided "
-            f"{DECIDING_PROBE_EVERY_S:g})."
+            f"default {PLAIN.probe_every_s:g}, with --until-decided "
+            f"{DECIDING.probe_every_s:g})."
         ),
     ] = None,
     probes: Annotated[
@@ -81,17 +69,19 @@ def run(
             "control (--restart-every still restarts); the run then holds exactly what a user "
             "has, its requests and the engine's log.",
         ),
-    ] = True,
-    probe_tokens: Annotated[int, typer.Option(help="Probe prompt length in tokens.")] = 256,
+    ] = SoakConfig.probes,
+    probe_tokens: Annotated[int, typer.Option(help="Probe prompt length in tokens.")] = SoakConfig.probe_input_tokens,
     probe_output: Annotated[
         int | None,
         typer.Option(
             help="Probe output length in tokens (greedy, eos ignored; "
-            f"default {DEFAULT_PROBE_OUTPUT}, with --until-decided "
-            f"{DECIDING_PROBE_OUTPUT})."
+            f"default {PLAIN.probe_output_tokens}, with --until-decided "
+            f"{DECIDING.probe_output_tokens})."
         ),
     ] = None,
-    probe_wait: Annotated[float, typer.Option(help="Seconds a probe waits for the target to go idle.")] = 60.0,
+    probe_wait: Annotated[
+        float, typer.Option(help="Seconds a probe waits for the target to go idle.")
+    ] = SoakConfig.probe_wait_s,
     baseline: Annotated[
         int | None,
         typer.Option(
@@ -99,7 +89,7 @@ def run(
             "apart, before the replay starts (not counted in the duration): "
             "the engine's youth every later probe is compared with, for "
             "engines that slow within the first minutes of "
-            f"traffic (default 0, with --until-decided {DECIDING_BASELINE}).",
+            f"traffic (default {PLAIN.baseline_cycles}, with --until-decided {DECIDING.baseline_cycles}).",
             show_default=False,
         ),
     ] = None,
@@ -114,14 +104,18 @@ def run(
     engine_log: Annotated[
         Path | None, typer.Option(help="A URL target's log file: tailed, copied into the run and parsed into steps.")
     ] = None,
-    flush_every: Annotated[float, typer.Option(help="Seconds between writes of the run directory's parts.")] = 10.0,
+    flush_every: Annotated[
+        float, typer.Option(help="Seconds between writes of the run directory's parts.")
+    ] = SoakConfig.flush_every_s,
     sample_every: Annotated[
         float, typer.Option(help="Seconds between samples of engine hooks, process, GPU and /metrics.")
-    ] = 2.0,
+    ] = SoakConfig.sample_every_s,
     profile_drop: Annotated[
         float, typer.Option(help="Profile the engine when probe decode rate falls this fraction below its first value.")
-    ] = 0.3,
-    profile_seconds: Annotated[float, typer.Option(help="Seconds each py-spy profile records.")] = 5.0,
+    ] = SoakConfig.profile_drop,
+    profile_seconds: Annotated[
+        float, typer.Option(help="Seconds each py-spy profile records.")
+    ] = SoakConfig.profile_seconds,
     no_profiles: Annotated[bool, typer.Option("--no-profiles", help="Take no py-spy profiles.")] = False,
     api: Annotated[
         str,
@@ -129,7 +123,7 @@ def run(
             help="auto, completions (token-id prompts) or chat (text prompts); auto "
             "is completions for builtin, chat for a URL."
         ),
-    ] = "auto",
+    ] = SoakConfig.api,
     model: Annotated[
         str | None, typer.Option(help="Model name for a URL target (default: the first of /v1/models).")
     ] = None,
@@ -137,7 +131,7 @@ def run(
         str | None,
         typer.Option(envvar="TOKDRIFT_API_KEY", help="Bearer token for a URL target (env TOKDRIFT_API_KEY)."),
     ] = None,
-    request_timeout: Annotated[float, typer.Option(help="Seconds one call may take.")] = 600.0,
+    request_timeout: Annotated[float, typer.Option(help="Seconds one call may take.")] = SoakConfig.request_timeout_s,
     temperature: Annotated[
         float | None,
         typer.Option(
@@ -178,7 +172,7 @@ def run(
             "with --control-restart-cmd) every this many seconds, "
             "between probe cycles, so it stays young."
         ),
-    ] = 600.0,
+    ] = SoakConfig.twin_restart_every_s,
     control_restart_after: Annotated[
         int,
         typer.Option(
@@ -186,7 +180,7 @@ def run(
             "served are what ages an engine, and a control that ages hides the soaked engine's loss.",
             min=1,
         ),
-    ] = 16,
+    ] = SoakConfig.control_restart_after,
     twin_engine_arg: Annotated[
         list[str] | None,
         typer.Option(
@@ -224,7 +218,7 @@ def run(
             "loss above --rule-out ruled out), after the "
             "restart control; the "
             "duration (or --max-hours, default "
-            f"{DEFAULT_MAX_HOURS:g}) is the most it may "
+            f"{DECIDING_MAX_HOURS:g}) is the most it may "
             "take.",
         ),
     ] = False,
@@ -236,7 +230,7 @@ def run(
         typer.Option(
             help="The loss a decided 'no degradation' rules out, as a fraction (0.10: a loss of more than 10 %)."
         ),
-    ] = 0.10,
+    ] = SoakConfig.rule_out,
     live: Annotated[
         bool,
         typer.Option(
@@ -247,8 +241,6 @@ def run(
     ] = sys.stdout.isatty(),
 ) -> None:
     """Replay a trace against an engine for hours, record everything, probe at matched conditions."""
-    from soak.config import SoakConfig
-
     if max_hours is not None and not until_decided:
         raise SoakError("--max-hours: only with --until-decided (otherwise the duration is --hours)")
     options = (
@@ -263,7 +255,7 @@ def run(
     durations = {name: value * unit for name, value, unit in options if value is not None}
     given = list(durations.values())
     if until_decided and not given:
-        given = [DEFAULT_MAX_HOURS * 3600]
+        given = [DECIDING_MAX_HOURS * 3600]
     if len(given) != 1:
         raise SoakError(
             f"duration: expected exactly one of --hours, --minutes, --seconds (or --max-hours with "
@@ -284,19 +276,11 @@ def run(
         request_timeout_s=request_timeout,
         temperature=temperature,
         probe_input_tokens=probe_tokens,
-        probe_every_s=probe_every
-        if probe_every is not None
-        else DECIDING_PROBE_EVERY_S
-        if until_decided
-        else DEFAULT_PROBE_EVERY_S,
-        probe_output_tokens=probe_output
-        if probe_output is not None
-        else DECIDING_PROBE_OUTPUT
-        if until_decided
-        else DEFAULT_PROBE_OUTPUT,
+        probe_every_s=probe_every,  # None: SoakConfig's, by until_decided
+        probe_output_tokens=probe_output,
         probe_wait_s=probe_wait,
         probes=probes,
-        baseline_cycles=baseline if baseline is not None else DECIDING_BASELINE if until_decided else 0,
+        baseline_cycles=baseline,
         restart_every_s=restart_every,
         restart_at_end=not no_restart_at_end,
         restart_cmd=restart_cmd,
@@ -365,16 +349,14 @@ def _drive(soak: Soak, live: bool) -> None:
     from soak.run_summary import summarize
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per call and per sample otherwise
-    verdict = _RunningVerdict(soak)
     view = Live(console=Console(stderr=True), refresh_per_second=2, transient=False) if live else None
     if view is not None:
-        soak.on_progress = lambda p: view.update(render_view(p, verdict.line))
-        soak.on_probe_cycle = verdict.add
+        soak.on_progress = lambda p: view.update(render_view(p, soak.verdict_line))
         view.start()
     else:  # nohup, systemd, CI: plain lines, flushed as they are written
         lines = _StatusLines()
         soak.on_progress = lines.progress
-        soak.on_probe_cycle = lambda rows: lines.cycle(rows, verdict.add(rows), soak.progress())
+        soak.on_probe_cycle = lambda rows: lines.cycle(rows, soak.verdict_line, soak.progress())
 
     async def main() -> RunStatus:
         loop = asyncio.get_running_loop()
@@ -410,71 +392,7 @@ class _StatusLines:
             self._last = p.elapsed_s
             typer.echo(status_line(p), err=True)
 
-    def cycle(self, rows: list[dict[str, Any]], verdict: str, p: Progress) -> None:
+    def cycle(self, rows: list[dict[str, Any]], verdict: str | None, p: Progress) -> None:
         from soak.live_view import cycle_line
 
         typer.echo(f"{cycle_line(rows, p)}; {verdict}", err=True)
-
-
-class _RunningVerdict:
-    """The running verdict on every probe so far (diagnostics.live), a resumed run's included, its
-    intervals valid over every look the soak plans; the first decided look is handed to the soak
-    (which records it, and with --until-decided ends the replay)."""
-
-    def __init__(self, soak: Soak) -> None:
-        from diagnostics import sequential
-        from rundir.reader import read_rows
-        from rundir.schema import PROBE_COLUMNS
-
-        self.soak = soak
-        self.rows: list[dict[str, Any]] = read_rows(soak.run_dir, "probes", PROBE_COLUMNS) if soak.resuming else []
-        cfg = soak.config
-        self.looks_planned = sequential.looks_planned(cfg.duration_s, cfg.probe_every_s)
-        # Simulated once now, before any engine runs (a baseline: the start cycle and its own).
-        sequential.level_for(self.looks_planned, baseline=cfg.baseline_cycles + 1 if cfg.baseline_cycles else 0)
-        self.line: str | None = None
-
-    def add(self, rows: list[dict[str, Any]]) -> str:
-        import pandas as pd
-
-        from diagnostics.live import running_verdict
-        from soak.live_view import hms
-
-        self.rows.extend(rows)
-        try:
-            running = running_verdict(pd.DataFrame(self.rows), self.looks_planned, self.soak.config.rule_out)
-        except Exception as exc:  # noqa: BLE001 - the verdict so far must never stop the soak
-            self.line = f"verdict so far: unavailable ({type(exc).__name__}: {exc})"
-            return self.line
-        line = running.line
-        d = self.soak.manifest.decided  # the first decided look, a resumed run's included
-        held = self._held(running) if running.decided and d is None else None
-        if held is not None:
-            line += f"; {held}"
-        elif running.decided and d is None:
-            cycle = rows[0].get("cycle") if rows else None
-            self.soak.decided(
-                running.decided,
-                cycle,
-                line,
-                looks_planned=self.looks_planned,
-                level=round(running.level, 5),
-                onset_cycle=running.onset_cycle,
-            )
-        elif d is not None:
-            when = f", {hms(d['elapsed_s'])} into the soak" if d.get("elapsed_s") is not None else ""
-            line += f" [first decided at cycle {d.get('cycle')}{when}: {d.get('verdict')}]"
-        self.line = line
-        return line
-
-    def _held(self, running: Running) -> str | None:
-        """Why a decided look is not taken as decided yet, or None. A "no age" rests on a control
-        assumed young: it stands once a restart of the control showed the fresh one no faster (its
-        youth verified); until then the control is restarted (between cycles) and the soak goes on."""
-        from diagnostics.labels import ControlYouth, Verdict
-
-        if running.decided != Verdict.NO_DEGRADATION or running.youth in (None, ControlYouth.VERIFIED):
-            return None
-        if self.soak.verify_control():
-            return "not taken yet: the control is restarted first, to verify that it stayed young"
-        return "not taken: the control is off or cannot be restarted, so whether it stayed young cannot be verified"

@@ -16,24 +16,34 @@ everything it ever cleaned). No sleep: the cost is the walk, 13-18 ns an entry i
 the development machine's CPU (more where the CPU is shared), so the default 2,048 entries a request
 add about 30 us a step per request served (+30 ms a step after 1,000). Nothing on disk changes: the
 wrap lives in the process's memory and goes with it.
+
+Once on, the fault says what it holds and what it has cost, every REPORT_S seconds, as an engine
+figure would: a line in vLLM's log (`tokdrift fault step-cost: 151552 entries held, 3.215 s spent
+walking them (pid 123)`) and, where a step record is kept (TOKDRIFT_VLLM_STEPS), a `figures` line
+in it (record.py). `fault_walk_s_total` is a time counter: diag's suspects rank it by the share of
+the engine's wall time it took (diagnostics.suspects).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import time
 from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from tokdrift import TokdriftError
-from tokdrift.vllm_plugin.record import FAULT_ENV
+from tokdrift.vllm_plugin.record import FAULT_ENV, FIGURES, STEPS_ENV
 
 # vLLM configures the `vllm` logger (its handler, its prefix); a child of it lands in vLLM's log.
 logger = logging.getLogger("vllm.tokdrift_fault")
 
 FAULTS = {"step-cost": "each finished request leaves entries in a list every step walks whole"}
 MARK = "_tokdrift_fault"  # attribute of the wrapped method: what is on, and that it is wrapped
+REPORT_S = 10.0  # seconds between the fault's state lines once it is on (vLLM's own stats period)
+STATE_LINE = "tokdrift fault %s: %d entries held, %.3f s spent walking them (pid %d)"  # logformats.vllm reads it
 
 
 class FaultSpecError(TokdriftError, ValueError):
@@ -89,6 +99,7 @@ class StepCost:
         self.spec = spec
         self.retained: list[str] = []
         self.num_finished = 0
+        self.walk_s_total = 0.0  # the time the walks took: the cost itself, measured
 
     @property
     def switched_on(self) -> bool:
@@ -105,11 +116,47 @@ class StepCost:
         return self._walk(scheduled)
 
     def _walk(self, scheduled: Container[str]) -> int:
+        start = time.perf_counter()
         found = 0
         for request_id in self.retained:
             if request_id in scheduled:
                 found += 1
+        self.walk_s_total += time.perf_counter() - start
         return found
+
+
+class StateReport:
+    """What the fault holds and has cost, every `every_s` seconds once it is on: a line in vLLM's
+    log, and a `figures` line appended to the step record at `steps_path` where one is kept (one
+    write a line, O_APPEND: whole lines beside the step writer's, as steps.py says)."""
+
+    def __init__(self, cost: StepCost, steps_path: str | None, every_s: float = REPORT_S) -> None:
+        self.cost = cost
+        self.steps_path = steps_path
+        self.every_s = every_s
+        self._due = 0.0
+
+    def maybe(self, now: float) -> None:
+        if not self.cost.switched_on or now < self._due:
+            return
+        self._due = now + self.every_s
+        self.report()
+
+    def report(self) -> None:
+        cost, pid = self.cost, os.getpid()
+        logger.warning(STATE_LINE, cost.spec.describe(), len(cost.retained), cost.walk_s_total, pid)
+        if not self.steps_path:
+            return
+        figures = {"fault_entries": len(cost.retained), "fault_walk_s_total": round(cost.walk_s_total, 6)}
+        line = json.dumps({"kind": FIGURES, "t": time.time(), "pid": pid, **figures}, separators=(",", ":"))
+        try:
+            fd = os.open(self.steps_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, (line + "\n").encode())
+            finally:
+                os.close(fd)
+        except OSError as exc:  # the record's trouble must not stop the engine
+            logger.warning("tokdrift fault: the step record %s cannot be appended to: %s", self.steps_path, exc)
 
 
 def register() -> None:
@@ -130,12 +177,14 @@ def wrap(cls: Any, spec: StepCostSpec) -> StepCost:
     if cost is not None:
         return cost
     cost = StepCost(spec)
+    report = StateReport(cost, os.environ.get(STEPS_ENV) or None)
 
     def execute_model(self: Any, scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
         cost.on_step(
             getattr(scheduler_output, "finished_req_ids", None) or (),
             getattr(scheduler_output, "num_scheduled_tokens", None) or {},
         )
+        report.maybe(time.monotonic())
         return original(self, scheduler_output, *args, **kwargs)
 
     setattr(execute_model, MARK, cost)

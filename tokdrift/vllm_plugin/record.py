@@ -4,6 +4,8 @@
     engine_start   once per engine start: the time, the writer, vLLM's version and configuration
     step           one engine iteration: what vLLM's stat loggers are handed for it
     fault_on       a test instrument's fault began (TOKDRIFT_VLLM_FAULT)
+    figures        a process's own figures at a moment (`pid`, then FIGURE_KEYS): the fault's state,
+                   the host's CPU beside vLLM
 
 Times are Unix seconds (`t`); the start line says the host's UTC offset, so that a reader can show
 the times a vLLM log beside it shows. A key whose figure the iteration did not carry is left out.
@@ -19,6 +21,7 @@ FAULT_ENV = "TOKDRIFT_VLLM_FAULT"  # a fault to switch on; unset: none
 ENGINE_START = "engine_start"
 STEP = "step"
 FAULT_ON = "fault_on"
+FIGURES = "figures"
 
 # A step line's figures: key -> what it is (vLLM's SchedulerStats / IterationStats field it comes from).
 STEP_KEYS: dict[str, str] = {
@@ -45,3 +48,16 @@ STEP_KEYS: dict[str, str] = {
     "sched_gen_tokens": "decode tokens scheduled (num_generation_tokens)",
     "elapsed_s": "the engine's wait for the model's output (elapsed_ms / 1000)",
 }
+
+# A figures line's figures: key -> what it is. A figure is one process's (the line's pid); a name
+# ending in `_s_total` is cumulative seconds, which diag reads as a share of the engine's wall time.
+FAULT_FIGURES: dict[str, str] = {
+    "fault_entries": "entries the step-cost fault holds (tokdrift/vllm_plugin/fault.py): every step walks them all",
+    "fault_walk_s_total": "seconds the step-cost fault's walks took, in all, in the process that runs the model",
+}
+# The step record's writer states these every HOST_S (host.py), as the soak's host sampler names them.
+HOST_FIGURES: dict[str, str] = {
+    "host_cpu_percent": "the host's CPU busy, percent of one core",
+    "host_other_cpu_percent": "of it, what this vLLM (its API server and every process under it) did not spend",
+}
+FIGURE_KEYS: dict[str, str] = {**FAULT_FIGURES, **HOST_FIGURES}

@@ -15,9 +15,11 @@ logger); `VLLM_PLUGINS` names the plugins vLLM may load, to leave it out.
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING, Any
 
 from tokdrift.vllm_plugin.fault import from_env
+from tokdrift.vllm_plugin.host import HOST_S, HostFigures
 from tokdrift.vllm_plugin.record import STEPS_ENV
 from tokdrift.vllm_plugin.steps import StepWriter, engine_header, engine_path
 
@@ -37,15 +39,27 @@ class StepRecord(_Base):
     def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:
         self.engine_index = engine_index
         self.writer: StepWriter | None = None
+        self.host: HostFigures | None = None
         path = os.environ.get(STEPS_ENV)
         if not path:
             return
         self.writer = StepWriter(engine_path(path, engine_index), fault=from_env())
         self.writer.start(engine_header(vllm_config, engine_index, _vllm_version()))
+        self.host = HostFigures() if engine_index == 0 else None  # one engine's record says the host's
+        self._host_due = time.monotonic() + HOST_S
+        if self.host is not None:
+            self.host.sample(time.time())  # the first reading: the interval starts here
 
     def record(self, scheduler_stats: Any, iteration_stats: Any, *args: Any, **kwargs: Any) -> None:
-        if self.writer is not None:
-            self.writer.step(scheduler_stats, iteration_stats)
+        if self.writer is None:
+            return
+        self.writer.step(scheduler_stats, iteration_stats)
+        if self.host is not None and time.monotonic() >= self._host_due:
+            self._host_due = time.monotonic() + HOST_S
+            now = time.time()
+            figures = self.host.sample(now)
+            if figures:
+                self.writer.figures(now, figures)
 
     def log_engine_initialized(self) -> None:
         pass

@@ -123,6 +123,24 @@ def test_radix_cache_refused_for_hybrid_model(make):
         make(cache_type="radix")
 
 
+def test_a_model_with_no_linear_attention_serves_prefix_hits_from_the_radix_cache(tmp_path):
+    """The KV-only cache is the one for such a model: a request that hits a cached prefix gets the
+    tokens it gets without the cache (a hit used to copy a state snapshot the cache never has)."""
+    from tests.engine._reference import write_reference
+
+    write_reference("moe_no_shared_tied", tmp_path, layer_types=["full_attention"] * 3)
+    system = prompts(1, seed=21, lo=40, hi=40)[0]
+    turns = [system + [5, 6, 7], system + [8, 9]]
+    outs = {}
+    for cache_type in ("radix", "none"):
+        engine = Engine(EngineConfig(model=str(tmp_path), device="cpu", kv_tokens=512, cache_type=cache_type))
+        requests = [run(engine, [turn])[0][0] for turn in turns]
+        outs[cache_type] = [r.output_ids for r in requests]
+        if cache_type == "radix":
+            assert requests[1].num_cached_tokens == len(system)
+    assert outs["radix"] == outs["none"]
+
+
 def test_abort_frees_memory(make):
     engine = make()
     a, b = (

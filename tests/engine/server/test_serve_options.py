@@ -74,6 +74,36 @@ def test_a_bad_option_names_itself(words, says):
     assert says in str(info.value)
 
 
+def test_forward_paths_old_name_is_still_read_from_words_and_documents(tmp_path):
+    """--decode-path (before the fast path took every forward): in a soak's --engine-arg words, which
+    its run directory keeps, and in a --config document. It is read under the new name, and a later
+    option wins whichever name it has."""
+    command = typer.main.get_command(_app())
+    old = next(p for p in command.params if p.name == "decode_path")
+    assert old.opts == ["--decode-path"] and old.help == "The old name of --forward-path (still read)."
+    with pytest.warns(FutureWarning, match="engine option decode_path is now named forward_path"):
+        options = parse_args(["--decode-path=reference", "--kv-tokens=2048"])
+    assert options.engine == {"forward_path": "reference", "kv_tokens": 2048}
+    assert options.engine_config().forward_path == "reference"
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"engine": {"decode_path": "reference"}}))
+    with pytest.warns(FutureWarning):
+        from_file = ServeOptions.read(path)
+    assert from_file.engine == {"forward_path": "reference"} and from_file.to_json()["engine"] == {
+        "forward_path": "reference"
+    }
+    with pytest.warns(FutureWarning):
+        assert parse_args([f"--config={path}", "--forward-path=fast"]).engine == {"forward_path": "fast"}
+    with pytest.warns(FutureWarning):
+        assert ServeOptions({"forward_path": "reference"}).with_({"decode_path": "fast"}).engine == {
+            "forward_path": "fast"
+        }
+    with pytest.warns(FutureWarning), pytest.raises(ServerError, match="forward_path must be one of fast, reference"):
+        parse_args(["--decode-path=compiled"])
+    with pytest.raises(ServerError, match="decode_path is the old name of forward_path; give one of them"):
+        parse_args(["--decode-path=reference", "--forward-path=fast"])
+
+
 def test_a_document_with_an_unknown_field_is_refused(tmp_path):
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"engine": {"kv_tokenz": 1}}))

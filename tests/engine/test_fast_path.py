@@ -1,9 +1,9 @@
-"""The fast decode path (engine.model.fast_decode) against the reference layers, inside the engine.
+"""The fast path (engine.model.fast) against the reference layers, inside the engine.
 
 The logits of both paths against transformers are in test_model_equivalence.py; here: the same
 greedy tokens through whole engine runs (batches that grow and shrink, prefix-cache hits, an
-expert cache that misses and stages), bfloat16, the option, and that fusing shares the
-weights' memory.
+expert cache that misses and stages), bfloat16, the option (and its old name), and that fusing
+shares the weights' memory.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import logging
 import pytest
 import torch
 
+from engine.model.fast import use_fast_layers
 from engine.model.loader import load_model
 from engine.runtime.config import EngineConfig, EngineConfigError
 from engine.runtime.engine import Engine
@@ -26,7 +27,7 @@ def checkpoint(tmp_path_factory):
     return path
 
 
-def _serve(checkpoint, decode_path: str, **options) -> list[list[int]]:
+def _serve(checkpoint, forward_path: str, **options) -> list[list[int]]:
     """Greedy tokens of a workload whose decode batches grow and shrink, with shared prefixes."""
     engine = Engine(
         EngineConfig(
@@ -34,11 +35,11 @@ def _serve(checkpoint, decode_path: str, **options) -> list[list[int]]:
             device="cpu",
             max_running_requests=4,
             kv_tokens=2048,
-            decode_path=decode_path,
+            forward_path=forward_path,
             **options,
         )
     )
-    assert engine.decode_path == decode_path
+    assert engine.forward_path == forward_path
     return serve_waves(engine)
 
 
@@ -49,21 +50,37 @@ def test_fast_and_reference_paths_give_the_same_tokens(checkpoint, options):
     assert all(len(out) > 0 for out in fast)
 
 
-def test_the_decode_path_is_an_option_and_is_logged(checkpoint, caplog):
-    with pytest.raises(EngineConfigError, match="decode_path"):
-        EngineConfig(decode_path="compiled")
+def test_the_forward_path_is_an_option_and_is_logged(checkpoint, caplog):
+    with pytest.raises(EngineConfigError, match="forward_path must be one of fast, reference; got 'compiled'"):
+        EngineConfig(forward_path="compiled")
     with caplog.at_level(logging.INFO, logger="engine"):
-        Engine(EngineConfig(model=str(checkpoint), device="cpu", kv_tokens=256))
-    assert "Decode path: fast" in caplog.text
+        engine = Engine(EngineConfig(model=str(checkpoint), device="cpu", kv_tokens=256))
+    assert "Forward path: fast; " in caplog.text and "forward_path='fast'" in caplog.text  # and the resolved config
+    assert engine.model.fast_layers is not None
+
+
+def test_the_old_name_decode_path_is_still_read_with_a_warning(checkpoint):
+    """Scripts and run directories written before the rename name it decode_path."""
+    with pytest.warns(FutureWarning, match="engine option decode_path is now named forward_path"):
+        config = EngineConfig(model=str(checkpoint), device="cpu", kv_tokens=256, decode_path="reference")
+    assert config == EngineConfig(model=str(checkpoint), device="cpu", kv_tokens=256, forward_path="reference")
+    engine = Engine(config)
+    assert engine.forward_path == "reference" and engine.model.fast_layers is None
+    with pytest.warns(FutureWarning), pytest.raises(EngineConfigError, match="forward_path must be one of"):
+        EngineConfig(decode_path="compiled")
+    with pytest.raises(EngineConfigError, match="decode_path is the old name of forward_path; give one of them"):
+        EngineConfig(decode_path="fast", forward_path="reference")
+    with pytest.warns(FutureWarning):
+        assert EngineConfig(decode_path="reference", forward_path="reference").forward_path == "reference"
 
 
 def test_fused_weights_share_the_modules_memory(checkpoint):
     model = load_model(checkpoint)
     before = sum(p.numel() for p in model.parameters())
-    assert model.use_fast_decode() is None
+    assert use_fast_layers(model) is None
     assert sum(p.numel() for p in model.parameters()) == before
     layer = model.model.layers[0]
-    fused = model.fast_decode.layers[0][1].proj.weight_t  # the linear-attention layer's in_proj
+    fused = model.fast_layers.layers[0][1].proj.weight_t  # the linear-attention layer's in_proj
     assert layer.linear_attn.in_proj_qkvz.weight.untyped_storage().data_ptr() == fused.untyped_storage().data_ptr()
     assert layer.linear_attn.in_proj_ba.weight.untyped_storage().data_ptr() == fused.untyped_storage().data_ptr()
     # and every projection is stored input-major: [out, in] seen through a transpose
@@ -114,7 +131,7 @@ def test_bfloat16_decode_tracks_the_reference_layers(checkpoint):
     for path in ("reference", "fast"):
         model = load_model(checkpoint, dtype="bfloat16")
         if path == "fast":
-            assert model.use_fast_decode() is None
+            assert use_fast_layers(model) is None
         kv, states = make_pools(model.config, dtype=torch.bfloat16)
         run = lambda slices: model(ForwardBatch.build(slices), kv, states, TorchAttention())  # noqa: E731
         run([RequestSlice(ids[:30], 0, range(30), 0), RequestSlice(ids[30:35], 0, range(100, 105), 1)])
