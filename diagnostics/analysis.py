@@ -25,18 +25,17 @@ from diagnostics import suspects as suspects_mod
 from diagnostics import verdict as verdict_mod
 from diagnostics import youth as youth_mod
 from diagnostics.comparison import Comparison
-from diagnostics.labels import Cause, Confidence, Verdict
+from diagnostics.labels import Basis, Cause, CheckStatus, Confidence, Verdict
 from diagnostics.prefill import PrefillComparison
 from diagnostics.result import Analysis, Check, Onset, Slowdown
 from diagnostics.reuse import ReuseComparison
 from diagnostics.source import Source
 from diagnostics.trend import PerHour
 from rundir.manifest import RunManifest
+from rundir.schema import StopReason
 
 logger = logging.getLogger(__name__)
 
-DECODE_BASES = evidence_mod.DECODE_BASES
-STEP_BASES = ("step_series", "bins")  # comparisons made from the step series itself
 # What a user with only a log can add, said with every refusal of one (a log of access lines says its own).
 WHAT_WOULD_ANSWER = (
     "What would answer it: a longer stretch of steady work at the conditions the log began with, "
@@ -92,7 +91,7 @@ def analyze(source: Source) -> Analysis:
         checks.append(
             Check(
                 "engine_identity",
-                "warn",
+                CheckStatus.WARN,
                 "the engine changed between lives: "
                 + "; ".join(c.describe() for c in changed)
                 + "; no restart control across different engines",
@@ -102,7 +101,7 @@ def analyze(source: Source) -> Analysis:
         checks.append(
             Check(
                 "engine_identity",
-                "ok",
+                CheckStatus.OK,
                 f"one engine in {len(lives)} lives, as far as their start-up lines say: {lives[0].describe()}",
             )
         )
@@ -110,7 +109,7 @@ def analyze(source: Source) -> Analysis:
         checks.append(
             Check(
                 "data",
-                "fail" if no_data else "warn",
+                CheckStatus.FAIL if no_data else CheckStatus.WARN,
                 dec.why_not
                 if no_data
                 else f"the decode steps cannot carry the analysis ({dec.why_not}); probes decide",
@@ -120,33 +119,43 @@ def analyze(source: Source) -> Analysis:
     stopped = _stopped_early(source.manifest, level)
     if stopped is not None:
         checks.append(stopped)
-    together = decision.decode if decision.decode is not None and decision.decode.basis == "combined" else None
+    together = decision.decode if decision.decode is not None and decision.decode.basis == Basis.COMBINED else None
     comparisons = tuple(
         c
         for c in (paired, restart, probes, dec.bins, dec.steps, drift, evidence.reuse, evidence.prefill, together)
         if c is not None
     )
     verdict_basis = len(checks)  # its text waits for the confidence the data checks allow (below)
-    checks.append(Check("verdict_basis", "ok", decision.reason))
+    checks.append(Check("verdict_basis", CheckStatus.OK, decision.reason))
     checks.append(
         Check(
             "matched_conditions",
-            "ok",
-            "; ".join(c.detail for c in comparisons if c.basis in DECODE_BASES) or "no matched comparison",
+            CheckStatus.OK,
+            "; ".join(c.detail for c in comparisons if c.basis in evidence_mod.DECODE_BASES) or "no matched comparison",
         )
     )
-    checks += [Check(f.name, f.status, f.detail) for f in decision.findings]
+    checks += decision.findings
     if youth is not None and not youth.aging:
-        checks.append(Check("control_youth", "ok" if youth.verified else "warn", youth.describe()))
+        checks.append(Check("control_youth", CheckStatus.OK if youth.verified else CheckStatus.WARN, youth.describe()))
     if prefix_reuse is not None:
-        checks.append(Check("prefix_reuse", "warn" if decision.basis == "prefix_reuse" else "ok", prefix_reuse.detail))
+        checks.append(
+            Check(
+                "prefix_reuse",
+                CheckStatus.WARN if decision.basis == Basis.PREFIX_REUSE else CheckStatus.OK,
+                prefix_reuse.detail,
+            )
+        )
     if prefill is not None:
-        checks.append(Check("prefill_time", "warn" if decision.basis == "prefill" else "ok", prefill.detail))
+        checks.append(
+            Check(
+                "prefill_time", CheckStatus.WARN if decision.basis == Basis.PREFILL else CheckStatus.OK, prefill.detail
+            )
+        )
     if host is not None and not any(f.name == "host_contention" for f in decision.findings):
         checks.append(
             Check(
                 "host_contention",
-                "warn" if host.rose else "ok",
+                CheckStatus.WARN if host.rose else CheckStatus.OK,
                 host.describe() + ("; a paired control cancels it" if host.rose and paired is not None else ""),
             )
         )
@@ -155,7 +164,7 @@ def analyze(source: Source) -> Analysis:
         checks.append(
             Check(
                 "raw_throughput",
-                "ok" if raw >= evidence_mod.RAW_DROP else "warn",
+                CheckStatus.OK if raw >= evidence_mod.RAW_DROP else CheckStatus.WARN,
                 f"per-request decode rate in the last quarter of the samples' span is {raw:.2f}x the "
                 f"first quarter's (raw, not at matched conditions)",
             )
@@ -163,24 +172,24 @@ def analyze(source: Source) -> Analysis:
 
     age = decision.verdict == Verdict.AGE
     found_onset = _onset(source, dec, decision, prefix_reuse, prefill, rows, cycles) if age else None
-    if decision.basis == "prefix_reuse" and age and prefix_reuse is not None:
+    if decision.basis == Basis.PREFIX_REUSE and age and prefix_reuse is not None:
         suspects = suspects_mod.rank(source, prefix_reuse.calls, found_onset, symptom="prefix reuse falls")
-    elif decision.basis == "prefill" and age and prefill is not None:
+    elif decision.basis == Basis.PREFILL and age and prefill is not None:
         suspects = suspects_mod.rank(source, prefill.rows, found_onset, symptom="prefill slows")
     else:
         suspects = suspects_mod.rank(source, dec.samples[dec.samples["residual"].notna()], found_onset)
-    if age and dec.onset_idx is not None and decision.basis in DECODE_BASES:
+    if age and dec.onset_idx is not None and decision.basis in evidence_mod.DECODE_BASES:
         breakdown = _breakdown(source.steps, dec.life_use, dec.onset_idx)
         if breakdown is not None:
             checks.append(breakdown)
     checks += checks_mod.engine_checks(source, dec.samples)
-    shape = dec.trend.shape if age and dec.trend is not None and decision.basis in DECODE_BASES else None
+    shape = dec.trend.shape if age and dec.trend is not None and decision.basis in evidence_mod.DECODE_BASES else None
     # The trend per hour is the step series' own: said only when the step series carries the
     # verdict, over a span long enough for an hourly rate to mean something.
     trend_ok = (
-        decision.basis in (*STEP_BASES, "combined")
+        decision.basis in (*evidence_mod.LOG_BASES, Basis.COMBINED)
         and decision.decode is not None
-        and set(decision.decode.bases) <= set(STEP_BASES)
+        and set(decision.decode.bases) <= set(evidence_mod.LOG_BASES)
         and (evidence.span_s or 0.0) >= MIN_TREND_SPAN_S
     )
     slowdown, decode_held = _headline(decision, dec.per_hour if trend_ok else None, shape)
@@ -201,7 +210,9 @@ def analyze(source: Source) -> Analysis:
             1,
         )
     checks[verdict_basis] = Check(
-        "verdict_basis", "ok" if confidence in (Confidence.HIGH, Confidence.MEDIUM) else "warn", reason
+        "verdict_basis",
+        CheckStatus.OK if confidence in (Confidence.HIGH, Confidence.MEDIUM) else CheckStatus.WARN,
+        reason,
     )
     return Analysis(
         verdict=decision.verdict,
@@ -218,7 +229,7 @@ def analyze(source: Source) -> Analysis:
         source_kind=source.kind,
         engine=source.engine,
         prefix_reuse=prefix_reuse,
-        age_basis=(decision.basis if decision.basis in ("prefix_reuse", "prefill") else "decode"),
+        age_basis=(decision.basis if decision.basis in evidence_mod.SIDE_BASES else "decode"),
         prefill=prefill,
         confidence=confidence,
         basis=decision.basis,
@@ -251,7 +262,7 @@ def probe_level(manifest: RunManifest | None, baseline: int = 0) -> float:
 def _stopped_early_reason(manifest: RunManifest | None) -> str | None:
     """Why a soak stopped before its planned end (decided, interrupted, crashed); None for one that
     ran its length, or a source that is no soak."""
-    return None if manifest is None or manifest.stop_reason in (None, "duration") else manifest.stop_reason
+    return None if manifest is None or manifest.stop_reason in (None, StopReason.DURATION) else manifest.stop_reason
 
 
 def _stopped_early(manifest: RunManifest | None, level: float) -> Check | None:
@@ -262,12 +273,12 @@ def _stopped_early(manifest: RunManifest | None, level: float) -> Check | None:
     cycle, verdict = (d.cycle, d.verdict) if d is not None else (None, None)
     why = (
         f"once its running verdict was decided at cycle {cycle} ({verdict})"
-        if manifest.stop_reason == "decided"
+        if manifest.stop_reason == StopReason.DECIDED
         else f"{manifest.stop_reason}"
     )
     return Check(
         "stopped_early",
-        "ok",
+        CheckStatus.OK,
         f"the soak stopped before its planned end, {why}; its probe comparisons "
         f"are taken at {level:.2%}, the level that keeps every look it planned "
         f'valid together (docs/diagnostics.md, "Running verdicts")',
@@ -385,20 +396,20 @@ def _onset(
     cycle of the paired series' first materially slower segment; the step series places it more
     finely only when its own onset falls between that cycle and the one before (elsewhere the
     step series may be showing the host, which the pairs cancel)."""
-    if decision.basis == "prefix_reuse":
+    if decision.basis == Basis.PREFIX_REUSE:
         assert prefix_reuse is not None  # the verdict rests on it
         return onset_mod.series_onset(source, prefix_reuse.onset_t, prefix_reuse.onset_age_s, prefix_reuse.calls)
-    if decision.basis == "prefill":
+    if decision.basis == Basis.PREFILL:
         assert prefill is not None  # the verdict rests on it
         return onset_mod.series_onset(source, prefill.onset_t, prefill.onset_age_s, prefill.rows)
     if dec.trend is not None and dec.trend.shape == "gradual" and dec.creep_idx is not None:
         step: Onset | None = onset_mod.creep_onset(dec.life_use, dec.creep_idx, dec.trend.change_age_s)
     else:
         step = onset_mod.step_onset(source, dec.life_use, dec.onset_idx) if dec.onset_idx is not None else None
-    if decision.basis != "paired_control" and step is not None:
+    if decision.basis != Basis.PAIRED_CONTROL and step is not None:
         return step
     series, value = (
-        (cycles, "ratio") if decision.basis == "paired_control" else (controls.main_probes(rows), "decode_tps")
+        (cycles, "ratio") if decision.basis == Basis.PAIRED_CONTROL else (controls.main_probes(rows), "decode_tps")
     )
     if len(series):
         series = series[series["engine_life"] == series["engine_life"].min()]
@@ -426,6 +437,6 @@ def _breakdown(steps: pd.DataFrame, life_use: pd.DataFrame, onset_idx: int) -> C
     detail = ", ".join(f"{p} {before[p].median() * 1e3:.2f} -> {after[p].median() * 1e3:.2f} ms" for p in parts)
     return Check(
         "step_time_breakdown",
-        "ok",
+        CheckStatus.OK,
         f"median decode step parts before and after the onset: {detail}; most of the added time is in {main}",
     )

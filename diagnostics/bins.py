@@ -14,6 +14,7 @@ from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.context import CONTEXT_BAND
 from diagnostics.controls import Sides
 from diagnostics.healthy import HealthyModel
+from diagnostics.labels import Basis
 
 MAX_BIN_SAMPLES = 400  # samples per band and side the bootstrap resamples (_spread)
 
@@ -64,7 +65,7 @@ def compare(
     bands = pd.DataFrame([_band_row(e[e["key"] == key], lt[lt["key"] == key]) for key in shared])
     return (
         Comparison(
-            basis="bins",
+            basis=Basis.BINS,
             interval=interval,
             num_early=support,
             num_late=support,

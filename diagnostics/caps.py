@@ -19,9 +19,10 @@ already cannot tell, and says so (`too_few_for_loss`).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from diagnostics.comparison import Comparison
-from diagnostics.labels import Confidence, Verdict
+from diagnostics.labels import CheckStatus, Confidence, Verdict
 from diagnostics.result import Check
 
 # Checks whose warning says the samples may not mean what the comparison takes them to mean.
@@ -74,17 +75,17 @@ def capped(
         return confidence, None
     return Confidence.MEDIUM, Check(
         "confidence_cap",
-        "warn",
+        CheckStatus.WARN,
         f"high by its interval, lowered to medium: the data checks warn ({', '.join(warned)}); "
         f"a high confidence is given only where nothing in the data could mislead it",
     )
 
 
-def data_warnings(verdict: str, checks: list[Check]) -> list[str]:
+def data_warnings(verdict: str, checks: Sequence[Check]) -> list[str]:
     """The checks that warn about the data and so cap a high confidence. A fresh engine as slow,
     or other load rising, is why a verdict says no age: its reason, not a doubt."""
     reasons = REASON_CHECKS if verdict != Verdict.AGE else ()
-    return [c.name for c in checks if c.status == "warn" and c.name in DATA_CHECKS and c.name not in reasons]
+    return [c.name for c in checks if c.status == CheckStatus.WARN and c.name in DATA_CHECKS and c.name not in reasons]
 
 
 def thin(confidence: Confidence | None, figure: Comparison | None) -> tuple[Confidence | None, Check | None]:
@@ -98,7 +99,7 @@ def thin(confidence: Confidence | None, figure: Comparison | None) -> tuple[Conf
         return confidence, None
     return Confidence.LOW, Check(
         THIN,
-        "warn",
+        CheckStatus.WARN,
         f"lowered from {confidence} to low: the figure ({figure.basis.replace('_', ' ')}) rests on "
         f"{figure.num_early} early and {figure.num_late} late; with fewer than {THIN_SIDE} on a side its "
         f"interval cannot say how sure it is",

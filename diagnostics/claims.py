@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from diagnostics.combine import NAMES, combine
+from diagnostics.combine import combine
 from diagnostics.comparison import Comparison
 from diagnostics.evidence import (
     DRIFT_SPREAD,
@@ -15,23 +15,22 @@ from diagnostics.evidence import (
     LOW_FLOOR,
     MARGIN,
     MIN_SPAN_S,
-    SIDE_TEXT,
     UNCONTROLLED,
     Evidence,
-    Finding,
     sane,
 )
-from diagnostics.labels import Cause, Confidence
+from diagnostics.labels import BASIS_WORDS, Basis, Cause, CheckStatus, Confidence
+from diagnostics.result import Check
 
 
 def basis_words(c: Comparison) -> str:
     """What a decode comparison is, in words: its basis, or the parts of the comparisons together."""
-    if c.basis != "combined":
+    if c.basis != Basis.COMBINED:
         return c.basis.replace("_", " ")
     return "the decode comparisons together (" + c.detail.split("(", 1)[1].split(")", 1)[0] + ")"
 
 
-def decisive_decode(ev: Evidence, findings: list[Finding]) -> Comparison | None:
+def decisive_decode(ev: Evidence, findings: list[Check]) -> Comparison | None:
     """The decode comparison a verdict of no age rests on: of the paired control, the restart
     control, the probes, the bins and the step series (each corrected for the host where there is
     a control), all together where two or more bound an interval (diagnostics.combine: each
@@ -74,12 +73,12 @@ def decisive_decode(ev: Evidence, findings: list[Finding]) -> Comparison | None:
         return informative[0]
     if together.widened:
         findings.append(
-            Finding(
+            Check(
                 "decode_agreement",
-                "warn",
+                CheckStatus.WARN,
                 "the decode comparisons disagree: widened so that all would hold at once, their "
                 "intervals do not overlap ("
-                + ", ".join(f"{NAMES.get(b, b)} {w.describe()}" for b, w in together.widened)
+                + ", ".join(f"{BASIS_WORDS[b].name} {w.describe()}" for b, w in together.widened)
                 + "); they did not measure the same thing",
             )
         )
@@ -99,7 +98,7 @@ def host_taken_out(c: Comparison, ev: Evidence) -> bool:
     through the run."""
     if ev.control_drift is None:
         return False
-    side = {"step_series": ev.step_drift, "bins": ev.bin_drift}.get(c.basis)
+    side = {Basis.STEP_SERIES: ev.step_drift, Basis.BINS: ev.bin_drift}.get(c.basis)
     return side is None or measured(side)
 
 
@@ -124,7 +123,7 @@ def host_corrected(ev: Evidence) -> Evidence:
     )
 
 
-def drift_explains(raw: Evidence, ev: Evidence, findings: list[Finding], unresolved: Comparison | None) -> Cause | None:
+def drift_explains(raw: Evidence, ev: Evidence, findings: list[Check], unresolved: Comparison | None) -> Cause | None:
     """A loss the soaked engine showed alone that is gone once the host's drift is taken out: its
     estimate net of the host no longer a material loss, or the paired control ruling one out.
     (A prefill loss only where the corrected prefill rules the loss out: decode has the paired
@@ -135,7 +134,7 @@ def drift_explains(raw: Evidence, ev: Evidence, findings: list[Finding], unresol
     )
     if alone is None:
         return None
-    corrected = {"probes": ev.probes, "step_series": ev.steps}.get(alone.basis)
+    corrected = {Basis.PROBES: ev.probes, Basis.STEP_SERIES: ev.steps}.get(alone.basis)
     paired_rules_out = ev.paired is not None and ev.paired.no_loss
     if not paired_rules_out and corrected is not None and corrected.ratio <= corrected.material:
         # Net of the host the estimate is still a material loss: the drift took the interval's
@@ -143,9 +142,9 @@ def drift_explains(raw: Evidence, ev: Evidence, findings: list[Finding], unresol
         # either (other rules decided what it is).
         if not corrected.loss:
             findings.append(
-                Finding(
+                Check(
                     "fresh_control",
-                    "warn",
+                    CheckStatus.WARN,
                     f"the soaked engine alone slowed ({alone.detail}); net of the host's drift "
                     f"{corrected.interval.describe()}, still a material loss by its estimate but not by "
                     f"its interval: the data cannot tell the host from the engine yet",
@@ -154,9 +153,9 @@ def drift_explains(raw: Evidence, ev: Evidence, findings: list[Finding], unresol
         return None
     said = "; ".join(c.detail for c in (ev.control_drift, ev.paired) if c is not None)
     findings.append(
-        Finding(
+        Check(
             "fresh_control",
-            "warn",
+            CheckStatus.WARN,
             f"the soaked engine alone slowed ({alone.detail}), but not against a fresh control "
             f"probed beside it ({said}): the host slowed, not the engine",
         )
@@ -176,7 +175,7 @@ def drift_unresolved(raw: Evidence, ev: Evidence) -> Comparison | None:
     return None if ev.prefill.loss or ev.prefill.no_loss else ev.prefill
 
 
-def decode_claim(ev: Evidence, findings: list[Finding]) -> tuple[Comparison | None, Cause | None]:
+def decode_claim(ev: Evidence, findings: list[Check]) -> tuple[Comparison | None, Cause | None]:
     """Rule 1: the decode comparison that shows a material loss, if any; and a cause when a loss
     the main engine showed alone was host drift."""
     if ev.paired is not None and ev.paired.loss:
@@ -190,9 +189,9 @@ def decode_claim(ev: Evidence, findings: list[Finding]) -> tuple[Comparison | No
             # every cycle, a healthy engine's probes alone read 0.70, 0.54-0.90, at a look where its
             # paired ratios had not moved.)
             findings.append(
-                Finding(
+                Check(
                     "probes_alone",
-                    "warn",
+                    CheckStatus.WARN,
                     f"the soaked engine's probes alone show a loss ({ev.probes.detail}), but the "
                     f"paired control cannot tell yet ({ev.paired.detail}): how much of it is the "
                     f"host's is not known",
@@ -203,9 +202,9 @@ def decode_claim(ev: Evidence, findings: list[Finding]) -> tuple[Comparison | No
         if ev.probes.no_loss:
             if ev.steps is not None and ev.steps.loss and ev.onset_found:
                 findings.append(
-                    Finding(
+                    Check(
                         "matched_conditions",
-                        "warn",
+                        CheckStatus.WARN,
                         f"the step series shows a loss ({ev.steps.detail}) but identical probes rule "
                         f"one out ({ev.probes.detail})",
                     )
@@ -214,9 +213,9 @@ def decode_claim(ev: Evidence, findings: list[Finding]) -> tuple[Comparison | No
     if ev.steps is None or not ev.onset_found or not ev.steps.loss:
         if ev.steps is not None and ev.onset_found and not ev.steps.loss:
             findings.append(
-                Finding(
+                Check(
                     "material_loss",
-                    "warn",
+                    CheckStatus.WARN,
                     f"a segment of the step series ran materially slower, but everything after its "
                     f"start did not clear a material loss: {ev.steps.detail}",
                 )
@@ -226,9 +225,9 @@ def decode_claim(ev: Evidence, findings: list[Finding]) -> tuple[Comparison | No
         return None, Cause.CONTEXT_GROWTH if ev.context == "explains" else None
     if ev.bins is not None and ev.bins.no_loss:
         findings.append(
-            Finding(
+            Check(
                 "matched_conditions",
-                "warn",
+                CheckStatus.WARN,
                 f"the healthy model saw a slowdown but matched bins rule it out: {ev.bins.detail}",
             )
         )
@@ -236,7 +235,7 @@ def decode_claim(ev: Evidence, findings: list[Finding]) -> tuple[Comparison | No
     return ev.steps, None
 
 
-def beyond_the_host(claim: Comparison, ev: Evidence, findings: list[Finding]) -> Comparison | None:
+def beyond_the_host(claim: Comparison, ev: Evidence, findings: list[Check]) -> Comparison | None:
     """A loss read from a log's own samples, with no control in the data at all (no restart of the
     same engine, no control probed beside it), must be larger than a host alone makes: its whole
     interval at or below UNCONTROLLED (a loss of at least 15 %). A phone that heats, a neighbour's
@@ -248,9 +247,9 @@ def beyond_the_host(claim: Comparison, ev: Evidence, findings: list[Finding]) ->
     if claim.interval.bounded and claim.interval.hi <= UNCONTROLLED:
         return claim
     findings.append(
-        Finding(
+        Check(
             "no_control",
-            "warn",
+            CheckStatus.WARN,
             f"decode slowed ({claim.detail}), but the data hold no control (no restart of the same "
             f"engine, no control probed beside it), and a loss that may be under "
             f"{1 - UNCONTROLLED:.0%} cannot be told from the host slowing; a restart in "
@@ -262,7 +261,7 @@ def beyond_the_host(claim: Comparison, ev: Evidence, findings: list[Finding]) ->
 
 
 def survives_controls(
-    claim: Comparison, ev: Evidence, findings: list[Finding], what: str
+    claim: Comparison, ev: Evidence, findings: list[Check], what: str
 ) -> tuple[Comparison | None, Cause | None]:
     """Rule 2: a loss seen on one engine alone against the restart and host contention. The
     restart comparisons measure decode: they judge a decode claim only (a prefill claim has no
@@ -274,9 +273,9 @@ def survives_controls(
     # near as much faster as age would make it.
     if ev.restart is not None and ev.restart.interval.bounded and ev.restart.interval.lo > math.sqrt(claim.ratio):
         findings.append(
-            Finding(
+            Check(
                 "fresh_control",
-                "warn",
+                CheckStatus.WARN,
                 f"{what} slowed ({claim.detail}), but a fresh engine right after the restart was not "
                 f"that much faster than the aged one just before it ({ev.restart.detail}): the "
                 f"slowdown is the host's or the load's, not the engine's age",
@@ -290,9 +289,9 @@ def survives_controls(
     r = ev.restart
     if r is not None and r.interval.bounded and not r.loss and r.interval.lo > claim.ratio:
         findings.append(
-            Finding(
+            Check(
                 "fresh_control",
-                "warn",
+                CheckStatus.WARN,
                 f"{what} slowed ({claim.detail}), but a fresh engine after the restart was not "
                 f"shown to be materially faster than the aged one ({r.detail}): the data "
                 f"cannot tell engine age from the host or the load slowing",
@@ -307,9 +306,9 @@ def survives_controls(
             )
             return None, Cause.HOST_DRIFT
         findings.append(
-            Finding(
+            Check(
                 "host_contention",
-                "warn",
+                CheckStatus.WARN,
                 f"{what} slowed ({claim.detail}) while {ev.host.describe()}; with no fresh control "
                 f"probed beside it, that contention cannot be told from engine age",
             )
@@ -318,9 +317,11 @@ def survives_controls(
     return claim, None
 
 
-def side_claim(ev: Evidence, decode_claim: Comparison | None, findings: list[Finding]) -> Comparison | None:
+def side_claim(ev: Evidence, decode_claim: Comparison | None, findings: list[Check]) -> Comparison | None:
     """Rule 3: prefix reuse or prefill time, when decode shows no loss or only a contested one."""
-    contested = decode_claim is not None and decode_claim.basis == "probes" and ev.bins is not None and ev.bins.no_loss
+    contested = (
+        decode_claim is not None and decode_claim.basis == Basis.PROBES and ev.bins is not None and ev.bins.no_loss
+    )
     if decode_claim is not None and not contested:
         return None
     side = None
@@ -331,12 +332,12 @@ def side_claim(ev: Evidence, decode_claim: Comparison | None, findings: list[Fin
     if side is not None and contested:
         assert decode_claim is not None and ev.bins is not None  # what `contested` says
         findings.append(
-            Finding(
+            Check(
                 "decode_basis",
-                "warn",
+                CheckStatus.WARN,
                 f"only identical probes show a decode loss ({decode_claim.detail}) and matched bins "
                 f"rule one out ({ev.bins.detail}): the slowdown is placed on "
-                f"{SIDE_TEXT[side.basis]}, which shows it clearly",
+                f"{BASIS_WORDS[side.basis].name}, which shows it clearly",
             )
         )
     return side

@@ -28,19 +28,12 @@ from scipy.stats import norm
 
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.intervals import LEVEL, Interval, level_text
-
-NAMES = {
-    "paired_control": "paired control",
-    "restart": "restart control",
-    "probes": "probes",
-    "bins": "bins",
-    "step_series": "step series",
-}
+from diagnostics.labels import BASIS_WORDS, Basis
 
 
 class Combined(NamedTuple):
     comparison: Comparison | None  # the intersection; None when they disagree
-    widened: tuple[tuple[str, Interval], ...]  # each comparison at the common level
+    widened: tuple[tuple[Basis, Interval], ...]  # each comparison at the common level
 
 
 def widen(interval: Interval, level: float) -> Interval:
@@ -76,15 +69,15 @@ def combine(comparisons: Sequence[Comparison], level: float = LEVEL) -> Combined
     pooled = math.exp(sum(wt * math.log(w.estimate) for wt, (_, w) in zip(weights, widened)) / sum(weights))
     estimate = min(max(pooled, lo), hi)
     narrowest_c = widened[widths.index(min(widths))][0]
-    parts = ", ".join(f"{NAMES.get(c.basis, c.basis)} {w.describe()}" for c, w in widened)
+    parts = ", ".join(f"{BASIS_WORDS[c.basis].name} {w.describe()}" for c, w in widened)
     detail = (
-        f"the decode comparisons together ({', '.join(NAMES.get(c.basis, c.basis) for c in bounded)}): "
+        f"the decode comparisons together ({', '.join(BASIS_WORDS[c.basis].name for c in bounded)}): "
         f"{len(widened)} intervals, each widened to "
         f"{level_text(each)} so that all hold at once at {level_text(level)} ({parts}); where all "
         f"hold: {estimate:.2f} ({level_text(level)} interval {lo:.2f}-{hi:.2f})"
     )
     comparison = Comparison(
-        basis="combined",
+        basis=Basis.COMBINED,
         interval=Interval(float(estimate), float(lo), float(hi), level),
         num_early=min(c.num_early for c in bounded),
         num_late=min(c.num_late for c in bounded),

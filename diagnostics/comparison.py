@@ -20,6 +20,7 @@ import math
 from typing import Any, NamedTuple
 
 from diagnostics.intervals import Interval, divide
+from diagnostics.labels import Basis
 
 DECODE_MATERIAL = 0.9  # a 10 % loss of decode throughput at matched conditions
 # A paired comparison shows a loss when its interval rules out a loss smaller than this and its
@@ -30,7 +31,7 @@ PAIRED_DETECT = 0.95
 
 
 class Comparison(NamedTuple):
-    basis: str  # paired_control, probes, bins, step_series, prefix_reuse, prefill
+    basis: Basis
     interval: Interval  # late over healthy (below 1 is worse)
     num_early: int  # samples behind each side (probes, cycles, block means, calls, rows)
     num_late: int
@@ -43,7 +44,7 @@ class Comparison(NamedTuple):
     # when the interval's upper end lies at or below `detect` and the estimate at or below the
     # material level. None: the whole interval at or below the material level.
     detect: float | None = None
-    parts: tuple[str, ...] = ()  # a comparison made of others (diagnostics.combine): their bases
+    parts: tuple[Basis, ...] = ()  # a comparison made of others (diagnostics.combine): their bases
     # Whether it may enter the decode comparisons together (diagnostics.combine): not a design known
     # to compare unlike conditions (the restart on the step series: the aged engine under the
     # traffic against the fresh one under little more than probes).
@@ -56,7 +57,7 @@ class Comparison(NamedTuple):
     levels: tuple[float, float] | None = None
 
     @property
-    def bases(self) -> tuple[str, ...]:
+    def bases(self) -> tuple[Basis, ...]:
         """The bases it rests on: its own, or those of the comparisons it combines."""
         return self.parts or (self.basis,)
 

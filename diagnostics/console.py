@@ -15,7 +15,7 @@ from rich.text import Text
 from diagnostics import details
 from diagnostics import opening as opening_mod
 from diagnostics import suspects as suspects_mod
-from diagnostics.labels import Cause, Verdict
+from diagnostics.labels import Cause, CheckStatus, Verdict
 from diagnostics.result import Analysis
 from diagnostics.source import Source
 
@@ -25,7 +25,7 @@ VERDICT_STYLE = {
     Verdict.NO_DEGRADATION: "bold green",
     Verdict.INSUFFICIENT: "bold magenta",
 }
-STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "red"}
+STATUS_STYLE = {CheckStatus.OK: "green", CheckStatus.WARN: "yellow", CheckStatus.FAIL: "red"}
 
 
 def render(a: Analysis, source: Source | None = None) -> Group:

@@ -17,6 +17,7 @@ import pandas as pd
 from diagnostics import healthy
 from diagnostics.comparison import DECODE_MATERIAL
 from diagnostics.healthy import HealthyModel
+from diagnostics.labels import CheckStatus
 from diagnostics.result import Check
 
 CONTEXT_BAND = 1.2  # context bands are powers of this (each about +-10% wide)
@@ -101,7 +102,7 @@ def within_window(model: HealthyModel, compared: pd.DataFrame) -> Check | None:
     unit = "KV usage" if hi <= 1.0 else "tokens of context"
     return Check(
         "context_only_model",
-        "ok",
+        CheckStatus.OK,
         f"context cannot explain it: the {len(compared)} latest samples compared ran at "
         f"{span(ctx.min(), ctx.max())} {unit}, what the healthy window held ({span(lo, hi)})",
     )
@@ -120,7 +121,7 @@ def context_only_test(degraded: pd.DataFrame, model: HealthyModel, sigma: float)
     if ok.sum() < 2 or (ctx[ok].max() - ctx[ok].min()) / ctx[ok].max() < healthy.MIN_SPREAD:
         return "cannot_say", Check(
             "context_only_model",
-            "warn",
+            CheckStatus.WARN,
             "the healthy window holds no context figures and the degraded samples do not vary "
             "in context enough to test whether context alone explains the slowdown",
         )
@@ -138,5 +139,5 @@ def context_only_test(degraded: pd.DataFrame, model: HealthyModel, sigma: float)
         f"{ctx[worst]:.0f} context tokens ran {math.exp(r[worst]):.2f}x its prediction"
     )
     if rms <= limit:
-        return "explains", Check("context_only_model", "ok", "context explains the slowdown: " + detail)
-    return "cannot_explain", Check("context_only_model", "warn", "context cannot explain it: " + detail)
+        return "explains", Check("context_only_model", CheckStatus.OK, "context explains the slowdown: " + detail)
+    return "cannot_explain", Check("context_only_model", CheckStatus.WARN, "context cannot explain it: " + detail)

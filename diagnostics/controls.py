@@ -26,6 +26,7 @@ import pandas as pd
 from diagnostics import changepoint, intervals, sequential
 from diagnostics.comparison import DECODE_MATERIAL, PAIRED_DETECT, Comparison
 from diagnostics.evidence import HostLoad
+from diagnostics.labels import Basis
 from diagnostics.sequential import MIN_SIDE
 from diagnostics.sequential import side as _side
 from diagnostics.youth import JUST_RESTARTED, Youth, fresh
@@ -79,7 +80,7 @@ def probes(rows: pd.DataFrame, level: float = intervals.LEVEL) -> Comparison | N
     early, late = first["decode_tps"].head(e), first["decode_tps"].tail(k)
     interval = intervals.log_ratio(early, late, level, serial=True)
     return Comparison(
-        basis="probes",
+        basis=Basis.PROBES,
         interval=interval,
         num_early=e,
         num_late=k,
@@ -131,7 +132,7 @@ def paired(cycles: pd.DataFrame, level: float = intervals.LEVEL, fresh_only: boo
     interval = intervals.log_ratio(early, late, level, serial=True)
     main_early = _geo(first["main"].head(e))
     return Comparison(
-        basis="paired_control",
+        basis=Basis.PAIRED_CONTROL,
         interval=interval,
         num_early=e,
         num_late=k,
@@ -172,7 +173,7 @@ def control_drift(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Compa
     e, k = sides
     interval = intervals.log_ratio(first["control"].head(e), first["control"].tail(k), level, serial=True)
     return Comparison(
-        basis="control_drift",
+        basis=Basis.CONTROL_DRIFT,
         interval=interval,
         num_early=e,
         num_late=k,
@@ -195,7 +196,7 @@ def drift_between(cycles: pd.DataFrame, sides: Sides | None, level: float = inte
     early, late = (cycles.loc[(t >= a) & (t <= b), "control"] for a, b in sides)
     interval = intervals.log_ratio(early, late, level, serial=True)
     return Comparison(
-        basis="control_drift",
+        basis=Basis.CONTROL_DRIFT,
         interval=interval,
         num_early=len(early),
         num_late=len(late),
@@ -233,7 +234,7 @@ def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Comparison | None:
     # is of main-over-control ratios, and no two speeds stand for it.
     speeds = None if use_pairs else (_geo(fresh), _geo(aged))
     return Comparison(
-        basis="restart",
+        basis=Basis.RESTART,
         interval=interval,
         num_early=len(fresh),
         num_late=len(aged),

@@ -45,6 +45,7 @@ from diagnostics.changepoint import ChangePoints
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.controls import Sides
 from diagnostics.healthy import HealthyModel
+from diagnostics.labels import CheckStatus
 from diagnostics.result import Check
 from diagnostics.stepseries import MIN_LATE
 
@@ -341,7 +342,7 @@ def _model_check(model: HealthyModel) -> Check:
             f"held-out samples better than a model without {'them' if len(model.left_out) > 1 else 'it'} "
             f"(cross-validated), so {'they are' if len(model.left_out) > 1 else 'it is'} left out"
         ) + ctx
-    status = "ok" if model.num_points >= 8 and model.context_identified else "warn"
+    status = CheckStatus.OK if model.num_points >= 8 and model.context_identified else CheckStatus.WARN
     r2 = f", R^2 {model.r2:.2f}" if model.r2 is not None else ""
     return Check(
         "healthy_model",

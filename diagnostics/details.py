@@ -19,7 +19,7 @@ from diagnostics import caps
 from diagnostics.comparison import Comparison
 from diagnostics.identity import lives
 from diagnostics.intervals import LEVEL, level_text
-from diagnostics.labels import Verdict
+from diagnostics.labels import Basis, CheckStatus, Verdict
 from diagnostics.result import Analysis, Check
 from diagnostics.said import duration, ratio_change
 from diagnostics.source import Source
@@ -30,41 +30,42 @@ from rundir import schema
 # What each measure is, and why the verdict may rest on it: in a first-time reader's words, for the
 # opening's "How measured" line says it above the break (a probe is a test request there).
 MEASURE = {
-    "paired_control": "identical test requests to the engine and to a fresh one, back to back, so that "
+    Basis.PAIRED_CONTROL: "identical test requests to the engine and to a fresh one, back to back, so that "
     "a change of the host or the load cancels",
-    "restart": "the engine just before a restart against itself just after, at one moment, so that "
+    Basis.RESTART: "the engine just before a restart against itself just after, at one moment, so that "
     "a change of the host cancels",
-    "probes": "identical test requests to the engine, early against late",
-    "bins": "the engine's decode speed early against late, at the same batch size and context length",
-    "step_series": "the engine's decode speed, step by step, against its early speed at the same batch "
+    Basis.PROBES: "identical test requests to the engine, early against late",
+    Basis.BINS: "the engine's decode speed early against late, at the same batch size and context length",
+    Basis.STEP_SERIES: "the engine's decode speed, step by step, against its early speed at the same batch "
     "size and context length",
 }
 # The measures in the reader's words, for "other measures (less direct): ..." and a joined figure's parts.
 MEASURE_NAMES = {
-    "paired_control": "beside a fresh engine",
-    "restart": "across the restart",
-    "probes": "its own test requests",
-    "bins": "at the same batch size and context length",
-    "step_series": "step by step against its early speed",
+    Basis.PAIRED_CONTROL: "beside a fresh engine",
+    Basis.RESTART: "across the restart",
+    Basis.PROBES: "its own test requests",
+    Basis.BINS: "at the same batch size and context length",
+    Basis.STEP_SERIES: "step by step against its early speed",
 }
 PART_WORDS = {
-    "paired_control": "test requests beside a fresh engine",
-    "restart": "the restart",
-    "probes": "its own test requests",
-    "bins": "its speed at the same batch size and context length",
-    "step_series": "its speed step by step against its early speed",
+    Basis.PAIRED_CONTROL: "test requests beside a fresh engine",
+    Basis.RESTART: "the restart",
+    Basis.PROBES: "its own test requests",
+    Basis.BINS: "its speed at the same batch size and context length",
+    Basis.STEP_SERIES: "its speed step by step against its early speed",
 }
-OVER_TIME = ("probes", "bins", "step_series")  # the soaked engine against itself earlier: the host moves them too
+# The soaked engine against itself earlier: the host moves them too.
+OVER_TIME = (Basis.PROBES, Basis.BINS, Basis.STEP_SERIES)
 # Why the verdict's figure is trusted over measures that read otherwise (more than DISAGREE apart),
 # by the design of the measure it is: one short clause after "the figure is trusted over them:".
 TRUSTED = {
-    "paired_control": "a fresh engine probed at the same moments cancels a change of the host, which the others carry",
-    "restart": "either side of a restart, minutes apart, a change of the host over the run cancels",
-    "probes": "identical requests compare the same work, early and late",
-    "bins": "it compares only work at the same batch size and context length, early and late",
-    "step_series": "it compares the latest stretch with the engine's early speed at the same batch size and "
+    Basis.PAIRED_CONTROL: "a fresh engine probed at the same moments cancels a change of the host, which the others carry",
+    Basis.RESTART: "either side of a restart, minutes apart, a change of the host over the run cancels",
+    Basis.PROBES: "identical requests compare the same work, early and late",
+    Basis.BINS: "it compares only work at the same batch size and context length, early and late",
+    Basis.STEP_SERIES: "it compares the latest stretch with the engine's early speed at the same batch size and "
     "context length",
-    "combined": "it joins the measures narrow enough to count; the others were too wide, or read the engine "
+    Basis.COMBINED: "it joins the measures narrow enough to count; the others were too wide, or read the engine "
     "much faster, which compares unlike work",
 }
 DISAGREE = 1 / 0.9  # two measures further apart than a material loss (10 %) read otherwise
@@ -164,7 +165,7 @@ def lists_suspects(a: Analysis) -> bool:
 
 def measure(c: Comparison) -> str | None:
     """What a comparison measures, in words; a joined one by its parts."""
-    if c.basis == "combined":
+    if c.basis == Basis.COMBINED:
         parts = [PART_WORDS[p] for p in c.parts if p in PART_WORDS]
         together = "every measure of decode speed together"
         return f"{together}: {_and(parts)}" if parts else together
@@ -178,7 +179,7 @@ def others(a: Analysis) -> str | None:
     d = decisive(a)
     if d is None:
         return None
-    parts = d.parts if d.basis == "combined" else ()
+    parts = d.parts if d.basis == Basis.COMBINED else ()
     rest = [
         c
         for c in a.comparisons
@@ -187,7 +188,7 @@ def others(a: Analysis) -> str | None:
     if not rest:
         return None
     out = ", ".join(f"{MEASURE_NAMES[c.basis]} {ratio_change(c.ratio)}" for c in rest)
-    drift = next((c for c in a.comparisons if c.basis == "control_drift"), None)
+    drift = next((c for c in a.comparisons if c.basis == Basis.CONTROL_DRIFT), None)
     if drift is not None and abs(drift.ratio - 1) >= 0.1 and any(c.basis in OVER_TIME for c in rest):
         out += (
             f"; those of the engine over time carry the host's change too: a fresh engine's own speed "
@@ -217,7 +218,7 @@ def figure(a: Analysis, said: bool) -> list[Detail]:
     what = measure(d)
     if what is not None and not said:
         out.append(Detail("the figure", what))
-    if d.basis == "combined":
+    if d.basis == Basis.COMBINED:
         out.append(
             Detail(
                 "how they are joined",
@@ -240,7 +241,7 @@ def figure(a: Analysis, said: bool) -> list[Detail]:
 def cap_checks(a: Analysis) -> list[str]:
     """The checks that lowered the confidence (diagnostics.caps), most concrete first: a figure on too
     few samples (to low), then those that lowered a high one to medium."""
-    thin = [caps.THIN] if any(c.name == caps.THIN and c.status == "warn" for c in a.checks) else []
+    thin = [caps.THIN] if any(c.name == caps.THIN and c.status == CheckStatus.WARN for c in a.checks) else []
     cap = next((c for c in a.checks if c.name == "confidence_cap"), None)
     if cap is None or "warn (" not in cap.detail:
         return thin
@@ -329,7 +330,7 @@ class Note(NamedTuple):
 def check_note(a: Analysis, c: Check) -> Note | None:
     """Whether a warning matters to the verdict, for those that come up on most runs: a reader
     should not have to work out that client and engine timings differing changes nothing."""
-    if c.status == "ok":
+    if c.status == CheckStatus.OK:
         return None
     if c.name in cap_checks(a):
         return Note(f"holds the confidence at {a.confidence}")
@@ -369,10 +370,10 @@ def _on_control(a: Analysis) -> bool:
     d = decisive(a)
     if d is None:
         return False
-    if "paired_control" in d.bases:
+    if Basis.PAIRED_CONTROL in d.bases:
         return True
     pairs = a.probe_pairs
-    return d.basis == "restart" and pairs is not None and len(pairs) > 0 and pairs["engine_life"].nunique() > 1
+    return d.basis == Basis.RESTART and pairs is not None and len(pairs) > 0 and pairs["engine_life"].nunique() > 1
 
 
 def engine_name(source: Source) -> str:
@@ -432,7 +433,7 @@ def _thin(a: Analysis, source: Source | None) -> str | None:
     d = decisive(a)
     if d is None:
         return None
-    if d.basis in ("paired_control", "probes"):
+    if d.basis in (Basis.PAIRED_CONTROL, Basis.PROBES):
         if min(d.num_early, d.num_late) >= THIN_CYCLES:
             return None
         return f"thin data: the figure rests on {d.num_early} probe cycles early and {d.num_late} late"

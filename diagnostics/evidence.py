@@ -1,5 +1,5 @@
-"""What a verdict is decided from: the comparisons and checks an analysis gathers (`Evidence`),
-what the rules add on the way (`Finding`), and the levels the rules share (docs/diagnostics.md,
+"""What a verdict is decided from: the comparisons and checks an analysis gathers (`Evidence`)
+and the levels the rules share (docs/diagnostics.md,
 "The verdict"). diagnostics.verdict decides; diagnostics.claims says which comparison a claim
 rests on and whether it survives the controls."""
 
@@ -9,6 +9,7 @@ import math
 from typing import NamedTuple
 
 from diagnostics.comparison import Comparison
+from diagnostics.labels import Basis
 from diagnostics.youth import Youth
 
 CONTEXT_STATES = ("fitted", "explains", "cannot_explain", "cannot_say")
@@ -18,12 +19,11 @@ LOW_FLOOR = 0.81  # ...above this: low confidence; at or below it the data canno
 INFORMATIVE_SPAN = 1 / LOW_FLOOR**2  # an interval wider than this (hi / lo) cannot rule out LOW_FLOOR wherever it lies
 UNCONTROLLED = 0.85  # a loss read with no control in the data must clear this whole (beyond_the_host)
 MARGIN = 0.9  # engine age whose interval clears the material level by this factor again: high
-SIDE_TEXT = {"prefix_reuse": "prefix reuse", "prefill": "prefill time"}
-SIDE_BASES = tuple(SIDE_TEXT)  # claims of another kind than decode speed
-DECODE_BASES = ("paired_control", "restart", "probes", "bins", "step_series", "combined")
+SIDE_BASES = (Basis.PREFIX_REUSE, Basis.PREFILL)  # claims of another kind than decode speed
+DECODE_BASES = (Basis.PAIRED_CONTROL, Basis.RESTART, Basis.PROBES, Basis.BINS, Basis.STEP_SERIES, Basis.COMBINED)
 SANE_RATIO = (0.02, 5.0)  # late over healthy beyond these: the matching failed, not the engine
 MIN_SPAN_S = 300.0  # engine time a verdict of no age from the log's samples needs them to cover
-LOG_BASES = ("bins", "step_series")  # comparisons made from the log's own decode samples
+LOG_BASES = (Basis.BINS, Basis.STEP_SERIES)  # comparisons made from the step series itself: a log's own decode samples
 DRIFT_SPREAD = 2.0  # a control drift whose interval spans more than this factor corrects nothing
 
 
@@ -73,14 +73,6 @@ class Evidence(NamedTuple):
     # What context costs in this log, in words and as speed at the longest contexts served over the
     # shortest (diagnostics.context.context_effect): below RAW_DROP, context slowed decode materially.
     context_effect: tuple[float, str] | None = None
-
-
-class Finding(NamedTuple):
-    """A check the rules add, with its status and text."""
-
-    name: str
-    status: str
-    detail: str
 
 
 def sane(c: Comparison | None) -> bool:

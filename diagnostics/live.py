@@ -31,7 +31,6 @@ from diagnostics import youth as youth_mod
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.evidence import Evidence
 from diagnostics.labels import Cause, Confidence, ControlYouth, Verdict
-from diagnostics.result import Check
 from diagnostics.verdict import Decision, decide
 from rundir.rows import ProbeRow
 
@@ -177,8 +176,7 @@ def _confidence(d: Decision) -> str:
         return f", {confidence} confidence (too few cycles a side to say how sure)"
     if d.confidence != Confidence.HIGH:
         return f", {d.confidence} confidence"
-    checks = [Check(f.name, f.status, f.detail) for f in d.findings]
-    warned = caps.data_warnings(d.verdict, checks)
+    warned = caps.data_warnings(d.verdict, d.findings)
     why = f"{', '.join(warned)} warn" if warned else "`diag analyze` says high once the rest of the data checks out"
     return f", {Confidence.MEDIUM} confidence (high by its interval; {why})"
 

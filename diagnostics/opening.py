@@ -42,7 +42,7 @@ from diagnostics.details import (
     names_top_suspect,
     others,
 )
-from diagnostics.labels import Cause, Confidence, Verdict
+from diagnostics.labels import Basis, Cause, Confidence, Verdict
 from diagnostics.next_steps import log_next, log_options, restart_gain, run_longer
 from diagnostics.result import Analysis
 from diagnostics.said import duration, stamp
@@ -173,7 +173,7 @@ def _age_why(a: Analysis) -> str:
     else:
         began = f"It began {after}"
     out = f"{began}{_trigger(a)}; {_restart(a)}."
-    if a.age_basis in ("prefill", "prefix_reuse"):
+    if a.age_basis in (Basis.PREFILL, Basis.PREFIX_REUSE):
         out += " Decode speed itself held."
     if names_top_suspect(a):
         out += f" Top suspect: {suspects_mod.in_a_clause(a.suspects[0])}."
@@ -205,7 +205,7 @@ def _restart(a: Analysis) -> str:
         return "a restart brought the speed back"
     if a.recovered_by_restart is False:
         return "a restart did not bring the speed back"
-    if any(c.basis == "restart" for c in a.comparisons):
+    if any(c.basis == Basis.RESTART for c in a.comparisons):
         return "a restart did not settle whether the speed comes back"
     if len(a.lives) > 1:
         return "the restart in the data could not be compared"

@@ -31,6 +31,7 @@ from diagnostics import changepoint, intervals
 from diagnostics.comparison import Comparison
 from diagnostics.frames import first_life_ends
 from diagnostics.healthy import batch_band
+from diagnostics.labels import Basis
 from rundir.schema import StepPhase
 
 BAND = 1.5
@@ -119,7 +120,7 @@ def compare(steps: pd.DataFrame) -> PrefillComparison | None:
     # The material level on the speed scale; most late rows must also be slower than healthy.
     material = 1 / MATERIAL_RATIO if share > MIN_SHARE else 0.0
     comparison = Comparison(
-        basis="prefill",
+        basis=Basis.PREFILL,
         interval=interval,
         num_early=num_early,
         num_late=len(late),

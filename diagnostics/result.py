@@ -14,14 +14,14 @@ from diagnostics.comparison import Comparison
 from diagnostics.healthy import HealthyModel
 from diagnostics.identity import LifeIdentity
 from diagnostics.intervals import LEVEL, Interval
-from diagnostics.labels import Cause, Confidence, Verdict
+from diagnostics.labels import Basis, Cause, CheckStatus, Confidence, Verdict
 from diagnostics.prefill import PrefillComparison
 from diagnostics.reuse import ReuseComparison
 from diagnostics.trend import PerHour
 
 RESULT_SCHEMA_VERSION = 1
 VERDICTS = tuple(Verdict)
-STATUSES = ("ok", "warn", "fail")
+STATUSES = tuple(CheckStatus)
 
 
 class Slowdown(NamedTuple):
@@ -34,7 +34,7 @@ class Slowdown(NamedTuple):
     # healthy_tps * ratio; None for a claim of another kind than decode speed (prefix reuse, prefill).
     healthy_tps: float | None
     degraded_tps: float | None
-    basis: str = ""  # the comparison the figures come from (diagnostics.comparison)
+    basis: Basis  # the comparison the figures come from (diagnostics.comparison)
     lo: float | None = None  # the ratio's interval (diagnostics.intervals.LEVEL)
     hi: float | None = None
     per_hour: PerHour | None = None  # decode speed's change per hour of engine age, with its interval
@@ -73,8 +73,11 @@ class Suspect(NamedTuple):
 
 
 class Check(NamedTuple):
+    """A check: a finding of the data checks (diagnostics.checks) or of the rules that decide (diagnostics.verdict,
+    diagnostics.claims), with its status and its text in numbers."""
+
     name: str
-    status: str  # ok, warn, fail
+    status: CheckStatus
     detail: str
 
 
@@ -104,7 +107,7 @@ class Analysis:
     # comparison that decided; host_or_load_drift when a slowdown was not the engine's age; and
     # the verdict in one sentence.
     confidence: Confidence | None = None
-    basis: str | None = None
+    basis: Basis | None = None
     cause: Cause | None = None
     reason: str = ""
     probe_pairs: pd.DataFrame | None = None  # one row per probe cycle with a control (diagnostics.controls.pairs)

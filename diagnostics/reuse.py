@@ -31,6 +31,7 @@ import pandas as pd
 from diagnostics import changepoint, intervals
 from diagnostics.comparison import Comparison
 from diagnostics.frames import first_life_ends
+from diagnostics.labels import Basis
 
 EARLY_FRACTION = 1 / 3
 LATE_FRACTION = 1 / 3
@@ -125,7 +126,7 @@ def compare(requests: pd.DataFrame) -> ReuseComparison | None:
     interval = intervals.bootstrap(_median_ratio, [share[:num_early], late])
     # A loss needs the interval at or below the material share, and most late calls below half.
     comparison = Comparison(
-        basis="prefix_reuse",
+        basis=Basis.PREFIX_REUSE,
         interval=interval,
         num_early=num_early,
         num_late=num_late,

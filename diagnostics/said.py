@@ -20,24 +20,25 @@ import pandas as pd
 
 from diagnostics.comparison import Comparison
 from diagnostics.intervals import Interval, level_text
+from diagnostics.labels import Basis
 
 NO_CHANGE = 0.005  # a ratio this close to 1 rounds to 0 %: said as no slower
 AS_FAST = 2.0  # from here up a gain is said as "N times as fast", not "+250%"
 # Whose speed a ratio is over, by the comparison it comes from: (after "at 0.83 of", after "slower than").
 # Two engines (the soaked engine, a fresh one) and two times (early, late), nothing else.
 REFERENCE = {
-    "paired_control": ("a fresh engine's speed", "a fresh engine beside it"),
-    "restart": ("its own speed just after a restart", "just after a restart"),  # said in time order (size)
-    "probes": ("its own early speed on an identical request", "early in the run, on identical test requests"),
-    "bins": (
+    Basis.PAIRED_CONTROL: ("a fresh engine's speed", "a fresh engine beside it"),
+    Basis.RESTART: ("its own speed just after a restart", "just after a restart"),  # said in time order (size)
+    Basis.PROBES: ("its own early speed on an identical request", "early in the run, on identical test requests"),
+    Basis.BINS: (
         "its early speed at the same batch and context",
         "early in the run, at the same batch size and context length",
     ),
-    "step_series": (
+    Basis.STEP_SERIES: (
         "its early speed at the same batch and context",
         "early in the run, at the same batch size and context length",
     ),
-    "combined": ("its early speed, all measures together", "early in the run, all measures together"),
+    Basis.COMBINED: ("its early speed, all measures together", "early in the run, all measures together"),
 }
 # `<speed now> is <ratio>x <reference>`, by the comparison a ratio comes from: (the speed now, the reference).
 NOW_AGAINST = {

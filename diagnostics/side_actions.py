@@ -10,6 +10,7 @@ times to the second.
 from __future__ import annotations
 
 from diagnostics.details import failed_rows
+from diagnostics.labels import CheckStatus
 from diagnostics.result import Analysis, Check
 from diagnostics.said import between, stamp, times, to_the_second
 from diagnostics.source import Source
@@ -29,7 +30,7 @@ def side_actions(a: Analysis, source: Source | None = None) -> tuple[str, ...]:
         if failed:
             out.append(f"Find out why {failed}: the engine's log holds their errors.")
     for c in a.checks:
-        if c.status == "warn" and c.name in OPERATOR_CHECKS:
+        if c.status == CheckStatus.WARN and c.name in OPERATOR_CHECKS:
             out.append(_operator_action(a, source, c))
     return tuple(out)
 

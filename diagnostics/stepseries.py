@@ -12,6 +12,7 @@ from diagnostics import healthy, intervals
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.context import CONTEXT_BAND
 from diagnostics.healthy import HealthyModel
+from diagnostics.labels import Basis
 
 MIN_LATE = 3  # samples the latest stretch holds at least (the last ones after the onset)
 FRESH_FRACTION = 0.25  # of the next engine life's samples: its fresh level
@@ -54,7 +55,7 @@ def step_comparison(early: pd.DataFrame, late: pd.DataFrame, where: str, referen
     interval = intervals.log_ratio(e, la, floors=(None, stretch_floor(reference, late)))
     n_early, n_late = len(e), len(la)
     return Comparison(
-        basis="step_series",
+        basis=Basis.STEP_SERIES,
         interval=interval,
         num_early=n_early,
         num_late=n_late,
@@ -101,7 +102,7 @@ def restart(
     a = intervals.blocks(np.exp(-aged["residual"].to_numpy()))
     interval = intervals.log_ratio(f, a, floors=(stretch_floor(reference, fresh), stretch_floor(reference, aged)))
     return Comparison(
-        basis="restart",
+        basis=Basis.RESTART,
         interval=interval,
         num_early=len(f),
         num_late=len(a),

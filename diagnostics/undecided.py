@@ -15,6 +15,7 @@ from diagnostics import rerun
 from diagnostics import suspects as suspects_mod
 from diagnostics.comparison import DECODE_MATERIAL
 from diagnostics.details import decisive, lists_suspects
+from diagnostics.labels import Basis
 from diagnostics.line_one import figure
 from diagnostics.next_steps import cycles, lasted, log_next, restart_gain, run_longer
 from diagnostics.result import Analysis, Check
@@ -50,7 +51,7 @@ def undecided(a: Analysis, source: Source | None, log: bool) -> Undecided:
     longer = run_longer(a, source) if not log else log_next(source)
     moved = _moved(a)
     if "control_youth" in names:
-        p = comps.get("paired_control", d)
+        p = comps.get(Basis.PAIRED_CONTROL, d)
         return Undecided(
             figure(a, p) if p is not None else None,
             "Restart the fresh engine beside it more often, and measure both before the traffic starts: "
@@ -63,7 +64,7 @@ def undecided(a: Analysis, source: Source | None, log: bool) -> Undecided:
             f"Soak it with identical test requests: `{rerun.soak_command(source, '--until-decided')}`.",
             "Measurements of different work were compared, so no figure here is of the engine.",
         )
-    if "restart_slower" in names and "restart" in comps:
+    if "restart_slower" in names and Basis.RESTART in comps:
         gain = restart_gain(a)
         now = (
             f"{gain[:1].upper()}{gain[1:]}: restart it if it is slow now. To tell whether that was engine age, s"
@@ -71,13 +72,13 @@ def undecided(a: Analysis, source: Source | None, log: bool) -> Undecided:
             else "S"
         )
         return Undecided(
-            figure(a, comps["restart"]),
+            figure(a, comps[Basis.RESTART]),
             f"{now}oak again, measuring the engine before the traffic starts{lasted(source)}: "
             f"`{rerun.soak_command(source, '--baseline 8', '--until-decided')}`.",
             moved + _restart_not_age(a, next(c for c in failed if c.name == "restart_slower")),
         )
     if "paired_slower" in names or "decode_agreement" in names:
-        p = comps.get("paired_control", d)
+        p = comps.get(Basis.PAIRED_CONTROL, d)
         if p is not None:
             why = (
                 "Beside a fresh engine it ran slower, though against itself earlier it did not; the fresh engine is "

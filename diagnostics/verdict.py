@@ -81,24 +81,24 @@ from diagnostics.evidence import (
     RAW_DROP,
     SANE_RATIO,
     Evidence,
-    Finding,
     sane,
 )
-from diagnostics.labels import Cause, Confidence, Verdict
+from diagnostics.labels import Basis, Cause, CheckStatus, Confidence, Verdict
+from diagnostics.result import Check
 
 
 class Decision(NamedTuple):
     verdict: Verdict
-    basis: str | None  # the comparison that decided: paired_control, probes, bins, step_series, prefix_reuse, prefill
+    basis: Basis | None  # the comparison that decided
     decisive: Comparison | None
     decode: Comparison | None  # the decode comparison the slowdown figures come from
     cause: Cause | None
     confidence: Confidence | None  # None for insufficient_data
     reason: str  # one sentence: how sure, and on what
-    findings: tuple[Finding, ...]
+    findings: tuple[Check, ...]
 
     @classmethod
-    def age(cls, claim: Comparison, findings: list[Finding], decode: Comparison | None) -> Decision:
+    def age(cls, claim: Comparison, findings: list[Check], decode: Comparison | None) -> Decision:
         """`engine_age_degradation` on `claim`, at the confidence its interval gives; `decode`, the
         decode comparison the slowdown figures come from (None for a claim on prefill or reuse alone)."""
         confidence = claims.age_confidence(claim)
@@ -115,7 +115,7 @@ class Decision(NamedTuple):
 
     @classmethod
     def insufficient(
-        cls, reason: str, findings: list[Finding], decode: Comparison | None = None, cause: Cause | None = None
+        cls, reason: str, findings: list[Check], decode: Comparison | None = None, cause: Cause | None = None
     ) -> Decision:
         """`insufficient_data`: no confidence; the decode comparison that could not tell, if any."""
         return cls(
@@ -149,7 +149,7 @@ def _beside_an_aging_control(ev: Evidence) -> Decision:
     assert ev.youth is not None
     aged = ev.youth.shown
     assert aged is not None  # aging rests on a comparison
-    findings = [Finding("control_youth", "fail", ev.youth.describe())]
+    findings = [Check("control_youth", CheckStatus.FAIL, ev.youth.describe())]
     fresh = ev.paired_fresh
     if fresh is not None and fresh.loss:
         return Decision.age(fresh, findings, fresh)
@@ -165,7 +165,7 @@ def _beside_an_aging_control(ev: Evidence) -> Decision:
 
 
 def _decide(ev: Evidence) -> Decision:
-    findings: list[Finding] = []
+    findings: list[Check] = []
     insane = {name: c for name in ("paired", "restart", "probes", "bins", "steps") if not sane(c := getattr(ev, name))}
     lo, hi = SANE_RATIO
     said = "; ".join(f"{c.basis.replace('_', ' ')} reads {c.ratio:.3g}" for c in insane.values())
@@ -175,9 +175,9 @@ def _decide(ev: Evidence) -> Decision:
         # llama.cpp whose slots filled in its first minute: a healthy model fitted on slow steps,
         # and a restart on the step series that read 0.018, beside probes that read 0.16.)
         findings.append(
-            Finding(
+            Check(
                 "ratio_sanity",
-                "warn",
+                CheckStatus.WARN,
                 f"late over healthy at matched conditions must lie within {lo:g}-{hi:g}, but {said}: "
                 f"those samples were not alike (the matching failed); set aside, the identical "
                 f"probes decide",
@@ -187,9 +187,9 @@ def _decide(ev: Evidence) -> Decision:
         insane = {}
     if insane:
         findings.append(
-            Finding(
+            Check(
                 "ratio_sanity",
-                "fail",
+                CheckStatus.FAIL,
                 f"late over healthy at matched conditions must lie within {lo:g}-{hi:g}, but {said}: "
                 f"the matching failed (samples of different work compared), not a measure of the "
                 f"engine",
@@ -203,9 +203,9 @@ def _decide(ev: Evidence) -> Decision:
         # A correction must be measured itself: two probes a side of a control on a busy host can
         # read anything (0.18-7.77 once), and dividing by that erases any loss.
         findings.append(
-            Finding(
+            Check(
                 "control_drift",
-                "warn",
+                CheckStatus.WARN,
                 f"{d.detail}: the host's drift is not measured to within a factor of "
                 f"{DRIFT_SPREAD:g}; nothing is corrected by it, and the restart rule and the host "
                 f"contention check guard the verdict instead",
@@ -227,9 +227,9 @@ def _decide(ev: Evidence) -> Decision:
             for c, side in loose
         )
         findings.append(
-            Finding(
+            Check(
                 "control_drift",
-                "warn",
+                CheckStatus.WARN,
                 f"the host's drift {said}: not measured to within a factor of {DRIFT_SPREAD:g}, so "
                 f"not corrected by it; the restart rule and the host contention check guard it instead",
             )
@@ -240,16 +240,16 @@ def _decide(ev: Evidence) -> Decision:
     for c in (ev.paired, ev.probes):
         if c is not None and c.clears and not c.loss:
             findings.append(
-                Finding(
+                Check(
                     "too_few_for_loss",
-                    "warn",
+                    CheckStatus.WARN,
                     f"{c.detail}: an interval that clears the material level, but on "
                     f"{min(c.num_early, c.num_late)} a side; a loss needs {c.min_for_loss}",
                 )
             )
     decode = claims.decisive_decode(ev, findings)
     claim, cause = claims.decode_claim(ev, findings)
-    if claim is not None and claim.basis != "paired_control":
+    if claim is not None and claim.basis != Basis.PAIRED_CONTROL:
         claim, cause = claims.survives_controls(claim, ev, findings, "decode")
     if claim is not None and claim.basis in LOG_BASES:
         claim = claims.beyond_the_host(claim, ev, findings)
@@ -264,9 +264,9 @@ def _decide(ev: Evidence) -> Decision:
     if unresolved is not None:
         assert raw.prefill is not None and ev.control_drift is not None  # what `unresolved` says
         findings.append(
-            Finding(
+            Check(
                 "prefill_drift",
-                "fail",
+                CheckStatus.FAIL,
                 f"prefill slowed ({raw.prefill.detail}), and the host's drift measured by the fresh "
                 f"control ({ev.control_drift.detail}) is too loose to tell whether the host or the "
                 f"engine slowed it: corrected, {unresolved.interval.describe()} neither shows the "
@@ -290,9 +290,9 @@ def _decide(ev: Evidence) -> Decision:
     by_context = effect is not None
     if (decode is None or set(decode.bases) <= set(LOG_BASES)) and ev.span_s is not None and ev.span_s < MIN_SPAN_S:
         findings.append(
-            Finding(
+            Check(
                 "data_span",
-                "fail",
+                CheckStatus.FAIL,
                 f"the usable decode samples cover {ev.span_s:.0f} s of engine time; a verdict of no "
                 f"engine age from them needs at least {MIN_SPAN_S / 60:.0f} minutes: a few windows "
                 f"a minute apart cannot show what hours of serving do",
@@ -308,7 +308,7 @@ def _decide(ev: Evidence) -> Decision:
     if decode is None and ev.context == "explains":
         return Decision(
             verdict=Verdict.CONTEXT_ONLY,
-            basis="step_series",
+            basis=Basis.STEP_SERIES,
             decisive=None,
             decode=None,
             cause=Cause.CONTEXT_GROWTH,
@@ -320,18 +320,18 @@ def _decide(ev: Evidence) -> Decision:
         )
     if decode is None:
         why = ev.unmatched or "no matched comparison has enough samples for an interval"
-        findings.append(Finding("data", "fail", why))
+        findings.append(Check("data", CheckStatus.FAIL, why))
         return Decision.insufficient(f"The data cannot tell: {why}.", findings, cause=cause)
     if decode.interval.lo <= LOW_FLOOR and decode.clears:
         # The interval shows a loss, but no rule let it be engine age's (context unknown, no control,
         # a comparison that disagrees): say that, not that the interval is too wide.
-        warned = [f.name for f in findings if f.status == "warn"]
+        warned = [f.name for f in findings if f.status == CheckStatus.WARN]
         if ev.context not in ("fitted", "cannot_explain"):
             warned.append("context could explain it: the samples hold too few context figures to test that")
         findings.append(
-            Finding(
+            Check(
                 "confidence",
-                "fail",
+                CheckStatus.FAIL,
                 f"a loss without a cause: {decode.detail}; engine age is not shown "
                 f"({'; '.join(warned) or 'no rule claims it'})",
             )
@@ -350,7 +350,7 @@ def _decide(ev: Evidence) -> Decision:
         and p.interval.bounded
         and p.interval.hi < 1.0
         and p.ratio <= p.material
-        and "paired_control" not in decode.bases
+        and Basis.PAIRED_CONTROL not in decode.bases
     ):
         # The paired control takes the host out by design; where it shows the soaked engine slower
         # (its whole interval below 1, the estimate a material loss) no comparison of the engine
@@ -358,9 +358,9 @@ def _decide(ev: Evidence) -> Decision:
         # 0.87 against the twin, on a host loaded with two other soaks: bins read 1.03, 0.93-1.14,
         # and the verdict was "no engine age, medium".)
         findings.append(
-            Finding(
+            Check(
                 "decode_agreement",
-                "fail",
+                CheckStatus.FAIL,
                 f"the paired control shows the soaked engine slower ({p.detail}) where the comparison "
                 f"on {claims.basis_words(decode)} rules a loss out ({decode.interval.describe()}): "
                 f"they did not measure the same thing, and the paired control is the one net of the host",
@@ -376,7 +376,7 @@ def _decide(ev: Evidence) -> Decision:
         )
     if (
         p is not None
-        and "paired_control" in decode.bases
+        and Basis.PAIRED_CONTROL in decode.bases
         and p.interval.bounded
         and p.interval.hi < 1.0
         and decode.interval.lo <= decode.material
@@ -386,9 +386,9 @@ def _decide(ev: Evidence) -> Decision:
         # loss switched on read "no_degradation, low" on paired 0.90, 0.87-0.94, for three cycles
         # before it was decided engine age.)
         findings.append(
-            Finding(
+            Check(
                 "paired_slower",
-                "fail",
+                CheckStatus.FAIL,
                 f"the paired control shows the soaked engine slower ({p.detail}); "
                 f"{decode.interval.describe()} neither shows a material loss nor rules one out",
             )
@@ -424,9 +424,9 @@ def _decide(ev: Evidence) -> Decision:
         # bins 1.00 (0.96-1.04) and "no degradation, medium" while its restart read 0.38 (0.29-0.51)
         # and a control beside it 0.68.
         findings.append(
-            Finding(
+            Check(
                 "restart_slower",
-                "fail",
+                CheckStatus.FAIL,
                 f"the {r.detail} shows the fresh engine materially faster, where the comparison on "
                 f"{claims.basis_words(decode)} within the first life did not show that loss "
                 f"({decode.interval.describe()}): the slowdown may have set in before the healthy side of "
@@ -444,9 +444,9 @@ def _decide(ev: Evidence) -> Decision:
         )
     if decode.interval.lo <= LOW_FLOOR:
         findings.append(
-            Finding(
+            Check(
                 "confidence",
-                "fail",
+                CheckStatus.FAIL,
                 f"too few or too noisy samples: {decode.detail}; the interval holds both no loss "
                 f"and a loss of more than {1 - LOW_FLOOR:.0%}",
             )
@@ -472,7 +472,7 @@ def _decide(ev: Evidence) -> Decision:
     on = claims.basis_words(decode)
     faster = (
         "the aged engine ran at least as fast as the fresh one after the restart"
-        if decode.basis == "restart"
+        if decode.basis == Basis.RESTART
         else "the late engine ran at least as fast as the early one"
     )
     said = (

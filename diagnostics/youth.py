@@ -32,7 +32,7 @@ import pandas as pd
 
 from diagnostics import intervals, sequential
 from diagnostics.comparison import DECODE_MATERIAL, PAIRED_DETECT, Comparison
-from diagnostics.labels import ControlYouth
+from diagnostics.labels import Basis, ControlYouth
 
 # Cycles a side of a restart of the control that its youth is judged on, and the cycles of each
 # life that are its fresh pairs: four, the fewest that may decide (sequential.MIN_DECIDING), so that
@@ -138,7 +138,7 @@ def measure(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Youth | Non
 def _comparison(early: list[np.ndarray], late: list[np.ndarray], level: float, serial: bool, what: str) -> Comparison:
     interval = intervals.log_ratio(np.concatenate(early), np.concatenate(late), level, serial=serial)
     return Comparison(
-        basis="control_youth",
+        basis=Basis.CONTROL_YOUTH,
         interval=interval,
         num_early=sum(len(a) for a in early),
         num_late=sum(len(a) for a in late),

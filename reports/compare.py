@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import NamedTuple
 
-from diagnostics.labels import Verdict
+from diagnostics.labels import BASIS_WORDS, Verdict
 from diagnostics.result import Analysis
 from reports import narrative, plots, tables
 from reports.inputs import Inputs
@@ -95,15 +95,13 @@ def comparison_rows(a: Inputs, b: Inputs) -> list[Row]:
     num("matched throughput ratio (late / healthy)", sa.ratio if sa else None, sb.ratio if sb else None)
     num("healthy decode (tok/s)", sa.healthy_tps if sa else None, sb.healthy_tps if sb else None, "{:.1f}")
     num("late or degraded decode (tok/s)", sa.degraded_tps if sa else None, sb.degraded_tps if sb else None, "{:.1f}")
-    for basis, label in (
-        ("paired_control", "paired with a fresh control"),
-        ("probes", "identical probes"),
-        ("bins", "batch and context bands"),
-    ):
+    for basis, words in BASIS_WORDS.items():
+        if words.row is None:
+            continue
         ma = next((m.ratio for m in aa.comparisons if m.basis == basis), None)
         mb = next((m.ratio for m in ba.comparisons if m.basis == basis), None)
         if ma is not None or mb is not None:
-            num(f"matched {label}: late / early", ma, mb)
+            num(f"matched {words.row}: late / early", ma, mb)
     pa, pb = tables.probe_lives(a.source.probes), tables.probe_lives(b.source.probes)
     if pa or pb:
         num(

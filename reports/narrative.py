@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from diagnostics import suspects as suspects_mod
 from diagnostics.details import check_note, check_title, identity, status_shown
-from diagnostics.labels import Cause, Verdict
+from diagnostics.labels import BASIS_WORDS, Basis, Cause, CheckStatus, Verdict
 from diagnostics.opening import Opening, fault_set, lists_suspects, names_top_suspect, opening, when
 from diagnostics.result import Analysis, Slowdown
 from diagnostics.said import REFERENCE, ratio_words, to_the_second
@@ -38,9 +38,9 @@ class KeyNumber(NamedTuple):
 
 
 def headline(a: Analysis) -> str:
-    if a.verdict == Verdict.AGE and a.age_basis == "prefix_reuse":
+    if a.verdict == Verdict.AGE and a.age_basis == Basis.PREFIX_REUSE:
         return "The engine slowed down with age: its prefix cache stopped reusing, so every turn recomputes"
-    if a.verdict == Verdict.AGE and a.age_basis == "prefill":
+    if a.verdict == Verdict.AGE and a.age_basis == Basis.PREFILL:
         return "The engine slowed down with age: admitting a prompt takes longer and longer"
     return HEADLINES[a.verdict]
 
@@ -91,16 +91,6 @@ def trigger_text(a: Analysis) -> str | None:
     return f"a {tr.kind.replace('_', ' ')} at {at}" + (f" ({tr.detail})" if tr.detail else "")
 
 
-BASIS_TEXT = {
-    "paired_control": "probes paired with a fresh control engine",
-    "restart": "the restart (the soaked engine just before it against itself just after)",
-    "probes": "identical probes",
-    "bins": "matched batch-and-context bins",
-    "step_series": "the step series against the early step-time model",
-    "combined": "every decode measure together",
-    "prefix_reuse": "prefix reuse of continuation turns",
-    "prefill": "prefill time at matched sizes",
-}
 CAUSE_TEXT = {
     Cause.HOST_DRIFT: (
         "The slowdown the soaked engine showed is not its age: a fresh engine under the same host "
@@ -110,8 +100,8 @@ CAUSE_TEXT = {
 }
 
 
-def basis_text(basis: str | None) -> str:
-    return BASIS_TEXT.get(basis or "", (basis or "no comparison").replace("_", " "))
+def basis_text(basis: Basis | None) -> str:
+    return "no comparison" if basis is None else BASIS_WORDS[basis].full
 
 
 def rate_clause(a: Analysis, s: Slowdown | None = None) -> str:
@@ -154,11 +144,11 @@ def paragraph(a: Analysis) -> str:
     """One paragraph that states the verdict with its numbers, its basis and how sure it is."""
     checks = {c.name: c for c in a.checks}
     if a.verdict == Verdict.INSUFFICIENT:
-        fails = [c.detail for c in a.checks if c.status == "fail"]
+        fails = [c.detail for c in a.checks if c.status == CheckStatus.FAIL]
         return "The data cannot tell engine age from context growth: " + ("; ".join(fails) or "too few samples") + "."
-    if a.verdict == Verdict.AGE and a.age_basis == "prefix_reuse" and a.prefix_reuse is not None:
+    if a.verdict == Verdict.AGE and a.age_basis == Basis.PREFIX_REUSE and a.prefix_reuse is not None:
         return _reuse_paragraph(a) + " " + a.reason
-    if a.verdict == Verdict.AGE and a.age_basis == "prefill" and a.prefill is not None:
+    if a.verdict == Verdict.AGE and a.age_basis == Basis.PREFILL and a.prefill is not None:
         return _prefill_paragraph(a) + " " + a.reason
     if a.verdict == Verdict.AGE:
         out = []
@@ -280,7 +270,7 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
         s = a.slowdown
         label = (
             "prefill speed at the same prompt sizes, late over early"
-            if s.basis == "prefill"
+            if s.basis == Basis.PREFILL
             else "prefix reuse of continuation turns, late over early"
         )
         out.append(KeyNumber(label, f"{s.ratio:.2f}{s.interval_text()}"))
@@ -313,7 +303,7 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
                 f"{r.ratio:.2f} ({r.late_share:.0%} against {r.healthy_share:.0%})",
             )
         )
-    if a.prefill is not None and not (a.slowdown is not None and a.slowdown.basis == "prefill"):
+    if a.prefill is not None and not (a.slowdown is not None and a.slowdown.basis == Basis.PREFILL):
         out.append(KeyNumber("prefill speed at the same prompt sizes, late over early", f"{1 / a.prefill.ratio:.2f}"))
     if a.onset is not None:
         out += [
@@ -349,7 +339,7 @@ def suspects_note(a: Analysis) -> str | None:
     return "figures that track the slowdown measured; the verdict does not call it engine age, so none is named a cause"
 
 
-def _reference(basis: str) -> str:
+def _reference(basis: Basis) -> str:
     """`a fresh engine's speed`: whose speed a ratio on `basis` is over."""
     return REFERENCE.get(basis, ("its early speed", ""))[0]
 
@@ -366,7 +356,7 @@ def _restart_sentence(a: Analysis) -> str:
         return "A restart brought the speed back to the early rate, so the slowdown lives in the engine's state."
     if a.recovered_by_restart is False:
         return "A restart did not bring the speed back."
-    restart = next((c for c in a.comparisons if c.basis == "restart"), None)
+    restart = next((c for c in a.comparisons if c.basis == Basis.RESTART), None)
     if restart is not None:
         return f"A restart could not tell whether a fresh engine recovers: the soaked engine ran at {ratio_words(restart)}."
     if len(a.lives) > 1:
@@ -380,7 +370,7 @@ def recovered_text(a: Analysis) -> str:
     as every ratio here, the aged engine's speed over the restarted one's."""
     if a.recovered_by_restart is not None:
         return "yes" if a.recovered_by_restart else "no"
-    restart = next((c for c in a.comparisons if c.basis == "restart"), None)
+    restart = next((c for c in a.comparisons if c.basis == Basis.RESTART), None)
     if restart is None:
         if len(a.lives) > 1:
             return f"not compared: {len(a.lives) - 1} restart(s) in the data, but {_uncompared(a)}"
@@ -397,6 +387,6 @@ def recovered_text(a: Analysis) -> str:
 
 def _uncompared(a: Analysis) -> str:
     """Why a restart in the data gave no restart comparison."""
-    if any(c.name == "engine_identity" and c.status == "warn" for c in a.checks):
+    if any(c.name == "engine_identity" and c.status == CheckStatus.WARN for c in a.checks):
         return "the engine after it was a different one (the engine_identity check)"
     return "too few decode samples on one side of it to compare the engine before and after"

@@ -6,6 +6,7 @@ import re
 
 from diagnostics import details, suspects
 from diagnostics.details import NO_CHANGE
+from diagnostics.labels import Basis, CheckStatus
 from diagnostics.result import Check
 from diagnostics.said import to_the_second
 from reports import narrative
@@ -43,10 +44,18 @@ SAID_ABOVE = (
     "decode late at the same conditions (tok/s: early times the ratio)",
 )
 # Comparisons a key figure says already, in its own words: by what its label holds.
-KEYED = {"prefix_reuse": "prefix reuse of continuation turns", "prefill": "prefill speed at the same prompt sizes"}
+KEYED = {
+    Basis.PREFIX_REUSE: "prefix reuse of continuation turns",
+    Basis.PREFILL: "prefill speed at the same prompt sizes",
+}
 ENV_PREFIXES = ("host.", "engine.", "trace.")
 WHOLE = ("command", DECIDED)  # said whole, however long: a cut command does not run, a cut verdict misleads
-STATUS_MARK = {"ok": "ok", "warn": "**warn**", "fail": "**FAIL**", details.NOT_MET: f"**{details.NOT_MET}**"}
+STATUS_MARK = {
+    CheckStatus.OK: "ok",
+    CheckStatus.WARN: "**warn**",
+    CheckStatus.FAIL: "**FAIL**",
+    details.NOT_MET: f"**{details.NOT_MET}**",
+}
 
 
 def render_summary(inputs: Inputs, redactor: Redactor | None = None, report_name: str | None = None) -> str:
@@ -81,15 +90,15 @@ def render_summary(inputs: Inputs, redactor: Redactor | None = None, report_name
     else:
         out.append(f"**Suspects:** {narrative.no_suspects_text(a)}")
     out.append("")
-    order = {"fail": 0, "warn": 1, "ok": 2}
+    order = {CheckStatus.FAIL: 0, CheckStatus.WARN: 1, CheckStatus.OK: 2}
 
     def weight(c: Check) -> tuple[int, bool]:  # failures, then what matters, then what changes nothing
         note = narrative.check_note(a, c)
         return order[c.status], note is not None and note.tag == NO_CHANGE
 
-    warned = sorted((c for c in a.checks if c.status != "ok"), key=weight)[:MAX_CHECKS]
-    ok = [c.name for c in a.checks if c.status == "ok"]
-    failed = sum(c.status == "fail" for c in a.checks)
+    warned = sorted((c for c in a.checks if c.status != CheckStatus.OK), key=weight)[:MAX_CHECKS]
+    ok = [c.name for c in a.checks if c.status == CheckStatus.OK]
+    failed = sum(c.status == CheckStatus.FAIL for c in a.checks)
     out.append(
         f"**Checks** ({len(a.checks)}: {len(ok)} ok, {sum(c.status == 'warn' for c in a.checks)} warn, "
         f"{failed} {details.failed_shown(a)})"

@@ -54,7 +54,7 @@ class Decided:
 @dataclass
 class RunManifest:
     run_id: str
-    status: str  # one of schema.STATUSES
+    status: str  # a schema.RunStatus (one read back holds what the file says)
     started_at: str | None  # ISO 8601, UTC
     schema_version: int = schema.SCHEMA_VERSION
     ended_at: str | None = None
@@ -75,7 +75,7 @@ class RunManifest:
     control: dict[str, Any] | None = None
     affinity: dict[str, Any] | None = None
     decided: Decided | None = None  # the first decided running verdict; absent while undecided
-    stop_reason: str | None = None  # duration, decided, interrupted or crashed
+    stop_reason: str | None = None  # a schema.StopReason
     extra: dict[str, Any] = field(default_factory=dict, repr=False)  # keys this version does not know
 
     def to_json(self) -> dict[str, Any]:

@@ -32,8 +32,32 @@ PROFILES = "profiles"
 ANALYSIS = "analysis.json"
 REPORT = "report.html"
 
-# Run status in the manifest.
-STATUSES = ("running", "completed", "interrupted", "crashed")
+
+class RunStatus(Label):
+    """How a run stands (the manifest's `status`, the `stop` event's; what soak.run.Soak.run returns)."""
+
+    RUNNING = "running"  # under way, or killed without a word (a SIGKILL): `soak resume` goes on
+    COMPLETED = "completed"
+    INTERRUPTED = "interrupted"  # stopped (Ctrl-C, SIGTERM)
+    CRASHED = "crashed"
+
+
+class StopReason(Label):
+    """Why a run ended (the manifest's `stop_reason`, the `stop` event's `reason`)."""
+
+    DURATION = "duration"  # it served its planned length
+    DECIDED = "decided"  # --until-decided: its running verdict was decided
+    INTERRUPTED = "interrupted"
+    CRASHED = "crashed"
+
+
+# How a stop reason reads to a person (soak status), by its value: a manifest holds what it was written with.
+STOP_TEXT: dict[str, str] = {
+    StopReason.DURATION: "ran its planned length",
+    StopReason.DECIDED: "stopped once decided (--until-decided)",
+    StopReason.INTERRUPTED: "stopped by the user",
+    StopReason.CRASHED: "the driver crashed",
+}
 
 
 class StepPhase(Label):

@@ -16,6 +16,7 @@ from rundir.rows import ProbeRow
 from soak.clock import ServingClock
 from soak.cycle import CONTROL, MAIN, Cycle
 from soak.probes import ProbeResult
+from tokdrift import Label
 
 if TYPE_CHECKING:
     from soak.recorder import Recorder
@@ -24,6 +25,18 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REFRESH_S = 0.5  # how often the view is drawn
+
+
+class SoakPhase(Label):
+    """What a soak does now (soak.run.Soak.phase), in the words the view shows."""
+
+    STARTING = "starting"  # the engine and its control starting
+    START_PROBE = "start probe"  # the first probe cycle
+    BASELINE = "baseline"  # --baseline cycles: the fresh engine, before any traffic
+    REPLAY = "replay"  # the trace's calls, probe cycles between them
+    END_PROBES = "end probes"  # the last probe cycle
+    RESTART_CONTROL = "restart control"  # the restart at the end, and its probes
+    STOPPING = "stopping"
 
 
 class Progress(NamedTuple):
@@ -38,7 +51,7 @@ class Progress(NamedTuple):
     live_tps: float  # generated tokens/s the client saw over the last 30 s
     probes: tuple[ProbeResult, ...]  # the main engine's last few
     engine: str  # "up (life 0, pid 123, age 42 s)", "restarting", ...
-    phase: str  # replay, end probes, stopping
+    phase: SoakPhase
     last_cycle: Cycle | None = None  # the last probe pair
     num_engine_restarts: int = 0  # crashes and deliberate restarts, this segment
     control: str = "off"  # "twin (life 1, pid 456, age 30 s)", "off (why)"
@@ -48,7 +61,7 @@ class Watched(Protocol):
     """What the view reads of a running soak (soak.run.Soak)."""
 
     run_dir: Path
-    phase: str  # starting, start probe, baseline, replay, end probes, restart control, stopping
+    phase: SoakPhase
     clock: ServingClock
     recorder: Recorder | None  # once the run directory is open
     session: Session | None  # once the engine is up

@@ -23,6 +23,7 @@ from replay import Trace
 from rundir import schema
 from rundir.manifest import Decided, RunManifest
 from rundir.reader import read_manifest
+from rundir.schema import RunStatus, StopReason
 from rundir.writer import RunStore
 from soak.affinity import Affinity
 from soak.config import SoakConfig
@@ -77,7 +78,9 @@ class ManifestBook:
         self.store.event("decided", verdict=verdict, cycle=cycle, elapsed_s=elapsed_s, line=line)
         return True
 
-    def ended(self, status: str, reason: str, materialized: dict[str, Any] | None, steps_missed: int | None) -> None:
+    def ended(
+        self, status: RunStatus, reason: StopReason, materialized: dict[str, Any] | None, steps_missed: int | None
+    ) -> None:
         """How the run ended (written by the next write)."""
         m = self.manifest
         m.status, m.stop_reason, m.ended_at = status, reason, iso(time.time())
@@ -101,7 +104,7 @@ class ManifestBook:
 def new_manifest(config: SoakConfig, trace: Trace, run_dir: Path, command: list[str]) -> RunManifest:
     return RunManifest(
         run_id=run_dir.name,
-        status="running",
+        status=RunStatus.RUNNING,
         started_at=iso(time.time()),
         command=list(command),
         configs={"soak": config.to_json()},
@@ -126,7 +129,7 @@ def resumed_manifest(run_dir: Path, command: list[str]) -> RunManifest:
         *manifest.resumes,
         {"at": iso(time.time()), "previous_status": manifest.status, "command": list(command)},
     ]
-    manifest.status, manifest.ended_at = "running", None
+    manifest.status, manifest.ended_at = RunStatus.RUNNING, None
     manifest.schema_version = schema.SCHEMA_VERSION  # what it writes from now on
     return manifest
 

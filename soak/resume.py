@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from rundir import schema
 from rundir.reader import read_events, read_manifest, read_rows
+from rundir.schema import RunStatus
 from soak.config import SoakConfig
 from soak.errors import SoakError
 from soak.manifest import digest
@@ -32,7 +33,7 @@ START = ResumePoint(position=Position(0, {}), num_calls=0, engine_life=None, con
 def config_to_resume(run_dir: Path, api_key: str | None = None) -> SoakConfig:
     """The run's own config, checked: not completed, and the same trace as it started with."""
     manifest = read_manifest(run_dir)
-    if manifest.status == "completed":
+    if manifest.status == RunStatus.COMPLETED:
         raise SoakError(f"{run_dir}: the run is completed; nothing to resume")
     configs = manifest.configs
     if "soak" not in configs:

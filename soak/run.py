@@ -16,7 +16,6 @@ it is handed another): the first decided look is recorded, and with `until_decid
 from __future__ import annotations
 
 import asyncio
-import enum
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -31,6 +30,7 @@ from replay.materialize import shared_block_ids
 from rundir import schema
 from rundir.manifest import RunManifest
 from rundir.rows import ProbeRow
+from rundir.schema import RunStatus, StopReason
 from rundir.writer import RunStore
 from soak import affinity as cpu_affinity
 from soak.client import CallResult, Client, list_models
@@ -42,7 +42,7 @@ from soak.errors import SoakError
 from soak.heap import give_back_freed_memory
 from soak.judge import Judge, RunningVerdict, default_judge
 from soak.lifecycle import MainEngine
-from soak.live_view import LiveView, Progress
+from soak.live_view import LiveView, Progress, SoakPhase
 from soak.manifest import ManifestBook
 from soak.probes import Prober
 from soak.profiler import Profiler, Profiles
@@ -56,18 +56,8 @@ from soak.watch import EngineWatch
 _T = TypeVar("_T")
 
 
-class RunStatus(str, enum.Enum):
-    """How a soak ended; equal to its manifest string ("completed" == RunStatus.COMPLETED)."""
-
-    COMPLETED = "completed"
-    INTERRUPTED = "interrupted"  # stop() (Ctrl-C, SIGTERM)
-    CRASHED = "crashed"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-BEFORE_TRAFFIC = ("starting", "start probe", "baseline")  # the soak's phases before the replay's first call
+# The soak's phases before the replay's first call.
+BEFORE_TRAFFIC = (SoakPhase.STARTING, SoakPhase.START_PROBE, SoakPhase.BASELINE)
 
 
 @dataclass(kw_only=True)
@@ -110,7 +100,7 @@ class Soak:
         self.recorder: Recorder | None = None
         self.session: Session | None = None
         self.clock = ServingClock(config.duration_s)  # a resumed run's, once its manifest is read
-        self.phase = "starting"  # what the soak does now (the live view shows it)
+        self.phase = SoakPhase.STARTING  # what the soak does now (the live view shows it)
         self._stop = asyncio.Event()
         self._decided = asyncio.Event()  # until_decided: the running verdict is decided, end the replay
         self._status: RunStatus | None = None
@@ -183,7 +173,7 @@ class Soak:
             return
         elapsed = round(self.clock.elapsed_s(time.time()), 3)
         newly = self.book.decide(verdict, cycle, elapsed, line, **details)
-        if newly and self.config.until_decided and self.phase == "replay":
+        if newly and self.config.until_decided and self.phase == SoakPhase.REPLAY:
             self._decided.set()
 
     def verify_control(self) -> bool:
@@ -230,7 +220,7 @@ class Soak:
                 except _Interrupted:
                     status = RunStatus.INTERRUPTED
                 finally:
-                    self.phase = "stopping"
+                    self.phase = SoakPhase.STOPPING
                     await target.stop()
                     await control.stop()
                 if self._gave_up is not None:  # stopped because the engine could not be kept alive
@@ -319,13 +309,13 @@ class Soak:
         ]
         try:
             if cfg.probes:
-                self.phase = "start probe"
+                self.phase = SoakPhase.START_PROBE
                 await self._unless_stopped(s.schedule.cycle("start"))
             s.schedule.profile("start")
             if cfg.baseline_cycles and not self.resuming:
-                self.phase = "baseline"
+                self.phase = SoakPhase.BASELINE
                 await self._unless_stopped(s.schedule.baseline())
-            self.phase = "replay"
+            self.phase = SoakPhase.REPLAY
             deadline = self.clock.start()
             replay = asyncio.create_task(s.replayer.run(deadline, position))
             scheduler_done = asyncio.Event()
@@ -357,10 +347,10 @@ class Soak:
             elif (failed := replay.exception()) is not None:
                 raise failed
             if cfg.probes and not self._decided.is_set():  # a decided run's last look was the one that decided
-                self.phase = "end probes"
+                self.phase = SoakPhase.END_PROBES
                 await self._unless_stopped(s.schedule.cycle("end"))
             if cfg.probes and cfg.restart_at_end and s.target.can_restart:
-                self.phase = "restart control"
+                self.phase = SoakPhase.RESTART_CONTROL
                 await self._unless_stopped(s.schedule.restart_control())
             return RunStatus.INTERRUPTED if self._stop.is_set() else RunStatus.COMPLETED
         finally:
@@ -449,14 +439,13 @@ class Soak:
             return
         self._status = status
         s = self.session
-        reason = (
-            ("decided" if self._decided.is_set() else "duration") if status is RunStatus.COMPLETED else status.value
-        )
-        self.store.event(
-            "stop", status=status.value, reason=reason, engine_life=s.target.life if s is not None else None
-        )
+        if status is RunStatus.COMPLETED:
+            reason = StopReason.DECIDED if self._decided.is_set() else StopReason.DURATION
+        else:  # interrupted or crashed: the status says why
+            reason = StopReason(status.value)
+        self.store.event("stop", status=status, reason=reason, engine_life=s.target.life if s is not None else None)
         self._book.ended(
-            status.value,
+            status,
             reason,
             materialized=s.materializer.counts() if s is not None else None,
             steps_missed=s.watch.num_missed_steps if s is not None else None,

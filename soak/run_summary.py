@@ -6,6 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from rundir import schema
 from rundir.manifest import Decided
 from rundir.reader import read_events, read_manifest, read_rows
 from rundir.schema import ProbeRole
@@ -29,7 +30,7 @@ class RunSummary:
     num_engine_starts: int
     num_resumes: int
     control_probes: list[tuple[int, float | None, float]]  # the same, of the control engine's
-    stop_reason: str | None = None  # duration, decided, interrupted or crashed (manifest)
+    stop_reason: str | None = None  # a StopReason (manifest)
     decided: Decided | None = None  # the first decided running verdict (manifest)
 
 
@@ -108,9 +109,4 @@ def render(s: RunSummary) -> str:
 
 
 def _stop_text(s: RunSummary) -> str:
-    return {
-        "duration": "ran its planned length",
-        "decided": "stopped once decided (--until-decided)",
-        "interrupted": "stopped by the user",
-        "crashed": "the driver crashed",
-    }.get(s.stop_reason or "", s.stop_reason or "")
+    return schema.STOP_TEXT.get(s.stop_reason or "", s.stop_reason or "")

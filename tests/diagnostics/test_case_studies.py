@@ -17,6 +17,7 @@ defragmentation on aged too: the difference is not defragmentation, and no test 
 from pathlib import Path
 
 from diagnostics.analysis import analyze
+from diagnostics.labels import CheckStatus
 from diagnostics.source import load_source
 
 CASES = Path(__file__).resolve().parents[1] / "fixtures" / "case-studies"
@@ -43,7 +44,7 @@ def test_0_3_1_in_a_full_cache_is_aged_and_its_batch_halving_is_read():
     assert a.verdict == "engine_age_degradation" and a.confidence in ("medium", "high"), a.reason
     assert a.basis == "paired_control" and a.slowdown.hi < 0.9 and a.onset is not None
     checks = {c.name: c for c in a.checks}
-    assert checks["kv_space"].status == "warn" and checks["kv_space"].detail.startswith("224 times")
+    assert checks["kv_space"].status == CheckStatus.WARN and checks["kv_space"].detail.startswith("224 times")
     assert "kv_no_space" in [s.name for s in a.suspects]
 
 
@@ -52,4 +53,4 @@ def test_0_3_2_in_the_same_soak_is_not_called_aged_though_its_batches_halve_too(
     # The decode comparisons together rule a loss out (docs/case-studies/llamacpp-defrag.md).
     assert a.verdict == "no_degradation", a.reason
     checks = {c.name: c for c in a.checks}
-    assert checks["kv_space"].status == "warn" and checks["kv_space"].detail.startswith("389 times")
+    assert checks["kv_space"].status == CheckStatus.WARN and checks["kv_space"].detail.startswith("389 times")

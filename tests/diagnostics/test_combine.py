@@ -10,6 +10,7 @@ from diagnostics.combine import combine, widen
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.evidence import Evidence
 from diagnostics.intervals import Interval
+from diagnostics.labels import CheckStatus
 from diagnostics.verdict import decide
 
 
@@ -91,7 +92,7 @@ def test_comparisons_that_do_not_overlap_are_not_combined_and_say_so():
     assert together.comparison is None and [basis for basis, _ in together.widened] == ["bins", "restart"]
     d = decide(Evidence(bins=a, restart=b, span_s=3600.0, control_drift=cmp("control_drift", 1.0, 0.99, 1.01)))
     found = {f.name: f for f in d.findings}
-    assert found["decode_agreement"].status == "warn" and "do not overlap" in found["decode_agreement"].detail
+    assert found["decode_agreement"].status == CheckStatus.WARN and "do not overlap" in found["decode_agreement"].detail
 
 
 def test_together_they_cover_at_the_stated_level_on_dependent_comparisons():

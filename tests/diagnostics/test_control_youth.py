@@ -9,7 +9,7 @@ from diagnostics import controls, youth
 from diagnostics.comparison import Comparison
 from diagnostics.evidence import Evidence
 from diagnostics.intervals import Interval
-from diagnostics.labels import ControlYouth, Verdict
+from diagnostics.labels import Basis, CheckStatus, ControlYouth, Verdict
 from diagnostics.live import running_verdict
 from diagnostics.verdict import decide
 
@@ -71,7 +71,7 @@ def test_a_twin_that_caught_the_same_fault_is_caught_and_no_age_is_not_decided()
 
     decision = decide(evidence(rows, cycles))
     assert decision.verdict == Verdict.INSUFFICIENT
-    assert [f.status for f in decision.findings if f.name == "control_youth"] == ["fail"]
+    assert [f.status for f in decision.findings if f.name == "control_youth"] == [CheckStatus.FAIL]
     assert "--control-restart-after" in decision.reason and "slowed with its own age" in decision.reason
 
 
@@ -191,7 +191,7 @@ def test_a_control_taken_for_aging_never_lets_the_soaked_engines_probes_alone_cl
     table = cycles_table(noisy(200.0 * host, n, rng), noisy(200.0 * host, n, rng), np.ones(n, dtype=int))
     rows = controls.probe_rows(table)
     cycles = controls.pairs(rows)
-    aging = Comparison("control_youth", Interval(0.84, 0.71, 0.99, 0.9), 8, 8, 0.9, "noise", min_for_loss=4)
+    aging = Comparison(Basis.CONTROL_YOUTH, Interval(0.84, 0.71, 0.99, 0.9), 8, 8, 0.9, "noise", min_for_loss=4)
     ev = evidence(rows, cycles)._replace(youth=youth.Youth(None, aging))
     assert ev.probes.loss and ev.youth.aging
     assert decide(ev).verdict == Verdict.INSUFFICIENT

@@ -149,10 +149,11 @@ def test_the_healthy_side_is_the_engines_youth_not_a_third_of_a_long_run():
 def test_a_paired_loss_needs_a_material_estimate_and_an_interval_below_five_percent():
     from diagnostics.comparison import Comparison
     from diagnostics.intervals import Interval
+    from diagnostics.labels import Basis
 
     def paired(estimate, lo, hi):
         return Comparison(
-            basis="paired_control",
+            basis=Basis.PAIRED_CONTROL,
             interval=Interval(estimate, lo, hi),
             num_early=10,
             num_late=10,
@@ -178,14 +179,14 @@ def test_the_running_verdict_caps_a_high_confidence_where_its_rules_warn():
     line = running_verdict(probe_table(main, control)).line
     assert "high confidence" not in line
     # a high decision whose rules warn names them; one whose rules do not still says medium
-    from diagnostics.evidence import Finding
-    from diagnostics.labels import Confidence, Verdict
+    from diagnostics.labels import Basis, CheckStatus, Confidence, Verdict
     from diagnostics.live import _confidence
+    from diagnostics.result import Check
     from diagnostics.verdict import Decision
 
     high = Decision(
         verdict=Verdict.AGE,
-        basis="paired_control",
+        basis=Basis.PAIRED_CONTROL,
         decisive=None,
         decode=None,
         cause=None,
@@ -193,7 +194,7 @@ def test_the_running_verdict_caps_a_high_confidence_where_its_rules_warn():
         reason="",
         findings=(),
     )
-    warned = high._replace(findings=(Finding("control_drift", "warn", "not measured"),))
+    warned = high._replace(findings=(Check("control_drift", CheckStatus.WARN, "not measured"),))
     assert _confidence(high).startswith(", medium confidence (high by its interval; `diag analyze`")
     assert _confidence(warned) == ", medium confidence (high by its interval; control_drift warn)"
     assert _confidence(high._replace(confidence=Confidence.MEDIUM)) == ", medium confidence"

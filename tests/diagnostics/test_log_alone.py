@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from diagnostics.analysis import analyze
+from diagnostics.labels import CheckStatus
 from diagnostics.source import load_source
 
 CASES = Path(__file__).resolve().parents[1] / "fixtures" / "case-studies"
@@ -86,7 +87,7 @@ def test_a_log_without_stamps_or_release_lines_is_refused_naming_each_figure_and
     assert "each request's context at its end (`stop processing: n_past = …`)" in a.reason
     assert "default verbosity" in a.reason
     checks = {c.name: c for c in a.checks}
-    assert checks["log_figures"].status == "warn" and "--log-timestamps" in checks["log_figures"].detail
+    assert checks["log_figures"].status == CheckStatus.WARN and "--log-timestamps" in checks["log_figures"].detail
 
 
 def test_a_stamped_log_with_release_lines_lacks_no_figure(tmp_path):

@@ -5,6 +5,7 @@ import pandas as pd
 
 from diagnostics import prefill
 from diagnostics.analysis import analyze
+from diagnostics.labels import CheckStatus
 from diagnostics.source import load_source
 from tests.diagnostics.rundirs import make_run_dir
 
@@ -70,5 +71,5 @@ def test_a_decode_loss_only_the_probes_show_gives_way_to_a_clear_prefill_loss(tm
     a = analyze(load_source(run))
     assert a.verdict == "engine_age_degradation" and a.age_basis == "prefill"
     basis = next(c for c in a.checks if c.name == "decode_basis")
-    assert basis.status == "warn" and "placed on prefill time" in basis.detail
+    assert basis.status == CheckStatus.WARN and "placed on prefill time" in basis.detail
     assert a.suspects[0].name == "eviction_s_total"

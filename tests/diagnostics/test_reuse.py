@@ -5,6 +5,7 @@ import pandas as pd
 
 from diagnostics import reuse
 from diagnostics.analysis import analyze
+from diagnostics.labels import CheckStatus
 from diagnostics.source import load_source
 from tests.diagnostics.rundirs import make_run_dir
 
@@ -72,7 +73,7 @@ def test_a_healthy_run_reports_its_reuse_as_ok(tmp_path):
     a = analyze(load_source(make_run_dir(tmp_path / "run", fault_at_min=None, restart_at_min=None)))
     assert a.verdict == "context_growth_only" and a.age_basis == "decode"  # its contexts cost 12% at the long end
     (check,) = [c for c in a.checks if c.name == "prefix_reuse"]
-    assert check.status == "ok"
+    assert check.status == CheckStatus.OK
 
 
 def test_reuse_lost_within_the_first_third_still_has_a_healthy_reference():

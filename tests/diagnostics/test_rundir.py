@@ -7,6 +7,7 @@ import pytest
 
 from diagnostics.analysis import analyze
 from diagnostics.errors import DiagnosticsError
+from diagnostics.labels import CheckStatus
 from diagnostics.source import load_source
 from rundir import schema
 
@@ -128,4 +129,4 @@ def test_agreement_names_the_missing_engine_side_when_only_the_client_timed_the_
         {"t_first_token": [t0], "t_last_token": [t0 + pd.Timedelta(seconds=2)], "output_tokens": [64], "status": ["ok"]}
     )
     check = _agreement(SimpleNamespace(requests=requests), pd.DataFrame())
-    assert check.status == "ok" and "engine reports no decode timing" in check.detail
+    assert check.status == CheckStatus.OK and "engine reports no decode timing" in check.detail

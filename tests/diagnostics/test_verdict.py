@@ -6,7 +6,7 @@ from diagnostics.caps import DATA_CHECKS
 from diagnostics.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.evidence import Evidence, HostLoad
 from diagnostics.intervals import Interval
-from diagnostics.labels import Cause
+from diagnostics.labels import Basis, Cause, CheckStatus
 from diagnostics.verdict import decide
 
 HOST_DRIFT = Cause.HOST_DRIFT
@@ -30,7 +30,7 @@ UNBOUNDED = Interval(0.7, 0.0, float("inf"))
 def prefill_cmp(ratio, lo, hi, num_early=10, num_late=10):
     """Prefill time at matched sizes, as a speed (late over healthy), at its material level 1/1.5."""
     return Comparison(
-        basis="prefill",
+        basis=Basis.PREFILL,
         interval=Interval(ratio, lo, hi),
         num_early=num_early,
         num_late=num_late,
@@ -55,12 +55,12 @@ def test_a_loss_needs_the_whole_interval_past_the_material_level():
     straddling = cmp("probes", 0.85, 0.78, 0.93)
     d = decide(Evidence(probes=straddling))
     assert d.verdict == "insufficient_data" and d.confidence is None
-    assert names(d)["confidence"].status == "fail"
+    assert names(d)["confidence"].status == CheckStatus.FAIL
 
 
 def test_too_few_samples_for_an_interval_is_insufficient_data_not_a_verdict():
     few = Comparison(
-        basis="probes",
+        basis=Basis.PROBES,
         interval=UNBOUNDED,
         num_early=1,
         num_late=1,
@@ -77,7 +77,7 @@ def test_the_paired_control_decides_before_the_main_engine_alone():
     # the main engine's probes fell by 30%, the fresh control beside it fell as much
     d = decide(Evidence(paired=cmp("paired_control", 1.0, 0.95, 1.05), probes=LOSS))
     assert d.verdict == "no_degradation" and d.cause == HOST_DRIFT and d.basis == "paired_control"
-    assert names(d)["fresh_control"].status == "warn"
+    assert names(d)["fresh_control"].status == CheckStatus.WARN
     # ...and a loss the pairs show is engine age, whatever the main probes alone say
     d = decide(Evidence(paired=cmp("paired_control", 0.6, 0.5, 0.7), probes=NO_LOSS))
     assert d.verdict == "engine_age_degradation" and d.basis == "paired_control"
@@ -113,7 +113,7 @@ def test_a_restart_whose_fresh_engine_is_as_slow_makes_it_host_drift():
 def test_host_contention_without_a_paired_control_is_not_called_age():
     d = decide(Evidence(probes=LOSS, host=HostLoad(early=10.0, late=95.0)))
     assert d.verdict == "insufficient_data" and d.cause == HOST_DRIFT
-    assert names(d)["host_contention"].status == "warn"
+    assert names(d)["host_contention"].status == CheckStatus.WARN
     # with a paired control the contention cancels: the pairs decide
     d = decide(Evidence(paired=cmp("paired_control", 0.6, 0.5, 0.7), host=HostLoad(10.0, 95.0)))
     assert d.verdict == "engine_age_degradation"
@@ -127,7 +127,7 @@ def test_the_step_series_needs_an_onset_context_that_cannot_explain_it_and_no_ve
     d = decide(Evidence(steps=steps, onset_found=True, context="explains"))
     assert d.verdict == "context_growth_only" and d.confidence == "low"
     d = decide(Evidence(steps=steps, onset_found=True, bins=cmp("bins", 1.0, 0.97, 1.03)))
-    assert d.verdict == "no_degradation" and names(d)["matched_conditions"].status == "warn"
+    assert d.verdict == "no_degradation" and names(d)["matched_conditions"].status == CheckStatus.WARN
     # probes that rule a loss out veto the step series too
     d = decide(Evidence(steps=steps, onset_found=True, probes=NO_LOSS))
     assert d.verdict == "no_degradation"
@@ -135,12 +135,12 @@ def test_the_step_series_needs_an_onset_context_that_cannot_explain_it_and_no_ve
 
 def test_a_segment_whose_aftermath_is_not_material_is_said_so():
     d = decide(Evidence(steps=cmp("step_series", 0.93, 0.91, 0.95), onset_found=True))
-    assert d.verdict == "no_degradation" and names(d)["material_loss"].status == "warn"
+    assert d.verdict == "no_degradation" and names(d)["material_loss"].status == CheckStatus.WARN
 
 
 def test_prefix_reuse_carries_the_verdict_when_decode_holds():
     reuse = Comparison(
-        basis="prefix_reuse",
+        basis=Basis.PREFIX_REUSE,
         interval=Interval(0.0, 0.0, 0.1),
         num_early=10,
         num_late=10,
@@ -157,7 +157,7 @@ def test_prefix_reuse_carries_the_verdict_when_decode_holds():
 def test_a_contested_probe_loss_gives_way_to_a_clear_prefill_loss():
     prefill = prefill_cmp(0.33, 0.3, 0.37)
     d = decide(Evidence(probes=LOSS, bins=cmp("bins", 1.0, 0.97, 1.03), prefill=prefill))
-    assert d.basis == "prefill" and names(d)["decode_basis"].status == "warn"
+    assert d.basis == "prefill" and names(d)["decode_basis"].status == CheckStatus.WARN
 
 
 def test_prefill_must_survive_the_hosts_own_drift():
@@ -165,7 +165,7 @@ def test_prefill_must_survive_the_hosts_own_drift():
     paired = cmp("paired_control", 1.0, 0.95, 1.05)
     host_slowed = cmp("control_drift", 0.55, 0.5, 0.6)
     d = decide(Evidence(paired=paired, prefill=prefill, control_drift=host_slowed))
-    assert d.verdict == "no_degradation" and names(d)["fresh_control"].status == "warn"
+    assert d.verdict == "no_degradation" and names(d)["fresh_control"].status == CheckStatus.WARN
     steady = cmp("control_drift", 1.0, 0.95, 1.05)
     assert decide(Evidence(paired=paired, prefill=prefill, control_drift=steady)).verdict == "engine_age_degradation"
 
@@ -179,7 +179,7 @@ def test_a_prefill_loss_a_loose_drift_can_neither_keep_nor_explain_is_insufficie
     loose = cmp("control_drift", 0.83, 0.59, 1.17, n=3)
     d = decide(Evidence(paired=paired, prefill=prefill, control_drift=loose))
     assert d.verdict == "insufficient_data" and d.confidence is None
-    assert names(d)["prefill_drift"].status == "fail" and "fresh_control" not in names(d)
+    assert names(d)["prefill_drift"].status == CheckStatus.FAIL and "fresh_control" not in names(d)
     assert "too loosely" in d.reason
     # a drift that rules the loss out once taken out still explains it (the host slowed)...
     d = decide(Evidence(paired=paired, prefill=prefill, control_drift=cmp("control_drift", 0.6, 0.55, 0.66)))
@@ -194,7 +194,7 @@ def test_a_paired_control_wholly_below_one_is_not_called_no_age():
     yet a loss (the estimate not past 0.9), and "no engine age, low" hid a slowdown measured."""
     slower = cmp("paired_control", 0.903, 0.87, 0.94)
     d = decide(Evidence(paired=slower))
-    assert d.verdict == "insufficient_data" and names(d)["paired_slower"].status == "fail"
+    assert d.verdict == "insufficient_data" and names(d)["paired_slower"].status == CheckStatus.FAIL
     assert "slower" in d.reason and d.decisive.basis == "paired_control"
     # slower but with a material loss ruled out: no age, medium
     d = decide(Evidence(paired=cmp("paired_control", 0.95, 0.92, 0.98)))
@@ -235,10 +235,10 @@ def test_a_ratio_beyond_the_sane_range_is_a_failed_matching_not_a_verdict():
     d = decide(Evidence(bins=cmp("bins", 15.7, 12.0, 20.0), steps=cmp("step_series", 1.02, 0.97, 1.07)))
     assert d.verdict == "insufficient_data" and d.confidence is None and d.decode is None
     sanity = names(d)["ratio_sanity"]
-    assert sanity.status == "fail" and "bins reads 15.7" in sanity.detail and "0.02-5" in sanity.detail
+    assert sanity.status == CheckStatus.FAIL and "bins reads 15.7" in sanity.detail and "0.02-5" in sanity.detail
     # ...nor a fiftyfold loss, however tight its interval
     d = decide(Evidence(steps=cmp("step_series", 0.01, 0.008, 0.012), onset_found=True))
-    assert d.verdict == "insufficient_data" and names(d)["ratio_sanity"].status == "fail"
+    assert d.verdict == "insufficient_data" and names(d)["ratio_sanity"].status == CheckStatus.FAIL
     # within the range the rules go on as before
     assert decide(Evidence(probes=cmp("probes", 0.03, 0.025, 0.035))).verdict == "engine_age_degradation"
     assert decide(Evidence(probes=cmp("probes", 4.5, 4.0, 5.0))).verdict == "no_degradation"
@@ -249,7 +249,7 @@ def test_no_age_from_a_minute_of_log_is_insufficient_data():
     # about what hours of it do.
     steps = cmp("step_series", 0.99, 0.98, 1.0)
     d = decide(Evidence(steps=steps, span_s=30.0))
-    assert d.verdict == "insufficient_data" and names(d)["data_span"].status == "fail"
+    assert d.verdict == "insufficient_data" and names(d)["data_span"].status == CheckStatus.FAIL
     assert "30 s of engine time" in names(d)["data_span"].detail
     assert decide(Evidence(steps=steps, span_s=3600.0)).verdict == "no_degradation"
     # Probes and controls are measured on purpose, not read off a log: the span rule is not theirs.
@@ -277,7 +277,7 @@ def test_with_a_control_every_single_engine_timing_is_corrected_by_the_controls_
         )
     )
     assert d.verdict == "no_degradation" and d.cause == HOST_DRIFT
-    assert names(d)["fresh_control"].status == "warn"
+    assert names(d)["fresh_control"].status == CheckStatus.WARN
     # host contention is not ruled on where a control cancels it
     d = decide(
         Evidence(paired=wide_pairs, steps=steps, onset_found=True, control_drift=steady_host, host=HostLoad(5.0, 90.0))
@@ -297,7 +297,7 @@ def test_a_control_drift_of_too_few_probes_corrects_nothing():
     )
     assert d.verdict == "engine_age_degradation" and d.decisive.interval.hi == 0.72
     assert (
-        names(d)["control_drift"].status == "warn"
+        names(d)["control_drift"].status == CheckStatus.WARN
         and "not measured to within a factor of 2" in names(d)["control_drift"].detail
     )
     # ...so host contention is ruled on as if there were no control
@@ -321,11 +321,14 @@ def test_a_drift_beside_the_step_series_sides_of_too_few_probes_corrects_nothing
     d = decide(ev)
     assert d.verdict == "engine_age_degradation" and d.basis == "step_series"
     assert "corrected" not in d.decisive.detail and d.decisive.interval.hi == 0.17
-    assert names(d)["control_drift"].status == "warn" and "beside the step series" in names(d)["control_drift"].detail
+    assert (
+        names(d)["control_drift"].status == CheckStatus.WARN
+        and "beside the step series" in names(d)["control_drift"].detail
+    )
     assert "control_drift" in DATA_CHECKS  # its warning caps a high confidence (analysis, caps.capped)
     # uncorrected, the step series faces host contention as if there were no control
     d = decide(ev._replace(restart=None, host=HostLoad(5.0, 90.0)))
-    assert d.verdict != "engine_age_degradation" and names(d)["host_contention"].status == "warn"
+    assert d.verdict != "engine_age_degradation" and names(d)["host_contention"].status == CheckStatus.WARN
     # a drift beside the sides that is measured still corrects: the host as slow takes the loss away
     slow = cmp("control_drift", 0.15, 0.13, 0.17)
     d = decide(ev._replace(step_drift=slow, restart=None))
@@ -372,10 +375,10 @@ def test_step_comparisons_that_failed_their_matching_are_set_aside_where_identic
     d = decide(ev)
     assert d.verdict == "engine_age_degradation" and d.basis == "paired_control"
     sanity = names(d)["ratio_sanity"]
-    assert sanity.status == "warn" and "restart reads 0.018" in sanity.detail and "set aside" in sanity.detail
+    assert sanity.status == CheckStatus.WARN and "restart reads 0.018" in sanity.detail and "set aside" in sanity.detail
     # a probe comparison beyond the range is no matching failure to set aside: the data cannot tell
     d = decide(ev._replace(paired=cmp("paired_control", 0.01, 0.008, 0.012, n=12)))
-    assert d.verdict == "insufficient_data" and names(d)["ratio_sanity"].status == "fail"
+    assert d.verdict == "insufficient_data" and names(d)["ratio_sanity"].status == CheckStatus.FAIL
 
 
 def test_no_age_may_not_rest_on_bins_while_the_paired_control_shows_the_engine_slower():
@@ -386,7 +389,7 @@ def test_no_age_may_not_rest_on_bins_while_the_paired_control_shows_the_engine_s
     bins = cmp("bins", 1.03, 0.931, 1.143)
     d = decide(Evidence(paired=paired, bins=bins))
     assert d.verdict == "insufficient_data" and d.basis == "paired_control"
-    assert names(d)["decode_agreement"].status == "fail"
+    assert names(d)["decode_agreement"].status == CheckStatus.FAIL
     # a paired control that reaches 1 does not contradict, and the bins decide as before
     d = decide(Evidence(paired=cmp("paired_control", 0.95, 0.80, 1.10)._replace(detect=0.95), bins=bins))
     assert d.verdict == "no_degradation" and d.basis == "bins" and d.confidence == "medium"
@@ -401,7 +404,7 @@ def test_a_restart_that_brings_back_a_material_loss_is_not_called_no_age():
     bins = cmp("bins", 1.00, 0.97, 1.00)
     restart = cmp("restart", 0.76, 0.74, 0.77, n=3)
     d = decide(Evidence(paired=paired, bins=bins, restart=restart))
-    assert d.verdict == "insufficient_data" and names(d)["restart_slower"].status == "fail"
+    assert d.verdict == "insufficient_data" and names(d)["restart_slower"].status == CheckStatus.FAIL
     assert d.decisive.basis == "restart" and "--baseline" in d.reason
     # a restart that only straddles the material level says nothing against the bins
     d = decide(Evidence(paired=paired, bins=bins, restart=cmp("restart", 0.92, 0.86, 0.98, n=3)))
@@ -418,7 +421,7 @@ def test_a_restart_that_shows_the_fresh_engine_faster_outvotes_no_age_at_the_bar
     paired = cmp("paired_control", 0.94, 0.86, 1.03)._replace(detect=0.95)
     restart = cmp("restart", 0.87, 0.80, 0.95, n=3)
     d = decide(Evidence(paired=paired, restart=restart))
-    assert d.verdict == "insufficient_data" and names(d)["restart_slower"].status == "fail"
+    assert d.verdict == "insufficient_data" and names(d)["restart_slower"].status == CheckStatus.FAIL
     # one that reaches 1 does not
     d = decide(Evidence(paired=paired, restart=cmp("restart", 0.90, 0.80, 1.02, n=3)))
     assert d.verdict != "insufficient_data" and "restart_slower" not in names(d)

@@ -7,6 +7,7 @@ import datetime as dt
 import numpy as np
 
 from diagnostics.analysis import analyze
+from diagnostics.labels import CheckStatus
 from diagnostics.source import load_source
 
 T0 = dt.datetime(2025, 6, 16, 14, 0, 0)
@@ -115,7 +116,7 @@ def test_a_restart_into_another_build_is_no_control_and_is_said(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     a = analyze(load_source(path))
     checks = {c.name: c for c in a.checks}
-    assert checks["engine_identity"].status == "warn"
+    assert checks["engine_identity"].status == CheckStatus.WARN
     assert "build 8319 (6de1bc631) -> 8470 (db9d8aa42)" in checks["engine_identity"].detail
     assert "threads 9 -> 4" in checks["engine_identity"].detail
     assert not any(c.basis == "restart" for c in a.comparisons)

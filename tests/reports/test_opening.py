@@ -22,6 +22,7 @@ import pytest
 from diagnostics.comparison import Comparison
 from diagnostics.details import check_title, held_back, others
 from diagnostics.intervals import Interval
+from diagnostics.labels import Basis, CheckStatus
 from diagnostics.opening import FaultSet, fault_set, opening, when
 from diagnostics.rerun import soak_command
 from diagnostics.result import Check, Onset, Suspect, Trigger
@@ -38,7 +39,7 @@ JARGON += ("soaked engine", "block means", "healthy window", "healthy model", "g
 
 
 def _comparison(
-    basis: str,
+    basis: Basis,
     estimate: float,
     lo: float,
     hi: float,
@@ -60,7 +61,15 @@ def _comparison(
 
 
 def _no_age(
-    seed, estimate, lo, hi, verdict="no_degradation", basis="paired_control", confidence="low", tps=None, levels=None
+    seed,
+    estimate,
+    lo,
+    hi,
+    verdict="no_degradation",
+    basis=Basis.PAIRED_CONTROL,
+    confidence="low",
+    tps=None,
+    levels=None,
 ):
     return dataclasses.replace(
         seed.analysis,
@@ -128,9 +137,9 @@ def test_line_one_says_the_change_and_which_way_it_went(seed_inputs):
     no table below)."""
     a = dataclasses.replace(
         seed_inputs.analysis,
-        basis="step_series",
+        basis=Basis.STEP_SERIES,
         confidence="medium",
-        comparisons=(_comparison("step_series", 0.21, 0.16, 0.27, level_tps=152.8),),
+        comparisons=(_comparison(Basis.STEP_SERIES, 0.21, 0.16, 0.27, level_tps=152.8),),
         checks=(),
     )
     o = opening(a)
@@ -145,7 +154,9 @@ def test_line_one_says_the_change_and_which_way_it_went(seed_inputs):
 def test_line_one_says_tok_s_only_where_two_measured_speeds_stand_for_the_figure(seed_inputs):
     """Identical probes of one engine, early and late: the ratio is of their two measured speeds,
     which the probes' row in the table says too; a paired control's is a ratio of ratios."""
-    a = _no_age(seed_inputs, 1.58, 1.17, 2.12, basis="probes", confidence="medium", tps=138.4, levels=(138.4, 218.5))
+    a = _no_age(
+        seed_inputs, 1.58, 1.17, 2.12, basis=Basis.PROBES, confidence="medium", tps=138.4, levels=(138.4, 218.5)
+    )
     assert opening(a).size == (
         "decode speed late in the run is 1.58x its early speed on identical test requests (no slower, 218 against "
         "138 tok/s; 90% interval 1.17-2.12)"
@@ -186,7 +197,7 @@ def test_measured_speeds_are_those_the_table_shows(seed_inputs):
 
 def test_a_ratio_above_one_is_no_slower_never_up_to_some_percent_slower(seed_inputs):
     """after-1: 1.07 (0.96-1.19) across a restart read on the pairs: no slower, in time order."""
-    a = _no_age(seed_inputs, 1.07, 0.96, 1.19, basis="restart", confidence="high", tps=208.1)
+    a = _no_age(seed_inputs, 1.07, 0.96, 1.19, basis=Basis.RESTART, confidence="high", tps=208.1)
     o = opening(a, _run(*DEMO))  # type: ignore[arg-type]
     assert o.verdict_line == (
         "Not aged (high confidence): decode speed just before a restart is 1.07x its speed just after (no slower; "
@@ -249,7 +260,7 @@ def test_every_reference_is_said_the_same_way(seed_inputs, basis, said):
 
 def test_a_loss_the_interval_leaves_possible_is_said_once_in_one_direction(seed_inputs):
     """after-2: slower as the context grew, a loss from age possible, how sure and why not surer."""
-    a = _no_age(seed_inputs, 0.93, 0.83, 1.04, verdict="context_growth_only", basis="restart", tps=186.9)
+    a = _no_age(seed_inputs, 0.93, 0.83, 1.04, verdict="context_growth_only", basis=Basis.RESTART, tps=186.9)
     o = opening(a, _run(*DEMO, elapsed_s=66))  # type: ignore[arg-type]
     assert o.verdict_line == (
         "Not shown to be aged (low confidence): decode speed just before a restart is 0.93x its speed just after "
@@ -263,7 +274,7 @@ def test_a_loss_the_interval_leaves_possible_is_said_once_in_one_direction(seed_
 
 
 def test_a_short_run_says_how_long_it_was_and_that_hours_need_hours(seed_inputs):
-    a = _no_age(seed_inputs, 1.07, 0.96, 1.19, basis="restart", confidence="high")
+    a = _no_age(seed_inputs, 1.07, 0.96, 1.19, basis=Basis.RESTART, confidence="high")
     o = opening(a, _run(*DEMO))  # type: ignore[arg-type]
     assert o.action == (
         "Nothing to restart or file. This run lasted 2.4 min; a slowdown that builds over hours needs a soak of "
@@ -314,11 +325,11 @@ def test_the_other_measures_are_below_the_break_with_their_direction(seed_inputs
     a = dataclasses.replace(
         _no_age(seed_inputs, 0.72, 0.63, 0.82, verdict="engine_age_degradation", confidence="medium"),
         comparisons=(
-            _comparison("paired_control", 0.72, 0.63, 0.82),
-            _comparison("restart", 0.65, 0.60, 0.71),
-            _comparison("probes", 0.50, 0.25, 0.99),
-            _comparison("step_series", 1.6, 1.4, 1.8),
-            _comparison("control_drift", 0.69, 0.42, 1.14),
+            _comparison(Basis.PAIRED_CONTROL, 0.72, 0.63, 0.82),
+            _comparison(Basis.RESTART, 0.65, 0.60, 0.71),
+            _comparison(Basis.PROBES, 0.50, 0.25, 0.99),
+            _comparison(Basis.STEP_SERIES, 1.6, 1.4, 1.8),
+            _comparison(Basis.CONTROL_DRIFT, 0.69, 0.42, 1.14),
         ),
     )
     assert others(a) == (
@@ -343,17 +354,17 @@ def _restart_faster(seed, suspects=()):
         seed.analysis,
         verdict="insufficient_data",
         confidence=None,
-        basis="restart",
+        basis=Basis.RESTART,
         onset=None,
         comparisons=(
-            _comparison("restart", 0.48, 0.37, 0.62, level_tps=174.0),
-            _comparison("paired_control", 0.86, 0.63, 1.18),
-            _comparison("bins", 0.79, 0.67, 0.85),
+            _comparison(Basis.RESTART, 0.48, 0.37, 0.62, level_tps=174.0),
+            _comparison(Basis.PAIRED_CONTROL, 0.86, 0.63, 1.18),
+            _comparison(Basis.BINS, 0.79, 0.67, 0.85),
         ),
         checks=(
             Check(
                 "restart_slower",
-                "fail",
+                CheckStatus.FAIL,
                 "the restart control ... shows the fresh engine materially faster, where the comparison on paired "
                 "control rules a loss out (0.86 (90% interval 0.63-1.18)): ...",
             ),
@@ -395,7 +406,7 @@ def test_an_undecided_verdict_says_a_suspect_that_moved_a_lot_and_what_would_set
         "71,303,168 in the quarter with the most (Spearman rho +0.59 ...)",
     )
     a = _restart_faster(seed_inputs, suspects=(jump,))
-    a = dataclasses.replace(a, basis="bins", comparisons=(a.comparisons[2], *a.comparisons[:2]))
+    a = dataclasses.replace(a, basis=Basis.BINS, comparisons=(a.comparisons[2], *a.comparisons[:2]))
     o = opening(a, _run(*DEMO))  # type: ignore[arg-type]
     # First in the reason: what sets it apart from a can't-tell where nothing in the engine moved.
     assert o.why.startswith(
@@ -410,7 +421,7 @@ def test_an_interval_wider_than_90_percent_says_why_below_the_break(seed_inputs)
     """after-5: '99% interval 0.03-0.65, not 90%: the soak checked after every probe cycle' in the headline."""
     a = dataclasses.replace(
         _no_age(seed_inputs, 0.14, 0.03, 0.65, verdict="engine_age_degradation", confidence="medium"),
-        comparisons=(_comparison("paired_control", 0.14, 0.03, 0.65, level=0.9943, level_tps=152.0),),
+        comparisons=(_comparison(Basis.PAIRED_CONTROL, 0.14, 0.03, 0.65, level=0.9943, level_tps=152.0),),
     )
     o = opening(a)
     assert o.size == "decode speed is 0.14x a fresh engine's beside it (86% slower; 99% interval 0.03-0.65)"
@@ -425,16 +436,16 @@ def test_an_undecided_paired_control_says_its_figure_once_and_that_the_host_move
         seed_inputs.analysis,
         verdict="insufficient_data",
         confidence=None,
-        basis="paired_control",
+        basis=Basis.PAIRED_CONTROL,
         source_kind="run_dir",
         onset=None,
         recovered_by_restart=None,
         comparisons=(
-            _comparison("paired_control", 0.83, 0.68, 1.00),
-            _comparison("probes", 1.03, 0.87, 1.22),
-            _comparison("control_drift", 1.25, 0.99, 1.57),
+            _comparison(Basis.PAIRED_CONTROL, 0.83, 0.68, 1.00),
+            _comparison(Basis.PROBES, 1.03, 0.87, 1.22),
+            _comparison(Basis.CONTROL_DRIFT, 1.25, 0.99, 1.57),
         ),
-        checks=(Check("paired_slower", "fail", "..."), Check("host_contention", "warn", "...")),
+        checks=(Check("paired_slower", CheckStatus.FAIL, "..."), Check("host_contention", CheckStatus.WARN, "...")),
     )
     o = opening(a, _run(*DEMO))  # type: ignore[arg-type]
     assert o.headline == "Can't tell (undecided)"
@@ -455,10 +466,13 @@ def test_a_log_that_cannot_tell_says_the_soak_and_the_option_that_would_let_it_t
         seed_inputs.analysis,
         verdict="insufficient_data",
         confidence=None,
-        basis="step_series",
+        basis=Basis.STEP_SERIES,
         onset=None,
-        comparisons=(_comparison("step_series", 0.75, 0.63, 0.89, level_tps=4.4),),
-        checks=(Check("confidence", "fail", "a loss without a cause: ..."), Check("engine_identity", "warn", "...")),
+        comparisons=(_comparison(Basis.STEP_SERIES, 0.75, 0.63, 0.89, level_tps=4.4),),
+        checks=(
+            Check("confidence", CheckStatus.FAIL, "a loss without a cause: ..."),
+            Check("engine_identity", CheckStatus.WARN, "..."),
+        ),
         suspects=(),
     )
     missing = SimpleNamespace(
@@ -502,7 +516,7 @@ def test_line_one_names_what_capped_the_confidence_the_details_the_rest(seed_inp
         checks=(
             Check(
                 "confidence_cap",
-                "warn",
+                CheckStatus.WARN,
                 "high by its interval, lowered to medium: the data checks warn (decode_after_prefill_or_idle, "
                 "raw_throughput (0.12x raw against 0.43x matched)); a high confidence is given only where ...",
             ),
@@ -524,7 +538,7 @@ def test_thin_data_caps_the_confidence_and_names_its_numbers_in_line_one(seed_in
     Fewer than 3 a side of the figure caps it at low (diagnostics.caps.thin); line one says the
     count, the next step is to confirm it before filing, and the count is not said twice below."""
     a = seed_inputs.analysis
-    assert a.confidence == "low" and [c.status for c in a.checks if c.name == "thin_data"] == ["warn"]
+    assert a.confidence == "low" and [c.status for c in a.checks if c.name == "thin_data"] == [CheckStatus.WARN]
     o = opening(a, seed_inputs.source)
     assert o.headline == "Probably aged (low confidence)"
     assert o.confidence == "Low: only 2 early measurements were there to compare with."
@@ -541,7 +555,8 @@ def test_failed_requests_and_a_full_kv_cache_get_a_line_each_action_first(seed_i
     t = pd.to_datetime(["2026-12-02 17:05:33.2", "2026-12-02 17:10:00.0", "2026-12-02 17:20:07.8"])
     events = pd.DataFrame({"t": t, "kind": ["kv_no_space", "kv_full", "kv_no_space"]})
     a = dataclasses.replace(
-        _no_age(seed_inputs, 1.09, 1.00, 1.21, confidence="medium"), checks=(Check("kv_space", "warn", "..."),)
+        _no_age(seed_inputs, 1.09, 1.00, 1.21, confidence="medium"),
+        checks=(Check("kv_space", CheckStatus.WARN, "..."),),
     )
     run = _run(*DEMO, events=events)
     run.requests = pd.DataFrame({"status": ["ok"] * 100 + ["error"] * 3 + ["refused"]})
@@ -588,9 +603,9 @@ def test_a_fault_set_at_the_engines_start_is_not_said_to_switch_on_at_the_onset(
 
 def test_above_the_break_the_engines_are_soaked_and_fresh_and_the_words_the_readers(seed_inputs):
     cases = [
-        _no_age(seed_inputs, 1.07, 0.96, 1.19, basis="restart"),
-        _no_age(seed_inputs, 0.93, 0.83, 1.04, verdict="context_growth_only", basis="restart"),
-        _no_age(seed_inputs, 0.95, 0.92, 0.98, basis="step_series"),
+        _no_age(seed_inputs, 1.07, 0.96, 1.19, basis=Basis.RESTART),
+        _no_age(seed_inputs, 0.93, 0.83, 1.04, verdict="context_growth_only", basis=Basis.RESTART),
+        _no_age(seed_inputs, 0.95, 0.92, 0.98, basis=Basis.STEP_SERIES),
         dataclasses.replace(seed_inputs.analysis, recovered_by_restart=True),
         _restart_faster(seed_inputs),
     ]
@@ -627,11 +642,15 @@ def _undecided_by(seed, *failed: str, basis: str = "paired_control") -> object:
         onset=None,
         comparisons=(
             _comparison(basis, 0.83, 0.68, 1.00),
-            _comparison("restart", 0.48, 0.37, 0.62),
-            _comparison("control_drift", 1.25, 0.99, 1.57),
+            _comparison(Basis.RESTART, 0.48, 0.37, 0.62),
+            _comparison(Basis.CONTROL_DRIFT, 1.25, 0.99, 1.57),
         ),
         checks=tuple(
-            Check(n, "fail", "the usable decode samples cover 40 s of engine time; ..." if n == "data_span" else "...")
+            Check(
+                n,
+                CheckStatus.FAIL,
+                "the usable decode samples cover 40 s of engine time; ..." if n == "data_span" else "...",
+            )
             for n in failed
         ),
         suspects=(),
@@ -691,7 +710,7 @@ def test_measures_that_disagree_say_which_is_trusted_and_why(seed_inputs):
     assert "they disagree" not in o.why
     near = dataclasses.replace(
         _no_age(seed_inputs, 0.72, 0.63, 0.82, verdict="engine_age_degradation", confidence="medium"),
-        comparisons=(_comparison("paired_control", 0.72, 0.63, 0.82), _comparison("probes", 0.70, 0.5, 0.9)),
+        comparisons=(_comparison(Basis.PAIRED_CONTROL, 0.72, 0.63, 0.82), _comparison(Basis.PROBES, 0.70, 0.5, 0.9)),
     )
     assert "trusted" not in (others(near) or "")  # within a material loss of each other: they agree
 

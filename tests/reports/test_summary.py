@@ -6,6 +6,7 @@ import dataclasses
 import re
 from pathlib import Path
 
+from diagnostics.labels import Basis, CheckStatus
 from reports.redact import Redactor
 from reports.summary import MAX_LINES, render_summary
 
@@ -101,7 +102,7 @@ def test_recovered_by_restart_says_why_it_cannot_say(seed_inputs):
     a = seed_inputs.analysis
     assert recovered_text(a) == "no restart in the data"
     restart = Comparison(
-        basis="restart", interval=Interval(1.02, 0.95, 1.09), num_early=3, num_late=3, material=0.9, detail=""
+        basis=Basis.RESTART, interval=Interval(1.02, 0.95, 1.09), num_early=3, num_late=3, material=0.9, detail=""
     )
     healthy = dataclasses.replace(a, verdict="no_degradation", recovered_by_restart=None, comparisons=(restart,))
     assert recovered_text(healthy) == (
@@ -112,14 +113,14 @@ def test_recovered_by_restart_says_why_it_cannot_say(seed_inputs):
     # whose step series could not be told from context read 0.05 here, and the summary said
     # "nothing to bring back").
     back = Comparison(
-        basis="restart", interval=Interval(0.05, 0.01, 0.34), num_early=3, num_late=4, material=0.9, detail=""
+        basis=Basis.RESTART, interval=Interval(0.05, 0.01, 0.34), num_early=3, num_late=4, material=0.9, detail=""
     )
     refused = dataclasses.replace(healthy, verdict="insufficient_data", comparisons=(back,))
     assert recovered_text(refused).startswith("decode came back after it (the soaked engine ran at 0.05 of its")
     # A restart that neither brought a loss back nor ruled one out says neither, whatever the verdict
     # (issue 53: "nothing to bring back (no engine age)" beside an undecided run).
     loose = Comparison(
-        basis="restart", interval=Interval(0.87, 0.69, 1.10), num_early=3, num_late=3, material=0.9, detail=""
+        basis=Basis.RESTART, interval=Interval(0.87, 0.69, 1.10), num_early=3, num_late=3, material=0.9, detail=""
     )
     for verdict in ("insufficient_data", "no_degradation", "engine_age_degradation"):
         said = recovered_text(dataclasses.replace(healthy, verdict=verdict, comparisons=(loose,)))
@@ -144,7 +145,9 @@ def test_a_restart_that_gave_no_comparison_is_not_called_no_restart(seed_inputs)
         "the engine before and after"
     )
     assert _restart_sentence(two).startswith("The data hold a restart, but too few decode samples")
-    changed = dataclasses.replace(two, checks=(*a.checks, Check("engine_identity", "warn", "the engine changed")))
+    changed = dataclasses.replace(
+        two, checks=(*a.checks, Check("engine_identity", CheckStatus.WARN, "the engine changed"))
+    )
     assert recovered_text(changed).endswith("the engine after it was a different one (the engine_identity check)")
 
 
@@ -162,7 +165,7 @@ def test_a_check_whose_name_misleads_is_said_in_the_readers_words_too(seed_input
     """after-8: 'FAIL `confidence`: a loss without a cause'."""
     from diagnostics.result import Check
 
-    failed = Check("confidence", "fail", "a loss without a cause: step series 0.75")
+    failed = Check("confidence", CheckStatus.FAIL, "a loss without a cause: step series 0.75")
     a = dataclasses.replace(seed_inputs.analysis, verdict="insufficient_data", confidence=None, checks=(failed,))
     md = render_summary(seed_inputs._replace(analysis=a))
     # Beside a verdict that cannot tell, the failed check is why it did not decide, not a fault (the
@@ -217,8 +220,8 @@ def test_a_warning_that_comes_up_on_most_runs_says_whether_it_matters(run_inputs
     from diagnostics.result import Check
 
     checks = (
-        Check("client_engine_agreement", "warn", "client-side decode 174.8 tok/s per request, engine 260.2"),
-        Check("state_slot_exhaustion", "warn", "state slots usage peaked at 1.00"),
+        Check("client_engine_agreement", CheckStatus.WARN, "client-side decode 174.8 tok/s per request, engine 260.2"),
+        Check("state_slot_exhaustion", CheckStatus.WARN, "state slots usage peaked at 1.00"),
     )
     a = dataclasses.replace(run_inputs.analysis, checks=checks)
     md = render_summary(run_inputs._replace(analysis=a))

@@ -6,7 +6,7 @@ from pathlib import Path
 from soak.client import CallResult
 from soak.clock import ServingClock
 from soak.cycle import Cycle, Taken
-from soak.live_view import LiveView, Progress, cycle_line, render, status_line
+from soak.live_view import LiveView, Progress, SoakPhase, cycle_line, render, status_line
 from soak.probes import ProbeResult
 from tests.soak.conftest import ROOT, write_trace
 from tests.soak.test_resume import SOAK
@@ -70,7 +70,7 @@ def _progress(**kw):
         live_tps=33.3,
         probes=probes,
         engine="up (life 1, pid 7, age 5 s)",
-        phase="replay",
+        phase=SoakPhase.REPLAY,
         last_cycle=_cycle(4, 61.2, 60.8),
         num_engine_restarts=1,
         control="twin (life 0, pid 8, age 3 s)",
@@ -105,7 +105,7 @@ def test_cycle_line_names_the_cycle_and_both_rates():
 
 def test_a_soak_is_shown_before_its_engine_is_up_and_a_view_that_fails_does_not_stop_it(caplog):
     class Starting:  # a soak whose run directory is not open yet (soak.live_view.Watched)
-        run_dir, phase, recorder, session = Path("runs/x"), "starting", None, None
+        run_dir, phase, recorder, session = Path("runs/x"), SoakPhase.STARTING, None, None
         clock = ServingClock(duration_s=60.0)
 
     shown = []

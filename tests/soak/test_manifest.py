@@ -70,17 +70,18 @@ def test_a_look_before_the_replay_is_not_a_decided_verdict(tmp_path):
     not the soak's (with --until-decided it was recorded, never ended the replay, and kept the run
     going to its full length); the first decided look in the replay is."""
     from soak.config import SoakConfig
+    from soak.live_view import SoakPhase
     from soak.run import Soak
     from tests.soak.conftest import write_trace
 
     trace = write_trace(tmp_path / "trace.jsonl", sessions=1, turns=1)
     soak = Soak(SoakConfig(trace=str(trace), duration_s=60.0, target="http://x", until_decided=True), tmp_path / "x")
     store, soak.book = _book(tmp_path)
-    for phase in ("start probe", "baseline"):
+    for phase in (SoakPhase.START_PROBE, SoakPhase.BASELINE):
         soak.phase = phase
         soak.decided("no_degradation", 3, "decided: healthy")
         assert soak.manifest.decided is None and not soak._decided.is_set()
-    soak.phase = "replay"
+    soak.phase = SoakPhase.REPLAY
     soak.decided("no_degradation", 12, "decided: healthy")
     assert soak.manifest.decided is not None and soak.manifest.decided.cycle == 12 and soak._decided.is_set()
     store.close()

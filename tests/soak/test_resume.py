@@ -204,7 +204,6 @@ def test_resume_refuses_a_trace_that_changed(tmp_path, fake_server):
     assert proc.returncode == 2 and "different file" in proc.stderr and "Traceback" not in proc.stderr
 
 
-<<<<<<< HEAD
 def test_a_run_directory_that_names_decode_path_still_resumes_with_it(tmp_path):
     """A run soaked before the option was renamed (forward_path, was decode_path) keeps the words it
     was given: `soak resume` reads its config from the manifest, and the engine it restarts takes the
@@ -222,7 +221,8 @@ def test_a_run_directory_that_names_decode_path_still_resumes_with_it(tmp_path):
     assert config.engine_options.engine == {"forward_path": "reference"}
     assert config.engine_options.engine_config().forward_path == "reference"
     assert any("decode_path is now named forward_path" in str(w.message) for w in caught)
-=======
+
+
 def test_the_resume_point_counts_on_from_what_was_written(tmp_path):
     """Request rows give the trace position, start events the engine and control lives (a torn last
     event, as a kill -9 leaves it, is skipped), probe rows the next cycle."""
@@ -244,4 +244,3 @@ def test_the_resume_point_counts_on_from_what_was_written(tmp_path):
     at = resume_point(tmp_path)
     assert (at.engine_life, at.control_life, at.next_cycle, at.num_calls) == (1, 0, 7, 3)
     assert at.position.loop == 0 and at.position.next_turn == {"a": 2}
->>>>>>> h54-rows

@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from diagnostics.labels import Verdict
+from diagnostics.labels import CheckStatus, Verdict
+from rundir.schema import RunStatus
 from soak.errors import SoakError
 
 logger = logging.getLogger(__name__)
@@ -296,7 +297,7 @@ def _soak(
     logger.info("validate: %s for %.1f min (engine %s)", name, minutes, " ".join(args))
     soak = Soak(config, run_dir, command=["soak", "validate", name])
     status = asyncio.run(soak.run())
-    if status != "completed":
+    if status != RunStatus.COMPLETED:
         raise SoakError(f"{run_dir}: the {name} soak ended {status}; see {run_dir}/engine.log")
     shown = [
         f"--model={Path(a.split('=', 1)[1]).name}" if a.startswith("--model=") else a
@@ -344,7 +345,7 @@ def _judge(name: str, run_dir: Path, aging_control: bool = False) -> MatrixRow:
             else ("not found as engine age; " if not found else "")
             + (f"its own signal ranks {where}" if where else "its own signal is not among the suspects")
         )
-        aged = [c for c in result.checks if c.name == "control_youth" and c.status == "fail"]
+        aged = [c for c in result.checks if c.name == "control_youth" and c.status == CheckStatus.FAIL]
         if aging_control and not passed and verdict == Verdict.INSUFFICIENT and aged:
             passed, detail = True, "refused, naming the aging control"
     return MatrixRow(

@@ -344,6 +344,7 @@ def _drive(soak: Soak, live: bool) -> None:
     from rich.console import Console
     from rich.live import Live
 
+    from rundir.schema import RunStatus
     from soak.live_view import render as render_view
     from soak.run_summary import render as render_status
     from soak.run_summary import summarize
@@ -358,20 +359,20 @@ def _drive(soak: Soak, live: bool) -> None:
         soak.on_progress = lines.progress
         soak.on_probe_cycle = lambda rows: lines.cycle(rows, soak.verdict_line, soak.progress())
 
-    async def main() -> str:
+    async def main() -> RunStatus:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, soak.stop)
         return await soak.run()
 
     try:
-        status_text = asyncio.run(main())
+        status = asyncio.run(main())
     finally:
         if view is not None:
             view.stop()
     typer.echo(render_status(summarize(soak.run_dir)))
-    if status_text != "completed":
-        raise typer.Exit(130 if status_text == "interrupted" else 1)
+    if status != RunStatus.COMPLETED:
+        raise typer.Exit(130 if status == RunStatus.INTERRUPTED else 1)
 
 
 STATUS_EVERY_S = 60.0  # a status line this often when there is no live view
@@ -384,9 +385,9 @@ class _StatusLines:
         self._last: float | None = None
 
     def progress(self, p: Progress) -> None:
-        from soak.live_view import status_line
+        from soak.live_view import SoakPhase, status_line
 
-        if p.phase != "replay" and self._last is None:
+        if p.phase != SoakPhase.REPLAY and self._last is None:
             return
         if self._last is None or p.elapsed_s - self._last >= STATUS_EVERY_S:
             self._last = p.elapsed_s
