@@ -50,7 +50,7 @@ MODEL = "qwen3-tiny"  # the name scripts/peer-vllm.sh serves the checkpoint unde
 MICRO = r"""
 import json, sys, time
 from vllm.v1.metrics.stats import IterationStats, PrefixCacheStats, SchedulerStats
-from tokdrift.vllm_plugin.steps import StepWriter
+from vllm_plugin.steps import StepWriter
 writer = StepWriter("/dev/null")
 s = SchedulerStats(num_running_reqs=4, num_waiting_reqs=1, kv_cache_usage=0.25,
                    prefix_cache_stats=PrefixCacheStats(requests=1, queries=100, hits=50))

@@ -1,6 +1,6 @@
 """The diagnostics package's user-facing error."""
 
-from tokdrift import TokdriftError
+from ground import TokdriftError
 
 
 class DiagnosticsError(TokdriftError):

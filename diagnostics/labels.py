@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from tokdrift import Label
+from ground import Label
 
 
 class Verdict(Label):

@@ -20,7 +20,7 @@ from diagnostics.intervals import Interval
 from diagnostics.labels import Confidence, Verdict
 from diagnostics.result import Analysis
 from diagnostics.said import NO_CHANGE, change, duration, size, times_x, x_span
-from tokdrift import Label
+from ground import Label
 
 
 class Answer(Label):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tokdrift import TokdriftError
+from ground import TokdriftError
 
 
 class EngineError(TokdriftError):

@@ -1,6 +1,6 @@
 """The log readers' user-facing error."""
 
-from tokdrift import TokdriftError
+from ground import TokdriftError
 
 
 class LogFormatError(TokdriftError):

@@ -58,7 +58,7 @@ SIDE_LINES: dict[str, dict[str, str]] = {
 }
 SIDE_STARTS = tuple(SIDE_LINES)
 
-# tokdrift's step-cost fault in vLLM's log (a test instrument: tokdrift/vllm_plugin/fault.py, its
+# tokdrift's step-cost fault in vLLM's log (a test instrument: vllm_plugin/fault.py, its
 # STATE_LINE and the line it logs where it turns on).
 FAULT_STATE = re.compile(r"tokdrift fault (\S+): (\d+) entries held, (\d+(?:\.\d+)?) s spent walking them")
 FAULT_ON = re.compile(r"tokdrift fault (\S+): on from this request")

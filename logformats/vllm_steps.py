@@ -1,7 +1,7 @@
-"""The step record of tokdrift's vLLM plugin (tokdrift/vllm_plugin: `TOKDRIFT_VLLM_STEPS`) as
+"""The step record of tokdrift's vLLM plugin (vllm_plugin: `TOKDRIFT_VLLM_STEPS`) as
 steps and events: one row per engine iteration, which vLLM's 10-s stats lines cannot give.
 
-The lines (tokdrift.vllm_plugin.record): an `engine_start` line at each engine start (its
+The lines (vllm_plugin.record): an `engine_start` line at each engine start (its
 identity: the events `engine_start` and `engine_config`), a `step` line per iteration, a
 `fault_on` line where a test instrument's fault began, a `figures` line where a process states
 figures of its own (the fault's state: a snapshots row). A line that does not read as JSON (the
@@ -37,7 +37,7 @@ from logformats.records import FIGURES
 from logformats.text import Readable, read_lines
 from logformats.vllm import fault_detail
 from rundir.schema import StepPhase
-from tokdrift.vllm_plugin.record import ENGINE_START, FAULT_ON, FORMAT, STEP, VERSION
+from vllm_plugin.record import ENGINE_START, FAULT_ON, FORMAT, STEP, VERSION
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The one error class of `replay`: bad traces, bad sources, impossible options."""
 
-from tokdrift import TokdriftError
+from ground import TokdriftError
 
 
 class TraceError(TokdriftError):

@@ -8,11 +8,11 @@ from typing import NamedTuple
 
 from diagnostics.labels import BASIS_WORDS, Verdict
 from diagnostics.result import Analysis
+from ground import __version__
 from reports import narrative, plots, tables
 from reports.inputs import Inputs
 from reports.redact import Redactor
 from reports.report import Figure, environment_jinja
-from tokdrift import __version__
 
 SAME = 0.05  # figures closer than this (relative) are not called better or worse
 

@@ -1,6 +1,6 @@
 """The reports package's user-facing error."""
 
-from tokdrift import TokdriftError
+from ground import TokdriftError
 
 
 class ReportError(TokdriftError):

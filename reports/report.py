@@ -15,13 +15,13 @@ import jinja2
 from diagnostics import suspects as suspects_mod
 from diagnostics.decode import MATERIAL
 from diagnostics.result import iso
+from ground import __version__
 from reports import narrative, plots, tables
 from reports.environment import environment
 from reports.inputs import Inputs, model_life_samples, restarts
 from reports.profiles import compare as compare_profiles
 from reports.profiles import fmt_share
 from reports.redact import Redactor
-from tokdrift import __version__
 
 logger = logging.getLogger(__name__)
 

@@ -9,11 +9,11 @@ from diagnostics.details import NO_CHANGE
 from diagnostics.labels import Basis, CheckStatus
 from diagnostics.result import Check
 from diagnostics.said import to_the_second
+from ground import __version__
 from reports import narrative
 from reports.environment import DECIDED, environment
 from reports.inputs import Inputs
 from reports.redact import Redactor
-from tokdrift import __version__
 
 MAX_LINES = 60
 MAX_SUSPECTS = 3

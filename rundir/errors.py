@@ -1,6 +1,6 @@
 """The run directory's user-facing error."""
 
-from tokdrift import TokdriftError
+from ground import TokdriftError
 
 
 class RunDirError(TokdriftError):

@@ -10,7 +10,7 @@ the row belongs to started; `engine_life` counts engine starts from 0.
 
 from __future__ import annotations
 
-from tokdrift import Label
+from ground import Label
 
 SCHEMA_VERSION = 2
 # Versions this reader understands. Older ones are read with missing columns filled with nulls,

@@ -31,7 +31,7 @@
 # The output (vLLM logs to stdout and stderr) is appended to $LOG (default $CACHE/vllm/vllm-PORT.log):
 # the file holds every life, as a user's log does; hand it to `soak run --engine-log`.
 # LOG_STATS_INTERVAL sets VLLM_LOG_STATS_INTERVAL (the stats line's period, s) where given.
-# tokdrift's vLLM plugins (tokdrift/vllm_plugin) for this instance alone: PLUGIN_DIR, a folder they were
+# tokdrift's vLLM plugins (vllm_plugin) for this instance alone: PLUGIN_DIR, a folder they were
 # installed in (`pip install --no-deps --target PLUGIN_DIR /path/to/tokdrift`), goes first on its
 # PYTHONPATH; TOKDRIFT_VLLM_STEPS (a step record) and TOKDRIFT_VLLM_FAULT (a test instrument) are
 # given to this instance only, and kept for its restarts: an instance started without them has none,

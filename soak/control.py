@@ -30,13 +30,13 @@ from typing import Any
 import httpx
 
 from engine.server.cli import ServeOptions
+from ground import Label
 from rundir import schema
 from soak.client import Client
 from soak.config import SoakConfig
 from soak.errors import SoakError
 from soak.identify import EngineIdentity, differences
 from soak.targets import BuiltinTarget, EventSink, Target, UrlTarget
-from tokdrift import Label
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The one error class of `soak`: impossible options, unreadable run directories, a target that never came up."""
 
-from tokdrift import TokdriftError
+from ground import TokdriftError
 
 
 class SoakError(TokdriftError):

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from rich.table import Table
 
+from ground import Label
 from rundir.rows import ProbeRow
 from soak.clock import ServingClock
 from soak.cycle import CONTROL, MAIN, Cycle
 from soak.probes import ProbeResult
-from tokdrift import Label
 
 if TYPE_CHECKING:
     from soak.recorder import Recorder

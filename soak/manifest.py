@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from engine.server.wire import CacheStatus
+from ground import __version__
 from replay import Trace
 from rundir import schema
 from rundir.manifest import Decided, RunManifest
@@ -29,7 +30,6 @@ from soak.affinity import Affinity
 from soak.config import SoakConfig
 from soak.control import ControlEngine
 from soak.targets import Target
-from tokdrift import __version__
 
 
 class ManifestBook:

@@ -403,7 +403,7 @@ class Engine(EngineHooks):
         )
 
     def _log_startup(self, kv_tokens: int) -> None:
-        from tokdrift import __version__
+        from ground import __version__
 
         logger.info("tokdrift engine %s starting: %s on %s", __version__, self.checkpoint, self.device)
         logger.info("Resolved config: %s", self.config.resolved_line())

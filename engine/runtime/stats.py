@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tokdrift import Label
+from ground import Label
 
 
 class Phase(Label):

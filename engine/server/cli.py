@@ -264,7 +264,7 @@ def main() -> None:
     """`python -m engine.server [options]`: a bad option or config is one line on stderr (the
     soak that started the server puts it in its engine log), no traceback. The engine imports
     nothing of the command layer (tokdrift.cli), so it says so itself."""
-    from tokdrift import TokdriftError
+    from ground import TokdriftError
 
     app = typer.Typer(add_completion=False)
     app.command(help=HELP)(serve)

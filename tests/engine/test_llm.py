@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from engine import LLM, SamplingParams
 from engine.errors import EngineError
-from tokdrift import TokdriftError
+from ground import TokdriftError
 
 
 @pytest.fixture(scope="module")

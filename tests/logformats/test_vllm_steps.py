@@ -20,8 +20,8 @@ from tests.vllm_plugin import (
     prefill_end,
     vllm_config,
 )
-from tokdrift.vllm_plugin.fault import StepCostSpec
-from tokdrift.vllm_plugin.steps import StepWriter, engine_header
+from vllm_plugin.fault import StepCostSpec
+from vllm_plugin.steps import StepWriter, engine_header
 
 
 def write_record(path, lives, fault=None, details=False, utc_offset_s=0):
@@ -210,7 +210,7 @@ def test_garbled_lines_leave_the_rest_readable(tmp_path):
 def test_the_faults_figures_lines_are_snapshots_of_its_life(tmp_path):
     """The step-cost fault's own lines (fault.StateReport, appended to the record by the process that
     runs the model) read as a snapshots table beside the steps, in each engine life."""
-    from tokdrift.vllm_plugin import fault
+    from vllm_plugin import fault
 
     path = write_record(tmp_path / "s.jsonl", [(0.5, one_life(1.0)), (10.5, one_life(11.0))])
     for t, held, walked in ((2.0, 4096, 0.01), (3.0, 8192, 0.05), (12.0, 0, 0.0)):

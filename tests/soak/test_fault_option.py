@@ -2,7 +2,7 @@
 
 from typer.testing import CliRunner
 
-from tokdrift import TokdriftError
+from ground import TokdriftError
 from tokdrift.cli.soak import app
 
 

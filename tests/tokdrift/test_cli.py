@@ -35,7 +35,7 @@ def test_every_command_and_option_has_help(app, name):
 def test_user_error_prints_one_line_without_traceback(tmp_path):
     script = (
         "import typer\n"
-        "from tokdrift import TokdriftError\nfrom tokdrift.cli.app import run_app\n"
+        "from ground import TokdriftError\nfrom tokdrift.cli.app import run_app\n"
         "app = typer.Typer()\n"
         "@app.command()\n"
         "def boom():\n"

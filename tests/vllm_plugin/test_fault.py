@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from tokdrift.vllm_plugin import fault
-from tokdrift.vllm_plugin.fault import FaultSpecError, StepCost, StepCostSpec, parse
+from vllm_plugin import fault
+from vllm_plugin.fault import FaultSpecError, StepCost, StepCostSpec, parse
 
 
 def test_parse_reads_the_name_alone_and_each_setting():
@@ -87,7 +87,7 @@ def test_unset_the_entry_point_does_nothing_and_imports_no_vllm():
     # vLLM calls it in every process: unset, it must cost nothing (vLLM is not even installed here).
     code = (
         "import os, sys; os.environ.pop('TOKDRIFT_VLLM_FAULT', None);"
-        "from tokdrift.vllm_plugin import fault, stat_logger; fault.register();"
+        "from vllm_plugin import fault, stat_logger; fault.register();"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('vllm', 'torch', 'pandas', 'numpy')))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from tests.vllm_plugin import decode_step, vllm_config
-from tokdrift.vllm_plugin.fault import FaultSpecError
-from tokdrift.vllm_plugin.stat_logger import StepRecord
+from vllm_plugin.fault import FaultSpecError
+from vllm_plugin.stat_logger import StepRecord
 
 
 def test_unset_it_records_nothing(monkeypatch, tmp_path):
@@ -54,7 +54,7 @@ def test_every_period_the_record_says_the_hosts_cpu_beside_this_vllm(monkeypatch
     neighbours' (host_other_cpu_percent), the figure diag reads as contention."""
     import time
 
-    from tokdrift.vllm_plugin import stat_logger
+    from vllm_plugin import stat_logger
 
     path = tmp_path / "steps.jsonl"
     monkeypatch.setenv("TOKDRIFT_VLLM_STEPS", str(path))

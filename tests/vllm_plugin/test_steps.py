@@ -3,8 +3,8 @@
 import json
 
 from tests.vllm_plugin import IterationDetails, SchedulerStats, decode_step, prefill_end, vllm_config
-from tokdrift.vllm_plugin.fault import StepCostSpec
-from tokdrift.vllm_plugin.steps import StepWriter, engine_header, engine_path, step_row
+from vllm_plugin.fault import StepCostSpec
+from vllm_plugin.steps import StepWriter, engine_header, engine_path, step_row
 
 
 def lines(path):

@@ -1,6 +1,6 @@
 """What every command line shares: running a typer app so that a user-facing error prints one
 line and no traceback, and setting up logging once from the command's -v flags. Library code
-only logs and raises `TokdriftError` (the ground, `tokdrift`)."""
+only logs and raises `TokdriftError` (the ground, `ground`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tokdrift import TokdriftError
+from ground import TokdriftError
 
 
 def run_app(app: typer.Typer) -> None:

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from tokdrift import __version__
+from ground import __version__
 from tokdrift.cli import verbose_callback
 from tokdrift.cli.app import run_app
 

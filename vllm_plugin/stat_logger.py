@@ -18,10 +18,10 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from tokdrift.vllm_plugin.fault import from_env
-from tokdrift.vllm_plugin.host import HOST_S, HostFigures
-from tokdrift.vllm_plugin.record import STEPS_ENV
-from tokdrift.vllm_plugin.steps import StepWriter, engine_header, engine_path
+from vllm_plugin.fault import from_env
+from vllm_plugin.host import HOST_S, HostFigures
+from vllm_plugin.record import STEPS_ENV
+from vllm_plugin.steps import StepWriter, engine_header, engine_path
 
 if TYPE_CHECKING:
     _Base = object

@@ -15,9 +15,9 @@ import os
 import time
 from typing import Any
 
-import tokdrift
-from tokdrift.vllm_plugin.fault import StepCostSpec
-from tokdrift.vllm_plugin.record import ENGINE_START, FAULT_ENV, FAULT_ON, FIGURES, FORMAT, STEP, VERSION
+import ground
+from vllm_plugin.fault import StepCostSpec
+from vllm_plugin.record import ENGINE_START, FAULT_ENV, FAULT_ON, FIGURES, FORMAT, STEP, VERSION
 
 FLUSH_S = 1.0  # seconds between writes: what a crash may lose
 
@@ -128,7 +128,7 @@ def engine_header(config: Any, engine_index: int, vllm_version: str | None) -> d
     return {
         "t": time.time(),
         "utc_offset_s": time.localtime().tm_gmtoff,
-        "writer": f"tokdrift {tokdrift.__version__}",
+        "writer": f"tokdrift {ground.__version__}",
         "pid": os.getpid(),
         "engine_index": engine_index,
         "vllm_version": vllm_version,

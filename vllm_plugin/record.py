@@ -52,7 +52,7 @@ STEP_KEYS: dict[str, str] = {
 # A figures line's figures: key -> what it is. A figure is one process's (the line's pid); a name
 # ending in `_s_total` is cumulative seconds, which diag reads as a share of the engine's wall time.
 FAULT_FIGURES: dict[str, str] = {
-    "fault_entries": "entries the step-cost fault holds (tokdrift/vllm_plugin/fault.py): every step walks them all",
+    "fault_entries": "entries the step-cost fault holds (vllm_plugin/fault.py): every step walks them all",
     "fault_walk_s_total": "seconds the step-cost fault's walks took, in all, in the process that runs the model",
 }
 # The step record's writer states these every HOST_S (host.py), as the soak's host sampler names them.

@@ -9,6 +9,6 @@ an environment variable asks for them (docs/diagnostics.md, "vLLM step record"; 
   cost that grows with the requests served, in the process that runs the model. A test instrument.
 
 Nothing here imports vLLM at module import time but `stat_logger` (which vLLM alone loads), and
-nothing imports the rest of tokdrift: the user's vLLM venv holds this package without its
+nothing imports the rest of tokdrift but the ground (`ground`): the user's vLLM venv holds this package without its
 dependencies (`pip install --no-deps`).
 """

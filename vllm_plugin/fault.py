@@ -34,8 +34,8 @@ from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tokdrift import TokdriftError
-from tokdrift.vllm_plugin.record import FAULT_ENV, FIGURES, STEPS_ENV
+from ground import TokdriftError
+from vllm_plugin.record import FAULT_ENV, FIGURES, STEPS_ENV
 
 # vLLM configures the `vllm` logger (its handler, its prefix); a child of it lands in vLLM's log.
 logger = logging.getLogger("vllm.tokdrift_fault")
