@@ -131,9 +131,49 @@ class Decision(NamedTuple):
 
 
 def decide(ev: Evidence) -> Decision:
+    """The rules of the module docstring, in order: the first that decides, decides."""
     if ev.youth is not None and ev.youth.aging:
-        return _beside_an_aging_control(ev)
-    return _decide(ev)
+        return _beside_an_aging_control(ev)  # rule 0
+    findings: list[Check] = []
+    # Before the rules: comparisons no engine could show, and corrections not measured themselves.
+    failed = _matching_failed(ev, findings)
+    if failed is not None:
+        return failed
+    ev = _set_aside_mismatched(ev, findings)
+    ev = _measured_drift(ev, findings)
+    _warn_loose_side_drift(ev, findings)
+    raw, ev = ev, claims.host_corrected(ev)
+    case = _Case(
+        raw=raw,
+        ev=ev,
+        findings=findings,
+        unresolved=claims.drift_unresolved(raw, ev),
+        decode=_decisive_decode(ev, findings),
+    )
+    claim, cause = _decode_claim(case)  # rule 1
+    claim, cause = _survives_controls(case, claim, cause)  # rule 2
+    claim = _side_claim(case, claim)  # rule 3
+    if claim is not None:
+        return Decision.age(claim, findings, claim if claim.basis in DECODE_BASES else case.decode)
+    case = case._replace(cause=cause)
+    for veto in _NO_AGE_VETOES:  # rule 4
+        vetoed = veto(case)
+        if vetoed is not None:
+            return vetoed
+    return _no_age(case)
+
+
+class _Case(NamedTuple):
+    """What the rules after the control's youth read: the evidence as measured (`raw`) and net of
+    the host's drift (`ev`), the decisive decode comparison, the cause the controls found, a prefill
+    loss the drift neither keeps nor explains, and the findings so far (each rule adds its own)."""
+
+    raw: Evidence
+    ev: Evidence
+    findings: list[Check]
+    unresolved: Comparison | None
+    decode: Comparison | None
+    cause: Cause | None = None
 
 
 def _beside_an_aging_control(ev: Evidence) -> Decision:
@@ -164,79 +204,110 @@ def _beside_an_aging_control(ev: Evidence) -> Decision:
     )
 
 
-def _decide(ev: Evidence) -> Decision:
-    findings: list[Check] = []
-    insane = {name: c for name in ("paired", "restart", "probes", "bins", "steps") if not sane(c := getattr(ev, name))}
-    lo, hi = SANE_RATIO
-    said = "; ".join(f"{c.basis.replace('_', ' ')} reads {c.ratio:.3g}" for c in insane.values())
+def _insane(ev: Evidence) -> dict[str, Comparison]:
+    """The comparisons whose ratio lies outside SANE_RATIO: samples of different work compared."""
+    return {name: c for name in ("paired", "restart", "probes", "bins", "steps") if not sane(c := getattr(ev, name))}
+
+
+def _probes_decide(ev: Evidence, insane: dict[str, Comparison]) -> bool:
+    """Identical probes cannot be matched wrongly; samples of the engine's own work can. (A llama.cpp
+    whose slots filled in its first minute: a healthy model fitted on slow steps, and a restart on the
+    step series that read 0.018, beside probes that read 0.16.)"""
     probes = ("paired", "probes")
-    if insane and not insane.keys() & set(probes) and any(getattr(ev, name) is not None for name in probes):
-        # Identical probes cannot be matched wrongly; samples of the engine's own work can. (A
-        # llama.cpp whose slots filled in its first minute: a healthy model fitted on slow steps,
-        # and a restart on the step series that read 0.018, beside probes that read 0.16.)
-        findings.append(
-            Check(
-                "ratio_sanity",
-                CheckStatus.WARN,
-                f"late over healthy at matched conditions must lie within {lo:g}-{hi:g}, but {said}: "
-                f"those samples were not alike (the matching failed); set aside, the identical "
-                f"probes decide",
-            )
+    return not insane.keys() & set(probes) and any(getattr(ev, name) is not None for name in probes)
+
+
+def _insane_said(insane: dict[str, Comparison]) -> str:
+    return "; ".join(f"{c.basis.replace('_', ' ')} reads {c.ratio:.3g}" for c in insane.values())
+
+
+def _matching_failed(ev: Evidence, findings: list[Check]) -> Decision | None:
+    """A ratio no engine could show, with no identical probes to decide in its place: the matching failed."""
+    insane = _insane(ev)
+    if not insane or _probes_decide(ev, insane):
+        return None
+    lo, hi = SANE_RATIO
+    said = _insane_said(insane)
+    findings.append(
+        Check(
+            "ratio_sanity",
+            CheckStatus.FAIL,
+            f"late over healthy at matched conditions must lie within {lo:g}-{hi:g}, but {said}: "
+            f"the matching failed (samples of different work compared), not a measure of the "
+            f"engine",
         )
-        ev = ev._replace(**cast(dict[str, Any], dict.fromkeys(insane)))
-        insane = {}
-    if insane:
-        findings.append(
-            Check(
-                "ratio_sanity",
-                CheckStatus.FAIL,
-                f"late over healthy at matched conditions must lie within {lo:g}-{hi:g}, but {said}: "
-                f"the matching failed (samples of different work compared), not a measure of the "
-                f"engine",
-            )
+    )
+    return Decision.insufficient(
+        f"The data cannot tell: the matching failed ({said}, outside {lo:g}-{hi:g}).", findings
+    )
+
+
+def _set_aside_mismatched(ev: Evidence, findings: list[Check]) -> Evidence:
+    """A ratio no engine could show beside identical probes: that comparison is set aside, the probes decide."""
+    insane = _insane(ev)
+    if not insane:
+        return ev
+    lo, hi = SANE_RATIO
+    findings.append(
+        Check(
+            "ratio_sanity",
+            CheckStatus.WARN,
+            f"late over healthy at matched conditions must lie within {lo:g}-{hi:g}, but {_insane_said(insane)}: "
+            f"those samples were not alike (the matching failed); set aside, the identical "
+            f"probes decide",
         )
-        return Decision.insufficient(
-            f"The data cannot tell: the matching failed ({said}, outside {lo:g}-{hi:g}).", findings
-        )
+    )
+    return ev._replace(**cast(dict[str, Any], dict.fromkeys(insane)))
+
+
+def _measured_drift(ev: Evidence, findings: list[Check]) -> Evidence:
+    """Rule 1's correction must be measured itself: two probes a side of a control on a busy host can
+    read anything (0.18-7.77 once), and dividing by that erases any loss."""
     d = ev.control_drift
-    if d is not None and not claims.measured(d):
-        # A correction must be measured itself: two probes a side of a control on a busy host can
-        # read anything (0.18-7.77 once), and dividing by that erases any loss.
-        findings.append(
-            Check(
-                "control_drift",
-                CheckStatus.WARN,
-                f"{d.detail}: the host's drift is not measured to within a factor of "
-                f"{DRIFT_SPREAD:g}; nothing is corrected by it, and the restart rule and the host "
-                f"contention check guard the verdict instead",
-            )
+    if d is None or claims.measured(d):
+        return ev
+    findings.append(
+        Check(
+            "control_drift",
+            CheckStatus.WARN,
+            f"{d.detail}: the host's drift is not measured to within a factor of "
+            f"{DRIFT_SPREAD:g}; nothing is corrected by it, and the restart rule and the host "
+            f"contention check guard the verdict instead",
         )
-        ev = ev._replace(control_drift=None)
+    )
+    return ev._replace(control_drift=None)
+
+
+def _warn_loose_side_drift(ev: Evidence, findings: list[Check]) -> None:
+    """As for the run's drift: a correction beside the step series' or the bins' own sides must be
+    measured itself. A slow engine's long probe cycles can leave one control probe beside a short
+    side (gc-pressure: the step series' last minute at 0.15, 0.13-0.17, with the control probed once
+    in it)."""
     loose = [
         (c, side)
         for c, side in ((ev.steps, ev.step_drift), (ev.bins, ev.bin_drift))
         if c is not None and side is not None and ev.control_drift is not None and not claims.host_taken_out(c, ev)
     ]
-    if loose:
-        # As for the run's drift: a correction must be measured itself. A slow engine's long probe
-        # cycles can leave one control probe beside a short side (gc-pressure: the step series'
-        # last minute at 0.15, 0.13-0.17, with the control probed once in it).
-        said = "; ".join(
-            f"beside the {claims.basis_words(c)}' two sides, {side.num_late} control probes over "
-            f"{side.num_early}: {side.interval.describe()}"
-            for c, side in loose
+    if not loose:
+        return
+    said = "; ".join(
+        f"beside the {claims.basis_words(c)}' two sides, {side.num_late} control probes over "
+        f"{side.num_early}: {side.interval.describe()}"
+        for c, side in loose
+    )
+    findings.append(
+        Check(
+            "control_drift",
+            CheckStatus.WARN,
+            f"the host's drift {said}: not measured to within a factor of {DRIFT_SPREAD:g}, so "
+            f"not corrected by it; the restart rule and the host contention check guard it instead",
         )
-        findings.append(
-            Check(
-                "control_drift",
-                CheckStatus.WARN,
-                f"the host's drift {said}: not measured to within a factor of {DRIFT_SPREAD:g}, so "
-                f"not corrected by it; the restart rule and the host contention check guard it instead",
-            )
-        )
-    raw = ev
-    ev = claims.host_corrected(ev)
-    unresolved = claims.drift_unresolved(raw, ev)  # a prefill loss the drift neither keeps nor explains
+    )
+
+
+def _decisive_decode(ev: Evidence, findings: list[Check]) -> Comparison | None:
+    """The decode comparison that decides a verdict of no age, after a warning for each probe
+    comparison that clears the material level on too few samples for a loss."""
     for c in (ev.paired, ev.probes):
         if c is not None and c.clears and not c.loss:
             findings.append(
@@ -247,220 +318,315 @@ def _decide(ev: Evidence) -> Decision:
                     f"{min(c.num_early, c.num_late)} a side; a loss needs {c.min_for_loss}",
                 )
             )
-    decode = claims.decisive_decode(ev, findings)
-    claim, cause = claims.decode_claim(ev, findings)
+    return claims.decisive_decode(ev, findings)
+
+
+def _decode_claim(case: _Case) -> tuple[Comparison | None, Cause | None]:
+    """Rule 1: a loss on decode (the paired control, else the probes, else the step series)."""
+    return claims.decode_claim(case.ev, case.findings)
+
+
+def _survives_controls(
+    case: _Case, claim: Comparison | None, cause: Cause | None
+) -> tuple[Comparison | None, Cause | None]:
+    """Rule 2: a loss on the soaked engine alone must survive the restart and the host's contention;
+    with no claim left, the control's drift may say the slowdown was the host's."""
+    ev = case.ev
     if claim is not None and claim.basis != Basis.PAIRED_CONTROL:
-        claim, cause = claims.survives_controls(claim, ev, findings, "decode")
+        claim, cause = claims.survives_controls(claim, ev, case.findings, "decode")
     if claim is not None and claim.basis in LOG_BASES:
-        claim = claims.beyond_the_host(claim, ev, findings)
+        claim = claims.beyond_the_host(claim, ev, case.findings)
     if claim is None and cause is None and (ev.control_drift is not None or ev.paired is not None):
-        cause = claims.drift_explains(raw, ev, findings, unresolved)
-    side = claims.side_claim(ev, claim, findings)
-    if side is not None:
-        claim = side
-        cause = Cause.ENGINE_AGE
-    if claim is not None:
-        return Decision.age(claim, findings, claim if claim.basis in DECODE_BASES else decode)
-    if unresolved is not None:
-        assert raw.prefill is not None and ev.control_drift is not None  # what `unresolved` says
-        findings.append(
-            Check(
-                "prefill_drift",
-                CheckStatus.FAIL,
-                f"prefill slowed ({raw.prefill.detail}), and the host's drift measured by the fresh "
-                f"control ({ev.control_drift.detail}) is too loose to tell whether the host or the "
-                f"engine slowed it: corrected, {unresolved.interval.describe()} neither shows the "
-                f"loss nor rules it out",
-            )
+        cause = claims.drift_explains(case.raw, ev, case.findings, case.unresolved)
+    return claim, cause
+
+
+def _side_claim(case: _Case, claim: Comparison | None) -> Comparison | None:
+    """Rule 3: prefix reuse or prefill carries the verdict where decode shows no loss."""
+    side = claims.side_claim(case.ev, claim, case.findings)
+    return claim if side is None else side
+
+
+def _prefill_drift(case: _Case) -> Decision | None:
+    """Rule 4: no verdict of no age while prefill showed a loss that the control's drift, taken out,
+    neither keeps nor rules out: the host and the engine cannot be told apart there."""
+    raw, ev, unresolved, findings = case.raw, case.ev, case.unresolved, case.findings
+    if unresolved is None:
+        return None
+    assert raw.prefill is not None and ev.control_drift is not None  # what `unresolved` says
+    findings.append(
+        Check(
+            "prefill_drift",
+            CheckStatus.FAIL,
+            f"prefill slowed ({raw.prefill.detail}), and the host's drift measured by the fresh "
+            f"control ({ev.control_drift.detail}) is too loose to tell whether the host or the "
+            f"engine slowed it: corrected, {unresolved.interval.describe()} neither shows the "
+            f"loss nor rules it out",
         )
-        return Decision.insufficient(
-            f"The data cannot tell: prefill slowed ({raw.prefill.interval.describe()}), and the "
-            f"host's own drift ({ev.control_drift.interval.describe()}) is measured too loosely to "
-            f"say whether the host or the engine slowed it. A longer soak (more control probes) can tell.",
-            findings,
-            decode,
-            cause,
+    )
+    return Decision.insufficient(
+        f"The data cannot tell: prefill slowed ({raw.prefill.interval.describe()}), and the "
+        f"host's own drift ({ev.control_drift.interval.describe()}) is measured too loosely to "
+        f"say whether the host or the engine slowed it. A longer soak (more control probes) can tell.",
+        findings,
+        case.decode,
+        case.cause,
+    )
+
+
+def _no_data(case: _Case) -> Decision | None:
+    """Rule 4: the source said why it holds nothing to compare, and nothing was compared."""
+    if case.ev.no_data is None or case.decode is not None:
+        return None
+    return Decision.insufficient(f"The data cannot tell: {case.ev.no_data}.", case.findings)
+
+
+def _short_span(case: _Case) -> Decision | None:
+    """Rule 4: no age from the log's own samples needs them to span MIN_SPAN_S of engine time."""
+    ev, decode, findings = case.ev, case.decode, case.findings
+    if not (
+        (decode is None or set(decode.bases) <= set(LOG_BASES)) and ev.span_s is not None and ev.span_s < MIN_SPAN_S
+    ):
+        return None
+    findings.append(
+        Check(
+            "data_span",
+            CheckStatus.FAIL,
+            f"the usable decode samples cover {ev.span_s:.0f} s of engine time; a verdict of no "
+            f"engine age from them needs at least {MIN_SPAN_S / 60:.0f} minutes: a few windows "
+            f"a minute apart cannot show what hours of serving do",
         )
-    if ev.no_data is not None and decode is None:
-        return Decision.insufficient(f"The data cannot tell: {ev.no_data}.", findings)
-    fell = ev.raw_ratio is not None and ev.raw_ratio < RAW_DROP
-    # Context slowed decode materially in this log even where the raw rate came back (each new
-    # session starts short again): the user asked why it slowed, and context is the answer.
-    effect = ev.context_effect if ev.context_effect is not None and ev.context_effect[0] < RAW_DROP else None
-    by_context = effect is not None
-    if (decode is None or set(decode.bases) <= set(LOG_BASES)) and ev.span_s is not None and ev.span_s < MIN_SPAN_S:
-        findings.append(
-            Check(
-                "data_span",
-                CheckStatus.FAIL,
-                f"the usable decode samples cover {ev.span_s:.0f} s of engine time; a verdict of no "
-                f"engine age from them needs at least {MIN_SPAN_S / 60:.0f} minutes: a few windows "
-                f"a minute apart cannot show what hours of serving do",
-            )
+    )
+    return Decision.insufficient(
+        f"The data cannot tell: the usable decode samples cover {ev.span_s:.0f} s of "
+        f"engine time, too short to rule engine age out.",
+        findings,
+        decode,
+        case.cause,
+    )
+
+
+def _context_alone(case: _Case) -> Decision | None:
+    """Rule 4: no interval anywhere, but a context-only model that explains the slowdown."""
+    if case.decode is not None or case.ev.context != "explains":
+        return None
+    return Decision(
+        verdict=Verdict.CONTEXT_ONLY,
+        basis=Basis.STEP_SERIES,
+        decisive=None,
+        decode=None,
+        cause=Cause.CONTEXT_GROWTH,
+        confidence=Confidence.LOW,
+        reason="Context growth, low confidence: the most generous context-only model explains the "
+        "slowdown (context_only_model), and no matched comparison has enough samples for an "
+        "interval.",
+        findings=tuple(case.findings),
+    )
+
+
+def _no_interval(case: _Case) -> Decision | None:
+    """Rule 4: no decode comparison with an interval."""
+    if case.decode is not None:
+        return None
+    why = case.ev.unmatched or "no matched comparison has enough samples for an interval"
+    case.findings.append(Check("data", CheckStatus.FAIL, why))
+    return Decision.insufficient(f"The data cannot tell: {why}.", case.findings, cause=case.cause)
+
+
+def _loss_without_cause(case: _Case) -> Decision | None:
+    """Rule 4: the interval shows a loss, but no rule let it be engine age's (context unknown, no
+    control, a comparison that disagrees): say that, not that the interval is too wide."""
+    ev, decode, findings = case.ev, case.decode, case.findings
+    assert decode is not None  # _no_interval
+    if not (decode.interval.lo <= LOW_FLOOR and decode.clears):
+        return None
+    warned = [f.name for f in findings if f.status == CheckStatus.WARN]
+    if ev.context not in ("fitted", "cannot_explain"):
+        warned.append("context could explain it: the samples hold too few context figures to test that")
+    findings.append(
+        Check(
+            "confidence",
+            CheckStatus.FAIL,
+            f"a loss without a cause: {decode.detail}; engine age is not shown "
+            f"({'; '.join(warned) or 'no rule claims it'})",
         )
-        return Decision.insufficient(
-            f"The data cannot tell: the usable decode samples cover {ev.span_s:.0f} s of "
-            f"engine time, too short to rule engine age out.",
-            findings,
-            decode,
-            cause,
-        )
-    if decode is None and ev.context == "explains":
-        return Decision(
-            verdict=Verdict.CONTEXT_ONLY,
-            basis=Basis.STEP_SERIES,
-            decisive=None,
-            decode=None,
-            cause=Cause.CONTEXT_GROWTH,
-            confidence=Confidence.LOW,
-            reason="Context growth, low confidence: the most generous context-only model explains the "
-            "slowdown (context_only_model), and no matched comparison has enough samples for an "
-            "interval.",
-            findings=tuple(findings),
-        )
-    if decode is None:
-        why = ev.unmatched or "no matched comparison has enough samples for an interval"
-        findings.append(Check("data", CheckStatus.FAIL, why))
-        return Decision.insufficient(f"The data cannot tell: {why}.", findings, cause=cause)
-    if decode.interval.lo <= LOW_FLOOR and decode.clears:
-        # The interval shows a loss, but no rule let it be engine age's (context unknown, no control,
-        # a comparison that disagrees): say that, not that the interval is too wide.
-        warned = [f.name for f in findings if f.status == CheckStatus.WARN]
-        if ev.context not in ("fitted", "cannot_explain"):
-            warned.append("context could explain it: the samples hold too few context figures to test that")
-        findings.append(
-            Check(
-                "confidence",
-                CheckStatus.FAIL,
-                f"a loss without a cause: {decode.detail}; engine age is not shown "
-                f"({'; '.join(warned) or 'no rule claims it'})",
-            )
-        )
-        return Decision.insufficient(
-            f"The data cannot tell: on {claims.basis_words(decode)}, "
-            f"{decode.interval.describe()} shows a slowdown, but not that engine age caused "
-            f"it ({'; '.join(warned) or 'no rule claims it'}).",
-            findings,
-            decode,
-            cause,
-        )
-    p = ev.paired
-    if (
+    )
+    return Decision.insufficient(
+        f"The data cannot tell: on {claims.basis_words(decode)}, "
+        f"{decode.interval.describe()} shows a slowdown, but not that engine age caused "
+        f"it ({'; '.join(warned) or 'no rule claims it'}).",
+        findings,
+        decode,
+        case.cause,
+    )
+
+
+def _decode_disagrees(case: _Case) -> Decision | None:
+    """Rule 4: the paired control takes the host out by design; where it shows the soaked engine
+    slower (its whole interval below 1, the estimate a material loss) no comparison of the engine
+    alone may rule a loss out in its place. (A live soak with the output-buffer fault, its cost 0.87
+    against the twin, on a host loaded with two other soaks: bins read 1.03, 0.93-1.14, and the
+    verdict was "no engine age, medium".)"""
+    p, decode, findings = case.ev.paired, case.decode, case.findings
+    assert decode is not None  # _no_interval
+    if not (
         p is not None
         and p.interval.bounded
         and p.interval.hi < 1.0
         and p.ratio <= p.material
         and Basis.PAIRED_CONTROL not in decode.bases
     ):
-        # The paired control takes the host out by design; where it shows the soaked engine slower
-        # (its whole interval below 1, the estimate a material loss) no comparison of the engine
-        # alone may rule a loss out in its place. (A live soak with the output-buffer fault, its cost
-        # 0.87 against the twin, on a host loaded with two other soaks: bins read 1.03, 0.93-1.14,
-        # and the verdict was "no engine age, medium".)
-        findings.append(
-            Check(
-                "decode_agreement",
-                CheckStatus.FAIL,
-                f"the paired control shows the soaked engine slower ({p.detail}) where the comparison "
-                f"on {claims.basis_words(decode)} rules a loss out ({decode.interval.describe()}): "
-                f"they did not measure the same thing, and the paired control is the one net of the host",
-            )
+        return None
+    findings.append(
+        Check(
+            "decode_agreement",
+            CheckStatus.FAIL,
+            f"the paired control shows the soaked engine slower ({p.detail}) where the comparison "
+            f"on {claims.basis_words(decode)} rules a loss out ({decode.interval.describe()}): "
+            f"they did not measure the same thing, and the paired control is the one net of the host",
         )
-        return Decision.insufficient(
-            f"The data cannot tell: the paired control shows a slowdown ({p.interval.describe()}) "
-            f"that the comparison on {claims.basis_words(decode)} rules out ({decode.interval.describe()}); not a loss "
-            f"large enough for engine age yet, and not none. A longer soak can tell.",
-            findings,
-            p,
-            cause,
-        )
-    if (
+    )
+    return Decision.insufficient(
+        f"The data cannot tell: the paired control shows a slowdown ({p.interval.describe()}) "
+        f"that the comparison on {claims.basis_words(decode)} rules out ({decode.interval.describe()}); not a loss "
+        f"large enough for engine age yet, and not none. A longer soak can tell.",
+        findings,
+        p,
+        case.cause,
+    )
+
+
+def _paired_slower(case: _Case) -> Decision | None:
+    """Rule 4: the paired control, net of the host, shows the soaked engine slower; the loss is not
+    yet material or not. "No engine age" would hide a slowdown measured. (A live soak with a 12 %
+    loss switched on read "no_degradation, low" on paired 0.90, 0.87-0.94, for three cycles before
+    it was decided engine age.)"""
+    p, decode, findings = case.ev.paired, case.decode, case.findings
+    assert decode is not None  # _no_interval
+    if not (
         p is not None
         and Basis.PAIRED_CONTROL in decode.bases
         and p.interval.bounded
         and p.interval.hi < 1.0
         and decode.interval.lo <= decode.material
     ):
-        # The paired control, net of the host, shows the soaked engine slower; the loss is not yet
-        # material or not. "No engine age" would hide a slowdown measured. (A live soak with a 12 %
-        # loss switched on read "no_degradation, low" on paired 0.90, 0.87-0.94, for three cycles
-        # before it was decided engine age.)
-        findings.append(
-            Check(
-                "paired_slower",
-                CheckStatus.FAIL,
-                f"the paired control shows the soaked engine slower ({p.detail}); "
-                f"{decode.interval.describe()} neither shows a material loss nor rules one out",
-            )
+        return None
+    findings.append(
+        Check(
+            "paired_slower",
+            CheckStatus.FAIL,
+            f"the paired control shows the soaked engine slower ({p.detail}); "
+            f"{decode.interval.describe()} neither shows a material loss nor rules one out",
         )
-        return Decision.insufficient(
-            f"The data cannot tell yet: the paired control shows the soaked engine slower "
-            f"({p.interval.describe()}), but not whether by more than {1 - decode.material:.0%}. "
-            f"A longer soak can tell.",
-            findings,
-            decode,
-            cause,
-        )
-    r = ev.restart
-    if (
+    )
+    return Decision.insufficient(
+        f"The data cannot tell yet: the paired control shows the soaked engine slower "
+        f"({p.interval.describe()}), but not whether by more than {1 - decode.material:.0%}. "
+        f"A longer soak can tell.",
+        findings,
+        decode,
+        case.cause,
+    )
+
+
+def _restart_slower(case: _Case) -> Decision | None:
+    """Rule 4: the restart control on the pairs (net of the host, as the paired control is) shows the
+    fresh engine materially faster than the aged one, where the comparisons within the engine's first
+    life saw no change: the loss set in before their healthy side, or they missed it. "No engine age"
+    would be wrong. (The fault matrix's expert-thrash on the engine with its C kernels: the expert
+    cache drained within the healthy window, bins 1.00 (0.97-1.00), restart 0.76 (0.74-0.77), and the
+    verdict was "no engine age, medium".) The bar is a verdict of no age's, not a loss's: the whole
+    interval below 1 with a material estimate (an output-buffer fault set in at the second cycle,
+    before any healthy side, pairs 0.94 through the run and the aged engine at 0.87 of its twin: a
+    restart that shows that much must not be outvoted). Where no control ran, the restart on the log's
+    own steps (which joins no combination: the fresh engine may have served lighter traffic) still
+    vetoes a verdict of no age, never makes one of age: a vLLM step record of the step-cost fault,
+    switched on from the engine's first minute, read bins 1.00 (0.96-1.04) and "no degradation,
+    medium" while its restart read 0.38 (0.29-0.51) and a control beside it 0.68."""
+    r, p, decode, findings = case.ev.restart, case.ev.paired, case.decode, case.findings
+    assert decode is not None  # _no_interval
+    if not (
         r is not None
         and (r.joins or p is None)
         and r.interval.bounded
         and r.interval.hi < 1.0
         and r.ratio <= r.material
     ):
-        # The restart control on the pairs (net of the host, as the paired control is) shows the fresh
-        # engine materially faster than the aged one, where the comparisons within the engine's first
-        # life saw no change: the loss set in before their healthy side, or they missed it. "No engine
-        # age" would be wrong. (The fault matrix's expert-thrash on the engine with its C kernels: the
-        # expert cache drained within the healthy window, bins 1.00 (0.97-1.00), restart 0.76
-        # (0.74-0.77), and the verdict was "no engine age, medium".) The bar is a verdict of no age's,
-        # not a loss's: the whole interval below 1 with a material estimate (an output-buffer fault set
-        # in at the second cycle, before any healthy side, pairs 0.94 through the run and the aged
-        # engine at 0.87 of its twin: a restart that shows that much must not be outvoted). Where no
-        # control ran, the restart on the log's own steps (which joins no combination: the fresh engine
-        # may have served lighter traffic) still vetoes a verdict of no age, never makes one of age: a
-        # vLLM step record of the step-cost fault, switched on from the engine's first minute, read
-        # bins 1.00 (0.96-1.04) and "no degradation, medium" while its restart read 0.38 (0.29-0.51)
-        # and a control beside it 0.68.
-        findings.append(
-            Check(
-                "restart_slower",
-                CheckStatus.FAIL,
-                f"the {r.detail} shows the fresh engine materially faster, where the comparison on "
-                f"{claims.basis_words(decode)} within the first life did not show that loss "
-                f"({decode.interval.describe()}): the slowdown may have set in before the healthy side of "
-                f"the comparisons within the first life",
-            )
+        return None
+    findings.append(
+        Check(
+            "restart_slower",
+            CheckStatus.FAIL,
+            f"the {r.detail} shows the fresh engine materially faster, where the comparison on "
+            f"{claims.basis_words(decode)} within the first life did not show that loss "
+            f"({decode.interval.describe()}): the slowdown may have set in before the healthy side of "
+            f"the comparisons within the first life",
         )
-        return Decision.insufficient(
-            f"The data cannot tell: just before the restart the engine ran slower than just after it "
-            f"({r.interval.describe()}), a loss that the comparison on {claims.basis_words(decode)} within the engine's first life does not show "
-            f"({decode.interval.describe()}). A soak that takes a baseline before its traffic "
-            f"(`--baseline N`) compares with an engine younger than the loss.",
-            findings,
-            r,
-            cause,
+    )
+    return Decision.insufficient(
+        f"The data cannot tell: just before the restart the engine ran slower than just after it "
+        f"({r.interval.describe()}), a loss that the comparison on {claims.basis_words(decode)} within the engine's first life does not show "
+        f"({decode.interval.describe()}). A soak that takes a baseline before its traffic "
+        f"(`--baseline N`) compares with an engine younger than the loss.",
+        findings,
+        r,
+        case.cause,
+    )
+
+
+def _too_wide(case: _Case) -> Decision | None:
+    """Rule 4: the decisive interval must rule out a loss of LOW_FLOOR."""
+    decode, findings = case.decode, case.findings
+    assert decode is not None  # _no_interval
+    if decode.interval.lo > LOW_FLOOR:
+        return None
+    findings.append(
+        Check(
+            "confidence",
+            CheckStatus.FAIL,
+            f"too few or too noisy samples: {decode.detail}; the interval holds both no loss "
+            f"and a loss of more than {1 - LOW_FLOOR:.0%}",
         )
-    if decode.interval.lo <= LOW_FLOOR:
-        findings.append(
-            Check(
-                "confidence",
-                CheckStatus.FAIL,
-                f"too few or too noisy samples: {decode.detail}; the interval holds both no loss "
-                f"and a loss of more than {1 - LOW_FLOOR:.0%}",
-            )
-        )
-        return Decision.insufficient(
-            f"The data cannot tell: on {claims.basis_words(decode)}, "
-            f"{decode.interval.describe()} cannot rule out a loss of {1 - LOW_FLOOR:.0%}.",
-            findings,
-            decode,
-            cause,
-        )
-    # A slowdown a fresh engine shared is the host's or the load's: throughput fell, but neither
-    # by context nor by age.
-    verdict = Verdict.CONTEXT_ONLY if (fell or by_context) and cause != Cause.HOST_DRIFT else Verdict.NO_DEGRADATION
+    )
+    return Decision.insufficient(
+        f"The data cannot tell: on {claims.basis_words(decode)}, "
+        f"{decode.interval.describe()} cannot rule out a loss of {1 - LOW_FLOOR:.0%}.",
+        findings,
+        decode,
+        case.cause,
+    )
+
+
+# Rule 4's vetoes, in order: each may end the question with `insufficient_data` (or, with no interval
+# anywhere, with context growth); a verdict of no age stands only where none does.
+_NO_AGE_VETOES = (
+    _prefill_drift,
+    _no_data,
+    _short_span,
+    _context_alone,
+    _no_interval,
+    _loss_without_cause,
+    _decode_disagrees,
+    _paired_slower,
+    _restart_slower,
+    _too_wide,
+)
+
+
+def _no_age(case: _Case) -> Decision:
+    """Rule 4's verdict: no engine age, or context growth where raw throughput fell (or context
+    slowed decode materially); a slowdown a fresh engine shared is the host's or the load's:
+    throughput fell, but neither by context nor by age."""
+    ev, decode = case.ev, case.decode
+    assert decode is not None  # _no_interval
+    fell = ev.raw_ratio is not None and ev.raw_ratio < RAW_DROP
+    # Context slowed decode materially in this log even where the raw rate came back (each new
+    # session starts short again): the user asked why it slowed, and context is the answer.
+    effect = ev.context_effect if ev.context_effect is not None and ev.context_effect[0] < RAW_DROP else None
+    by_context = effect is not None
+    verdict = (
+        Verdict.CONTEXT_ONLY if (fell or by_context) and case.cause != Cause.HOST_DRIFT else Verdict.NO_DEGRADATION
+    )
     confidence = (
         Confidence.HIGH
         if decode.interval.lo > HIGH_FLOOR
@@ -468,7 +634,7 @@ def _decide(ev: Evidence) -> Decision:
         if decode.interval.lo > decode.material
         else Confidence.LOW
     )
-    cause = cause or (Cause.CONTEXT_GROWTH if verdict == Verdict.CONTEXT_ONLY else None)
+    cause = case.cause or (Cause.CONTEXT_GROWTH if verdict == Verdict.CONTEXT_ONLY else None)
     on = claims.basis_words(decode)
     faster = (
         "the aged engine ran at least as fast as the fresh one after the restart"
@@ -497,7 +663,7 @@ def _decide(ev: Evidence) -> Decision:
         # interval's low end stays above the material level.
         reason=f"{'No engine age' if decode.interval.lo > decode.material else 'Not shown to be engine age'}, "
         f"{confidence} confidence: {said}.{context}",
-        findings=tuple(findings),
+        findings=tuple(case.findings),
     )
 
 
