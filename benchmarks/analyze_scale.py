@@ -28,7 +28,7 @@ TARGET_BYTES = 2 * 1024**3
 
 def _analyze_child(path: str) -> None:
     from diagnostics.analysis import analyze
-    from diagnostics.source import load_source
+    from diagnostics.source.source import load_source
 
     t0 = time.perf_counter()
     source = load_source(Path(path))

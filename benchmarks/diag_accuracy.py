@@ -57,7 +57,7 @@ class Row(NamedTuple):
 
 def run_case(case: Case, formats: tuple[str, ...], folder: Path) -> list[Row]:
     from diagnostics.analysis import analyze
-    from diagnostics.source import load_source
+    from diagnostics.source.source import load_source
 
     trace = simulate(case.workload, case.spec)
     want = truth(case, trace)

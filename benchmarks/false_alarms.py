@@ -142,7 +142,7 @@ def run_case(case: Case, out: Path) -> Result:
     if soak.returncode != 0:
         raise SystemExit(f"{case.name}: soak exited {soak.returncode}; see {out / (case.name + '.out')}")
     from diagnostics.analysis import analyze
-    from diagnostics.source import load_source
+    from diagnostics.source.source import load_source
 
     doc = analyze(load_source(run_dir)).to_dict()
     (run_dir / "analysis.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

@@ -95,7 +95,7 @@ def analyze_one(path: Path, args: tuple[str, ...]):
     import datetime as dt
 
     from diagnostics.analysis import analyze
-    from diagnostics.source import load_source
+    from diagnostics.source.source import load_source
 
     opts = dict(zip(args[0::2], args[1::2]))
     date = dt.date.fromisoformat(opts["--date"]) if "--date" in opts else None

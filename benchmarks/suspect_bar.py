@@ -1,4 +1,4 @@
-"""The scores suspects reach where nothing aged: the bar diagnostics.suspects holds a figure to.
+"""The scores suspects reach where nothing aged: the bar diagnostics.evidence.suspects holds a figure to.
 
 Every candidate figure is scored with no bar (and no |rho| gate) on runs known to be healthy, and
 on the aged runs beside them for the margin:
@@ -14,7 +14,7 @@ aged: tests/fixtures/aged-soaks/*, the recorded gc-pressure soaks, and the case 
 builds, the same two ways.
 
 Prints one row per figure (its highest healthy score and where, its highest aged score), then
-the table to paste into diagnostics.suspects.HEALTHY_SCORES and CLASS_BAR, then the headline,
+the table to paste into diagnostics.evidence.suspects.HEALTHY_SCORES and CLASS_BAR, then the headline,
 last: `healthy runs listing a suspect: 0/N`.
 """
 
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.real_logs import analyze_one, catalogue, corpus_dir  # noqa: E402
-from diagnostics import suspects  # noqa: E402
+from diagnostics.evidence import suspects  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
 MATRIX = ROOT / "tests" / "soak" / "fixtures" / "matrix"  # soak validate's recorded runs: control-*, gc-pressure-*

@@ -10,7 +10,7 @@ taken in a random order, each once before any is taken again: a 10-minute record
 replacement repeated one block twice within a run's first 11 cycles, and that duplicated
 outlier made a healthy run read 0.78, 0.64-0.94), and a known loss is applied to the soaked engine's
 probes from a known minute on. Every cycle is looked at by the product's own running verdict
-(diagnostics.live.look, its intervals valid over the looks planned for the horizon), as a user
+(diagnostics.decision.live.look, its intervals valid over the looks planned for the horizon), as a user
 watching the soak and `soak run --until-decided` do. These are resampled runs, not live ones;
 tests/soak/test_until_decided.py and the live soaks in docs/diagnostics.md check the live path.
 
@@ -50,8 +50,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from diagnostics import controls, sequential  # noqa: E402
-from diagnostics.live import AGE, NO_AGE, look  # noqa: E402
+from diagnostics.decision.live import AGE, NO_AGE, look  # noqa: E402
+from diagnostics.evidence import controls, sequential  # noqa: E402
 from rundir import reader  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data" / "paired-probes"
@@ -152,7 +152,7 @@ def synthetic(rec: Recording, num_cycles: int, rng: np.random.Generator) -> tupl
 def frames(
     main: np.ndarray, control: np.ndarray, period_s: float, baseline: int = 0
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The probe rows and paired cycles diagnostics.live reads, for one synthetic run; with a
+    """The probe rows and paired cycles diagnostics.decision.live reads, for one synthetic run; with a
     `baseline`, its first 1 + baseline cycles are the start and baseline cycles (`soak run
     --baseline`), taken before the traffic."""
     n = len(main)

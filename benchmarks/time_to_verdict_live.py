@@ -100,7 +100,7 @@ def run_live(
 def read_live(run_dir: Path, fault: bool) -> LiveResult:
     """One live soak's run directory read back: its stop, decision, the fault's onset and cost."""
     from diagnostics.analysis import analyze
-    from diagnostics.source import load_source
+    from diagnostics.source.source import load_source
 
     manifest = reader.read_manifest(run_dir)
     events = reader.read_events(run_dir).events

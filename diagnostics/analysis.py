@@ -1,10 +1,10 @@
 """Engine age versus context: `analyze(source) -> Analysis`. The method is in docs/diagnostics.md.
 
-Gathers the evidence — the step series and its comparisons (diagnostics.decode), probes, the
-paired control and the restart control (diagnostics.controls), prefix reuse
-(diagnostics.reuse), prefill time (diagnostics.prefill), the load on the host — lets one pure
-function decide (diagnostics.verdict), then places the onset (diagnostics.onset) in the series
-that carried the verdict and ranks the suspects (diagnostics.suspects) against it.
+Gathers the evidence — the step series and its comparisons (diagnostics.evidence.decode), probes, the
+paired control and the restart control (diagnostics.evidence.controls), prefix reuse
+(diagnostics.evidence.reuse), prefill time (diagnostics.evidence.prefill), the load on the host — lets one pure
+function decide (diagnostics.decision.verdict), then places the onset (diagnostics.evidence.onset) in the series
+that carried the verdict and ranks the suspects (diagnostics.evidence.suspects) against it.
 """
 
 from __future__ import annotations
@@ -14,23 +14,25 @@ import math
 
 import pandas as pd
 
-from diagnostics import caps, controls, decode, identity, intervals, sequential
-from diagnostics import checks as checks_mod
-from diagnostics import context as context_mod
-from diagnostics import evidence as evidence_mod
-from diagnostics import onset as onset_mod
-from diagnostics import prefill as prefill_mod
-from diagnostics import reuse as reuse_mod
-from diagnostics import suspects as suspects_mod
-from diagnostics import verdict as verdict_mod
-from diagnostics import youth as youth_mod
-from diagnostics.comparison import Comparison
+from diagnostics.decision import caps
+from diagnostics.decision import checks as checks_mod
+from diagnostics.decision import verdict as verdict_mod
+from diagnostics.evidence import context as context_mod
+from diagnostics.evidence import controls, decode, intervals, sequential
+from diagnostics.evidence import gathered as evidence_mod
+from diagnostics.evidence import onset as onset_mod
+from diagnostics.evidence import prefill as prefill_mod
+from diagnostics.evidence import reuse as reuse_mod
+from diagnostics.evidence import suspects as suspects_mod
+from diagnostics.evidence import youth as youth_mod
+from diagnostics.evidence.comparison import Comparison
+from diagnostics.evidence.prefill import PrefillComparison
+from diagnostics.evidence.reuse import ReuseComparison
+from diagnostics.evidence.trend import PerHour
 from diagnostics.labels import Basis, Cause, CheckStatus, Confidence, Verdict
-from diagnostics.prefill import PrefillComparison
 from diagnostics.result import Analysis, Check, Onset, Slowdown
-from diagnostics.reuse import ReuseComparison
-from diagnostics.source import Source
-from diagnostics.trend import PerHour
+from diagnostics.source import identity
+from diagnostics.source.source import Source
 from rundir.manifest import RunManifest
 from rundir.schema import StopReason
 
@@ -55,7 +57,7 @@ def analyze(source: Source) -> Analysis:
     probes = controls.probes(rows, level)
     paired = controls.paired(cycles, level)
     drift = controls.control_drift(cycles, level)
-    youth = youth_mod.measure(cycles)  # at the one look's level, as the running verdict's (diagnostics.live)
+    youth = youth_mod.measure(cycles)  # at the one look's level, as the running verdict's (diagnostics.decision.live)
     restart = _narrower(controls.restart(rows, cycles), dec.restart)
     prefix_reuse = reuse_mod.compare(source.requests)
     prefill = prefill_mod.compare(source.steps)
@@ -248,7 +250,7 @@ def probe_level(manifest: RunManifest | None, baseline: int = 0) -> float:
     """The level of the probe comparisons' intervals. A soak that ran its planned length is one
     planned look: the plain level. One that stopped early — at a decided running verdict, or
     interrupted by a user who watched it — stopped where the data led, so its comparisons keep
-    the level that holds over every look it planned (diagnostics.sequential)."""
+    the level that holds over every look it planned (diagnostics.evidence.sequential)."""
     if manifest is None or not _stopped_early_reason(manifest):
         return intervals.LEVEL
     soak = manifest.configs.get("soak") or {}

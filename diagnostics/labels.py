@@ -31,7 +31,7 @@ class Confidence(Label):
 
 
 class ControlYouth(Label):
-    """Whether the control stayed young (diagnostics.youth): the paired control assumes it."""
+    """Whether the control stayed young (diagnostics.evidence.youth): the paired control assumes it."""
 
     VERIFIED = "verified"  # across a restart of it, the fresh control ran no faster than the old one
     AGING = "aging"  # it slowed with its own age: the same fault as the soaked engine, or another
@@ -42,7 +42,7 @@ class CheckStatus(Label):
     """How a check came out (an analysis's `checks`, docs/diagnostics.md, "Checks")."""
 
     OK = "ok"
-    WARN = "warn"  # worth a look; a data check that warns may cap the confidence (diagnostics.caps)
+    WARN = "warn"  # worth a look; a data check that warns may cap the confidence (diagnostics.decision.caps)
     FAIL = "fail"  # what the verdict would rest on failed: it cannot tell
 
 
@@ -55,7 +55,7 @@ class Basis(Label):
     PROBES = "probes"  # the soaked engine's identical probes alone
     BINS = "bins"  # decode samples at the same batch and context band
     STEP_SERIES = "step_series"  # the step series against the early step-time model
-    COMBINED = "combined"  # the decode comparisons together (diagnostics.combine)
+    COMBINED = "combined"  # the decode comparisons together (diagnostics.evidence.combine)
     PREFIX_REUSE = "prefix_reuse"  # cached share of continuation turns
     PREFILL = "prefill"  # prefill time at matched sizes
     CONTROL_DRIFT = "control_drift"  # the control's own probes: the host's speed (never a verdict's)

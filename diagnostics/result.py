@@ -9,15 +9,15 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from diagnostics.changepoint import ChangePoints
-from diagnostics.comparison import Comparison
-from diagnostics.healthy import HealthyModel
-from diagnostics.identity import LifeIdentity
-from diagnostics.intervals import LEVEL, Interval
+from diagnostics.evidence.changepoint import ChangePoints
+from diagnostics.evidence.comparison import Comparison
+from diagnostics.evidence.healthy import HealthyModel
+from diagnostics.evidence.intervals import LEVEL, Interval
+from diagnostics.evidence.prefill import PrefillComparison
+from diagnostics.evidence.reuse import ReuseComparison
+from diagnostics.evidence.trend import PerHour
 from diagnostics.labels import Basis, Cause, CheckStatus, Confidence, Verdict
-from diagnostics.prefill import PrefillComparison
-from diagnostics.reuse import ReuseComparison
-from diagnostics.trend import PerHour
+from diagnostics.source.identity import LifeIdentity
 
 RESULT_SCHEMA_VERSION = 1
 VERDICTS = tuple(Verdict)
@@ -27,15 +27,15 @@ STATUSES = tuple(CheckStatus)
 class Slowdown(NamedTuple):
     """Three figures from one comparison (`basis`), so that they always agree: degraded_tps is
     healthy_tps times ratio, the rate now at the healthy conditions. `per_hour` and `shape` come
-    from the step series (diagnostics.trend)."""
+    from the step series (diagnostics.evidence.trend)."""
 
     ratio: float  # latest over healthy at matched conditions on `basis` (below 1 is slower)
     # The healthy side's level on the basis (geometric mean of probes, median of samples) and
     # healthy_tps * ratio; None for a claim of another kind than decode speed (prefix reuse, prefill).
     healthy_tps: float | None
     degraded_tps: float | None
-    basis: Basis  # the comparison the figures come from (diagnostics.comparison)
-    lo: float | None = None  # the ratio's interval (diagnostics.intervals.LEVEL)
+    basis: Basis  # the comparison the figures come from (diagnostics.evidence.comparison)
+    lo: float | None = None  # the ratio's interval (diagnostics.evidence.intervals.LEVEL)
     hi: float | None = None
     per_hour: PerHour | None = None  # decode speed's change per hour of engine age, with its interval
     shape: str | None = None  # step or gradual (an engine-age slowdown only)
@@ -73,8 +73,8 @@ class Suspect(NamedTuple):
 
 
 class Check(NamedTuple):
-    """A check: a finding of the data checks (diagnostics.checks) or of the rules that decide (diagnostics.verdict,
-    diagnostics.claims), with its status and its text in numbers."""
+    """A check: a finding of the data checks (diagnostics.decision.checks) or of the rules that decide (diagnostics.decision.verdict,
+    diagnostics.decision.claims), with its status and its text in numbers."""
 
     name: str
     status: CheckStatus
@@ -97,22 +97,24 @@ class Analysis:
     source_path: str
     source_kind: str
     engine: str
-    # Prefix reuse of continuation turns, early against late (diagnostics.reuse), when the run
+    # Prefix reuse of continuation turns, early against late (diagnostics.evidence.reuse), when the run
     # records it; `age_basis` says what carried an engine_age_degradation verdict; `prefill`
     # compares prefill time at matched new-token counts.
     prefix_reuse: ReuseComparison | None = None
     age_basis: str = "decode"  # decode (steps and probes), prefix_reuse or prefill
-    prefill: PrefillComparison | None = None  # prefill time at matched new-token counts (diagnostics.prefill)
-    # How sure (diagnostics.verdict): high, medium, low, or None for insufficient_data; the
+    prefill: PrefillComparison | None = None  # prefill time at matched new-token counts (diagnostics.evidence.prefill)
+    # How sure (diagnostics.decision.verdict): high, medium, low, or None for insufficient_data; the
     # comparison that decided; host_or_load_drift when a slowdown was not the engine's age; and
     # the verdict in one sentence.
     confidence: Confidence | None = None
     basis: Basis | None = None
     cause: Cause | None = None
     reason: str = ""
-    probe_pairs: pd.DataFrame | None = None  # one row per probe cycle with a control (diagnostics.controls.pairs)
+    probe_pairs: pd.DataFrame | None = (
+        None  # one row per probe cycle with a control (diagnostics.evidence.controls.pairs)
+    )
     # The batch-and-context bands the `bins` comparison compared: num_running_reqs, context_lo, context_hi,
-    # num_early, early_tps, num_late, late_tps (diagnostics.decode).
+    # num_early, early_tps, num_late, late_tps (diagnostics.evidence.decode).
     bands: pd.DataFrame | None = None
     # Decode's own figures beside an age claim on prefix reuse or prefill time (`slowdown` is the claim's).
     decode_held: Slowdown | None = None

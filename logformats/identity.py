@@ -3,7 +3,7 @@
 A log with several engine starts may hold several engines: a new build, another backend, other
 threads, another model or context size. A restart is a control only between lives of the same
 engine, so each reader emits the facts a start-up line states as `engine_config` events
-(`detail`: `key=value`), and diagnostics compares the lives (diagnostics.identity).
+(`detail`: `key=value`), and diagnostics compares the lives (diagnostics.source.identity).
 
 `facts(message)` reads one message, its prefix already removed. The shapes, as the engines print
 them (docs/diagnostics.md, "Engine identity"):

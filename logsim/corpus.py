@@ -18,7 +18,7 @@ from logsim.engine import Costs, EngineSpec, Fault, Trace
 from logsim.workload import Workload
 
 MATERIAL = 0.10  # a creep's onset span ends where the slowdown reaches this
-RAW_DROP = 0.9  # diag calls a healthy engine's fall context growth below this raw ratio (diagnostics.verdict)
+RAW_DROP = 0.9  # diag calls a healthy engine's fall context growth below this raw ratio (diagnostics.decision.verdict)
 RAW_BAND = (0.85, 0.95)  # a true raw ratio in here sits on that line: either verdict is right
 
 

@@ -8,8 +8,8 @@ import json
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from diagnostics.details import engine_name
-from diagnostics.source import Source
+from diagnostics.source.source import Source
+from diagnostics.words.details import engine_name
 from reports.redact import Redactor
 
 MAX_STARTUP_LINES = 6

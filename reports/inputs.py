@@ -11,7 +11,7 @@ import pandas as pd
 
 from diagnostics.analysis import analyze
 from diagnostics.result import Analysis
-from diagnostics.source import Source, load_source
+from diagnostics.source.source import Source, load_source
 from rundir import schema
 
 

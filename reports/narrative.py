@@ -1,16 +1,16 @@
-"""The verdict in words and numbers: the opening every page starts with (diagnostics.opening), the
+"""The verdict in words and numbers: the opening every page starts with (diagnostics.words.opening), the
 account in full behind it, and the key figures."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from diagnostics import suspects as suspects_mod
-from diagnostics.details import check_note, check_title, identity, status_shown
+from diagnostics.evidence import suspects as suspects_mod
 from diagnostics.labels import BASIS_WORDS, Basis, Cause, CheckStatus, Verdict
-from diagnostics.opening import Opening, fault_set, lists_suspects, names_top_suspect, opening, when
 from diagnostics.result import Analysis, Slowdown
-from diagnostics.said import REFERENCE, ratio_words, to_the_second
+from diagnostics.words.details import check_note, check_title, identity, status_shown
+from diagnostics.words.opening import Opening, fault_set, lists_suspects, names_top_suspect, opening, when
+from diagnostics.words.said import REFERENCE, ratio_words, to_the_second
 
 __all__ = [
     "Opening",

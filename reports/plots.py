@@ -19,8 +19,8 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 from matplotlib.ticker import Formatter, Locator
 
-from diagnostics.changepoint import Segment
-from diagnostics.healthy import HealthyModel
+from diagnostics.evidence.changepoint import Segment
+from diagnostics.evidence.healthy import HealthyModel
 from rundir.schema import ProbeRole, StepPhase
 
 MAX_POINTS = 20_000  # per scatter; longer series are thinned evenly

@@ -12,8 +12,8 @@ from typing import Any, NamedTuple
 
 import jinja2
 
-from diagnostics import suspects as suspects_mod
-from diagnostics.decode import MATERIAL
+from diagnostics.evidence import suspects as suspects_mod
+from diagnostics.evidence.decode import MATERIAL
 from diagnostics.result import iso
 from ground import __version__
 from reports import narrative, plots, tables

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 
-from diagnostics import details, suspects
-from diagnostics.details import NO_CHANGE
+from diagnostics.evidence import suspects
 from diagnostics.labels import Basis, CheckStatus
 from diagnostics.result import Check
-from diagnostics.said import to_the_second
+from diagnostics.words import details
+from diagnostics.words.details import NO_CHANGE
+from diagnostics.words.said import to_the_second
 from ground import __version__
 from reports import narrative
 from reports.environment import DECIDED, environment
@@ -37,7 +38,7 @@ ENV_FIELDS = (
 )
 # Key figures kept out of the summary's table: the confidence, which line one says, and the decisive
 # comparison's early level and that level times the ratio, computed, which line one no longer says as
-# speeds (diagnostics.said: only measured speeds, which the comparison's own row states).
+# speeds (diagnostics.words.said: only measured speeds, which the comparison's own row states).
 SAID_ABOVE = (
     "confidence",
     "decode early (tok/s, on what decided)",

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from diagnostics.result import Analysis
-from diagnostics.said import stamp
-from diagnostics.source import Source
+from diagnostics.source.source import Source
+from diagnostics.words.said import stamp
 from logformats import looks_like_log, parse_log
 from logformats.errors import LogFormatError
 from reports.inputs import Inputs
@@ -65,7 +65,7 @@ class LogLine(NamedTuple):
 
 def matched_bands(a: Analysis) -> list[BandRow]:
     """The batch-and-context bands the analysis' `bins` comparison compared, as it compared them
-    (diagnostics.decode): the best supported first."""
+    (diagnostics.evidence.decode): the best supported first."""
     if a.bands is None or a.bands.empty:
         return []
     rows = [

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from diagnostics.analysis import analyze  # noqa: E402
-from diagnostics.source import load_source  # noqa: E402
+from diagnostics.source.source import load_source  # noqa: E402
 from rundir import parts, schema  # noqa: E402
 
 FILES = (schema.MANIFEST, "events.jsonl", "engine.log")

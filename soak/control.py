@@ -5,7 +5,7 @@ included: the same engine, only young; no warm-up, `twin_options`), started besi
 replay traffic, and restarted every `twin_restart_every_s` and after every
 `control_restart_after` probes it answered, so it stays young: a fault driven by requests served
 reaches a same-build control too, only later, and a control that ages hides the soaked engine's
-loss (diagnostics.youth measures whether it stayed young). For a URL target it is
+loss (diagnostics.evidence.youth measures whether it stayed young). For a URL target it is
 `--control-target`, a second instance of the same server, restarted with `--control-restart-cmd`
 on the same schedule (never without one, with a warning). Both see the same host: when
 both probes move, the host moved; when only the main one does, the engine aged.
@@ -44,7 +44,7 @@ TWIN_MEMORY_MARGIN = 4 * 2**30  # a twin needs the engine's memory again, and le
 MAX_CONTROL_CRASHES = 20  # crashes in one run before the control is turned off
 POLL_S = 0.5
 # Probes a control's life answers before a restart asked to verify its youth: a restart judges the
-# control's age only after a life this long (diagnostics.youth.MIN_OLD_LIFE): a younger one shows
+# control's age only after a life this long (diagnostics.evidence.youth.MIN_OLD_LIFE): a younger one shows
 # little of it and would dilute what the longer lives show.
 VERIFY_AFTER_PROBES = 8
 

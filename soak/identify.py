@@ -1,5 +1,5 @@
 """Which engine a URL target is, as it says over HTTP when it starts: asked again at every start, so a
-restart onto another release or model shows as another engine (diagnostics.identity compares lives).
+restart onto another release or model shows as another engine (diagnostics.source.identity compares lives).
 
     GET /v1/models   data[0]: owned_by (vllm, sglang, llamacpp: the engine's name), root (the
                      model's path: its last part is the model), else id; max_model_len

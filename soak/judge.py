@@ -3,7 +3,7 @@ say, as a line, and whether that is decided either way. The first decided look i
 recorded once (the manifest's `decided`); with `until_decided` it ends the replay (soak.run).
 
 The soak states the question (`Judge`, `Look`) and diagnostics answers it
-(diagnostics.live.RunningJudge). A soak handed no judge asks that one, so a `Soak` built in
+(diagnostics.decision.live.RunningJudge). A soak handed no judge asks that one, so a `Soak` built in
 Python decides as `soak run` does; `default_judge` is the soak's one import of diagnostics, made
 when a soak that probes is built (importing the soak loads no analysis).
 """
@@ -46,7 +46,7 @@ class Judge(Protocol):
 
 def default_judge(config: SoakConfig) -> Judge:
     """The running verdict `soak run` prints, its intervals valid over every look the soak plans."""
-    from diagnostics.live import RunningJudge
+    from diagnostics.decision.live import RunningJudge
 
     probing = config.probing
     return RunningJudge(config.duration_s, probing.probe_every_s, probing.baseline_cycles, config.rule_out)

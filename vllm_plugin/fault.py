@@ -21,7 +21,7 @@ Once on, the fault says what it holds and what it has cost, every REPORT_S secon
 figure would: a line in vLLM's log (`tokdrift fault step-cost: 151552 entries held, 3.215 s spent
 walking them (pid 123)`) and, where a step record is kept (TOKDRIFT_VLLM_STEPS), a `figures` line
 in it (record.py). `fault_walk_s_total` is a time counter: diag's suspects rank it by the share of
-the engine's wall time it took (diagnostics.suspects).
+the engine's wall time it took (diagnostics.evidence.suspects).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ line (record.py, HOST_FIGURES), the host's CPU busy and the part of it not spent
 process the stat logger runs in, the API server, and every process under it: engine core,
 workers), in percent of one core, as the soak's own host sampler states them beside an engine it
 soaks (soak.samplers.HostSampler). diag reads a rise of the second as contention it cannot tell
-from engine age (diagnostics.controls.host_load).
+from engine age (diagnostics.evidence.controls.host_load).
 
 psutil comes with vLLM (a dependency of every release); without it the record states no host figures.
 """

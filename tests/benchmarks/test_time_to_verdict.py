@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from diagnostics import controls
+from diagnostics.evidence import controls
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 

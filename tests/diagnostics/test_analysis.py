@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from diagnostics.analysis import analyze
-from diagnostics.source import load_source
+from diagnostics.source.source import load_source
 from logsim.synthetic import FORMATS, Scenario, write
 
 DESIGN_KEYS = ["schema_version", "verdict", "slowdown", "onset", "recovered_by_restart", "suspects", "checks"]
@@ -40,7 +40,7 @@ def test_seed_excerpt_is_engine_age_with_onset_and_trigger(excerpt):
     ]
     assert doc["clock"] == "wall" and doc["lives"][0]["identity"]["moe_backend"] == "offload"
     # Its interval would make it high; two healthy lines cap it at medium (a data check warns, and says
-    # so), and a figure on 2 early samples against 3 late at low (diagnostics.caps.thin).
+    # so), and a figure on 2 early samples against 3 late at low (diagnostics.decision.caps.thin).
     assert doc["confidence"] == "low" and doc["basis"] == "step_series" and doc["cause"] == "engine_age"
     checks = {c["name"]: c for c in doc["checks"]}
     assert checks["confidence_cap"]["status"] == "warn" and "healthy_model" in checks["confidence_cap"]["detail"]
@@ -157,9 +157,9 @@ def test_analysis_keeps_the_series_a_report_plots(tmp_path):
 def test_diagnostics_never_imports_torch(excerpt):
     code = (
         "import sys, datetime\n"
-        "from diagnostics.source import load_source\n"
+        "from diagnostics.source.source import load_source\n"
         "from diagnostics.analysis import analyze\n"
-        "import tokdrift.cli.diag, diagnostics.console, logsim.synthetic\n"
+        "import tokdrift.cli.diag, diagnostics.words.console, logsim.synthetic\n"
         f"analyze(load_source({str(excerpt)!r}, date=datetime.date(2026, 9, 23)))\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'engine', 'soak'))\n"
         "assert not bad, bad\n"
@@ -192,8 +192,8 @@ def test_a_slowdown_a_fresh_engine_shows_too_is_not_engine_age(tmp_path):
 def test_a_context_slope_is_not_trusted_far_beyond_the_window_that_fitted_it():
     """A healthy window of short contexts fixes no slope for contexts several times longer: there
     the verdict must also pass the generous context-only test."""
-    from diagnostics.context import beyond_window
-    from diagnostics.healthy import HealthyModel
+    from diagnostics.evidence.context import beyond_window
+    from diagnostics.evidence.healthy import HealthyModel
 
     model = HealthyModel(
         terms=("intercept", "context"),

@@ -1,4 +1,4 @@
-"""How sure a verdict may say it is (diagnostics.caps): a figure on fewer than THIN_SIDE samples a
+"""How sure a verdict may say it is (diagnostics.decision.caps): a figure on fewer than THIN_SIDE samples a
 side is low at most, whatever the source. The FreeToken excerpt, 2 early samples against 3 late,
 read "medium" while probe runs as thin could not tell (issue 53, third reader)."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from diagnostics import caps
-from diagnostics.comparison import Comparison
-from diagnostics.intervals import Interval
+from diagnostics.decision import caps
+from diagnostics.evidence.comparison import Comparison
+from diagnostics.evidence.intervals import Interval
 from diagnostics.labels import Confidence
 
 from .test_controls import probe_table
@@ -43,7 +43,7 @@ def test_nothing_to_cap_without_a_confidence_or_a_figure():
 
 def test_the_running_verdict_is_capped_as_the_whole_run_is():
     """A soak's running line on two cycles a side says low, as `diag analyze` on the run would."""
-    from diagnostics.live import running_verdict
+    from diagnostics.decision.live import running_verdict
 
     thin = running_verdict(probe_table([60, 61, 59, 60, 60]))  # five probes: two a side
     assert "low confidence (too few cycles a side to say how sure)" in thin.line, thin.line

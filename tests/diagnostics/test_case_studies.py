@@ -18,7 +18,7 @@ from pathlib import Path
 
 from diagnostics.analysis import analyze
 from diagnostics.labels import CheckStatus
-from diagnostics.source import load_source
+from diagnostics.source.source import load_source
 
 CASES = Path(__file__).resolve().parents[1] / "fixtures" / "case-studies"
 

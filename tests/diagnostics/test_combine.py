@@ -1,4 +1,4 @@
-"""The decode comparisons together: Bonferroni-widened, intersected (diagnostics.combine)."""
+"""The decode comparisons together: Bonferroni-widened, intersected (diagnostics.evidence.combine)."""
 
 import math
 
@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from diagnostics.combine import combine, widen
-from diagnostics.comparison import DECODE_MATERIAL, Comparison
-from diagnostics.evidence import Evidence
-from diagnostics.intervals import Interval
+from diagnostics.decision.verdict import decide
+from diagnostics.evidence.combine import combine, widen
+from diagnostics.evidence.comparison import DECODE_MATERIAL, Comparison
+from diagnostics.evidence.gathered import Evidence
+from diagnostics.evidence.intervals import Interval
 from diagnostics.labels import CheckStatus
-from diagnostics.verdict import decide
 
 
 def cmp(basis, ratio, lo, hi, level=0.90):

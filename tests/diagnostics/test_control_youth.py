@@ -5,13 +5,13 @@ restarts and within its lives; only the cycles right after its restarts then dec
 import numpy as np
 import pandas as pd
 
-from diagnostics import controls, youth
-from diagnostics.comparison import Comparison
-from diagnostics.evidence import Evidence
-from diagnostics.intervals import Interval
+from diagnostics.decision.live import running_verdict
+from diagnostics.decision.verdict import decide
+from diagnostics.evidence import controls, youth
+from diagnostics.evidence.comparison import Comparison
+from diagnostics.evidence.gathered import Evidence
+from diagnostics.evidence.intervals import Interval
 from diagnostics.labels import Basis, CheckStatus, ControlYouth, Verdict
-from diagnostics.live import running_verdict
-from diagnostics.verdict import decide
 
 
 def cycles_table(main, control, control_lives, reasons=None):

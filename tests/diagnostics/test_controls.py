@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from diagnostics import controls
-from diagnostics.live import running_verdict
+from diagnostics.decision.live import running_verdict
+from diagnostics.evidence import controls
 
 
 def probe_table(main, control=None, lives=None):
@@ -116,7 +116,7 @@ def test_host_load_reads_the_driver_and_other_processes_cpu():
 
 
 def test_the_running_verdict_reads_the_probes_so_far():
-    from diagnostics.live import running_verdict
+    from diagnostics.decision.live import running_verdict
 
     assert running_verdict(probe_table([60, 59])).line.startswith("verdict so far: too few probes (2 ok)")
     # three cycles a side are too few for a loss (two bursts of a neighbour can agree by chance)...
@@ -147,8 +147,8 @@ def test_the_healthy_side_is_the_engines_youth_not_a_third_of_a_long_run():
 
 
 def test_a_paired_loss_needs_a_material_estimate_and_an_interval_below_five_percent():
-    from diagnostics.comparison import Comparison
-    from diagnostics.intervals import Interval
+    from diagnostics.evidence.comparison import Comparison
+    from diagnostics.evidence.intervals import Interval
     from diagnostics.labels import Basis
 
     def paired(estimate, lo, hi):
@@ -170,7 +170,7 @@ def test_a_paired_loss_needs_a_material_estimate_and_an_interval_below_five_perc
 
 
 def test_the_running_verdict_caps_a_high_confidence_where_its_rules_warn():
-    from diagnostics.live import running_verdict
+    from diagnostics.decision.live import running_verdict
 
     # the soaked engine halves while the control itself swings by a factor of four: its drift is
     # not measured, which the final analysis caps at medium, and so does the running line
@@ -179,10 +179,10 @@ def test_the_running_verdict_caps_a_high_confidence_where_its_rules_warn():
     line = running_verdict(probe_table(main, control)).line
     assert "high confidence" not in line
     # a high decision whose rules warn names them; one whose rules do not still says medium
+    from diagnostics.decision.live import _confidence
+    from diagnostics.decision.verdict import Decision
     from diagnostics.labels import Basis, CheckStatus, Confidence, Verdict
-    from diagnostics.live import _confidence
     from diagnostics.result import Check
-    from diagnostics.verdict import Decision
 
     high = Decision(
         verdict=Verdict.AGE,
@@ -201,7 +201,7 @@ def test_the_running_verdict_caps_a_high_confidence_where_its_rules_warn():
 
 
 def test_two_cycles_a_side_decide_nothing_however_tight_they_look():
-    from diagnostics.live import running_verdict
+    from diagnostics.decision.live import running_verdict
 
     # seen live: two pairs of identical ratios gave a 99.6 % interval of 0.95-0.96 at cycle 3
     main, control = [151.2, 135.0, 144.7, 134.1], [155.9, 139.2, 156.1, 144.7]

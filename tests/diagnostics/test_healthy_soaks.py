@@ -15,7 +15,7 @@ and the control's drift that corrects it is read over the same stretches
 from pathlib import Path
 
 from diagnostics.analysis import analyze
-from diagnostics.source import load_source
+from diagnostics.source.source import load_source
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "healthy-soaks"
 

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from diagnostics.intervals import blocks, bootstrap, log_ratio, stretch_noise
+from diagnostics.evidence.intervals import blocks, bootstrap, log_ratio, stretch_noise
 
 
 def test_the_ratio_interval_covers_the_truth_about_as_often_as_it_says():

@@ -16,7 +16,7 @@ import pytest
 
 from diagnostics.analysis import analyze
 from diagnostics.labels import CheckStatus
-from diagnostics.source import load_source
+from diagnostics.source.source import load_source
 
 CASES = Path(__file__).resolve().parents[1] / "fixtures" / "case-studies"
 STAMP = re.compile(rb"^\d+\.\d{2}\.\d{3}\.\d{3} [IWED] ", re.MULTILINE)

@@ -1,11 +1,11 @@
-"""The onset inside the window a line measures, and its trigger there (diagnostics.onset)."""
+"""The onset inside the window a line measures, and its trigger there (diagnostics.evidence.onset)."""
 
 import datetime as dt
 
 import pandas as pd
 
 from diagnostics.analysis import analyze
-from diagnostics.source import load_source
+from diagnostics.source.source import load_source
 from logsim import simulate, write
 from logsim.corpus import motivating
 from reports import narrative

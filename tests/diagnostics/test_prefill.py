@@ -1,12 +1,12 @@
-"""Prefill time at matched new-token counts, early against late (diagnostics.prefill)."""
+"""Prefill time at matched new-token counts, early against late (diagnostics.evidence.prefill)."""
 
 import numpy as np
 import pandas as pd
 
-from diagnostics import prefill
 from diagnostics.analysis import analyze
+from diagnostics.evidence import prefill
 from diagnostics.labels import CheckStatus
-from diagnostics.source import load_source
+from diagnostics.source.source import load_source
 from tests.diagnostics.rundirs import make_run_dir
 
 

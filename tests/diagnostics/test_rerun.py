@@ -1,4 +1,4 @@
-"""The next soak a page suggests (diagnostics.rerun): built from the command the user ran, less
+"""The next soak a page suggests (diagnostics.words.rerun): built from the command the user ran, less
 what only a test of tokdrift sets. A reader of after-10 (docs/reader-test/) was told to run
 `soak run ... --fault output-buffer --engine-arg=--fault-after=15 ...`, which makes the slowdown
 again, and a vLLM run's command named its trace at `/tmp/w/stable2/examples/opencode.jsonl`."""
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from diagnostics.rerun import EXAMPLE_TRACE, soak_command
+from diagnostics.words.rerun import EXAMPLE_TRACE, soak_command
 
 
 def _ran(*argv: str) -> SimpleNamespace:

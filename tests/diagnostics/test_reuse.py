@@ -1,12 +1,12 @@
-"""Prefix reuse of continuation turns, early against late (diagnostics.reuse)."""
+"""Prefix reuse of continuation turns, early against late (diagnostics.evidence.reuse)."""
 
 import numpy as np
 import pandas as pd
 
-from diagnostics import reuse
 from diagnostics.analysis import analyze
+from diagnostics.evidence import reuse
 from diagnostics.labels import CheckStatus
-from diagnostics.source import load_source
+from diagnostics.source.source import load_source
 from tests.diagnostics.rundirs import make_run_dir
 
 

@@ -8,7 +8,7 @@ import pytest
 from diagnostics.analysis import analyze
 from diagnostics.errors import DiagnosticsError
 from diagnostics.labels import CheckStatus
-from diagnostics.source import load_source
+from diagnostics.source.source import load_source
 from rundir import schema
 
 from .rundirs import make_run_dir
@@ -122,7 +122,7 @@ def test_agreement_names_the_missing_engine_side_when_only_the_client_timed_the_
 
     import pandas as pd
 
-    from diagnostics.checks import _agreement
+    from diagnostics.decision.checks import _agreement
 
     t0 = pd.Timestamp("2026-12-01 21:30:00")
     requests = pd.DataFrame(

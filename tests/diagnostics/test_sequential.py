@@ -1,9 +1,9 @@
-"""Intervals that stay valid when every probe cycle is looked at (diagnostics.sequential)."""
+"""Intervals that stay valid when every probe cycle is looked at (diagnostics.evidence.sequential)."""
 
 import numpy as np
 import pytest
 
-from diagnostics import intervals, sequential
+from diagnostics.evidence import intervals, sequential
 
 
 @pytest.mark.parametrize("looks,published", [(2, 2.178), (3, 2.289), (4, 2.361), (5, 2.413), (10, 2.555)])

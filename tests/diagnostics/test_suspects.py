@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from diagnostics import suspects
+from diagnostics.evidence import suspects
 from diagnostics.result import Suspect
 
 
@@ -158,7 +158,7 @@ def test_a_figure_in_the_snapshots_and_the_steps_is_one_suspect():
 
 
 def test_the_medians_a_suspect_states_read_back_for_the_first_lines():
-    """An undecided verdict says a suspect that moved a lot in its third line (diagnostics.opening):
+    """An undecided verdict says a suspect that moved a lot in its third line (diagnostics.words.opening):
     the medians it says are those the evidence states, read back from the words _move wrote."""
     source, samples = _run(trend=True)
     onset = SimpleNamespace(t=samples["t"].iloc[len(samples) // 2], engine_age_s=30.0, engine_life=0)

@@ -1,5 +1,5 @@
 """Suspects that mean something (issue 53): a figure is listed only where it tracks the slowdown
-beyond the score it reaches on runs known to be healthy (diagnostics.suspects.HEALTHY_SCORES,
+beyond the score it reaches on runs known to be healthy (diagnostics.evidence.suspects.HEALTHY_SCORES,
 measured by benchmarks/suspect_bar.py), and a figure of the whole process (open files, RSS) never
 ranks above an engine figure.
 
@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from diagnostics import suspects
 from diagnostics.analysis import analyze
-from diagnostics.source import load_source
+from diagnostics.evidence import suspects
+from diagnostics.source.source import load_source
 
 TESTS = Path(__file__).resolve().parents[1]
 CASES = TESTS / "fixtures" / "case-studies"

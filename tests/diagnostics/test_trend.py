@@ -1,4 +1,4 @@
-"""A slowdown's shape and rate over engine age (diagnostics.trend) and the latest stretch it is judged on."""
+"""A slowdown's shape and rate over engine age (diagnostics.evidence.trend) and the latest stretch it is judged on."""
 
 import datetime as dt
 import math
@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from diagnostics import trend
 from diagnostics.analysis import analyze
-from diagnostics.source import load_source
+from diagnostics.evidence import trend
+from diagnostics.source.source import load_source
 from logsim.synthetic import Scenario, write
 from reports import narrative
 

@@ -1,13 +1,13 @@
-"""The verdict, rule by rule, on typed evidence (diagnostics.verdict.decide is a pure function)."""
+"""The verdict, rule by rule, on typed evidence (diagnostics.decision.verdict.decide is a pure function)."""
 
 import pytest
 
-from diagnostics.caps import DATA_CHECKS
-from diagnostics.comparison import DECODE_MATERIAL, Comparison
-from diagnostics.evidence import Evidence, HostLoad
-from diagnostics.intervals import Interval
+from diagnostics.decision.caps import DATA_CHECKS
+from diagnostics.decision.verdict import decide
+from diagnostics.evidence.comparison import DECODE_MATERIAL, Comparison
+from diagnostics.evidence.gathered import Evidence, HostLoad
+from diagnostics.evidence.intervals import Interval
 from diagnostics.labels import Basis, Cause, CheckStatus
-from diagnostics.verdict import decide
 
 HOST_DRIFT = Cause.HOST_DRIFT
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from diagnostics.analysis import analyze
 from diagnostics.labels import CheckStatus
-from diagnostics.source import load_source
+from diagnostics.source.source import load_source
 
 T0 = dt.datetime(2025, 6, 16, 14, 0, 0)
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from diagnostics.errors import DiagnosticsError
-from diagnostics.source import load_source
+from diagnostics.source.source import load_source
 from logformats.prometheus import parse_scrapes
 from logformats.text import Text
 

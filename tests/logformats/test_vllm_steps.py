@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from diagnostics.source import load_source
+from diagnostics.source.source import load_source
 from logformats import looks_like_log, parse_log
 from logformats.errors import LogFormatError
 from rundir.schema import StepPhase

@@ -1,4 +1,4 @@
-"""The first three lines of every page (diagnostics.opening, issue 53): the answer with its size in
+"""The first three lines of every page (diagnostics.words.opening, issue 53): the answer with its size in
 tok/s or percent and its direction in words, how sure and the one thing that keeps it from surer;
 one thing to do, with a complete command, and a line for each side problem; why, said in terms of
 the measure that backs it. Then a details break.
@@ -19,15 +19,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from diagnostics.comparison import Comparison
-from diagnostics.details import check_title, held_back, others
-from diagnostics.intervals import Interval
+from diagnostics.evidence.comparison import Comparison
+from diagnostics.evidence.intervals import Interval
 from diagnostics.labels import Basis, CheckStatus
-from diagnostics.opening import FaultSet, fault_set, opening, when
-from diagnostics.rerun import soak_command
 from diagnostics.result import Check, Onset, Suspect, Trigger
-from diagnostics.said import span
-from diagnostics.side_actions import side_actions
+from diagnostics.words.details import check_title, held_back, others
+from diagnostics.words.opening import FaultSet, fault_set, opening, when
+from diagnostics.words.rerun import soak_command
+from diagnostics.words.said import span
+from diagnostics.words.side_actions import side_actions
 from reports.narrative import trigger_text
 
 # The engine called by anything but these is a reader's puzzle (issue 53's second reader test).
@@ -170,7 +170,7 @@ def test_line_one_says_tok_s_only_where_two_measured_speeds_stand_for_the_figure
 def test_measured_speeds_are_those_the_table_shows(seed_inputs):
     """The speeds line one says come from the comparison's own measured levels, which its detail (its
     row in the table) states: probes early and late, and a restart read on the probes alone."""
-    from diagnostics import controls
+    from diagnostics.evidence import controls
 
     t0 = pd.Timestamp("2026-12-05 10:00:00")
     rows = pd.DataFrame(
@@ -535,7 +535,7 @@ def test_line_one_names_what_capped_the_confidence_the_details_the_rest(seed_inp
 
 def test_thin_data_caps_the_confidence_and_names_its_numbers_in_line_one(seed_inputs):
     """after-9: medium on an 11-line log with 2 early samples, where other thin runs could not tell.
-    Fewer than 3 a side of the figure caps it at low (diagnostics.caps.thin); line one says the
+    Fewer than 3 a side of the figure caps it at low (diagnostics.decision.caps.thin); line one says the
     count, the next step is to confirm it before filing, and the count is not said twice below."""
     a = seed_inputs.analysis
     assert a.confidence == "low" and [c.status for c in a.checks if c.name == "thin_data"] == [CheckStatus.WARN]

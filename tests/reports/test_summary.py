@@ -95,8 +95,8 @@ def test_markdown_keeps_plain_text_and_escapes_only_what_would_be_html():
 
 
 def test_recovered_by_restart_says_why_it_cannot_say(seed_inputs):
-    from diagnostics.comparison import Comparison
-    from diagnostics.intervals import Interval
+    from diagnostics.evidence.comparison import Comparison
+    from diagnostics.evidence.intervals import Interval
     from reports.narrative import recovered_text
 
     a = seed_inputs.analysis
@@ -129,8 +129,8 @@ def test_recovered_by_restart_says_why_it_cannot_say(seed_inputs):
 
 
 def test_a_restart_that_gave_no_comparison_is_not_called_no_restart(seed_inputs):
-    from diagnostics.identity import LifeIdentity
     from diagnostics.result import Check
+    from diagnostics.source.identity import LifeIdentity
     from reports.narrative import _restart_sentence, recovered_text
 
     a = seed_inputs.analysis
@@ -181,7 +181,7 @@ CASES = Path(__file__).resolve().parents[1] / "fixtures" / "case-studies"
 
 def test_the_running_verdict_a_soak_stopped_on_is_said_as_such():
     """after-5: 'decided: ... high confidence (paired control 0.18 ...)' under a headline of medium, 0.14."""
-    from diagnostics.source import load_source
+    from diagnostics.source.source import load_source
     from reports.environment import DECIDED, environment
 
     rows = dict(environment(load_source(CASES / "llamacpp-shared-kv" / "before"), Redactor()).rows)
@@ -244,8 +244,8 @@ def test_the_terminal_shows_a_failed_check_beside_cant_tell_as_not_met(seed_inpu
     """`diag analyze` as the summary: the check that kept the verdict from deciding is not met, not FAIL."""
     from rich.console import Console
 
-    from diagnostics.console import render
     from diagnostics.result import Check
+    from diagnostics.words.console import render
 
     failed = Check("confidence", "fail", "a loss without a cause: step series 0.75")
     a = dataclasses.replace(seed_inputs.analysis, verdict="insufficient_data", confidence=None, checks=(failed,))

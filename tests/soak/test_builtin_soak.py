@@ -11,7 +11,7 @@ import time
 import pandas as pd
 import pytest
 
-from diagnostics.source import load_source
+from diagnostics.source.source import load_source
 from rundir import reader
 from rundir.reader import read_rows
 from tests.soak.conftest import ROOT

@@ -199,7 +199,7 @@ def test_with_an_aging_control_each_mechanism_runs_twice_the_second_with_the_fau
 def _judged(tmp_path, monkeypatch, name, verdict, checks, aging):
     """_judge on an analysis given here (the run directory is not read)."""
     import diagnostics.analysis
-    import diagnostics.source
+    import diagnostics.source.source
     from diagnostics.result import Check
 
     class Result:
@@ -212,7 +212,7 @@ def _judged(tmp_path, monkeypatch, name, verdict, checks, aging):
         def to_dict(self):
             return {"verdict": verdict, "checks": checks, "suspects": [], "slowdown": None, "onset": None}
 
-    monkeypatch.setattr(diagnostics.source, "load_source", lambda path: None)
+    monkeypatch.setattr(diagnostics.source.source, "load_source", lambda path: None)
     monkeypatch.setattr(diagnostics.analysis, "analyze", lambda source: Result())
     tmp_path.mkdir(exist_ok=True)
     return _judge(name, tmp_path, aging)

@@ -5,7 +5,7 @@ import json
 
 import pandas as pd
 
-from diagnostics.source import load_source
+from diagnostics.source.source import load_source
 from rundir import reader
 from soak.config import SoakConfig
 from soak.errors import SoakError
@@ -221,7 +221,7 @@ def test_a_vllm_soak_records_each_lifes_identity_its_figures_and_its_engine_core
 
     source = load_source(run_dir)
     assert source.engine == "vllm"
-    from diagnostics import identity  # diag tells the lives apart by what they said
+    from diagnostics.source import identity  # diag tells the lives apart by what they said
 
     facts = {x.life: x.facts for x in identity.lives(source.steps, source.events)}
     assert facts and all(f == {"version": "0.32.0", "model": "hf", "max_seq_len": "32768"} for f in facts.values())

@@ -69,7 +69,7 @@ def ingest(
     """Read a source into one steps table and its events, and say what was found."""
     from rich.console import Console
 
-    from diagnostics.source import load_source
+    from diagnostics.source.source import load_source
 
     src = load_source(source, date=_date(date), year=year)
     console = Console()
@@ -116,8 +116,8 @@ def analyze(
     from rich.console import Console
 
     from diagnostics.analysis import analyze as run_analysis
-    from diagnostics.console import render
-    from diagnostics.source import load_source
+    from diagnostics.source.source import load_source
+    from diagnostics.words.console import render
 
     loaded = load_source(source, date=_date(date), year=year)
     result = run_analysis(loaded)

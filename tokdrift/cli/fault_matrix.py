@@ -112,7 +112,7 @@ AGING_TWIN_ARGS: dict[str, tuple[str, ...]] = {
     "output-buffer": ("--fault-after=4",),
     "snapshot-leak": ("--fault-leak-after=4",),
 }
-AGING_RESTART_AFTER = 8  # a life as long as diagnostics.youth.MIN_OLD_LIFE, so its restart judges the control
+AGING_RESTART_AFTER = 8  # a life as long as diagnostics.evidence.youth.MIN_OLD_LIFE, so its restart judges the control
 AGING = "aging control"  # the second column's name in the table
 # A checkpoint other than the default, written under `<out>/checkpoints/<mechanism>`: the default
 # model's experts copy too fast on a CPU for a drained expert cache to cost a material slowdown
@@ -318,7 +318,7 @@ def _judge(name: str, run_dir: Path, aging_control: bool = False) -> MatrixRow:
     """The run's row. With the fault in the twin too (`aging_control`), an honest refusal passes as
     well: insufficient_data whose checks name the aging control (a failed `control_youth`)."""
     from diagnostics.analysis import analyze
-    from diagnostics.source import load_source
+    from diagnostics.source.source import load_source
 
     result = analyze(load_source(run_dir))
     (run_dir / "analysis.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")

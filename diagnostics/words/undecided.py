@@ -1,0 +1,163 @@
+"""Line two and three of a verdict that cannot tell: what to do now, and why it is not sure, with
+the sizes that would settle it.
+
+A fourth reader found two can't-tell reports that read the same at the top while one held an
+engine figure that rose 1 KB -> 71 MB: the reason says first what moved a lot, then what the
+measures read (`beside a fresh engine it read 0.86x ... over 5 test-request cycles a side`), then
+what would settle it; the next step leads with what a restart did, where it did something.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from diagnostics.evidence import suspects as suspects_mod
+from diagnostics.evidence.comparison import DECODE_MATERIAL
+from diagnostics.labels import Basis
+from diagnostics.result import Analysis, Check
+from diagnostics.source.source import Source
+from diagnostics.words import rerun
+from diagnostics.words.details import decisive, lists_suspects
+from diagnostics.words.line_one import figure
+from diagnostics.words.next_steps import cycles, lasted, log_next, restart_gain, run_longer
+from diagnostics.words.said import times_x, x_span
+
+MOVED_A_LOT = 2.0  # a suspect whose medians moved this many times over is said beside an undecided verdict
+# How the measure a verdict could not decide on is said, in line three (`within the run, beside a
+# fresh engine it read 0.86x`).
+WITHIN = {
+    "paired_control": "beside a fresh engine it read",
+    "probes": "its own test requests read",
+    "bins": "its speed at the same batch size and context length read",
+    "step_series": "its speed at the same batch size and context length read",
+    "combined": "its measures of decode speed together read",
+}
+SETTLE = "a soak that measures the engine before its traffic (the command above) settles it"
+
+
+class Undecided(NamedTuple):
+    size: str | None  # line one's figure
+    action: str  # line two
+    why: str  # line three
+
+
+def undecided(a: Analysis, source: Source | None, log: bool) -> Undecided:
+    """Why the data cannot tell, in terms of the check that failed, and what would settle it."""
+    failed = [c for c in a.checks if c.status == "fail"]
+    names = [c.name for c in failed]
+    comps = {c.basis: c for c in a.comparisons}
+    d = decisive(a)
+    figure_said = figure(a)
+    longer = run_longer(a, source) if not log else log_next(source)
+    moved = _moved(a)
+    if "control_youth" in names:
+        p = comps.get(Basis.PAIRED_CONTROL, d)
+        return Undecided(
+            figure(a, p) if p is not None else None,
+            "Restart the fresh engine beside it more often, and measure both before the traffic starts: "
+            f"`{rerun.soak_command(source, '--control-restart-after 8', '--baseline 8', '--until-decided')}`.",
+            "The fresh engine run beside it as a yardstick slowed with its own age, so it measures nothing.",
+        )
+    if "ratio_sanity" in names:
+        return Undecided(
+            "no figure here measures the engine",
+            f"Soak it with identical test requests: `{rerun.soak_command(source, '--until-decided')}`.",
+            "Measurements of different work were compared, so no figure here is of the engine.",
+        )
+    if "restart_slower" in names and Basis.RESTART in comps:
+        gain = restart_gain(a)
+        now = (
+            f"{gain[:1].upper()}{gain[1:]}: restart it if it is slow now. To tell whether that was engine age, s"
+            if gain
+            else "S"
+        )
+        return Undecided(
+            figure(a, comps[Basis.RESTART]),
+            f"{now}oak again, measuring the engine before the traffic starts{lasted(source)}: "
+            f"`{rerun.soak_command(source, '--baseline 8', '--until-decided')}`.",
+            moved + _restart_not_age(a, next(c for c in failed if c.name == "restart_slower")),
+        )
+    if "paired_slower" in names or "decode_agreement" in names:
+        p = comps.get(Basis.PAIRED_CONTROL, d)
+        if p is not None:
+            why = (
+                "Beside a fresh engine it ran slower, though against itself earlier it did not; the fresh engine is "
+                "the one to trust, as it cancels a change of the host, but the loss beside it is not settled yet"
+                if "decode_agreement" in names
+                else f"It ran slower beside a fresh engine, but whether by the {1 - p.material:.0%} tokdrift calls "
+                "engine age is not settled"
+            )
+            return Undecided(figure(a, p), longer, moved + why + cycles(p) + "." + _host_moved(a))
+    if "prefill_drift" in names:
+        return Undecided(
+            figure_said,
+            longer,
+            moved + "Prompts took longer to process, but the host's own speed moved too much to tell the host from "
+            "the engine.",
+        )
+    if "data_span" in names:
+        said = next((c.detail for c in failed if c.name == "data_span"), "")
+        seconds = said.split(" cover ", 1)[-1].split(" of engine time", 1)[0] if " cover " in said else "too little"
+        return Undecided(
+            figure_said,
+            longer,
+            moved + f"The usable measurements of decode speed cover {seconds} of the engine's time, too short to rule "
+            "engine age out.",
+        )
+    if "confidence" in names and figure_said is not None:
+        detail = next(c.detail for c in failed if c.name == "confidence")
+        if detail.startswith("a loss without a cause"):
+            why = f"With no fresh engine to compare with{_why_no_fresh(a)}, a longer context and engine age look alike."
+        else:
+            why = f"Too few or too noisy measurements{cycles(d) if d else ''} to tell a {1 - DECODE_MATERIAL:.0%} loss from none."
+        return Undecided(figure_said, longer, moved + why)
+    if "data" in names or d is None:
+        return Undecided(
+            None, longer, moved + "No two stretches at the same conditions have enough measurements of decode speed."
+        )
+    return Undecided(figure_said, longer, moved + "The data cannot yet say whether that is engine age.")
+
+
+def _restart_not_age(a: Analysis, check: Check) -> str:
+    """A restart made it faster, but within the run the measure the verdict weighed did not show
+    the loss: said in that measure's terms with its size and what it rests on, and what would settle it."""
+    within = next(
+        (
+            c
+            for c in a.comparisons
+            if c.basis in WITHIN and c.interval.bounded and f"({c.interval.describe()})" in check.detail
+        ),
+        None,
+    )
+    if within is None:
+        out = "The restart shows a loss, but the measures within the run did not"
+    else:
+        out = (
+            f"The restart shows a loss, but within the run {WITHIN[within.basis]} {times_x(within.ratio)} "
+            f"({x_span(within.interval)}){cycles(within)}, not a loss for certain"
+        )
+    return out + f": it was already slow when the run began, or the host changed at the restart; {SETTLE}."
+
+
+def _moved(a: Analysis) -> str:
+    """`output_buffer_bytes` was 1.1 KB where decode slowed least and 71 MB where it slowed most. `:
+    a listed suspect that moved a lot, said first: what sets two can't-tell reports apart."""
+    top = a.suspects[0] if a.suspects and lists_suspects(a) else None
+    m = suspects_mod.moved(top) if top is not None else None
+    said = suspects_mod.plainly(top) if top is not None and m is not None and m.factor >= MOVED_A_LOT else None
+    return f"An engine figure moved a lot: {said}. " if said is not None else ""
+
+
+def _host_moved(a: Analysis) -> str:
+    """The fresh control's own change over the run, where it moved more than 10 %: the host was not steady."""
+    drift = next((c for c in a.comparisons if c.basis == "control_drift"), None)
+    if drift is None or abs(drift.ratio - 1) < 0.1:
+        return ""
+    return f" The fresh engine's own speed went to {times_x(drift.ratio)} its first meanwhile: the host was not steady."
+
+
+def _why_no_fresh(a: Analysis) -> str:
+    """Why a source holds no fresh engine to compare with: its restarts ran another engine, or it has none."""
+    if any(c.name == "engine_identity" and c.status == "warn" for c in a.checks):
+        return " (its restarts ran another engine)"
+    return " (no restart in the data, no control beside it)" if len(a.lives) <= 1 else ""
