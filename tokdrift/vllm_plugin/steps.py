@@ -17,7 +17,8 @@ from typing import Any
 
 import tokdrift
 from tokdrift.vllm_plugin.fault import StepCostSpec
-from tokdrift.vllm_plugin.record import ENGINE_START, FAULT_ENV, FAULT_ON, FIGURES, FORMAT, STEP, VERSION
+from tokdrift.vllm_plugin.figures import line
+from tokdrift.vllm_plugin.record import ENGINE_START, FAULT_ENV, FAULT_ON, FORMAT, STEP, VERSION
 
 FLUSH_S = 1.0  # seconds between writes: what a crash may lose
 
@@ -58,7 +59,7 @@ class StepWriter:
 
     def figures(self, t: float, figures: dict[str, float]) -> None:
         """A `figures` line of this process's (record.FIGURE_KEYS)."""
-        self._line({"kind": FIGURES, "t": t, "pid": os.getpid(), **figures})
+        self._pending.append(line(figures, t))
 
     def flush(self) -> None:
         self._due = time.monotonic() + self.flush_s
