@@ -112,6 +112,7 @@ def serve(args: argparse.Namespace, run_dir: Path) -> None:
     try:
         start(args.port, args, env, run_dir / "vllm.log")
         wait(args.port)
+        time.sleep(11)  # a GC line of each process between its start-up collections and the first request
         t0 = time.monotonic()
         threads = [threading.Thread(target=worker) for _ in range(args.concurrency)]
         for th in threads:
