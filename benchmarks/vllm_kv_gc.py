@@ -22,7 +22,8 @@ not (the default here follows the release; --freeze / --no-freeze override it).
 Measured with tokdrift's GC hook (tokdrift/vllm_plugin/gcstats.py, GcCounts), per bin of --bin
 requests: the cached blocks, the objects the collector tracks (not frozen), full collections and their
 mean pause, the share of the loop's wall time spent in the collector, objects collected per request.
-The last line: the mean full pause and the GC share in the first bin and the last.
+The last line: the full pauses (median and range of the bins' means) and the GC share of wall time,
+in the first half of the requests and the second.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import random
 import sys
 import time
 from pathlib import Path
+from typing import Any, NamedTuple
 
 
 def main() -> None:
@@ -63,8 +65,8 @@ def main() -> None:
     version = vllm.__version__
     assert Path(vllm.__file__).is_relative_to(args.vllm_src), f"imported {vllm.__file__}, not from {args.vllm_src}"
     try:
-        from vllm.utils import get_hash_fn_by_name
         from vllm.config.cache import CacheConfig
+        from vllm.utils import get_hash_fn_by_name
     except ImportError as exc:
         raise SystemExit(f"vLLM {version} from {args.vllm_src}: {exc}") from exc
     algo = CacheConfig.__dataclass_fields__["prefix_caching_hash_algo"].default
@@ -109,55 +111,87 @@ def main() -> None:
     gc.callbacks.append(counts)
     running = [admit(k) for k in range(args.batch)]
     admitted, served = args.batch, 0
-    rows = []
-    mark = (time.perf_counter(), counts.pause_s, counts.full_pause_s, counts.num_collections[2], counts.num_collected)
+    bins: list[Bin] = []
+    mark = Mark.now(counts)
     while served < args.requests:
         for i, req in enumerate(running):
             kv.allocate_slots(req, 1)
             req.num_computed_tokens += 1
-            if req.num_output_tokens >= args.output:
-                kv.free(req)
-                served += 1
-                running[i] = admit(admitted)
-                admitted += 1
-                if served % args.bin == 0:
-                    now = time.perf_counter()
-                    t0, pause0, full0, gen2_0, collected0 = mark
-                    gen2 = counts.num_collections[2] - gen2_0
-                    rows.append(
-                        (
-                            served,
-                            len(kv.block_pool.cached_block_hash_to_block),
-                            len(gc.get_objects()),
-                            gen2,
-                            (counts.full_pause_s - full0) / gen2 if gen2 else float("nan"),
-                            (counts.pause_s - pause0) / (now - t0),
-                            (counts.num_collected - collected0) / args.bin,
-                        )
-                    )
-                    print(
-                        "served {:>6}: {:>6} blocks cached, {:>8} objects tracked, {:>3} full collections of "
-                        "{:7.1f} ms mean, GC {:6.2%} of wall time, {:6.1f} objects collected per request".format(
-                            rows[-1][0], rows[-1][1], rows[-1][2], rows[-1][3], rows[-1][4] * 1e3, *rows[-1][5:]
-                        ),
-                        flush=True,
-                    )
-                    mark = (
-                        time.perf_counter(),
-                        counts.pause_s,
-                        counts.full_pause_s,
-                        counts.num_collections[2],
-                        counts.num_collected,
-                    )
-            else:
+            if req.num_output_tokens < args.output:
                 req.append_output_token_ids(rng.randrange(1000, 150000))
+                continue
+            kv.free(req)
+            served += 1
+            running[i] = admit(admitted)  # the finished request dropped, as the scheduler drops it
+            admitted += 1
+            if served % args.bin == 0:
+                bins.append(mark.bin(counts, served, args.bin, len(kv.block_pool.cached_block_hash_to_block)))
+                print(bins[-1].text(), flush=True)
+                mark = Mark.now(counts)
     gc.callbacks.remove(counts)
-    first, last = rows[0], rows[-1]
+    halves = bins[: len(bins) // 2], bins[len(bins) // 2 :]
+    pauses = [[b.full_pause_s for b in half if b.num_full] for half in halves]
+    shares = [sum(b.gc_share * b.wall_s for b in half) / sum(b.wall_s for b in half) for half in halves]
     print(
-        f"{version} ({'frozen' if freeze else 'not frozen'}): mean full pause {first[4] * 1e3:.1f} ms in the first "
-        f"{args.bin} requests, {last[4] * 1e3:.1f} ms in the last; GC {first[5]:.2%} then {last[5]:.2%} of wall time; "
-        f"{last[1]} blocks cached at the end"
+        f"{version} ({'frozen' if freeze else 'not frozen'}): full pauses {_spread(pauses[0])} ms in the first "
+        f"half of the requests, {_spread(pauses[1])} ms in the second; GC {shares[0]:.2%} then {shares[1]:.2%} of "
+        f"wall time; {bins[-1].num_cached} blocks cached at the end"
     )
+
+
+class Bin(NamedTuple):
+    served: int
+    num_cached: int  # blocks in the prefix cache's hash map
+    num_tracked: int  # objects the collector tracks (not frozen)
+    num_full: int  # full collections in the bin
+    full_pause_s: float  # their mean pause
+    gc_share: float  # of the bin's wall time, in the collector
+    collected_per_request: float
+    wall_s: float
+
+    def text(self) -> str:
+        return (
+            f"served {self.served:>6}: {self.num_cached:>6} blocks cached, {self.num_tracked:>8} objects tracked, "
+            f"{self.num_full:>3} full collections of {self.full_pause_s * 1e3:7.1f} ms mean, GC {self.gc_share:6.2%} "
+            f"of wall time, {self.collected_per_request:6.1f} objects collected a request, "
+            f"{self.wall_s * 1e3:7.0f} ms a bin"
+        )
+
+
+class Mark(NamedTuple):
+    t: float
+    pause_s: float
+    full_pause_s: float
+    num_full: int
+    num_collected: int
+
+    @classmethod
+    def now(cls, counts: Any) -> Mark:
+        return cls(
+            time.perf_counter(), counts.pause_s, counts.full_pause_s, counts.num_collections[2], counts.num_collected
+        )
+
+    def bin(self, counts: Any, served: int, size: int, num_cached: int) -> Bin:
+        wall = time.perf_counter() - self.t
+        num_full = counts.num_collections[2] - self.num_full
+        return Bin(
+            served=served,
+            num_cached=num_cached,
+            num_tracked=len(gc.get_objects()),
+            num_full=num_full,
+            full_pause_s=(counts.full_pause_s - self.full_pause_s) / num_full if num_full else float("nan"),
+            gc_share=(counts.pause_s - self.pause_s) / wall,
+            collected_per_request=(counts.num_collected - self.num_collected) / size,
+            wall_s=wall,
+        )
+
+
+def _spread(values: list[float]) -> str:
+    """'median (min-max)' in ms, or 'none'."""
+    if not values:
+        return "none"
+    values = sorted(v * 1e3 for v in values)
+    return f"{values[len(values) // 2]:.1f} ({values[0]:.1f}-{values[-1]:.1f})"
 
 
 def _request_kwargs(cls: type) -> dict[str, object]:
