@@ -4,8 +4,9 @@ steps and events: one row per engine iteration, which vLLM's 10-s stats lines ca
 The lines (vllm_plugin.record): an `engine_start` line at each engine start (its
 identity: the events `engine_start` and `engine_config`), a `step` line per iteration, a
 `fault_on` line where a test instrument's fault began, a `figures` line where a process states
-figures of its own (the fault's state: a snapshots row). A line that does not read as JSON (the
-last one of a file a crash cut short) is counted as bad and skipped.
+figures of its own (the fault's state, the garbage collector's, the host's: a snapshots row, each
+figure summed over the processes of one engine life, `_summed`). A line that does not read as JSON
+(the last one of a file a crash cut short) is counted as bad and skipped.
 
 How a step line becomes a steps row:
 - phase: with vLLM's `--enable-logging-iteration-details`, from the tokens the step scheduled
@@ -100,7 +101,8 @@ def scan(path: Readable) -> StepRecordScan:
     linenos: list[int] = []
     secs: list[float] = []
     detail: dict[int, str] = {}
-    figures: dict[str, dict[int, float]] = {}  # figure -> record index -> value
+    figure_lines: list[FigureLine] = []
+    starts: list[tuple[float, Any]] = []  # each start line's time and pid (its vLLM's root)
     step_index: list[int] = []
     life_capacity: list[float] = []  # per step: the KV cache's tokens as its start line said
     num_lines = num_other = num_unknown = num_bad = num_events = 0
@@ -138,6 +140,7 @@ def scan(path: Readable) -> StepRecordScan:
             capacity = float(cap) if cap else float("nan")
             kv_capacity = int(cap) if cap else kv_capacity
             detail[len(kinds)] = _start_text(obj)
+            starts.append((t + offset, obj.get("pid")))
             _add(kinds, linenos, secs, "engine_start", lineno, t + offset)
             for key, fact in FACTS.items():
                 value = obj.get(key)
@@ -147,16 +150,18 @@ def scan(path: Readable) -> StepRecordScan:
                     num_events += 1
             num_events += 1
         elif kind == FIGURES:
-            for key, value in obj.items():
-                if key not in ("kind", "t", "pid") and isinstance(value, int | float) and not isinstance(value, bool):
-                    figures.setdefault(key, {})[len(kinds)] = float(value)
-            _add(kinds, linenos, secs, FIGURES, lineno, t + offset)
+            figure_lines.append(FigureLine(lineno, t + offset, obj.get("pid"), obj.get("root"), _numbers(obj)))
         elif kind == FAULT_ON:
             detail[len(kinds)] = fault_detail(str(obj.get("fault", "")))
             _add(kinds, linenos, secs, FAULT_ON, lineno, t + offset)
             num_events += 1
         else:
             num_other += 1
+    figures: dict[str, dict[int, float]] = {}  # figure -> record index -> value
+    for row in _summed(figure_lines, starts):
+        for key, value in row.figures.items():
+            figures.setdefault(key, {})[len(kinds)] = value
+        _add(kinds, linenos, secs, FIGURES, row.lineno, row.t)
     columns, phases, has_details = _step_columns(steps, np.asarray(life_capacity, dtype=float))
     n = len(kinds)
     out: dict[str, np.ndarray] = {}
@@ -193,6 +198,46 @@ def scan(path: Readable) -> StepRecordScan:
         kv_capacity=kv_capacity,
         has_details=has_details,
     )
+
+
+class FigureLine(NamedTuple):
+    lineno: int
+    t: float  # on the engine host's clock
+    pid: Any  # the process that stated the figures
+    root: Any  # the pid of its vLLM's first process (the start line's pid); None in records before it
+    figures: dict[str, float]
+
+
+def _numbers(obj: dict[str, Any]) -> dict[str, float]:
+    """A figures line's figures: its numbers but the time and the pids."""
+    return {
+        key: float(value)
+        for key, value in obj.items()
+        if key not in ("kind", "t", "pid", "root") and isinstance(value, int | float) and not isinstance(value, bool)
+    }
+
+
+def _summed(lines: list[FigureLine], starts: list[tuple[float, Any]]) -> list[FigureLine]:
+    """The figures lines as rows of one vLLM: each figure a line states, summed over the processes
+    that stated it in the same engine life (each one's latest value), so that the engine core's and
+    the worker's counters add up instead of taking turns in one column. A line a new life's process
+    wrote while that life was starting (its root is the pid of a start line after it, not of the one
+    in effect) is left out: it precedes its life's start line, and the previous life is not its own."""
+    start_times = np.asarray([t for t, _ in starts], dtype=float)
+    order = np.argsort(start_times, kind="stable")
+    start_times, start_pids = start_times[order], [starts[i][1] for i in order]
+    latest: dict[int, dict[Any, dict[str, float]]] = {}  # life -> pid -> figure -> its latest value
+    rows = []
+    for line in sorted(lines, key=lambda line: line.t):
+        life = int(np.searchsorted(start_times, line.t, side="right")) - 1
+        in_effect = start_pids[life] if life >= 0 else None
+        if line.root is not None and line.root != in_effect and line.root in start_pids[life + 1 :]:
+            continue
+        processes = latest.setdefault(life, {})
+        processes.setdefault(line.pid, {}).update(line.figures)
+        summed = {name: sum(p[name] for p in processes.values() if name in p) for name in line.figures}
+        rows.append(line._replace(figures=summed))
+    return rows
 
 
 def _add(kinds: list[str], linenos: list[int], secs: list[float], kind: str, lineno: int, t: float) -> None:

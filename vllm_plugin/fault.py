@@ -26,7 +26,6 @@ the engine's wall time it took (diagnostics.evidence.suspects).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -35,7 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ground import TokdriftError
-from vllm_plugin.record import FAULT_ENV, FIGURES, STEPS_ENV
+from vllm_plugin import figures
+from vllm_plugin.record import FAULT_ENV, STEPS_ENV
 
 # vLLM configures the `vllm` logger (its handler, its prefix); a child of it lands in vLLM's log.
 logger = logging.getLogger("vllm.tokdrift_fault")
@@ -128,7 +128,7 @@ class StepCost:
 class StateReport:
     """What the fault holds and has cost, every `every_s` seconds once it is on: a line in vLLM's
     log, and a `figures` line appended to the step record at `steps_path` where one is kept (one
-    write a line, O_APPEND: whole lines beside the step writer's, as steps.py says)."""
+    write a line, O_APPEND: figures.py)."""
 
     def __init__(self, cost: StepCost, steps_path: str | None, every_s: float = REPORT_S) -> None:
         self.cost = cost
@@ -147,14 +147,9 @@ class StateReport:
         logger.warning(STATE_LINE, cost.spec.describe(), len(cost.retained), cost.walk_s_total, pid)
         if not self.steps_path:
             return
-        figures = {"fault_entries": len(cost.retained), "fault_walk_s_total": round(cost.walk_s_total, 6)}
-        line = json.dumps({"kind": FIGURES, "t": time.time(), "pid": pid, **figures}, separators=(",", ":"))
+        state = {"fault_entries": len(cost.retained), "fault_walk_s_total": round(cost.walk_s_total, 6)}
         try:
-            fd = os.open(self.steps_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, (line + "\n").encode())
-            finally:
-                os.close(fd)
+            figures.append(self.steps_path, state)
         except OSError as exc:  # the record's trouble must not stop the engine
             logger.warning("tokdrift fault: the step record %s cannot be appended to: %s", self.steps_path, exc)
 

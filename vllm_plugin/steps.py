@@ -1,7 +1,8 @@
 """The step record's writer: vLLM's per-iteration stats objects -> JSON lines (record.py).
 
 Apart from vLLM: it reads the stats objects' attributes by name (SchedulerStats, IterationStats,
-VllmConfig of 0.27.1 and 0.32.0), so a test hands it stand-ins. Lines are kept in memory and
+VllmConfig of 0.27.1 and 0.32.0; 0.15.1's IterationStats has no prompt_token_stats, only
+num_prompt_tokens), so a test hands it stand-ins. Lines are kept in memory and
 appended to the file in one write every `flush_s` seconds, at exit and on `flush()`: a crash loses
 at most that second, and a line is never split between two writes (the file is opened O_APPEND,
 so two processes appending to one file interleave whole blocks of lines, never parts of one).
@@ -17,7 +18,8 @@ from typing import Any
 
 import ground
 from vllm_plugin.fault import StepCostSpec
-from vllm_plugin.record import ENGINE_START, FAULT_ENV, FAULT_ON, FIGURES, FORMAT, STEP, VERSION
+from vllm_plugin.figures import line
+from vllm_plugin.record import ENGINE_START, FAULT_ENV, FAULT_ON, FORMAT, STEP, VERSION
 
 FLUSH_S = 1.0  # seconds between writes: what a crash may lose
 
@@ -58,7 +60,7 @@ class StepWriter:
 
     def figures(self, t: float, figures: dict[str, float]) -> None:
         """A `figures` line of this process's (record.FIGURE_KEYS)."""
-        self._line({"kind": FIGURES, "t": t, "pid": os.getpid(), **figures})
+        self._pending.append(line(figures, t))
 
     def flush(self) -> None:
         self._due = time.monotonic() + self.flush_s
@@ -100,13 +102,16 @@ def step_row(s: Any, it: Any) -> dict[str, Any] | None:
             row["elapsed_s"] = round(details.elapsed_ms / 1000.0, 6)
     if it is not None:
         itl = it.inter_token_latencies_iter
-        prompt = it.prompt_token_stats
+        prompt = getattr(it, "prompt_token_stats", None)
         row["gen_tokens"] = it.num_generation_tokens
         row["first_tokens"] = len(it.time_to_first_tokens_iter)
         row["decode_reqs"] = len(itl)
-        row["prompt_tokens"] = prompt.total
-        row["computed_tokens"] = prompt.computed
-        row["cached_tokens"] = prompt.cached_tokens
+        if prompt is not None:
+            row["prompt_tokens"] = prompt.total
+            row["computed_tokens"] = prompt.computed
+            row["cached_tokens"] = prompt.cached_tokens
+        else:  # 0.15.1 counts the prompt tokens alone, not which of them were computed or cached
+            row["prompt_tokens"] = it.num_prompt_tokens
         row["preempted"] = it.num_preempted_reqs
         row["finished"] = len(it.finished_requests)
         if itl:

@@ -24,12 +24,15 @@ from vllm_plugin.fault import StepCostSpec
 from vllm_plugin.steps import StepWriter, engine_header
 
 
-def write_record(path, lives, fault=None, details=False, utc_offset_s=0):
-    """One start line per life, then its steps ((SchedulerStats, IterationStats) pairs)."""
+def write_record(path, lives, fault=None, details=False, utc_offset_s=0, pids=None):
+    """One start line per life, then its steps ((SchedulerStats, IterationStats) pairs); `pids`, the
+    pid each start line states (the API server's), else this process's."""
     writer = StepWriter(str(path), fault=fault)
-    for start_t, steps in lives:
+    for k, (start_t, steps) in enumerate(lives):
         header = engine_header(vllm_config(details=details), 0, "0.32.0")
         header.update(t=start_t, utc_offset_s=utc_offset_s)
+        if pids is not None:
+            header["pid"] = pids[k]
         writer.start(header)
         for sched, it in steps:
             writer.step(sched, it)
@@ -135,11 +138,13 @@ def test_a_newer_record_is_refused_with_its_version(tmp_path):
         parse_log(path)
 
 
-def served(path, slow_per_request, num_requests=700, seed=0, fault_figures=False, host_other=None):
+def served(path, slow_per_request, num_requests=700, seed=0, fault_figures=False, host_other=None, gc_figures=False):
     """A record of two streams of 48-token requests at batch 2: each decode step costs 20 ms plus
     `slow_per_request` for every request finished before it (the step-cost fault's shape). With
     `fault_figures`, the fault's own lines every 10 s: the time its walks took, in all; with
-    `host_other(fraction of the run)`, the writer's host lines every 10 s: the CPU beside vLLM."""
+    `host_other(fraction of the run)`, the writer's host lines every 10 s: the CPU beside vLLM; with
+    `gc_figures`, two processes' GC lines every 10 s, the added cost spent in full collections (70 %
+    in the engine core, 30 % in its worker) beside 1 % of the wall time in young ones."""
     rng = np.random.default_rng(seed)
     t, finished, steps, walked, figures, due = 100.0, 0, [], 0.0, [], 110.0
     for k in range(num_requests // 2):
@@ -156,6 +161,14 @@ def served(path, slow_per_request, num_requests=700, seed=0, fault_figures=False
             if t >= due:
                 if fault_figures:
                     figures.append({"kind": "figures", "t": t, "pid": 7, "fault_walk_s_total": walked})
+                if gc_figures:
+                    for pid, part in ((8, 0.7), (9, 0.3)):
+                        full = part * walked
+                        young = part * 0.01 * (t - 100.0)
+                        figures.append(
+                            {"kind": "figures", "t": t, "pid": pid, "root": 5, "process": f"p{pid}"}
+                            | {"gc_full_pause_s_total": full, "gc_pause_s_total": full + young}
+                        )
                 if host_other is not None:
                     other = host_other(k / (num_requests // 2))
                     figures.append({"kind": "figures", "t": t, "pid": 5, "host_other_cpu_percent": other})
@@ -230,3 +243,43 @@ def test_the_faults_figures_lines_are_snapshots_of_its_life(tmp_path):
     assert snaps["engine_age_s"].tolist()[:2] == pytest.approx([1.5, 2.5])
     assert not parsed.events["kind"].eq("figures").any() and len(parsed.steps) == 14
     assert load_source(path).snapshots["fault_walk_s_total"].tolist()[:2] == [0.01, 0.05]
+
+
+def test_a_figure_several_processes_state_is_their_sum_in_each_life(tmp_path):
+    """The engine core and its worker each count their own collector's pauses: the snapshot is the
+    vLLM's, the sum of each process's latest count, started over in each life. A new life's processes
+    begin writing while the model loads, before their start line: those lines are left out, since
+    the life they would fall in by time is the previous one."""
+    path = write_record(tmp_path / "s.jsonl", [(0.5, one_life(1.0)), (10.5, one_life(11.0))], pids=[100, 200])
+    lines = [
+        (0.2, 101, 100, 0.1),  # life 0's engine core while it starts: left out
+        (1.05, 101, 100, 1.0),
+        (1.1, 102, 100, 0.5),
+        (1.5, 101, 100, 2.0),
+        (1.55, 102, 100, 1.5),
+        (9.0, 201, 200, 0.2),  # life 1's, before its start line: left out
+        (12.0, 201, 200, 0.3),
+        (12.2, 202, None, 0.4),  # a line that names no root (an older record's): kept where its time falls
+    ]
+    with open(path, "a") as f:
+        for t, pid, root, pause in lines:
+            line = {"kind": "figures", "t": t, "pid": pid, "gc_pause_s_total": pause, "process": "EngineCore_DP0"}
+            f.write(json.dumps(line | ({"root": root} if root else {})) + "\n")
+    snaps = parse_log(path).snapshots
+    assert snaps["gc_pause_s_total"].tolist() == pytest.approx([1.0, 1.5, 2.5, 3.5, 0.3, 0.7])
+    assert snaps["engine_life"].tolist() == [0, 0, 0, 0, 1, 1]
+    assert "process" not in snaps and "root" not in snaps
+
+
+def test_gc_pauses_that_grow_with_age_are_the_suspect_that_names_them(tmp_path):
+    """The GC figures of two processes (vllm_plugin/gcstats.py): where the time in full
+    collections grew as decode slowed, it is the first suspect; where the collector took the same
+    share all along, the record is healthy."""
+    aged, _ = analyze_json(served(tmp_path / "aged.jsonl", slow_per_request=0.00003, gc_figures=True))
+    healthy, _ = analyze_json(served(tmp_path / "healthy.jsonl", slow_per_request=0.0, gc_figures=True))
+    assert aged["verdict"] == "engine_age_degradation"
+    first = aged["suspects"][0]
+    assert first["name"] in ("gc_full_pause_s_total", "gc_pause_s_total")
+    assert "more of the engine's wall time went into it" in first["evidence"]
+    assert healthy["verdict"] == "no_degradation"
+    assert not any(s["name"].startswith("gc_") for s in healthy.get("suspects") or [])

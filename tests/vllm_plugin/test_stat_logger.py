@@ -2,6 +2,7 @@
 then `record(scheduler_stats=..., iteration_stats=..., mm_cache_stats=..., engine_idx=...)`."""
 
 import json
+import os
 
 import pytest
 
@@ -59,6 +60,7 @@ def test_every_period_the_record_says_the_hosts_cpu_beside_this_vllm(monkeypatch
     path = tmp_path / "steps.jsonl"
     monkeypatch.setenv("TOKDRIFT_VLLM_STEPS", str(path))
     monkeypatch.delenv("TOKDRIFT_VLLM_FAULT", raising=False)
+    monkeypatch.delenv("TOKDRIFT_VLLM_ROOT", raising=False)
     monkeypatch.setattr(stat_logger, "HOST_S", 0.0)
     logger = StepRecord(vllm_config(), 0)
     start = time.process_time()
@@ -69,6 +71,7 @@ def test_every_period_the_record_says_the_hosts_cpu_beside_this_vllm(monkeypatch
     logger.writer.close()
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     (figures,) = [r for r in rows if r["kind"] == "figures"]
-    assert set(figures) == {"kind", "t", "pid", "host_cpu_percent", "host_other_cpu_percent"}
+    assert set(figures) == {"kind", "t", "pid", "root", "host_cpu_percent", "host_other_cpu_percent"}
+    assert figures["pid"] == figures["root"] == os.getpid()  # the API server is its vLLM's first process
     own = figures["host_cpu_percent"] - figures["host_other_cpu_percent"]
     assert own > 0 and figures["host_other_cpu_percent"] >= 0

@@ -1,6 +1,7 @@
 """The step record's writer: vLLM's stats objects (stand-ins) -> the lines logformats.vllm_steps reads."""
 
 import json
+from types import SimpleNamespace
 
 from tests.vllm_plugin import IterationDetails, SchedulerStats, decode_step, prefill_end, vllm_config
 from vllm_plugin.fault import StepCostSpec
@@ -32,6 +33,16 @@ def test_a_decode_step_says_its_batch_tokens_and_engine_time():
         "finished": 0,
         "itl_s": 0.021,
     }
+
+
+def test_a_015_iteration_says_its_prompt_tokens_without_the_split():
+    """vLLM 0.15.1's IterationStats counts the prompt tokens of the prefills that ended
+    (num_prompt_tokens) and not which of them were computed or cached (no prompt_token_stats)."""
+    sched, it = prefill_end(5.0, prompt=1000, cached=600, decoding=2)
+    old = SimpleNamespace(**{k: v for k, v in vars(it).items() if k != "prompt_token_stats"}, num_prompt_tokens=1000)
+    row = step_row(sched, old)
+    assert row["prompt_tokens"] == 1000 and "computed_tokens" not in row and "cached_tokens" not in row
+    assert (row["first_tokens"], row["decode_reqs"], row["itl_s"]) == (1, 2, 0.05)
 
 
 def test_a_prefill_that_ended_says_its_tokens_and_cache_hits():
