@@ -102,7 +102,9 @@ def test_set_without_vllm_the_entry_point_says_it_needs_vllm(monkeypatch):
 
 def test_once_on_the_fault_reports_what_it_holds_and_costs_in_the_log_and_the_record(tmp_path, caplog):
     record = tmp_path / "steps.jsonl"
-    cost = fault.StepCost(fault.StepCostSpec(after=2, entries=3))
+    # 50,000 entries a request: a walk of 100,000 takes about a millisecond, which the state line's
+    # microseconds show (6 entries walked in under half a microsecond and read 0.0)
+    cost = fault.StepCost(fault.StepCostSpec(after=2, entries=50_000))
     report = fault.StateReport(cost, str(record), every_s=10.0)
     cost.on_step(["a"], {})
     report.maybe(100.0)  # not on yet: nothing said
@@ -115,8 +117,8 @@ def test_once_on_the_fault_reports_what_it_holds_and_costs_in_the_log_and_the_re
         report.maybe(111.5)
     lines = [json.loads(line) for line in record.read_text().splitlines()]
     assert [line["kind"] for line in lines] == ["figures", "figures"]
-    assert [line["fault_entries"] for line in lines] == [6, 6]
+    assert [line["fault_entries"] for line in lines] == [100_000, 100_000]
     assert 0 < lines[0]["fault_walk_s_total"] <= lines[1]["fault_walk_s_total"]
     said = [r.getMessage() for r in caplog.records if "entries held" in r.getMessage()]
-    assert len(said) == 2 and said[0].startswith("tokdrift fault step-cost:after=2,entries=3,limit=")
-    assert "6 entries held" in said[0] and f"(pid {os.getpid()})" in said[0]
+    assert len(said) == 2 and said[0].startswith("tokdrift fault step-cost:after=2,entries=50000,limit=")
+    assert "100000 entries held" in said[0] and f"(pid {os.getpid()})" in said[0]
