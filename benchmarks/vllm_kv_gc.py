@@ -64,22 +64,33 @@ def main() -> None:
 
     version = vllm.__version__
     assert Path(vllm.__file__).is_relative_to(args.vllm_src), f"imported {vllm.__file__}, not from {args.vllm_src}"
+    from vllm.config.cache import CacheConfig
+
     try:
-        from vllm.config.cache import CacheConfig
-        from vllm.utils import get_hash_fn_by_name
-    except ImportError as exc:
-        raise SystemExit(f"vLLM {version} from {args.vllm_src}: {exc}") from exc
+        from vllm.utils.hashing import get_hash_fn_by_name  # 0.11 on
+    except ImportError:
+        from vllm.utils import get_hash_fn_by_name  # type: ignore[attr-defined,no-redef]
     algo = CacheConfig.__dataclass_fields__["prefix_caching_hash_algo"].default
     hash_fn = get_hash_fn_by_name(algo)
     init_none_hash(hash_fn)
     block_size = 16
-    spec = FullAttentionSpec(block_size=block_size, num_kv_heads=8, head_size=128, dtype=torch.bfloat16, use_mla=False)
+    spec = FullAttentionSpec(
+        block_size=block_size,
+        num_kv_heads=8,
+        head_size=128,
+        dtype=torch.bfloat16,
+        **({"use_mla": False} if "use_mla" in FullAttentionSpec.__dataclass_fields__ else {}),
+    )
     config = KVCacheConfig(
         num_blocks=args.blocks,
         kv_cache_tensors=[KVCacheTensor(size=spec.page_size_bytes * args.blocks, shared_by=["layer.0"])],
         kv_cache_groups=[KVCacheGroupSpec(["layer.0"], spec)],
     )
-    kv = KVCacheManager(config, max_model_len=32768, enable_caching=True)
+    sizes = {"hash_block_size": block_size, "scheduler_block_size": block_size}  # the arguments of later releases
+    known = KVCacheManager.__init__.__code__.co_varnames
+    kv = KVCacheManager(
+        config, max_model_len=32768, enable_caching=True, **{k: v for k, v in sizes.items() if k in known}
+    )
     hasher = get_request_block_hasher(block_size, hash_fn)
     freeze = args.freeze if args.freeze is not None else not version.startswith("0.10.1")
     gc.collect()
@@ -101,7 +112,7 @@ def main() -> None:
     def admit(k: int) -> object:
         prompt = prefix + [rng.randrange(1000, 150000) for _ in range(args.unique)]
         req = Request(request_id=f"r{k}", prompt_token_ids=prompt, block_hasher=hasher, **make_kwargs)
-        blocks, num_cached = kv.get_computed_blocks(req)
+        blocks, num_cached = kv.get_computed_blocks(req)[:2]  # 0.27 adds a third: a shared-prefix boundary
         kv.allocate_slots(req, req.num_tokens - num_cached, num_cached, blocks)
         req.num_computed_tokens = req.num_tokens
         req.append_output_token_ids(rng.randrange(1000, 150000))
@@ -199,8 +210,14 @@ def _request_kwargs(cls: type) -> dict[str, object]:
     from vllm.sampling_params import SamplingParams
 
     names = cls.__init__.__code__.co_varnames
-    kwargs: dict[str, object] = {"sampling_params": SamplingParams(max_tokens=1 << 20), "eos_token_id": None}
-    for name in ("pooling_params", "multi_modal_kwargs", "multi_modal_hashes", "multi_modal_placeholders"):
+    kwargs: dict[str, object] = {"sampling_params": SamplingParams(max_tokens=1 << 20)}
+    for name in (
+        "eos_token_id",
+        "pooling_params",
+        "multi_modal_kwargs",
+        "multi_modal_hashes",
+        "multi_modal_placeholders",
+    ):
         if name in names:
             kwargs[name] = None
     return kwargs
