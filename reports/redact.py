@@ -29,6 +29,14 @@ BEARER = "bearer tokens"
 HOME = "home-directory paths"
 MACHINE = "paths of the machine that ran it"
 CATEGORIES = (PROMPT, API_KEY, BEARER, HOME, MACHINE)
+# Each category as one of it is said (`1 path of the machine that ran it`, not `1 paths`).
+ONE = {
+    PROMPT: "prompt or completion text",
+    API_KEY: "API key or secret",
+    BEARER: "bearer token",
+    HOME: "home-directory path",
+    MACHINE: "path of the machine that ran it",
+}
 
 # JSON keys whose value is request or response text.
 PROMPT_KEYS = frozenset(
@@ -213,7 +221,7 @@ class Redactor:
         """What was redacted, for the summary."""
         if not self.enabled:
             return "nothing: made with --no-redact, so prompt text, keys and paths are kept as found"
-        found = [f"{self.counts[c]} {c}" for c in CATEGORIES if self.counts[c]]
+        found = [f"{self.counts[c]} {ONE[c] if self.counts[c] == 1 else c}" for c in CATEGORIES if self.counts[c]]
         policy = (
             "prompt and completion text, API keys, bearer tokens and home-directory paths are removed; "
             "the machine's paths are said relative to the run"

@@ -49,7 +49,7 @@ def test_seed_summary_opens_with_the_answer_then_the_numbers_checks_and_environm
     )
     assert "- log format: `freetoken-excerpt, 11 lines (9 step lines)`" in lines
     # The source's path; its next step (a soak, to confirm a low-confidence verdict) names none.
-    assert any(line.startswith("**Redacted:** 1 paths of the machine that ran it") for line in lines)
+    assert any(line.startswith("**Redacted:** 1 path of the machine that ran it") for line in lines)
 
 
 def test_no_ratio_flips_and_no_time_carries_nanoseconds(run_inputs):
