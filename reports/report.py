@@ -15,6 +15,7 @@ import jinja2
 from diagnostics.evidence import suspects as suspects_mod
 from diagnostics.evidence.decode import MATERIAL
 from diagnostics.result import iso
+from diagnostics.words.details import engine_name
 from ground import __version__
 from reports import narrative, plots, tables
 from reports.environment import environment
@@ -26,6 +27,9 @@ from reports.redact import Redactor
 logger = logging.getLogger(__name__)
 
 MAX_SUSPECT_PLOTS = 6
+
+# The header's word for what was read: a run directory is a soak's.
+SOURCE_SAID = {"run_dir": "soak", "log": "engine log", "prometheus": "metrics scrapes"}
 
 
 class Figure(NamedTuple):
@@ -115,6 +119,8 @@ def report_context(inputs: Inputs, redactor: Redactor) -> dict[str, Any]:
         "version": __version__,
         "generated": dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
         "a": a,
+        "engine": redactor.text(engine_name(source)),
+        "source_said": SOURCE_SAID.get(a.source_kind, a.source_kind),
         "onset_iso": narrative.onset_when(a) if a.onset is not None else None,
         "first": _redacted(first, redactor),
         "suspects_note": narrative.suspects_note(a),

@@ -239,3 +239,14 @@ def test_a_failed_check_beside_a_verdict_that_cannot_tell_is_shown_as_not_met(se
     aged = dataclasses.replace(a, verdict="engine_age_degradation", confidence="medium")
     page = BeautifulSoup(render_report(seed_inputs._replace(analysis=aged)), "html.parser")
     assert _text(page.find("tr", class_="check-fail").find("span", class_="status")) == "fail"
+
+
+def test_the_header_names_the_engine_a_soak_of_a_url_target_kept_the_log_of():
+    """The llama.cpp case study's manifest says nothing of its engine; the engine log it kept does."""
+    from pathlib import Path
+
+    from reports.inputs import load
+
+    case = Path(__file__).resolve().parents[1] / "fixtures" / "case-studies" / "llamacpp-shared-kv" / "before"
+    soup = BeautifulSoup(render_report(load(case)), "html.parser")
+    assert _text(soup.find("header").find(class_="dim")).startswith("soak · engine llama.cpp · onset 2026-12-02")
