@@ -32,7 +32,6 @@ WITHIN = {
     "step_series": "its speed at the same batch size and context length read",
     "combined": "its measures of decode speed together read",
 }
-SETTLE = "a soak that measures the engine before its traffic (the command above) settles it"
 
 
 class Undecided(NamedTuple):
@@ -120,7 +119,7 @@ def undecided(a: Analysis, source: Source | None, log: bool) -> Undecided:
 
 def _restart_not_age(a: Analysis, check: Check) -> str:
     """A restart made it faster, but within the run the measure the verdict weighed did not show
-    the loss: said in that measure's terms with its size and what it rests on, and what would settle it."""
+    the loss: said in that measure's terms with its size and what it rests on."""
     within = next(
         (
             c
@@ -136,7 +135,8 @@ def _restart_not_age(a: Analysis, check: Check) -> str:
             f"The restart shows a loss, but within the run {WITHIN[within.basis]} {times_x(within.ratio)} "
             f"({x_span(within.interval)}){cycles(within)}, not a loss for certain"
         )
-    return out + f": it was already slow when the run began, or the host changed at the restart; {SETTLE}."
+    # What settles it is line two's soak: said there once.
+    return out + ": it was already slow when the run began, or the host changed at the restart."
 
 
 def _moved(a: Analysis) -> str:

@@ -387,8 +387,7 @@ def test_a_restart_that_sped_it_up_says_why_in_terms_of_the_measure_that_backs_i
     assert o.why == (
         "The restart shows a loss, but within the run beside a fresh engine it read 0.86x (90% interval 0.63-1.18) "
         "over 8 test-request cycles a side, not a loss for certain: it was already slow when the run began, or the "
-        "host changed at the restart; a soak that measures the engine before its traffic (the command above) "
-        "settles it."
+        "host changed at the restart."
     )
     assert "never slowed" not in o.paragraph
     assert o.action == (
