@@ -195,13 +195,16 @@ def _age_why(a: Analysis) -> str:
 
 def _host_moved(a: Analysis) -> str:
     """` Meanwhile the host got faster (a fresh engine's own speed rose to 1.34x, this engine's went to
-    0.91x); the figure compares the two at the same moments, which cancels that.`: where the figure is the pairs and the
-    host moved by a tenth or more, how the two engines' own speeds went (a reader took the verdict
-    for resting on the fresh engine getting faster, which is what the pairs take out)."""
+    0.91x); the figure compares the two at the same moments, which cancels that.`: where the figure
+    is the pairs, the host moved by a tenth or more and the engine's own test requests do not show
+    the loss by themselves, how the two engines' own speeds went (a reader took such a verdict for
+    resting on the fresh engine getting faster, which is what the pairs take out)."""
     d = decisive(a)
     drift = next((c for c in a.comparisons if c.basis == Basis.CONTROL_DRIFT), None)
     own = next((c for c in a.comparisons if c.basis == Basis.PROBES and c.interval.bounded), None)
     if d is None or d.basis != Basis.PAIRED_CONTROL or drift is None or abs(drift.ratio - 1) < HOST_MOVED:
+        return ""
+    if own is None or own.interval.hi < own.material:  # its own test requests show the loss by themselves
         return ""
     went = "got faster" if drift.ratio > 1 else "got slower"
     verb = "rose" if drift.ratio > 1 else "fell"

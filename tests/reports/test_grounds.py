@@ -77,3 +77,9 @@ def test_a_gain_the_whole_interval_holds_is_said_as_a_gain_and_which_way_it_went
 )
 def test_the_article_follows_how_the_word_is_read(word, article):
     assert _a(word) == article
+
+
+def test_the_host_is_not_said_where_the_engines_own_test_requests_show_the_loss_by_themselves():
+    """The llama.cpp case: its own test requests fell to 0.18x while the host got 1.28x faster."""
+    case = load(FIXTURES / "case-studies" / "llamacpp-shared-kv" / "before")
+    assert "Meanwhile" not in opening(case.analysis, case.source).why
