@@ -153,6 +153,7 @@ def report_context(inputs: Inputs, redactor: Redactor) -> dict[str, Any]:
 def _redacted(first: narrative.Opening, redactor: Redactor) -> narrative.Opening:
     """The opening with every text from the inputs redacted (its commands name the run's paths)."""
     return first._replace(
+        grounds=redactor.text(first.grounds) if first.grounds else None,
         size=redactor.text(first.size) if first.size else None,
         action=redactor.text(first.action),
         also=tuple(redactor.text(x) for x in first.also),

@@ -68,8 +68,7 @@ def render_summary(inputs: Inputs, redactor: Redactor | None = None, report_name
         return _md(redactor.text(to_the_second(str(s))))
 
     first = narrative.opening(a, inputs.source)
-    line = f"**{first.headline}:** {red(first.size)}." if first.size else f"**{first.headline}.**"
-    out = [f"### tokdrift: {red(inputs.name)}", "", line + (f" {first.confidence}" if first.confidence else ""), ""]
+    out = [f"### tokdrift: {red(inputs.name)}", "", f"**{first.headline}**{red(first.after_headline)}", ""]
     for label, text in first.lines:
         out += [f"**{label}:** {red(text)}", ""]
     out += ["#### Details", ""]

@@ -30,9 +30,7 @@ STATUS_STYLE = {CheckStatus.OK: "green", CheckStatus.WARN: "yellow", CheckStatus
 
 def render(a: Analysis, source: Source | None = None) -> Group:
     first = opening_mod.opening(a, source)
-    head = f"{first.headline}: " if first.size else f"{first.headline}. "
-    line = (f"{first.size}. " if first.size else "") + (first.confidence or "")
-    parts: list[Text | Table] = [Text.assemble((head, VERDICT_STYLE[a.verdict]), line.strip())]
+    parts: list[Text | Table] = [Text.assemble((first.headline, VERDICT_STYLE[a.verdict]), first.after_headline)]
     for label, text in first.lines:
         style = "bold yellow" if label == opening_mod.LABEL_ALSO else ""
         parts.append(Text.assemble((f"{label}: ", "bold"), (text, style)))

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from diagnostics.evidence import suspects as suspects_mod
+from diagnostics.evidence.comparison import Comparison
 from diagnostics.labels import Basis, Cause, Confidence, Verdict
 from diagnostics.result import Analysis
 from diagnostics.source.source import Source
@@ -45,14 +46,16 @@ from diagnostics.words.details import (
     names_top_suspect,
     others,
 )
+from diagnostics.words.grounds import grounds
 from diagnostics.words.next_steps import log_next, log_options, restart_gain, run_longer
-from diagnostics.words.said import duration, stamp
+from diagnostics.words.said import NO_CHANGE, duration, stamp, times_x
 from diagnostics.words.side_actions import side_actions
 from diagnostics.words.undecided import undecided
 
 __all__ = ["FaultSet", "Opening", "fault_set", "lists_suspects", "names_top_suspect", "opening", "when"]
 
 FROM_START_S = 5.0  # a fault set this close to the engine's start was set with it
+HOST_MOVED = 0.1  # a fresh engine's own speed moved this much over the run: line three says how both went
 LABEL_NEXT = "Next"
 LABEL_ALSO = "Also"
 LABEL_WHY = "Why"
@@ -62,6 +65,7 @@ OTHERS = "other measures (less direct)"
 
 class Opening(NamedTuple):
     headline: str  # the answer in one fixed word, how sure in parentheses: `Aged (medium confidence)`
+    grounds: str | None  # what it stands on: `from a 16.7-min soak of vLLM 0.27.1` (diagnostics.words.grounds)
     size: str | None  # the one ratio, with its interval: `decode speed is 0.72x a fresh engine's ...`
     confidence: str | None  # `Medium, not high: ...`: what the confidence rests on; None where it says nothing
     action: str  # line two: what to do now, with a complete command
@@ -72,8 +76,15 @@ class Opening(NamedTuple):
 
     @property
     def verdict_line(self) -> str:
-        """Line one: the answer, how sure, the figure and what the confidence rests on."""
-        said = f"{self.headline}: {self.size}." if self.size else f"{self.headline}."
+        """Line one: the answer, how sure, what it stands on, the figure and what the confidence rests on."""
+        return self.headline + self.after_headline
+
+    @property
+    def after_headline(self) -> str:
+        """Line one after its word, for a page that sets the word apart: `, from a 16.7-min soak of
+        vLLM 0.27.1: decode speed is 0.68x ... Medium, not high: ...`."""
+        said = f", {self.grounds}" if self.grounds else ""
+        said += f": {self.size}." if self.size else "."
         return f"{said} {self.confidence}" if self.confidence else said
 
     @property
@@ -114,7 +125,9 @@ def opening(a: Analysis, source: Source | None = None) -> Opening:
         Detail("engine", identity(a, source)),
         *([Detail(OTHERS, other)] if other else []),
     ]
-    return Opening(line_one.headline(a), figure_said, confidence, action, also, label, why, tuple(details))
+    return Opening(
+        line_one.headline(a), grounds(a, source), figure_said, confidence, action, also, label, why, tuple(details)
+    )
 
 
 def when(a: Analysis, t: np.datetime64 | pd.Timestamp | None) -> str | None:
@@ -172,12 +185,31 @@ def _age_why(a: Analysis) -> str:
         began = f"It crept down gradually and stood out {after}"
     else:
         began = f"It began {after}"
-    out = f"{began}{_trigger(a)}; {_restart(a)}."
+    out = f"{began}{_trigger(a)}; {_restart(a)}.{_host_moved(a)}"
     if a.age_basis in (Basis.PREFILL, Basis.PREFIX_REUSE):
         out += " Decode speed itself held."
     if names_top_suspect(a):
         out += f" Top suspect: {suspects_mod.in_a_clause(a.suspects[0])}."
     return out
+
+
+def _host_moved(a: Analysis) -> str:
+    """` Meanwhile the host got faster (a fresh engine's own speed rose to 1.34x, this engine's went to
+    0.91x); the figure compares the two at the same moments, which cancels that.`: where the figure is the pairs and the
+    host moved by a tenth or more, how the two engines' own speeds went (a reader took the verdict
+    for resting on the fresh engine getting faster, which is what the pairs take out)."""
+    d = decisive(a)
+    drift = next((c for c in a.comparisons if c.basis == Basis.CONTROL_DRIFT), None)
+    own = next((c for c in a.comparisons if c.basis == Basis.PROBES and c.interval.bounded), None)
+    if d is None or d.basis != Basis.PAIRED_CONTROL or drift is None or abs(drift.ratio - 1) < HOST_MOVED:
+        return ""
+    went = "got faster" if drift.ratio > 1 else "got slower"
+    verb = "rose" if drift.ratio > 1 else "fell"
+    mine = f", this engine's went to {times_x(own.ratio)}" if own is not None else ""
+    return (
+        f" Meanwhile the host {went} (a fresh engine's own speed {verb} to {times_x(drift.ratio)}{mine}); "
+        "the figure compares the two at the same moments, which cancels that."
+    )
 
 
 def _trigger(a: Analysis) -> str:
@@ -229,10 +261,23 @@ def _no_age(a: Analysis, source: Source | None, log: bool) -> tuple[str, str]:
             log_next(source) if log else run_longer(a, source),
             "No two stretches at the same conditions had enough measurements to put a figure on engine age." + grew,
         )
-    how = _cap(measure(c) or c.basis.replace("_", " ")) + "." + grew + shared
+    how = _cap(measure(c) or c.basis.replace("_", " ")) + "." + _gained(c) + grew + shared
     if line_one.answer(a) == line_one.Answer.NOT_AGED:
         return _nothing_to_do(a, source, log), how
     return log_next(source) if log else run_longer(a, source), how
+
+
+def _gained(c: Comparison) -> str:
+    """` It ran faster before the restart than just after it: ...`: where the engine gained speed
+    for certain, which way the comparison went (a reader took `Not aged` beside a restart that left
+    the engine slower for a contradiction)."""
+    if not c.interval.bounded or c.interval.lo <= 1 + NO_CHANGE:
+        return ""
+    if c.basis == Basis.RESTART:
+        return " It ran faster before the restart than just after it: a restart gains nothing here."
+    if c.basis == Basis.PAIRED_CONTROL:
+        return " It ran faster than a fresh engine beside it."
+    return " It ran faster late in the run than early."
 
 
 def _nothing_to_do(a: Analysis, source: Source | None, log: bool) -> str:

@@ -76,10 +76,14 @@ def span(i: Interval) -> str:
 def size(c: Comparison, aside: str = "") -> str:
     """Line one's figure, one way whatever the reference: `decode speed is 0.72x a fresh engine's
     beside it (28% slower; 90% interval 0.63-0.82)`; the two measured speeds after the change where
-    they stand for it (`(no slower, 218 against 138 tok/s; ...)`); `aside` after the change."""
+    they stand for it (`(no slower, 218 against 138 tok/s; ...)`); `aside` after the change. A gain
+    the whole interval holds is said as a gain (`1.67x its speed just after (67% faster; ...)`), one
+    it does not as `no slower`: the question is whether the engine lost speed."""
     now, against = NOW_AGAINST.get(c.basis, ("decode speed late in the run", "its early speed"))
     measured = _measured(c)
-    said = change(c.ratio) + (f", {measured}" if measured else "") + aside
+    # A gain the whole interval holds is said as one (`67% faster`); one it does not, as no loss.
+    gained = c.interval.bounded and c.interval.lo > 1 + NO_CHANGE
+    said = (_faster(c.ratio) if gained else change(c.ratio)) + (f", {measured}" if measured else "") + aside
     return f"{now} is {times_x(c.ratio)} {against} ({said}; {x_span(c.interval)})"
 
 

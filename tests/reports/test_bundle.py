@@ -44,7 +44,8 @@ def test_run_bundle_holds_report_analysis_summary_manifest_log_and_profiles(reda
     assert json.loads(files["manifest.json"])["host"]["gpu"] == "NVIDIA H200"
     assert "find_free_run" in files["profiles/20260921T143059-degraded.speedscope.json"]
     assert files["report.html"].startswith("<!DOCTYPE html>")
-    assert files["summary.md"].startswith("### tokdrift: test\n\n**Aged (high confidence):")
+    assert files["summary.md"].startswith("### tokdrift: test\n\n**Aged (high confidence)**, from a soak of the built-in engine, a test fault set in it: "
+    )
 
 
 def test_bundle_is_redacted_by_default(redacted):

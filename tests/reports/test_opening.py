@@ -94,6 +94,8 @@ def _run(*command: str, elapsed_s: float = 144.0, events: pd.DataFrame | None = 
     return SimpleNamespace(
         path="runs/demo",
         kind="run_dir",
+        engine="tokdrift",
+        steps=pd.DataFrame(),
         manifest=manifest,
         log_info=None,
         requests=pd.DataFrame(),
@@ -158,7 +160,7 @@ def test_line_one_says_tok_s_only_where_two_measured_speeds_stand_for_the_figure
         seed_inputs, 1.58, 1.17, 2.12, basis=Basis.PROBES, confidence="medium", tps=138.4, levels=(138.4, 218.5)
     )
     assert opening(a).size == (
-        "decode speed late in the run is 1.58x its early speed on identical test requests (no slower, 218 against "
+        "decode speed late in the run is 1.58x its early speed on identical test requests (58% faster, 218 against "
         "138 tok/s; 90% interval 1.17-2.12)"
     )
     paired = _no_age(seed_inputs, 0.72, 0.63, 0.82, confidence="medium", tps=197.0)
@@ -200,8 +202,8 @@ def test_a_ratio_above_one_is_no_slower_never_up_to_some_percent_slower(seed_inp
     a = _no_age(seed_inputs, 1.07, 0.96, 1.19, basis=Basis.RESTART, confidence="high", tps=208.1)
     o = opening(a, _run(*DEMO))  # type: ignore[arg-type]
     assert o.verdict_line == (
-        "Not aged (high confidence): decode speed just before a restart is 1.07x its speed just after (no slower; "
-        "90% interval 0.96-1.19). High: a loss of more than 4% is ruled out for these 2.4 min."
+        "Not aged (high confidence), from a 2.4-min soak of the built-in engine: decode speed just before a restart "
+        "is 1.07x its speed just after (no slower; 90% interval 0.96-1.19). High: a loss of more than 4% is ruled out for these 2.4 min."
     )
     assert o.why_label == "How measured" and o.why.startswith("The engine just before a restart")
 
@@ -263,8 +265,8 @@ def test_a_loss_the_interval_leaves_possible_is_said_once_in_one_direction(seed_
     a = _no_age(seed_inputs, 0.93, 0.83, 1.04, verdict="context_growth_only", basis=Basis.RESTART, tps=186.9)
     o = opening(a, _run(*DEMO, elapsed_s=66))  # type: ignore[arg-type]
     assert o.verdict_line == (
-        "Not shown to be aged (low confidence): decode speed just before a restart is 0.93x its speed just after "
-        "(7% slower; 90% interval 0.83-1.04). Low: a loss of up to 17% is not ruled out."
+        "Not shown to be aged (low confidence), from a 66-second soak of the built-in engine: decode speed just "
+        "before a restart is 0.93x its speed just after (7% slower; 90% interval 0.83-1.04). Low: a loss of up to 17% is not ruled out."
     )
     assert o.action == (
         "Run longer (this run lasted 66 s): "
@@ -377,8 +379,8 @@ def test_a_restart_that_sped_it_up_says_why_in_terms_of_the_measure_that_backs_i
     """after-3, after-10: 'but it never slowed during the run' beside bins at 0.79 in the table."""
     o = opening(_restart_faster(seed_inputs), _run(*DEMO))  # type: ignore[arg-type]
     assert o.verdict_line == (
-        "Can't tell (undecided): decode speed just before a restart is 0.48x its speed just after (52% slower; 90% "
-        "interval 0.37-0.62)."
+        "Can't tell (undecided), from a 2.4-min soak of the built-in engine: decode speed just before a restart is "
+        "0.48x its speed just after (52% slower; 90% interval 0.37-0.62)."
     )
     # The fourth reader: why it is not sure, with the sizes (the measure within the run, what it rests
     # on), and what to do now even so.
@@ -480,7 +482,11 @@ def test_a_log_that_cannot_tell_says_the_soak_and_the_option_that_would_let_it_t
     )
     source = SimpleNamespace(
         path="server.log",
-        log_info=SimpleNamespace(missing=(missing,), num_lines=100),
+        kind="log",
+        engine="llama.cpp",
+        steps=pd.DataFrame({"t": pd.to_datetime(["2026-12-01 10:00:00", "2026-12-01 13:24:00"])}),
+        events=pd.DataFrame(),
+        log_info=SimpleNamespace(missing=(missing,), num_lines=100, format="llama.cpp"),
         manifest=None,
         requests=pd.DataFrame(),
         probes=pd.DataFrame(),
@@ -523,7 +529,17 @@ def test_line_one_names_what_capped_the_confidence_the_details_the_rest(seed_inp
         ),
     )
     probes = pd.DataFrame({"status": ["ok"] * 20 + ["timeout"]})
-    source = SimpleNamespace(requests=pd.DataFrame(), probes=probes, log_info=None, path="x.log", manifest=None)
+    source = SimpleNamespace(
+        requests=pd.DataFrame(),
+        probes=probes,
+        log_info=None,
+        path="x.log",
+        manifest=None,
+        kind="log",
+        engine="unknown",
+        steps=pd.DataFrame(),
+        events=pd.DataFrame(),
+    )
     o = opening(a, source)  # type: ignore[arg-type]
     assert o.confidence == "Medium, not high: many measurements were mixed with other work."
     rest = held_back(a, source, said="many measurements were mixed with other work")  # type: ignore[arg-type]

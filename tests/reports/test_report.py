@@ -75,11 +75,12 @@ def test_every_section_is_there_and_self_contained(page, request):
 def test_seed_verdict_opens_with_three_lines_then_the_details(seed_page):
     verdict = _section(seed_page, "verdict")
     assert "engine_age_degradation" in _text(verdict.find(class_="name"))
-    assert _text(verdict.find(class_="headline")) == "Probably aged (low confidence):"
-    assert _text(verdict.find("p", class_="verdict-line")) == (
-        "Probably aged (low confidence): decode speed late in the run is 0.10x its early speed at the same batch "
-        "size and context length (90% slower; 90% interval 0.06-0.17). Low: only 2 early measurements were "
-        "there to compare with."
+    assert _text(verdict.find(class_="headline")) == "Probably aged (low confidence)"
+    assert _text(verdict.find(class_="grounds")) == "from a 35.7-min FreeToken log excerpt alone"
+    assert " ".join(verdict.find("p", class_="verdict-line").get_text().split()) == (
+        "Probably aged (low confidence), from a 35.7-min FreeToken log excerpt alone: decode speed late in the run "
+        "is 0.10x its early speed at the same batch size and context length (90% slower; 90% interval 0.06-0.17). "
+        "Low: only 2 early measurements were there to compare with."
     )
     lines = [_text(p) for p in verdict.find_all("p", class_="line")]
     assert lines[0] == (

