@@ -78,9 +78,7 @@ BASIS_WORDS: dict[Basis, BasisWords] = {
     Basis.PAIRED_CONTROL: BasisWords(
         "paired control", "probes paired with a fresh control engine", row="paired with a fresh control"
     ),
-    Basis.RESTART: BasisWords(
-        "restart control", "the restart (the soaked engine just before it against itself just after)"
-    ),
+    Basis.RESTART: BasisWords("restart control", "the restart (the engine just before it against itself just after)"),
     Basis.PROBES: BasisWords("probes", "identical probes", row="identical probes"),
     Basis.BINS: BasisWords("bins", "matched batch-and-context bins", row="batch and context bands"),
     Basis.STEP_SERIES: BasisWords("step series", "the step series against the early step-time model"),

@@ -3,19 +3,29 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
+import re
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from diagnostics.labels import Confidence, Verdict
+from diagnostics.result import Analysis
 from diagnostics.source.source import Source
 from diagnostics.words.details import engine_name
+from diagnostics.words.said import duration
+from reports.narrative import verdict_words
 from reports.redact import Redactor
+from rundir.manifest import Decided
 
 MAX_STARTUP_LINES = 6
 # The running verdict a soak stopped on (its manifest's `decided`), by what it is: the verdict at
 # the top is the whole run's, analysed afresh, and may differ in its figure and confidence.
 DECIDED = "running verdict when the soak stopped"
+# How sure the running verdict was, as its line says it (diagnostics.decision.live: `verdict so far:
+# engine_age_degradation, medium confidence (...)`); the record keeps no confidence of its own.
+_SURE = re.compile(r"\b(" + "|".join(Confidence) + r") confidence\b")
 SECTIONS = ("engine", "host", "trace")
 
 
@@ -25,7 +35,9 @@ class Environment(NamedTuple):
     startup: list[str]  # the engine's startup lines from its log
 
 
-def environment(source: Source, redactor: Redactor) -> Environment:
+def environment(source: Source, redactor: Redactor, a: Analysis) -> Environment:
+    """What `source` says of where it ran; `a`, the whole run's analysis, for the running verdict a
+    soak stopped on to be said beside it."""
     rows: list[tuple[str, str]] = [
         ("source", f"{source.kind} {redactor.text(source.path)}"),
         ("engine", engine_name(source)),
@@ -37,9 +49,8 @@ def environment(source: Source, redactor: Redactor) -> Environment:
         for key in ("run_id", "status", "stop_reason", "started_at", "ended_at", "target"):
             if raw.get(key) is not None:
                 rows.append((key, _when(raw[key]) if key.endswith("_at") else _value(raw[key])))
-        if m.decided is not None and m.decided.line:
-            line = _value(raw["decided"]["line"])  # redacted with the rest of the manifest
-            rows.append((DECIDED, f"superseded by the whole run's verdict at the top; it said {line}"))
+        if m.decided is not None:
+            rows.append((DECIDED, running_verdict(m.decided, a)))
         if isinstance(raw.get("command"), list):
             rows.append(("command", " ".join(str(x) for x in raw["command"])))
         for section in SECTIONS:
@@ -58,6 +69,26 @@ def environment(source: Source, redactor: Redactor) -> Environment:
     starts = source.events[source.events["kind"] == "engine_start"]["detail"].dropna().astype(str)
     startup = [redactor.text(s) for s in dict.fromkeys(starts)][:MAX_STARTUP_LINES]
     return Environment(rows, configs, startup)
+
+
+def running_verdict(d: Decided, a: Analysis) -> str:
+    """`the same as the whole run's (Aged, medium confidence), decided at test-request cycle 25, 15.9
+    min into the soak`: the running verdict a soak stopped on, in line one's words and without its
+    figure. Its interval is at the running level (99%, say), and a fifth reader found it beside the
+    90% ones unexplained; the whole run's figure at the top is the one to read."""
+    sure = _SURE.search(d.line or "")
+    try:
+        then = dataclasses.replace(a, verdict=Verdict(d.verdict), confidence=Confidence(sure[1]) if sure else None)
+        said = verdict_words(then) if sure else str(then.verdict)
+    except ValueError:  # a verdict this version does not know: as the record says it
+        said = d.verdict
+    at = [f"at test-request cycle {d.cycle}"] if d.cycle is not None else []
+    at += [f"{duration(d.elapsed_s)} into the soak"] if d.elapsed_s is not None else []
+    decided = f", decided {', '.join(at)}" if at else ""
+    final = verdict_words(a)
+    if said == final:
+        return f"the same as the whole run's ({final}){decided}"
+    return f"{said}{decided}; the whole run's verdict at the top ({final}) supersedes it"
 
 
 def _when(value: object) -> str:

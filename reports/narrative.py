@@ -8,9 +8,10 @@ from typing import NamedTuple
 from diagnostics.evidence import suspects as suspects_mod
 from diagnostics.labels import BASIS_WORDS, Basis, Cause, CheckStatus, Verdict
 from diagnostics.result import Analysis, Slowdown
+from diagnostics.words import line_one
 from diagnostics.words.details import check_note, check_title, identity, status_shown
 from diagnostics.words.opening import Opening, fault_set, lists_suspects, names_top_suspect, opening, when
-from diagnostics.words.said import REFERENCE, ratio_words, to_the_second
+from diagnostics.words.said import REFERENCE, ratio_words, times_x, to_the_second
 
 __all__ = [
     "Opening",
@@ -32,9 +33,18 @@ HEADLINES = {
 }
 
 
+DECIDED_BY = "decided by"  # the key figure that names the comparison the verdict rests on
+
+
 class KeyNumber(NamedTuple):
     label: str
     value: str
+    code: str | None = None  # the internal name behind the words, said after them in code font
+
+
+def verdict_words(a: Analysis) -> str:
+    """`Aged, medium confidence`, `Can't tell`: the verdict in line one's word, with how sure it is."""
+    return line_one.answer(a) + (f", {a.confidence} confidence" if a.confidence is not None else "")
 
 
 def headline(a: Analysis) -> str:
@@ -136,8 +146,8 @@ def window_text(a: Analysis) -> str | None:
         return None
     w = duration(a.onset.window_s)
     if a.slowdown is not None and a.slowdown.shape == "gradual":
-        return f"{w} (how long the trend had been rising when it stood out of the healthy noise)"
-    return f"{w} (from the last healthy sample to the first degraded one; the change lies in between)"
+        return f"{w} (how long the trend had been rising when it stood out of the early noise)"
+    return f"{w} (from the last sample before the slowdown to the first slowed one; the change lies in between)"
 
 
 def paragraph(a: Analysis) -> str:
@@ -257,12 +267,11 @@ def _suspect_sentence(a: Analysis) -> str | None:
 
 
 def key_numbers(a: Analysis) -> list[KeyNumber]:
-    """The evidence table under the opening: every ratio the soaked engine's over the reference's
-    (below 1 slower), times to the second."""
+    """The evidence table under the opening: the verdict in line one's word (its label beside it),
+    every ratio the engine's over the reference's (below 1 slower), times to the second."""
     out = [
-        KeyNumber("verdict", a.verdict),
-        KeyNumber("confidence", a.confidence or "none: the data cannot tell"),
-        KeyNumber("decided by", basis_text(a.basis)),
+        KeyNumber("verdict", verdict_words(a), code=a.verdict),
+        KeyNumber(DECIDED_BY, basis_text(a.basis)),
     ]
     if a.cause == Cause.HOST_DRIFT:
         out.append(KeyNumber("cause", "host or load drift: a fresh engine was as slow"))
@@ -278,7 +287,7 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
         s = a.slowdown
         interval = s.interval_text(none=" (too few samples for an interval)")
         out += [
-            KeyNumber(f"decode speed, the soaked engine's over {_reference(s.basis)}", f"{s.ratio:.2f}{interval}"),
+            KeyNumber(figure_label(s.basis), f"{s.ratio:.2f}{interval}"),
             KeyNumber("decode early (tok/s, on what decided)", f"{s.healthy_tps:.1f}"),
             KeyNumber("decode late at the same conditions (tok/s: early times the ratio)", f"{s.degraded_tps:.1f}"),
         ]
@@ -339,9 +348,10 @@ def suspects_note(a: Analysis) -> str | None:
     return "figures that track the slowdown measured; the verdict does not call it engine age, so none is named a cause"
 
 
-def _reference(basis: Basis) -> str:
-    """`a fresh engine's speed`: whose speed a ratio on `basis` is over."""
-    return REFERENCE.get(basis, ("its early speed", ""))[0]
+def figure_label(basis: Basis) -> str:
+    """`decode speed, the engine's over a fresh engine's speed`: the key figure's row, by the
+    comparison it comes from (a page whose table shows that comparison says it there instead)."""
+    return f"decode speed, the engine's over {REFERENCE.get(basis, ('its early speed', ''))[0]}"
 
 
 def no_suspects_text(a: Analysis) -> str:
@@ -358,7 +368,7 @@ def _restart_sentence(a: Analysis) -> str:
         return "A restart did not bring the speed back."
     restart = next((c for c in a.comparisons if c.basis == Basis.RESTART), None)
     if restart is not None:
-        return f"A restart could not tell whether a fresh engine recovers: the soaked engine ran at {ratio_words(restart)}."
+        return f"A restart could not tell whether a fresh engine recovers: before it the engine ran at {ratio_words(restart)}."
     if len(a.lives) > 1:
         return f"The data hold a restart, but {_uncompared(a)}, so whether a fresh engine recovers is not tested here."
     return "The data holds no restart, so whether a fresh engine recovers is not tested here."
@@ -366,8 +376,9 @@ def _restart_sentence(a: Analysis) -> str:
 
 def recovered_text(a: Analysis) -> str:
     """Whether a restart brought the engine back, and where it cannot say, why: no restart in the
-    data, a restart that could not be compared, or a restart that did not settle it; its figure
-    as every ratio here, the aged engine's speed over the restarted one's."""
+    data, a restart that could not be compared, or a restart that did not settle it. Its ratio as
+    every ratio here, the engine's speed before the restart over its speed just after, without the
+    interval the restart's own row says; an engine that was faster before it is said so, plainly."""
     if a.recovered_by_restart is not None:
         return "yes" if a.recovered_by_restart else "no"
     restart = next((c for c in a.comparisons if c.basis == Basis.RESTART), None)
@@ -375,13 +386,16 @@ def recovered_text(a: Analysis) -> str:
         if len(a.lives) > 1:
             return f"not compared: {len(a.lives) - 1} restart(s) in the data, but {_uncompared(a)}"
         return "no restart in the data"
-    said = f"the soaked engine ran at {ratio_words(restart)}"
+    ratio = times_x(restart.ratio)
+    said = f"before the restart the engine ran at {ratio} its speed just after it"
     if restart.loss:
         # The restart did bring decode back; what the verdict could not show is that engine age, and
         # not something else, had slowed it (its reason).
         return f"decode came back after it ({said}), but the verdict could not rest on that"
+    if restart.no_loss and restart.interval.lo > 1:
+        return f"no: the engine was faster before the restart than just after it ({ratio})"
     if restart.no_loss:
-        return f"nothing came back: {said}"
+        return f"nothing to bring back: the engine ran about as fast before the restart as just after it ({ratio})"
     return f"not settled: {said}"
 
 

@@ -149,7 +149,7 @@ def report_context(inputs: Inputs, redactor: Redactor) -> dict[str, Any]:
         "more_events": more_events,
         "log": log,
         "log_name": redactor.text(log_path.name) if log_path is not None else None,
-        "env": environment(source, redactor),
+        "env": environment(source, redactor, a),
         "has_profiles": bool(inputs.profiles),
         "profiles": profiles,
         "redacted": redactor.enabled,

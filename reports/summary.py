@@ -6,7 +6,7 @@ import re
 
 from diagnostics.evidence import suspects
 from diagnostics.labels import Basis, CheckStatus
-from diagnostics.result import Check
+from diagnostics.result import Analysis, Check
 from diagnostics.words import details
 from diagnostics.words.details import NO_CHANGE
 from diagnostics.words.said import to_the_second
@@ -36,11 +36,10 @@ ENV_FIELDS = (
     "run_id",
     "status",
 )
-# Key figures kept out of the summary's table: the confidence, which line one says, and the decisive
-# comparison's early level and that level times the ratio, computed, which line one no longer says as
-# speeds (diagnostics.words.said: only measured speeds, which the comparison's own row states).
+# Key figures kept out of the summary's table: the decisive comparison's early level and that level
+# times the ratio, computed, which line one no longer says as speeds (diagnostics.words.said: only
+# measured speeds, which the comparison's own row states).
 SAID_ABOVE = (
-    "confidence",
     "decode early (tok/s, on what decided)",
     "decode late at the same conditions (tok/s: early times the ratio)",
 )
@@ -51,6 +50,7 @@ KEYED = {
 }
 ENV_PREFIXES = ("host.", "engine.", "trace.")
 WHOLE = ("command", DECIDED)  # said whole, however long: a cut command does not run, a cut verdict misleads
+PROSE = (DECIDED,)  # said in words, not a value to copy: no code font
 STATUS_MARK = {
     CheckStatus.OK: "ok",
     CheckStatus.WARN: "**warn**",
@@ -75,13 +75,9 @@ def render_summary(inputs: Inputs, redactor: Redactor | None = None, report_name
     out += [f"- {d.label}: {red(d.text)}" for d in first.details]
     shown = a.suspects[:MAX_SUSPECTS] if narrative.lists_suspects(a) else ()
     out += ["", "| | |", "|---|---|"]
-    keys = [k for k in narrative.key_numbers(a) if k.label not in SAID_ABOVE]
-    out += [f"| {k.label} | {_cell(red(k.value))} |" for k in keys]
-    labels = " ".join(k.label for k in keys)
-    for m in a.comparisons:
-        if m.basis in KEYED and KEYED[m.basis] in labels:
-            continue
-        out.append(f"| {m.basis.replace('_', ' ')} | {_cell(red(m.detail))} |")
+    for k in _table(a):
+        code = f" (`{k.code}`)" if k.code else ""
+        out.append(f"| {k.label} | {_cell(red(k.value))}{code} |")
     out.append("")
     if shown:
         notes = [n for n in (narrative.suspects_note(a), suspects.order_note(shown)) if n]
@@ -112,18 +108,49 @@ def render_summary(inputs: Inputs, redactor: Redactor | None = None, report_name
     if ok:
         out.append(f"- ok: {', '.join(ok)}")
     out.append("")
-    env = environment(inputs.source, redactor)  # before the redaction is described: it redacts too
+    env = environment(inputs.source, redactor, a)  # before the redaction is described: it redacts too
     more = f" Full report with plots: `{report_name}`." if report_name else ""
     tail = [f"**Redacted:** {redactor.describe()}.", f"<sub>tokdrift {__version__}, `diag summary`.{more}</sub>"]
     rank = {k: i for i, k in enumerate(ENV_FIELDS)}
     rows = [(k, v) for k, v in env.rows if k in ENV_FIELDS or k.startswith(ENV_PREFIXES)]
     rows = sorted(rows, key=lambda kv: rank.get(kv[0], len(rank)))[:MAX_ENV]
-    said = [f"- {k}: `{_cell(str(v), None if k in WHOLE else MAX_RAW).replace('`', '')}`" for k, v in rows]
+    said = [_env_line(k, v) for k, v in rows]
     said += [f"- startup: `{_cell(line, MAX_RAW).replace('`', '')}`" for line in env.startup[:2]]
     room = MAX_LINES - len(out) - len(tail) - 2  # the heading and the blank line after the list
     if room > 0:
         out += ["**Environment**", *said[:room], ""]
     return "\n".join((out + tail)[:MAX_LINES]) + "\n"
+
+
+def _table(a: Analysis) -> list[narrative.KeyNumber]:
+    """The key figures, then each comparison, as rows. A figure is said once: the comparison the
+    verdict rests on takes the place of the `decided by` row and of the key figure's (`decided by:
+    paired control | this engine over a fresh engine ... 0.68 (90% interval 0.56-0.83) ...`), where
+    it is the key figure's comparison too; a fifth reader found the same interval in three rows."""
+    keys = [k for k in narrative.key_numbers(a) if k.label not in SAID_ABOVE]
+    labels = " ".join(k.label for k in keys)
+    shown = [m for m in a.comparisons if not (m.basis in KEYED and KEYED[m.basis] in labels)]
+    s = a.slowdown
+    keyed = s is not None and s.healthy_tps is not None and s.basis == a.basis  # a decode figure, on what decided
+    figure = next((m for m in shown if m.basis == a.basis), None) if keyed else None
+    rows = []
+    for k in keys:
+        if figure is not None and k.label == narrative.DECIDED_BY:
+            rows.append(narrative.KeyNumber(f"{narrative.DECIDED_BY}: {_basis_row(figure.basis)}", figure.detail))
+        elif figure is None or k.label != narrative.figure_label(figure.basis):
+            rows.append(k)
+    return rows + [narrative.KeyNumber(_basis_row(m.basis), m.detail) for m in shown if m is not figure]
+
+
+def _basis_row(basis: Basis) -> str:
+    """`paired control`: a comparison's row in the table, by its basis."""
+    return basis.replace("_", " ")
+
+
+def _env_line(key: str, value: str) -> str:
+    """`- stop_reason: `duration``: an environment row, its value in code font, or in plain words."""
+    text = _cell(str(value), None if key in WHOLE else MAX_RAW)
+    return f"- {key}: {_md(text)}" if key in PROSE else f"- {key}: `{text.replace('`', '')}`"
 
 
 def _check_name(name: str) -> str:

@@ -557,7 +557,7 @@ def _restart_slower(case: _Case) -> Decision | None:
         Check(
             "restart_slower",
             CheckStatus.FAIL,
-            f"the {r.detail} shows the fresh engine materially faster, where the comparison on "
+            f"the {r.detail} shows the engine materially faster just after the restart, where the comparison on "
             f"{claims.basis_words(decode)} within the first life did not show that loss "
             f"({decode.interval.describe()}): the slowdown may have set in before the healthy side of "
             f"the comparisons within the first life",

@@ -85,7 +85,7 @@ def probes(rows: pd.DataFrame, level: float = intervals.LEVEL) -> Comparison | N
         num_early=e,
         num_late=k,
         material=DECODE_MATERIAL,
-        detail=f"identical probes of the soaked engine: the last {k} over the first {e} "
+        detail=f"identical probes of this engine: the last {k} over the first {e} "
         f"{interval.describe()} ({_geo(late):.1f} against {_geo(early):.1f} tok/s)",
         healthy_level=_geo(early),
         min_for_loss=MIN_FOR_LOSS,
@@ -137,9 +137,9 @@ def paired(cycles: pd.DataFrame, level: float = intervals.LEVEL, fresh_only: boo
         num_early=e,
         num_late=k,
         material=DECODE_MATERIAL,
-        detail=f"the soaked engine over a {JUST_RESTARTED if fresh_only else 'fresh control'} probed back to back: "
-        f"the last {k} cycles over the first {e} {interval.describe()} (main {main_early:.1f} -> "
-        f"{_geo(first['main'].tail(k)):.1f} tok/s, control {_geo(first['control'].head(e)):.1f} -> "
+        detail=f"this engine over a {JUST_RESTARTED if fresh_only else 'fresh engine'} probed back to back: "
+        f"the last {k} cycles over the first {e} {interval.describe()} (this engine {main_early:.1f} -> "
+        f"{_geo(first['main'].tail(k)):.1f} tok/s, the fresh one {_geo(first['control'].head(e)):.1f} -> "
         f"{_geo(first['control'].tail(k)):.1f})",
         healthy_level=main_early,
         min_for_loss=MIN_FOR_LOSS,
@@ -178,8 +178,8 @@ def control_drift(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Compa
         num_early=e,
         num_late=k,
         material=DECODE_MATERIAL,
-        detail=f"the fresh control's own probes, last {k} over first {e}: {interval.describe()} (the host's "
-        f"speed, which the control's youth leaves as the only change)",
+        detail=f"the fresh engine's own probes, last {k} over first {e}: {interval.describe()} (the host's "
+        f"speed: a fresh engine stays young, so only the host moves it)",
         healthy_level=_geo(first["control"].head(e)),
     )
 
@@ -201,7 +201,7 @@ def drift_between(cycles: pd.DataFrame, sides: Sides | None, level: float = inte
         num_early=len(early),
         num_late=len(late),
         material=DECODE_MATERIAL,
-        detail=f"the fresh control's own probes taken beside the two sides, {len(late)} over {len(early)}: "
+        detail=f"the fresh engine's own probes taken beside the two sides, {len(late)} over {len(early)}: "
         f"{interval.describe()}",
         healthy_level=_geo(early),
     )
@@ -218,11 +218,11 @@ def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Comparison | None:
     if use_pairs:
         before = cycles[cycles["engine_life"] == lives[0]]["ratio"]
         after = cycles[cycles["engine_life"] == lives[1]]["ratio"]
-        what = "main over control per cycle"
+        what, unit = "this engine over a fresh one per cycle", "cycles"
     else:
         before = main[main["engine_life"] == lives[0]]["decode_tps"]
         after = main[main["engine_life"] == lives[1]]["decode_tps"]
-        what = "probes"
+        what, unit = "probes", "probes"
     # The restart control takes six cycles (three before 2026-12-05); at least three a side here.
     k = min(len(after), max(3, math.ceil(THIRD * len(before))))
     if len(before) < 1 or len(after) < 1:
@@ -239,8 +239,8 @@ def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Comparison | None:
         num_early=len(fresh),
         num_late=len(aged),
         material=DECODE_MATERIAL,
-        detail=f"restart control ({what}): the aged engine's last {len(aged)} over the fresh engine's first "
-        f"{len(fresh)} {interval.describe()}"
+        detail=f"restart control ({what}): the engine's last {len(aged)} {unit} before the restart over its "
+        f"first {len(fresh)} after it {interval.describe()}"
         + (f" ({speeds[1]:.1f} against {speeds[0]:.1f} tok/s)" if speeds is not None else ""),
         healthy_level=level,
         levels=speeds,

@@ -310,7 +310,7 @@ def _claim_sides(
     samples before the onset (a step), or the healthy window (a creep, whose samples before its
     onset already drift; or no onset at all)."""
     if life_use.empty:
-        return life_use, life_use, "the healthy window"
+        return life_use, life_use, "the early window it was fitted on"
     age = life_use["busy_s"].to_numpy(dtype=float)
     latest = age >= age.min() + (1 - LATEST_FRACTION) * (age.max() - age.min())
     if onset_idx is not None:
@@ -319,12 +319,12 @@ def _claim_sides(
         if len(late) < MIN_LATE:
             late = life_use[after].tail(MIN_LATE)
         if gradual:
-            return life_use[life_use["healthy"] & ~after], late, "the healthy window"
+            return life_use[life_use["healthy"] & ~after], late, "the early window it was fitted on"
         return life_use[~after], late, "the samples before the onset"
     late = life_use[latest & ~life_use["healthy"].to_numpy()]
     if len(late) < MIN_LATE:
         late = life_use[~life_use["healthy"]].tail(MIN_LATE)
-    return life_use[life_use["healthy"]], late, "the healthy window"
+    return life_use[life_use["healthy"]], late, "the early window it was fitted on"
 
 
 def _model_check(model: HealthyModel) -> Check:

