@@ -277,7 +277,7 @@ def survives_controls(
                 "fresh_control",
                 CheckStatus.WARN,
                 f"{what} slowed ({claim.detail}), but a fresh engine right after the restart was not "
-                f"that much faster than the aged one just before it ({ev.restart.detail}): the "
+                f"that much faster than the engine just before it ({ev.restart.detail}): the "
                 f"slowdown is the host's or the load's, not the engine's age",
             )
         )
@@ -293,7 +293,7 @@ def survives_controls(
                 "fresh_control",
                 CheckStatus.WARN,
                 f"{what} slowed ({claim.detail}), but a fresh engine after the restart was not "
-                f"shown to be materially faster than the aged one ({r.detail}): the data "
+                f"shown to be materially faster than the engine just before it ({r.detail}): the data "
                 f"cannot tell engine age from the host or the load slowing",
             )
         )

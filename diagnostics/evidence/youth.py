@@ -77,16 +77,16 @@ class Youth(NamedTuple):
         if self.aging:
             assert c is not None
             return (
-                f"the control slowed with its own age ({c.detail}): whatever ages the soaked engine "
-                f"reached it too, so its pairs with the soaked engine cannot rule a loss out"
+                f"the fresh engine beside it slowed with its own age ({c.detail}): whatever ages this engine "
+                f"reached it too, so its pairs with this engine cannot rule a loss out"
             )
         if self.verified:
             assert c is not None
-            return f"the control stayed young: a restart of it ruled out a material slowing ({c.detail})"
+            return f"the fresh engine beside it stayed young: a restart of it ruled out a material slowing ({c.detail})"
         said = f" ({c.detail})" if c is not None else ""
         return (
-            f"the control's youth is not verified: no restart of it after a life of {MIN_OLD_LIFE} or more "
-            f"cycles ruled out that it slowed{said}; the paired control assumes it"
+            f"not verified that the fresh engine beside it stayed young: no restart of it after a life of "
+            f"{MIN_OLD_LIFE} or more cycles ruled out that it slowed{said}; its pairs with this engine assume it"
         )
 
 

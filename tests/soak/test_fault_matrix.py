@@ -231,7 +231,9 @@ def _judged(tmp_path, monkeypatch, name, verdict, checks, aging):
 def test_the_aging_control_column_passes_age_or_a_refusal_that_names_the_control(
     tmp_path, monkeypatch, verdict, youth, aging, passed
 ):
-    checks = [{"name": "control_youth", "status": youth, "detail": "the control slowed with its own age"}]
+    checks = [
+        {"name": "control_youth", "status": youth, "detail": "the fresh engine beside it slowed with its own age"}
+    ]
     row = _judged(tmp_path / "run", monkeypatch, "output-buffer", verdict, checks, aging)
     assert row.passed == passed
     if passed:
