@@ -35,7 +35,8 @@ VERDICT_WORD = re.compile(
     r"^\*\*(Aged|Probably aged|Not aged|Not shown to be aged|Can't tell) \(((high|medium|low) confidence|undecided)\)"
 )
 X_RATIO = re.compile(
-    r"\bis (\d+\.\d\d)x [^(]*\((no slower|(\d+)% slower)[^;]*; \d+(?:\.\d+)?% interval \d+\.\d\d-\d+\.\d\d\)"
+    r"\bis (\d+\.\d\d)x [^(]*\((no slower|(\d+)% slower|(\d+)% faster)[^;]*; \d+(?:\.\d+)?% interval "
+    r"\d+\.\d\d-\d+\.\d\d\)"
 )
 FLIPPED_X = re.compile(r"(?<![Aa] restart made decode )\b\d+\.\d+x (?:faster|slower)")
 BREAK = "#### Details"
@@ -46,7 +47,7 @@ NEXT_STEP = re.compile(
 )
 MULTIPLE = re.compile(r"\b\d+\.\d+x\b")
 SUB_SECOND = re.compile(r"\d\d:\d\d:\d\d\.\d")
-DIRECTION = re.compile(r"\d+% slower|\bno slower\b")
+DIRECTION = re.compile(r"\d+% slower|\bno slower\b|\d+% faster")
 SPEEDS = re.compile(r"(\d+(?:\.\d+)?) → (\d+(?:\.\d+)?) tok/s[^(]*\((\d+)% slower")
 ACROSS = re.compile(r"(\d+(?:\.\d+)?) tok/s just before a restart, (\d+(?:\.\d+)?) just after \((\d+)% slower")
 OTHER_NAMES = re.compile(r"\b(aged|healthy|main|restarted engine)\b", re.IGNORECASE)
@@ -112,7 +113,11 @@ def checks(path: Path) -> dict[str, object]:
     run_dir = "- source: `run_dir " in text
     flipped = [m.group(0) for m in SPEEDS.finditer(line_one) if float(m.group(2)) >= float(m.group(1))]
     flipped += [m.group(0) for m in ACROSS.finditer(line_one) if float(m.group(1)) >= float(m.group(2))]
-    flipped += [m.group(0) for m in X_RATIO.finditer(line_one) if m.group(3) and float(m.group(1)) >= 1]
+    flipped += [
+        m.group(0)
+        for m in X_RATIO.finditer(line_one)
+        if (m.group(3) and float(m.group(1)) >= 1) or (m.group(4) and float(m.group(1)) <= 1)
+    ]
     levels = [x for x in LEVEL.findall(first) if float(x) != 90.0]
     serving = SERVING.search(text)
     seconds = None if serving is None else float(serving.group(1)) * {"s": 1, "min": 60, "h": 3600}[serving.group(2)]
