@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 from typing import Any, NamedTuple
 
 import jinja2
+import markupsafe
 
 from diagnostics.evidence import suspects as suspects_mod
 from diagnostics.evidence.decode import MATERIAL
@@ -27,6 +29,7 @@ from reports.redact import Redactor
 logger = logging.getLogger(__name__)
 
 MAX_SUSPECT_PLOTS = 6
+_TICKED = re.compile(r"`([^`]+)`")
 
 # The header's word for what was read: a run directory is a soak's.
 SOURCE_SAID = {"run_dir": "soak", "log": "engine log", "prometheus": "metrics scrapes"}
@@ -47,7 +50,15 @@ def environment_jinja() -> jinja2.Environment:
     )
     env.filters["share"] = fmt_share
     env.filters["num"] = lambda x, d=1: "" if x is None else f"{x:,.{d}f}"
+    env.filters["ticks"] = ticks
     return env
+
+
+def ticks(text: str) -> markupsafe.Markup:
+    """A line of the opening as HTML: escaped, and what it says between backticks (a command, a
+    figure's name) as code, as the summary's Markdown shows it."""
+    escaped = str(markupsafe.escape(text))
+    return markupsafe.Markup(_TICKED.sub(r"<code>\1</code>", escaped))
 
 
 def render_report(inputs: Inputs, redactor: Redactor | None = None) -> str:

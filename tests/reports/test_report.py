@@ -82,11 +82,12 @@ def test_seed_verdict_opens_with_three_lines_then_the_details(seed_page):
         "is 0.10x its early speed at the same batch size and context length (90% slower; 90% interval 0.06-0.17). "
         "Low: only 2 early measurements were there to compare with."
     )
-    lines = [_text(p) for p in verdict.find_all("p", class_="line")]
+    lines = [" ".join(p.get_text().split()) for p in verdict.find_all("p", class_="line")]
     assert lines[0] == (
         "Next: Confirm it with a soak before filing a bug: "
-        "`soak run --trace examples/opencode.jsonl --target http://HOST:PORT --until-decided`."
+        "soak run --trace examples/opencode.jsonl --target http://HOST:PORT --until-decided."
     )
+    assert verdict.find("p", class_="line").find("code").get_text().startswith("soak run --trace")
     assert lines[1].startswith("Why: It began 15.6 min after the engine started, right after 5,792 new tokens")
     assert _text(verdict.find("h3", class_="details-break")) == "Details"
     first = [_text(li) for li in verdict.find("ul", class_="details").find_all("li")]
@@ -257,3 +258,11 @@ def test_the_header_names_the_engine_a_soak_of_a_url_target_kept_the_log_of():
     case = Path(__file__).resolve().parents[1] / "fixtures" / "case-studies" / "llamacpp-shared-kv" / "before"
     soup = BeautifulSoup(render_report(load(case)), "html.parser")
     assert _text(soup.find("header").find(class_="dim")).startswith("soak · engine llama.cpp · onset 2026-12-02")
+
+
+def test_the_openings_backticks_are_code_and_everything_else_is_escaped():
+    from reports.report import ticks
+
+    assert str(ticks("file a bug with `diag bundle runs/a<b>`; <script>")) == (
+        "file a bug with <code>diag bundle runs/a&lt;b&gt;</code>; &lt;script&gt;"
+    )
