@@ -102,5 +102,5 @@ def thin(confidence: Confidence | None, figure: Comparison | None) -> tuple[Conf
         CheckStatus.WARN,
         f"lowered from {confidence} to low: the figure ({figure.basis.replace('_', ' ')}) rests on "
         f"{figure.num_early} early and {figure.num_late} late; with fewer than {THIN_SIDE} on a side its "
-        f"interval cannot say how sure it is",
+        f"interval is only a rough guide",
     )

@@ -147,6 +147,7 @@ EVENT_WINDOW_S = 60.0
 STEP_PART_WORDS = "a part of the step time (it says where the time went, not why): "
 PROCESS_WORDS = "a figure of the whole process (it moves with the traffic as much as with the engine's state): "
 # What a figure is, where its name does not say it: the mechanism it stands for, in the evidence.
+TIME_SHARE = " more of the engine's wall time went into it as "  # a time counter's evidence, between its figures
 MEANING = {
     "idle_slot_tokens": "KV cells held by idle slots (their last conversations, kept for prompt caching; "
     "where all slots share one KV buffer, every decode attends over them)",
@@ -289,9 +290,13 @@ def in_a_clause(s: Suspect) -> str:
     a suspect for a line with no room for its correlation; its evidence's own words where it states
     no medians (a time counter)."""
     said = plainly(s)
+    what = MEANING.get(s.name, "").split(" (")[0]
+    if said is None and TIME_SHARE in s.evidence:  # a time counter: the shares of wall time it took
+        shares = s.evidence.split(TIME_SHARE, 1)[1].split(": ", 1)[-1]
+        named = f"`{s.name}` ({what})" if what else f"`{s.name}`"
+        return f"{named} took {shares.replace(' after', ' of the wall time after', 1)}"
     if said is None:
         return f"`{s.name}`, {short(s)}"
-    what = MEANING.get(s.name, "").split(" (")[0]
     return said.replace(f"`{s.name}`", f"`{s.name}` ({what})", 1) if what else said
 
 
@@ -365,7 +370,7 @@ def _time_accounts(
                 Suspect(
                     name,
                     float(min(1.0, added)),
-                    f"{added:.1%} more of the engine's wall time went into it as {symptom}: {shares}",
+                    f"{added:.1%}{TIME_SHARE}{symptom}: {shares}",
                 )
             )
     out.sort(key=lambda s: -s.score)

@@ -269,11 +269,12 @@ def cap_reason(a: Analysis, name: str) -> str:
         fewest, side = (d.num_early, "early") if early else (d.num_late, "late")
         return f"only {fewest} {side} {'measurement was' if fewest == 1 else 'measurements were'} there to compare with"
     if name == "healthy_model":
-        few = a.model is not None and a.model.num_points < FEW_EARLY
-        if few:
+        if _few(a):
             assert a.model is not None
-            return f"only {a.model.num_points} early measurements were there to compare with"
-        return "the early measurements do not show how much a longer context slows decoding"
+            return f"the engine's log gave only {a.model.num_points} early steps to check the figure against"
+        return (
+            "early on the context length hardly varied, so how much a longer context alone slows decoding is not known"
+        )
     return CAP_REASONS.get(name, f"the {name.replace('_', ' ')} check warned")
 
 
@@ -297,7 +298,9 @@ def held_back(a: Analysis, source: Source | None = None, said: str | None = None
             out.append(f"all {kept} decode samples kept out (their windows held other work)")
         elif kept > KEPT_OUT_SHARE * len(samples):
             out.append(f"{kept} of {len(samples)} decode samples kept out (their windows held other work)")
-    reasons = [cap_reason(a, n) for n in cap_checks(a)]
+    capped = cap_checks(a)
+    # Few early samples of the model are the thin sides line one already counted: said once.
+    reasons = [cap_reason(a, n) for n in capped if not (n == "healthy_model" and caps.THIN in capped and _few(a))]
     out += [r for r in reasons if r != said]
     return out
 
@@ -432,6 +435,11 @@ def identity(a: Analysis, source: Source | None = None) -> str:
     elif source is not None and source.log_info is not None:
         parts.append(f"from its log ({source.log_info.num_lines:,} lines)")
     return "; ".join(parts)
+
+
+def _few(a: Analysis) -> bool:
+    """Whether the model of the early steps rests on few samples."""
+    return a.model is not None and a.model.num_points < FEW_EARLY
 
 
 def _and(words: list[str]) -> str:

@@ -2,9 +2,9 @@
 a log's soak and the engine option that would let its log tell, and what a restart did to the speed.
 
 Line two carries the fact that makes its action worth doing (a fourth reader asked for it even when
-the verdict is no or can't tell): a restart that made the engine faster says by how much, as a
-multiple of its speed just before (`a restart made decode 2.1x faster`), the one place a ratio is
-said above 1, with its direction in the word `faster`.
+the verdict is no or can't tell): a restart that made the engine faster says by how much, in percent
+as line one says a change (`a restart made decode 47% faster`; from twice as fast up, `9.0 times as
+fast`): a sixth reader, given `1.5x faster` beside line one's `0.68x`, had to turn one into the other.
 """
 
 from __future__ import annotations
@@ -14,18 +14,18 @@ from diagnostics.result import Analysis
 from diagnostics.source.source import Source
 from diagnostics.words import rerun
 from diagnostics.words.details import Detail
-from diagnostics.words.said import duration
+from diagnostics.words.said import duration, faster
 from logformats.figures import Missing
 
 CYCLES = ("paired_control", "probes", "restart")  # comparisons whose sides count test-request cycles
 
 
 def restart_gain(a: Analysis) -> str | None:
-    """`a restart made decode 2.1x faster`, where a restart comparison shows the fresh engine faster."""
+    """`a restart made decode 47% faster`, where a restart comparison shows the fresh engine faster."""
     r = next((c for c in a.comparisons if c.basis == "restart" and c.interval.bounded), None)
     if r is None or not 0 < r.ratio < 1:
         return None
-    return f"a restart made decode {1 / r.ratio:.1f}x faster"
+    return f"a restart made decode {faster(1 / r.ratio)}"
 
 
 def cycles(c: Comparison) -> str:
@@ -51,11 +51,11 @@ def lasted(source: Source | None) -> str:
 def log_next(source: Source | None) -> str:
     """A log's next step: a soak with probes, which can tell, or where the log lacks a figure an
     engine option prints, that option (what each gives is in the details)."""
-    soak = f"Soak it with test requests: `{rerun.soak_command(source, '--until-decided')}`"
+    soak = f"To tell, soak it with test requests: `{rerun.soak_command(source, '--until-decided')}`"
     switched = _switched(source)
     if not switched:
         return soak + "."
-    return f"{soak}; or, for a log that can tell, restart {switched[0].engine} with {switched[0].switch}."
+    return f"{soak}; or restart {switched[0].engine} with {switched[0].switch}, so that its next log can tell."
 
 
 def log_options(source: Source | None) -> list[Detail]:

@@ -251,8 +251,11 @@ def _no_age(a: Analysis, source: Source | None, log: bool) -> tuple[str, str]:
     """Line two and how it was measured: nothing to do for age where a material loss is ruled out,
     else the soak that would settle it."""
     c = decisive(a)
+    # Raw speed, not the figure: a sixth reader read `decode speed fell` against measures at the
+    # same context length that rose.
     grew = (
-        " Decode speed fell as the conversations grew longer, which their length explains."
+        " Raw decode speed fell as the conversations grew longer (a longer context slows any engine); the "
+        "comparison above takes that out."
         if a.verdict == Verdict.CONTEXT_ONLY
         else ""
     )
@@ -292,6 +295,8 @@ def _nothing_to_do(a: Analysis, source: Source | None, log: bool) -> str:
             f"{nothing}. This run lasted {duration(rerun.run_seconds(source))}; a slowdown that builds over hours "
             f"needs a soak of hours: `{rerun.soak_command(source, rerun.LONG_SOAK)}`."
         )
+    if log:
+        return f"{nothing}; a log of more hours would catch a slower drift."
     return f"{nothing}; a longer soak would catch a slower drift."
 
 

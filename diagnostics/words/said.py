@@ -69,21 +69,23 @@ def span(i: Interval) -> str:
     if i.lo > 1 - NO_CHANGE and i.hi < AS_FAST:
         return f"{level} {_percent(i.lo - 1, unit=False)}-{_percent(i.hi - 1)} faster"
     if i.lo > 1 - NO_CHANGE:
-        return f"{level} {_faster(max(i.lo, 1.0))} to {_faster(i.hi)}"
-    return f"{level} {_percent(1 - i.lo)} slower to {_faster(i.hi)}"
+        return f"{level} {faster(max(i.lo, 1.0))} to {faster(i.hi)}"
+    return f"{level} {_percent(1 - i.lo)} slower to {faster(i.hi)}"
 
 
-def size(c: Comparison, aside: str = "") -> str:
+def size(c: Comparison, aside: str = "", now: str | None = None) -> str:
     """Line one's figure, one way whatever the reference: `decode speed is 0.72x a fresh engine's
     beside it (28% slower; 90% interval 0.63-0.82)`; the two measured speeds after the change where
     they stand for it (`(no slower, 218 against 138 tok/s; ...)`); `aside` after the change. A gain
     the whole interval holds is said as a gain (`1.67x its speed just after (67% faster; ...)`), one
-    it does not as `no slower`: the question is whether the engine lost speed."""
-    now, against = NOW_AGAINST.get(c.basis, ("decode speed late in the run", "its early speed"))
+    it does not as `no slower`: the question is whether the engine lost speed. `now`, where given,
+    says the speed now otherwise (`decode speed just before the soak restarted it`)."""
+    said_now, against = NOW_AGAINST.get(c.basis, ("decode speed late in the run", "its early speed"))
+    now = now if now is not None else said_now
     measured = _measured(c)
     # A gain the whole interval holds is said as one (`67% faster`); one it does not, as no loss.
     gained = c.interval.bounded and c.interval.lo > 1 + NO_CHANGE
-    said = (_faster(c.ratio) if gained else change(c.ratio)) + (f", {measured}" if measured else "") + aside
+    said = (faster(c.ratio) if gained else change(c.ratio)) + (f", {measured}" if measured else "") + aside
     return f"{now} is {times_x(c.ratio)} {against} ({said}; {x_span(c.interval)})"
 
 
@@ -123,7 +125,7 @@ def ratio_change(ratio: float) -> str:
     """`1.58x (58% faster)`, `0.50x (50% slower)`: a measure in the details, in line one's form."""
     if abs(ratio - 1) < NO_CHANGE:
         return f"{times_x(ratio)} (unchanged)"
-    word = _faster(ratio) if ratio > 1 else f"{_percent(1 - ratio)} slower"
+    word = faster(ratio) if ratio > 1 else f"{_percent(1 - ratio)} slower"
     return f"{times_x(ratio)} ({word})"
 
 
@@ -173,6 +175,6 @@ def _percent(x: float, unit: bool = True) -> str:
     return f"{max(0.0, x):.0%}" if unit else f"{max(0.0, x) * 100:.0f}"
 
 
-def _faster(ratio: float) -> str:
+def faster(ratio: float) -> str:
     """`19% faster`, or `3.4 times as fast` from AS_FAST up."""
     return f"{_percent(ratio - 1)} faster" if ratio < AS_FAST else f"{ratio:.1f} times as fast"

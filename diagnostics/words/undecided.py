@@ -64,9 +64,11 @@ def undecided(a: Analysis, source: Source | None, log: bool) -> Undecided:
             "Measurements of different work were compared, so no figure here is of the engine.",
         )
     if "restart_slower" in names and Basis.RESTART in comps:
+        # What to do today first, whatever the cause (a sixth reader: "restart it if it is slow now"
+        # is no instruction), then what settles the cause.
         gain = restart_gain(a)
         now = (
-            f"{gain[:1].upper()}{gain[1:]}: restart it if it is slow now. To tell whether that was engine age, s"
+            f"Restart it: in this run {gain}, whatever the cause. To tell whether the cause is engine age, s"
             if gain
             else "S"
         )
@@ -106,7 +108,10 @@ def undecided(a: Analysis, source: Source | None, log: bool) -> Undecided:
     if "confidence" in names and figure_said is not None:
         detail = next(c.detail for c in failed if c.name == "confidence")
         if detail.startswith("a loss without a cause"):
-            why = f"With no fresh engine to compare with{_why_no_fresh(a)}, a longer context and engine age look alike."
+            why = (
+                f"It ran slower late in the run, but with no fresh engine to compare with{_why_no_fresh(a)}, a slower "
+                "host or a heavier load looks the same as engine age."
+            )
         else:
             why = f"Too few or too noisy measurements{cycles(d) if d else ''} to tell a {1 - DECODE_MATERIAL:.0%} loss from none."
         return Undecided(figure_said, longer, moved + why)
@@ -128,15 +133,17 @@ def _restart_not_age(a: Analysis, check: Check) -> str:
         ),
         None,
     )
+    # Engine age is a slowdown that builds while the engine serves: said in those words, since a
+    # sixth reader read `the restart shows a loss, but ... not a loss for certain` as a refusal.
     if within is None:
-        out = "The restart shows a loss, but the measures within the run did not"
+        out = "Engine age is a slowdown that builds while the engine serves; within this run, the measures did not show one"
     else:
         out = (
-            f"The restart shows a loss, but within the run {WITHIN[within.basis]} {times_x(within.ratio)} "
-            f"({x_span(within.interval)}){cycles(within)}, not a loss for certain"
+            f"Engine age is a slowdown that builds while the engine serves; within this run, {WITHIN[within.basis]} "
+            f"{times_x(within.ratio)} ({x_span(within.interval)}){cycles(within)}, not a slowdown for certain"
         )
     # What settles it is line two's soak: said there once.
-    return out + ": it was already slow when the run began, or the host changed at the restart."
+    return out + ". So it may have been slow from the start, or the host changed at the restart."
 
 
 def _moved(a: Analysis) -> str:

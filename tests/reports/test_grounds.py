@@ -83,3 +83,11 @@ def test_the_host_is_not_said_where_the_engines_own_test_requests_show_the_loss_
     """The llama.cpp case: its own test requests fell to 0.18x while the host got 1.28x faster."""
     case = load(FIXTURES / "case-studies" / "llamacpp-shared-kv" / "before")
     assert "Meanwhile" not in opening(case.analysis, case.source).why
+
+
+def test_a_time_counter_suspect_says_the_share_of_time_it_took(fault_soak):
+    why = opening(fault_soak.analysis, fault_soak.source).why
+    assert why.endswith(
+        "Top suspect: `fault_walk_s_total` (time tokdrift's step-cost fault spent walking the entries it keeps) took "
+        "13.8% of the wall time after the slowdown began, 1.4% before."
+    )
