@@ -30,8 +30,8 @@ from rundir import schema
 # What each measure is, and why the verdict may rest on it: in a first-time reader's words, for the
 # opening's "How measured" line says it above the break (a probe is a test request there).
 MEASURE = {
-    Basis.PAIRED_CONTROL: "identical test requests to the engine and to a fresh one, back to back, so that "
-    "a change of the host or the load cancels",
+    Basis.PAIRED_CONTROL: "identical test requests to the engine and to a fresh copy run alongside, back to back, "
+    "so that a change of the host or the load cancels",
     Basis.RESTART: "the engine just before a restart against itself just after, at one moment, so that "
     "a change of the host cancels",
     Basis.PROBES: "identical test requests to the engine, early against late",
@@ -41,14 +41,14 @@ MEASURE = {
 }
 # The measures in the reader's words, for "other measures (less direct): ..." and a joined figure's parts.
 MEASURE_NAMES = {
-    Basis.PAIRED_CONTROL: "beside a fresh engine",
+    Basis.PAIRED_CONTROL: "beside a fresh copy",
     Basis.RESTART: "across the restart",
     Basis.PROBES: "its own test requests",
     Basis.BINS: "at the same batch size and context length",
     Basis.STEP_SERIES: "step by step against its early speed",
 }
 PART_WORDS = {
-    Basis.PAIRED_CONTROL: "test requests beside a fresh engine",
+    Basis.PAIRED_CONTROL: "test requests beside a fresh copy run alongside",
     Basis.RESTART: "the restart",
     Basis.PROBES: "its own test requests",
     Basis.BINS: "its speed at the same batch size and context length",
@@ -59,7 +59,7 @@ OVER_TIME = (Basis.PROBES, Basis.BINS, Basis.STEP_SERIES)
 # Why the verdict's figure is trusted over measures that read otherwise (more than DISAGREE apart),
 # by the design of the measure it is: one short clause after "the figure is trusted over them:".
 TRUSTED = {
-    Basis.PAIRED_CONTROL: "a fresh engine probed at the same moments cancels a change of the host, which the others carry",
+    Basis.PAIRED_CONTROL: "a fresh copy probed at the same moments cancels a change of the host, which the others carry",
     Basis.RESTART: "either side of a restart, minutes apart, a change of the host over the run cancels",
     Basis.PROBES: "identical requests compare the same work, early and late",
     Basis.BINS: "it compares only work at the same batch size and context length, early and late",
@@ -191,7 +191,7 @@ def others(a: Analysis) -> str | None:
     drift = next((c for c in a.comparisons if c.basis == Basis.CONTROL_DRIFT), None)
     if drift is not None and abs(drift.ratio - 1) >= 0.1 and any(c.basis in OVER_TIME for c in rest):
         out += (
-            f"; those of the engine over time carry the host's change too: a fresh engine's own speed "
+            f"; those of the engine over time carry the host's change too: the fresh copy's own speed "
             f"{'rose' if drift.ratio > 1 else 'fell'} to {drift.ratio:.2f}x its first meanwhile"
         )
     # Where the verdict decided on its figure: an undecided one says in its line three why the

@@ -48,7 +48,7 @@ def grounds(a: Analysis, source: Source | None) -> str | None:
         what = "log excerpt"
     name = engine if engine != "the built-in engine" else "tokdrift"
     if a.clock == "busy" and span:  # a clock that leaves idle time out: its span is the engine's time at work
-        return f"from {_a(name)}{name} {what} alone, {duration(span)} of work in it{fault}"
+        return f"from {_a(name)}{name} {what} alone, {duration(span)} of serving in it{fault}"
     return f"from {_a(long or name)}{long}{name} {what} alone{fault}"
 
 

@@ -1,14 +1,18 @@
-"""Line one of every verdict: one fixed word, how sure in the same parentheses, one ratio.
+"""Line one of every verdict: one of three words, how sure in the parentheses, one change in percent.
 
-`Aged (medium confidence): decode speed is 0.72x a fresh engine's beside it (28% slower; 90%
-interval 0.63-0.82). Medium, not high: its interval reaches 0.82x; high needs it all below 0.81x.`
+`Aged (medium confidence), from a 2.7-min soak of the built-in engine: decode is 28% slower than a
+fresh copy run alongside (90% interval 18-37% slower). Medium, not high: a longer run would narrow
+the range enough for high.`
 
-A fourth reader compared ten reports and found line one said four ways ("N% slower than just
-after", "no slower than", a ratio, "15-45% slower"): here the answer is one of five words
-(`Answer`), the confidence always in the parentheses after it, the figure always `<speed now> is
-<ratio>x <reference>` with its interval in the same direction (diagnostics.words.said.size), and the
-sentence after it says what the confidence rests on in terms of the interval or the check that
-capped it, never a loss as small as a material one as the reason for doubt.
+Readers asked, one after another, for fewer ways to say the same thing. The fourth found line one
+said four ways; the sixth and seventh mapped five verdict words onto yes, no and can't tell
+themselves, and converted `0.68x` into `1.5x faster` and back. So the answer is one of three words
+(`Answer`): Aged, Not aged, Can't tell, the confidence always in the parentheses after it (an age at
+low confidence is `Aged (low confidence)`, with a next step that asks to confirm it; no age at low
+confidence, where a material loss is not ruled out, is `Can't tell (leaning not aged)`, not the
+absence of a loss). The figure is always `decode <is|was> <N% slower|faster> <than the reference>`
+with its interval in percent (diagnostics.words.said.size), and the sentence after it says what the
+confidence rests on: the check that capped it, or, for the interval, what more data would do.
 """
 
 from __future__ import annotations
@@ -16,40 +20,41 @@ from __future__ import annotations
 from diagnostics.evidence.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.evidence.gathered import MARGIN
 from diagnostics.evidence.intervals import Interval
-from diagnostics.labels import Basis, Confidence, Verdict
+from diagnostics.labels import Confidence, Verdict
 from diagnostics.result import Analysis
 from diagnostics.words.details import cap_checks, cap_reason, decisive
-from diagnostics.words.said import NO_CHANGE, change, duration, size, times_x, x_span
+from diagnostics.words.said import NO_CHANGE, SOAK_RESTART, duration, percent_change, size, span
 from ground import Label
 
 
 class Answer(Label):
-    """The verdict as line one says it, by the verdict and how sure it is."""
+    """The verdict as line one says it: one of three words."""
 
-    AGED = "Aged"
-    PROBABLY_AGED = "Probably aged"  # engine age at low confidence: confirm before filing
+    AGED = "Aged"  # engine age, at any confidence (at low, the next step asks to confirm it)
     NOT_AGED = "Not aged"  # no age, its interval ruling out a material loss (medium or high)
-    NOT_SHOWN = "Not shown to be aged"  # no age at low confidence: a material loss is not ruled out
-    CANT_TELL = "Can't tell"
+    CANT_TELL = "Can't tell"  # undecided, or no age at low confidence (a material loss not ruled out)
 
 
 UNDECIDED = "undecided"  # in the parentheses where a verdict has no confidence
-SOAK_RESTART = "decode speed just before the soak restarted it"
+LEANING = "leaning not aged"  # in the parentheses of no age at low confidence
 
 
 def answer(a: Analysis) -> Answer:
-    """The one word for the verdict: no age at low confidence is not shown to be aged, not its absence."""
+    """The one word for the verdict: no age at low confidence is can't tell, not the absence of a loss."""
     if a.verdict == Verdict.AGE:
-        return Answer.PROBABLY_AGED if a.confidence == Confidence.LOW else Answer.AGED
-    if a.verdict == Verdict.INSUFFICIENT:
+        return Answer.AGED
+    if a.verdict == Verdict.INSUFFICIENT or a.confidence in (Confidence.LOW, None):
         return Answer.CANT_TELL
-    return Answer.NOT_SHOWN if a.confidence in (Confidence.LOW, None) else Answer.NOT_AGED
+    return Answer.NOT_AGED
 
 
 def headline(a: Analysis) -> str:
-    """`Aged (medium confidence)`, `Can't tell (undecided)`."""
-    sure = f"{a.confidence} confidence" if a.confidence is not None else UNDECIDED
-    return f"{answer(a)} ({sure})"
+    """`Aged (medium confidence)`, `Can't tell (undecided)`, `Can't tell (leaning not aged)`."""
+    if a.verdict == Verdict.INSUFFICIENT or a.confidence is None:
+        return f"{answer(a)} ({UNDECIDED})"
+    if answer(a) == Answer.CANT_TELL:
+        return f"{answer(a)} ({LEANING})"
+    return f"{answer(a)} ({a.confidence} confidence)"
 
 
 def figure(a: Analysis, c: Comparison | None = None) -> str | None:
@@ -58,11 +63,8 @@ def figure(a: Analysis, c: Comparison | None = None) -> str | None:
     s = a.slowdown
     if a.verdict == Verdict.AGE and a.age_basis == "prefill" and s is not None:
         i = interval(a)
-        bound = f"; {x_span(i)}" if i is not None and i.bounded else ""
-        return (
-            f"prompt processing late in the run is {times_x(s.ratio)} its early speed at the same prompt sizes "
-            f"({change(s.ratio)}{bound})"
-        )
+        bound = f" ({span(i)})" if i is not None and i.bounded else ""
+        return f"prompt processing is {percent_change(s.ratio)} late in the run than early, at the same prompt sizes{bound}"
     if a.verdict == Verdict.AGE and a.age_basis == "prefix_reuse" and a.prefix_reuse is not None:
         r = a.prefix_reuse
         return (
@@ -71,17 +73,16 @@ def figure(a: Analysis, c: Comparison | None = None) -> str | None:
         )
     c = c if c is not None else decisive(a)
     if c is None or not c.interval.bounded:
-        return "decode speed fell with engine age" if a.verdict == Verdict.AGE else None
+        return "decode fell with engine age" if a.verdict == Verdict.AGE else None
     # A soak's restart is the soak's own (its restart control): said as such, since a reader asked
     # which restart, having made none.
-    now = SOAK_RESTART if a.source_kind == "run_dir" and c.basis == Basis.RESTART else None
-    return size(c, _below_material(a, c), now=now)
+    return size(c, _below_material(a, c), restart=SOAK_RESTART if a.source_kind == "run_dir" else None)
 
 
 def confidence(a: Analysis, seconds: float | None = None) -> tuple[str | None, str | None]:
     """`Medium, not high: only 6 early measurements were there to compare with.`: what the confidence
     rests on, and that reason alone (for the details not to say it twice). A check that capped it
-    (diagnostics.decision.caps) first; else what the interval rules out or in, in line one's `x`; `seconds`,
+    (diagnostics.decision.caps) first; else what the interval rules out or in, in percent; `seconds`,
     the run's length, where a high no-age rests on a short run."""
     if a.confidence is None:
         return None, None
@@ -95,17 +96,15 @@ def confidence(a: Analysis, seconds: float | None = None) -> tuple[str | None, s
     if i is None or not i.bounded:
         return None, None
     if a.verdict == Verdict.AGE and a.confidence == Confidence.HIGH:
-        reason = f"even the interval's upper end, {times_x(i.hi)}, is a loss of {1 - i.hi:.0%} or more"
+        reason = f"even at the interval's end the loss is {1 - i.hi:.0%}"
     elif a.verdict == Verdict.AGE:
-        # The bar in the reader's terms, a loss in percent (a sixth reader: `high needs it all below
-        # 0.81x` splits hairs over a cutoff never heard of).
+        # What more data would do, not the bar itself (a sixth and a seventh reader: `high needs a
+        # loss of 19% or more for certain, and this one could be as small as 18%` splits hairs).
         d = decisive(a)
         high = (d.material if d is not None else DECODE_MATERIAL) * MARGIN  # diagnostics.decision.claims.age_confidence
         if i.hi <= high:  # the interval clears the bar: what held it back is no check line one can name
             return None, None
-        reason = (
-            f"high needs a loss of {1 - high:.0%} or more for certain, and this one could be as small as {1 - i.hi:.0%}"
-        )
+        reason = "more measurements would narrow the range enough for high"
     elif i.lo >= 1.0:
         reason = "the interval holds no loss at all"
     else:
@@ -136,4 +135,4 @@ def _below_material(a: Analysis, c: Comparison) -> str:
 
 def _ratio(a: Analysis) -> str:
     i = interval(a)
-    return f" ({times_x(i.estimate)} its early speed; {x_span(i)})" if i is not None and i.bounded else ""
+    return f" (decode {percent_change(i.estimate)} than early; {span(i)})" if i is not None and i.bounded else ""

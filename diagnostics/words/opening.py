@@ -48,7 +48,7 @@ from diagnostics.words.details import (
 )
 from diagnostics.words.grounds import grounds
 from diagnostics.words.next_steps import log_next, log_options, restart_gain, run_longer
-from diagnostics.words.said import NO_CHANGE, duration, stamp, times_x
+from diagnostics.words.said import NO_CHANGE, duration, stamp
 from diagnostics.words.side_actions import side_actions
 from diagnostics.words.undecided import undecided
 
@@ -166,7 +166,11 @@ def _age_next(a: Analysis, path: str, source: Source | None) -> str:
     bundle = f"file a bug with `diag bundle {path}`"
     gain = restart_gain(a)
     if a.recovered_by_restart is True:
-        return f"Restart it: {gain}; then {bundle}." if gain else f"Restart it to get the speed back, and {bundle}."
+        return (
+            f"Restart it: in this run {gain}; then {bundle}."
+            if gain
+            else f"Restart it to get the speed back, and {bundle}."
+        )
     if a.recovered_by_restart is False:
         return f"A restart will not help; {bundle}."
     return f"Restart it to see whether the speed comes back, and {bundle}."
@@ -185,7 +189,9 @@ def _age_why(a: Analysis) -> str:
         began = f"It crept down gradually and stood out {after}"
     else:
         began = f"It began {after}"
-    out = f"{began}{_trigger(a)}; {_restart(a)}.{_host_moved(a)}"
+    # Where line two said what a restart did, line three does not say it again.
+    said = a.recovered_by_restart is True and a.confidence != Confidence.LOW and restart_gain(a) is not None
+    out = f"{began}{_trigger(a)}{'' if said else '; ' + _restart(a)}.{_host_moved(a)}"
     if a.age_basis in (Basis.PREFILL, Basis.PREFIX_REUSE):
         out += " Decode speed itself held."
     if names_top_suspect(a):
@@ -194,8 +200,8 @@ def _age_why(a: Analysis) -> str:
 
 
 def _host_moved(a: Analysis) -> str:
-    """` Meanwhile the host got faster (a fresh engine's own speed rose to 1.34x, this engine's went to
-    0.91x); the figure compares the two at the same moments, which cancels that.`: where the figure
+    """` Meanwhile the host got faster: the fresh copy's own speed went up 34% while this engine's went
+    down 9%; comparing the two at the same moments cancels the host.`: where the figure
     is the pairs, the host moved by a tenth or more and the engine's own test requests do not show
     the loss by themselves, how the two engines' own speeds went (a reader took such a verdict for
     resting on the fresh engine getting faster, which is what the pairs take out)."""
@@ -207,12 +213,15 @@ def _host_moved(a: Analysis) -> str:
     if own is None or own.interval.hi < own.material:  # its own test requests show the loss by themselves
         return ""
     went = "got faster" if drift.ratio > 1 else "got slower"
-    verb = "rose" if drift.ratio > 1 else "fell"
-    mine = f", this engine's went to {times_x(own.ratio)}" if own is not None else ""
     return (
-        f" Meanwhile the host {went} (a fresh engine's own speed {verb} to {times_x(drift.ratio)}{mine}); "
-        "the figure compares the two at the same moments, which cancels that."
+        f" Meanwhile the host {went}: the fresh copy's own speed went {_moved_by(drift.ratio)} while this engine's "
+        f"went {_moved_by(own.ratio)}; comparing the two at the same moments cancels the host."
     )
+
+
+def _moved_by(ratio: float) -> str:
+    """`up 34%`, `down 9%`: how a speed moved, in percent."""
+    return f"up {ratio - 1:.0%}" if ratio >= 1 else f"down {1 - ratio:.0%}"
 
 
 def _trigger(a: Analysis) -> str:
@@ -260,7 +269,9 @@ def _no_age(a: Analysis, source: Source | None, log: bool) -> tuple[str, str]:
         else ""
     )
     shared = (
-        " A fresh engine beside it slowed as much: the host or the load changed." if a.cause == Cause.HOST_DRIFT else ""
+        " A fresh copy run alongside slowed as much: the host or the load changed."
+        if a.cause == Cause.HOST_DRIFT
+        else ""
     )
     if c is None or not c.interval.bounded:
         return (
@@ -282,7 +293,7 @@ def _gained(c: Comparison) -> str:
     if c.basis == Basis.RESTART:
         return " It ran faster before the restart than just after it: a restart gains nothing here."
     if c.basis == Basis.PAIRED_CONTROL:
-        return " It ran faster than a fresh engine beside it."
+        return " It ran faster than a fresh copy run alongside."
     return " It ran faster late in the run than early."
 
 
@@ -296,7 +307,7 @@ def _nothing_to_do(a: Analysis, source: Source | None, log: bool) -> str:
             f"needs a soak of hours: `{rerun.soak_command(source, rerun.LONG_SOAK)}`."
         )
     if log:
-        return f"{nothing}; a log of more hours would catch a slower drift."
+        return f"{nothing}; to watch for a slower drift, soak it for hours: `{rerun.soak_command(source, rerun.LONG_SOAK)}`."
     return f"{nothing}; a longer soak would catch a slower drift."
 
 

@@ -1,14 +1,16 @@
-"""How a figure is said to a reader: one ratio in one direction, its interval, a time.
+"""How a figure is said to a reader: one change in percent, in one form, its interval, a time.
 
-Every ratio diag computes is the soaked engine's speed over the reference's, below 1 slower. Line
-one says it one way every time, whatever the reference: `decode speed is 0.72x a fresh engine's
-beside it (28% slower; 90% interval 0.63-0.82)`, `<speed now> is <ratio>x <reference>`, its
-interval in the same direction, the percent after it with its direction in words (a fourth reader
-found `15-45% slower` beside `no slower than` and bare ratios hard to compare between reports).
-Speed in tok/s only where two measured speeds stand for the figure (a comparison's `levels`:
-identical probes of one engine, early and late, which its row in the table below says too); a speed
-the figure only implies (a fresh engine's level times a ratio of ratios) is never said as if
-measured.
+Every ratio diag computes is the soaked engine's speed over the reference's, below 1 slower. Above
+the break it is said one way every time, whatever the reference, in percent with its direction in
+words and the reference after it: `decode is 28% slower than a fresh copy run alongside (90%
+interval 18-37% slower)`, `decode was 52% slower just before the soak restarted it than just after`,
+`decode is 79% slower late in the run than early, at the same batch size and context length`. Two
+readers in turn (the sixth and the seventh) asked for that one form: a ratio (`0.68x`) beside a gain
+said otherwise (`1.5x faster`) left them converting one into the other. The ratios themselves stay in
+the tables below the break. Speed in tok/s only where two measured speeds stand for the figure (a
+comparison's `levels`: identical probes of one engine, early and late, which its row in the table
+below says too); a speed the figure only implies (a fresh engine's level times a ratio of ratios) is
+never said as if measured.
 """
 
 from __future__ import annotations
@@ -40,15 +42,16 @@ REFERENCE = {
     ),
     Basis.COMBINED: ("its early speed, all measures together", "early in the run, all measures together"),
 }
-# `<speed now> is <ratio>x <reference>`, by the comparison a ratio comes from: (the speed now, the reference).
-NOW_AGAINST = {
-    "paired_control": ("decode speed", "a fresh engine's beside it"),
-    "restart": ("decode speed just before a restart", "its speed just after"),
-    "probes": ("decode speed late in the run", "its early speed on identical test requests"),
-    "bins": ("decode speed late in the run", "its early speed at the same batch size and context length"),
-    "step_series": ("decode speed late in the run", "its early speed at the same batch size and context length"),
-    "combined": ("decode speed late in the run", "its early speed, all measures together"),
+# `decode <verb> <change> <reference>`, by the comparison a ratio comes from: (the verb, the reference).
+AGAINST = {
+    "paired_control": ("is", "than a fresh copy run alongside"),
+    "restart": ("was", "just before a restart than just after"),
+    "probes": ("is", "late in the run than early, on identical test requests"),
+    "bins": ("is", "late in the run than early, at the same batch size and context length"),
+    "step_series": ("is", "late in the run than early, at the same batch size and context length"),
+    "combined": ("is", "late in the run than early, all measures together"),
 }
+SOAK_RESTART = "just before the soak restarted it than just after"  # a soak's restart is its own
 _ISO = re.compile(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(?:\.\d+)?")
 
 
@@ -66,27 +69,35 @@ def span(i: Interval) -> str:
     level = f"{level_text(i.level)} interval"
     if i.hi < 1 + NO_CHANGE:
         return f"{level} {_percent(1 - i.hi, unit=False)}-{_percent(1 - i.lo)} slower"
-    if i.lo > 1 - NO_CHANGE and i.hi < AS_FAST:
-        return f"{level} {_percent(i.lo - 1, unit=False)}-{_percent(i.hi - 1)} faster"
     if i.lo > 1 - NO_CHANGE:
-        return f"{level} {faster(max(i.lo, 1.0))} to {faster(i.hi)}"
-    return f"{level} {_percent(1 - i.lo)} slower to {faster(i.hi)}"
+        return f"{level} {_percent(i.lo - 1, unit=False)}-{_percent(i.hi - 1)} faster"
+    return f"{level} {_percent(1 - i.lo)} slower to {_percent(i.hi - 1)} faster"
 
 
-def size(c: Comparison, aside: str = "", now: str | None = None) -> str:
-    """Line one's figure, one way whatever the reference: `decode speed is 0.72x a fresh engine's
-    beside it (28% slower; 90% interval 0.63-0.82)`; the two measured speeds after the change where
-    they stand for it (`(no slower, 218 against 138 tok/s; ...)`); `aside` after the change. A gain
-    the whole interval holds is said as a gain (`1.67x its speed just after (67% faster; ...)`), one
-    it does not as `no slower`: the question is whether the engine lost speed. `now`, where given,
-    says the speed now otherwise (`decode speed just before the soak restarted it`)."""
-    said_now, against = NOW_AGAINST.get(c.basis, ("decode speed late in the run", "its early speed"))
-    now = now if now is not None else said_now
+def size(c: Comparison, aside: str = "", restart: str | None = None) -> str:
+    """The figure as line one says it, one way whatever the reference: `decode is 28% slower than a
+    fresh copy run alongside (90% interval 18-37% slower)`; the two measured speeds after the change
+    where they stand for it (`(58% faster, 218 against 138 tok/s; ...)`); `aside` after the change.
+    `restart`, where given, says which restart (`just before the soak restarted it than just after`)."""
+    verb, against = AGAINST.get(c.basis, ("is", "late in the run than early"))
+    against = restart if restart is not None and c.basis == "restart" else against
     measured = _measured(c)
-    # A gain the whole interval holds is said as one (`67% faster`); one it does not, as no loss.
-    gained = c.interval.bounded and c.interval.lo > 1 + NO_CHANGE
-    said = (faster(c.ratio) if gained else change(c.ratio)) + (f", {measured}" if measured else "") + aside
-    return f"{now} is {times_x(c.ratio)} {against} ({said}; {x_span(c.interval)})"
+    said = (f", {measured}" if measured else "") + aside
+    return f"decode {verb} {percent_change(c.ratio)} {against} ({_inside(said, c.interval)})"
+
+
+def percent_change(ratio: float) -> str:
+    """`28% slower`, `67% faster`, `130% faster`, `no change`: a ratio in percent, its direction in
+    words, never a multiple (line one's one form)."""
+    if abs(ratio - 1) < NO_CHANGE:
+        return "no faster or slower"
+    return f"{_percent(1 - ratio)} slower" if ratio < 1 else f"{_percent(ratio - 1)} faster"
+
+
+def _inside(said: str, i: Interval) -> str:
+    """What the parentheses after the change hold: the measured speeds or an aside, then the interval."""
+    said = said.removeprefix(", ")
+    return f"{said}; {span(i)}" if said else span(i)
 
 
 def times_x(ratio: float) -> str:

@@ -20,17 +20,17 @@ from diagnostics.words import rerun
 from diagnostics.words.details import decisive, lists_suspects
 from diagnostics.words.line_one import figure
 from diagnostics.words.next_steps import cycles, lasted, log_next, restart_gain, run_longer
-from diagnostics.words.said import times_x, x_span
+from diagnostics.words.said import percent_change, span
 
 MOVED_A_LOT = 2.0  # a suspect whose medians moved this many times over is said beside an undecided verdict
 # How the measure a verdict could not decide on is said, in line three (`within the run, beside a
 # fresh engine it read 0.86x`).
 WITHIN = {
-    "paired_control": "beside a fresh engine it read",
-    "probes": "its own test requests read",
-    "bins": "its speed at the same batch size and context length read",
-    "step_series": "its speed at the same batch size and context length read",
-    "combined": "its measures of decode speed together read",
+    "paired_control": "beside a fresh copy run alongside it was",
+    "probes": "on its own test requests it was",
+    "bins": "at the same batch size and context length it was",
+    "step_series": "at the same batch size and context length it was",
+    "combined": "all its measures of decode speed together, it was",
 }
 
 
@@ -53,9 +53,9 @@ def undecided(a: Analysis, source: Source | None, log: bool) -> Undecided:
         p = comps.get(Basis.PAIRED_CONTROL, d)
         return Undecided(
             figure(a, p) if p is not None else None,
-            "Restart the fresh engine beside it more often, and measure both before the traffic starts: "
+            "Restart the fresh copy run alongside more often, and measure both before the traffic starts: "
             f"`{rerun.soak_command(source, '--control-restart-after 8', '--baseline 8', '--until-decided')}`.",
-            "The fresh engine run beside it as a yardstick slowed with its own age, so it measures nothing.",
+            "The fresh copy run alongside as a yardstick slowed with its own age, so it measures nothing.",
         )
     if "ratio_sanity" in names:
         return Undecided(
@@ -76,16 +76,16 @@ def undecided(a: Analysis, source: Source | None, log: bool) -> Undecided:
             figure(a, comps[Basis.RESTART]),
             f"{now}oak again, measuring the engine before the traffic starts{lasted(source)}: "
             f"`{rerun.soak_command(source, '--baseline 8', '--until-decided')}`.",
-            moved + _restart_not_age(a, next(c for c in failed if c.name == "restart_slower")),
+            _restart_not_age(a, next(c for c in failed if c.name == "restart_slower")),
         )
     if "paired_slower" in names or "decode_agreement" in names:
         p = comps.get(Basis.PAIRED_CONTROL, d)
         if p is not None:
             why = (
-                "Beside a fresh engine it ran slower, though against itself earlier it did not; the fresh engine is "
-                "the one to trust, as it cancels a change of the host, but the loss beside it is not settled yet"
+                "Beside a fresh copy run alongside it ran slower, though against itself earlier it did not; the fresh "
+                "copy is the one to trust, as it cancels a change of the host, but the loss beside it is not settled yet"
                 if "decode_agreement" in names
-                else f"It ran slower beside a fresh engine, but whether by the {1 - p.material:.0%} tokdrift calls "
+                else f"It ran slower beside a fresh copy run alongside, but whether by the {1 - p.material:.0%} tokdrift calls "
                 "engine age is not settled"
             )
             return Undecided(figure(a, p), longer, moved + why + cycles(p) + "." + _host_moved(a))
@@ -133,26 +133,39 @@ def _restart_not_age(a: Analysis, check: Check) -> str:
         ),
         None,
     )
-    # Engine age is a slowdown that builds while the engine serves: said in those words, since a
-    # sixth reader read `the restart shows a loss, but ... not a loss for certain` as a refusal.
+    # The signs of age first, then what is missing (a seventh reader, given a figure that grew 1 KB
+    # -> 71 MB beside "may have been slow from the start", read the verdict as contradicting itself).
+    grew = _grew(a)
+    signs = (
+        f"An engine figure grew a lot ({grew}) and a restart made it faster: both signs of engine age"
+        if grew
+        else "A restart made it faster, a sign of engine age"
+    )
     if within is None:
-        out = "Engine age is a slowdown that builds while the engine serves; within this run, the measures did not show one"
+        missing = "the measures within this run did not show it slowing"
     else:
-        out = (
-            f"Engine age is a slowdown that builds while the engine serves; within this run, {WITHIN[within.basis]} "
-            f"{times_x(within.ratio)} ({x_span(within.interval)}){cycles(within)}, not a slowdown for certain"
+        missing = (
+            f"within this run, {WITHIN[within.basis]} {percent_change(within.ratio)} ({span(within.interval)})"
+            f"{cycles(within)}: not a slowdown for certain"
         )
     # What settles it is line two's soak: said there once.
-    return out + ". So it may have been slow from the start, or the host changed at the restart."
+    return f"{signs}; but {missing}. So it may have been slow from the start, or the host changed at the restart."
 
 
 def _moved(a: Analysis) -> str:
-    """`output_buffer_bytes` was 1.1 KB where decode slowed least and 71 MB where it slowed most. `:
-    a listed suspect that moved a lot, said first: what sets two can't-tell reports apart."""
+    """`An engine figure moved a lot: `output_buffer_bytes` was 1.1 KB where decode slowed least and 71
+    MB where it slowed most. `: a listed suspect that moved a lot, said first: what sets two can't-tell
+    reports apart."""
+    said = _grew(a)
+    return f"An engine figure moved a lot: {said}. " if said is not None else ""
+
+
+def _grew(a: Analysis) -> str | None:
+    """`output_buffer_bytes` was 1.1 KB where decode slowed least and 71 MB where it slowed most`: the
+    top listed suspect, where it moved MOVED_A_LOT times over."""
     top = a.suspects[0] if a.suspects and lists_suspects(a) else None
     m = suspects_mod.moved(top) if top is not None else None
-    said = suspects_mod.plainly(top) if top is not None and m is not None and m.factor >= MOVED_A_LOT else None
-    return f"An engine figure moved a lot: {said}. " if said is not None else ""
+    return suspects_mod.plainly(top) if top is not None and m is not None and m.factor >= MOVED_A_LOT else None
 
 
 def _host_moved(a: Analysis) -> str:
@@ -160,7 +173,8 @@ def _host_moved(a: Analysis) -> str:
     drift = next((c for c in a.comparisons if c.basis == "control_drift"), None)
     if drift is None or abs(drift.ratio - 1) < 0.1:
         return ""
-    return f" The fresh engine's own speed went to {times_x(drift.ratio)} its first meanwhile: the host was not steady."
+    went = f"up {drift.ratio - 1:.0%}" if drift.ratio >= 1 else f"down {1 - drift.ratio:.0%}"
+    return f" Meanwhile the fresh copy's own speed went {went}: the host was not steady."
 
 
 def _why_no_fresh(a: Analysis) -> str:

@@ -30,10 +30,14 @@ import sys
 from pathlib import Path
 
 AGE = ("The engine slowed down with age", "Aged", "Probably aged")
-# Line one since the fifth version: a fixed word, the confidence in parentheses, one ratio in one direction.
+# Line one since the fifth version: a fixed word, the confidence in parentheses; since the eighth, one of
+# three words (Aged, Not aged, Can't tell).
 VERDICT_WORD = re.compile(
-    r"^\*\*(Aged|Probably aged|Not aged|Not shown to be aged|Can't tell) \(((high|medium|low) confidence|undecided)\)"
+    r"^\*\*(Aged|Probably aged|Not aged|Not shown to be aged|Can't tell) \(((high|medium|low) confidence|undecided|"
+    r"leaning not aged)\)"
 )
+# Line one's figure since the eighth version: one change in percent, its direction in words, its interval.
+PERCENT = re.compile(r"\bdecode (?:is|was) (\d+)% (slower|faster) [^(]*\((?:[^;)]*; )?\d+(?:\.\d+)?% interval ")
 X_RATIO = re.compile(
     r"\bis (\d+\.\d\d)x [^(]*\((no slower|(\d+)% slower|(\d+)% faster)[^;]*; \d+(?:\.\d+)?% interval "
     r"\d+\.\d\d-\d+\.\d\d\)"
@@ -105,7 +109,7 @@ def checks(path: Path) -> dict[str, object]:
     word = VERDICT_WORD.match(line_one)
     # The engine named by the verdict word itself (`Aged`) is the answer, not a name for the engine.
     prose = prose.replace(word.group(0).strip("*"), "", 1) if word else prose
-    x_said = X_RATIO.search(line_one)
+    x_said = X_RATIO.search(line_one) or PERCENT.search(line_one)
     engine_at = details.find("- engine:")
     others_at = (
         details.find("- other measures") if "- other measures" in details else details.find("- the other measures")
@@ -125,15 +129,20 @@ def checks(path: Path) -> dict[str, object]:
         "words": len(first.split()),
         "words in line 1": len(line_one.replace("**", "").split()),
         "verdict word in line 1": bool(word),
-        "x ratio in line 1": bool(x_said),
+        "one figure in line 1": bool(x_said),
         "prose words": len(prose.split()),
         "next step": bool(NEXT_STEP.search(first)),
         "details break": BREAK in text,
         "direction in line 1": bool(DIRECTION.search(line_one)),
         "tok/s in line 1": "tok/s" in line_one,
-        # Before the fifth version any `N.NNx` was a flip; since, line one's `0.72x` is the form and
-        # a flip is a multiple said as faster or slower (but a restart's gain, `made decode 2.1x faster`).
-        "multiple": bool(FLIPPED_X.search(above_checks)) if word else bool(MULTIPLE.search(above_checks)),
+        # Before the fifth version any `N.NNx` was a flip; in the fifth to seventh, line one's `0.72x` was
+        # the form and a flip a multiple said as faster or slower (but a restart's gain, `made decode 2.1x
+        # faster`); since the eighth, percent above the break, so any multiple there is one.
+        "multiple": bool(MULTIPLE.search(text.split(BREAK, 1)[0]))
+        if PERCENT.search(line_one)
+        else bool(FLIPPED_X.search(above_checks))
+        if word
+        else bool(MULTIPLE.search(above_checks)),
         "sub-second": bool(SUB_SECOND.search(text)),
         # A run directory knows its trace and target; a log knows neither (its command says HOST:PORT).
         "placeholder": "…" in first or bool(re.search(r"\bURL\b", first)) or (run_dir and "HOST:PORT" in first),

@@ -31,7 +31,8 @@ def test_a_soak_says_its_length_its_engine_and_a_test_fault_set_in_it(fault_soak
     o = opening(fault_soak.analysis, fault_soak.source)
     assert o.grounds == "from a 16.7-min soak of vLLM 0.27.1, a test fault set in it"
     assert o.verdict_line.startswith(
-        "Aged (medium confidence), from a 16.7-min soak of vLLM 0.27.1, a test fault set in it: decode speed is 0.68x"
+        "Aged (medium confidence), from a 16.7-min soak of vLLM 0.27.1, a test fault set in it: decode is 32% slower "
+        "than a fresh copy run alongside (90% interval 17-44% slower)."
     )
 
 
@@ -47,17 +48,15 @@ def test_the_fresh_engines_own_change_is_said_where_the_pairs_cancel_it(fault_so
     verdict for resting on the fresh engine getting faster."""
     why = opening(fault_soak.analysis, fault_soak.source).why
     assert (
-        "Meanwhile the host got faster (a fresh engine's own speed rose to 1.34x, this engine's went to 0.91x); "
-        "the figure compares the two at the same moments, which cancels that." in why
+        "Meanwhile the host got faster: the fresh copy's own speed went up 34% while this engine's went down 9%; "
+        "comparing the two at the same moments cancels the host." in why
     )
 
 
 def test_a_gain_the_whole_interval_holds_is_said_as_a_gain_and_which_way_it_went(healthy_record):
     """after-12: `Not aged` beside an engine that ran 1.67x faster before its restart than after."""
     o = opening(healthy_record.analysis, healthy_record.source)
-    assert o.size == (
-        "decode speed just before a restart is 1.67x its speed just after (67% faster; 90% interval 1.20-2.32)"
-    )
+    assert o.size == ("decode was 67% faster just before a restart than just after (90% interval 20-132% faster)")
     assert "It ran faster before the restart than just after it: a restart gains nothing here." in o.why
 
 

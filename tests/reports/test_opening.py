@@ -125,7 +125,7 @@ def _after_the_answer(o) -> str:
         ((1.07, 0.96, 1.19), "90% interval 4% slower to 19% faster"),
         ((1.09, 1.00, 1.21), "90% interval 0-21% faster"),
         ((0.88, 0.77, 1.001), "90% interval 0-23% slower"),  # an end that rounds to 1 is no change
-        ((1.5, 0.9, 3.4), "90% interval 10% slower to 3.4 times as fast"),
+        ((1.5, 0.9, 3.4), "90% interval 10% slower to 240% faster"),
     ],
 )
 def test_an_interval_is_said_in_percent_each_end_with_its_direction(interval, said):
@@ -146,8 +146,8 @@ def test_line_one_says_the_change_and_which_way_it_went(seed_inputs):
     )
     o = opening(a)
     assert o.verdict_line == (
-        "Aged (medium confidence): decode speed late in the run is 0.21x its early speed at the same batch size "
-        "and context length (79% slower; 90% interval 0.16-0.27)."
+        "Aged (medium confidence): decode is 79% slower late in the run than early, at the same batch size and "
+        "context length (90% interval 73-84% slower)."
     )
     assert "tok/s" not in o.verdict_line
 
@@ -159,13 +159,11 @@ def test_line_one_says_tok_s_only_where_two_measured_speeds_stand_for_the_figure
         seed_inputs, 1.58, 1.17, 2.12, basis=Basis.PROBES, confidence="medium", tps=138.4, levels=(138.4, 218.5)
     )
     assert opening(a).size == (
-        "decode speed late in the run is 1.58x its early speed on identical test requests (58% faster, 218 against "
-        "138 tok/s; 90% interval 1.17-2.12)"
+        "decode is 58% faster late in the run than early, on identical test requests (218 against 138 tok/s; 90% "
+        "interval 17-112% faster)"
     )
     paired = _no_age(seed_inputs, 0.72, 0.63, 0.82, confidence="medium", tps=197.0)
-    assert (
-        opening(paired).size == "decode speed is 0.72x a fresh engine's beside it (28% slower; 90% interval 0.63-0.82)"
-    )
+    assert opening(paired).size == "decode is 28% slower than a fresh copy run alongside (90% interval 18-37% slower)"
 
 
 def test_measured_speeds_are_those_the_table_shows(seed_inputs):
@@ -201,8 +199,8 @@ def test_a_ratio_above_one_is_no_slower_never_up_to_some_percent_slower(seed_inp
     a = _no_age(seed_inputs, 1.07, 0.96, 1.19, basis=Basis.RESTART, confidence="high", tps=208.1)
     o = opening(a, _run(*DEMO))  # type: ignore[arg-type]
     assert o.verdict_line == (
-        "Not aged (high confidence), from a 2.4-min soak of the built-in engine: decode speed just before the soak "
-        "restarted it is 1.07x its speed just after (no slower; 90% interval 0.96-1.19). High: a loss of more than 4% is ruled out for these 2.4 min."
+        "Not aged (high confidence), from a 2.4-min soak of the built-in engine: decode was 7% faster just before "
+        "the soak restarted it than just after (90% interval 4% slower to 19% faster). High: a loss of more than 4% is ruled out for these 2.4 min."
     )
     assert o.why_label == "How measured" and o.why.startswith("The engine just before a restart")
 
@@ -212,8 +210,8 @@ def test_a_loss_below_the_material_level_is_said_as_such_after_the_ratio(seed_in
     o = opening(a)
     assert o.headline == "Not aged (medium confidence)"
     assert o.size == (
-        "decode speed is 0.95x a fresh engine's beside it (5% slower, under the 10% tokdrift calls age; 90% "
-        "interval 0.92-0.98)"
+        "decode is 5% slower than a fresh copy run alongside (under the 10% tokdrift calls age; 90% interval 2-8% "
+        "slower)"
     )
     assert o.confidence == "Medium, not high: a loss of up to 8% is not ruled out."
 
@@ -224,22 +222,27 @@ def test_a_loss_below_the_material_level_is_said_as_such_after_the_ratio(seed_in
         ("no_degradation", "medium", (0.98, 0.95, 1.02), "Not aged (medium confidence)"),
         ("no_degradation", "high", (1.09, 1.00, 1.21), "Not aged (high confidence)"),
         ("context_growth_only", "medium", (0.98, 0.95, 1.02), "Not aged (medium confidence)"),
-        ("context_growth_only", "low", (0.93, 0.83, 1.04), "Not shown to be aged (low confidence)"),
-        ("no_degradation", "low", (0.93, 0.83, 1.04), "Not shown to be aged (low confidence)"),
+        ("context_growth_only", "low", (0.93, 0.83, 1.04), "Can't tell (leaning not aged)"),
+        ("no_degradation", "low", (0.93, 0.83, 1.04), "Can't tell (leaning not aged)"),
         ("engine_age_degradation", "medium", (0.72, 0.63, 0.82), "Aged (medium confidence)"),
-        ("engine_age_degradation", "low", (0.72, 0.63, 0.82), "Probably aged (low confidence)"),
+        ("engine_age_degradation", "low", (0.72, 0.63, 0.82), "Aged (low confidence)"),
         ("insufficient_data", None, (0.83, 0.68, 1.00), "Can't tell (undecided)"),
     ],
 )
-def test_line_one_opens_with_one_of_five_words_and_its_confidence_in_parentheses(
+def test_line_one_opens_with_one_of_three_words_and_its_confidence_in_parentheses(
     seed_inputs, verdict, confidence, interval, headline
 ):
-    """The fourth reader: one fixed word, the confidence in the same parentheses, then one ratio in
-    one direction, `<speed now> is <ratio>x <reference>`, whatever the verdict or reference."""
+    """The sixth and seventh readers: one of three words (aged, not aged, can't tell), how sure in the
+    same parentheses, then one change in percent, `decode is N% slower than <reference>`, whatever the
+    verdict or reference."""
     o = opening(_no_age(seed_inputs, *interval, verdict=verdict, confidence=confidence))
     assert o.headline == headline
-    assert o.verdict_line.startswith(f"{headline}: decode speed is {interval[0]:.2f}x a fresh engine's beside it (")
-    assert f"90% interval {interval[1]:.2f}-{interval[2]:.2f})" in o.verdict_line
+    assert headline.split(" (")[0] in ("Aged", "Not aged", "Can't tell")
+    change = (
+        f"{round((1 - interval[0]) * 100)}% slower" if interval[0] < 1 else f"{round((interval[0] - 1) * 100)}% faster"
+    )
+    assert o.verdict_line.startswith(f"{headline}: decode is {change} than a fresh copy run alongside (")
+    assert "90% interval " in o.verdict_line and "x" not in o.verdict_line.replace("context", "")
     assert "no engine age" not in o.paragraph.lower()
     assert len(o.verdict_line.split()) <= 45, o.verdict_line
 
@@ -247,16 +250,16 @@ def test_line_one_opens_with_one_of_five_words_and_its_confidence_in_parentheses
 @pytest.mark.parametrize(
     ("basis", "said"),
     [
-        ("paired_control", "decode speed is 0.80x a fresh engine's beside it"),
-        ("restart", "decode speed just before the soak restarted it is 0.80x its speed just after"),
-        ("probes", "decode speed late in the run is 0.80x its early speed on identical test requests"),
-        ("bins", "decode speed late in the run is 0.80x its early speed at the same batch size and context length"),
-        ("combined", "decode speed late in the run is 0.80x its early speed, all measures together"),
+        ("paired_control", "decode is 20% slower than a fresh copy run alongside"),
+        ("restart", "decode was 20% slower just before the soak restarted it than just after"),
+        ("probes", "decode is 20% slower late in the run than early, on identical test requests"),
+        ("bins", "decode is 20% slower late in the run than early, at the same batch size and context length"),
+        ("combined", "decode is 20% slower late in the run than early, all measures together"),
     ],
 )
 def test_every_reference_is_said_the_same_way(seed_inputs, basis, said):
     o = opening(_no_age(seed_inputs, 0.8, 0.7, 0.9, verdict="engine_age_degradation", basis=basis, confidence="medium"))
-    assert o.size == f"{said} (20% slower; 90% interval 0.70-0.90)"
+    assert o.size == f"{said} (90% interval 10-30% slower)"
 
 
 def test_a_loss_the_interval_leaves_possible_is_said_once_in_one_direction(seed_inputs):
@@ -264,8 +267,8 @@ def test_a_loss_the_interval_leaves_possible_is_said_once_in_one_direction(seed_
     a = _no_age(seed_inputs, 0.93, 0.83, 1.04, verdict="context_growth_only", basis=Basis.RESTART, tps=186.9)
     o = opening(a, _run(*DEMO, elapsed_s=66))  # type: ignore[arg-type]
     assert o.verdict_line == (
-        "Not shown to be aged (low confidence), from a 66-second soak of the built-in engine: decode speed just "
-        "before the soak restarted it is 0.93x its speed just after (7% slower; 90% interval 0.83-1.04). Low: a loss of up to 17% is not ruled out."
+        "Can't tell (leaning not aged), from a 66-second soak of the built-in engine: decode was 7% slower just "
+        "before the soak restarted it than just after (90% interval 17% slower to 4% faster). Low: a loss of up to 17% is not ruled out."
     )
     assert o.action == (
         "Run longer (this run lasted 66 s): "
@@ -338,8 +341,8 @@ def test_the_other_measures_are_below_the_break_with_their_direction(seed_inputs
     )
     assert others(a) == (
         "across the restart 0.65x (35% slower), its own test requests 0.50x (50% slower), step by step against its "
-        "early speed 1.60x (60% faster); those of the engine over time carry the host's change too: a fresh "
-        "engine's own speed fell to 0.69x its first meanwhile; the figure is trusted over them: a fresh engine "
+        "early speed 1.60x (60% faster); those of the engine over time carry the host's change too: the fresh "
+        "copy's own speed fell to 0.69x its first meanwhile; the figure is trusted over them: a fresh copy "
         "probed at the same moments cancels a change of the host, which the others carry"
     )
     o = opening(a)
@@ -381,20 +384,20 @@ def test_a_restart_that_sped_it_up_says_why_in_terms_of_the_measure_that_backs_i
     """after-3, after-10: 'but it never slowed during the run' beside bins at 0.79 in the table."""
     o = opening(_restart_faster(seed_inputs), _run(*DEMO))  # type: ignore[arg-type]
     assert o.verdict_line == (
-        "Can't tell (undecided), from a 2.4-min soak of the built-in engine: decode speed just before a restart is "
-        "0.48x its speed just after (52% slower; 90% interval 0.37-0.62)."
+        "Can't tell (undecided), from a 2.4-min soak of the built-in engine: decode was 52% slower just before a "
+        "restart than just after (90% interval 38-63% slower)."
     )
     # The fourth reader: why it is not sure, with the sizes (the measure within the run, what it rests
     # on), and what to do now even so.
     assert o.why == (
-        "Engine age is a slowdown that builds while the engine serves; within this run, beside a fresh engine it "
-        "read 0.86x (90% interval 0.63-1.18) over 8 test-request cycles a side, not a slowdown for certain. So it "
-        "may have been slow from the start, or the host changed at the restart."
+        "A restart made it faster, a sign of engine age; but within this run, beside a fresh copy run alongside it "
+        "was 14% slower (90% interval 37% slower to 18% faster) over 8 rounds of test requests a side: not a "
+        "slowdown for certain. So it may have been slow from the start, or the host changed at the restart."
     )
     assert "never slowed" not in o.paragraph
     assert o.action == (
-        "Restart it: in this run a restart made decode 2.1 times as fast, whatever the cause. To tell whether the "
-        "cause is engine age, soak again, measuring the engine before the traffic starts (this run lasted 2.4 min): "
+        "Restart it: in this run a restart brought the speed back (it had been 52% slower), whatever the cause. To "
+        "tell whether the cause is engine age, soak again, measuring the engine before the traffic starts (this run lasted 2.4 min): "
         "`soak run --trace examples/opencode.jsonl --engine-arg=--kv-tokens=2048 --baseline 8 --until-decided`."
     )
     assert not OTHER_NAMES.search(_after_the_answer(o)), o.paragraph
@@ -413,8 +416,8 @@ def test_an_undecided_verdict_says_a_suspect_that_moved_a_lot_and_what_would_set
     o = opening(a, _run(*DEMO))  # type: ignore[arg-type]
     # First in the reason: what sets it apart from a can't-tell where nothing in the engine moved.
     assert o.why.startswith(
-        "An engine figure moved a lot: `output_buffer_bytes` was 1.1 KB where decode slowed least and 71 MB where "
-        "it slowed most. "
+        "An engine figure grew a lot (`output_buffer_bytes` was 1.1 KB where decode slowed least and 71 MB where "
+        "it slowed most) and a restart made it faster"
     )
     small = jump._replace(evidence=jump.evidence.replace("71,303,168", "1,200"))
     assert "output_buffer_bytes" not in opening(dataclasses.replace(a, suspects=(small,)), _run(*DEMO)).why  # type: ignore[arg-type]
@@ -427,7 +430,7 @@ def test_an_interval_wider_than_90_percent_says_why_below_the_break(seed_inputs)
         comparisons=(_comparison(Basis.PAIRED_CONTROL, 0.14, 0.03, 0.65, level=0.9943, level_tps=152.0),),
     )
     o = opening(a)
-    assert o.size == "decode speed is 0.14x a fresh engine's beside it (86% slower; 99% interval 0.03-0.65)"
+    assert o.size == "decode is 86% slower than a fresh copy run alongside (99% interval 35-97% slower)"
     assert not any(j in _above_details(o) for j in JARGON), _above_details(o)
     why = next(d.text for d in o.details if d.label == "its interval")
     assert why.startswith("99%, not 90% as elsewhere: the soak decided while it ran")
@@ -452,11 +455,12 @@ def test_an_undecided_paired_control_says_its_figure_once_and_that_the_host_move
     )
     o = opening(a, _run(*DEMO))  # type: ignore[arg-type]
     assert o.headline == "Can't tell (undecided)"
-    assert o.size == "decode speed is 0.83x a fresh engine's beside it (17% slower; 90% interval 0.68-1.00)"
+    assert o.size == "decode is 17% slower than a fresh copy run alongside (90% interval 0-32% slower)"
     assert o.why.startswith(
-        "It ran slower beside a fresh engine, but whether by the 10% tokdrift calls engine age is not settled over 8 test-request cycles a side."
+        "It ran slower beside a fresh copy run alongside, but whether by the 10% tokdrift calls engine age is not "
+        "settled over 8 rounds of test requests a side."
     )
-    assert "The fresh engine's own speed went to 1.25x its first meanwhile" in o.why
+    assert "Meanwhile the fresh copy's own speed went up 25%: the host was not steady." in o.why
     assert o.action.startswith(
         "Run longer on a quieter host (this run lasted 2.4 min): `soak run --trace examples/opencode.jsonl"
     )
@@ -494,8 +498,8 @@ def test_a_log_that_cannot_tell_says_the_soak_and_the_option_that_would_let_it_t
     )
     o = opening(a, source)  # type: ignore[arg-type]
     assert o.size == (
-        "decode speed late in the run is 0.75x its early speed at the same batch size and context length (25% "
-        "slower; 90% interval 0.63-0.89)"
+        "decode is 25% slower late in the run than early, at the same batch size and context length (90% interval "
+        "11-37% slower)"
     )
     assert (
         o.why
@@ -504,8 +508,7 @@ def test_a_log_that_cannot_tell_says_the_soak_and_the_option_that_would_let_it_t
     )
     assert (
         o.action == "To tell, soak it with test requests: `soak run --trace examples/opencode.jsonl --target "
-        "http://HOST:PORT --until-decided`; or restart llama-server with `--log-timestamps --log-prefix`, so that its "
-        "next log can tell."
+        "http://HOST:PORT --until-decided`."
     )
     assert ("so that its log can tell", "restart it with `--log-timestamps --log-prefix`") in o.details
 
@@ -559,7 +562,7 @@ def test_thin_data_caps_the_confidence_and_names_its_numbers_in_line_one(seed_in
     a = seed_inputs.analysis
     assert a.confidence == "low" and [c.status for c in a.checks if c.name == "thin_data"] == [CheckStatus.WARN]
     o = opening(a, seed_inputs.source)
-    assert o.headline == "Probably aged (low confidence)"
+    assert o.headline == "Aged (low confidence)"
     assert o.confidence == "Low: only 2 early measurements were there to compare with."
     assert o.action == (
         "Confirm it with a soak before filing a bug: "
@@ -725,7 +728,7 @@ def test_measures_that_disagree_say_which_is_trusted_and_why(seed_inputs):
     the verdict rests on the disagreement, below it where the figure stands and the others read
     otherwise."""
     o = opening(_undecided_by(seed_inputs, "decode_agreement"))
-    assert "the fresh engine is the one to trust, as it cancels a change of the host" in o.why
+    assert "the fresh copy is the one to trust, as it cancels a change of the host" in o.why
     assert "they disagree" not in o.why
     near = dataclasses.replace(
         _no_age(seed_inputs, 0.72, 0.63, 0.82, verdict="engine_age_degradation", confidence="medium"),
