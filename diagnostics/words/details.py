@@ -271,7 +271,7 @@ def cap_reason(a: Analysis, name: str) -> str:
     if name == "healthy_model":
         if _few(a):
             assert a.model is not None
-            return f"the engine's log gave only {a.model.num_points} early steps to check the figure against"
+            return f"the engine's own log, which could contradict the figure, has only {a.model.num_points} early steps"
         return (
             "early on the context length hardly varied, so how much a longer context alone slows decoding is not known"
         )

@@ -126,9 +126,13 @@ def interval(a: Analysis) -> Interval | None:
 
 
 def _below_material(a: Analysis, c: Comparison) -> str:
-    """`, under the 10% tokdrift calls age`: a loss a no-age verdict measured and found too small."""
+    """`, under the 10% tokdrift calls age`: a loss a no-age verdict measured and found too small, or,
+    at low confidence, whose estimate is under the bar while its interval reaches past it (an eighth
+    reader read `Can't tell (leaning not aged)` beside `7% slower` as leaning aged)."""
     material = c.material if c.unit == "tok/s" else DECODE_MATERIAL
-    if a.verdict in (Verdict.AGE, Verdict.INSUFFICIENT) or c.ratio >= 1 - NO_CHANGE or c.interval.lo <= material:
+    if a.verdict in (Verdict.AGE, Verdict.INSUFFICIENT) or c.ratio >= 1 - NO_CHANGE or c.ratio <= material:
+        return ""
+    if c.interval.lo <= material and a.confidence != Confidence.LOW:
         return ""
     return f", under the {1 - material:.0%} tokdrift calls age"
 

@@ -48,8 +48,8 @@ def test_the_fresh_engines_own_change_is_said_where_the_pairs_cancel_it(fault_so
     verdict for resting on the fresh engine getting faster."""
     why = opening(fault_soak.analysis, fault_soak.source).why
     assert (
-        "Meanwhile the host got faster: the fresh copy's own speed went up 34% while this engine's went down 9%; "
-        "comparing the two at the same moments cancels the host." in why
+        "Meanwhile the host got faster: the fresh copy sped up while this engine slowed; comparing the two at the "
+        "same moments cancels the host (the sizes are below)." in why
     )
 
 
@@ -57,7 +57,10 @@ def test_a_gain_the_whole_interval_holds_is_said_as_a_gain_and_which_way_it_went
     """after-12: `Not aged` beside an engine that ran 1.67x faster before its restart than after."""
     o = opening(healthy_record.analysis, healthy_record.source)
     assert o.size == ("decode was 67% faster just before a restart than just after (90% interval 20-132% faster)")
-    assert "It ran faster before the restart than just after it: a restart gains nothing here." in o.why
+    assert (
+        "It ran faster before the restart than just after it, which is unusual: the slow one was the engine just after its start"
+        in o.why
+    )
 
 
 @pytest.mark.parametrize(

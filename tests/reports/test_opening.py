@@ -268,7 +268,8 @@ def test_a_loss_the_interval_leaves_possible_is_said_once_in_one_direction(seed_
     o = opening(a, _run(*DEMO, elapsed_s=66))  # type: ignore[arg-type]
     assert o.verdict_line == (
         "Can't tell (leaning not aged), from a 66-second soak of the built-in engine: decode was 7% slower just "
-        "before the soak restarted it than just after (90% interval 17% slower to 4% faster). Low: a loss of up to 17% is not ruled out."
+        "before the soak restarted it than just after (under the 10% tokdrift calls age; 90% interval 17% slower "
+        "to 4% faster). Low: a loss of up to 17% is not ruled out."
     )
     assert o.action == (
         "Run longer (this run lasted 66 s): "
@@ -396,8 +397,8 @@ def test_a_restart_that_sped_it_up_says_why_in_terms_of_the_measure_that_backs_i
     )
     assert "never slowed" not in o.paragraph
     assert o.action == (
-        "Restart it: in this run a restart brought the speed back (it had been 52% slower), whatever the cause. To "
-        "tell whether the cause is engine age, soak again, measuring the engine before the traffic starts (this run lasted 2.4 min): "
+        "Restart it: in this run a restart brought the speed back, whatever the cause. To tell whether the cause is "
+        "engine age, soak again, measuring the engine before the traffic starts (this run lasted 2.4 min): "
         "`soak run --trace examples/opencode.jsonl --engine-arg=--kv-tokens=2048 --baseline 8 --until-decided`."
     )
     assert not OTHER_NAMES.search(_after_the_answer(o)), o.paragraph
