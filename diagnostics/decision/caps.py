@@ -76,7 +76,7 @@ def capped(
     return Confidence.MEDIUM, Check(
         "confidence_cap",
         CheckStatus.WARN,
-        f"high by its interval, lowered to medium: the data checks warn ({', '.join(warned)}); "
+        f"high by its interval, lowered to medium at most: the data checks warn ({', '.join(warned)}); "
         f"a high confidence is given only where nothing in the data could mislead it",
     )
 

@@ -271,7 +271,11 @@ def cap_reason(a: Analysis, name: str) -> str:
     if name == "healthy_model":
         if _few(a):
             assert a.model is not None
-            return f"the engine's own log, which could contradict the figure, has only {a.model.num_points} early steps"
+            d = decisive(a)
+            if d is not None and d.basis in (Basis.PAIRED_CONTROL, Basis.PROBES, Basis.RESTART):
+                # A figure of test requests, which the engine's log could contradict.
+                return f"the engine's own log, which could contradict the figure, has only {a.model.num_points} early steps"
+            return f"only {a.model.num_points} early measurements were there to compare with"
         return (
             "early on the context length hardly varied, so how much a longer context alone slows decoding is not known"
         )
@@ -358,10 +362,14 @@ def check_note(a: Analysis, c: Check) -> Note | None:
                 "matters",
                 "the measures beside the fresh engine assume it did not slow; `--control-restart-after 8` checks it",
             )
+        d = decisive(a)
+        on = (
+            "its restart is read beside the fresh copy run alongside"
+            if d and d.basis == Basis.RESTART
+            else ("the verdict rests on the fresh copy run alongside")
+        )
         return Note(
-            "matters",
-            "the verdict rests on the fresh engine beside it, and one that slowed too would hide a loss; "
-            "`--control-restart-after 8` checks it",
+            "matters", f"{on}, and one that slowed too would hide a loss; `--control-restart-after 8` checks it"
         )
     if c.name == "state_slot_exhaustion":
         return Note(NO_CHANGE, "a limit of capacity, not a sign of age; the measures compare like batches")

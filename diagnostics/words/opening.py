@@ -201,7 +201,7 @@ def _age_why(a: Analysis) -> str:
 
 def _host_moved(a: Analysis) -> str:
     """` Meanwhile the host got faster: the fresh copy sped up while this engine slowed; comparing the
-    two at the same moments cancels the host (the sizes are below).`: where the figure
+    two at the same moments cancels the host (the sizes are under Details).`: where the figure
     is the pairs, the host moved by a tenth or more and the engine's own test requests do not show
     the loss by themselves, how the two engines' own speeds went (a reader took such a verdict for
     resting on the fresh engine getting faster, which is what the pairs take out)."""
@@ -219,7 +219,7 @@ def _host_moved(a: Analysis) -> str:
         both = "the fresh copy slowed, and this engine more" if own.ratio < drift.ratio else "both slowed"
     return (
         f" Meanwhile the host {went}: {both}; comparing the two at the same moments cancels the host (the sizes "
-        "are below)."
+        "are under Details)."
     )
 
 

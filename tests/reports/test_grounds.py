@@ -49,7 +49,7 @@ def test_the_fresh_engines_own_change_is_said_where_the_pairs_cancel_it(fault_so
     why = opening(fault_soak.analysis, fault_soak.source).why
     assert (
         "Meanwhile the host got faster: the fresh copy sped up while this engine slowed; comparing the two at the "
-        "same moments cancels the host (the sizes are below)." in why
+        "same moments cancels the host (the sizes are under Details)." in why
     )
 
 
