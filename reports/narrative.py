@@ -317,7 +317,7 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
     if a.onset is not None:
         out += [
             KeyNumber("onset", onset_when(a)),
-            KeyNumber("engine age at onset", f"{a.onset.engine_age_s:.0f} s ({duration(a.onset.engine_age_s)})"),
+            KeyNumber("engine age at onset", _age_said(a.onset.engine_age_s)),
         ]
         window = window_text(a)
         if window is not None:
@@ -404,3 +404,9 @@ def _uncompared(a: Analysis) -> str:
     if any(c.name == "engine_identity" and c.status == CheckStatus.WARN for c in a.checks):
         return "the engine after it was a different one (the engine_identity check)"
     return "too few decode samples on one side of it to compare the engine before and after"
+
+
+def _age_said(seconds: float) -> str:
+    """`294 s (4.9 min)`; `98 s` where the two would say the same."""
+    said = duration(seconds)
+    return f"{seconds:.0f} s" if said == f"{seconds:.0f} s" else f"{seconds:.0f} s ({said})"

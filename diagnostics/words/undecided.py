@@ -149,7 +149,10 @@ def _restart_not_age(a: Analysis, check: Check) -> str:
             f"{cycles(within)}: not a slowdown for certain"
         )
     # What settles it is line two's soak: said there once.
-    return f"{signs}; but {missing}. So it may have been slow from the start, or the host changed at the restart."
+    return (
+        f"{signs}; but {missing}. So it may have been slow from the start, or something on the host changed right "
+        "at the restart, which a restart's comparison cannot tell from age."
+    )
 
 
 def _moved(a: Analysis) -> str:

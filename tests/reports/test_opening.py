@@ -393,7 +393,8 @@ def test_a_restart_that_sped_it_up_says_why_in_terms_of_the_measure_that_backs_i
     assert o.why == (
         "A restart made it faster, a sign of engine age; but within this run, beside a fresh copy run alongside it "
         "was 14% slower (90% interval 37% slower to 18% faster) over 8 rounds of test requests a side: not a "
-        "slowdown for certain. So it may have been slow from the start, or the host changed at the restart."
+        "slowdown for certain. So it may have been slow from the start, or something on the host changed right at the "
+        "restart, which a restart's comparison cannot tell from age."
     )
     assert "never slowed" not in o.paragraph
     assert o.action == (
