@@ -25,6 +25,7 @@ SAID_AS = {
     "llama.cpp": "llama.cpp",
     "tokdrift": "the built-in engine",
 }
+ADJECTIVE = {"s": "second", "min": "min", "h": "hour"}  # a duration's unit before a noun
 MAX_VERSION = 12  # a version longer than this (a build hash) stays below the break
 
 
@@ -83,12 +84,9 @@ def _span(source: Source) -> float | None:
 
 
 def _long(seconds: float) -> str:
-    """`66-second`, `16.7-min`, `3.4-hour`: a length as an adjective."""
-    if seconds < 120:
-        return f"{seconds:.0f}-second"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f}-min"
-    return f"{seconds / 3600:.1f}-hour"
+    """`66-second`, `16.7-min`, `3.4-hour`: a length (diagnostics.words.said.duration) as an adjective."""
+    number, unit = duration(seconds).split(" ")
+    return f"{number}-{ADJECTIVE[unit]}"
 
 
 def _a(word: str) -> str:
