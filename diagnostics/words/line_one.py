@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from diagnostics.evidence.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.evidence.gathered import MARGIN
-from diagnostics.evidence.intervals import Interval
+from diagnostics.evidence.intervals import LEVEL, Interval
 from diagnostics.labels import Confidence, Verdict
 from diagnostics.result import Analysis
 from diagnostics.words.details import cap_checks, cap_reason, decisive
@@ -76,7 +76,12 @@ def figure(a: Analysis, c: Comparison | None = None) -> str | None:
         return "decode fell with engine age" if a.verdict == Verdict.AGE else None
     # A soak's restart is the soak's own (its restart control): said as such, since a reader asked
     # which restart, having made none.
-    return size(c, _below_material(a, c), restart=SOAK_RESTART if a.source_kind == "run_dir" else None)
+    said = size(c, _below_material(a, c), restart=SOAK_RESTART if a.source_kind == "run_dir" else None)
+    # An interval wider than the others is said as such where it stands (four readers in turn found
+    # the 99% only under Details): the soak looked at it after every round, so it must be wider.
+    if c.interval.bounded and round(c.interval.level, 2) > LEVEL and a.source_kind == "run_dir":
+        said = said[:-1] + ", wider as the soak checked it after every round of test requests)"
+    return said
 
 
 def confidence(a: Analysis, seconds: float | None = None) -> tuple[str | None, str | None]:
