@@ -132,9 +132,13 @@ def test_builtin_soak_survives_an_engine_crash_and_writes_a_complete_run(tmp_pat
     assert set(steps["engine_life"]) >= {0, 1, 2}
     snaps = reader.read_table(run_dir, "snapshots")
     assert snaps["radix_nodes"].notna().any() and snaps["rss_bytes"].dropna().gt(1e7).all()
-    # Only a sample taken between the kill and the soak noticing it finds no process to measure.
+    # Only a sample taken between the kill and the soak noticing it finds no process to measure. A
+    # snapshot is stamped when its round begins and measures the process last (soak.watch), so the
+    # round in flight at the kill, stamped just before it, may be one of them; rounds run one at a time.
     without_rss = snaps.loc[snaps["rss_bytes"].isna(), "t"]
-    window = (pd.Timestamp(killed_at, unit="s"), pd.Timestamp(exit_event["t"] + 1.0, unit="s"))
+    killed = pd.Timestamp(killed_at, unit="s")
+    in_flight = snaps.loc[snaps["t"] <= killed, "t"].max()
+    window = (in_flight if pd.notna(in_flight) else killed, pd.Timestamp(exit_event["t"] + 1.0, unit="s"))
     assert without_rss.between(*window).all(), (without_rss.tolist(), window)
     assert snaps["control_rss_bytes"].gt(1e7).any() and snaps["driver_rss_bytes"].gt(1e7).all()
     assert snaps["kv_free_tokens"].dropna().between(0, 200).all()
