@@ -12,6 +12,7 @@ from diagnostics.words import line_one
 from diagnostics.words.details import check_note, check_title, identity, status_shown
 from diagnostics.words.opening import Opening, fault_set, lists_suspects, names_top_suspect, opening, when
 from diagnostics.words.said import REFERENCE, ratio_words, times_x, to_the_second
+from diagnostics.words.said import duration as said_duration
 
 __all__ = [
     "Opening",
@@ -56,13 +57,8 @@ def headline(a: Analysis) -> str:
 
 
 def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "unknown"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
+    """diagnostics.words.said.duration, with `unknown` for a length no one measured (a table cell)."""
+    return "unknown" if seconds is None else said_duration(seconds)
 
 
 def _life_words(a: Analysis) -> str:

@@ -129,6 +129,7 @@ NO_CHANGE = "does not change the verdict"
 NOT_MET = "not met"  # a failed check shown under a verdict that cannot tell: why it did not decide
 IDENTITY_FACTS = ("version", "build", "model", "max_seq_len")  # what a URL target's manifest says of it
 MAX_FLAGS = 5
+HOST_MOVED = 0.1  # a fresh control's own speed moved this much over the run: the host was not steady
 KEPT_OUT_SHARE = 0.5  # decode samples kept out beyond this share are said among what held it back
 THIN_CYCLES = 5  # probe cycles a side below this: the figure rests on thin data
 THIN_SAMPLES = 20  # usable decode samples below this, or early samples below THIN_EARLY: thin data
@@ -188,8 +189,8 @@ def others(a: Analysis) -> str | None:
     if not rest:
         return None
     out = ", ".join(f"{MEASURE_NAMES[c.basis]} {ratio_change(c.ratio)}" for c in rest)
-    drift = next((c for c in a.comparisons if c.basis == Basis.CONTROL_DRIFT), None)
-    if drift is not None and abs(drift.ratio - 1) >= 0.1 and any(c.basis in OVER_TIME for c in rest):
+    drift = host_moved(a)
+    if drift is not None and any(c.basis in OVER_TIME for c in rest):
         out += (
             f"; those of the engine over time carry the host's change too: the fresh copy's own speed "
             f"{'rose' if drift.ratio > 1 else 'fell'} to {drift.ratio:.2f}x its first meanwhile"
@@ -226,7 +227,7 @@ def figure(a: Analysis, said: bool) -> list[Detail]:
                 "and the joined figure is where they overlap",
             )
         )
-    wide = _wider(a)
+    wide = wider(a)
     if wide:
         level = f"{level_text(wide[0].interval.level)}, not {LEVEL:.0%} as elsewhere"
         why = (
@@ -243,7 +244,14 @@ def figure(a: Analysis, said: bool) -> list[Detail]:
     return out
 
 
-def _wider(a: Analysis) -> list[Comparison]:
+def host_moved(a: Analysis) -> Comparison | None:
+    """The fresh control's own change over the run (`control_drift`), where it moved by HOST_MOVED
+    or more: the host was not steady, which a page says beside the measures it moves."""
+    drift = next((c for c in a.comparisons if c.basis == Basis.CONTROL_DRIFT), None)
+    return drift if drift is not None and abs(drift.ratio - 1) >= HOST_MOVED else None
+
+
+def wider(a: Analysis) -> list[Comparison]:
     """The comparisons whose interval is wider than LEVEL (a soak stopped at a decided look keeps
     the running level on its probes): a page that shows them beside 90% ones says why."""
     return [c for c in a.comparisons if c.interval.bounded and c.interval.level > LEVEL + 1e-9]

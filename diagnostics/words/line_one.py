@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from diagnostics.evidence.comparison import DECODE_MATERIAL, Comparison
 from diagnostics.evidence.gathered import MARGIN
-from diagnostics.evidence.intervals import LEVEL, Interval
+from diagnostics.evidence.intervals import Interval
 from diagnostics.labels import Confidence, Verdict
 from diagnostics.result import Analysis
-from diagnostics.words.details import cap_checks, cap_reason, decisive
+from diagnostics.words.details import cap_checks, cap_reason, decisive, wider
 from diagnostics.words.said import NO_CHANGE, SOAK_RESTART, duration, percent_change, size, span
 from ground import Label
 
@@ -76,12 +76,11 @@ def figure(a: Analysis, c: Comparison | None = None) -> str | None:
         return "decode fell with engine age" if a.verdict == Verdict.AGE else None
     # A soak's restart is the soak's own (its restart control): said as such, since a reader asked
     # which restart, having made none.
-    said = size(c, _below_material(a, c), restart=SOAK_RESTART if a.source_kind == "run_dir" else None)
+    soak = a.source_kind == "run_dir"
     # An interval wider than the others is said as such where it stands (four readers in turn found
     # the 99% only under Details): the soak looked at it after every round, so it must be wider.
-    if c.interval.bounded and round(c.interval.level, 2) > LEVEL and a.source_kind == "run_dir":
-        said = said[:-1] + ", wider as the soak checked it after every round of test requests)"
-    return said
+    note = ", wider as the soak checked it after every round of test requests" if soak and c in wider(a) else ""
+    return size(c, _below_material(a, c), restart=SOAK_RESTART if soak else None, note=note)
 
 
 def confidence(a: Analysis, seconds: float | None = None) -> tuple[str | None, str | None]:
@@ -131,7 +130,7 @@ def interval(a: Analysis) -> Interval | None:
 
 
 def _below_material(a: Analysis, c: Comparison) -> str:
-    """`, under the 10% tokdrift calls age`: a loss a no-age verdict measured and found too small, or,
+    """`under the 10% tokdrift calls age`: a loss a no-age verdict measured and found too small, or,
     at low confidence, whose estimate is under the bar while its interval reaches past it (an eighth
     reader read `Can't tell (leaning not aged)` beside `7% slower` as leaning aged)."""
     material = c.material if c.unit == "tok/s" else DECODE_MATERIAL
@@ -139,7 +138,7 @@ def _below_material(a: Analysis, c: Comparison) -> str:
         return ""
     if c.interval.lo <= material and a.confidence != Confidence.LOW:
         return ""
-    return f", under the {1 - material:.0%} tokdrift calls age"
+    return f"under the {1 - material:.0%} tokdrift calls age"
 
 
 def _ratio(a: Analysis) -> str:

@@ -40,6 +40,7 @@ from diagnostics.words.details import (
     decisive,
     figure,
     held_back,
+    host_moved,
     identity,
     lists_suspects,
     measure,
@@ -55,7 +56,6 @@ from diagnostics.words.undecided import undecided
 __all__ = ["FaultSet", "Opening", "fault_set", "lists_suspects", "names_top_suspect", "opening", "when"]
 
 FROM_START_S = 5.0  # a fault set this close to the engine's start was set with it
-HOST_MOVED = 0.1  # a fresh engine's own speed moved this much over the run: line three says how both went
 LABEL_NEXT = "Next"
 LABEL_ALSO = "Also"
 LABEL_WHY = "Why"
@@ -206,9 +206,9 @@ def _host_moved(a: Analysis) -> str:
     the loss by themselves, how the two engines' own speeds went (a reader took such a verdict for
     resting on the fresh engine getting faster, which is what the pairs take out)."""
     d = decisive(a)
-    drift = next((c for c in a.comparisons if c.basis == Basis.CONTROL_DRIFT), None)
+    drift = host_moved(a)
     own = next((c for c in a.comparisons if c.basis == Basis.PROBES and c.interval.bounded), None)
-    if d is None or d.basis != Basis.PAIRED_CONTROL or drift is None or abs(drift.ratio - 1) < HOST_MOVED:
+    if d is None or d.basis != Basis.PAIRED_CONTROL or drift is None:
         return ""
     if own is None or own.interval.hi < own.material:  # its own test requests show the loss by themselves
         return ""

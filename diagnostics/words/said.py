@@ -55,12 +55,6 @@ SOAK_RESTART = "just before the soak restarted it than just after"  # a soak's r
 _ISO = re.compile(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(?:\.\d+)?")
 
 
-def change(ratio: float) -> str:
-    """`79% slower`, `no slower`: a ratio (below 1 slower) in percent, its direction in words. A
-    gain is `no slower`: the question is whether the engine lost speed."""
-    return "no slower" if ratio >= 1 - NO_CHANGE else f"{_percent(1 - ratio)} slower"
-
-
 def span(i: Interval) -> str:
     """`90% interval 73-84% slower`, `90% interval 4% slower to 19% faster`: an interval of a
     ratio in percent, each end's direction in words."""
@@ -74,40 +68,30 @@ def span(i: Interval) -> str:
     return f"{level} {_percent(1 - i.lo)} slower to {_percent(i.hi - 1)} faster"
 
 
-def size(c: Comparison, aside: str = "", restart: str | None = None) -> str:
+def size(c: Comparison, aside: str = "", restart: str | None = None, note: str = "") -> str:
     """The figure as line one says it, one way whatever the reference: `decode is 28% slower than a
-    fresh copy run alongside (90% interval 18-37% slower)`; the two measured speeds after the change
-    where they stand for it (`(58% faster, 218 against 138 tok/s; ...)`); `aside` after the change.
-    `restart`, where given, says which restart (`just before the soak restarted it than just after`)."""
+    fresh copy run alongside (90% interval 18-37% slower)`; in the parentheses, before the interval,
+    the two measured speeds where they stand for it (`(218 against 138 tok/s; ...)`) and `aside`,
+    after it `note`. `restart`, where given, says which restart (`just before the soak restarted it
+    than just after`)."""
     verb, against = AGAINST.get(c.basis, ("is", "late in the run than early"))
     against = restart if restart is not None and c.basis == "restart" else against
-    measured = _measured(c)
-    said = (f", {measured}" if measured else "") + aside
-    return f"decode {verb} {percent_change(c.ratio)} {against} ({_inside(said, c.interval)})"
+    before = ", ".join(x for x in (_measured(c), aside) if x)
+    inside = f"{before}; {span(c.interval)}" if before else span(c.interval)
+    return f"decode {verb} {percent_change(c.ratio)} {against} ({inside}{note})"
 
 
 def percent_change(ratio: float) -> str:
-    """`28% slower`, `67% faster`, `130% faster`, `no change`: a ratio in percent, its direction in
-    words, never a multiple (line one's one form)."""
+    """`28% slower`, `67% faster`, `130% faster`, `no faster or slower`: a ratio in percent, its
+    direction in words, never a multiple (line one's one form)."""
     if abs(ratio - 1) < NO_CHANGE:
         return "no faster or slower"
     return f"{_percent(1 - ratio)} slower" if ratio < 1 else f"{_percent(ratio - 1)} faster"
 
 
-def _inside(said: str, i: Interval) -> str:
-    """What the parentheses after the change hold: the measured speeds or an aside, then the interval."""
-    said = said.removeprefix(", ")
-    return f"{said}; {span(i)}" if said else span(i)
-
-
 def times_x(ratio: float) -> str:
     """`0.72x`: a ratio as line one says it, below 1 slower."""
     return f"{ratio:.2f}x"
-
-
-def x_span(i: Interval) -> str:
-    """`90% interval 0.63-0.82`: an interval in the ratio's own direction, below 1 slower."""
-    return i.span() if i.bounded else "too few samples for an interval"
 
 
 def _measured(c: Comparison) -> str | None:
@@ -136,7 +120,7 @@ def ratio_change(ratio: float) -> str:
     """`1.58x (58% faster)`, `0.50x (50% slower)`: a measure in the details, in line one's form."""
     if abs(ratio - 1) < NO_CHANGE:
         return f"{times_x(ratio)} (unchanged)"
-    word = faster(ratio) if ratio > 1 else f"{_percent(1 - ratio)} slower"
+    word = _faster(ratio) if ratio > 1 else f"{_percent(1 - ratio)} slower"
     return f"{times_x(ratio)} ({word})"
 
 
@@ -186,6 +170,6 @@ def _percent(x: float, unit: bool = True) -> str:
     return f"{max(0.0, x):.0%}" if unit else f"{max(0.0, x) * 100:.0f}"
 
 
-def faster(ratio: float) -> str:
+def _faster(ratio: float) -> str:
     """`19% faster`, or `3.4 times as fast` from AS_FAST up."""
     return f"{_percent(ratio - 1)} faster" if ratio < AS_FAST else f"{ratio:.1f} times as fast"

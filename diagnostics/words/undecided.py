@@ -17,7 +17,7 @@ from diagnostics.labels import Basis
 from diagnostics.result import Analysis, Check
 from diagnostics.source.source import Source
 from diagnostics.words import rerun
-from diagnostics.words.details import decisive, lists_suspects
+from diagnostics.words.details import decisive, host_moved, lists_suspects
 from diagnostics.words.line_one import figure
 from diagnostics.words.next_steps import cycles, lasted, log_next, restart_gain, run_longer
 from diagnostics.words.said import percent_change, span
@@ -173,8 +173,8 @@ def _grew(a: Analysis) -> str | None:
 
 def _host_moved(a: Analysis) -> str:
     """The fresh control's own change over the run, where it moved more than 10 %: the host was not steady."""
-    drift = next((c for c in a.comparisons if c.basis == "control_drift"), None)
-    if drift is None or abs(drift.ratio - 1) < 0.1:
+    drift = host_moved(a)
+    if drift is None:
         return ""
     went = f"up {drift.ratio - 1:.0%}" if drift.ratio >= 1 else f"down {1 - drift.ratio:.0%}"
     return f" Meanwhile the fresh copy's own speed went {went}: the host was not steady."
