@@ -44,8 +44,10 @@ class KeyNumber(NamedTuple):
 
 
 def verdict_words(a: Analysis) -> str:
-    """`Aged, medium confidence`, `Can't tell`: the verdict in line one's word, with how sure it is."""
-    return line_one.answer(a) + (f", {a.confidence} confidence" if a.confidence is not None else "")
+    """`Aged, medium confidence`, `Can't tell, leaning not aged`: the verdict in line one's words (two
+    readers of the thirteenth version found `Can't tell, low confidence` beside `Can't tell (leaning not
+    aged)` a second verdict)."""
+    return f"{line_one.answer(a)}, {line_one.sureness(a)}"
 
 
 def headline(a: Analysis) -> str:

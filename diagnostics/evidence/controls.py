@@ -171,7 +171,8 @@ def control_drift(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Compa
     if sides is None:
         return None
     e, k = sides
-    interval = intervals.log_ratio(first["control"].head(e), first["control"].tail(k), level, serial=True)
+    early, late = first["control"].head(e), first["control"].tail(k)
+    interval = intervals.log_ratio(early, late, level, serial=True)
     return Comparison(
         basis=Basis.CONTROL_DRIFT,
         interval=interval,
@@ -180,7 +181,8 @@ def control_drift(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Compa
         material=DECODE_MATERIAL,
         detail=f"the fresh engine's own probes, last {k} over first {e}: {interval.describe()} (the host's "
         f"speed: a fresh engine stays young, so only the host moves it)",
-        healthy_level=_geo(first["control"].head(e)),
+        healthy_level=_geo(early),
+        levels=(_geo(early), _geo(late)),
     )
 
 

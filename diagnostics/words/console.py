@@ -40,10 +40,12 @@ def render(a: Analysis, source: Source | None = None) -> Group:
     # The verdict in line one's word, then its label (a fifth reader found the labels beside the
     # words above hard to match): `verdict: Aged, medium confidence (engine_age_degradation, on paired control)`.
     basis = f", on {a.basis.replace('_', ' ')}" if a.basis else ""
-    sure = f", {a.confidence} confidence" if a.confidence is not None else ""
+    code = f"{a.verdict}, {a.confidence} confidence" if a.confidence is not None else str(a.verdict)
     parts.append(
         Text.assemble(
-            ("verdict: ", "bold"), (f"{line_one.answer(a)}{sure}", VERDICT_STYLE[a.verdict]), f" ({a.verdict}{basis})"
+            ("verdict: ", "bold"),
+            (f"{line_one.answer(a)}, {line_one.sureness(a)}", VERDICT_STYLE[a.verdict]),
+            f" ({code}{basis})",
         )
     )
     engine = details.engine_name(source) if source is not None else a.engine

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from diagnostics.decision import caps
+from diagnostics.evidence import suspects as suspects_mod
 from diagnostics.evidence.comparison import Comparison
 from diagnostics.evidence.intervals import LEVEL, level_text
 from diagnostics.labels import Basis, CheckStatus, Verdict
@@ -27,6 +28,7 @@ from logformats import looks_like_log, parse_log
 from logformats.errors import LogFormatError
 from rundir import schema
 
+MOVED_A_LOT = 2.0  # a suspect whose medians moved this many times over is said beside an undecided verdict
 # What each measure is, and why the verdict may rest on it: in a first-time reader's words, for the
 # opening's "How measured" line says it above the break (a probe is a test request there).
 MEASURE = {
@@ -162,6 +164,14 @@ def lists_suspects(a: Analysis) -> bool:
         return True
     d = decisive(a)
     return a.verdict == Verdict.INSUFFICIENT and d is not None and d.clears
+
+
+def grew(a: Analysis) -> str | None:
+    """`output_buffer_bytes` was 1.1 KB where decode slowed least and 71 MB where it slowed most`: the
+    top listed suspect, where it moved MOVED_A_LOT times over (what sets two can't-tell reports apart)."""
+    top = a.suspects[0] if a.suspects and lists_suspects(a) else None
+    m = suspects_mod.moved(top) if top is not None else None
+    return suspects_mod.plainly(top) if top is not None and m is not None and m.factor >= MOVED_A_LOT else None
 
 
 def measure(c: Comparison) -> str | None:

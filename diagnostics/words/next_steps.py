@@ -14,7 +14,7 @@ from diagnostics.evidence.comparison import Comparison
 from diagnostics.result import Analysis
 from diagnostics.source.source import Source
 from diagnostics.words import rerun
-from diagnostics.words.details import Detail
+from diagnostics.words.details import Detail, host_moved
 from diagnostics.words.said import duration
 from logformats.figures import Missing
 
@@ -40,9 +40,20 @@ def cycles(c: Comparison) -> str:
 
 
 def run_longer(a: Analysis, source: Source | None) -> str:
-    quieter = any(c.name in ("host_contention", "control_drift") and c.status == "warn" for c in a.checks)
+    """`Run longer on a quieter host (this run lasted 66 s, and a fresh copy run alongside slowed by
+    half meanwhile): ...`: with what makes the host suspect, where the fresh copy says it (a thirteenth
+    reader: "on a quieter host" with no reason given at the top)."""
+    drift = host_moved(a)
+    quieter = drift is not None or any(
+        c.name in ("host_contention", "control_drift") and c.status == "warn" for c in a.checks
+    )
     where = " on a quieter host" if quieter else ""
-    return f"Run longer{where}{lasted(source)}: `{rerun.soak_command(source, '--until-decided')}`."
+    why = [f"this run lasted {duration(rerun.run_seconds(source))}"] if rerun.is_short(source) else []
+    if drift is not None:
+        went = "slowed" if drift.ratio < 1 else "sped up"
+        why.append(f"a fresh copy run alongside {went} by {abs(1 - drift.ratio):.0%} meanwhile")
+    said = f" ({', and '.join(why)})" if why else ""
+    return f"Run longer{where}{said}: `{rerun.soak_command(source, '--until-decided')}`."
 
 
 def lasted(source: Source | None) -> str:

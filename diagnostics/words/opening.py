@@ -4,10 +4,11 @@ Every page opens with them (the summary, the report's verdict box, `diag analyze
 terminal), for an operator deciding whether to restart and an engine developer reading a bug,
 each giving it half a minute:
 
-1. **the answer** in one of five fixed words with how sure in the parentheses after it, then **one
-   ratio** in one direction, below 1 slower (`Aged (medium confidence): decode speed is 0.72x a
-   fresh engine's beside it (28% slower; 90% interval 0.63-0.82)`), and what the confidence rests
-   on (`Medium, not high: only 6 early measurements were there to compare with`): diagnostics.words.line_one.
+1. **the answer** in one of three words with how sure in the parentheses after it, what it stands
+   on, then **one change** in percent with its direction (`Aged (medium confidence), from a 2.7-min
+   soak of the built-in engine: decode is 28% slower than a fresh copy run alongside (90% interval
+   18-37% slower)`), and what the confidence rests on (`Medium, not high: only 6 early measurements
+   were there to compare with`): diagnostics.words.line_one.
 2. **what to do now**, with the fact that makes it worth doing (`Restart it: a restart made decode
    2.1x faster`; a KV cache that ran out of room, first, whatever the verdict) and a command complete
    where the run knows its values (diagnostics.words.rerun); a line of its own for each further problem.
@@ -162,7 +163,11 @@ def fault_set(a: Analysis) -> FaultSet | None:
 def _age_next(a: Analysis, path: str, source: Source | None) -> str:
     """Restart and file, with what a restart did to the speed; too little to file on: make sure first."""
     if a.confidence == Confidence.LOW:
-        return f"Confirm it with a soak before filing a bug: `{rerun.soak_command(source, '--until-decided')}`."
+        # Whether to restart now, too (two readers of the thirteenth version asked, beside a 90% loss).
+        return (
+            "Restart it if it is slow now; confirm it is engine age with a soak before filing a bug: "
+            f"`{rerun.soak_command(source, '--until-decided')}`."
+        )
     bundle = f"file a bug with `diag bundle {path}`"
     gain = restart_gain(a)
     if a.recovered_by_restart is True:
@@ -191,7 +196,7 @@ def _age_why(a: Analysis) -> str:
         began = f"It began {after}"
     # Where line two said what a restart did, line three does not say it again.
     said = a.recovered_by_restart is True and a.confidence != Confidence.LOW and restart_gain(a) is not None
-    out = f"{began}{_trigger(a)}{'' if said else '; ' + _restart(a)}.{_host_moved(a)}"
+    out = f"{began}{_trigger(a)}{_like_contexts(a)}{'' if said else '; ' + _restart(a)}.{_host_moved(a)}"
     if a.age_basis in (Basis.PREFILL, Basis.PREFIX_REUSE):
         out += " Decode speed itself held."
     if names_top_suspect(a):
@@ -200,11 +205,11 @@ def _age_why(a: Analysis) -> str:
 
 
 def _host_moved(a: Analysis) -> str:
-    """` Meanwhile the host got faster: the fresh copy sped up while this engine slowed; comparing the
-    two at the same moments cancels the host (the sizes are under Details).`: where the figure
-    is the pairs, the host moved by a tenth or more and the engine's own test requests do not show
-    the loss by themselves, how the two engines' own speeds went (a reader took such a verdict for
-    resting on the fresh engine getting faster, which is what the pairs take out)."""
+    """` Meanwhile the host got faster: the fresh copy went from 48.2 to 64.5 tok/s, this engine from
+    40.0 to 36.6; comparing the two at the same moments cancels the host.`: where the figure is the
+    pairs, the host moved by a tenth or more and the engine's own test requests do not show the loss
+    by themselves, how the two engines' own speeds went (a reader took such a verdict for resting on
+    the fresh engine getting faster, which is what the pairs take out)."""
     d = decisive(a)
     drift = host_moved(a)
     own = next((c for c in a.comparisons if c.basis == Basis.PROBES and c.interval.bounded), None)
@@ -213,14 +218,17 @@ def _host_moved(a: Analysis) -> str:
     if own is None or own.interval.hi < own.material:  # its own test requests show the loss by themselves
         return ""
     went = "got faster" if drift.ratio > 1 else "got slower"
-    if drift.ratio > 1:
+    # The two engines' own speeds, where both were measured (three readers of the twelfth and thirteenth
+    # versions looked for them under Details to believe the figure).
+    if drift.levels is not None and own.levels is not None:
+        (f0, f1), (e0, e1) = drift.levels, own.levels
+        # To a tenth, as the table's paired row says them.
+        both = f"the fresh copy went from {f0:.1f} to {f1:.1f} tok/s, this engine from {e0:.1f} to {e1:.1f}"
+    elif drift.ratio > 1:
         both = "the fresh copy sped up while this engine slowed" if own.ratio < 1 else "the fresh copy sped up more"
     else:
         both = "the fresh copy slowed, and this engine more" if own.ratio < drift.ratio else "both slowed"
-    return (
-        f" Meanwhile the host {went}: {both}; comparing the two at the same moments cancels the host (the sizes "
-        "are under Details)."
-    )
+    return f" Meanwhile the host {went}: {both}; comparing the two at the same moments cancels the host."
 
 
 def _trigger(a: Analysis) -> str:
@@ -239,6 +247,22 @@ def _trigger(a: Analysis) -> str:
             return f", when the {fault} fault was switched on" if fault else ", when a fault was switched on"
         return f"; {f.name} had been set {'in the engine from its start' if f.with_start else 'before it'}"
     return f", right after a {tr.kind.replace('_', ' ')}"
+
+
+def _like_contexts(a: Analysis) -> str:
+    """`, yet the figure allows for the context length, so the longer prompt alone does not explain it`:
+    where the slowdown began right after a prompt and the figure is the engine at the same batch size
+    and context length (a thirteenth reader, given `right after 5,792 new tokens were added to a
+    121,712-token prompt`, took the slowdown for the long context's)."""
+    # The bins compare like batch and context; the step series decides age only where context cannot
+    # explain what it shows (diagnostics.decision.verdict, rule 1).
+    d = decisive(a)
+    tr = a.onset.trigger if a.onset is not None else None
+    if d is None or d.basis not in (Basis.BINS, Basis.STEP_SERIES) or tr is None:
+        return ""
+    if tr.kind not in ("prefill_append", "prefill") or tr.new_tokens is None:
+        return ""
+    return ", yet the figure allows for the context length, so the longer prompt alone does not explain it"
 
 
 def _restart(a: Analysis) -> str:
@@ -284,18 +308,14 @@ def _no_age(a: Analysis, source: Source | None, log: bool) -> tuple[str, str]:
 
 
 def _gained(c: Comparison) -> str:
-    """` It ran faster before the restart than just after it: ...`: where the engine gained speed
-    for certain, which way the comparison went (a reader took `Not aged` beside a restart that left
-    the engine slower for a contradiction)."""
+    """` It ran faster late in the run than early.`: where the engine gained speed for certain, which
+    way the comparison went (a reader took `Not aged` beside a restart that left the engine slower for
+    a contradiction; a restart's is said in line one, diagnostics.words.line_one._slow_at_start)."""
     if not c.interval.bounded or c.interval.lo <= 1 + NO_CHANGE:
         return ""
     if c.basis == Basis.RESTART:
-        # Said as the oddity it is (an eighth reader distrusted a restart that left the engine slower):
-        # what was slow was the engine just after its start, not after long serving.
-        return (
-            " It ran faster before the restart than just after it, which is unusual: the slow one was the engine "
-            "just after its start (a warm-up, or other load then), not after long serving."
-        )
+        # Said as the oddity it is in line one itself (diagnostics.words.line_one._slow_at_start).
+        return ""
     if c.basis == Basis.PAIRED_CONTROL:
         return " It ran faster than a fresh copy run alongside."
     return " It ran faster late in the run than early."

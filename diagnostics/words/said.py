@@ -3,10 +3,12 @@
 Every ratio diag computes is the soaked engine's speed over the reference's, below 1 slower. Above
 the break it is said one way every time, whatever the reference, in percent with its direction in
 words and the reference after it: `decode is 28% slower than a fresh copy run alongside (90%
-interval 18-37% slower)`, `decode was 52% slower just before the soak restarted it than just after`,
+interval 18-37% slower)`, `decode was 52% slower than the same engine freshly restarted by the soak`,
 `decode is 79% slower late in the run than early, at the same batch size and context length`. Two
 readers in turn (the sixth and the seventh) asked for that one form: a ratio (`0.68x`) beside a gain
-said otherwise (`1.5x faster`) left them converting one into the other. The ratios themselves stay in
+said otherwise (`1.5x faster`) left them converting one into the other. The subject is always the
+engine as it was served, the reference always the fresher one (three readers of the twelfth version
+had to turn `7% faster just before the soak restarted it than just after` round in their heads). The ratios themselves stay in
 the tables below the break. Speed in tok/s only where two measured speeds stand for the figure (a
 comparison's `levels`: identical probes of one engine, early and late, which its row in the table
 below says too); a speed the figure only implies (a fresh engine's level times a ratio of ratios) is
@@ -45,13 +47,13 @@ REFERENCE = {
 # `decode <verb> <change> <reference>`, by the comparison a ratio comes from: (the verb, the reference).
 AGAINST = {
     "paired_control": ("is", "than a fresh copy run alongside"),
-    "restart": ("was", "just before a restart than just after"),
+    "restart": ("was", "than the same engine freshly restarted"),
     "probes": ("is", "late in the run than early, on identical test requests"),
     "bins": ("is", "late in the run than early, at the same batch size and context length"),
     "step_series": ("is", "late in the run than early, at the same batch size and context length"),
     "combined": ("is", "late in the run than early, all measures together"),
 }
-SOAK_RESTART = "just before the soak restarted it than just after"  # a soak's restart is its own
+SOAK_RESTART = "than the same engine freshly restarted by the soak"  # a soak's restart is its own
 _ISO = re.compile(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(?:\.\d+)?")
 
 
@@ -72,8 +74,8 @@ def size(c: Comparison, aside: str = "", restart: str | None = None, note: str =
     """The figure as line one says it, one way whatever the reference: `decode is 28% slower than a
     fresh copy run alongside (90% interval 18-37% slower)`; in the parentheses, before the interval,
     the two measured speeds where they stand for it (`(218 against 138 tok/s; ...)`) and `aside`,
-    after it `note`. `restart`, where given, says which restart (`just before the soak restarted it
-    than just after`)."""
+    after it `note`. `restart`, where given, says which restart (`than the same engine freshly
+    restarted by the soak`)."""
     verb, against = AGAINST.get(c.basis, ("is", "late in the run than early"))
     against = restart if restart is not None and c.basis == "restart" else against
     before = ", ".join(x for x in (_measured(c), aside) if x)

@@ -34,7 +34,7 @@ AGE = ("The engine slowed down with age", "Aged", "Probably aged")
 # three words (Aged, Not aged, Can't tell).
 VERDICT_WORD = re.compile(
     r"^\*\*(Aged|Probably aged|Not aged|Not shown to be aged|Can't tell) \(((high|medium|low) confidence|undecided|"
-    r"leaning not aged)\)"
+    r"leaning not aged|leaning aged)\)"
 )
 # Line one's figure since the eighth version: one change in percent, its direction in words, its interval.
 PERCENT = re.compile(r"\bdecode (?:is|was) (\d+)% (slower|faster) [^(]*\((?:[^;)]*; )?\d+(?:\.\d+)?% interval ")

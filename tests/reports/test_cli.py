@@ -34,7 +34,7 @@ def test_report_on_a_log_and_a_run_dir(excerpt, run_dir, tmp_path, monkeypatch):
 def test_summary_on_a_log_and_a_run_dir(excerpt, run_dir, tmp_path):
     out = _ok("summary", excerpt, "--date", "2026-09-23")
     assert out.startswith(
-        "### tokdrift: freetoken-excerpt.log\n\n**Aged (low confidence)**, from a 35.7-min FreeToken log excerpt "
+        "### tokdrift: freetoken-excerpt.log\n\n**Can't tell (leaning aged)**, from a 35.7-min FreeToken log excerpt "
         "alone: decode is 90% slower late in the run"
     )
     _ok("summary", run_dir, "-o", tmp_path / "s.md", "--no-redact")

@@ -48,19 +48,19 @@ def test_the_fresh_engines_own_change_is_said_where_the_pairs_cancel_it(fault_so
     verdict for resting on the fresh engine getting faster."""
     why = opening(fault_soak.analysis, fault_soak.source).why
     assert (
-        "Meanwhile the host got faster: the fresh copy sped up while this engine slowed; comparing the two at the "
-        "same moments cancels the host (the sizes are under Details)." in why
+        "Meanwhile the host got faster: the fresh copy went from 48.2 to 64.5 tok/s, this engine from 40.0 to 36.6; "
+        "comparing the two at the same moments cancels the host." in why
     )
 
 
 def test_a_gain_the_whole_interval_holds_is_said_as_a_gain_and_which_way_it_went(healthy_record):
     """after-12: `Not aged` beside an engine that ran 1.67x faster before its restart than after."""
     o = opening(healthy_record.analysis, healthy_record.source)
-    assert o.size == ("decode was 67% faster just before a restart than just after (90% interval 20-132% faster)")
-    assert (
-        "It ran faster before the restart than just after it, which is unusual: the slow one was the engine just after its start"
-        in o.why
+    assert o.size == (
+        "decode was 67% faster than the same engine freshly restarted (90% interval 20-132% faster): the slow one "
+        "was the engine fresh from its restart (a warm-up, or other load then), not after long serving"
     )
+    assert "restart" not in o.why.split(".", 1)[1]  # the oddity is said once, in line one
 
 
 @pytest.mark.parametrize(

@@ -75,16 +75,16 @@ def test_every_section_is_there_and_self_contained(page, request):
 def test_seed_verdict_opens_with_three_lines_then_the_details(seed_page):
     verdict = _section(seed_page, "verdict")
     assert "engine_age_degradation" in _text(verdict.find(class_="name"))
-    assert _text(verdict.find(class_="headline")) == "Aged (low confidence)"
+    assert _text(verdict.find(class_="headline")) == "Can't tell (leaning aged)"
     assert _text(verdict.find(class_="grounds")) == "from a 35.7-min FreeToken log excerpt alone"
     assert " ".join(verdict.find("p", class_="verdict-line").get_text().split()) == (
-        "Aged (low confidence), from a 35.7-min FreeToken log excerpt alone: decode is 90% slower late in the run "
+        "Can't tell (leaning aged), from a 35.7-min FreeToken log excerpt alone: decode is 90% slower late in the run "
         "than early, at the same batch size and context length (90% interval 83-94% slower). Low: only 2 early "
         "measurements were there to compare with."
     )
     lines = [" ".join(p.get_text().split()) for p in verdict.find_all("p", class_="line")]
     assert lines[0] == (
-        "Next: Confirm it with a soak before filing a bug: "
+        "Next: Restart it if it is slow now; confirm it is engine age with a soak before filing a bug: "
         "soak run --trace examples/opencode.jsonl --target http://HOST:PORT --until-decided."
     )
     assert verdict.find("p", class_="line").find("code").get_text().startswith("soak run --trace")
@@ -105,7 +105,7 @@ def test_seed_verdict_opens_with_three_lines_then_the_details(seed_page):
     # The verdict in line one's word with how sure, the label after it in code font (a fifth reader
     # matched `engine_age_degradation` to "Aged" by guess); no confidence row to say it twice.
     row = verdict.find("tr").find_all("td")
-    assert row[0].get_text() == "verdict" and row[1].get_text() == "Aged, low confidence (engine_age_degradation)"
+    assert row[0].get_text() == "verdict" and row[1].get_text() == "Can't tell, leaning aged (engine_age_degradation)"
     assert row[1].find("code").get_text() == "engine_age_degradation"
     assert "confidence" not in cells and cells["decided by"] == "the step series against the early step-time model"
 

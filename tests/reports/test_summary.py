@@ -20,12 +20,12 @@ def test_seed_summary_opens_with_the_answer_then_the_numbers_checks_and_environm
     assert lines[0] == "### tokdrift: freetoken-excerpt.log"
     # Three lines: the answer with its size and how sure, what to do, why; then the details break.
     assert lines[2] == (
-        "**Aged (low confidence)**, from a 35.7-min FreeToken log excerpt alone: decode is 90% slower late in the "
+        "**Can't tell (leaning aged)**, from a 35.7-min FreeToken log excerpt alone: decode is 90% slower late in the "
         "run than early, at the same batch size and context length (90% interval 83-94% slower). Low: only 2 early "
         "measurements were there to compare with."
     )
     assert lines[4] == (
-        "**Next:** Confirm it with a soak before filing a bug: "
+        "**Next:** Restart it if it is slow now; confirm it is engine age with a soak before filing a bug: "
         "`soak run --trace examples/opencode.jsonl --target http://HOST:PORT --until-decided`."
     )
     assert lines[6].startswith("**Why:** It began 15.6 min after the engine started, right after 5,792 new tokens")
@@ -352,7 +352,9 @@ def test_the_terminal_shows_a_failed_check_beside_cant_tell_as_not_met(seed_inpu
     assert text.startswith(
         "Can't tell (undecided), from a 35.7-min FreeToken log excerpt alone: decode is 90% slower late in the run"
     )
-    assert "verdict: Can't tell (insufficient_data, on step series)" in text  # line one's word, then the label
+    assert (
+        "verdict: Can't tell, undecided (insufficient_data, on step series)" in text
+    )  # line one's word, then the label
     assert "not met" in text and "fail" not in text.split("checks", 1)[-1]
 
 
