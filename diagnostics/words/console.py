@@ -13,24 +13,27 @@ from rich.table import Table
 from rich.text import Text
 
 from diagnostics.evidence import suspects as suspects_mod
-from diagnostics.labels import Cause, CheckStatus, Verdict
+from diagnostics.labels import Cause, CheckStatus
 from diagnostics.result import Analysis
 from diagnostics.source.source import Source
 from diagnostics.words import details, line_one
 from diagnostics.words import opening as opening_mod
 
-VERDICT_STYLE = {
-    Verdict.AGE: "bold red",
-    Verdict.CONTEXT_ONLY: "bold yellow",
-    Verdict.NO_DEGRADATION: "bold green",
-    Verdict.INSUFFICIENT: "bold magenta",
+# By the word line one says, so that the colour says what the word says (an age at low confidence is
+# can't tell, whatever its verdict).
+ANSWER_STYLE = {
+    line_one.Answer.AGED: "bold red",
+    line_one.Answer.NOT_AGED: "bold green",
+    line_one.Answer.CANT_TELL: "bold yellow",
 }
 STATUS_STYLE = {CheckStatus.OK: "green", CheckStatus.WARN: "yellow", CheckStatus.FAIL: "red"}
 
 
 def render(a: Analysis, source: Source | None = None) -> Group:
     first = opening_mod.opening(a, source)
-    parts: list[Text | Table] = [Text.assemble((first.headline, VERDICT_STYLE[a.verdict]), first.after_headline)]
+    parts: list[Text | Table] = [
+        Text.assemble((first.headline, ANSWER_STYLE[line_one.answer(a)]), first.after_headline)
+    ]
     for label, text in first.lines:
         style = "bold yellow" if label == opening_mod.LABEL_ALSO else ""
         parts.append(Text.assemble((f"{label}: ", "bold"), (text, style)))
@@ -44,7 +47,7 @@ def render(a: Analysis, source: Source | None = None) -> Group:
     parts.append(
         Text.assemble(
             ("verdict: ", "bold"),
-            (f"{line_one.answer(a)}, {line_one.sureness(a)}", VERDICT_STYLE[a.verdict]),
+            (f"{line_one.answer(a)}, {line_one.sureness(a)}", ANSWER_STYLE[line_one.answer(a)]),
             f" ({code}{basis})",
         )
     )

@@ -31,13 +31,20 @@ from ground import Label
 class Answer(Label):
     """The verdict as line one says it: one of three words."""
 
-    AGED = "Aged"  # engine age, at any confidence (at low, the next step asks to confirm it)
+    AGED = "Aged"  # engine age at medium or high confidence
     NOT_AGED = "Not aged"  # no age, its interval ruling out a material loss (medium or high)
-    CANT_TELL = "Can't tell"  # undecided, or no age at low confidence (a material loss not ruled out)
+    CANT_TELL = "Can't tell"  # undecided, or either verdict at low confidence (leaning its way)
 
 
 UNDECIDED = "undecided"  # in the parentheses where a verdict has no confidence
 LEANING = "leaning not aged"  # in the parentheses of no age at low confidence
+# A measure within one engine life, after "it ran N% faster" (line one's `_slow_at_start`).
+WITHIN_RUN = {
+    Basis.PROBES: "late than early on identical test requests",
+    Basis.BINS: "late than early at the same batch size and context length",
+    Basis.STEP_SERIES: "late than early at the same batch size and context length",
+    Basis.COMBINED: "late than early, all measures together",
+}
 LEANING_AGED = "leaning aged"  # in the parentheses of can't tell where two signs of age stand unconfirmed
 
 
@@ -109,16 +116,24 @@ def figure(a: Analysis, c: Comparison | None = None) -> str | None:
 
 
 def _slow_at_start(a: Analysis, c: Comparison) -> str:
-    """`: the slow one was the engine fresh from its restart, ...`: a restart that left the engine slower for certain,
-    said where the figure stands, as the oddity it is (three readers of the twelfth version, who found
-    it a paragraph below, read `67% faster than the same engine freshly restarted` as a fault of the tool)."""
+    """`: the engine was slow just after each start (...), not after long serving, ...`: a restart that
+    left the engine slower for certain, said where the figure stands as the oddity it is (three readers
+    of the twelfth version, who found it a paragraph below, read `67% faster than the same engine
+    freshly restarted` as a fault of the tool), with the measure within the run that shows the same
+    where one does (six readers of the fourteenth and fifteenth versions, given the restart alone,
+    asked for a figure that was no warm-up's)."""
     if a.verdict in (Verdict.AGE, Verdict.INSUFFICIENT) or c.basis != Basis.RESTART:
         return ""
     if not c.interval.bounded or c.interval.lo <= 1 + NO_CHANGE:
         return ""
-    return (
-        ": the slow one was the engine fresh from its restart (a warm-up, or other load then), not after long serving"
-    )
+    said = ": the engine was slow just after a start (a warm-up, or other load then), not after long serving"
+    within = [
+        x for x in a.comparisons if x.basis in WITHIN_RUN and x.interval.bounded and x.interval.lo > 1 + NO_CHANGE
+    ]
+    if not within:
+        return said
+    w = min(within, key=lambda x: x.interval.hi / x.interval.lo)
+    return f"{said}; within the run too, it ran {percent_change(w.ratio)} {WITHIN_RUN[w.basis]}"
 
 
 def confidence(a: Analysis, seconds: float | None = None) -> tuple[str | None, str | None]:

@@ -74,6 +74,13 @@ class Opening(NamedTuple):
     why_label: str  # Why, or How measured
     why: str  # line three
     details: tuple[Detail, ...]  # below the break
+    answer: str = ""  # the word alone (line_one.Answer), for a page that colours it
+
+    @property
+    def tone(self) -> str:
+        """`aged`, `not-aged`, `cant-tell`: the word as a page's style class, so that a box's colour
+        says what its word says (an age at low confidence is can't tell, whatever its verdict)."""
+        return self.answer.lower().replace("'", "").replace(" ", "-")
 
     @property
     def verdict_line(self) -> str:
@@ -127,7 +134,16 @@ def opening(a: Analysis, source: Source | None = None) -> Opening:
         *([Detail(OTHERS, other)] if other else []),
     ]
     return Opening(
-        line_one.headline(a), grounds(a, source), figure_said, confidence, action, also, label, why, tuple(details)
+        line_one.headline(a),
+        grounds(a, source),
+        figure_said,
+        confidence,
+        action,
+        also,
+        label,
+        why,
+        tuple(details),
+        str(line_one.answer(a)),
     )
 
 

@@ -57,8 +57,9 @@ def test_a_gain_the_whole_interval_holds_is_said_as_a_gain_and_which_way_it_went
     """after-12: `Not aged` beside an engine that ran 1.67x faster before its restart than after."""
     o = opening(healthy_record.analysis, healthy_record.source)
     assert o.size == (
-        "decode was 67% faster than the same engine freshly restarted (90% interval 20-132% faster): the slow one "
-        "was the engine fresh from its restart (a warm-up, or other load then), not after long serving"
+        "decode was 67% faster than the same engine freshly restarted (90% interval 20-132% faster): the engine was "
+        "slow just after a start (a warm-up, or other load then), not after long serving; within the run too, it ran "
+        "34% faster late than early at the same batch size and context length"
     )
     assert "restart" not in o.why.split(".", 1)[1]  # the oddity is said once, in line one
 
