@@ -183,7 +183,7 @@ def interval(a: Analysis) -> Interval | None:
 
 
 def _below_material(a: Analysis, c: Comparison) -> str:
-    """`under the 10% tokdrift calls age`: a loss a no-age verdict measured and found too small, or,
+    """`below the 10% slowdown tokdrift counts as age`: a loss a no-age verdict measured and found too small, or,
     at low confidence, whose estimate is under the bar while its interval reaches past it (an eighth
     reader read `Can't tell (leaning not aged)` beside `7% slower` as leaning aged)."""
     material = c.material if c.unit == "tok/s" else DECODE_MATERIAL
@@ -191,7 +191,7 @@ def _below_material(a: Analysis, c: Comparison) -> str:
         return ""
     if c.interval.lo <= material and a.confidence != Confidence.LOW:
         return ""
-    return f"under the {1 - material:.0%} tokdrift calls age"
+    return f"below the {1 - material:.0%} slowdown tokdrift counts as age"
 
 
 def _ratio(a: Analysis) -> str:

@@ -300,10 +300,11 @@ def _no_age(a: Analysis, source: Source | None, log: bool) -> tuple[str, str]:
     else the soak that would settle it."""
     c = decisive(a)
     # Raw speed, not the figure: a sixth reader read `decode speed fell` against measures at the
-    # same context length that rose.
+    # same context length that rose, and three of the sixteenth version `Raw decode speed fell` beside
+    # line one's `34% faster late than early`: said as the raw measure, then how it compares.
     grew = (
-        " Raw decode speed fell as the conversations grew longer (a longer context slows any engine); the "
-        "comparison above takes that out."
+        " Measured raw, decode speed fell as the conversations grew longer, which a longer context does to any "
+        "engine; the figure above leaves that out."
         if a.verdict == Verdict.CONTEXT_ONLY
         else ""
     )

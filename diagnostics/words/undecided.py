@@ -94,8 +94,8 @@ def undecided(a: Analysis, source: Source | None, log: bool) -> Undecided:
                 "Beside a fresh copy run alongside it ran slower, though against itself earlier it did not; the fresh "
                 "copy is the one to trust, as it cancels a change of the host, but the loss beside it is not settled yet"
                 if "decode_agreement" in names
-                else f"It ran slower beside a fresh copy run alongside, but whether by the {1 - p.material:.0%} tokdrift calls "
-                "engine age is not settled"
+                else f"It ran slower beside a fresh copy run alongside, but whether by the {1 - p.material:.0%} slowdown "
+                "tokdrift counts as engine age is not settled"
             )
             # How the host moved is line two's (run_longer), said there once.
             return Undecided(figure(a, p), longer, moved + why + cycles(p) + ".")
@@ -168,8 +168,8 @@ def _restart_against_within(a: Analysis, check: Check) -> str | None:
     # steady" left them weighing the figures themselves).
     went = "fell" if drift.ratio < 1 else "rose"
     return (
-        f"{restart}; engine age is not proven: {where} did not show the loss, and that copy's own speed {went} "
-        f"by {abs(1 - drift.ratio):.0%} during the run, so the host was not steady"
+        f"{restart}; engine age is not proven: {where} did not show the loss, and the host was not steady (that "
+        f"copy's own speed {went} by {abs(1 - drift.ratio):.0%} during the run), so the host may explain it"
     )
 
 
@@ -202,10 +202,12 @@ def _restart_not_age(a: Analysis, check: Check, log: bool) -> str:
     if said:
         return f"{signs}. {_cap(measured)}: most likely {older}."
     if drift is not None:
-        # The restart's rounds are few: a host that moved can still move the two engines unevenly there.
+        # The restart's rounds are few: a host that moved can still move the two engines unevenly there
+        # (said as how the comparison works, not against it: two readers of the sixteenth version read
+        # "may not have cancelled it" as contradicting "so that a change of the host cancels").
         return (
-            f"{signs}. But {measured}; and with the host moving, the few rounds either side of the restart may "
-            "not have cancelled it."
+            f"{signs}. But {measured}. Comparing the two engines at the same moments cancels a steady change of "
+            "the host, but over a few rounds either side of a restart not every short spell of it."
         )
     return f"{signs}. But {measured}: either {older}, or the host changed right at the restart."
 

@@ -210,7 +210,7 @@ def test_a_loss_below_the_material_level_is_said_as_such_after_the_ratio(seed_in
     o = opening(a)
     assert o.headline == "Not aged (medium confidence)"
     assert o.size == (
-        "decode is 5% slower than a fresh copy run alongside (under the 10% tokdrift calls age; 90% interval 2-8% "
+        "decode is 5% slower than a fresh copy run alongside (below the 10% slowdown tokdrift counts as age; 90% interval 2-8% "
         "slower)"
     )
     assert o.confidence == "Medium, not high: a loss of up to 8% is not ruled out."
@@ -268,7 +268,7 @@ def test_a_loss_the_interval_leaves_possible_is_said_once_in_one_direction(seed_
     o = opening(a, _run(*DEMO, elapsed_s=66))  # type: ignore[arg-type]
     assert o.verdict_line == (
         "Can't tell (leaning not aged), from a 66-second soak of the built-in engine: decode was 7% slower than the "
-        "same engine freshly restarted by the soak (under the 10% tokdrift calls age; 90% interval 17% slower "
+        "same engine freshly restarted by the soak (below the 10% slowdown tokdrift counts as age; 90% interval 17% slower "
         "to 4% faster). Low: a loss of up to 17% is not ruled out."
     )
     assert o.action == (
@@ -276,8 +276,8 @@ def test_a_loss_the_interval_leaves_possible_is_said_once_in_one_direction(seed_
         "`soak run --trace examples/opencode.jsonl --engine-arg=--kv-tokens=2048 --until-decided`."
     )
     assert o.why.endswith(
-        "Raw decode speed fell as the conversations grew longer (a longer context slows any engine); the comparison "
-        "above takes that out."
+        "Measured raw, decode speed fell as the conversations grew longer, which a longer context does to any engine; "
+        "the figure above leaves that out."
     )
 
 
@@ -406,10 +406,12 @@ def test_a_restart_that_sped_it_up_says_why_in_terms_of_the_measure_that_backs_i
     )
     m = opening(moved, _run(*DEMO))  # type: ignore[arg-type]
     assert m.verdict_line.endswith(
-        "did not show the loss, and that copy's own speed rose by 20% during the run, so the host was not steady."
+        "did not show the loss, and the host was not steady (that copy's own speed rose by 20% during the run), so "
+        "the host may explain it."
     )
     assert m.why.endswith(
-        "and with the host moving, the few rounds either side of the restart may not have cancelled it."
+        "Comparing the two engines at the same moments cancels a steady change of the host, but over a few rounds "
+        "either side of a restart not every short spell of it."
     )
     assert "soak again on a quieter host, measuring the engine before the traffic starts" in m.action
     assert "never slowed" not in o.paragraph
@@ -492,8 +494,8 @@ def test_an_undecided_paired_control_says_its_figure_once_and_that_the_host_move
     assert o.headline == "Can't tell (undecided)"
     assert o.size == "decode is 17% slower than a fresh copy run alongside (90% interval 0-32% slower)"
     assert o.why.startswith(
-        "It ran slower beside a fresh copy run alongside, but whether by the 10% tokdrift calls engine age is not "
-        "settled over 8 rounds of test requests a side."
+        "It ran slower beside a fresh copy run alongside, but whether by the 10% slowdown tokdrift counts as engine "
+        "age is not settled over 8 rounds of test requests a side."
     )
     assert "25%" not in o.why  # the host's move is said once, in line two
     assert o.action.startswith(
