@@ -1,7 +1,7 @@
 """Line one of every verdict: one of three words, how sure in the parentheses, one change in percent.
 
-`Aged (medium confidence), from a 2.7-min soak of the built-in engine: decode is 28% slower than a
-fresh copy run alongside (90% interval 18-37% slower). Medium, not high: a longer run would narrow
+`Aged (medium confidence), from a 2.7-min soak of the built-in engine: decode is 28% slower late in
+the run than early, against a fresh copy run alongside (90% interval 18-37% slower). Medium, not high: a longer run would narrow
 the range enough for high.`
 
 Readers asked, one after another, for fewer ways to say the same thing. The fourth found line one
@@ -112,28 +112,31 @@ def figure(a: Analysis, c: Comparison | None = None) -> str | None:
     # the 99% only under Details): the soak looked at it after every round, so it must be wider.
     note = ", wider as the soak checked it after every round of test requests" if soak and c in wider(a) else ""
     said = size(c, _below_material(a, c), restart=SOAK_RESTART if soak else None, note=note)
-    return said + _slow_at_start(a, c)
+    return _slow_at_start(a, c, said)
 
 
-def _slow_at_start(a: Analysis, c: Comparison) -> str:
-    """`: the engine was slow just after each start (...), not after long serving, ...`: a restart that
-    left the engine slower for certain, said where the figure stands as the oddity it is (three readers
-    of the twelfth version, who found it a paragraph below, read `67% faster than the same engine
-    freshly restarted` as a fault of the tool), with the measure within the run that shows the same
-    where one does (six readers of the fourteenth and fifteenth versions, given the restart alone,
-    asked for a figure that was no warm-up's)."""
+def _slow_at_start(a: Analysis, c: Comparison, said: str) -> str:
+    """`decode ran 34% faster late than early at the same batch size and context length, and 67% faster
+    than the same engine freshly restarted (...), which was slow just after its start (...)`: a restart
+    that left the engine slower for certain, said where the figure stands as the oddity it is (three
+    readers of the twelfth version, who found it a paragraph below, read `67% faster than the same engine
+    freshly restarted` as a fault of the tool), after the measure within the run that shows the same where
+    one does (nine readers of the fourteenth to seventeenth versions asked to lead with a figure that was
+    no warm-up's). The interval is the restart's: the verdict rests on it (the run's own samples span
+    too little engine time to rule age out alone)."""
     if a.verdict in (Verdict.AGE, Verdict.INSUFFICIENT) or c.basis != Basis.RESTART:
-        return ""
+        return said
     if not c.interval.bounded or c.interval.lo <= 1 + NO_CHANGE:
-        return ""
-    said = ": the engine was slow just after a start (a warm-up, or other load then), not after long serving"
+        return said
+    slow = "the engine was slow just after a start (a warm-up, or other load then), not after long serving"
     within = [
         x for x in a.comparisons if x.basis in WITHIN_RUN and x.interval.bounded and x.interval.lo > 1 + NO_CHANGE
     ]
     if not within:
-        return said
+        return f"{said}: {slow}"
     w = min(within, key=lambda x: x.interval.hi / x.interval.lo)
-    return f"{said}; within the run too, it ran {percent_change(w.ratio)} {WITHIN_RUN[w.basis]}"
+    restart = said.removeprefix("decode was ")
+    return f"decode ran {percent_change(w.ratio)} {WITHIN_RUN[w.basis]}, and {restart}: {slow}"
 
 
 def confidence(a: Analysis, seconds: float | None = None) -> tuple[str | None, str | None]:
@@ -183,7 +186,7 @@ def interval(a: Analysis) -> Interval | None:
 
 
 def _below_material(a: Analysis, c: Comparison) -> str:
-    """`below the 10% slowdown tokdrift counts as age`: a loss a no-age verdict measured and found too small, or,
+    """`below the 10% tokdrift counts as age`: a loss a no-age verdict measured and found too small, or,
     at low confidence, whose estimate is under the bar while its interval reaches past it (an eighth
     reader read `Can't tell (leaning not aged)` beside `7% slower` as leaning aged)."""
     material = c.material if c.unit == "tok/s" else DECODE_MATERIAL
@@ -191,7 +194,7 @@ def _below_material(a: Analysis, c: Comparison) -> str:
         return ""
     if c.interval.lo <= material and a.confidence != Confidence.LOW:
         return ""
-    return f"below the {1 - material:.0%} slowdown tokdrift counts as age"
+    return f"below the {1 - material:.0%} tokdrift counts as age"
 
 
 def _ratio(a: Analysis) -> str:

@@ -6,8 +6,8 @@ each giving it half a minute:
 
 1. **the answer** in one of three words with how sure in the parentheses after it, what it stands
    on, then **one change** in percent with its direction (`Aged (medium confidence), from a 2.7-min
-   soak of the built-in engine: decode is 28% slower than a fresh copy run alongside (90% interval
-   18-37% slower)`), and what the confidence rests on (`Medium, not high: only 6 early measurements
+   soak of the built-in engine: decode is 28% slower late than early, against a fresh copy run
+   alongside (90% interval 18-37% slower)`), and what the confidence rests on (`Medium, not high: only 6 early measurements
    were there to compare with`): diagnostics.words.line_one.
 2. **what to do now**, with the fact that makes it worth doing (`Restart it: a restart made decode
    2.1x faster`; a KV cache that ran out of room, first, whatever the verdict) and a command complete
@@ -303,8 +303,8 @@ def _no_age(a: Analysis, source: Source | None, log: bool) -> tuple[str, str]:
     # same context length that rose, and three of the sixteenth version `Raw decode speed fell` beside
     # line one's `34% faster late than early`: said as the raw measure, then how it compares.
     grew = (
-        " Measured raw, decode speed fell as the conversations grew longer, which a longer context does to any "
-        "engine; the figure above leaves that out."
+        " Only raw speed, not matched for context, fell as the conversations grew longer, which a longer context "
+        "does to any engine; the figure above leaves that out."
         if a.verdict == Verdict.CONTEXT_ONLY
         else ""
     )

@@ -32,7 +32,7 @@ def test_a_soak_says_its_length_its_engine_and_a_test_fault_set_in_it(fault_soak
     assert o.grounds == "from a 16.7-min soak of vLLM 0.27.1, a test fault set in it"
     assert o.verdict_line.startswith(
         "Aged (medium confidence), from a 16.7-min soak of vLLM 0.27.1, a test fault set in it: decode is 32% slower "
-        "than a fresh copy run alongside (90% interval 17-44% slower)."
+        "late than early, against a fresh copy run alongside (90% interval 17-44% slower)."
     )
 
 
@@ -57,9 +57,9 @@ def test_a_gain_the_whole_interval_holds_is_said_as_a_gain_and_which_way_it_went
     """after-12: `Not aged` beside an engine that ran 1.67x faster before its restart than after."""
     o = opening(healthy_record.analysis, healthy_record.source)
     assert o.size == (
-        "decode was 67% faster than the same engine freshly restarted (90% interval 20-132% faster): the engine was "
-        "slow just after a start (a warm-up, or other load then), not after long serving; within the run too, it ran "
-        "34% faster late than early at the same batch size and context length"
+        "decode ran 34% faster late than early at the same batch size and context length, and 67% faster than the "
+        "same engine freshly restarted (90% interval 20-132% faster): the engine was slow just after a start (a "
+        "warm-up, or other load then), not after long serving"
     )
     assert "restart" not in o.why.split(".", 1)[1]  # the oddity is said once, in line one
 

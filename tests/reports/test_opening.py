@@ -163,7 +163,10 @@ def test_line_one_says_tok_s_only_where_two_measured_speeds_stand_for_the_figure
         "interval 17-112% faster)"
     )
     paired = _no_age(seed_inputs, 0.72, 0.63, 0.82, confidence="medium", tps=197.0)
-    assert opening(paired).size == "decode is 28% slower than a fresh copy run alongside (90% interval 18-37% slower)"
+    assert (
+        opening(paired).size
+        == "decode is 28% slower late than early, against a fresh copy run alongside (90% interval 18-37% slower)"
+    )
 
 
 def test_measured_speeds_are_those_the_table_shows(seed_inputs):
@@ -210,7 +213,7 @@ def test_a_loss_below_the_material_level_is_said_as_such_after_the_ratio(seed_in
     o = opening(a)
     assert o.headline == "Not aged (medium confidence)"
     assert o.size == (
-        "decode is 5% slower than a fresh copy run alongside (below the 10% slowdown tokdrift counts as age; 90% interval 2-8% "
+        "decode is 5% slower late than early, against a fresh copy run alongside (below the 10% tokdrift counts as age; 90% interval 2-8% "
         "slower)"
     )
     assert o.confidence == "Medium, not high: a loss of up to 8% is not ruled out."
@@ -241,7 +244,9 @@ def test_line_one_opens_with_one_of_three_words_and_its_confidence_in_parenthese
     change = (
         f"{round((1 - interval[0]) * 100)}% slower" if interval[0] < 1 else f"{round((interval[0] - 1) * 100)}% faster"
     )
-    assert o.verdict_line.startswith(f"{headline}: decode is {change} than a fresh copy run alongside (")
+    assert o.verdict_line.startswith(
+        f"{headline}: decode is {change} late than early, against a fresh copy run alongside ("
+    )
     assert "90% interval " in o.verdict_line and "x" not in o.verdict_line.replace("context", "")
     assert "no engine age" not in o.paragraph.lower()
     assert len(o.verdict_line.split()) <= 45, o.verdict_line
@@ -250,7 +255,7 @@ def test_line_one_opens_with_one_of_three_words_and_its_confidence_in_parenthese
 @pytest.mark.parametrize(
     ("basis", "said"),
     [
-        ("paired_control", "decode is 20% slower than a fresh copy run alongside"),
+        ("paired_control", "decode is 20% slower late than early, against a fresh copy run alongside"),
         ("restart", "decode was 20% slower than the same engine freshly restarted by the soak"),
         ("probes", "decode is 20% slower late in the run than early, on identical test requests"),
         ("bins", "decode is 20% slower late in the run than early, at the same batch size and context length"),
@@ -268,7 +273,7 @@ def test_a_loss_the_interval_leaves_possible_is_said_once_in_one_direction(seed_
     o = opening(a, _run(*DEMO, elapsed_s=66))  # type: ignore[arg-type]
     assert o.verdict_line == (
         "Can't tell (leaning not aged), from a 66-second soak of the built-in engine: decode was 7% slower than the "
-        "same engine freshly restarted by the soak (below the 10% slowdown tokdrift counts as age; 90% interval 17% slower "
+        "same engine freshly restarted by the soak (below the 10% tokdrift counts as age; 90% interval 17% slower "
         "to 4% faster). Low: a loss of up to 17% is not ruled out."
     )
     assert o.action == (
@@ -276,8 +281,8 @@ def test_a_loss_the_interval_leaves_possible_is_said_once_in_one_direction(seed_
         "`soak run --trace examples/opencode.jsonl --engine-arg=--kv-tokens=2048 --until-decided`."
     )
     assert o.why.endswith(
-        "Measured raw, decode speed fell as the conversations grew longer, which a longer context does to any engine; "
-        "the figure above leaves that out."
+        "Only raw speed, not matched for context, fell as the conversations grew longer, which a longer context does "
+        "to any engine; the figure above leaves that out."
     )
 
 
@@ -394,8 +399,8 @@ def test_a_restart_that_sped_it_up_says_why_in_terms_of_the_measure_that_backs_i
     # Why it is not sure, with the size of the measure within the run, and what else reads the same: with
     # neither an engine figure that grew nor a host that moved, both.
     assert o.why == (
-        "A restart made it faster, a sign of engine age. But beside a fresh copy run alongside it was only 14% "
-        "slower, not for certain (90% interval 37% slower to 18% faster): either the slowdown had set in before "
+        "A restart made it faster, a sign of engine age. But against a fresh copy run alongside it was only 14% "
+        "slower late than early, not for certain (90% interval 37% slower to 18% faster): either the slowdown had set in before "
         "the log's first measurements, so that they measured an engine already slow, or the host changed right "
         "at the restart."
     )
@@ -406,8 +411,8 @@ def test_a_restart_that_sped_it_up_says_why_in_terms_of_the_measure_that_backs_i
     )
     m = opening(moved, _run(*DEMO))  # type: ignore[arg-type]
     assert m.verdict_line.endswith(
-        "did not show the loss, and the host was not steady (that copy's own speed rose by 20% during the run), so "
-        "the host may explain it."
+        "; more likely the host than engine age: the comparison beside a fresh copy did not show the loss, and the "
+        "host was not steady (that copy's own speed rose by 20% during the run)."
     )
     assert m.why.endswith(
         "Comparing the two engines at the same moments cancels a steady change of the host, but over a few rounds "
@@ -465,7 +470,7 @@ def test_an_interval_wider_than_90_percent_says_so_where_it_stands_and_why_below
     )
     o = opening(a)
     assert o.size == (
-        "decode is 86% slower than a fresh copy run alongside (99% interval 35-97% slower, wider as the soak "
+        "decode is 86% slower late than early, against a fresh copy run alongside (99% interval 35-97% slower, wider as the soak "
         "checked it after every round of test requests)"
     )
     assert not any(j in _above_details(o) for j in JARGON), _above_details(o)
@@ -492,7 +497,9 @@ def test_an_undecided_paired_control_says_its_figure_once_and_that_the_host_move
     )
     o = opening(a, _run(*DEMO))  # type: ignore[arg-type]
     assert o.headline == "Can't tell (undecided)"
-    assert o.size == "decode is 17% slower than a fresh copy run alongside (90% interval 0-32% slower)"
+    assert (
+        o.size == "decode is 17% slower late than early, against a fresh copy run alongside (90% interval 0-32% slower)"
+    )
     assert o.why.startswith(
         "It ran slower beside a fresh copy run alongside, but whether by the 10% slowdown tokdrift counts as engine "
         "age is not settled over 8 rounds of test requests a side."
@@ -545,8 +552,8 @@ def test_a_log_that_cannot_tell_says_the_soak_and_the_option_that_would_let_it_t
         "a slower host or a heavier load looks the same as engine age."
     )
     assert (
-        o.action == "To tell, soak it with test requests: `soak run --trace examples/opencode.jsonl --target "
-        "http://HOST:PORT --until-decided`."
+        o.action == "Restart it if it is slow now. To tell, soak it with test requests: `soak run --trace "
+        "examples/opencode.jsonl --target http://HOST:PORT --until-decided`."
     )
     assert ("so that its log can tell", "restart it with `--log-timestamps --log-prefix`") in o.details
 

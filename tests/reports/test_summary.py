@@ -171,7 +171,7 @@ def test_a_verdict_other_than_age_names_no_top_suspect_and_says_what_its_list_is
     a = dataclasses.replace(run_inputs.analysis, verdict="insufficient_data", confidence=None)
     md = render_summary(run_inputs._replace(analysis=a))
     assert "Top suspect:" not in md
-    assert "**Suspects** (figures that track the slowdown measured; the verdict does not call it engine age" in md
+    assert "**Suspects** (figures that track the slowdown measured; engine age is not proven, so none is named" in md
     assert "Top suspect: `kv_fragmentation`" in render_summary(run_inputs)  # beside engine age, it is named
 
 
