@@ -57,6 +57,7 @@ def analyze(source: Source) -> Analysis:
     probes = controls.probes(rows, level)
     paired = controls.paired(cycles, level)
     drift = controls.control_drift(cycles, level)
+    at_restart = controls.host_at_restart(rows, cycles)
     youth = youth_mod.measure(cycles)  # at the one look's level, as the running verdict's (diagnostics.decision.live)
     restart = _narrower(controls.restart(rows, cycles), dec.restart)
     prefix_reuse = reuse_mod.compare(source.requests)
@@ -124,7 +125,18 @@ def analyze(source: Source) -> Analysis:
     together = decision.decode if decision.decode is not None and decision.decode.basis == Basis.COMBINED else None
     comparisons = tuple(
         c
-        for c in (paired, restart, probes, dec.bins, dec.steps, drift, evidence.reuse, evidence.prefill, together)
+        for c in (
+            paired,
+            restart,
+            probes,
+            dec.bins,
+            dec.steps,
+            drift,
+            at_restart,
+            evidence.reuse,
+            evidence.prefill,
+            together,
+        )
         if c is not None
     )
     verdict_basis = len(checks)  # its text waits for the confidence the data checks allow (below)

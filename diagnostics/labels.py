@@ -60,6 +60,7 @@ class Basis(Label):
     PREFILL = "prefill"  # prefill time at matched sizes
     CONTROL_DRIFT = "control_drift"  # the control's own probes: the host's speed (never a verdict's)
     CONTROL_YOUTH = "control_youth"  # whether the control stayed young (never a verdict's)
+    HOST_AT_RESTART = "host_at_restart"  # the control's own probes either side of the restart (never a verdict's)
 
 
 class BasisWords(NamedTuple):
@@ -87,4 +88,5 @@ BASIS_WORDS: dict[Basis, BasisWords] = {
     Basis.PREFILL: BasisWords("prefill time", "prefill time at matched sizes"),
     Basis.CONTROL_DRIFT: BasisWords("control drift", "control drift"),
     Basis.CONTROL_YOUTH: BasisWords("control youth", "control youth"),
+    Basis.HOST_AT_RESTART: BasisWords("host at the restart", "the fresh engine's own speed either side of the restart"),
 }

@@ -50,6 +50,23 @@ def verdict_words(a: Analysis) -> str:
     return f"{line_one.answer(a)}, {line_one.sureness(a)}"
 
 
+# What a verdict code means where line one's word reads otherwise (readers of the twelfth to eighteenth
+# versions, given `Can't tell` beside `engine_age_degradation`, or `Not aged` beside
+# `context_growth_only`, took the table for a second verdict).
+CODE_GLOSS = {
+    Verdict.AGE: "engine age, at low confidence",
+    Verdict.CONTEXT_ONLY: "raw speed fell as contexts grew, which is not age",
+}
+
+
+def verdict_row(a: Analysis) -> str:
+    """The table's verdict row: line one's words, and what the code after them means where it reads
+    otherwise (`Can't tell, leaning aged: the code is engine age, at low confidence`)."""
+    said = verdict_words(a)
+    gloss = CODE_GLOSS.get(a.verdict) if line_one.answer(a) != line_one.Answer.AGED else None
+    return f"{said}; its code says {gloss}" if gloss else said
+
+
 def headline(a: Analysis) -> str:
     if a.verdict == Verdict.AGE and a.age_basis == Basis.PREFIX_REUSE:
         return "The engine slowed down with age: its prefix cache stopped reusing, so every turn recomputes"
@@ -268,7 +285,7 @@ def key_numbers(a: Analysis) -> list[KeyNumber]:
     """The evidence table under the opening: the verdict in line one's word (its label beside it),
     every ratio the engine's over the reference's (below 1 slower), times to the second."""
     out = [
-        KeyNumber("verdict", verdict_words(a), code=a.verdict),
+        KeyNumber("verdict", verdict_row(a), code=a.verdict),
         KeyNumber(DECIDED_BY, basis_text(a.basis)),
     ]
     if a.cause == Cause.HOST_DRIFT:

@@ -249,6 +249,36 @@ def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Comparison | None:
     )
 
 
+def host_at_restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Comparison | None:
+    """The control's own probes in the cycles the restart control compares, after the main engine's
+    first restart over before it: the host's change right at the restart. The restart control on the
+    pairs cancels a steady change of the host; a spell that starts or ends at the restart can move the
+    two engines unevenly over its few cycles (a healthy demo whose host slowed across its restart read
+    0.68 there, the control's own speed falling 16% across it). Words only: no verdict rests on it."""
+    main = rows[rows["role"] == ProbeRole.MAIN]
+    lives = sorted(main["engine_life"].unique())
+    if len(lives) < 2 or not len(cycles) or cycles["engine_life"].nunique() < 2:
+        return None
+    before = cycles[cycles["engine_life"] == lives[0]]["control"]
+    after = cycles[cycles["engine_life"] == lives[1]]["control"]
+    k = min(len(after), max(3, math.ceil(THIRD * len(before))))  # the restart control's sides
+    if len(before) < 2 or len(after) < 2:
+        return None
+    early, late = before.tail(k), after.head(k)
+    interval = intervals.log_ratio(early, late)
+    return Comparison(
+        basis=Basis.HOST_AT_RESTART,
+        interval=interval,
+        num_early=len(early),
+        num_late=len(late),
+        material=DECODE_MATERIAL,
+        detail=f"the fresh engine's own probes, its first {len(late)} after the restart over its last {len(early)} "
+        f"before it: {interval.describe()} (the host's change right at the restart)",
+        healthy_level=_geo(early),
+        levels=(_geo(early), _geo(late)),
+    )
+
+
 def probe_onset(series: pd.DataFrame, value: str) -> int | None:
     """Row position where a probe series (first life, time order) runs materially below its first
     third (its baseline, where the run took one) and stays below, by change points on

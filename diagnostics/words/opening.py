@@ -303,8 +303,8 @@ def _no_age(a: Analysis, source: Source | None, log: bool) -> tuple[str, str]:
     # same context length that rose, and three of the sixteenth version `Raw decode speed fell` beside
     # line one's `34% faster late than early`: said as the raw measure, then how it compares.
     grew = (
-        " Only raw speed, not matched for context, fell as the conversations grew longer, which a longer context "
-        "does to any engine; the figure above leaves that out."
+        " Raw decode speed, unmatched, fell as the conversations grew longer, which a longer context does to any "
+        "engine; the figure above leaves that out."
         if a.verdict == Verdict.CONTEXT_ONLY
         else ""
     )

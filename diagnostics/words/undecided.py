@@ -16,7 +16,7 @@ from diagnostics.labels import Basis
 from diagnostics.result import Analysis, Check
 from diagnostics.source.source import Source
 from diagnostics.words import rerun
-from diagnostics.words.details import decisive, grew, host_moved
+from diagnostics.words.details import HOST_MOVED, decisive, grew, host_moved
 from diagnostics.words.line_one import figure
 from diagnostics.words.next_steps import cycles, lasted, log_next, restart_gain, run_longer
 from diagnostics.words.said import NO_CHANGE, percent_change, span
@@ -82,7 +82,8 @@ def undecided(a: Analysis, source: Source | None, log: bool) -> Undecided:
             else "To tell whether the cause is engine age"
         )
         now = f"Restart it: in this run {gain}, whatever the cause. {settle}, s" if gain else f"{settle}, s"
-        quieter = " on a quieter host" if grew(a) is None and host_moved(a) is not None else ""
+        unsteady = host_moved(a) is not None or _host_at_restart(a) is not None
+        quieter = " on a quieter host" if grew(a) is None and unsteady else ""
         check = next(c for c in failed if c.name == "restart_slower")
         return Undecided(
             _restart_against_within(a, check),
@@ -166,6 +167,13 @@ def _restart_against_within(a: Analysis, check: Check) -> str | None:
         return (
             f"{restart}; engine age is likely but not proven: {where} probably began when the engine was already slow"
         )
+    at = _host_at_restart(a)
+    if at is not None:
+        went = "fell" if at.ratio < 1 else "rose"
+        return (
+            f"{restart}; more likely the host than engine age: {where} did not show the loss, and the host changed "
+            f"right at the restart (the fresh copy's own speed {went} by {abs(1 - at.ratio):.0%} across it)"
+        )
     drift = host_moved(a)
     if drift is None:
         return f"{restart}; engine age is not proven: {where} did not show the loss"
@@ -205,7 +213,7 @@ def _restart_not_age(a: Analysis, check: Check, log: bool) -> str:
     # what is meant is a slowdown older than the first measurements, which then measured it already there.
     first = "the log's first measurements" if log else "the soak's first test requests"
     older = f"the slowdown had set in before {first}, so that they measured an engine already slow"
-    drift = host_moved(a)
+    drift = host_moved(a) or _host_at_restart(a)
     if said:
         return f"{signs}. {_cap(measured)}: most likely {older}."
     if drift is not None:
@@ -217,6 +225,14 @@ def _restart_not_age(a: Analysis, check: Check, log: bool) -> str:
             "the host, but over a few rounds either side of a restart not every short spell of it."
         )
     return f"{signs}. But {measured}: either {older}, or the host changed right at the restart."
+
+
+def _host_at_restart(a: Analysis) -> Comparison | None:
+    """The fresh copy's own change across the restart (controls.host_at_restart), where it moved by a
+    tenth or more: a host that changed right at the restart, which three readers of the seventeenth
+    and eighteenth versions asked to be named ("a short host hiccup around the restart")."""
+    c = next((c for c in a.comparisons if c.basis == Basis.HOST_AT_RESTART), None)
+    return c if c is not None and abs(c.ratio - 1) >= HOST_MOVED else None
 
 
 def _cap(text: str) -> str:

@@ -281,8 +281,8 @@ def test_a_loss_the_interval_leaves_possible_is_said_once_in_one_direction(seed_
         "`soak run --trace examples/opencode.jsonl --engine-arg=--kv-tokens=2048 --until-decided`."
     )
     assert o.why.endswith(
-        "Only raw speed, not matched for context, fell as the conversations grew longer, which a longer context does "
-        "to any engine; the figure above leaves that out."
+        "Raw decode speed, unmatched, fell as the conversations grew longer, which a longer context does to any "
+        "engine; the figure above leaves that out."
     )
 
 

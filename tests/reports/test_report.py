@@ -105,7 +105,9 @@ def test_seed_verdict_opens_with_three_lines_then_the_details(seed_page):
     # The verdict in line one's word with how sure, the label after it in code font (a fifth reader
     # matched `engine_age_degradation` to "Aged" by guess); no confidence row to say it twice.
     row = verdict.find("tr").find_all("td")
-    assert row[0].get_text() == "verdict" and row[1].get_text() == "Can't tell, leaning aged (engine_age_degradation)"
+    assert row[0].get_text() == "verdict" and row[1].get_text() == (
+        "Can't tell, leaning aged; its code says engine age, at low confidence (engine_age_degradation)"
+    )
     assert row[1].find("code").get_text() == "engine_age_degradation"
     assert "confidence" not in cells and cells["decided by"] == "the step series against the early step-time model"
 
