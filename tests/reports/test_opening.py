@@ -411,8 +411,8 @@ def test_a_restart_that_sped_it_up_says_why_in_terms_of_the_measure_that_backs_i
     )
     m = opening(moved, _run(*DEMO))  # type: ignore[arg-type]
     assert m.verdict_line.endswith(
-        "; more likely the host than engine age: the comparison beside a fresh copy did not show the loss, and the "
-        "host was not steady (that copy's own speed rose by 20% during the run)."
+        "; engine age is not proven: the comparison beside a fresh copy did not show the loss, and the host was not "
+        "steady (that copy's own speed rose by 20% during the run)."
     )
     assert m.why.endswith(
         "Comparing the two engines at the same moments cancels a steady change of the host, but over a few rounds "
@@ -552,8 +552,8 @@ def test_a_log_that_cannot_tell_says_the_soak_and_the_option_that_would_let_it_t
         "a slower host or a heavier load looks the same as engine age."
     )
     assert (
-        o.action == "Restart it if it is slow now. To tell, soak it with test requests: `soak run --trace "
-        "examples/opencode.jsonl --target http://HOST:PORT --until-decided`."
+        o.action == "To tell, soak it with test requests: `soak run --trace examples/opencode.jsonl --target "
+        "http://HOST:PORT --until-decided`."
     )
     assert ("so that its log can tell", "restart it with `--log-timestamps --log-prefix`") in o.details
 
