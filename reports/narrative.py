@@ -45,8 +45,8 @@ class KeyNumber(NamedTuple):
 
 def verdict_words(a: Analysis) -> str:
     """`Aged, medium confidence`, `Can't tell, leaning not aged`: the verdict in line one's words (two
-    readers of the thirteenth version found `Can't tell, low confidence` beside `Can't tell (leaning not
-    aged)` a second verdict)."""
+    readers of the thirteenth and fourteenth versions found `Can't tell, low confidence` beside
+    `Can't tell (leaning not aged)` a second verdict)."""
     return f"{line_one.answer(a)}, {line_one.sureness(a)}"
 
 

@@ -51,7 +51,7 @@ LEANING_AGED = "leaning aged"  # in the parentheses of can't tell where two sign
 def answer(a: Analysis) -> Answer:
     """The one word for the verdict: low confidence either way is can't tell, leaning one way (no age
     at low confidence is not the absence of a loss; engine age at low confidence is not yet a bug to
-    file: four readers of the twelfth and thirteenth versions read `Aged` beside `confirm it before
+    file: four readers of the thirteenth and fourteenth versions read `Aged` beside `confirm it before
     filing`, on 2 early measurements, as the tool contradicting itself)."""
     if a.verdict == Verdict.INSUFFICIENT or a.confidence in (Confidence.LOW, None):
         return Answer.CANT_TELL

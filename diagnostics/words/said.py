@@ -47,7 +47,7 @@ REFERENCE = {
 # `decode <verb> <change> <reference>`, by the comparison a ratio comes from: (the verb, the reference).
 AGAINST = {
     # Late over early, both against the fresh copy (a ratio of ratios): not the gap between the two
-    # engines' speeds now, which a reader of the seventeenth version worked out from the tok/s.
+    # engines' speeds now, which a reader of the eighteenth version worked out from the tok/s.
     "paired_control": ("is", "late than early, against a fresh copy run alongside"),
     "restart": ("was", "than the same engine freshly restarted"),
     "probes": ("is", "late in the run than early, on identical test requests"),

@@ -31,7 +31,7 @@ WITHIN = {
     "combined": "all its measures of decode speed together, it was",
 }
 # Every one of them compares late with early (the pairs too: the engine over the fresh copy, late over
-# early; a reader of the seventeenth version took `12% slower than a fresh copy` for the gap in tok/s).
+# early; a reader of the eighteenth version took `12% slower than a fresh copy` for the gap in tok/s).
 LATE_EARLY = "late than early"
 # The same, after "the comparison" (`the comparison beside a fresh copy (90% interval 0-23% slower)`).
 WHERE = {
@@ -216,7 +216,7 @@ def _restart_not_age(a: Analysis, check: Check, log: bool) -> str:
         return f"{signs}. {_cap(measured)}: most likely {older}."
     if drift is not None:
         # The restart's rounds are few: a host that moved can still move the two engines unevenly there
-        # (said as how the comparison works, not against it: two readers of the sixteenth version read
+        # (said as how the comparison works, not against it: readers of the sixteenth and seventeenth versions read
         # "may not have cancelled it" as contradicting "so that a change of the host cancels").
         return (
             f"{signs}. But {measured}. Comparing the two engines at the same moments cancels a steady change of "
@@ -227,8 +227,8 @@ def _restart_not_age(a: Analysis, check: Check, log: bool) -> str:
 
 def _host_at_restart(a: Analysis) -> Comparison | None:
     """The fresh copy's own change across the restart (controls.host_at_restart), where it moved by a
-    tenth or more: a host that changed right at the restart, which three readers of the seventeenth
-    and eighteenth versions asked to be named ("a short host hiccup around the restart")."""
+    tenth or more: a host that changed right at the restart, which three readers of the eighteenth
+    and nineteenth versions asked to be named ("a short host hiccup around the restart")."""
     c = next((c for c in a.comparisons if c.basis == Basis.HOST_AT_RESTART), None)
     return c if c is not None and abs(c.ratio - 1) >= HOST_MOVED else None
 
