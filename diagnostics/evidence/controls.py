@@ -173,16 +173,13 @@ def control_drift(cycles: pd.DataFrame, level: float = intervals.LEVEL) -> Compa
     e, k = sides
     early, late = first["control"].head(e), first["control"].tail(k)
     interval = intervals.log_ratio(early, late, level, serial=True)
-    return Comparison(
-        basis=Basis.CONTROL_DRIFT,
-        interval=interval,
-        num_early=e,
-        num_late=k,
-        material=DECODE_MATERIAL,
-        detail=f"the fresh engine's own probes, last {k} over first {e}: {interval.describe()} (the host's "
+    return _own_speed(
+        Basis.CONTROL_DRIFT,
+        early,
+        late,
+        interval,
+        f"the fresh engine's own probes, last {k} over first {e}: {interval.describe()} (the host's "
         f"speed: a fresh engine stays young, so only the host moves it)",
-        healthy_level=_geo(early),
-        levels=(_geo(early), _geo(late)),
     )
 
 
@@ -197,16 +194,37 @@ def drift_between(cycles: pd.DataFrame, sides: Sides | None, level: float = inte
     t = cycles["t"]
     early, late = (cycles.loc[(t >= a) & (t <= b), "control"] for a, b in sides)
     interval = intervals.log_ratio(early, late, level, serial=True)
+    return _own_speed(
+        Basis.CONTROL_DRIFT,
+        early,
+        late,
+        interval,
+        f"the fresh engine's own probes taken beside the two sides, {len(late)} over {len(early)}: "
+        f"{interval.describe()}",
+    )
+
+
+def _own_speed(
+    basis: Basis, early: pd.Series, late: pd.Series, interval: intervals.Interval, detail: str
+) -> Comparison:
+    """The control's own probes, late against early: the host's speed over some stretch (never a
+    verdict's basis), with the two speeds it is the ratio of."""
     return Comparison(
-        basis=Basis.CONTROL_DRIFT,
+        basis=basis,
         interval=interval,
         num_early=len(early),
         num_late=len(late),
         material=DECODE_MATERIAL,
-        detail=f"the fresh engine's own probes taken beside the two sides, {len(late)} over {len(early)}: "
-        f"{interval.describe()}",
+        detail=detail,
         healthy_level=_geo(early),
+        levels=(_geo(early), _geo(late)),
     )
+
+
+def _restart_side(before: int, after: int) -> int:
+    """How many cycles a side the restart control compares: a third of the first life, at least three,
+    no more than the fresh life has. (Six cycles since 2026-12-05; three before.)"""
+    return min(after, max(3, math.ceil(THIRD * before)))
 
 
 def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Comparison | None:
@@ -225,8 +243,7 @@ def restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Comparison | None:
         before = main[main["engine_life"] == lives[0]]["decode_tps"]
         after = main[main["engine_life"] == lives[1]]["decode_tps"]
         what, unit = "probes", "probes"
-    # The restart control takes six cycles (three before 2026-12-05); at least three a side here.
-    k = min(len(after), max(3, math.ceil(THIRD * len(before))))
+    k = _restart_side(len(before), len(after))
     if len(before) < 1 or len(after) < 1:
         return None
     aged, fresh = before.tail(k), after.head(k)
@@ -261,21 +278,18 @@ def host_at_restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Comparison | No
         return None
     before = cycles[cycles["engine_life"] == lives[0]]["control"]
     after = cycles[cycles["engine_life"] == lives[1]]["control"]
-    k = min(len(after), max(3, math.ceil(THIRD * len(before))))  # the restart control's sides
     if len(before) < 2 or len(after) < 2:
         return None
+    k = _restart_side(len(before), len(after))  # the restart control's sides
     early, late = before.tail(k), after.head(k)
     interval = intervals.log_ratio(early, late)
-    return Comparison(
-        basis=Basis.HOST_AT_RESTART,
-        interval=interval,
-        num_early=len(early),
-        num_late=len(late),
-        material=DECODE_MATERIAL,
-        detail=f"the fresh engine's own probes, its first {len(late)} after the restart over its last {len(early)} "
+    return _own_speed(
+        Basis.HOST_AT_RESTART,
+        early,
+        late,
+        interval,
+        f"the fresh engine's own probes, its first {len(late)} after the restart over its last {len(early)} "
         f"before it: {interval.describe()} (the host's change right at the restart)",
-        healthy_level=_geo(early),
-        levels=(_geo(early), _geo(late)),
     )
 
 
