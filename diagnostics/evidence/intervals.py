@@ -31,6 +31,7 @@ from scipy.stats import t as student_t
 
 Values = Sequence[float] | np.ndarray  # samples of one side, in time order where that matters
 LEVEL = 0.90  # two-sided coverage of every interval diag reports
+MAX_EXP = 700.0  # math.exp overflows just past 709
 MAX_BLOCKS = 12  # block means per side of a time-series comparison
 MIN_WINDOWS = 3  # stretches of the claim's length a reference must hold to say how much their means vary
 MAX_SERIAL = 0.5  # the most lag-1 correlation a series of probe cycles is credited with
@@ -122,7 +123,9 @@ def log_ratio(
         return Interval(math.exp(estimate), math.exp(estimate), math.exp(estimate), level)
     df = (vx + vy) ** 2 / (vx**2 / dx + vy**2 / dy)
     half = float(student_t.ppf(0.5 + level / 2, df)) * se
-    return Interval(math.exp(estimate), math.exp(estimate - half), math.exp(estimate + half), level)
+    # Two samples a side at a running level can put the upper end past a float's range: unbounded.
+    upper = math.exp(estimate + half) if estimate + half < MAX_EXP else math.inf
+    return Interval(math.exp(estimate), math.exp(estimate - half), upper, level)
 
 
 def _floored(var: float, df: int, floor: StretchNoise | None) -> tuple[float, int]:

@@ -34,6 +34,10 @@ from diagnostics.evidence.intervals import LEVEL
 MAX_BLOCKS = 120  # block means the two models are fitted on
 SLOPE_BLOCKS = 48  # block means the per-hour slope is fitted on
 MIN_BLOCKS = 6
+# The largest change of log speed per hour a slope may say: a run of seconds extrapolated to an hour can
+# read e^1000 (a soak that decided in 40 s crashed `diag analyze` with an overflow here); beyond this
+# a per-hour figure says nothing, and none is given.
+MAX_LOG_PER_H = 20.0
 DISTINGUISH = 2.0  # a creep stands out once its trend has risen this many sigmas
 
 
@@ -100,6 +104,8 @@ def per_hour(age_s: np.ndarray, residual: np.ndarray, since_age_s: float = -math
     resid = y - y.mean() - slope * xm
     se = math.sqrt(float(np.sum(resid**2)) / (n - 2) / float(np.sum(xm * xm)))
     half = float(student_t.ppf(0.5 + LEVEL / 2, n - 2)) * se
+    if not math.isfinite(half) or abs(slope) + half > MAX_LOG_PER_H:
+        return None
     # A slower step time (a rising residual) is a falling speed: exp(-slope) - 1.
     return PerHour(math.expm1(-slope), math.expm1(-(slope + half)), math.expm1(-(slope - half)), float(since_age_s))
 

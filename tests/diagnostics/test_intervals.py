@@ -77,3 +77,12 @@ def test_a_reference_shorter_than_three_stretches_says_nothing():
     t = np.arange(50.0)
     assert stretch_noise(t, np.ones(50), 20.0) is None
     assert stretch_noise(t, np.ones(50), 0.0) is None
+
+
+def test_an_upper_end_past_a_floats_range_is_unbounded_not_an_overflow():
+    """Two samples a side, far apart, at a strict running level: the upper end exp(estimate + half)
+    lies past what a float holds. It read OverflowError; it is an unbounded interval."""
+    from diagnostics.evidence import intervals
+
+    i = intervals.log_ratio([1.0, 100.0], [1.0, 1e6], level=0.99999)
+    assert i.hi == math.inf and not i.bounded and i.lo >= 0.0

@@ -85,3 +85,16 @@ def test_the_fit_tells_a_level_shift_from_a_hinge():
     rate = trend.per_hour(age, hinge, h.change_age_s)
     assert rate.lo < math.expm1(-0.06) < rate.hi
     assert trend.fit(age[:4], step[:4]) is None  # too few to tell
+
+
+def test_a_per_hour_rate_from_seconds_of_data_is_none_not_an_overflow():
+    """A soak that decided in 40 s: its residual's slope, extrapolated to an hour, read e^840, and
+    `diag analyze` died in math.expm1 with an OverflowError. Beyond MAX_LOG_PER_H a per-hour figure
+    says nothing: none is given, and a rate within it is still given."""
+    age = np.linspace(0.0, 30.0, 60)
+    with np.errstate(all="ignore"):
+        assert trend.per_hour(age, np.linspace(0.0, -7.0, 60)) is None  # e^840 an hour
+        assert trend.per_hour(age, np.linspace(0.0, 7.0, 60)) is None
+    hours = np.linspace(0.0, 3600.0 * 4, 240)
+    p = trend.per_hour(hours, np.linspace(0.0, 0.4, 240))  # 10% a hour slower step time
+    assert p is not None and math.isclose(p.estimate, math.expm1(-0.1), rel_tol=1e-6)
