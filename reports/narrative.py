@@ -55,13 +55,13 @@ def verdict_words(a: Analysis) -> str:
 # `context_growth_only`, took the table for a second verdict).
 CODE_GLOSS = {
     Verdict.AGE: "engine age, at low confidence",
-    Verdict.CONTEXT_ONLY: "raw speed fell as contexts grew, which is not age",
+    Verdict.CONTEXT_ONLY: "a longer context slowed decode, which is not age",
 }
 
 
 def verdict_row(a: Analysis) -> str:
     """The table's verdict row: line one's words, and what the code after them means where it reads
-    otherwise (`Can't tell, leaning aged: the code is engine age, at low confidence`)."""
+    otherwise (`Can't tell, leaning aged; its code says engine age, at low confidence`)."""
     said = verdict_words(a)
     gloss = CODE_GLOSS.get(a.verdict) if line_one.answer(a) != line_one.Answer.AGED else None
     return f"{said}; its code says {gloss}" if gloss else said

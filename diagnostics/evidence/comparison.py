@@ -50,8 +50,9 @@ class Comparison(NamedTuple):
     # traffic against the fresh one under little more than probes).
     joins: bool = True
     # The two measured levels (early, late; tok/s) whose ratio is the estimate, where the figure is
-    # one: the medians of identical probes of one engine (geometric, as the ratio). The detail says
-    # them, so a page that puts them before a reader puts figures a table below shows. None where the
+    # one: the medians of identical probes of one engine (geometric, as the ratio; the fresh control's
+    # own probes too, whose details do not say them). The detail of a decode comparison says them, so a
+    # page that puts them before a reader puts figures a table below shows. None where the
     # figure is no ratio of two measured levels (paired ratios, the bins' bands, the step series
     # against a model): `late_level` is then the healthy level times the ratio, computed.
     levels: tuple[float, float] | None = None

@@ -271,7 +271,7 @@ def host_at_restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Comparison | No
     first restart over before it: the host's change right at the restart. The restart control on the
     pairs cancels a steady change of the host; a spell that starts or ends at the restart can move the
     two engines unevenly over its few cycles (a healthy demo whose host slowed across its restart read
-    0.68 there, the control's own speed falling 16% across it). Words only: no verdict rests on it."""
+    0.68 there, the control's own speed falling 17% across it). Words only: no verdict rests on it."""
     main = rows[rows["role"] == ProbeRole.MAIN]
     lives = sorted(main["engine_life"].unique())
     if len(lives) < 2 or not len(cycles) or cycles["engine_life"].nunique() < 2:
@@ -281,6 +281,11 @@ def host_at_restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Comparison | No
     if len(before) < 2 or len(after) < 2:
         return None
     k = _restart_side(len(before), len(after))  # the restart control's sides
+    window = pd.concat(
+        [cycles[cycles["engine_life"] == lives[0]].tail(k), cycles[cycles["engine_life"] == lives[1]].head(k)]
+    )
+    if "control_life" in window and window["control_life"].nunique() > 1:
+        return None  # the control restarted inside the window: its own youth, not the host, would move it
     early, late = before.tail(k), after.head(k)
     interval = intervals.log_ratio(early, late)
     return _own_speed(

@@ -23,6 +23,7 @@ it as the least noise the short side's mean can have (a floor). Intervals are tw
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -31,7 +32,7 @@ from scipy.stats import t as student_t
 
 Values = Sequence[float] | np.ndarray  # samples of one side, in time order where that matters
 LEVEL = 0.90  # two-sided coverage of every interval diag reports
-MAX_EXP = 700.0  # math.exp overflows just past 709
+MAX_EXP = math.log(sys.float_info.max)  # math.exp overflows past this
 MAX_BLOCKS = 12  # block means per side of a time-series comparison
 MIN_WINDOWS = 3  # stretches of the claim's length a reference must hold to say how much their means vary
 MAX_SERIAL = 0.5  # the most lag-1 correlation a series of probe cycles is credited with

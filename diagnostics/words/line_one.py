@@ -42,7 +42,7 @@ LEANING = "leaning not aged"  # in the parentheses of no age at low confidence
 WITHIN_RUN = {
     Basis.PROBES: "late than early on identical test requests",
     Basis.BINS: "late than early at the same batch size and context length",
-    Basis.STEP_SERIES: "late than early at the same batch size and context length",
+    Basis.STEP_SERIES: "late than early, step by step against its early speed",
     Basis.COMBINED: "late than early, all measures together",
 }
 LEANING_AGED = "leaning aged"  # in the parentheses of can't tell where two signs of age stand unconfirmed
@@ -117,7 +117,8 @@ def figure(a: Analysis, c: Comparison | None = None) -> str | None:
 
 def _slow_at_start(a: Analysis, c: Comparison, said: str) -> str:
     """`decode ran 34% faster late than early at the same batch size and context length, and 67% faster
-    than the same engine freshly restarted (...), which was slow just after its start (...)`: a restart
+    than the same engine freshly restarted (...): the engine was slow just after a start (...), not after
+    long serving`: a restart
     that left the engine slower for certain, said where the figure stands as the oddity it is (three
     readers of the twelfth version, who found it a paragraph below, read `67% faster than the same engine
     freshly restarted` as a fault of the tool), after the measure within the run that shows the same where

@@ -41,7 +41,7 @@ def cycles(c: Comparison) -> str:
 
 def run_longer(a: Analysis, source: Source | None) -> str:
     """`Run longer on a quieter host (this run lasted 66 s, and a fresh copy run alongside slowed by
-    half meanwhile): ...`: with what makes the host suspect, where the fresh copy says it (a thirteenth
+    47% meanwhile): ...`: with what makes the host suspect, where the fresh copy says it (a thirteenth
     reader: "on a quieter host" with no reason given at the top)."""
     drift = host_moved(a)
     quieter = drift is not None or any(

@@ -27,7 +27,7 @@ WITHIN = {
     "paired_control": "against a fresh copy run alongside it was",
     "probes": "on its own test requests it was",
     "bins": "at the same batch size and context length it was",
-    "step_series": "at the same batch size and context length it was",
+    "step_series": "step by step against its early speed it was",
     "combined": "all its measures of decode speed together, it was",
 }
 # Every one of them compares late with early (the pairs too: the engine over the fresh copy, late over
@@ -38,7 +38,7 @@ WHERE = {
     "paired_control": "beside a fresh copy",
     "probes": "on its own test requests",
     "bins": "at the same batch size and context length",
-    "step_series": "at the same batch size and context length",
+    "step_series": "step by step against its early speed",
     "combined": "all measures together",
 }
 
@@ -161,6 +161,13 @@ def _restart_against_within(a: Analysis, check: Check) -> str | None:
         return None
     within = _within(a, check)
     where = f"the comparison {WHERE[within.basis]}" if within is not None else "the measures within the run"
+    # A loss within the run for certain, but not of the size tokdrift calls age, is said as such: "did
+    # not show the loss" would be false there.
+    loss = (
+        f"a loss of {1 - within.material:.0%} or more for certain"
+        if within is not None and within.interval.bounded and within.interval.hi < 1
+        else "the loss"
+    )
     if grew(a) is not None:
         return (
             f"{restart}; engine age is likely but not proven: {where} probably began when the engine was already slow"
@@ -173,16 +180,16 @@ def _restart_against_within(a: Analysis, check: Check) -> str | None:
     if at is not None:
         went = "fell" if at.ratio < 1 else "rose"
         return (
-            f"{restart}; engine age is not proven: {where} did not show the loss, and the host changed right at "
+            f"{restart}; engine age is not proven: {where} did not show {loss}, and the host changed right at "
             f"the restart (the fresh copy's own speed {went} by {abs(1 - at.ratio):.0%} across it)"
         )
     drift = host_moved(a)
     if drift is None:
-        return f"{restart}; engine age is not proven: {where} did not show the loss"
+        return f"{restart}; engine age is not proven: {where} did not show {loss}"
     went = "fell" if drift.ratio < 1 else "rose"
     return (
-        f"{restart}; engine age is not proven: {where} did not show the loss, and the host was not steady (that "
-        f"copy's own speed {went} by {abs(1 - drift.ratio):.0%} during the run)"
+        f"{restart}; engine age is not proven: {where} did not show {loss}, and the host was not steady (the "
+        f"fresh copy's own speed {went} by {abs(1 - drift.ratio):.0%} during the run)"
     )
 
 
@@ -201,11 +208,18 @@ def _restart_not_age(a: Analysis, check: Check, log: bool) -> str:
     if within is None:
         measured = "the measures within this run did not show it slowing"
     else:
-        how = (
-            f"only {percent_change(within.ratio)} {LATE_EARLY}, not for certain"
-            if within.ratio < 1 - NO_CHANGE
-            else f"{percent_change(within.ratio)} {LATE_EARLY}"
-        )
+        how = f"{percent_change(within.ratio)} {LATE_EARLY}"
+        if within.ratio < 1 - NO_CHANGE:
+            restart = next((c for c in a.comparisons if c.basis == Basis.RESTART), None)
+            only = "only " if restart is not None and within.ratio > restart.ratio else ""
+            # Slower for certain, but not by the size tokdrift calls age, is said as such, not as
+            # "not for certain" (an interval wholly below 1).
+            sure = (
+                f", not by the {1 - within.material:.0%} tokdrift counts as age for certain"
+                if within.interval.bounded and within.interval.hi < 1
+                else ", not for certain"
+            )
+            how = f"{only}{how}{sure}"
         measured = f"{WITHIN[within.basis]} {how} ({span(within.interval)})"
     # A thirteenth reader: "slow from the start" reads as contradicted by a fresh engine that was fast;
     # what is meant is a slowdown older than the first measurements, which then measured it already there.
@@ -230,7 +244,15 @@ def _host_at_restart(a: Analysis) -> Comparison | None:
     tenth or more: a host that changed right at the restart, which three readers of the eighteenth
     and nineteenth versions asked to be named ("a short host hiccup around the restart")."""
     c = next((c for c in a.comparisons if c.basis == Basis.HOST_AT_RESTART), None)
-    return c if c is not None and abs(c.ratio - 1) >= HOST_MOVED else None
+    r = next((c for c in a.comparisons if c.basis == Basis.RESTART), None)
+    if c is None or r is None or not c.interval.bounded or abs(c.ratio - 1) < HOST_MOVED:
+        return None
+    # A move its interval leaves in doubt is no fact to state; and it says something of the restart
+    # figure only where that figure is the same cycles' (the restart control on the pairs: the fresh
+    # life's first cycles over the aged life's last), not the log's own steps.
+    if c.interval.lo <= 1 <= c.interval.hi or (c.num_early, c.num_late) != (r.num_late, r.num_early):
+        return None
+    return c
 
 
 def _cap(text: str) -> str:

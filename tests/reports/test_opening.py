@@ -412,7 +412,7 @@ def test_a_restart_that_sped_it_up_says_why_in_terms_of_the_measure_that_backs_i
     m = opening(moved, _run(*DEMO))  # type: ignore[arg-type]
     assert m.verdict_line.endswith(
         "; engine age is not proven: the comparison beside a fresh copy did not show the loss, and the host was not "
-        "steady (that copy's own speed rose by 20% during the run)."
+        "steady (the fresh copy's own speed rose by 20% during the run)."
     )
     assert m.why.endswith(
         "Comparing the two engines at the same moments cancels a steady change of the host, but over a few rounds "

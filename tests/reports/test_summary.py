@@ -244,7 +244,7 @@ def test_the_tables_verdict_row_says_line_ones_word_then_the_label():
         assert _table(md)["verdict"].endswith(f"(`{a.verdict}`)")
     # A code that reads otherwise than the word says what it means (readers took it for a second verdict).
     assert a.verdict == "context_growth_only" and _table(md)["verdict"] == (
-        "Not aged, medium confidence; its code says raw speed fell as contexts grew, which is not age "
+        "Not aged, medium confidence; its code says a longer context slowed decode, which is not age "
         "(`context_growth_only`)"
     )
 
