@@ -9,7 +9,7 @@ from diagnostics.labels import Basis, CheckStatus
 from diagnostics.result import Analysis, Check
 from diagnostics.words import details
 from diagnostics.words.details import NO_CHANGE
-from diagnostics.words.said import to_the_second
+from diagnostics.words.said import capitalized, to_the_second
 from ground import __version__
 from reports import narrative
 from reports.environment import DECIDED, environment
@@ -103,7 +103,7 @@ def render_summary(inputs: Inputs, redactor: Redactor | None = None, report_name
         note = narrative.check_note(a, c)
         tag = f" ({note.tag})" if note is not None else ""
         detail = _cell(red(c.detail)).rstrip(".")
-        why = f". {note.why[:1].upper()}{note.why[1:]}." if note is not None and note.why else ""
+        why = f". {capitalized(note.why)}." if note is not None and note.why else ""
         out.append(f"- {STATUS_MARK[details.status_shown(a, c)]} {_check_name(c.name)}{tag}: {detail}{red(why)}")
     if ok:
         out.append(f"- ok: {', '.join(ok)}")

@@ -276,17 +276,14 @@ def host_at_restart(rows: pd.DataFrame, cycles: pd.DataFrame) -> Comparison | No
     lives = sorted(main["engine_life"].unique())
     if len(lives) < 2 or not len(cycles) or cycles["engine_life"].nunique() < 2:
         return None
-    before = cycles[cycles["engine_life"] == lives[0]]["control"]
-    after = cycles[cycles["engine_life"] == lives[1]]["control"]
-    if len(before) < 2 or len(after) < 2:
+    aged, fresh = (cycles[cycles["engine_life"] == life] for life in lives[:2])
+    if len(aged) < 2 or len(fresh) < 2:
         return None
-    k = _restart_side(len(before), len(after))  # the restart control's sides
-    window = pd.concat(
-        [cycles[cycles["engine_life"] == lives[0]].tail(k), cycles[cycles["engine_life"] == lives[1]].head(k)]
-    )
-    if "control_life" in window and window["control_life"].nunique() > 1:
+    k = _restart_side(len(aged), len(fresh))  # the restart control's sides
+    aged, fresh = aged.tail(k), fresh.head(k)
+    if "control_life" in cycles and pd.concat([aged, fresh])["control_life"].nunique() > 1:
         return None  # the control restarted inside the window: its own youth, not the host, would move it
-    early, late = before.tail(k), after.head(k)
+    early, late = aged["control"], fresh["control"]
     interval = intervals.log_ratio(early, late)
     return _own_speed(
         Basis.HOST_AT_RESTART,

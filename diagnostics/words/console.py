@@ -18,6 +18,7 @@ from diagnostics.result import Analysis
 from diagnostics.source.source import Source
 from diagnostics.words import details, line_one
 from diagnostics.words import opening as opening_mod
+from diagnostics.words.said import capitalized
 
 # By the word line one says, so that the colour says what the word says (an age at low confidence is
 # can't tell, whatever its verdict).
@@ -103,7 +104,7 @@ def render(a: Analysis, source: Source | None = None) -> Group:
         note = details.check_note(a, c)
         shown = details.status_shown(a, c)
         status = f"[{STATUS_STYLE[c.status]}]{shown}[/]" + (f" ({escape(note.tag)})" if note is not None else "")
-        why = f". {note.why[:1].upper()}{note.why[1:]}." if note is not None and note.why else ""
+        why = f". {capitalized(note.why)}." if note is not None and note.why else ""
         table.add_row(escape(c.name), status, escape(c.detail.rstrip(".") + why if why else c.detail))
     parts.append(table)
     return Group(*parts)

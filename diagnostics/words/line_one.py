@@ -38,6 +38,7 @@ class Answer(Label):
 
 UNDECIDED = "undecided"  # in the parentheses where a verdict has no confidence
 LEANING = "leaning not aged"  # in the parentheses of no age at low confidence
+LEANING_AGED = "leaning aged"  # in the parentheses of can't tell where two signs of age stand unconfirmed
 # A measure within one engine life, after "it ran N% faster" (line one's `_slow_at_start`).
 WITHIN_RUN = {
     Basis.PROBES: "late than early on identical test requests",
@@ -45,7 +46,6 @@ WITHIN_RUN = {
     Basis.STEP_SERIES: "late than early, step by step against its early speed",
     Basis.COMBINED: "late than early, all measures together",
 }
-LEANING_AGED = "leaning aged"  # in the parentheses of can't tell where two signs of age stand unconfirmed
 
 
 def answer(a: Analysis) -> Answer:
@@ -111,14 +111,15 @@ def figure(a: Analysis, c: Comparison | None = None) -> str | None:
     # An interval wider than the others is said as such where it stands (four readers in turn found
     # the 99% only under Details): the soak looked at it after every round, so it must be wider.
     note = ", wider as the soak checked it after every round of test requests" if soak and c in wider(a) else ""
-    said = size(c, _below_material(a, c), restart=SOAK_RESTART if soak else None, note=note)
-    return _slow_at_start(a, c, said)
+    lead, tail = _slow_at_start(a, c)
+    said = size(c, _below_material(a, c), restart=SOAK_RESTART if soak else None, note=note, bare=bool(lead))
+    return f"{lead}{said}{tail}"
 
 
-def _slow_at_start(a: Analysis, c: Comparison, said: str) -> str:
-    """`decode ran 34% faster late than early at the same batch size and context length, and 67% faster
-    than the same engine freshly restarted (...): the engine was slow just after a start (...), not after
-    long serving`: a restart
+def _slow_at_start(a: Analysis, c: Comparison) -> tuple[str, str]:
+    """What goes before and after the restart's figure (`decode ran 34% faster late than early at the same
+    batch size and context length, and ` and `: the engine was slow just after a start (...), not after
+    long serving`; a lead where there is one puts the figure without its `decode was`): a restart
     that left the engine slower for certain, said where the figure stands as the oddity it is (three
     readers of the twelfth version, who found it a paragraph below, read `67% faster than the same engine
     freshly restarted` as a fault of the tool), after the measure within the run that shows the same where
@@ -126,18 +127,17 @@ def _slow_at_start(a: Analysis, c: Comparison, said: str) -> str:
     no warm-up's). The interval is the restart's: the verdict rests on it (the run's own samples span
     too little engine time to rule age out alone)."""
     if a.verdict in (Verdict.AGE, Verdict.INSUFFICIENT) or c.basis != Basis.RESTART:
-        return said
+        return "", ""
     if not c.interval.bounded or c.interval.lo <= 1 + NO_CHANGE:
-        return said
-    slow = "the engine was slow just after a start (a warm-up, or other load then), not after long serving"
+        return "", ""
+    slow = ": the engine was slow just after a start (a warm-up, or other load then), not after long serving"
     within = [
         x for x in a.comparisons if x.basis in WITHIN_RUN and x.interval.bounded and x.interval.lo > 1 + NO_CHANGE
     ]
     if not within:
-        return f"{said}: {slow}"
+        return "", slow
     w = min(within, key=lambda x: x.interval.hi / x.interval.lo)
-    restart = said.removeprefix("decode was ")
-    return f"decode ran {percent_change(w.ratio)} {WITHIN_RUN[w.basis]}, and {restart}: {slow}"
+    return f"decode ran {percent_change(w.ratio)} {WITHIN_RUN[w.basis]}, and ", slow
 
 
 def confidence(a: Analysis, seconds: float | None = None) -> tuple[str | None, str | None]:

@@ -15,7 +15,7 @@ from diagnostics.result import Analysis
 from diagnostics.source.source import Source
 from diagnostics.words import rerun
 from diagnostics.words.details import Detail, host_moved
-from diagnostics.words.said import duration
+from diagnostics.words.said import duration, moved_by
 from logformats.figures import Missing
 
 CYCLES = ("paired_control", "probes", "restart")  # comparisons whose sides count test-request cycles
@@ -48,17 +48,22 @@ def run_longer(a: Analysis, source: Source | None) -> str:
         c.name in ("host_contention", "control_drift") and c.status == "warn" for c in a.checks
     )
     where = " on a quieter host" if quieter else ""
-    why = [f"this run lasted {duration(rerun.run_seconds(source))}"] if rerun.is_short(source) else []
+    why = [x for x in (_lasted(source),) if x]
     if drift is not None:
-        went = "slowed" if drift.ratio < 1 else "sped up"
-        why.append(f"a fresh copy run alongside {went} by {abs(1 - drift.ratio):.0%} meanwhile")
+        why.append(f"a fresh copy run alongside {moved_by(drift.ratio, 'slowed', 'sped up')} meanwhile")
     said = f" ({', and '.join(why)})" if why else ""
     return f"Run longer{where}{said}: `{rerun.soak_command(source, '--until-decided')}`."
 
 
 def lasted(source: Source | None) -> str:
     """` (this run lasted 2.6 min)` where the run was short, for a next step that asks for a longer one."""
-    return f" (this run lasted {duration(rerun.run_seconds(source))})" if rerun.is_short(source) else ""
+    said = _lasted(source)
+    return f" ({said})" if said else ""
+
+
+def _lasted(source: Source | None) -> str | None:
+    """`this run lasted 2.6 min`, where the run was short."""
+    return f"this run lasted {duration(rerun.run_seconds(source))}" if rerun.is_short(source) else None
 
 
 def log_next(source: Source | None) -> str:

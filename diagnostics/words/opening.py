@@ -9,8 +9,8 @@ each giving it half a minute:
    soak of the built-in engine: decode is 28% slower late than early, against a fresh copy run
    alongside (90% interval 18-37% slower)`), and what the confidence rests on (`Medium, not high: only 6 early measurements
    were there to compare with`): diagnostics.words.line_one.
-2. **what to do now**, with the fact that makes it worth doing (`Restart it: a restart made decode
-   2.1x faster`; a KV cache that ran out of room, first, whatever the verdict) and a command complete
+2. **what to do now**, with the fact that makes it worth doing (`Restart it: in this run a restart
+   brought the speed back`; a KV cache that ran out of room, first, whatever the verdict) and a command complete
    where the run knows its values (diagnostics.words.rerun); a line of its own for each further problem.
 3. **why**: when it began, right after what, whether a restart brought the speed back and the
    top suspect (engine age); how it was measured (no age); or why it cannot tell, with the sizes
@@ -50,7 +50,7 @@ from diagnostics.words.details import (
 )
 from diagnostics.words.grounds import grounds
 from diagnostics.words.next_steps import log_next, log_options, restart_gain, run_longer
-from diagnostics.words.said import NO_CHANGE, duration, stamp
+from diagnostics.words.said import NO_CHANGE, capitalized, duration, stamp
 from diagnostics.words.side_actions import side_actions
 from diagnostics.words.undecided import undecided
 
@@ -320,7 +320,7 @@ def _no_age(a: Analysis, source: Source | None, log: bool) -> tuple[str, str]:
             log_next(source) if log else run_longer(a, source),
             "No two stretches at the same conditions had enough measurements to put a figure on engine age." + grew,
         )
-    how = _cap(measure(c) or c.basis.replace("_", " ")) + "." + _gained(c) + grew + shared
+    how = capitalized(measure(c) or c.basis.replace("_", " ")) + "." + _gained(c) + grew + shared
     if line_one.answer(a) == line_one.Answer.NOT_AGED:
         return _nothing_to_do(a, source, log), how
     return log_next(source) if log else run_longer(a, source), how
@@ -352,7 +352,3 @@ def _nothing_to_do(a: Analysis, source: Source | None, log: bool) -> str:
     if log:
         return f"{nothing}; to watch for a slower drift, soak it for hours: `{rerun.soak_command(source, rerun.LONG_SOAK)}`."
     return f"{nothing}; a longer soak would catch a slower drift."
-
-
-def _cap(text: str) -> str:
-    return text[:1].upper() + text[1:]

@@ -72,17 +72,18 @@ def span(i: Interval) -> str:
     return f"{level} {_percent(1 - i.lo)} slower to {_percent(i.hi - 1)} faster"
 
 
-def size(c: Comparison, aside: str = "", restart: str | None = None, note: str = "") -> str:
-    """The figure as line one says it, one way whatever the reference: `decode is 28% slower than a
-    fresh copy run alongside (90% interval 18-37% slower)`; in the parentheses, before the interval,
-    the two measured speeds where they stand for it (`(218 against 138 tok/s; ...)`) and `aside`,
-    after it `note`. `restart`, where given, says which restart (`than the same engine freshly
-    restarted by the soak`)."""
+def size(c: Comparison, aside: str = "", restart: str | None = None, note: str = "", bare: bool = False) -> str:
+    """The figure as line one says it, one way whatever the reference: `decode is 28% slower late than
+    early, against a fresh copy run alongside (90% interval 18-37% slower)`; in the parentheses, before
+    the interval, the two measured speeds where they stand for it (`(218 against 138 tok/s; ...)`) and
+    `aside`, after it `note`. `restart`, where given, says which restart (`than the same engine freshly
+    restarted by the soak`). `bare` leaves out `decode <verb>`, for a figure said after another."""
     verb, against = AGAINST.get(c.basis, ("is", "late in the run than early"))
     against = restart if restart is not None and c.basis == "restart" else against
     before = ", ".join(x for x in (_measured(c), aside) if x)
     inside = f"{before}; {span(c.interval)}" if before else span(c.interval)
-    return f"decode {verb} {percent_change(c.ratio)} {against} ({inside}{note})"
+    said = f"{percent_change(c.ratio)} {against} ({inside}{note})"
+    return said if bare else f"decode {verb} {said}"
 
 
 def percent_change(ratio: float) -> str:
@@ -91,6 +92,16 @@ def percent_change(ratio: float) -> str:
     if abs(ratio - 1) < NO_CHANGE:
         return "no faster or slower"
     return f"{_percent(1 - ratio)} slower" if ratio < 1 else f"{_percent(ratio - 1)} faster"
+
+
+def moved_by(ratio: float, down: str = "fell", up: str = "rose") -> str:
+    """`fell by 17%`, `rose by 20%`: how a speed moved, as a ratio of its later to its earlier self."""
+    return f"{down if ratio < 1 else up} by {abs(1 - ratio):.0%}"
+
+
+def capitalized(text: str) -> str:
+    """A clause as the start of a sentence: its first letter upper case, the rest as it is."""
+    return text[:1].upper() + text[1:]
 
 
 def times_x(ratio: float) -> str:

@@ -16,10 +16,10 @@ from diagnostics.labels import Basis
 from diagnostics.result import Analysis, Check
 from diagnostics.source.source import Source
 from diagnostics.words import rerun
-from diagnostics.words.details import HOST_MOVED, decisive, grew, host_moved
+from diagnostics.words.details import HOST_MOVED, MEASURE_NAMES, decisive, grew, host_moved
 from diagnostics.words.line_one import figure
 from diagnostics.words.next_steps import cycles, lasted, log_next, restart_gain, run_longer
-from diagnostics.words.said import NO_CHANGE, percent_change, span
+from diagnostics.words.said import NO_CHANGE, capitalized, moved_by, percent_change, span
 
 # How the measure a verdict could not decide on is said, in line three (`within the run, beside a
 # fresh engine it read 0.86x`).
@@ -33,13 +33,13 @@ WITHIN = {
 # Every one of them compares late with early (the pairs too: the engine over the fresh copy, late over
 # early; a reader of the eighteenth version took `12% slower than a fresh copy` for the gap in tok/s).
 LATE_EARLY = "late than early"
-# The same, after "the comparison" (`the comparison beside a fresh copy (90% interval 0-23% slower)`).
+# The same after "the comparison" (`the comparison beside a fresh copy did not show the loss`): each
+# measure's name below the break (details.MEASURE_NAMES), the probes' with the preposition it needs
+# there, and the joined one's, which that list has no line for.
 WHERE = {
-    "paired_control": "beside a fresh copy",
-    "probes": "on its own test requests",
-    "bins": "at the same batch size and context length",
-    "step_series": "step by step against its early speed",
-    "combined": "all measures together",
+    **{b: MEASURE_NAMES[b] for b in (Basis.PAIRED_CONTROL, Basis.BINS, Basis.STEP_SERIES)},
+    Basis.PROBES: f"on {MEASURE_NAMES[Basis.PROBES]}",
+    Basis.COMBINED: "all measures together",
 }
 
 
@@ -75,21 +75,21 @@ def undecided(a: Analysis, source: Source | None, log: bool) -> Undecided:
     if "restart_slower" in names and Basis.RESTART in comps:
         # What to do today first, whatever the cause (a sixth reader: "restart it if it is slow now"
         # is no instruction), then what settles the cause.
+        r = _reading(a, next(c for c in failed if c.name == "restart_slower"))
         gain = restart_gain(a)
         settle = (
             "To confirm it is engine age before filing a bug"
-            if grew(a) is not None
+            if r.grew is not None
             else "To tell whether the cause is engine age"
         )
         now = f"Restart it: in this run {gain}, whatever the cause. {settle}, s" if gain else f"{settle}, s"
-        unsteady = host_moved(a) is not None or _host_at_restart(a) is not None
-        quieter = " on a quieter host" if grew(a) is None and unsteady else ""
-        check = next(c for c in failed if c.name == "restart_slower")
+        unsteady = r.drift is not None or r.at is not None
+        quieter = " on a quieter host" if r.grew is None and unsteady else ""
         return Undecided(
-            _restart_against_within(a, check),
+            _restart_against_within(a, r),
             f"{now}oak again{quieter}, measuring the engine before the traffic starts{lasted(source)}: "
             f"`{rerun.soak_command(source, '--baseline 8', '--until-decided')}`.",
-            _restart_not_age(a, check, log),
+            _restart_not_age(r, log),
         )
     if "paired_slower" in names or "decode_agreement" in names:
         p = comps.get(Basis.PAIRED_CONTROL, d)
@@ -126,8 +126,8 @@ def undecided(a: Analysis, source: Source | None, log: bool) -> Undecided:
                 f"It ran slower late in the run, but with no fresh engine to compare with{_why_no_fresh(a)}, a slower "
                 "host or a heavier load looks the same as engine age."
             )
-            return Undecided(figure_said, longer, moved + why)
-        why = f"Too few or too noisy measurements{cycles(d) if d else ''} to tell a {1 - DECODE_MATERIAL:.0%} loss from none."
+        else:
+            why = f"Too few or too noisy measurements{cycles(d) if d else ''} to tell a {1 - DECODE_MATERIAL:.0%} loss from none."
         return Undecided(figure_said, longer, moved + why)
     if "data" in names or d is None:
         return Undecided(
@@ -149,17 +149,32 @@ def _within(a: Analysis, check: Check) -> Comparison | None:
     )
 
 
-def _restart_against_within(a: Analysis, check: Check) -> str | None:
+class _Reading(NamedTuple):
+    """What a restart the run does not bear out is read beside, gathered once for its three lines."""
+
+    restart: Comparison
+    within: Comparison | None  # the measure within the first life that did not show the loss
+    grew: str | None  # an engine figure that grew a lot (details.grew)
+    at: Comparison | None  # the host's change right at the restart (_host_at_restart)
+    drift: Comparison | None  # the host's change over the run (details.host_moved)
+
+
+def _reading(a: Analysis, check: Check) -> _Reading:
+    restart = next(c for c in a.comparisons if c.basis == Basis.RESTART)
+    return _Reading(restart, _within(a, check), grew(a), _host_at_restart(a), host_moved(a))
+
+
+def _restart_against_within(a: Analysis, r: _Reading) -> str | None:
     """Line one of a restart the run does not bear out: the restart's figure, then whether engine age is
     likely and why the measure within the run did not show it, in words (its size is line three's).
     Nine readers over three versions marked these 3 out of 5, asking in turn for the reason in line one
     (the twelfth version), for its size (the thirteenth), for one number there (the fourteenth) and,
     each time, for which way the data lean instead of two hedges; so line one now leans where the data
-    do: an engine figure that grew a lot makes age likely, a host that moved makes it the host's."""
-    restart = figure(a, next(c for c in a.comparisons if c.basis == Basis.RESTART))
+    do: an engine figure that grew a lot makes age likely."""
+    restart = figure(a, r.restart)
     if restart is None:
         return None
-    within = _within(a, check)
+    within = r.within
     where = f"the comparison {WHERE[within.basis]}" if within is not None else "the measures within the run"
     # A loss within the run for certain, but not of the size tokdrift calls age, is said as such: "did
     # not show the loss" would be false there.
@@ -168,7 +183,7 @@ def _restart_against_within(a: Analysis, check: Check) -> str | None:
         if within is not None and within.interval.bounded and within.interval.hi < 1
         else "the loss"
     )
-    if grew(a) is not None:
+    if r.grew is not None:
         return (
             f"{restart}; engine age is likely but not proven: {where} probably began when the engine was already slow"
         )
@@ -176,42 +191,33 @@ def _restart_against_within(a: Analysis, check: Check) -> str | None:
     # at the restart moves the comparison depends on how unevenly it met the two engines, so it makes
     # the restart unreliable, not age unlikely (a reader of the twentieth version saw a host that slowed
     # after the restart argue for age, not against it: "more likely the host" was wrong there).
-    at = _host_at_restart(a)
-    if at is not None:
-        went = "fell" if at.ratio < 1 else "rose"
+    said = f"{restart}; engine age is not proven: {where} did not show {loss}"
+    if r.at is not None:
+        return f"{said}, and the host changed right at the restart (the fresh copy's own speed {moved_by(r.at.ratio)} across it)"
+    if r.drift is not None:
         return (
-            f"{restart}; engine age is not proven: {where} did not show {loss}, and the host changed right at "
-            f"the restart (the fresh copy's own speed {went} by {abs(1 - at.ratio):.0%} across it)"
+            f"{said}, and the host was not steady (the fresh copy's own speed {moved_by(r.drift.ratio)} during the run)"
         )
-    drift = host_moved(a)
-    if drift is None:
-        return f"{restart}; engine age is not proven: {where} did not show {loss}"
-    went = "fell" if drift.ratio < 1 else "rose"
-    return (
-        f"{restart}; engine age is not proven: {where} did not show {loss}, and the host was not steady (the "
-        f"fresh copy's own speed {went} by {abs(1 - drift.ratio):.0%} during the run)"
-    )
+    return said
 
 
-def _restart_not_age(a: Analysis, check: Check, log: bool) -> str:
+def _restart_not_age(r: _Reading, log: bool) -> str:
     """Why a restart that made the engine faster is not yet engine age: the signs of it first, then
     the measure within the run with its size, then the likelier of what else reads the same."""
     # The signs of age first, then what is missing (a seventh reader, given a figure that grew 1 KB
     # -> 71 MB beside "may have been slow from the start", read the verdict as contradicting itself).
-    said = grew(a)
     signs = (
-        f"An engine figure grew a lot ({said}) and a restart made it faster: both signs of engine age"
-        if said
+        f"An engine figure grew a lot ({r.grew}) and a restart made it faster: both signs of engine age"
+        if r.grew
         else "A restart made it faster, a sign of engine age"
     )
-    within = _within(a, check)
+    within = r.within
     if within is None:
         measured = "the measures within this run did not show it slowing"
     else:
         how = f"{percent_change(within.ratio)} {LATE_EARLY}"
         if within.ratio < 1 - NO_CHANGE:
-            restart = next((c for c in a.comparisons if c.basis == Basis.RESTART), None)
-            only = "only " if restart is not None and within.ratio > restart.ratio else ""
+            only = "only " if within.ratio > r.restart.ratio else ""
             # Slower for certain, but not by the size tokdrift calls age, is said as such, not as
             # "not for certain" (an interval wholly below 1).
             sure = (
@@ -225,13 +231,12 @@ def _restart_not_age(a: Analysis, check: Check, log: bool) -> str:
     # what is meant is a slowdown older than the first measurements, which then measured it already there.
     first = "the log's first measurements" if log else "the soak's first test requests"
     older = f"the slowdown had set in before {first}, so that they measured an engine already slow"
-    drift = host_moved(a) or _host_at_restart(a)
-    if said:
-        return f"{signs}. {_cap(measured)}: most likely {older}."
-    if drift is not None:
+    if r.grew:
+        return f"{signs}. {capitalized(measured)}: most likely {older}."
+    if r.drift is not None or r.at is not None:
         # The restart's rounds are few: a host that moved can still move the two engines unevenly there
-        # (said as how the comparison works, not against it: readers of the sixteenth and seventeenth versions read
-        # "may not have cancelled it" as contradicting "so that a change of the host cancels").
+        # (said as how the comparison works, not against it: readers of the sixteenth and seventeenth
+        # versions read "may not have cancelled it" as contradicting "so that a change of the host cancels").
         return (
             f"{signs}. But {measured}. Comparing the two engines at the same moments cancels a steady change of "
             "the host, but over a few rounds either side of a restart not every short spell of it."
@@ -253,10 +258,6 @@ def _host_at_restart(a: Analysis) -> Comparison | None:
     if c.interval.lo <= 1 <= c.interval.hi or (c.num_early, c.num_late) != (r.num_late, r.num_early):
         return None
     return c
-
-
-def _cap(text: str) -> str:
-    return text[:1].upper() + text[1:]
 
 
 def _moved(a: Analysis) -> str:
